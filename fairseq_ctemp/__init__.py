@@ -1,0 +1,9 @@
+"""fairseq-ctemp: fixed and learned temperature for fairseq (use with --user-dir fairseq_ctemp)."""
+from . import compat, decoding
+
+compat.apply()
+decoding.apply()
+
+from . import criterions  # noqa: E402,F401  (registers components with fairseq)
+
+__version__ = "0.1.0"

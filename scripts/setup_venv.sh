@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Create (or reuse) a virtualenv with CPU torch, fairseq and this plugin, without ever letting pip
+# resolve torch/torchaudio itself (that would pull a multi-GB CUDA build).
+#
+# Usage: scripts/setup_venv.sh [VENV_DIR]      (default: .venv inside the checkout)
+# Env:   TORCH_SPEC   torch requirement to install if torch is missing (default torch==2.13.0)
+#        FAIRSEQ_SPEC fairseq distribution (default fairseq-fixed==0.12.3.1, the Python 3.11 fork)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+venv=${1:-$root/.venv}
+stamp=$venv/.fairseq_ctemp_installed
+# Re-run when setup.py changed after the last successful set-up.
+if [ -f "$stamp" ] && [ "$stamp" -nt "$root/setup.py" ] && [ "$stamp" -nt "$0" ]; then
+  exit 0
+fi
+py=${PYTHON:-python3}
+echo "== setting up $venv (first time takes ~6 min: fairseq compiles its extensions) =="
+[ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
+pip="$venv/bin/python -m pip"
+$pip install -q -U pip setuptools wheel
+# torch first, and only if absent: a GPU user installs their own CUDA torch before running this.
+if ! "$venv/bin/python" -c "import torch" 2>/dev/null; then
+  $pip install "${TORCH_SPEC:-torch==2.13.0}"
+fi
+$pip install -q numpy cython
+if ! "$venv/bin/python" -c "import fairseq" 2>/dev/null; then
+  # --no-deps: fairseq-fixed declares torchaudio, which would drag in a CUDA torch.
+  # --no-build-isolation: build against the torch installed above, not a freshly downloaded one.
+  $pip install --no-build-isolation --no-deps "${FAIRSEQ_SPEC:-fairseq-fixed==0.12.3.1}"
+fi
+# fairseq's real runtime deps (scikit-learn: `import fairseq` needs it) plus ours.
+$pip install -q "hydra-core==1.3.2" "omegaconf==2.3.0" regex sacrebleu tqdm bitarray packaging \
+  scikit-learn sentencepiece subword-nmt matplotlib pytest
+# The plugin itself, editable, never resolving dependencies (see setup.py).
+$pip install -q --no-deps --no-build-isolation -e "$root"
+"$venv/bin/python" -c "import fairseq, fairseq_ctemp, torch; print('fairseq', fairseq.__version__, '| torch', torch.__version__)"
+touch "$stamp"
