@@ -1,0 +1,225 @@
+"""tempered_ce, the spec as tests: DESIGN.md section 1 and issue #2."""
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+import torch.nn.functional as F
+from fairseq.criterions.label_smoothed_cross_entropy import LabelSmoothedCrossEntropyCriterion
+from fairseq.data import Dictionary
+from fairseq.models import BaseFairseqModel, FairseqDecoder
+
+import fairseq_ctemp  # noqa: F401
+from fairseq_ctemp.criterions.tempered_ce import TemperedCrossEntropyCriterion
+
+PAD = 1
+
+
+class LogitsModel(BaseFairseqModel):
+    """A 'model' whose decoder output is a given logits tensor, normalised the fairseq way."""
+
+    def __init__(self, logits, dictionary):
+        super().__init__()
+        self.logits = torch.nn.Parameter(logits)
+        self.decoder = FairseqDecoder(dictionary)
+
+    def forward(self, **unused):
+        return self.logits, None
+
+
+def make_task(vocab):
+    dictionary = Dictionary()
+    for i in range(vocab - len(dictionary)):
+        dictionary.add_symbol(f"w{i}")
+    assert len(dictionary) == vocab and dictionary.pad() == PAD
+    return SimpleNamespace(target_dictionary=dictionary), dictionary
+
+
+def random_batch(batch, length, vocab, seed, scale=3.0, dtype=torch.float32):
+    gen = torch.Generator().manual_seed(seed)
+    logits = (torch.randn(batch, length, vocab, generator=gen) * scale).to(dtype)
+    target = torch.randint(4, vocab, (batch, length), generator=gen)
+    lengths = torch.randint(1, length + 1, (batch,), generator=gen)
+    target[torch.arange(length)[None, :] >= lengths[:, None]] = PAD  # right padding
+    sample = {"net_input": {}, "target": target, "ntokens": int(target.ne(PAD).sum())}
+    return logits, sample
+
+
+def make_criterion(task, T=1.0, eps=0.0, w=0.0, rescale=True, **kw):
+    return TemperedCrossEntropyCriterion(task, sentence_avg=False, label_smoothing=eps,
+                                         softmax_temperature=T, sem_weight=w,
+                                         no_temperature_rescale=not rescale, **kw)
+
+
+def loss_and_grad(criterion, logits, sample, dictionary):
+    model = LogitsModel(logits.clone(), dictionary)
+    loss, sample_size, log = criterion(model, sample)
+    loss.backward()
+    return loss, model.logits.grad, log
+
+
+def slow_reference(logits, target, T, eps, w, rescale=True):
+    """DESIGN.md section 1 written out position by position, in float64."""
+    V = logits.size(-1)
+    loss = nll = ent = ent_untempered = nll_untempered = torch.zeros((), dtype=torch.float64)
+    for b in range(logits.size(0)):
+        for t in range(logits.size(1)):
+            y = int(target[b, t])
+            if y == PAD:
+                continue
+            d = logits[b, t].double()
+            log_p = torch.log_softmax(d / T, dim=0)
+            p = log_p.exp()
+            l_x = -(1 - eps - eps / (V - 1)) * log_p[y] - eps / (V - 1) * log_p.sum()
+            l_nse = (p * log_p).sum()
+            loss = loss + (T if rescale else 1.0) * ((1 - w) * l_x + w * l_nse)
+            nll = nll - log_p[y]
+            ent = ent - l_nse
+            log_q = torch.log_softmax(d, dim=0)
+            ent_untempered = ent_untempered - (log_q.exp() * log_q).sum()
+            nll_untempered = nll_untempered - log_q[y]
+    return loss, nll, ent, ent_untempered, nll_untempered
+
+
+@pytest.mark.parametrize("shape,T,eps,w,rescale", [
+    ((2, 5, 11), 1.0, 0.0, 0.0, True),
+    ((3, 4, 17), 2.5, 0.1, 0.0, True),
+    ((1, 7, 9), 0.5, 0.3, 0.3, True),
+    ((4, 3, 23), 4.0, 0.1, 1.0, True),
+    ((2, 6, 13), 7.0, 0.2, 0.5, False),
+])
+def test_loss_gradients_and_logged_stats_match_slow_reference(shape, T, eps, w, rescale):
+    task, dictionary = make_task(shape[-1])
+    logits, sample = random_batch(*shape, seed=hash((shape, T)) % 1000)
+    criterion = make_criterion(task, T, eps, w, rescale)
+    loss, grad, log = loss_and_grad(criterion, logits, sample, dictionary)
+
+    ref_logits = logits.double().requires_grad_()
+    ref = slow_reference(ref_logits, sample["target"], T, eps, w, rescale)
+    ref[0].backward()
+    torch.testing.assert_close(loss.double(), ref[0], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(grad.double(), ref_logits.grad, rtol=1e-4, atol=1e-6)
+    for key, value in zip(("nll_loss", "entropy", "entropy_untempered", "nll_loss_untempered"), ref[1:]):
+        torch.testing.assert_close(log[key].double(), value.detach(), rtol=1e-5, atol=1e-5)
+    # padding contributes nothing: its logits get exactly zero gradient
+    assert grad[sample["target"].eq(PAD)].abs().max() == 0
+
+
+@pytest.mark.parametrize("options", [
+    {},
+    {"report_accuracy": True},
+    {"ignore_prefix_size": 1},
+])
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_equals_label_smoothed_cross_entropy_at_T1(options, eps):
+    task, dictionary = make_task(19)
+    logits, sample = random_batch(3, 6, 19, seed=7)
+    ours = make_criterion(task, 1.0, eps, 0.0, **options)
+    stock = LabelSmoothedCrossEntropyCriterion(task, False, eps, **options)
+    loss, grad, log = loss_and_grad(ours, logits, sample, dictionary)
+    stock_loss, stock_grad, stock_log = loss_and_grad(stock, logits, sample, dictionary)
+    assert torch.equal(loss, stock_loss)
+    assert torch.equal(grad, stock_grad)
+    for key in stock_log:
+        assert torch.equal(torch.as_tensor(log[key]), torch.as_tensor(stock_log[key])), key
+    # untempered statistics coincide with the tempered ones at T = 1
+    assert torch.equal(log["nll_loss_untempered"], log["nll_loss"])
+    assert torch.equal(log["entropy_untempered"], log["entropy"])
+
+
+def test_sentence_avg_uses_sentences_as_sample_size():
+    task, dictionary = make_task(13)
+    logits, sample = random_batch(5, 4, 13, seed=3)
+    criterion = TemperedCrossEntropyCriterion(task, sentence_avg=True, label_smoothing=0.1,
+                                              softmax_temperature=2.0)
+    _, sample_size, log = criterion(LogitsModel(logits, dictionary), sample)
+    assert sample_size == log["sample_size"] == 5
+
+
+def test_loss_is_T_times_the_tempered_cross_entropy():
+    task, dictionary = make_task(31)
+    logits, sample = random_batch(2, 5, 31, seed=11)
+    for T in (0.7, 3.0):
+        scaled, _, _ = loss_and_grad(make_criterion(task, T, 0.1, 0.2), logits, sample, dictionary)
+        plain, _, _ = loss_and_grad(make_criterion(task, T, 0.1, 0.2, rescale=False), logits,
+                                    sample, dictionary)
+        torch.testing.assert_close(scaled, T * plain)
+
+
+def test_sem_weight_one_is_T_times_negative_entropy():
+    task, dictionary = make_task(15)
+    logits, sample = random_batch(2, 5, 15, seed=5)
+    loss, _, log = loss_and_grad(make_criterion(task, 2.0, 0.1, 1.0), logits, sample, dictionary)
+    torch.testing.assert_close(loss, -2.0 * log["entropy"])
+
+
+def test_high_temperature_smooths_the_distribution():
+    task, dictionary = make_task(40)
+    logits, sample = random_batch(2, 5, 40, seed=2)
+    _, _, cold = loss_and_grad(make_criterion(task, 1.0), logits, sample, dictionary)
+    _, _, hot = loss_and_grad(make_criterion(task, 5.0), logits, sample, dictionary)
+    assert hot["entropy"] > cold["entropy"]
+    torch.testing.assert_close(hot["entropy_untempered"], cold["entropy"])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_extreme_logits_and_temperature_stay_finite_and_are_computed_in_fp32(dtype):
+    task, dictionary = make_task(50)
+    logits, sample = random_batch(2, 4, 50, seed=9, scale=1.0)
+    logits = (logits.sign() * 1e4).to(dtype)  # |D| = 1e4 (fp16 max is 65504)
+    for T in (100.0, 0.05):
+        loss, grad, log = loss_and_grad(make_criterion(task, T, 0.1, 0.5), logits, sample, dictionary)
+        assert loss.dtype == torch.float32
+        assert torch.isfinite(loss) and torch.isfinite(grad.float()).all()
+        assert all(torch.isfinite(log[k]) for k in ("nll_loss", "entropy", "nll_loss_untempered"))
+
+
+@pytest.mark.parametrize("option,kwargs,message", [
+    ("T", {"T": 0.0}, "--softmax-temperature must be a finite number > 0"),
+    ("T", {"T": -2.0}, "--softmax-temperature must be a finite number > 0"),
+    ("T", {"T": float("nan")}, "--softmax-temperature must be a finite number > 0"),
+    ("T", {"T": float("inf")}, "--softmax-temperature must be a finite number > 0"),
+    ("eps", {"eps": 1.0}, r"--label-smoothing must be in \[0, 1\)"),
+    ("eps", {"eps": -0.1}, r"--label-smoothing must be in \[0, 1\)"),
+    ("w", {"w": 1.5}, r"--sem-weight must be in \[0, 1\]"),
+    ("w", {"w": -0.5}, r"--sem-weight must be in \[0, 1\]"),
+])
+def test_bad_options_are_refused_when_the_criterion_is_built(option, kwargs, message):
+    task, _ = make_task(10)
+    with pytest.raises(ValueError, match=message):
+        make_criterion(task, **kwargs)
+
+
+def test_adaptive_softmax_output_layer_is_refused():
+    task, dictionary = make_task(10)
+    logits, sample = random_batch(1, 3, 10, seed=1)
+    model = LogitsModel(logits, dictionary)
+    model.decoder.adaptive_softmax = torch.nn.Identity()
+    with pytest.raises(ValueError, match="needs a full softmax output layer.*adaptive"):
+        make_criterion(task, 2.0)(model, sample)
+
+
+def test_metrics_are_sums_so_they_reduce_correctly_across_workers():
+    """Two workers' logging outputs reduce to the same metrics as one worker seeing both batches."""
+    from fairseq import metrics
+
+    task, dictionary = make_task(21)
+    criterion = make_criterion(task, 3.0, 0.1, 0.1)
+    (l1, s1), (l2, s2) = random_batch(2, 5, 21, seed=1), random_batch(3, 5, 21, seed=2)
+    _, _, log1 = criterion(LogitsModel(l1, dictionary), s1)
+    _, _, log2 = criterion(LogitsModel(l2, dictionary), s2)
+    joint_sample = {"net_input": {}, "ntokens": s1["ntokens"] + s2["ntokens"],
+                    "target": torch.cat([s1["target"], s2["target"]])}
+    _, _, joint = criterion(LogitsModel(torch.cat([l1, l2]), dictionary), joint_sample)
+
+    def reduced(logs):
+        with metrics.aggregate() as agg:
+            TemperedCrossEntropyCriterion.reduce_metrics(logs)
+        return agg.get_smoothed_values()
+
+    two_workers, one_worker = reduced([log1, log2]), reduced([joint])
+    for key in ("loss", "nll_loss", "ppl", "nll_loss_untempered", "ppl_untempered", "entropy",
+                "entropy_untempered"):
+        assert math.isclose(two_workers[key], one_worker[key], rel_tol=1e-3), key
+    assert math.isclose(one_worker["entropy"],
+                        float(joint["entropy"]) / joint["ntokens"] / math.log(2), rel_tol=1e-3)
