@@ -10,6 +10,12 @@ contain (found with ``torch.serialization.get_unsafe_globals_in_checkpoint`` and
   metrics state; numpy 1.x pickles name the same functions ``numpy.core.*``;
 - fairseq's ``_TensorPlaceholder`` and omegaconf containers: rank 0 broadcasts a resumed state
   (cfg as a DictConfig) to the other ranks via ``torch.load`` in distributed training.
+
+fairseq 0.12 seeds the order of equal-length examples (hence the batches) with ``seed + epoch`` of
+the epoch at which the batch iterator is *created*: epoch 1 for a run from scratch, epoch k for a
+run resumed at epoch k. A resumed run therefore sees different batches than an uninterrupted one.
+We create every reusable training iterator as fairseq does at epoch 1 (then set its real epoch), so
+resuming reproduces the uninterrupted run exactly. Runs from scratch are unchanged.
 """
 import argparse
 import collections
@@ -54,5 +60,28 @@ def allow_fairseq_checkpoint_globals():
     )
 
 
+def batches_independent_of_resume_epoch():
+    from fairseq.tasks import FairseqTask
+
+    original = FairseqTask.get_batch_iterator
+    if getattr(original, "_ctemp_patched", False):
+        return
+
+    def get_batch_iterator(self, dataset, *args, epoch=1, **kwargs):
+        rebuilt_each_epoch = (getattr(self.cfg, "rebuild_batches", False)
+                              or kwargs.get("disable_iterator_cache", False))
+        reused = dataset in getattr(self, "dataset_to_epoch_iter", {})  # a live iterator
+        if epoch <= 1 or args or rebuilt_each_epoch or reused:
+            return original(self, dataset, *args, epoch=epoch, **kwargs)
+        iterator = original(self, dataset, epoch=1, **kwargs)
+        dataset.set_epoch(epoch)
+        iterator.epoch = epoch
+        return iterator
+
+    get_batch_iterator._ctemp_patched = True
+    FairseqTask.get_batch_iterator = get_batch_iterator
+
+
 def apply():
     allow_fairseq_checkpoint_globals()
+    batches_independent_of_resume_epoch()

@@ -1,0 +1,199 @@
+#!/usr/bin/env python
+"""Words/s and peak memory of --criterion tempered_ce against fairseq's label_smoothed_cross_entropy.
+
+One fairseq Trainer (one model, one optimizer) runs both criteria, swapped between steps, on the same
+random NMT batches (fairseq's LanguagePairDataset, batch_by_size and collater), interleaved A B / B A
+over several rounds after discarded warm-up rounds. Throughput is target words/s (fairseq's wps).
+Peak memory is tensor memory: torch.cuda.max_memory_allocated on CUDA; on CPU the resting tensors
+(parameters, optimizer state) plus the peak of the running sum of the allocator's [memory] events
+that torch.profiler(profile_memory=True) records in one step (process max RSS, printed too, is
+process-wide and monotonic: it cannot tell the two criteria apart).
+"""
+import argparse
+import logging
+import os
+import resource
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+
+import numpy as np
+import torch
+
+PLUGIN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fairseq_ctemp")
+CPU_DEFAULTS = dict(vocab=8000, max_tokens=4000, layers=2, dim=256, ffn=1024, heads=4)
+GPU_DEFAULTS = dict(vocab=32000, max_tokens=8192, layers=6, dim=512, ffn=2048, heads=8)  # base
+HELP = dict(vocab="dictionary size", max_tokens="tokens per batch (--max-tokens)", dim="embedding dim",
+            layers="encoder and decoder layers", ffn="FFN dim", heads="attention heads")
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    for key, text in HELP.items():
+        p.add_argument("--" + key.replace("_", "-"), type=int,
+                       help=f"{text} (default: CPU {CPU_DEFAULTS[key]}, GPU {GPU_DEFAULTS[key]})")
+    p.add_argument("--temperature", type=float, default=4.0, help="tempered_ce T (default 4)")
+    p.add_argument("--sem-weight", type=float, default=0.0, help="tempered_ce --sem-weight (default 0)")
+    p.add_argument("--label-smoothing", type=float, default=0.1, help="both criteria (default 0.1)")
+    p.add_argument("--fp16", action=argparse.BooleanOptionalAction,
+                   help="fairseq --fp16 (default: on for CUDA, off for CPU)")
+    p.add_argument("--batches", type=int, default=2, help="batches per timed segment (default 2)")
+    p.add_argument("--rounds", type=int, default=8, help="timed A B / B A rounds (default 8)")
+    p.add_argument("--warmup", type=int, default=1, help="discarded rounds first (default 1)")
+    p.add_argument("--lengths", type=int, nargs=2, default=[8, 60], metavar=("MIN", "MAX"),
+                   help="sentence lengths, uniform in [MIN, MAX] (default 8 60)")
+    p.add_argument("--threads", type=int, default=torch.get_num_threads(), help="(default %(default)s)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--fairseq-args", default="", help='extra fairseq-train options, e.g. "--share-all-embeddings"')
+    args = p.parse_args(argv)
+    cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
+    args.device = "cuda" if cuda else "cpu"
+    for key, value in (GPU_DEFAULTS if cuda else CPU_DEFAULTS).items():
+        setattr(args, key, value if getattr(args, key) is None else getattr(args, key))
+    args.fp16 = cuda if args.fp16 is None else args.fp16
+    torch.set_num_threads(args.threads)
+    return args
+
+
+def fairseq_cfg(args, data_dir, criterion_args):
+    from fairseq import options
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    size = {"layers": args.layers, "embed-dim": args.dim, "ffn-embed-dim": args.ffn, "attention-heads": args.heads}
+    argv = [data_dir, "--user-dir", os.path.abspath(PLUGIN_DIR), "--task", "translation", "-s", "src",
+            "-t", "tgt", "--arch", "transformer", "--seed", str(args.seed),
+            *[x for k, v in size.items() for side in ("encoder", "decoder") for x in (f"--{side}-{k}", str(v))],
+            "--share-decoder-input-output-embed", "--dropout", "0.1", "--optimizer", "adam",
+            "--adam-betas", "(0.9, 0.98)", "--lr", "5e-4", "--clip-norm", "1.0",
+            "--max-tokens", str(args.max_tokens), "--label-smoothing", str(args.label_smoothing),
+            *(["--fp16"] if args.fp16 else []), *([] if args.device == "cuda" else ["--cpu"]),
+            *args.fairseq_args.split(), *criterion_args]
+    return convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv))
+
+
+def random_batches(args, task):
+    """fairseq-collated batches of random sentences (target length = source length +- 3)."""
+    from fairseq.data import LanguagePairDataset
+    rng, d = np.random.default_rng(args.seed), task.source_dictionary
+    n = 4 * args.batches * args.max_tokens // args.lengths[0]  # enough for 4x the batches we need
+    sentences = lambda lengths: [  # noqa: E731  (random words, then </s>, like binarized data)
+        torch.from_numpy(np.append(rng.integers(d.nspecial, len(d), k - 1), d.eos())) for k in lengths]
+    src_len = rng.integers(args.lengths[0], args.lengths[1] + 1, n)
+    tgt_len = np.clip(src_len + rng.integers(-3, 4, n), 2, None)
+    ds = LanguagePairDataset(sentences(src_len), src_len, d, sentences(tgt_len), tgt_len, task.target_dictionary)
+    batches = ds.batch_by_size(ds.ordered_indices(), max_tokens=args.max_tokens)
+    chosen = rng.choice(len(batches), args.batches, replace=False)
+    return [ds.collater([ds[i] for i in batches[j]]) for j in chosen]
+
+
+def resting_bytes(trainer):
+    """Bytes of the distinct storages of parameters, gradients and optimizer state."""
+    opt, tensors = trainer.optimizer, list(trainer.model.parameters())
+    fp32 = getattr(opt, "fp32_params", None)  # FP16Optimizer's master copy: a tensor or a dict
+    tensors += list(fp32.values()) if isinstance(fp32, dict) else [fp32]
+    tensors += [t for state in opt.optimizer.state.values() for t in state.values()]
+    tensors += [t.grad for t in tensors if torch.is_tensor(t) and t.grad is not None]
+    return sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
+                for t in tensors if torch.is_tensor(t)}.values())
+
+
+def peak_bytes(trainer, sample, cuda):
+    """(peak tensor bytes in one train step, resting bytes before it). Gradients are freed first
+    (as the step's zero_grad would): the profiler cannot see frees of blocks allocated before it."""
+    trainer.zero_grad()
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        resting = torch.cuda.memory_allocated()
+        trainer.train_step([sample])
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated(), resting
+    from torch.profiler import ProfilerActivity, profile
+    resting = resting_bytes(trainer)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        trainer.train_step([sample])
+    events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
+                    if e.name() == "[memory]")
+    return resting + int(np.cumsum([0] + [nbytes for _, nbytes in events]).max()), resting
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    logging.disable(logging.INFO)  # fairseq and hydra chatter, and fairseq's deprecation warnings
+    for category in (UserWarning, FutureWarning):
+        warnings.simplefilter("ignore", category)
+    import fairseq.tasks
+    from fairseq.trainer import Trainer
+
+    cuda = args.device == "cuda"
+    stock = ["--criterion", "label_smoothed_cross_entropy"]
+    tempered = ["--criterion", "tempered_ce", "--softmax-temperature", str(args.temperature),
+                "--sem-weight", str(args.sem_weight)]
+    with tempfile.TemporaryDirectory() as data_dir:
+        for side in ("src", "tgt"):  # fairseq adds 4 specials: len(dictionary) == --vocab
+            with open(os.path.join(data_dir, f"dict.{side}.txt"), "w") as f:
+                f.writelines(f"w{i} 1\n" for i in range(args.vocab - 4))
+        cfg, cfg_t = fairseq_cfg(args, data_dir, stock), fairseq_cfg(args, data_dir, tempered)
+        task = fairseq.tasks.setup_task(cfg.task)
+    torch.manual_seed(args.seed)
+    model = task.build_model(cfg.model)
+    criteria = {"stock": task.build_criterion(cfg.criterion), "tempered": task.build_criterion(cfg_t.criterion)}
+    trainer = Trainer(cfg, task, model, criteria["stock"])
+    batches = random_batches(args, task)
+    words = sum(b["ntokens"] for b in batches)
+
+
+    def use(name):  # the trainer (and task.train_step) now runs this criterion
+        trainer._criterion = trainer._wrapped_criterion = criteria[name].to(trainer.device)
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+
+    print(f"torch {torch.__version__} | fairseq {fairseq.__version__} | python {sys.version.split()[0]} | "
+          f"device {torch.cuda.get_device_name() if cuda else 'cpu'} | torch threads {torch.get_num_threads()}"
+          f" | loadavg at start {'%.2f %.2f %.2f' % os.getloadavg()}")
+    print("config:", " ".join(f"{k}={v}" for k, v in vars(args).items()))
+    print(f"model: transformer, {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M params, vocab "
+          f"{len(task.target_dictionary)}, {'fp16' if args.fp16 else 'fp32'}, adam, clip-norm 1, dropout 0.1")
+    print("batches (sentences, target words, padded target shape):",
+          [(b["nsentences"], b["ntokens"], tuple(b["target"].shape)) for b in batches])
+    print(f"A = {' '.join(stock)}\nB = {' '.join(tempered)}  (both --label-smoothing {args.label_smoothing})\n")
+
+    wps = {"stock": [], "tempered": []}
+    for r in range(args.warmup + args.rounds):
+        for name in ("stock", "tempered") if r % 2 == 0 else ("tempered", "stock"):
+            use(name)
+            sync()
+            start = time.perf_counter()
+            for sample in batches:
+                trainer.train_step([sample])
+            sync()
+            if r >= args.warmup:
+                wps[name].append(words / (time.perf_counter() - start))
+    peaks = {}
+    for name in ("stock", "tempered"):  # a step's memory is deterministic: one pass, largest peak
+        use(name)
+        peaks[name] = max(peak_bytes(trainer, b, cuda) for b in batches)
+
+    print(f"{'':9} {'words/s median':>14} {'[min .. max]':>18} {'peak MiB':>9} {'step MiB':>9}")
+    for name in ("stock", "tempered"):
+        (peak, resting), w = peaks[name], wps[name]
+        print(f"{name:9} {statistics.median(w):14.0f} [{min(w):7.0f} .. {max(w):7.0f}] "
+              f"{peak / 2**20:9.1f} {(peak - resting) / 2**20:9.1f}")
+    paired = [t / s for t, s in zip(wps["tempered"], wps["stock"])]
+    speed = statistics.median(wps["tempered"]) / statistics.median(wps["stock"])
+    memory = peaks["tempered"][0] / peaks["stock"][0]
+    step = (peaks["tempered"][0] - peaks["tempered"][1]) / (peaks["stock"][0] - peaks["stock"][1])
+    method = "torch.cuda.max_memory_allocated" if cuda else "torch.profiler memory events + resting tensors"
+    print(f"\npeak: tensor high-water mark ({method}); step: peak minus resting params/grads/optimizer state")
+    print(f"process max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB | "
+          f"loadavg at end {'%.2f %.2f %.2f' % os.getloadavg()}")
+    print(f"paired per-round words/s ratios: {' '.join(f'{x:.3f}' for x in paired)} "
+          f"(median {statistics.median(paired):.3f})")
+    print(f"RATIO tempered/stock: words/s {speed:.3f}x (target >= 0.97: {'OK' if speed >= 0.97 else 'MISSED'})"
+          f" | peak memory {memory:.3f}x (target <= 1.05: {'OK' if memory <= 1.05 else 'MISSED'})"
+          f" | step memory {step:.3f}x")
+
+
+if __name__ == "__main__":
+    main()
