@@ -126,7 +126,8 @@ def test_grid_picks_the_argmax_and_uses_it_on_test(grid_run, tiny):
     result = grid_run["result"]
     grid = result["grid"]
     assert [(row["beam"], row["lenpen"]) for row in grid] == [(2, 0.5), (2, 3.0)]
-    dev_refs = lines(f"{tiny['raw']}/valid.tgt")  # --dev-ref: raw text, sacrebleu's default 13a
+    assert result["dev_tokenize"] == "13a"  # --dev-ref: raw text, sacrebleu's default tokenizer
+    dev_refs = lines(f"{tiny['raw']}/valid.tgt")
     for row, lenpen in zip(grid, ("0.5", "3")):
         hyps = tagged((grid_run["out"] / f"grid.beam2.lenpen{lenpen}.log").read_text(encoding="utf-8"), "D")
         assert row["bleu"] == pytest.approx(BLEU().corpus_score(hyps, [dev_refs]).score)

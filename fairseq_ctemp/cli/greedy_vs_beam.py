@@ -11,7 +11,8 @@ of a tempered model matches beam search of an untempered one, 1.5-3.5x faster).
 
 Each system is one run of the real fairseq-generate with --user-dir fairseq_ctemp, so a checkpoint
 trained with tempered_ce decodes at its training T (--temperature replaces it); options after --
-go to fairseq-generate. Decode time is fairseq's own "Translated ..." timing (start-up excluded).
+go to fairseq-generate, after --required-batch-size-multiple 1 (with fairseq's default 8, a last
+batch of another size is silently not translated). Decode time is fairseq's own "Translated ..." timing (start-up excluded).
 Hypotheses are the D- lines (after --remove-bpe/--bpe/--tokenizer), sorted by id. References are
 the T- lines (post-processed like the hypotheses, OOVs as <<unk>>) scored as they are, sacrebleu
 tokenize=none ("tokenised" BLEU), or with --ref a raw reference file scored detokenised with
@@ -151,9 +152,9 @@ def run_greedy_vs_beam(data, checkpoint, beam=5, subset="test", extra_args=(), l
     path), "tokenize", "signatures": {"bleu", "chrf"}, "systems": {"greedy": S, "beam": S},
     "speedup" (greedy / beam sentences per second, fairseq's decode time), "speedup_wall" (beam /
     greedy subprocess wall time, start-up included), "grid" (list of S on dev_subset; [] without
-    a grid), "grid_best" ({"beam", "lenpen"} or None), "dev_subset", "extra_args", "files" (name ->
-    path written)}, where S = {"beam", "lenpen", "bleu", "chrf", "n_sentences", "n_tokens",
-    "decode_seconds", "sentences_per_second", "tokens_per_second", "wall_seconds",
+    a grid), "grid_best" ({"beam", "lenpen"} or None), "dev_subset", "dev_tokenize", "extra_args",
+    "files" (name -> path written)}, where S = {"beam", "lenpen", "bleu", "chrf", "n_sentences",
+    "n_tokens", "decode_seconds", "sentences_per_second", "tokens_per_second", "wall_seconds",
     "decoding_temperature"}. Raises UsageError (bad option, existing output, failed decoding)."""
     say = (lambda text: print(text, file=sys.stderr, flush=True)) if verbose else (lambda text: None)
     for option, paths in (("DATA", data), ("--checkpoint", checkpoint)):
@@ -218,7 +219,9 @@ def run_greedy_vs_beam(data, checkpoint, beam=5, subset="test", extra_args=(), l
               "speedup_wall": beamed["wall_seconds"] / greedy["wall_seconds"],
               "grid": [{k: row[k] for k in SYSTEM_KEYS} for row in rows],
               "grid_best": {"beam": beam, "lenpen": lenpen} if grid else None,
-              "dev_subset": dev_subset if grid else None, "extra_args": extra_args, "files": files}
+              "dev_subset": dev_subset if grid else None,
+              "dev_tokenize": tokenize_for["dev"] if grid else None,
+              "extra_args": extra_args, "files": files}
     lines = {"greedy.hyp": greedy["hyps"], "beam.hyp": beamed["hyps"], "ref": greedy["refs"]}
     for name, path in files.items():
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -236,7 +239,8 @@ def print_report(result):
            "{sentences_per_second:>8.1f}")
     header = f"{'system':<7} {'beam':>4} {'lenpen':>6} {'BLEU':>6} {'chrF':>6} {'decode s':>9} {'sent/s':>8}"
     if result["grid"]:
-        print(f"grid on {result['dev_subset']} (* = best BLEU, the beam system below):\n{header}")
+        print(f"grid on {result['dev_subset']}, sacrebleu tokenize={result['dev_tokenize']} "
+              f"(* = best BLEU, the beam system below):\n{header}")
         for system in result["grid"]:
             best = {k: system[k] for k in ("beam", "lenpen")} == result["grid_best"]
             print(row.format("dev", **system) + (" *" if best else ""))
@@ -328,6 +332,8 @@ def main(argv=None):
         return compare_main(argv[1:])
     own, extra = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
     parser = argparse.ArgumentParser(prog="ctemp-greedy-vs-beam", description=__doc__.split("\n\n")[0],
+                                     usage="%(prog)s DATA --checkpoint CKPT [options] [-- fairseq-generate "
+                                     "options]\n       %(prog)s compare --help",
                                      epilog=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("data", metavar="DATA", help="binarized data (fairseq-preprocess --destdir)")
