@@ -1,5 +1,6 @@
 """Scale and packaging: 2-process CPU distributed training (gloo) reduces tempered_ce's metrics like
 one process with --update-freq 2; the installed package works as --user-dir."""
+import os
 import socket
 import subprocess
 
@@ -52,7 +53,18 @@ def test_installed_package_works_as_user_dir(toy_data, tmp_path):
                     f"u.import_user_module(argparse.Namespace(user_dir={str(installed)!r})); "
                     "import fairseq_ctemp; print('PLUGIN', fairseq_ctemp.__file__)", cwd=tmp_path)
     assert f"PLUGIN {installed}/__init__.py" in probe.stdout
-    out = run_cli("fairseq-train", toy_data["bin"], "--user-dir", installed, *TINY_TRANSFORMER,
+    # A regular install puts fairseq_ctemp next to fairseq, where fairseq also looks for a bare
+    # --user-dir name: reproduce that layout with a fairseq package dir in the same directory
+    # (a real directory of links, so that fairseq/.. is that directory).
+    import fairseq
+
+    real_fairseq = os.path.dirname(fairseq.__file__)
+    os.mkdir(site / "fairseq")
+    for entry in os.listdir(real_fairseq):
+        os.symlink(os.path.join(real_fairseq, entry), site / "fairseq" / entry)
+    out = run_cli("fairseq-train", toy_data["bin"], "--user-dir", "fairseq_ctemp", *TINY_TRANSFORMER,
                   *TRAIN_DEFAULTS, "--criterion", "tempered_ce", "--softmax-temperature", "2",
-                  "--max-epoch", "1", "--save-dir", tmp_path / "ckpt", cwd=tmp_path).stdout
+                  "--max-epoch", "1", "--save-dir", tmp_path / "ckpt", cwd=tmp_path,
+                  env={"PYTHONPATH": str(site)}).stdout
     assert "TemperedCrossEntropyCriterion" in out
+    assert f"'user_dir': 'fairseq_ctemp'" in out
