@@ -47,13 +47,16 @@ def parse_args(argv=None):
                    help="sentence lengths, uniform in [MIN, MAX] (default 8 60)")
     p.add_argument("--threads", type=int, default=torch.get_num_threads(), help="(default %(default)s)")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--fairseq-args", default="", help='extra fairseq-train options, e.g. "--share-all-embeddings"')
+    p.add_argument("--fairseq-args", default="",
+                   help='more fairseq-train options, e.g. --fairseq-args="--share-all-embeddings"')
     args = p.parse_args(argv)
     cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
     args.device = "cuda" if cuda else "cpu"
     for key, value in (GPU_DEFAULTS if cuda else CPU_DEFAULTS).items():
         setattr(args, key, value if getattr(args, key) is None else getattr(args, key))
     args.fp16 = cuda if args.fp16 is None else args.fp16
+    if args.fp16 and not cuda:
+        p.error("--fp16 needs CUDA (fairseq's fp16 trainer moves the model to the GPU)")
     torch.set_num_threads(args.threads)
     return args
 
@@ -89,11 +92,9 @@ def random_batches(args, task):
 
 
 def resting_bytes(trainer):
-    """Bytes of the distinct storages of parameters, gradients and optimizer state."""
-    opt, tensors = trainer.optimizer, list(trainer.model.parameters())
-    fp32 = getattr(opt, "fp32_params", None)  # FP16Optimizer's master copy: a tensor or a dict
-    tensors += list(fp32.values()) if isinstance(fp32, dict) else [fp32]
-    tensors += [t for state in opt.optimizer.state.values() for t in state.values()]
+    """Bytes of the distinct storages of parameters, gradients and optimizer state (CPU: no fp16)."""
+    tensors = list(trainer.model.parameters())
+    tensors += [t for state in trainer.optimizer.optimizer.state.values() for t in state.values()]
     tensors += [t.grad for t in tensors if torch.is_tensor(t) and t.grad is not None]
     return sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
                 for t in tensors if torch.is_tensor(t)}.values())
@@ -192,6 +193,7 @@ def main(argv=None):
     print(f"RATIO tempered/stock: words/s {speed:.3f}x (target >= 0.97: {'OK' if speed >= 0.97 else 'MISSED'}) | "
           f"peak memory {peak_t / peak_s:.3f}x (target <= 1.05: {'OK' if peak_t <= 1.05 * peak_s else 'MISSED'})"
           f" | words/CPU-s {cpu_speed:.3f}x | step memory {(peak_t - rest_t) / (peak_s - rest_s):.3f}x")
+
 
 if __name__ == "__main__":
     main()
