@@ -223,3 +223,39 @@ def test_metrics_are_sums_so_they_reduce_correctly_across_workers():
         assert math.isclose(two_workers[key], one_worker[key], rel_tol=1e-3), key
     assert math.isclose(one_worker["entropy"],
                         float(joint["entropy"]) / joint["ntokens"] / math.log(2), rel_tol=1e-3)
+
+
+def test_fused_tempered_log_softmax_equals_autograd_through_the_division():
+    from fairseq_ctemp.criterions.tempered_ce import TemperedLogSoftmax
+
+    for dtype in (torch.float32, torch.float16):
+        x = (torch.randn(6, 4, 37) * 5).to(dtype).requires_grad_()
+        reference = F.log_softmax(x.float() / 3.5, dim=-1)
+        fused = TemperedLogSoftmax.apply(x, 3.5)
+        assert fused.dtype == torch.float32 and torch.equal(fused, reference)
+        upstream = torch.randn_like(reference)
+        expected, = torch.autograd.grad(reference, x, upstream)
+        actual, = torch.autograd.grad(fused, x, upstream)
+        assert actual.dtype == dtype
+        torch.testing.assert_close(actual, expected)
+
+
+def test_negative_entropy_gradient():
+    from fairseq_ctemp.criterions.tempered_ce import NegativeEntropy
+
+    lp = torch.log_softmax(torch.randn(5, 7, dtype=torch.float64), -1).requires_grad_()
+    assert torch.autograd.gradcheck(NegativeEntropy.apply, (lp,))
+
+
+def test_training_diagnostics_are_a_scaled_estimate_and_validation_ones_exact():
+    task, dictionary = make_task(30)
+    logits, sample = random_batch(60, 20, 30, seed=4)  # well over 256 target positions
+    assert sample["ntokens"] > 500
+    criterion = make_criterion(task, 2.0, 0.1)
+    _, _, estimate = criterion(LogitsModel(logits, dictionary), sample)
+    criterion.eval()
+    _, _, exact = criterion(LogitsModel(logits, dictionary), sample)
+    reference = slow_reference(logits, sample["target"], 2.0, 0.1, 0.0)
+    for key, value in zip(("entropy", "entropy_untempered", "nll_loss_untempered"), reference[2:]):
+        torch.testing.assert_close(exact[key].double(), value, rtol=1e-5, atol=1e-4)
+        assert abs(float(estimate[key]) / float(value) - 1) < 0.05, key
