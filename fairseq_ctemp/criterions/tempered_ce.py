@@ -141,8 +141,7 @@ class TemperedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
             check_model_output(model)
             self._checked_model = True
         net_output = model(**sample["net_input"])
-        loss, nll_loss, neg_entropy, lprobs, target = self._loss_and_lprobs(
-            model, net_output, sample, reduce)
+        loss, nll_loss, lprobs, target = self._loss_and_lprobs(model, net_output, sample, reduce)
         sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
         logging_output = {
             "loss": loss.data,
@@ -171,15 +170,15 @@ class TemperedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
         return lprobs.view(-1, lprobs.size(-1)), target.view(-1)
 
     def compute_loss(self, model, net_output, sample, reduce=True):
-        loss, nll_loss, _, _, _ = self._loss_and_lprobs(model, net_output, sample, reduce)
+        loss, nll_loss, _, _ = self._loss_and_lprobs(model, net_output, sample, reduce)
         return loss, nll_loss
 
     def _loss_and_lprobs(self, model, net_output, sample, reduce):
         lprobs, target = self.get_lprobs_and_target(model, net_output, sample)
-        loss, nll_loss, neg_entropy = tempered_label_smoothed_nll_loss(
+        loss, nll_loss, _ = tempered_label_smoothed_nll_loss(
             lprobs, target, self.eps, self.temperature, self.sem_weight,
             ignore_index=self.padding_idx, reduce=reduce, rescale=self.rescale)
-        return loss, nll_loss, neg_entropy, lprobs, target
+        return loss, nll_loss, lprobs, target
 
     @torch.no_grad()
     def _diagnostics(self, net_output, lprobs, target):
