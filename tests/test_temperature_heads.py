@@ -1,0 +1,54 @@
+"""Output heads with contextual temperature: normalised over the full vocabulary, per position,
+and reducing to the plain softmax when they should (guards against impossible perplexities)."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from fairseq_ctemp.modules import ContextualTemperature, MixtureOfSoftmaxesHead, TemperedSoftmaxHead
+
+
+def heads(dim=16, vocab=40):
+    ct = lambda: ContextualTemperature(dim, vocab, rank=4, alpha=0.2, beta=0.5)  # noqa: E731
+    return {
+        "softmax": TemperedSoftmaxHead(dim, vocab),
+        "ct-softmax": TemperedSoftmaxHead(dim, vocab, temperature=ct()),
+        "mos": MixtureOfSoftmaxesHead(dim, vocab, n_components=3),
+        "ct-mos": MixtureOfSoftmaxesHead(dim, vocab, n_components=3, temperature=ct()),
+    }
+
+
+@pytest.mark.parametrize("name", ["softmax", "ct-softmax", "mos", "ct-mos"])
+def test_every_head_is_normalised_over_the_full_vocabulary(name):
+    head = heads()[name]
+    for scale in (1.0, 100.0):
+        log_probs, _ = head(torch.randn(3, 7, 16) * scale)
+        assert torch.isfinite(log_probs).all()
+        torch.testing.assert_close(log_probs.exp().sum(-1), torch.ones(3, 7), atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("name", ["ct-softmax", "ct-mos"])
+def test_distribution_at_a_position_depends_on_that_position_only(name):
+    head = heads()[name]
+    h = torch.randn(2, 6, 16)
+    changed = h.clone()
+    changed[:, 4:] += torch.randn(2, 2, 16)
+    torch.testing.assert_close(head(h)[0][:, :4], head(changed)[0][:, :4])
+
+
+def test_constant_temperature_one_is_the_plain_softmax():
+    head = TemperedSoftmaxHead(16, 40, temperature=ContextualTemperature(
+        16, 40, normalization="constant", constant=1.0))
+    h = torch.randn(5, 16)
+    torch.testing.assert_close(head(h)[0], F.log_softmax(head.output(h), -1))
+
+
+def test_mos_with_one_component_is_a_softmax_over_the_tanh_latent():
+    head = MixtureOfSoftmaxesHead(16, 40, n_components=1)
+    h = torch.randn(5, 16)
+    expected = F.log_softmax(head.output(torch.tanh(head.latent(h))), -1)
+    torch.testing.assert_close(head(h)[0], expected)
+
+
+def test_mos_rejects_zero_components():
+    with pytest.raises(ValueError, match=r"--mos-components \(M\) must be an integer >= 1"):
+        MixtureOfSoftmaxesHead(16, 40, n_components=0)
