@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Softmax tempering on your own binarized translation data, end to end:
+#   train (tempered_ce, validation BLEU, early stopping) -> average the last checkpoints ->
+#   greedy vs beam at the training temperature, scored with sacrebleu.
+#
+# Usage: examples/softmax_tempering/train_and_decode.sh DATA_BIN SAVE_DIR [T] [extra fairseq-train args...]
+# Env:   ARCH (transformer), LABEL_SMOOTHING (0.1), SEM_WEIGHT (0), MAX_EPOCH (100), PATIENCE (10),
+#        MAX_TOKENS (4096), LR (5e-4), AVERAGE (10 checkpoints), BEAM (5), DEVICE_ARGS (e.g. --cpu or --fp16),
+#        GENERATE_ARGS (extra fairseq-generate options for the final decoding)
+# A finished step is never redone or overwritten: re-running resumes training from
+# SAVE_DIR/checkpoint_last.pt and skips averaging / scoring whose outputs exist.
+set -euo pipefail
+[ $# -ge 2 ] || { sed -n '2,11p' "$0"; exit 2; }
+data=$1 save=$2 temperature=${3:-4.0}
+shift $(( $# >= 3 ? 3 : 2 ))
+here=$(cd "$(dirname "$0")/../.." && pwd)
+user_dir=$here/fairseq_ctemp
+average=${AVERAGE:-10}
+
+fairseq-train "$data" --user-dir "$user_dir" --save-dir "$save" \
+  --arch "${ARCH:-transformer}" --share-decoder-input-output-embed \
+  --criterion tempered_ce --softmax-temperature "$temperature" \
+  --label-smoothing "${LABEL_SMOOTHING:-0.1}" --sem-weight "${SEM_WEIGHT:-0}" \
+  --optimizer adam --adam-betas '(0.9,0.98)' --clip-norm 0.0 --lr "${LR:-5e-4}" \
+  --lr-scheduler inverse_sqrt --warmup-updates 4000 --dropout 0.3 --weight-decay 0.0001 \
+  --max-tokens "${MAX_TOKENS:-4096}" --max-epoch "${MAX_EPOCH:-100}" \
+  --eval-bleu --eval-bleu-args '{"beam": 1}' --eval-bleu-remove-bpe \
+  --best-checkpoint-metric bleu --maximize-best-checkpoint-metric --patience "${PATIENCE:-10}" \
+  --keep-last-epochs "$average" --log-format simple --log-interval 100 \
+  ${DEVICE_ARGS:-} "$@" 2>&1 | tee -a "$save.train.log"
+
+if [ ! -f "$save/checkpoint_avg.pt" ]; then
+  ctemp-average-checkpoints --inputs "$save" --num-epoch-checkpoints "$average" \
+    --output "$save/checkpoint_avg.pt"
+fi
+if [ ! -f "$save/greedy_vs_beam.json" ]; then
+  ctemp-greedy-vs-beam "$data" --checkpoint "$save/checkpoint_avg.pt" --beam "${BEAM:-5}" \
+    --save-dir "$save/eval" --json "$save/greedy_vs_beam.json" -- --remove-bpe ${DEVICE_ARGS:-} ${GENERATE_ARGS:-}
+fi
