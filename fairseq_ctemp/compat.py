@@ -3,8 +3,8 @@
 torch >= 2.6 loads checkpoints with ``weights_only=True`` by default, and fairseq calls
 ``torch.load`` without that argument (checkpoint_utils, distributed broadcast of a resumed state).
 Instead of switching the safety check off, we allowlist exactly the globals fairseq checkpoints
-contain (found with ``torch.serialization.get_unsafe_globals_in_checkpoint`` and by trial; see
-../shared/docs/INSTALL-NOTES.md section 4):
+contain (found with ``torch.serialization.get_unsafe_globals_in_checkpoint`` and by trial on
+transformer, lstm, transformer_lm, --eval-bleu and distributed-resume checkpoints):
 - ``argparse.Namespace``: cfg.model of checkpoints from legacy (argparse) architectures;
 - numpy arrays, dtypes and scalars: ``--eval-bleu`` keeps BLEU counts as numpy arrays in the
   metrics state; numpy 1.x pickles name the same functions ``numpy.core.*``;
