@@ -4,6 +4,6 @@ from . import compat, decoding
 compat.apply()
 decoding.apply()
 
-from . import criterions  # noqa: E402,F401  (registers components with fairseq)
+from . import criterions, models  # noqa: E402,F401  (registers components with fairseq)
 
 __version__ = "0.1.0"

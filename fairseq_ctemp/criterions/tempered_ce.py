@@ -224,6 +224,11 @@ def check_model_output(model):
     """tempered_ce divides the logits returned in net_output[0]; an adaptive softmax returns features
     there and normalises them itself, so tempering would silently do the wrong thing."""
     decoder = getattr(model, "decoder", model)
+    if getattr(decoder, "output_head", None) is not None:
+        raise ValueError(
+            "--criterion tempered_ce needs a model whose net_output[0] are logits; this model has "
+            "a temperature head (ct_transformer_lm / ct_lstm_lm): use --criterion ct_cross_entropy "
+            "(--ct-normalization constant --ct-constant T is a fixed temperature T)")
     if getattr(decoder, "adaptive_softmax", None) is not None:
         raise ValueError(
             "--criterion tempered_ce needs a full softmax output layer; this model has an adaptive "

@@ -9,7 +9,15 @@ and per vocabulary entry, computed from the decoder state h_t that predicts toke
 
 The output distribution is then softmax(z_t / tau_t) (element-wise division). tau depends on h_t
 only, so it sees the same prefix as the logits. Everything is computed in fp32. Learned alpha and
-beta are kept valid by construction: alpha = softplus(a) > 0, beta = softplus(b) > 0.
+beta are kept valid by construction: alpha = softplus(a) > 0, beta = softplus(b) > 0. The defaults
+(alpha, beta) = (1, 0.5), tau in [2, 4], are the values the AAAI paper reports as best.
+
+With alpha = 0, softmax(mu) can underflow to exactly 0 in fp32 and the logits would be divided by
+zero; tau is therefore floored at TAU_FLOOR = 1e-6 (the floor never binds when alpha/beta >= 1e-6).
+
+Heads that never need all V temperatures at once (the adaptive softmax) use the pieces:
+``mu(h, rows)`` for a slice of the vocabulary, ``from_probabilities(q)`` for the softmax
+normalisation of a distribution q they normalised themselves, ``elementwise(mu)`` for the others.
 
 A plain nn.Module with no fairseq registry code, usable by any output head.
 """
@@ -20,6 +28,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 NORMALIZATIONS = ("softmax", "lambda_tanh", "tanh_plus_lambda", "constant")
+ELEMENTWISE = ("lambda_tanh", "tanh_plus_lambda")
+TAU_FLOOR = 1e-6
 
 
 def _inverse_softplus(y):
@@ -27,8 +37,8 @@ def _inverse_softplus(y):
 
 
 class ContextualTemperature(nn.Module):
-    def __init__(self, input_dim, vocab_size, rank=280, normalization="softmax", alpha=0.0,
-                 beta=1.0, learn_alpha_beta=False, lam=2.0, constant=1.0):
+    def __init__(self, input_dim, vocab_size, rank=280, normalization="softmax", alpha=1.0,
+                 beta=0.5, learn_alpha_beta=False, lam=2.0, constant=1.0):
         super().__init__()
         check_options(input_dim, vocab_size, rank, normalization, alpha, beta, learn_alpha_beta,
                       lam, constant)
@@ -58,10 +68,23 @@ class ContextualTemperature(nn.Module):
         """h: (..., input_dim) -> tau: (..., vocab_size), fp32 and > 0."""
         if self.normalization == "constant":
             return self.constant.expand(*h.shape[:-1], self.vocab_size)
-        mu = F.linear(F.linear(h.float(), self.down.weight.float()), self.up.weight.float())
+        mu = self.mu(h)
         if self.normalization == "softmax":
-            alpha, beta = self.alpha_beta()
-            return (torch.softmax(mu, dim=-1) + alpha) / beta
+            return self.from_probabilities(torch.softmax(mu, dim=-1))
+        return self.elementwise(mu)
+
+    def mu(self, h, rows=None):
+        """mu = h . W1 . W2 in fp32, for all V entries or only W2's ``rows`` (a slice)."""
+        up = self.up.weight if rows is None else self.up.weight[rows]
+        return F.linear(F.linear(h.float(), self.down.weight.float()), up.float())
+
+    def from_probabilities(self, q):
+        """The softmax normalisation (q + alpha) / beta of a distribution q over the vocabulary."""
+        alpha, beta = self.alpha_beta()
+        return ((q + alpha) / beta).clamp_min(TAU_FLOOR)
+
+    def elementwise(self, mu):
+        """lam ** tanh(mu) or tanh(mu) + lam: no normalisation across the vocabulary."""
         if self.normalization == "lambda_tanh":
             return torch.exp(torch.tanh(mu) * math.log(self.lam))
         return torch.tanh(mu) + self.lam

@@ -6,28 +6,63 @@ log-probabilities over the whole vocabulary (DESIGN.md section 2). Plain nn.Modu
                    pi_t = softmax(W_pi h_t),  z_{t,m} = W tanh(W_m h_t) + b   (Yang et al., 2018)
 
 tau_t comes from a ``ContextualTemperature`` on h_t (or None: tau = 1). All in fp32.
+
+Every head (these two and ``AdaptiveSoftmaxHead``) has the same interface:
+    head(h)                -> (log_probs (..., V), TauStats)   the full distribution
+    head.score(h, target)  -> (log p(target) (...), TauStats)  what training needs
+    head.temperatures(h)   -> tau of every word (..., V), or None (analysis)
 """
+from typing import NamedTuple
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 
-class TemperedSoftmaxHead(nn.Module):
+class TauStats(NamedTuple):
+    """Summary of the temperatures a head used: ``scale`` is, per position, the mean of tau over
+    the vocabulary (the papers' loss scale); ``min``/``max`` are over every tau computed."""
+    scale: torch.Tensor
+    min: torch.Tensor
+    max: torch.Tensor
+
+    @classmethod
+    def of(cls, tau, positions_shape, device):
+        if tau is None:  # no temperature: tau = 1 everywhere
+            one = torch.ones((), device=device)
+            return cls(torch.ones(positions_shape, device=device), one, one)
+        return cls(tau.mean(-1), tau.min().detach(), tau.max().detach())
+
+
+class TemperatureHead(nn.Module):
+    """Shared ``score``: heads that compute the full distribution anyway just gather from it."""
+
+    def score(self, h, target):
+        log_probs, stats = self(h)
+        return log_probs.gather(-1, target.unsqueeze(-1)).squeeze(-1), stats
+
+    def temperatures(self, h):
+        """tau of every word, (..., V) fp32, for analysis; None when the head has no temperature."""
+        return None if self.temperature is None else self.temperature(h)
+
+
+class TemperedSoftmaxHead(TemperatureHead):
     def __init__(self, input_dim, vocab_size, temperature=None, bias=True):
         super().__init__()
         self.output = nn.Linear(input_dim, vocab_size, bias=bias)
         self.temperature = temperature
 
     def forward(self, h):
-        """h: (..., input_dim) -> (log_probs (..., V) fp32, tau (..., V) or None)."""
+        """h: (..., input_dim) -> (log_probs (..., V) fp32, TauStats)."""
         logits = self.output(h).float()
         tau = self.temperature(h) if self.temperature is not None else None
-        return F.log_softmax(logits / tau if tau is not None else logits, dim=-1), tau
+        log_probs = F.log_softmax(logits / tau if tau is not None else logits, dim=-1)
+        return log_probs, TauStats.of(tau, h.shape[:-1], h.device)
 
 
-class MixtureOfSoftmaxesHead(nn.Module):
+class MixtureOfSoftmaxesHead(TemperatureHead):
     def __init__(self, input_dim, vocab_size, n_components=15, latent_dim=None, temperature=None,
-                 bias=True):
+                 bias=True, latent_dropout=0.0):
         super().__init__()
         if int(n_components) != n_components or n_components < 1:
             raise ValueError(f"--mos-components (M) must be an integer >= 1, got {n_components}")
@@ -35,16 +70,17 @@ class MixtureOfSoftmaxesHead(nn.Module):
         self.n_components = n_components
         self.prior = nn.Linear(input_dim, n_components, bias=False)
         self.latent = nn.Linear(input_dim, n_components * latent_dim)
+        self.latent_dropout = nn.Dropout(latent_dropout)
         self.output = nn.Linear(latent_dim, vocab_size, bias=bias)
         self.temperature = temperature
 
     def forward(self, h):
-        """h: (..., input_dim) -> (log_probs (..., V) fp32, tau (..., V) or None)."""
+        """h: (..., input_dim) -> (log_probs (..., V) fp32, TauStats)."""
         log_prior = F.log_softmax(self.prior(h).float(), dim=-1)               # (..., M)
         latent = torch.tanh(self.latent(h)).view(*h.shape[:-1], self.n_components, -1)
-        logits = self.output(latent).float()                                  # (..., M, V)
+        logits = self.output(self.latent_dropout(latent)).float()            # (..., M, V)
         tau = self.temperature(h) if self.temperature is not None else None
         if tau is not None:
             logits = logits / tau.unsqueeze(-2)  # one temperature per position, shared by components
         log_probs = torch.logsumexp(log_prior.unsqueeze(-1) + F.log_softmax(logits, dim=-1), dim=-2)
-        return log_probs, tau
+        return log_probs, TauStats.of(tau, h.shape[:-1], h.device)

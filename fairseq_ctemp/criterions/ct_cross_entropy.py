@@ -1,0 +1,119 @@
+"""``ct_cross_entropy``: the contextual-temperature LM loss (AAAI paper, Eq. 8; DESIGN.md section 2).
+
+    loss = sum_t s_t * CE_t  (+ AR/TAR from the model, per target token)
+    s_t  = mean_v tau_t(v)   the papers' "loss scaling" (--no-loss-scaling: s_t = 1)
+    CE_t = -log p_t(y_t), or fairseq's label-smoothed cross-entropy with --label-smoothing
+
+for models with a temperature head (ct_transformer_lm, ct_lstm_lm). Logged: ``loss`` (what is
+trained, scaled), ``nll_loss`` (the unscaled NLL of the normalised distribution; ``ppl`` is derived
+from it and only from it), ``loss_scale`` (mean s_t), ``tau_mean`` / ``tau_min`` / ``tau_max``
+(mean over positions of mean_v tau; smallest and largest tau computed, averaged over batches) and
+``regularization`` (AR + TAR per token). All in base 2 like fairseq's losses.
+
+With fixed alpha, beta the scale is the constant (alpha + 1/V)/beta; with learned alpha, beta it
+can shrink the loss towards 0 without improving the model, which is why perplexity never uses it.
+"""
+import math
+from dataclasses import dataclass, field
+
+import torch
+from fairseq import metrics, utils
+from fairseq.criterions import FairseqCriterion, register_criterion
+from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_loss
+from fairseq.dataclass import FairseqDataclass
+from omegaconf import II
+
+from ..modules import AdaptiveSoftmaxHead
+
+
+@dataclass
+class ContextualTemperatureCrossEntropyConfig(FairseqDataclass):
+    label_smoothing: float = field(default=0.0, metadata={
+        "help": "epsilon for label smoothing, 0 means none (not with --output-head adaptive)"})
+    no_loss_scaling: bool = field(default=False, metadata={
+        "help": "train on the plain cross-entropy instead of mean_v(tau) * cross-entropy"})
+    sentence_avg: bool = II("optimization.sentence_avg")
+
+
+@register_criterion("ct_cross_entropy", dataclass=ContextualTemperatureCrossEntropyConfig)
+class ContextualTemperatureCrossEntropy(FairseqCriterion):
+    def __init__(self, task, label_smoothing=0.0, no_loss_scaling=False, sentence_avg=False):
+        super().__init__(task)
+        if not 0.0 <= label_smoothing < 1.0:
+            raise ValueError(f"--label-smoothing must be in [0, 1), got {label_smoothing}")
+        self.eps = float(label_smoothing)
+        self.loss_scaling = not no_loss_scaling
+        self.sentence_avg = sentence_avg
+        self._checked_model = False
+
+    def forward(self, model, sample, reduce=True):
+        if not self._checked_model:
+            check_model(model, self.eps)
+            self._checked_model = True
+        net_output = model(**sample["net_input"])
+        head = model.decoder.output_head
+        target = model.get_targets(sample, net_output)
+        keep = target.ne(self.padding_idx)
+        if self.eps > 0:
+            lprobs, tau = head(net_output[0])
+            losses, nll = label_smoothed_nll_loss(
+                lprobs.view(-1, lprobs.size(-1)), target.view(-1), self.eps,
+                ignore_index=self.padding_idx, reduce=False)
+            losses, nll = losses.view(target.shape), nll.view(target.shape)
+        else:
+            target_lprobs, tau = head.score(net_output[0], target)
+            nll = -target_lprobs.masked_fill(~keep, 0.0)
+            losses = nll
+        scale = tau.scale if self.loss_scaling else torch.ones_like(tau.scale)
+        loss = (losses * scale.masked_fill(~keep, 0.0)).sum()
+        sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
+        regularization = net_output[1].get("regularization") if isinstance(net_output[1], dict) else None
+        if regularization is not None:
+            loss = loss + regularization * sample["ntokens"]
+        positions = keep.sum()
+        logging_output = {
+            "loss": loss.data,
+            "nll_loss": nll.sum().data,
+            "loss_scale": (scale.detach() * keep).sum().data,
+            "tau_mean": (tau.scale.detach() * keep).sum().data,
+            "tau_min": tau.min.data * positions,  # weighted by positions, averaged in reduce_metrics
+            "tau_max": tau.max.data * positions,
+            "ntokens": sample["ntokens"],
+            "nsentences": sample["target"].size(0),
+            "sample_size": sample_size,
+        }
+        if regularization is not None:
+            logging_output["regularization"] = regularization.data * sample["ntokens"]
+        return loss, sample_size, logging_output
+
+    @staticmethod
+    def reduce_metrics(logging_outputs) -> None:
+        def total(key):
+            return sum(float(log.get(key, 0)) for log in logging_outputs)
+
+        ntokens, sample_size = total("ntokens"), total("sample_size")
+        if ntokens == 0:
+            return
+        metrics.log_scalar("loss", total("loss") / sample_size / math.log(2), sample_size, round=3)
+        metrics.log_scalar("nll_loss", total("nll_loss") / ntokens / math.log(2), ntokens, round=3)
+        metrics.log_derived("ppl", lambda meters: utils.get_perplexity(meters["nll_loss"].avg))
+        for key in ("loss_scale", "tau_mean", "tau_min", "tau_max"):
+            metrics.log_scalar(key, total(key) / ntokens, ntokens, round=4)
+        if any("regularization" in log for log in logging_outputs):
+            metrics.log_scalar("regularization", total("regularization") / ntokens / math.log(2),
+                               ntokens, round=4)
+
+    @staticmethod
+    def logging_outputs_can_be_summed() -> bool:
+        return True
+
+
+def check_model(model, label_smoothing):
+    """A clear error on the first forward (before any update) for a model without a temperature head."""
+    head = getattr(getattr(model, "decoder", None), "output_head", None)
+    if head is None:
+        raise ValueError("--criterion ct_cross_entropy needs a model with a temperature head: "
+                         "--arch ct_transformer_lm*, ct_lstm_lm, *mos_lstm_lm* (see README)")
+    if label_smoothing > 0 and isinstance(head, AdaptiveSoftmaxHead):
+        raise ValueError("--label-smoothing needs the full distribution at every position; it is "
+                         "not supported with --output-head adaptive (use --label-smoothing 0)")

@@ -1,0 +1,94 @@
+"""What our language models share: the output-head options, building a head from them, and a decoder
+mixin whose ``get_normalized_probs`` is the head's normalised distribution.
+
+Decoders using the mixin return the features h_t (not logits) in ``net_output[0]``, like fairseq's
+adaptive-softmax models; every consumer goes through ``get_normalized_probs`` (criteria,
+fairseq-eval-lm, fairseq-generate/interactive) or through the head itself (``ct_cross_entropy``).
+"""
+from dataclasses import dataclass, field
+
+import torch.nn.functional as F
+from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+from fairseq.utils import safe_getattr
+
+from ..modules import AdaptiveSoftmaxHead, ContextualTemperature, MixtureOfSoftmaxesHead, TemperedSoftmaxHead
+
+OUTPUT_HEADS = ["softmax", "mos", "adaptive"]
+CT_NORMALIZATIONS = ["none", "softmax", "lambda_tanh", "tanh_plus_lambda", "constant"]
+
+
+@dataclass
+class TemperatureHeadConfig(FairseqDataclass):
+    output_head: ChoiceEnum(OUTPUT_HEADS) = field(
+        default="softmax", metadata={"help": "output layer: softmax, mos (Mixture of Softmaxes) or "
+                                             "adaptive (needs --adaptive-softmax-cutoff)"})
+    mos_components: int = field(default=15, metadata={"help": "number of softmaxes M (--output-head mos)"})
+    mos_latent_dropout: float = field(default=0.0, metadata={"help": "dropout on the MoS latent (dropoutl)"})
+    ct_normalization: ChoiceEnum(CT_NORMALIZATIONS) = field(
+        default="softmax", metadata={"help": "temperature: none (tau = 1), softmax: (softmax(mu) + "
+                                             "alpha)/beta, lambda_tanh: lambda^tanh(mu), "
+                                             "tanh_plus_lambda: tanh(mu) + lambda, constant"})
+    ct_rank: int = field(default=280, metadata={"help": "rank Q of mu = h W1 W2"})
+    ct_alpha: float = field(default=1.0, metadata={"help": "alpha >= 0 of the softmax normalisation"})
+    ct_beta: float = field(default=0.5, metadata={"help": "beta > 0 of the softmax normalisation"})
+    ct_learn_alpha_beta: bool = field(default=False, metadata={"help": "learn alpha and beta (kept > 0 by softplus)"})
+    ct_lambda: float = field(default=2.0, metadata={"help": "lambda > 1 of lambda_tanh / tanh_plus_lambda"})
+    ct_constant: float = field(default=1.0, metadata={"help": "tau of --ct-normalization constant"})
+
+
+def head_defaults(args):
+    """Architecture-function defaults for the options above (fairseq fills arch defaults first)."""
+    for name, value in (("output_head", "softmax"), ("mos_components", 15), ("mos_latent_dropout", 0.0),
+                        ("ct_normalization", "softmax"), ("ct_rank", 280), ("ct_alpha", 1.0),
+                        ("ct_beta", 0.5), ("ct_learn_alpha_beta", False), ("ct_lambda", 2.0),
+                        ("ct_constant", 1.0)):
+        setattr(args, name, safe_getattr(args, name, value))
+
+
+def build_temperature(args, input_dim, entries):
+    """A ContextualTemperature from the --ct-* options, or None for --ct-normalization none.
+    Bad options raise a ValueError naming the option (at model build, before any step)."""
+    if args.ct_normalization == "none":
+        return None
+    return ContextualTemperature(
+        input_dim, entries, rank=args.ct_rank, normalization=args.ct_normalization,
+        alpha=args.ct_alpha, beta=args.ct_beta, learn_alpha_beta=args.ct_learn_alpha_beta,
+        lam=args.ct_lambda, constant=args.ct_constant)
+
+
+def build_output_head(args, input_dim, vocab_size, tied_weight=None, bias=True, adaptive_softmax=None):
+    if args.output_head not in OUTPUT_HEADS:
+        raise ValueError(f"--output-head must be one of {', '.join(OUTPUT_HEADS)}, got {args.output_head!r}")
+    if args.output_head == "adaptive":
+        entries = vocab_size + len(adaptive_softmax.cutoff) - 1  # V words + the clusters' head entries
+        return AdaptiveSoftmaxHead(adaptive_softmax, build_temperature(args, input_dim, entries))
+    temperature = build_temperature(args, input_dim, vocab_size)
+    if args.output_head == "mos":
+        latent_dim = tied_weight.size(1) if tied_weight is not None else input_dim
+        head = MixtureOfSoftmaxesHead(input_dim, vocab_size, args.mos_components, latent_dim,
+                                      temperature, bias=bias, latent_dropout=args.mos_latent_dropout)
+    else:
+        if tied_weight is not None and tied_weight.size(1) != input_dim:
+            raise ValueError(f"tied input/output embeddings need the output dimension ({input_dim}) "
+                             f"to equal the embedding dimension ({tied_weight.size(1)})")
+        head = TemperedSoftmaxHead(input_dim, vocab_size, temperature, bias=bias)
+    if tied_weight is not None:
+        head.output.weight = tied_weight
+    return head
+
+
+class TemperatureHeadDecoderMixin:
+    """For decoders with ``self.output_head``: features out, the head's distribution in
+    ``get_normalized_probs``. ``sampling_temperature`` (set by fairseq_ctemp.decoding for an
+    explicit --temperature) sharpens or flattens the final distribution: p^(1/T), renormalised."""
+
+    sampling_temperature = None
+
+    def output_layer(self, features, **kwargs):
+        return features
+
+    def get_normalized_probs(self, net_output, log_probs, sample=None):
+        lprobs, _ = self.output_head(net_output[0])
+        if self.sampling_temperature not in (None, 1.0):
+            lprobs = F.log_softmax(lprobs / self.sampling_temperature, dim=-1)
+        return lprobs if log_probs else lprobs.exp()

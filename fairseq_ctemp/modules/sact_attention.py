@@ -1,0 +1,143 @@
+"""Self-Adaptive Control of Temperature (SACT; Lin et al., "Learning When to Concentrate or Divert
+Attention", EMNLP 2018; DESIGN.md section 3): attention whose softness is set at each decoder step
+by a temperature computed from the decoder state s_t and the previous context vector c_{t-1}.
+
+    e_{t,i}     = h_i . (W_in s_t)                          fairseq's LSTM attention score (Luong
+                                                            "general", no bias), h_i encoder outputs
+    beta_t      = tanh(w_c . c_{t-1} + u_s . s_t)           a scalar per step and sentence
+    tau_t       = lam ** beta_t                             "sact": tau_t in (1/lam, lam), lam > 1
+                = lam ** drop(tanh(MLP([s_t; c_{t-1}])))    "sact_released": the authors' code
+                = tau                                       "fixed": a constant (paper's ablation)
+                = 1                                         "none": plain attention (fairseq's lstm)
+    alpha_{t,i} = softmax_i(e_{t,i} / tau_t)                padding positions get alpha = 0
+    c_t         = sum_i alpha_{t,i} h_i
+    out_t       = tanh(W_out [c_t; s_t])                    fairseq's attentional output (input-fed)
+
+"sact_released" follows github.com/lancopku/SACT (models/attention.py, ``luong_gate_attention``):
+MLP = Linear(d_s + d_c -> d_s), SELU, Dropout, Linear(d_s -> 1), then tanh, Dropout, and exp (that
+is lam = e, the default of ``lam``). Its dropout sits *after* tanh, so during training beta_t is
+scaled by 1/(1-p) or zeroed and tau_t can leave (1/lam, lam); at inference it stays inside.
+
+c_{-1} is supplied by the caller (the SACT LSTM decoder uses the encoder state that initialises the
+decoder). With mode "none" the layer computes exactly what fairseq's ``lstm.AttentionLayer`` does,
+with the same parameter names (``input_proj``, ``output_proj``). Temperatures are computed in fp32.
+
+A plain nn.Module with no fairseq registry code.
+"""
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+MODES = ("sact", "sact_released", "fixed", "none")
+
+
+def _linear(in_features, out_features, bias):
+    """fairseq's LSTM initialisation: uniform(-0.1, 0.1) for weights and biases."""
+    m = nn.Linear(in_features, out_features, bias=bias)
+    nn.init.uniform_(m.weight, -0.1, 0.1)
+    if bias:
+        nn.init.uniform_(m.bias, -0.1, 0.1)
+    return m
+
+
+class SactAttention(nn.Module):
+    """Attention of the module docstring for one decoder step.
+
+    Args:
+        query_dim: size of s_t (decoder hidden size).
+        source_dim: size of h_i and of the context vector c_t (encoder output size).
+        output_dim: size of out_t.
+        mode: one of ``MODES``.
+        lam: lambda > 1 of the "sact" and "sact_released" modes (default e: exp(tanh(.))).
+        fixed_temperature: tau > 0 of the "fixed" mode.
+        released_dropout: dropout p in [0, 1) inside the "sact_released" temperature MLP.
+    """
+
+    def __init__(self, query_dim, source_dim, output_dim, mode="sact", lam=math.e,
+                 fixed_temperature=1.0, released_dropout=0.0):
+        super().__init__()
+        check_options(query_dim, source_dim, output_dim, mode, lam, fixed_temperature,
+                      released_dropout)
+        self.mode = mode
+        self.input_proj = _linear(query_dim, source_dim, bias=False)                 # W_in
+        self.output_proj = _linear(query_dim + source_dim, output_dim, bias=False)  # W_out
+        self.log_lam = math.log(lam) if mode in ("sact", "sact_released") else None
+        self.fixed_temperature = float(fixed_temperature) if mode == "fixed" else None
+        if mode == "sact":
+            self.temperature_context_proj = _linear(source_dim, 1, bias=False)  # w_c
+            self.temperature_state_proj = _linear(query_dim, 1, bias=False)     # u_s
+        elif mode == "sact_released":
+            self.temperature_mlp = nn.Sequential(
+                _linear(query_dim + source_dim, query_dim, bias=True), nn.SELU(),
+                nn.Dropout(released_dropout), _linear(query_dim, 1, bias=True), nn.Tanh(),
+                nn.Dropout(released_dropout))
+
+    @property
+    def uses_previous_context(self):
+        """Whether forward needs c_{t-1} (callers may pass None otherwise)."""
+        return self.mode in ("sact", "sact_released")
+
+    def temperature(self, query, prev_context):
+        """tau_t: an fp32 tensor (bsz,) for the SACT modes, a float for "fixed", None for "none"."""
+        if self.mode == "none":
+            return None
+        if self.mode == "fixed":
+            return self.fixed_temperature
+        if prev_context is None:
+            raise ValueError(f"attention temperature {self.mode!r} needs the previous context "
+                             "vector c_(t-1)")
+        if self.mode == "sact":
+            logit = (F.linear(prev_context.float(), self.temperature_context_proj.weight.float())
+                     + F.linear(query.float(), self.temperature_state_proj.weight.float()))
+            beta = torch.tanh(logit)
+        else:
+            beta = self.temperature_mlp(torch.cat((query, prev_context), dim=1)).float()
+        return torch.exp(beta.squeeze(-1) * self.log_lam)
+
+    def forward(self, query, source_hids, encoder_padding_mask=None, prev_context=None):
+        """query s_t: (bsz, query_dim); source_hids h: (srclen, bsz, source_dim);
+        encoder_padding_mask: (srclen, bsz) bool, True at padding; prev_context c_{t-1}:
+        (bsz, source_dim) or None when ``uses_previous_context`` is False.
+
+        Returns (out_t (bsz, output_dim), alpha_t (srclen, bsz), c_t (bsz, source_dim), tau_t)."""
+        x = self.input_proj(query)
+        scores = (source_hids * x.unsqueeze(0)).sum(dim=2)  # e_{t,i}: srclen x bsz
+        tau = self.temperature(query, prev_context)
+        if torch.is_tensor(tau):
+            scores = (scores.float() / tau.unsqueeze(0)).type_as(scores)
+        elif tau is not None:
+            scores = (scores.float() / tau).type_as(scores)
+        if encoder_padding_mask is not None:  # same ops as fairseq's AttentionLayer (fp16-safe)
+            scores = scores.float().masked_fill_(encoder_padding_mask, float("-inf")).type_as(scores)
+        attn = F.softmax(scores, dim=0)
+        context = (attn.unsqueeze(2) * source_hids).sum(dim=0)
+        out = torch.tanh(self.output_proj(torch.cat((context, query), dim=1)))
+        return out, attn, context, tau
+
+    def extra_repr(self):
+        if self.mode == "fixed":
+            return f"mode=fixed, temperature={self.fixed_temperature:g}"
+        if self.log_lam is not None:
+            return f"mode={self.mode}, lambda={math.exp(self.log_lam):g}"
+        return "mode=none"
+
+
+def check_options(query_dim, source_dim, output_dim, mode, lam, fixed_temperature,
+                  released_dropout):
+    """One clear error per bad option, raised when the model is built (names the CLI option)."""
+    if mode not in MODES:
+        raise ValueError(f"--attention-temperature must be one of {', '.join(MODES)}, got {mode!r}")
+    for name, value in (("--decoder-hidden-size", query_dim), ("encoder output size", source_dim),
+                        ("attention output size", output_dim)):
+        if int(value) != value or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value}")
+    if mode in ("sact", "sact_released") and not (math.isfinite(lam) and lam > 1):
+        raise ValueError(f"--sact-lambda must be a finite number > 1 (tau_t = lambda ** beta_t lies "
+                         f"in (1/lambda, lambda)), got {lam}")
+    if mode == "fixed" and not (math.isfinite(fixed_temperature) and fixed_temperature > 0):
+        raise ValueError(f"--fixed-attention-temperature must be a finite number > 0 (the paper's "
+                         f"ablation uses 0.8-1.2), got {fixed_temperature}")
+    if mode == "sact_released" and not 0.0 <= released_dropout < 1.0:
+        raise ValueError(f"--sact-released-dropout must be in [0, 1), got {released_dropout}")
