@@ -16,9 +16,15 @@ the epoch at which the batch iterator is *created*: epoch 1 for a run from scrat
 run resumed at epoch k. A resumed run therefore sees different batches than an uninterrupted one.
 We create every reusable training iterator as fairseq does at epoch 1 (then set its real epoch), so
 resuming reproduces the uninterrupted run exactly. Runs from scratch are unchanged.
+
+numpy 2 removed ``np.compat``; fairseq 0.12 still uses ``np.compat.long`` when it builds an LM
+dataset for inference (fairseq-interactive / hub ``sample`` with --task language_modeling) and in
+``LanguagePairDataset.num_tokens_vec``. We restore that one alias (``np.int64``, its numpy-1 value
+on 64-bit Linux) when it is missing.
 """
 import argparse
 import collections
+import types
 import typing
 
 import numpy as np
@@ -82,6 +88,14 @@ def batches_independent_of_resume_epoch():
     FairseqTask.get_batch_iterator = get_batch_iterator
 
 
+def numpy_compat_long():
+    try:
+        np.compat.long  # noqa: B018  (numpy 1.x: present)
+    except AttributeError:
+        np.compat = types.SimpleNamespace(long=np.int64)
+
+
 def apply():
     allow_fairseq_checkpoint_globals()
     batches_independent_of_resume_epoch()
+    numpy_compat_long()

@@ -112,7 +112,27 @@ def build_generator(self, models, args, *rest, **kwargs):
                         f"temperature {trained_at:g}")
         else:
             logger.info(f"model {i}: decoding at training temperature T={trained_at:g}")
-    return _build_generator(self, models, args, *rest, **kwargs)
+    generator = _build_generator(self, models, args, *rest, **kwargs)
+    return _sampling_temperature_on_output_heads(models, generator, explicit)
+
+
+def _sampling_temperature_on_output_heads(models, generator, temperature):
+    """fairseq's generator divides net_output[0] by --temperature. For our temperature-head LMs
+    net_output[0] are features, not logits (dividing them would change tau and the MoS mixture), so
+    the head applies it to its final distribution instead: p^(1/T), renormalised."""
+    decoders = [getattr(m, "decoder", None) for m in models]
+    ours = [hasattr(d, "output_head") for d in decoders]
+    if temperature is None or not any(ours):
+        return generator
+    if not all(ours) or not hasattr(generator, "temperature"):
+        raise ValueError("--temperature with fairseq_ctemp temperature-head LMs needs every model of "
+                         "the ensemble to be one (ct_transformer_lm / ct_lstm_lm) and fairseq's "
+                         "SequenceGenerator")
+    for decoder in decoders:
+        decoder.sampling_temperature = temperature
+    generator.temperature = 1.0
+    logger.info(f"--temperature {temperature:g} applied to the output heads' final distributions")
+    return generator
 
 
 def use_training_temperature_for_validation(task, temperature):

@@ -34,8 +34,8 @@ class CTLSTMLanguageModelConfig(TemperatureHeadConfig):
     lstm_hidden_sizes: str = field(
         default="1150,1150,400", metadata={"help": "comma-separated LSTM sizes, one per layer (the "
                                                    "last one is the output size)"})
-    share_embeddings: bool = field(default=True, metadata={"help": "tie the output embedding to the "
-                                                                   "input embedding (AWD-LSTM)"})
+    untie_embeddings: bool = field(default=False, metadata={
+        "help": "do not tie the output embedding to the input embedding (tied by default, as AWD-LSTM)"})
     dropout: float = field(default=0.4, metadata={"help": "locked dropout on the last LSTM output"})
     dropout_input: float = field(default=0.4, metadata={"help": "locked dropout on the embeddings (dropouti)"})
     dropout_hidden: float = field(default=0.25, metadata={"help": "locked dropout between LSTM layers (dropouth)"})
@@ -87,7 +87,7 @@ class CTLSTMDecoder(TemperatureHeadDecoderMixin, FairseqIncrementalDecoder):
         nn.init.uniform_(self.embed_tokens.weight, -0.1, 0.1)
         self.layers = nn.ModuleList(WeightDropLSTM(sizes[i], sizes[i + 1], cfg.weight_dropout)
                                     for i in range(len(sizes) - 1))
-        tied = self.embed_tokens.weight if cfg.share_embeddings else None
+        tied = None if cfg.untie_embeddings else self.embed_tokens.weight
         self.output_head = build_output_head(cfg, sizes[-1], len(dictionary), tied_weight=tied)
 
     def forward(self, prev_output_tokens, incremental_state=None, **kwargs):
@@ -170,7 +170,7 @@ def _lstm_defaults(args, embed_dim, sizes, dropout, dropout_input, dropout_hidde
                    ct_normalization, mos_latent_dropout=0.29):
     args.embed_dim = safe_getattr(args, "embed_dim", embed_dim)
     args.lstm_hidden_sizes = safe_getattr(args, "lstm_hidden_sizes", sizes)
-    args.share_embeddings = safe_getattr(args, "share_embeddings", True)
+    args.untie_embeddings = safe_getattr(args, "untie_embeddings", False)
     args.dropout = safe_getattr(args, "dropout", dropout)
     args.dropout_input = safe_getattr(args, "dropout_input", dropout_input)
     args.dropout_hidden = safe_getattr(args, "dropout_hidden", dropout_hidden)

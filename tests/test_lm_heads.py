@@ -1,0 +1,302 @@
+"""Contextual-temperature LMs, in process: the adaptive-softmax head against a slow reference, and
+the guards against impossible perplexities on the real registered models (normalisation over the
+full vocabulary for every head, causality, incremental = full decoding), the loss, bad options."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from fairseq import options, tasks
+from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_loss
+from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+from fairseq.modules.adaptive_softmax import AdaptiveSoftmax
+
+from conftest import PLUGIN_DIR
+from fairseq_ctemp.modules import AdaptiveSoftmaxHead, ContextualTemperature
+from fairseq_ctemp.modules.adaptive_softmax_head import temperature_entries
+
+NORMALIZATIONS = [None, "softmax", "lambda_tanh", "tanh_plus_lambda", "constant"]
+V, D, CUTOFF = 50, 16, [10, 30]
+
+
+def adaptive_head(normalization, learn=False):
+    torch.manual_seed(0)
+    softmax = AdaptiveSoftmax(V, D, list(CUTOFF), dropout=0.0)
+    temperature = None if normalization is None else ContextualTemperature(
+        D, temperature_entries(V, CUTOFF), rank=4, normalization=normalization, alpha=0.3,
+        beta=0.7, learn_alpha_beta=learn, lam=3.0, constant=1.7)
+    return AdaptiveSoftmaxHead(softmax, temperature).eval()
+
+
+def reference_log_probs(head, h):
+    """The definition, one position and one word at a time, in probability space."""
+    t, asm, c0 = head.temperature, head.adaptive_softmax, CUTOFF[0]
+    bounds = CUTOFF + [V]
+    out = []
+    for x in h.reshape(-1, D):
+        z_head = asm.head(x[None])[0]
+        z_tail = [asm.tail[k](x[None])[0] for k in range(2)]
+        if t is None:
+            tau_head, tau_tail = torch.ones_like(z_head), [torch.ones_like(z) for z in z_tail]
+        elif t.normalization == "constant":
+            tau_head, tau_tail = torch.full_like(z_head, 1.7), [torch.full_like(z, 1.7) for z in z_tail]
+        else:
+            mu = x @ t.down.weight.t() @ t.up.weight.t()  # all V + 2 entries
+            head_size = c0 + 2
+            mu_head = mu[:head_size]
+            mu_tail = [mu[head_size + bounds[k] - c0: head_size + bounds[k + 1] - c0] for k in range(2)]
+            if t.normalization == "softmax":
+                alpha, beta = t.alpha_beta()
+                q_head = torch.softmax(mu_head, 0)
+                tau_head = (q_head + alpha) / beta
+                tau_tail = [(q_head[c0 + k] * torch.softmax(mu_tail[k], 0) + alpha) / beta for k in range(2)]
+            elif t.normalization == "lambda_tanh":
+                tau_head, tau_tail = 3.0 ** torch.tanh(mu_head), [3.0 ** torch.tanh(m) for m in mu_tail]
+            else:
+                tau_head, tau_tail = torch.tanh(mu_head) + 3.0, [torch.tanh(m) + 3.0 for m in mu_tail]
+        p_head = torch.softmax(z_head / tau_head, 0)
+        p = []
+        for v in range(V):
+            if v < c0:
+                p.append(p_head[v])
+            else:
+                k = 0 if v < bounds[1] else 1
+                p.append(p_head[c0 + k] * torch.softmax(z_tail[k] / tau_tail[k], 0)[v - bounds[k]])
+        out.append(torch.log(torch.stack(p)))
+    return torch.stack(out).view(*h.shape[:-1], V)
+
+
+@pytest.mark.parametrize("normalization", NORMALIZATIONS)
+def test_adaptive_head_matches_the_slow_reference_in_value_and_gradient(normalization):
+    head = adaptive_head(normalization, learn=normalization == "softmax")
+    h = (torch.randn(2, 3, D) * 3).requires_grad_()
+    target = torch.randint(0, V, (2, 3))
+    ours, _ = head(h)
+    ref = reference_log_probs(head, h)
+    torch.testing.assert_close(ours, ref, atol=1e-5, rtol=1e-5)
+    scores, _ = head.score(h, target)
+    torch.testing.assert_close(scores, ref.gather(-1, target[..., None])[..., 0], atol=1e-5, rtol=1e-5)
+    params = [h] + [p for p in head.parameters() if p.requires_grad]
+    grads = torch.autograd.grad(scores.sum(), params, allow_unused=True)
+    ref_grads = torch.autograd.grad(ref.gather(-1, target[..., None]).sum(), params, allow_unused=True)
+    for g, r in zip(grads, ref_grads):
+        if r is None:
+            assert g is None or g.abs().max() == 0
+        else:
+            torch.testing.assert_close(g, r, atol=1e-5, rtol=1e-4)
+
+
+def test_adaptive_head_without_temperature_is_fairseqs_adaptive_softmax():
+    head = adaptive_head(None)
+    h = torch.randn(4, 5, D)
+    torch.testing.assert_close(head(h)[0], head.adaptive_softmax.get_log_prob(h, None))
+
+
+@pytest.mark.parametrize("normalization", NORMALIZATIONS)
+def test_adaptive_head_loss_scale_and_tau_range(normalization):
+    head = adaptive_head(normalization)
+    h = torch.randn(3, 4, D) * 5
+    _, stats = head(h)
+    tau = head.temperatures(h)
+    if normalization is None:
+        assert tau is None and (stats.scale == 1).all()
+        return
+    assert tau.shape == (3, 4, V) and (tau > 0).all()
+    if normalization == "softmax":  # q sums to 1 over V, so mean_v tau = (alpha + 1/V) / beta exactly
+        torch.testing.assert_close(tau.mean(-1), torch.full((3, 4), (0.3 + 1 / V) / 0.7))
+        torch.testing.assert_close(stats.scale, tau.mean(-1))
+        assert tau.min() >= 0.3 / 0.7 - 1e-6 and tau.max() <= 1.3 / 0.7 + 1e-6
+    assert stats.min <= tau.min() + 1e-6 and stats.max >= tau.max() - 1e-6
+
+
+def test_adaptive_head_gives_every_tail_cluster_a_gradient_even_without_targets_in_it():
+    head = adaptive_head("softmax").train()
+    scores, _ = head.score(torch.randn(2, 3, D), torch.zeros(2, 3, dtype=torch.long))  # all shortlist
+    scores.sum().backward()
+    for k in range(2):
+        assert all(p.grad is not None for p in head.adaptive_softmax.tail[k].parameters())
+
+
+@pytest.mark.parametrize("cutoff,message", [([30, 10], "strictly increasing"), ([10, 60], r"\[1, 50\]"),
+                                            ([0, 10], r"\[1, 50\]")])
+def test_bad_cutoffs_are_refused_with_the_option_name(cutoff, message):
+    from fairseq_ctemp.modules.adaptive_softmax_head import check_cutoffs
+    with pytest.raises(ValueError, match=r"--adaptive-softmax-cutoff must be .*" + message):
+        check_cutoffs(cutoff, 50)
+
+
+# ---- the registered models, built through fairseq's own argument parsing ----
+
+ARCHES = {
+    "transformer-adaptive-ct": ["--arch", "ct_transformer_lm_tiny"],
+    "transformer-adaptive-plain": ["--arch", "ct_transformer_lm_tiny", "--ct-normalization", "none"],
+    "transformer-softmax-ct": ["--arch", "ct_transformer_lm_tiny", "--output-head", "softmax"],
+    "transformer-mos-ct-lambda": ["--arch", "ct_transformer_lm_tiny", "--output-head", "mos",
+                                  "--mos-components", "3", "--ct-normalization", "lambda_tanh"],
+    "lstm-softmax": ["--arch", "lstm_lm_tiny"],
+    "lstm-softmax-ct": ["--arch", "lstm_lm_tiny", "--ct-normalization", "softmax"],
+    "lstm-mos-ct": ["--arch", "ct_mos_lstm_lm_tiny"],
+    "lstm-mos-ct-learned": ["--arch", "ct_mos_lstm_lm_tiny", "--ct-learn-alpha-beta"],
+    "lstm-softmax-constant": ["--arch", "lstm_lm_tiny", "--ct-normalization", "constant",
+                              "--ct-constant", "0.5"],
+}
+
+
+def build(data, *extra, criterion="ct_cross_entropy"):
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(parser, [
+        str(data), "--user-dir", PLUGIN_DIR, "--task", "language_modeling", "--tokens-per-sample",
+        "32", "--criterion", criterion, "--cpu", *extra])
+    cfg = convert_namespace_to_omegaconf(args)
+    task = tasks.setup_task(cfg.task)
+    torch.manual_seed(1)
+    return task, task.build_model(cfg.model), task.build_criterion(cfg.criterion)
+
+
+@pytest.fixture(scope="module", params=sorted(ARCHES))
+def lm(request, toy_data):
+    task, model, criterion = build(toy_data["lm_bin"], *ARCHES[request.param])
+    return request.param, task, model.eval(), criterion
+
+
+def tokens(task, batch=3, length=12, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(task.dictionary.nspecial, len(task.dictionary), (batch, length), generator=g)
+
+
+def test_every_head_is_normalised_over_the_full_vocabulary(lm):
+    _, task, model, _ = lm
+    with torch.no_grad():
+        log_probs = model.get_normalized_probs(model(tokens(task)), log_probs=True)
+    assert log_probs.shape[-1] == len(task.dictionary) and log_probs.dtype == torch.float32
+    assert torch.isfinite(log_probs).all()
+    torch.testing.assert_close(log_probs.exp().sum(-1), torch.ones(log_probs.shape[:-1]), atol=1e-4, rtol=0)
+
+
+def test_prediction_at_t_depends_only_on_tokens_before_t(lm):
+    _, task, model, _ = lm
+    x = tokens(task, length=12)
+    with torch.no_grad():
+        before = model.get_normalized_probs(model(x), log_probs=True)
+        for t in (0, 5, 11):  # change tokens t.. : p(. | x_<=t-1) at positions < t must not move
+            changed = x.clone()
+            changed[:, t:] = tokens(task, length=12 - t, seed=t + 1)
+            after = model.get_normalized_probs(model(changed), log_probs=True)
+            torch.testing.assert_close(after[:, :t], before[:, :t], atol=1e-5, rtol=1e-5)
+            assert not torch.allclose(after[:, t:], before[:, t:])
+
+
+def test_incremental_decoding_gives_the_full_forward_distribution(lm):
+    _, task, model, _ = lm
+    x = tokens(task, batch=2, length=7)
+    with torch.no_grad():
+        full = model.get_normalized_probs(model(x), log_probs=True)
+        state, steps = {}, []
+        for t in range(x.size(1)):
+            out = model.decoder(x[:, :t + 1], incremental_state=state)
+            steps.append(model.get_normalized_probs((out[0][:, -1:], out[1]), log_probs=True))
+    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-5)
+
+
+def test_loss_is_the_scaled_nll_and_nll_is_unscaled(lm):
+    name, task, model, criterion = lm
+    task.load_dataset("valid")
+    batch = next(iter(task.get_batch_iterator(task.dataset("valid"), max_tokens=400).next_epoch_itr(shuffle=False)))
+    with torch.no_grad():
+        loss, sample_size, log = criterion(model, batch)
+        lprobs = model.get_normalized_probs(model(**batch["net_input"]), log_probs=True)
+        _, stats = model.decoder.output_head(model(**batch["net_input"])[0])
+    target = batch["target"]
+    keep = target.ne(task.dictionary.pad())
+    nll = -lprobs.gather(-1, target[..., None])[..., 0]
+    torch.testing.assert_close(log["nll_loss"], nll[keep].sum(), rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(loss, (nll * stats.scale)[keep].sum(), rtol=1e-5, atol=1e-4)
+    if "ct" in name.split("-") or "constant" in name:
+        assert not math.isclose(loss.item(), log["nll_loss"].item(), rel_tol=1e-3)
+
+
+def test_label_smoothing_is_fairseqs_times_the_scale(toy_data):
+    task, model, criterion = build(toy_data["lm_bin"], "--arch", "lstm_lm_tiny", "--ct-normalization",
+                                   "softmax", "--label-smoothing", "0.1")
+    model.eval()
+    x = tokens(task, batch=2, length=9)
+    sample = {"net_input": {"src_tokens": x, "src_lengths": torch.full((2,), 9)}, "target": x.roll(-1, 1),
+              "ntokens": 18}
+    with torch.no_grad():
+        loss, _, log = criterion(model, sample)
+        lprobs, stats = model.decoder.output_head(model(x)[0])
+    ref, ref_nll = label_smoothed_nll_loss(lprobs.view(-1, lprobs.size(-1)), sample["target"].view(-1),
+                                           0.1, ignore_index=task.dictionary.pad(), reduce=False)
+    torch.testing.assert_close(loss, (ref.view(2, 9) * stats.scale).sum())
+    torch.testing.assert_close(log["nll_loss"], ref_nll.sum())
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--ct-alpha", "-0.1"], "--ct-alpha must be a finite number >= 0"),
+    (["--ct-beta", "0"], "--ct-beta must be a finite number > 0"),
+    (["--ct-normalization", "lambda_tanh", "--ct-lambda", "1"], "--ct-lambda must be a finite number > 1"),
+    (["--ct-rank", "0"], r"--ct-rank \(Q\) must be an integer >= 1"),
+    (["--ct-normalization", "constant", "--ct-constant", "0"], "--ct-constant must be a finite number > 0"),
+    (["--output-head", "mos", "--mos-components", "0"], r"--mos-components \(M\) must be an integer >= 1"),
+    (["--adaptive-softmax-cutoff", "60,20", "--adaptive-input-cutoff", "60,20"],
+     "--adaptive-softmax-cutoff must be strictly increasing"),
+    (["--adaptive-softmax-cutoff", "20,100000", "--adaptive-input-cutoff", "20,100000"],
+     r"--adaptive-softmax-cutoff must be .* in \[1, "),
+    (["--output-head", "softmax", "--adaptive-softmax-cutoff", "20"], "only used by --output-head adaptive"),
+])
+def test_bad_options_fail_at_model_build(toy_data, extra, message):
+    with pytest.raises(ValueError, match=message):
+        build(toy_data["lm_bin"], "--arch", "ct_transformer_lm_tiny", *extra)
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--weight-dropout", "1"], r"--weight-dropout must be in \[0, 1\)"),
+    (["--lstm-hidden-sizes", "32,x"], "--lstm-hidden-sizes must be comma-separated integers"),
+    (["--output-head", "adaptive"], "ct_lstm_lm supports --output-head softmax or mos"),
+    (["--untie-embeddings", "--output-head", "softmax", "--lstm-hidden-sizes", "40"], None),
+])
+def test_bad_lstm_options_fail_at_model_build(toy_data, extra, message):
+    if message is None:  # untied embeddings may have any output size
+        build(toy_data["lm_bin"], "--arch", "lstm_lm_tiny", *extra)
+        return
+    with pytest.raises(ValueError, match=message):
+        build(toy_data["lm_bin"], "--arch", "lstm_lm_tiny", *extra)
+
+
+def test_tied_softmax_needs_matching_sizes(toy_data):
+    with pytest.raises(ValueError, match="tied input/output embeddings need the output dimension"):
+        build(toy_data["lm_bin"], "--arch", "lstm_lm_tiny", "--lstm-hidden-sizes", "40")
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_heads_compute_in_fp32_under_half_precision_and_extreme_inputs(toy_data, dtype):
+    for arch in (ARCHES["transformer-adaptive-ct"], ARCHES["lstm-mos-ct"], ARCHES["transformer-softmax-ct"]):
+        _, model, _ = build(toy_data["lm_bin"], *arch)
+        head = model.decoder.output_head.eval().to(dtype)
+        dim = model.decoder.output_head.temperature.down.in_features
+        for scale in (1.0, 1e3):
+            with torch.no_grad():
+                log_probs, stats = head(torch.randn(2, 5, dim).mul(scale).to(dtype))
+            assert log_probs.dtype == torch.float32 and torch.isfinite(log_probs).all()
+            torch.testing.assert_close(log_probs.exp().sum(-1), torch.ones(2, 5), atol=1e-4, rtol=0)
+            assert torch.isfinite(stats.scale).all()
+
+
+def test_explicit_sampling_temperature_sharpens_the_final_distribution(toy_data):
+    task, model, _ = build(toy_data["lm_bin"], *ARCHES["lstm-mos-ct"])
+    model.eval()
+    x = tokens(task)
+    with torch.no_grad():
+        out = model(x)
+        base = model.get_normalized_probs(out, log_probs=True)
+        model.decoder.sampling_temperature = 0.5
+        sharp = model.get_normalized_probs(out, log_probs=True)
+    torch.testing.assert_close(sharp, F.log_softmax(base / 0.5, -1))
+
+
+def test_tempered_ce_refuses_temperature_head_models(toy_data):
+    task, model, criterion = build(toy_data["lm_bin"], "--arch", "lstm_lm_tiny", criterion="tempered_ce")
+    x = tokens(task)
+    sample = {"net_input": {"src_tokens": x, "src_lengths": torch.full((3,), 12)}, "target": x, "ntokens": 36}
+    with pytest.raises(ValueError, match="use --criterion ct_cross_entropy"):
+        criterion(model, sample)
