@@ -17,6 +17,10 @@ run resumed at epoch k. A resumed run therefore sees different batches than an u
 We create every reusable training iterator as fairseq does at epoch 1 (then set its real epoch), so
 resuming reproduces the uninterrupted run exactly. Runs from scratch are unchanged.
 
+fairseq's ``--ddp-backend pytorch_ddp`` (c10d, the default) passes ``device_ids=[device_id]`` to
+torch's DistributedDataParallel even for a CPU model, which torch refuses; on CPU we pass no device
+ids, as torch expects, so CPU runs (gloo) can use c10d instead of being limited to legacy_ddp.
+
 numpy 2 removed ``np.compat``; fairseq 0.12 still uses ``np.compat.long`` when it builds an LM
 dataset for inference (fairseq-interactive / hub ``sample`` with --task language_modeling) and in
 ``LanguagePairDataset.num_tokens_vec``. We restore that one alias (``np.int64``, its numpy-1 value
@@ -95,7 +99,25 @@ def numpy_compat_long():
         np.compat = types.SimpleNamespace(long=np.int64)
 
 
+def cpu_pytorch_ddp():
+    from fairseq.models import distributed_fairseq_model as dfm
+
+    if getattr(dfm.DistributedDataParallel, "_ctemp_patched", False):
+        return
+
+    class DistributedDataParallel(torch.nn.parallel.DistributedDataParallel):
+        _ctemp_patched = True
+
+        def __init__(self, module, device_ids=None, output_device=None, **kwargs):
+            if all(p.device.type == "cpu" for p in module.parameters()):
+                device_ids = output_device = None
+            super().__init__(module, device_ids=device_ids, output_device=output_device, **kwargs)
+
+    dfm.DistributedDataParallel = DistributedDataParallel
+
+
 def apply():
     allow_fairseq_checkpoint_globals()
+    cpu_pytorch_ddp()
     batches_independent_of_resume_epoch()
     numpy_compat_long()

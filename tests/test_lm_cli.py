@@ -1,0 +1,177 @@
+"""Contextual-temperature LMs through the real CLIs: fairseq-train / fairseq-eval-lm /
+fairseq-interactive with --user-dir, for every head; eval-lm's perplexity is exp(unscaled NLL) of
+the normalised distribution over every corpus token; resume; 2-process CPU training with c10d."""
+import math
+import re
+import subprocess
+
+import pytest
+import torch
+
+from conftest import PLUGIN_DIR, cli, json_log_records, run_cli
+from test_distributed_and_install import free_port
+
+pytestmark = pytest.mark.e2e
+LM_TRAIN = ["--user-dir", PLUGIN_DIR, "--task", "language_modeling", "--tokens-per-sample", "64",
+            "--cpu", "--optimizer", "adam", "--lr", "3e-3", "--max-tokens", "1000", "--seed", "1",
+            "--log-format", "json", "--log-interval", "1", "--num-workers", "0",
+            "--criterion", "ct_cross_entropy", "--best-checkpoint-metric", "nll_loss"]
+HEADS = {
+    "transformer-adaptive-ct-learned": ["--arch", "ct_transformer_lm_tiny", "--ct-learn-alpha-beta"],
+    "transformer-softmax-constant": ["--arch", "ct_transformer_lm_tiny", "--output-head", "softmax",
+                                     "--ct-normalization", "constant", "--ct-constant", "2"],
+    "lstm-softmax-plain": ["--arch", "lstm_lm_tiny"],
+    "lstm-mos-ct": ["--arch", "ct_mos_lstm_lm_tiny"],
+}
+
+
+def train(data, save_dir, *extra, epochs=1):
+    return run_cli("fairseq-train", data, *LM_TRAIN, "--save-dir", save_dir, "--max-epoch", epochs, *extra)
+
+
+def eval_lm(data, checkpoint, *extra):
+    out = run_cli("fairseq-eval-lm", data, "--user-dir", PLUGIN_DIR, "--path", checkpoint, "--cpu",
+                  "--gen-subset", "test", "--max-tokens", "4000", *extra).stdout
+    count = int(re.search(r"Evaluated ([\d,]+) tokens", out).group(1).replace(",", ""))
+    loss, ppl = map(float, re.search(r"Loss \(base 2\): ([\d.]+), Perplexity: ([\d.]+)", out).groups())
+    return out, count, loss, ppl
+
+
+def corpus_tokens(path):
+    """Words plus one end-of-sentence per line: what a language model is scored on."""
+    lines = path.read_text().splitlines()
+    return sum(len(line.split()) for line in lines) + len(lines)
+
+
+def independent_nll(data, checkpoint, tokens_per_sample):
+    """Mean -log2 p(target) over the test set, from the model's normalised distribution."""
+    from fairseq import checkpoint_utils
+
+    import fairseq_ctemp  # noqa: F401
+
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task(
+        [str(checkpoint)], arg_overrides={"data": str(data), "tokens_per_sample": tokens_per_sample})
+    model = models[0].eval()
+    task.load_dataset("test")
+    total, count = 0.0, 0
+    batches = task.get_batch_iterator(task.dataset("test"), max_tokens=4000).next_epoch_itr(shuffle=False)
+    with torch.no_grad():
+        for sample in batches:
+            lprobs = model.get_normalized_probs(model(**sample["net_input"]), log_probs=True)
+            keep = sample["target"].ne(task.dictionary.pad())
+            total -= lprobs.gather(-1, sample["target"][..., None])[..., 0][keep].sum().item()
+            count += keep.sum().item()
+    return total / count / math.log(2), count
+
+
+@pytest.fixture(scope="module")
+def trained(toy_data, tmp_path_factory):
+    """Each head trained for 2 epochs once: {head: (save_dir, fairseq-train output)}."""
+    runs = {}
+    for head, args in HEADS.items():
+        save_dir = tmp_path_factory.mktemp(head)
+        runs[head] = save_dir, train(toy_data["lm_bin"], save_dir, *args, "--no-epoch-checkpoints",
+                                     epochs=2).stdout
+    return runs
+
+
+@pytest.mark.parametrize("head", sorted(HEADS))
+def test_every_head_trains_and_eval_lm_scores_every_token_of_the_normalised_distribution(
+        toy_data, trained, head):
+    save_dir, log = trained[head]
+    valid = json_log_records(log, "valid")[-1]
+    checkpoint = save_dir / "checkpoint_last.pt"
+    out, count, loss, ppl = eval_lm(toy_data["lm_bin"], checkpoint, "--tokens-per-sample", "64")
+    assert "skipping tokens with inf scores" not in out
+    assert count == corpus_tokens(toy_data["raw"] / "test.tgt")  # nothing dropped
+    expected, expected_count = independent_nll(toy_data["lm_bin"], checkpoint, 64)
+    assert expected_count == count
+    assert abs(loss - expected) < 1e-3, (loss, expected)
+    assert abs(ppl - 2 ** loss) < 0.01 * ppl
+    # the loss scale never reaches reported perplexity: the trained (scaled) loss is another number
+    scale = float(valid["valid_loss_scale"])
+    if scale != 1.0:
+        assert abs(float(valid["valid_loss"]) - scale * float(valid["valid_nll_loss"])) < 0.01 * float(valid["valid_loss"])
+        assert abs(float(valid["valid_ppl"]) - 2 ** float(valid["valid_nll_loss"])) < 0.01 * float(valid["valid_ppl"])
+
+
+def test_a_context_window_changes_the_conditioning_not_the_scored_tokens(toy_data, trained):
+    checkpoint = trained["lstm-mos-ct"][0] / "checkpoint_last.pt"
+    _, count, loss, _ = eval_lm(toy_data["lm_bin"], checkpoint, "--tokens-per-sample", "64")
+    _, windowed, windowed_loss, _ = eval_lm(toy_data["lm_bin"], checkpoint, "--tokens-per-sample", "64",
+                                            "--context-window", "32")
+    assert windowed == count and windowed_loss != loss
+
+
+def test_learned_alpha_beta_move_and_stay_valid(trained):
+    save_dir, _ = trained["transformer-adaptive-ct-learned"]
+    state = torch.load(save_dir / "checkpoint_last.pt", weights_only=False)["model"]
+    raw = {k: v for k, v in state.items() if k.endswith(("alpha_raw", "beta_raw"))}
+    assert len(raw) == 2
+    alpha, beta = (torch.nn.functional.softplus(raw[k]).item() for k in sorted(raw))
+    assert alpha > 0 and beta > 0 and (abs(alpha - 1.0) > 1e-4 or abs(beta - 0.5) > 1e-4)
+
+
+def test_resume_reproduces_the_uninterrupted_run(toy_data, trained, tmp_path):
+    _, whole = trained["lstm-mos-ct"]
+    args = HEADS["lstm-mos-ct"] + ["--no-epoch-checkpoints"]
+    train(toy_data["lm_bin"], tmp_path, *args, epochs=1)
+    resumed = train(toy_data["lm_bin"], tmp_path, *args, epochs=2).stdout
+    assert "Loaded checkpoint" in resumed
+    a, b = json_log_records(whole, "train")[-1], json_log_records(resumed, "train")[-1]
+    assert a["epoch"] == b["epoch"] == 2
+    for key in ("train_loss", "train_nll_loss", "train_tau_mean", "train_regularization"):
+        assert a[key] == b[key], key
+
+
+def test_two_process_cpu_training_with_c10d_matches_update_freq_2(toy_data, tmp_path):
+    """The adaptive CT head runs every tail cluster at every step, so torch DDP (c10d) needs no
+    unused-parameter search; fairseq's own adaptive_loss needs --ddp-backend legacy_ddp."""
+    args = [cli("fairseq-train"), str(toy_data["lm_bin"]), *LM_TRAIN, *HEADS["transformer-adaptive-ct-learned"],
+            "--dropout", "0", "--max-epoch", "1", "--no-save"]
+    dist = ["--distributed-world-size", "2", "--distributed-init-method", f"tcp://127.0.0.1:{free_port()}",
+            "--distributed-no-spawn", "--distributed-backend", "gloo", "--ddp-backend", "pytorch_ddp"]
+    env = {"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}
+    ranks = [subprocess.Popen(args + dist + ["--distributed-rank", str(r)], env=env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for r in (0, 1)]
+    outputs = [p.communicate(timeout=300)[0] for p in ranks]
+    assert all(p.returncode == 0 for p in ranks), outputs[0][-3000:] + outputs[1][-3000:]
+    assert "training on 2 devices" in outputs[0]
+    single = run_cli("fairseq-train", *args[1:], "--update-freq", "2").stdout
+    two, one = json_log_records(outputs[0], "train_inner"), json_log_records(single, "train_inner")
+    assert len(two) == len(one) > 3
+    for a, b in zip(two, one):
+        for key in ("loss", "nll_loss", "tau_mean", "gnorm"):
+            assert abs(float(a[key]) - float(b[key])) <= 2e-3 * abs(float(b[key])) + 2e-3, (key, a, b)
+
+
+def test_interactive_generation_and_sampling_with_temperature(toy_data, trained):
+    prompts = "\n".join(" ".join(line.split()[:3]) for line in
+                        (toy_data["raw"] / "test.tgt").read_text().splitlines()[:3]) + "\n"
+    common = [cli("fairseq-interactive"), str(toy_data["lm_bin"]), "--user-dir", PLUGIN_DIR, "--task",
+              "language_modeling", "--path", str(trained["lstm-mos-ct"][0] / "checkpoint_last.pt"), "--cpu",
+              "--max-len-b", "8"]
+    for extra in (["--beam", "2"], ["--sampling", "--sampling-topk", "5", "--temperature", "0.7",
+                                    "--beam", "1", "--seed", "2"]):
+        proc = subprocess.run(common + extra, input=prompts, text=True, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT)
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        assert sum(line.startswith("H-") for line in proc.stdout.splitlines()) == 3
+    assert "--temperature 0.7 applied to the output heads' final distributions" in proc.stdout
+
+
+def test_ct_cross_entropy_refuses_a_stock_model_before_training(toy_data, tmp_path):
+    proc = run_cli("fairseq-train", toy_data["lm_bin"], *LM_TRAIN, "--arch", "transformer_lm",
+                   "--decoder-layers", "1", "--decoder-embed-dim", "32", "--decoder-ffn-embed-dim", "64",
+                   "--decoder-attention-heads", "2", "--max-epoch", "1", "--save-dir", tmp_path,
+                   check=False)
+    assert proc.returncode != 0
+    assert "--criterion ct_cross_entropy needs a model with a temperature head" in proc.stdout
+    assert "train_inner" not in proc.stdout
+
+
+def test_bad_option_stops_fairseq_train_before_any_step(toy_data, tmp_path):
+    proc = run_cli("fairseq-train", toy_data["lm_bin"], *LM_TRAIN, "--arch", "ct_transformer_lm_tiny",
+                   "--ct-beta", "0", "--max-epoch", "1", "--save-dir", tmp_path, check=False)
+    assert proc.returncode != 0 and "--ct-beta must be a finite number > 0, got 0" in proc.stdout
+    assert not list(tmp_path.glob("*.pt"))
