@@ -158,6 +158,12 @@ def test_interactive_generation_and_sampling_with_temperature(toy_data, trained)
         assert proc.returncode == 0, proc.stdout[-3000:]
         assert sum(line.startswith("H-") for line in proc.stdout.splitlines()) == 3
     assert "--temperature 0.7 applied to the output heads' final distributions" in proc.stdout
+    generated = run_cli("fairseq-generate", toy_data["lm_bin"], "--user-dir", PLUGIN_DIR, "--task",
+                        "language_modeling", "--path", trained["lstm-mos-ct"][0] / "checkpoint_last.pt",
+                        "--cpu", "--sampling", "--beam", "1", "--prefix-size", "3", "--max-len-b", "8",
+                        "--batch-size", "16", "--gen-subset", "test", "--sample-break-mode", "eos",
+                        "--required-batch-size-multiple", "1").stdout
+    assert sum(line.startswith("H-") for line in generated.splitlines()) == 80
 
 
 def test_ct_cross_entropy_refuses_a_stock_model_before_training(toy_data, tmp_path):
