@@ -25,9 +25,14 @@ numpy 2 removed ``np.compat``; fairseq 0.12 still uses ``np.compat.long`` when i
 dataset for inference (fairseq-interactive / hub ``sample`` with --task language_modeling) and in
 ``LanguagePairDataset.num_tokens_vec``. We restore that one alias (``np.int64``, its numpy-1 value
 on 64-bit Linux) when it is missing.
+
+Importing fairseq runs ``logging.basicConfig(level=DEBUG)`` (fairseq/tasks/text_to_speech.py), so
+matplotlib and PIL would print hundreds of DEBUG lines in any plotting script; we keep those two
+loggers at WARNING.
 """
 import argparse
 import collections
+import logging
 import types
 import typing
 
@@ -116,7 +121,13 @@ def cpu_pytorch_ddp():
     dfm.DistributedDataParallel = DistributedDataParallel
 
 
+def quiet_plotting_debug_logs():
+    for name in ("matplotlib", "PIL"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
 def apply():
+    quiet_plotting_debug_logs()
     allow_fairseq_checkpoint_globals()
     cpu_pytorch_ddp()
     batches_independent_of_resume_epoch()
