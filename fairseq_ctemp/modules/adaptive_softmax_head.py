@@ -69,11 +69,12 @@ class AdaptiveSoftmaxHead(TemperatureHead):
     def forward(self, h):
         """h: (..., input_dim) -> (log_probs (..., V) fp32, TauStats): every cluster everywhere."""
         flat = self.adaptive_softmax.dropout_module(h.reshape(-1, h.size(-1)))
-        head, q_head, taus = self._head(flat)
+        low_rank, up = self._low_rank(flat)
+        head, q_head, taus = self._head(flat, low_rank, up)
         parts = [head[:, :self.cutoff[0]]]
         for k in range(self.n_clusters):
             q_cluster = None if q_head is None else q_head[:, self.cutoff[0] + k]
-            tail, tau = self._tail(flat, k, q_cluster)
+            tail, tau = self._tail(flat, k, q_cluster, low_rank, up)
             taus.append(tau)
             parts.append(head[:, self.cutoff[0] + k].unsqueeze(1) + tail)
         log_probs = torch.cat(parts, dim=-1).view(*h.shape[:-1], self.vocab_size)
@@ -86,12 +87,14 @@ class AdaptiveSoftmaxHead(TemperatureHead):
         target = target.reshape(-1)
         cluster = torch.bucketize(target, self.boundaries, right=True)  # 0: shortlist, k+1: tail k
         head_target = torch.where(cluster == 0, target, self.cutoff[0] + cluster - 1)
-        head, q_head, taus = self._head(flat)
+        low_rank, up = self._low_rank(flat)
+        head, q_head, taus = self._head(flat, low_rank, up)
         scores = head.gather(1, head_target.unsqueeze(1)).squeeze(1)
         for k in range(self.n_clusters):
             rows = (cluster == k + 1).nonzero().squeeze(1)
             q_cluster = None if q_head is None else q_head[rows, self.cutoff[0] + k]
-            tail, tau = self._tail(flat.index_select(0, rows), k, q_cluster)
+            tail, tau = self._tail(flat.index_select(0, rows), k, q_cluster,
+                                   None if low_rank is None else low_rank.index_select(0, rows), up)
             taus.append(tau)
             in_cluster = (target.index_select(0, rows) - self.cutoff[k]).unsqueeze(1)
             scores = scores.index_add(0, rows, tail.gather(1, in_cluster).squeeze(1))
@@ -102,14 +105,25 @@ class AdaptiveSoftmaxHead(TemperatureHead):
         if self.temperature is None:
             return None
         flat = h.reshape(-1, h.size(-1))
-        _, q_head, taus = self._head(flat)
+        low_rank, up = self._low_rank(flat)
+        _, q_head, taus = self._head(flat, low_rank, up)
         parts = [taus[0][:, :self.cutoff[0]]]
         for k in range(self.n_clusters):
             q_cluster = None if q_head is None else q_head[:, self.cutoff[0] + k]
-            parts.append(self._tail(flat, k, q_cluster)[1])
+            parts.append(self._tail(flat, k, q_cluster, low_rank, up)[1])
         return torch.cat(parts, dim=-1).view(*h.shape[:-1], self.vocab_size)
 
-    def _head(self, flat):
+    def _low_rank(self, flat):
+        """h . W1 once for all clusters, and W2 split once into its head and cluster blocks (one
+        gradient buffer for W2, where three row slices would each allocate a full-size one)."""
+        t = self.temperature
+        if t is None or t.normalization == "constant":
+            return None, None
+        low_rank = F.linear(flat.float(), t.down.weight.float())
+        sizes = [self.head_size] + [b - a for a, b in zip(self.cutoff, self.cutoff[1:])]
+        return low_rank, t.up.weight.float().split(sizes)
+
+    def _head(self, flat, low_rank, up):
         """Head log-probs, the head's q (softmax normalisation only) and [tau_head]."""
         logits = self.adaptive_softmax.head(flat).float()
         tau, q = None, None
@@ -117,7 +131,7 @@ class AdaptiveSoftmaxHead(TemperatureHead):
         if t is not None and t.normalization == "constant":
             tau = t.constant.expand_as(logits)
         elif t is not None:
-            mu = t.mu(flat, slice(0, self.head_size))
+            mu = F.linear(low_rank, up[0])
             if t.normalization == "softmax":
                 q = torch.softmax(mu, dim=-1)
                 tau = t.from_probabilities(q)
@@ -126,7 +140,7 @@ class AdaptiveSoftmaxHead(TemperatureHead):
         log_probs = F.log_softmax(logits if tau is None else logits / tau, dim=-1)
         return log_probs, q, [tau]
 
-    def _tail(self, flat, k, q_cluster):
+    def _tail(self, flat, k, q_cluster, low_rank, up):
         """Within-cluster log-probs of tail cluster k and its tau."""
         logits = self.adaptive_softmax.tail[k](flat).float()
         tau = None
@@ -134,8 +148,7 @@ class AdaptiveSoftmaxHead(TemperatureHead):
         if t is not None and t.normalization == "constant":
             tau = t.constant.expand_as(logits)
         elif t is not None:
-            start = self.head_size + self.cutoff[k] - self.cutoff[0]
-            mu = t.mu(flat, slice(start, start + logits.size(1)))
+            mu = F.linear(low_rank, up[k + 1])
             if t.normalization == "softmax":
                 tau = t.from_probabilities(q_cluster.unsqueeze(1) * torch.softmax(mu, dim=-1))
             else:
