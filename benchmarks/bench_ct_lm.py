@@ -1,0 +1,290 @@
+#!/usr/bin/env python
+"""Words/s and peak memory of the contextual-temperature LM heads against fairseq's adaptive softmax.
+
+In one process, one fairseq Trainer per model, all with the same transformer_lm body (same layers,
+dims, dropout, seed, optimizer), on the same language-modelling batches:
+
+  A  stock  fairseq --arch transformer_lm --adaptive-softmax-cutoff C, --criterion adaptive_loss
+  B  ct-ada --arch ct_transformer_lm --output-head adaptive (contextual temperature), ct_cross_entropy
+  C  ct-full --arch ct_transformer_lm --output-head softmax (CT over all V words), ct_cross_entropy
+  D  ada-noT --arch ct_transformer_lm --output-head adaptive --ct-normalization none (our head, tau = 1)
+
+The batches are a random token stream (words drawn from a Zipf distribution over the dictionary's
+frequency order, so the adaptive softmax's tail clusters are hit as with real text; sentences end
+with </s>) put through fairseq's own TokenBlockDataset (--sample-break-mode none),
+MonolingualDataset, batch_by_size and collater, like fairseq's language_modeling task does.
+After discarded warm-up rounds, every round runs each model on the same batches, the model order
+rotated from round to round. Throughput is target words/s (fairseq's wps) and words per CPU-second;
+ratios are of medians and, per round, of paired segments. Peak memory is measured as in
+bench_tempered_ce.py (torch.profiler memory events on CPU, the CUDA allocator's high-water mark).
+"""
+import argparse
+import logging
+import os
+import resource
+import shlex
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_tempered_ce import PLUGIN_DIR, peak_bytes  # noqa: E402  (CPU peak: profiler memory events)
+
+WT2_VOCAB = 33278  # WikiText-2's vocabulary
+CPU_DEFAULTS = dict(max_tokens=1024, tokens_per_sample=256, layers=2, dim=256, ffn=1024, heads=4)
+GPU_DEFAULTS = dict(max_tokens=8192, tokens_per_sample=512, layers=6, dim=512, ffn=2048, heads=8)
+HELP = dict(max_tokens="tokens per batch (--max-tokens)", tokens_per_sample="block length "
+            "(--tokens-per-sample)", layers="decoder layers", dim="embedding dim", ffn="FFN dim",
+            heads="attention heads")
+MODELS = {  # name: (label, fairseq options beyond the common ones)
+    "A": ("stock", ["--arch", "transformer_lm", "--criterion", "adaptive_loss"]),
+    "B": ("ct-ada", ["--arch", "ct_transformer_lm", "--output-head", "adaptive", "--criterion", "ct_cross_entropy"]),
+    "C": ("ct-full", ["--arch", "ct_transformer_lm", "--output-head", "softmax", "--criterion", "ct_cross_entropy"]),
+    "D": ("ada-noT", ["--arch", "ct_transformer_lm", "--output-head", "adaptive", "--ct-normalization", "none",
+                      "--criterion", "ct_cross_entropy"]),
+}
+RATIOS = (("B", "A", 0.8), ("C", "A", None), ("B", "C", None), ("D", "A", None), ("B", "D", None))
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    p.add_argument("--vocab", type=int, default=WT2_VOCAB, help="dictionary size, specials included "
+                   "(default %(default)s, WikiText-2)")
+    for key, text in HELP.items():
+        p.add_argument("--" + key.replace("_", "-"), type=int,
+                       help=f"{text} (default: CPU {CPU_DEFAULTS[key]}, GPU {GPU_DEFAULTS[key]})")
+    p.add_argument("--cutoffs", help="--adaptive-softmax-cutoff of A, B, D (default: 2000,10000 scaled "
+                   "by vocab/33278, i.e. 2000,10000 at WikiText-2 size)")
+    p.add_argument("--ct-rank", type=int, default=280, help="--ct-rank Q of B and C (default 280)")
+    p.add_argument("--ct-normalization", default="softmax", help="of B and C (default softmax)")
+    p.add_argument("--models", default="A,B,C,D", help="which of A,B,C,D to run (default all; A is "
+                   "needed for the ratios to stock)")
+    p.add_argument("--zipf", type=float, default=1.0, help="Zipf exponent of the word distribution (default 1)")
+    p.add_argument("--fp16", action=argparse.BooleanOptionalAction,
+                   help="fairseq --fp16 (default: on for CUDA, off for CPU)")
+    p.add_argument("--batches", type=int, default=2, help="batches per timed segment (default 2)")
+    p.add_argument("--rounds", type=int, default=10, help="timed rounds, each running every model (default 10)")
+    p.add_argument("--warmup", type=int, default=1, help="discarded rounds first (default 1)")
+    p.add_argument("--threads", type=int, default=torch.get_num_threads(), help="(default %(default)s)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--fairseq-args", default="", help='more fairseq-train options for all models, '
+                   'e.g. --fairseq-args="--adaptive-softmax-dropout 0.1"')
+    args = p.parse_args(argv)
+    cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
+    args.device = "cuda" if cuda else "cpu"
+    for key, value in (GPU_DEFAULTS if cuda else CPU_DEFAULTS).items():
+        setattr(args, key, value if getattr(args, key) is None else getattr(args, key))
+    args.fp16 = cuda if args.fp16 is None else args.fp16
+    if args.fp16 and not cuda:
+        p.error("--fp16 needs CUDA (fairseq's fp16 trainer moves the model to the GPU)")
+    if args.cutoffs is None:
+        args.cutoffs = ",".join(str(max(1, round(c * args.vocab / WT2_VOCAB))) for c in (2000, 10000))
+    args.models = [m.strip().upper() for m in args.models.split(",") if m.strip()]
+    if not args.models or any(m not in MODELS for m in args.models):
+        p.error(f"--models must be a comma-separated subset of {','.join(MODELS)}, got {args.models}")
+    if args.batches < 1 or args.rounds < 1 or args.warmup < 0:
+        p.error("--batches and --rounds must be >= 1, --warmup >= 0")
+    torch.set_num_threads(args.threads)
+    return args
+
+
+def fairseq_cfg(args, data_dir, name):
+    from fairseq import options
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    model_args = MODELS[name][1]
+    if name in ("A", "B", "D"):
+        model_args = model_args + ["--adaptive-softmax-cutoff", args.cutoffs]
+    if name in ("B", "C"):
+        model_args = model_args + ["--ct-rank", str(args.ct_rank), "--ct-normalization", args.ct_normalization]
+    argv = [data_dir, "--user-dir", os.path.abspath(PLUGIN_DIR), "--task", "language_modeling",
+            "--tokens-per-sample", str(args.tokens_per_sample), "--sample-break-mode", "none",
+            "--decoder-layers", str(args.layers), "--decoder-embed-dim", str(args.dim),
+            "--decoder-input-dim", str(args.dim), "--decoder-output-dim", str(args.dim),  # (config default: 512)
+            "--decoder-ffn-embed-dim", str(args.ffn), "--decoder-attention-heads", str(args.heads),
+            "--dropout", "0.1", "--seed", str(args.seed), "--optimizer", "adam", "--adam-betas",
+            "(0.9, 0.98)", "--lr", "5e-4", "--clip-norm", "1.0", "--max-tokens", str(args.max_tokens),
+            "--ddp-backend", "legacy_ddp",  # adaptive_loss refuses pytorch_ddp (single process anyway)
+            *(["--fp16"] if args.fp16 else []), *([] if args.device == "cuda" else ["--cpu"]),
+            *model_args, *args.fairseq_args.split()]
+    return convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv))
+
+
+def zipf_batches(args, dictionary):
+    """fairseq-collated LM batches of a Zipf-distributed token stream: word i of the dictionary (in
+    its frequency order) has probability proportional to 1 / (i + 1) ** zipf."""
+    from fairseq.data import ListDataset, MonolingualDataset, TokenBlockDataset
+    rng, d = np.random.default_rng(args.seed), dictionary
+    words = np.arange(d.nspecial, len(d))
+    p = 1.0 / np.arange(1, len(words) + 1, dtype=np.float64) ** args.zipf
+    total = 2 * args.batches * args.max_tokens  # twice the tokens needed
+    lengths = rng.integers(8, 61, total // 8)
+    lengths = lengths[:np.searchsorted(np.cumsum(lengths), total) + 1]
+    sentences = [torch.from_numpy(np.append(rng.choice(words, k - 1, p=p / p.sum()), d.eos()))
+                 for k in lengths]
+    blocks = TokenBlockDataset(ListDataset(sentences, lengths), lengths, args.tokens_per_sample,
+                               pad=d.pad(), eos=d.eos(), break_mode="none", include_targets=True)
+    ds = MonolingualDataset(blocks, blocks.sizes, d, d, add_eos_for_other_targets=False, shuffle=False,
+                            targets=["future"])
+    batches = ds.batch_by_size(np.arange(len(ds)), max_tokens=args.max_tokens)
+    batches = [b for b in batches if len(b) == len(batches[0])]  # full batches (the last block is shorter)
+    if len(batches) < args.batches:
+        raise ValueError("not enough full batches: --max-tokens smaller than --tokens-per-sample?")
+    return [ds.collater([ds[i] for i in b]) for b in batches[:args.batches]]
+
+
+def resting_bytes(trainer):
+    """Bytes of the distinct storages of the parameters, the optimizer's parameters (fp16: fp32
+    master copies), their gradients and the optimizer state."""
+    tensors = list(trainer.model.parameters())
+    optimizer = trainer.optimizer.optimizer
+    tensors += [p for group in optimizer.param_groups for p in group["params"]]
+    tensors += [t for state in optimizer.state.values() for t in state.values() if torch.is_tensor(t)]
+    tensors += [t.grad for t in tensors if t.grad is not None]
+    return sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}.values())
+
+
+def step_memory(trainer, sample, cuda):
+    """(peak tensor bytes of one train step, resting bytes of this model). Several models share the
+    process: on CUDA the step's own high-water mark above what was allocated before it is added to
+    this model's resting tensors; on CPU bench_tempered_ce.peak_bytes (profiler memory events)."""
+    if not cuda:
+        return peak_bytes(trainer, sample, cuda=False)
+    trainer.zero_grad()
+    torch.cuda.synchronize()
+    resting, before = resting_bytes(trainer), torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    trainer.train_step([sample])
+    torch.cuda.synchronize()
+    return resting + torch.cuda.max_memory_allocated() - before, resting
+
+
+def cluster_shares(batches, cutoffs, pad):
+    """Fraction of target words in the shortlist and in each tail cluster."""
+    target = torch.cat([b["target"].reshape(-1) for b in batches])
+    target = target[target.ne(pad)]
+    cluster = torch.bucketize(target, torch.tensor(cutoffs), right=True)
+    return [float((cluster == k).float().mean()) for k in range(len(cutoffs) + 1)]
+
+
+def forward_macs(args, name, shares, vocab):
+    """Multiply-accumulates per target word of one forward pass of the output layer (fairseq's
+    adaptive softmax: tail k projects d -> d / 4**(k+1) -> its words, only for its own targets)."""
+    d, q = args.dim, args.ct_rank
+    cut = [int(c) for c in args.cutoffs.split(",")] + [vocab]
+    if name == "C":
+        return d * vocab + d * q + q * vocab
+    sizes = [cut[k + 1] - cut[k] for k in range(len(cut) - 1)]
+    macs = d * (cut[0] + len(sizes)) + sum(s * (d * (d // 4 ** (k + 1)) + d // 4 ** (k + 1) * n)
+                                           for k, (s, n) in enumerate(zip(shares[1:], sizes)))
+    if name == "B":  # + mu = h W1 W2 for the head entries, and for its own cluster's words
+        macs += d * q + q * (cut[0] + len(sizes)) + sum(s * q * n for s, n in zip(shares[1:], sizes))
+    return macs
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    command = shlex.join(sys.orig_argv) if argv is None else f"bench_ct_lm.main({argv!r})"
+    logging.disable(logging.INFO)  # fairseq and hydra chatter, and fairseq's deprecation warnings
+    for category in (UserWarning, FutureWarning):
+        warnings.simplefilter("ignore", category)
+    import fairseq.tasks
+    from fairseq.trainer import Trainer
+
+    cuda = args.device == "cuda"
+    names = args.models
+    with tempfile.TemporaryDirectory() as data_dir:
+        with open(os.path.join(data_dir, "dict.txt"), "w") as f:  # + 4 specials: len == --vocab
+            f.writelines(f"w{i} {args.vocab - i}\n" for i in range(args.vocab - 4))
+        cfgs = {name: fairseq_cfg(args, data_dir, name) for name in names}
+        task = fairseq.tasks.setup_task(cfgs[names[0]].task)
+    trainers, sizes = {}, {}
+    for name in names:
+        torch.manual_seed(args.seed)
+        model = task.build_model(cfgs[name].model)
+        head = [p for n, p in model.named_parameters()
+                if "adaptive_softmax" in n or "output_head" in n or "output_projection" in n]
+        sizes[name] = (sum(p.numel() for p in model.parameters()), sum(p.numel() for p in head))
+        trainers[name] = Trainer(cfgs[name], task, model, task.build_criterion(cfgs[name].criterion))
+    dictionary = task.target_dictionary
+    batches = zipf_batches(args, dictionary)
+    words = sum(b["ntokens"] for b in batches)
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+
+    print(f"command: {command}")
+    print(f"torch {torch.__version__} | fairseq {fairseq.__version__} | python {sys.version.split()[0]} | "
+          f"device {torch.cuda.get_device_name() if cuda else 'cpu'} | torch threads {torch.get_num_threads()}"
+          f" | loadavg at start {'%.2f %.2f %.2f' % os.getloadavg()}")
+    print("config:", " ".join(f"{k}={','.join(v) if isinstance(v, list) else v}" for k, v in vars(args).items()))
+    print(f"body: transformer_lm, {args.layers} layers, {args.dim}-d, FFN {args.ffn}, {args.heads} heads, "
+          f"dropout 0.1, untied input embedding; vocab {len(dictionary)}, {'fp16' if args.fp16 else 'fp32'}, "
+          f"adam, clip-norm 1")
+    shares = cluster_shares(batches, [int(c) for c in args.cutoffs.split(",")], dictionary.pad())
+    print(f"batches: {len(batches)} x {tuple(batches[0]['target'].shape)} (sentences x tokens), "
+          f"{words} target words per segment; Zipf {args.zipf}: shortlist / tail clusters (cutoffs "
+          f"{args.cutoffs}) get {' / '.join(f'{s:.1%}' for s in shares)} of the targets")
+    for name in names:
+        extra = list(MODELS[name][1])
+        extra += ["--adaptive-softmax-cutoff", args.cutoffs] if name in ("A", "B", "D") else []
+        if name in ("B", "C"):
+            extra += ["--ct-rank", str(args.ct_rank), "--ct-normalization", args.ct_normalization]
+        total, head = sizes[name]
+        print(f"{name} = {MODELS[name][0]:8} {' '.join(extra)}  ({total / 1e6:.2f}M params: body "
+              f"{(total - head) / 1e6:.2f}M + output layer {head / 1e6:.2f}M)")
+    body = args.layers * (4 * args.dim ** 2 + 2 * args.dim * args.ffn)
+    macs = {name: forward_macs(args, name, shares, len(dictionary)) for name in names}
+    print(f"forward MACs per target word (linear layers, analytic): body {body / 1e6:.3g}M + output layer "
+          + ", ".join(f"{name} {macs[name] / 1e6:.3g}M" for name in names)
+          + (f"; (body + A) / (body + B) = {(body + macs['A']) / (body + macs['B']):.3f}"
+             if "A" in names and "B" in names else ""))
+    print()
+
+    wall = {name: [] for name in names}
+    cpu = {name: [] for name in names}
+    for r in range(args.warmup + args.rounds):
+        order = names[r % len(names):] + names[:r % len(names)]  # rotate who goes first
+        for name in order if r % 2 == 0 else order[::-1]:
+            trainer = trainers[name]
+            sync()
+            start, cpu_start = time.perf_counter(), time.process_time()
+            for sample in batches:
+                trainer.train_step([sample])
+            sync()
+            if r >= args.warmup:
+                wall[name].append(words / (time.perf_counter() - start))
+                cpu[name].append(words / (time.process_time() - cpu_start))
+    peaks = {name: max(step_memory(trainers[name], b, cuda) for b in batches) for name in names}
+
+    med = statistics.median
+    print(f"{'':11} {'words/s median [min .. max]':>29} {'words/CPU-s':>11} {'peak MiB':>9} {'step MiB':>9}")
+    for name in names:
+        (peak, resting), w = peaks[name], wall[name]
+        print(f"{name} {MODELS[name][0]:9} {med(w):9.0f} [{min(w):7.0f} .. {max(w):7.0f}] {med(cpu[name]):11.0f} "
+              f"{peak / 2**20:9.1f} {(peak - resting) / 2**20:9.1f}")
+    method = "torch.cuda.max_memory_allocated" if cuda else "torch.profiler memory events + resting tensors"
+    print(f"\npeak: tensor high-water mark of one train step ({method}); step: peak minus this model's "
+          f"resting params/grads/optimizer state")
+    print(f"process max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB | "
+          f"loadavg at end {'%.2f %.2f %.2f' % os.getloadavg()}\n")
+    print(f"{'ratio':13} {'words/s':>8} {'words/CPU-s':>11} {'paired per-round words/s [min .. max]':>38} "
+          f"{'peak mem':>9} {'step mem':>9}")
+    for x, y, target in RATIOS:
+        if x not in names or y not in names:
+            continue
+        paired = [a / b for a, b in zip(wall[x], wall[y])]
+        (peak_x, rest_x), (peak_y, rest_y) = peaks[x], peaks[y]
+        speed = med(wall[x]) / med(wall[y])
+        verdict = "" if target is None else f"  target >= {target}: {'OK' if speed >= target else 'MISSED'}"
+        print(f"RATIO {x}/{y} {speed:10.3f}x "
+              f"{med(cpu[x]) / med(cpu[y]):10.3f}x {med(paired):19.3f}x [{min(paired):.3f} .. {max(paired):.3f}]"
+              f" {peak_x / peak_y:8.3f}x {(peak_x - rest_x) / (peak_y - rest_y):8.3f}x"
+              f"   ({MODELS[x][0]} / {MODELS[y][0]}){verdict}")
+
+
+if __name__ == "__main__":
+    main()
