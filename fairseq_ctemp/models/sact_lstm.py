@@ -135,7 +135,7 @@ class SactLSTMModel(FairseqEncoderDecoderModel):
             decoder_embed, share_output = encoder_embed, True
         max_source = cfg.max_source_positions if cfg.max_source_positions is not None else 1e5
         max_target = cfg.max_target_positions if cfg.max_target_positions is not None else 1e5
-        encoder = LSTMEncoder(
+        encoder = SactLSTMEncoder(
             dictionary=src_dict, embed_dim=cfg.encoder_embed_dim,
             hidden_size=cfg.encoder_hidden_size, num_layers=cfg.encoder_layers,
             dropout_in=cfg.dropout, dropout_out=cfg.dropout, bidirectional=True,
@@ -160,6 +160,21 @@ class SactLSTMModel(FairseqEncoderDecoderModel):
                             incremental_state=incremental_state)
 
 
+class SactLSTMEncoder(LSTMEncoder):
+    """fairseq's bidirectional LSTMEncoder with batch-first outputs for the decoder's batched
+    attention products: (outs B x T x C, final hiddens L x B x C, final cells L x B x C, padding mask
+    B x T). Beam search reorders them at every step: one big tensor, as for fairseq's lstm."""
+
+    def forward(self, src_tokens, src_lengths, enforce_sorted=True):
+        outs, hiddens, cells, padding_mask = super().forward(src_tokens, src_lengths, enforce_sorted)
+        return outs.transpose(0, 1).contiguous(), hiddens, cells, padding_mask.t().contiguous()
+
+    def reorder_encoder_out(self, encoder_out, new_order):
+        outs, hiddens, cells, padding_mask = encoder_out
+        return (outs.index_select(0, new_order), hiddens.index_select(1, new_order),
+                cells.index_select(1, new_order), padding_mask.index_select(0, new_order))
+
+
 class SactLSTMDecoder(LSTMDecoder):
     """fairseq's LSTMDecoder (input feeding, same dropout and parameter names) with SactAttention
     and c_{t-1} in the incremental state."""
@@ -173,8 +188,7 @@ class SactLSTMDecoder(LSTMDecoder):
             fixed_temperature=fixed_attention_temperature, released_dropout=sact_released_dropout)
 
     def extract_features(self, prev_output_tokens, encoder_out, incremental_state=None):
-        encoder_outs, encoder_hiddens, encoder_cells, encoder_padding_mask = encoder_out[:4]
-        srclen = encoder_outs.size(0)
+        source_hids, encoder_hiddens, encoder_cells, padding_mask = encoder_out
         cached = (self.get_incremental_state(incremental_state, "cached_state")
                   if incremental_state is not None else None)
         if cached is not None:
@@ -198,9 +212,8 @@ class SactLSTMDecoder(LSTMDecoder):
             # c_{-1}: the encoder state that initialises the decoder (see the module docstring)
             prev_context = encoder_hiddens[-1] if attention.uses_previous_context else None
 
-        attn_scores = x.new_zeros(srclen, seqlen, bsz)
-        taus = []
-        outs = []
+        keep_attn = not self.training and self.need_attn
+        outs, attns, taus = [], [], []
         for j in range(seqlen):
             input = torch.cat((x[j], input_feed), dim=1)  # input feeding
             for i, rnn in enumerate(self.layers):
@@ -208,10 +221,11 @@ class SactLSTMDecoder(LSTMDecoder):
                 input = self.dropout_out_module(hidden)
                 prev_hiddens[i] = hidden
                 prev_cells[i] = cell
-            out, attn_scores[:, j, :], context, tau = attention(
-                hidden, encoder_outs, encoder_padding_mask, prev_context)
+            out, attn, context, tau = attention(hidden, source_hids, padding_mask, prev_context)
             if prev_context is not None:
                 prev_context = context
+            if keep_attn:
+                attns.append(attn)
             if torch.is_tensor(tau):
                 taus.append(tau)
             out = self.dropout_out_module(out)
@@ -225,15 +239,11 @@ class SactLSTMDecoder(LSTMDecoder):
             "prev_context": prev_context,
         })
 
-        x = torch.cat(outs, dim=0).view(seqlen, bsz, self.hidden_size).transpose(1, 0)
+        x = torch.stack(outs, dim=1)  # B x T x C
         if hasattr(self, "additional_fc"):
             x = self.dropout_out_module(self.additional_fc(x))
-        extra = {"attn": None, "attention_temperature": None}
-        if not self.training and self.need_attn:
-            extra["attn"] = attn_scores.transpose(0, 2)  # srclen x tgtlen x bsz -> bsz x tgt x src
-        if taus:
-            extra["attention_temperature"] = torch.stack(taus, dim=1)  # bsz x tgtlen
-        return x, extra
+        return x, {"attn": torch.stack(attns, dim=1) if attns else None,  # B x T x S
+                   "attention_temperature": torch.stack(taus, dim=1) if taus else None}  # B x T
 
     def get_cached_state(self, incremental_state):
         cached = self.get_incremental_state(incremental_state, "cached_state")

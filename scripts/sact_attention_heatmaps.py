@@ -1,0 +1,175 @@
+#!/usr/bin/env python
+"""Dump the attention temperatures tau_t and the attention weights of a sact_lstm checkpoint for given
+sentences, and draw the paper's heatmaps (Lin et al., EMNLP 2018, Figure 2) as PNG: tau_t per target
+token (red: softer attention, blue: harder), and the attention matrix (target x source).
+
+Each source sentence is translated by beam search (at the training temperature for tempered_ce
+checkpoints), or force-decoded on --references; the translation is then scored in one teacher-forced
+pass, which gives exactly the tau_t and alpha_t of incremental decoding. Input lines must be in the
+model's input format (e.g. sentencepiece pieces), or pass --source-spm to encode raw text.
+
+    python scripts/sact_attention_heatmaps.py DATA_BIN --path CKPT --input SENTENCES \\
+        --out-dir DIR [-s en -t vi] [--references REFS] [--beam 5] [--source-spm spm.en.model]
+
+Writes DIR/sact_attention.json ({"mode", "lambda", "sentences": [{"source_tokens",
+"target_tokens", "tau", "attention"}]}: tau[t] and attention[t][i] belong to target token t, which
+the model predicted from the tokens before it) and DIR/sentence<N>.png. Existing files are never
+overwritten.
+"""
+import argparse
+import json
+import logging
+import os
+import sys
+
+import torch
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                epilog=__doc__.split("\n\n", 1)[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("data", metavar="DATA_BIN", help="binarized data (for the dictionaries)")
+    p.add_argument("--path", required=True, help="sact_lstm checkpoint")
+    p.add_argument("--input", required=True, help="source sentences, one a line")
+    p.add_argument("--references", help="target sentences to force-decode instead of beam search")
+    p.add_argument("--out-dir", required=True, help="where the JSON dump and PNGs go")
+    p.add_argument("-s", "--source-lang", help="source language (default: the checkpoint's)")
+    p.add_argument("-t", "--target-lang", help="target language (default: the checkpoint's)")
+    p.add_argument("--beam", type=int, default=5, help="beam size (default 5)")
+    p.add_argument("--max-len-a", type=float, default=1.5, help="max length = a * source + b (1.5)")
+    p.add_argument("--max-len-b", type=int, default=10, help="(default 10)")
+    p.add_argument("--source-spm", help="sentencepiece model to encode raw --input lines")
+    p.add_argument("--target-spm", help="sentencepiece model to encode raw --references lines")
+    p.add_argument("--max-sentences", type=int, default=20, help="at most this many (default 20)")
+    args = p.parse_args(argv)
+    if args.beam < 1 or args.max_sentences < 1:
+        p.error("--beam and --max-sentences must be >= 1")
+    return args
+
+
+def read_lines(path, spm_model, limit):
+    with open(path, encoding="utf-8") as f:
+        lines = [line.rstrip("\r\n") for line in f][:limit]
+    if spm_model:
+        import sentencepiece
+
+        sp = sentencepiece.SentencePieceProcessor(model_file=spm_model)
+        lines = [" ".join(sp.encode(line, out_type=str)) for line in lines]
+    return lines
+
+
+def load(args):
+    sys.path.insert(0, REPO)
+    import fairseq_ctemp  # noqa: F401  (registers sact_lstm; compat fixes; training-T decoding)
+    from fairseq import checkpoint_utils
+
+    overrides = {"data": args.data}
+    if args.source_lang:
+        overrides["source_lang"] = args.source_lang
+    if args.target_lang:
+        overrides["target_lang"] = args.target_lang
+    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([args.path], arg_overrides=overrides)
+    model = models[0].eval()
+    attention = getattr(model.decoder, "attention", None)
+    if not hasattr(attention, "uses_previous_context"):
+        raise SystemExit(f"{args.path} is not a sact_lstm checkpoint (arch {cfg.model._name})")
+    return model, task
+
+
+@torch.no_grad()
+def analyse(model, task, source, reference, args):
+    from fairseq.sequence_generator import SequenceGenerator
+
+    src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
+    src = src_dict.encode_line(source, add_if_not_exist=False, append_eos=True).long()[None]
+    lengths = torch.tensor([src.size(1)])
+    if reference is not None:
+        target = tgt_dict.encode_line(reference, add_if_not_exist=False, append_eos=True).long()
+    else:
+        generator = SequenceGenerator([model], tgt_dict, beam_size=args.beam,
+                                      max_len_a=args.max_len_a, max_len_b=args.max_len_b)
+        target = generator.forward({"net_input": {"src_tokens": src, "src_lengths": lengths}})[0][0]["tokens"]
+    prev = torch.cat([torch.tensor([tgt_dict.eos()]), target[:-1]])[None]
+    model.decoder.need_attn = True
+    _, extra = model(src, lengths, prev)
+    attention = model.decoder.attention
+    tau = extra["attention_temperature"]
+    if tau is not None:
+        tau = tau[0].tolist()
+    else:  # fixed or plain attention: the constant the scores were divided by
+        tau = [attention.fixed_temperature or 1.0] * target.numel()
+    return {"source": source, "source_tokens": [src_dict[i] for i in src[0]],
+            "target_tokens": [tgt_dict[i] for i in target], "tau": tau,
+            "attention": extra["attn"][0].tolist()}
+
+
+def draw(sentence, lam, path, title):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    src, tgt = sentence["source_tokens"], sentence["target_tokens"]
+    width = max(6.0, 0.45 * max(len(src), len(tgt)) + 2)
+    matrix_height = max(2.0, 0.3 * len(tgt))
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(width, matrix_height + 3.2),
+                                      gridspec_kw={"height_ratios": [0.7, matrix_height]})
+    low, high = (1 / lam, lam) if lam else (min(sentence["tau"]), max(sentence["tau"]) + 1e-6)
+    image = top.imshow([sentence["tau"]], aspect="auto", cmap="coolwarm", vmin=low, vmax=high)
+    top.set_xticks(range(len(tgt)), tgt, rotation=60, ha="right", fontsize=8)
+    top.set_yticks([])
+    for t, value in enumerate(sentence["tau"]):
+        top.text(t, 0, f"{value:.2f}", ha="center", va="center", fontsize=7)
+    top.set_title(f"{title}\nattention temperature tau_t per target token"
+                  + (f" (range 1/lambda..lambda = {low:.2f}..{high:.2f})" if lam else ""), fontsize=9)
+    fig.colorbar(image, ax=top, fraction=0.03, pad=0.01)
+    image = bottom.imshow(sentence["attention"], aspect="auto", cmap="Greys", vmin=0)
+    bottom.set_xticks(range(len(src)), src, rotation=60, ha="right", fontsize=8)
+    bottom.set_yticks(range(len(tgt)), tgt, fontsize=8)
+    bottom.set_xlabel("source")
+    bottom.set_ylabel("target")
+    bottom.set_title("attention weights alpha_t,i", fontsize=9)
+    fig.colorbar(image, ax=bottom, fraction=0.03, pad=0.01)
+    fig.tight_layout()
+    fig.savefig(path + ".tmp", dpi=110, format="png")
+    plt.close(fig)
+    os.replace(path + ".tmp", path)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    sources = read_lines(args.input, args.source_spm, args.max_sentences)
+    references = (read_lines(args.references, args.target_spm, args.max_sentences)
+                  if args.references else [None] * len(sources))
+    if len(references) != len(sources):
+        raise SystemExit(f"--references has {len(references)} lines, --input {len(sources)}")
+    dump_path = os.path.join(args.out_dir, "sact_attention.json")
+    pngs = [os.path.join(args.out_dir, f"sentence{i + 1}.png") for i in range(len(sources))]
+    existing = [p for p in [dump_path] + pngs if os.path.exists(p)]
+    if existing:
+        raise SystemExit(f"{existing[0]} already exists; refusing to overwrite it (use another "
+                         "--out-dir)")
+    model, task = load(args)
+    attention = model.decoder.attention
+    lam = attention.lam
+    sentences = [analyse(model, task, s, r, args) for s, r in zip(sources, references)]
+    os.makedirs(args.out_dir, exist_ok=True)
+    with open(dump_path, "x", encoding="utf-8") as f:
+        json.dump({"checkpoint": os.path.abspath(args.path), "mode": attention.mode, "lambda": lam,
+                   "decoding": "forced (--references)" if args.references else f"beam {args.beam}",
+                   "sentences": sentences}, f, ensure_ascii=False, indent=1)
+    for i, (sentence, png) in enumerate(zip(sentences, pngs)):
+        draw(sentence, lam, png, f"sentence {i + 1} ({attention.mode}"
+             + (f", lambda={lam:g})" if lam else ")"))
+    print(f"wrote {dump_path} and {len(pngs)} PNG heatmaps in {args.out_dir}")
+    for i, sentence in enumerate(sentences):
+        print(f"{i + 1}: " + " ".join(f"{tok}({tau:.2f})" for tok, tau in
+                                        zip(sentence["target_tokens"], sentence["tau"])))
+
+
+if __name__ == "__main__":
+    logging.disable(logging.INFO)  # fairseq's chatter
+    main()

@@ -1,0 +1,143 @@
+"""The language-model recipes (examples/language_model/) end to end on a tiny PTB-like corpus:
+prepare -> train -> evaluate (token-count check) -> plot / table, re-runs skip finished steps, and
+bad inputs fail with a clear message. No network: downloads are pointed at a closed local port."""
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import BIN_DIR, REPO
+
+pytestmark = pytest.mark.e2e
+RECIPES = os.path.join(REPO, "examples", "language_model")
+PYTHON = os.path.join(BIN_DIR, "python")
+NO_NETWORK = "http://127.0.0.1:9"  # the discard port: connection refused at once
+
+
+def recipe(name, *args, env=None, cwd=None):
+    full_env = dict(os.environ, PATH=BIN_DIR + os.pathsep + os.environ["PATH"], OMP_NUM_THREADS="1",
+                    PTB_URL=f"{NO_NETWORK}/simple-examples.tgz", PTB_FALLBACK_URL=NO_NETWORK,
+                    WIKITEXT_URL_BASE=NO_NETWORK)
+    full_env.update(env or {})
+    return subprocess.run(["bash", os.path.join(RECIPES, name), *map(str, args)], env=full_env,
+                          cwd=cwd, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def ok(proc):
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    return proc.stdout
+
+
+def fails(proc, message):
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    assert message in proc.stdout, proc.stdout[-3000:]
+    assert "Traceback" not in proc.stdout, proc.stdout[-3000:]
+
+
+@pytest.fixture(scope="module")
+def ptb_like(tmp_path_factory):
+    """A tiny corpus laid out like PTB (ptb.{train,valid,test}.txt, one sentence per line)."""
+    from fairseq_ctemp.cli.toy_translation import write_corpus
+
+    root = tmp_path_factory.mktemp("lm_recipes")
+    toy = root / "toy"
+    write_corpus(str(toy), (("train", 600), ("valid", 60), ("test", 70)), vocab=120)
+    raw = root / "ptb"
+    raw.mkdir()
+    for split in ("train", "valid", "test"):
+        shutil.copy(toy / f"{split}.tgt", raw / f"ptb.{split}.txt")
+    return root, raw
+
+
+def corpus_tokens(path):
+    """Whitespace tokens + one </s> per line, as fairseq-eval-lm counts them."""
+    with open(path) as f:
+        return sum(len(line.split()) + 1 for line in f)
+
+
+def test_recipes_end_to_end(ptb_like):
+    root, raw = ptb_like
+    data_bin = root / "data-bin" / "ptb"
+    env = {"DATA_BIN": str(data_bin)}
+
+    # A custom corpus is not the official PTB: the count check says so, and EXPECTED_COUNTS=skip accepts it.
+    fails(recipe("prepare.sh", "ptb", raw, env=env), "is not the official corpus")
+    assert not data_bin.exists()
+    out = ok(recipe("prepare.sh", "ptb", raw, env=dict(env, EXPECTED_COUNTS="skip")))
+    assert "EXPECTED_COUNTS=skip: not checked" in out
+    counts = (data_bin / "counts.tsv").read_text().split("\n")
+    assert counts[3].split("\t") == ["test", "70", str(corpus_tokens(raw / "ptb.test.txt"))]
+    assert "already prepared" in ok(recipe("prepare.sh", "ptb", raw, env=env))
+
+    # Train CT-MoS (tiny) for 2 epochs with the recipe, json log teed into SAVE_DIR/train.log.
+    save = root / "ct-mos"
+    train_env = dict(env, ARCH="ct_mos_lstm_lm_tiny", OPTIMIZER="adam", LR="3e-3", MAX_EPOCH="2",
+                     MAX_TOKENS="2000", TOKENS_PER_SAMPLE="64", DEVICE_ARGS="--cpu", LOG_INTERVAL="5")
+    ok(recipe("train.sh", "ptb", "ct-mos", save, env=train_env))
+    assert (save / "checkpoint_best.pt").exists() and (save / "train.done").exists()
+    log = (save / "train.log").read_text()
+    assert "'output_head': mos" in log and "'ct_normalization': softmax" in log
+    assert "'_name': 'ct_mos_lstm_lm_tiny'" in log or "ct_mos_lstm_lm_tiny" in (save / "command.txt").read_text()
+    assert '"valid_ppl"' in log and '"train_tau_mean"' in log
+    assert "skipping training" in ok(recipe("train.sh", "ptb", "ct-mos", save, env=train_env))
+
+    # Evaluate: a wrong expected count fails loudly and writes nothing ...
+    good_counts = (data_bin / "counts.tsv").read_text()
+    (data_bin / "counts.tsv").write_text(good_counts.replace("test\t70\t", "test\t70\t1"))
+    try:
+        fails(recipe("evaluate.sh", save, "ptb", "test", env=env), "the perplexity would not be over the whole corpus")
+    finally:
+        (data_bin / "counts.tsv").write_text(good_counts)
+    assert not (save / "eval_test.json").exists()
+    # ... the right one passes: every test token (incl. one </s> per line) is scored once.
+    (save / "eval_test.log").unlink()
+    ok(recipe("evaluate.sh", save, "ptb", "test", env=env))
+    result = json.loads((save / "eval_test.json").read_text())
+    assert result["evaluated_tokens"] == result["expected_tokens"] == corpus_tokens(raw / "ptb.test.txt")
+    assert 1 < result["ppl"] < 200 and (result["tokens_per_sample"], result["context_window"]) == (140, 70)
+    assert "not re-evaluating" in ok(recipe("evaluate.sh", save, "ptb", "test", env=env))
+    assert json.loads((save / "eval_test.json").read_text()) == result  # never overwritten
+
+    # Learning curves -> PNG, and the results table.
+    png = root / "curves.png"
+    subprocess.run([PYTHON, os.path.join(RECIPES, "lm_results.py"), "plot", "--logs", str(save / "train.log"),
+                    "--labels", "ct-mos", "--output", str(png)], check=True)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    table = root / "table"
+    subprocess.run([PYTHON, os.path.join(RECIPES, "lm_results.py"), "table", "--runs", str(root),
+                    "--variants", "ct-mos", "--output", str(table)], check=True)
+    row = (table.with_suffix(".csv")).read_text().splitlines()[1].split(",")
+    assert row[0] == "ct-mos" and float(row[2]) == pytest.approx(result["ppl"], abs=0.01)
+
+
+def test_bad_inputs(ptb_like, tmp_path):
+    root, raw = ptb_like
+    env = {"DATA_BIN": str(tmp_path / "bin"), "RAW_DIR": str(tmp_path / "raw")}
+    fails(recipe("prepare.sh", "ptb3", raw, env=env), "unknown dataset 'ptb3'")
+    fails(recipe("prepare.sh", "ptb", tmp_path / "nowhere", env=env), "does not exist")
+    fails(recipe("prepare.sh", "wikitext-2", raw, env=env), "wiki.train.tokens not found")
+    fails(recipe("prepare.sh", "ptb", raw, env=dict(env, EXPECTED_COUNTS="maybe")), "EXPECTED_COUNTS must be")
+    # No DATA_DIR and no network: both PTB sources fail, with a hint to pass a local directory.
+    fails(recipe("prepare.sh", "ptb", env=env), "no network?). Pass a local directory")
+    fails(recipe("prepare.sh", "wikitext-103", env=env), "no network?). Pass a local directory")
+    assert not (tmp_path / "bin").exists()
+    # A half-written DATA_BIN is never overwritten.
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "dict.txt").write_text("a 1\n")
+    fails(recipe("prepare.sh", "ptb", raw, env=dict(env, EXPECTED_COUNTS="skip")), "refusing to overwrite")
+
+    save = tmp_path / "run"
+    fails(recipe("train.sh", "ptb", "softmax", save, env={"DATA_BIN": str(tmp_path / "none")}), "no prepared corpus")
+    fails(recipe("train.sh", "enwik8", "softmax", save), "unknown dataset 'enwik8'")
+    fails(recipe("train.sh", "ptb", "sparsemax", save), "unknown variant 'sparsemax'")
+    for bad in ("constant-0", "constant-x", "constant-"):
+        fails(recipe("train.sh", "ptb", bad, save), "constant-T needs a number T > 0")
+    fails(recipe("train.sh", "wikitext-103", "ct-mos", save), "not defined for wikitext-103")
+    assert not save.exists()
+
+    fails(recipe("evaluate.sh", save, "ptb"), "no checkpoint")
+    fails(recipe("evaluate.sh", save, "ptb", "dev"), "unknown subset 'dev'")
+    fails(recipe("evaluate.sh", save, "ptb5"), "unknown dataset 'ptb5'")
+    assert recipe("train.sh", "ptb").returncode == 2  # usage

@@ -1,0 +1,377 @@
+"""SACT attention temperature and the sact_lstm translator (DESIGN.md section 3): the formula against a
+slow reference, incremental = full decoding (with beam reordering), plain attention = fairseq's
+lstm, bad options, and train -> generate -> score -> resume -> heatmaps through the real CLIs."""
+import json
+import math
+import os
+import subprocess
+from argparse import Namespace
+from types import SimpleNamespace
+
+import pytest
+import torch
+import torch.nn.functional as F
+from fairseq.data import Dictionary
+
+from conftest import (BIN_DIR, PLUGIN_DIR, REPO, TRAIN_DEFAULTS, hypotheses, json_log_records,
+                      run_cli)
+from fairseq_ctemp.models.sact_lstm import SactLSTMConfig, SactLSTMModel
+from fairseq_ctemp.modules import SactAttention
+
+TINY = dict(dropout=0.0, encoder_embed_dim=8, encoder_hidden_size=6, encoder_layers=2,
+            decoder_embed_dim=8, decoder_hidden_size=10, decoder_layers=2, decoder_out_embed_dim=7,
+            max_source_positions=1024, max_target_positions=1024)
+
+
+def dictionary(n=20):
+    d = Dictionary()
+    for i in range(n):
+        d.add_symbol(f"w{i}")
+    return d
+
+
+def build(seed=0, vocab=None, **options):
+    vocab = vocab or dictionary()
+    torch.manual_seed(seed)
+    cfg = SactLSTMConfig(**{**TINY, **options})
+    model = SactLSTMModel.build_model(cfg, SimpleNamespace(source_dictionary=vocab,
+                                                           target_dictionary=vocab))
+    for p in model.parameters():  # larger weights than the uniform(-0.1, 0.1) init: tau varies
+        p.data.uniform_(-0.8, 0.8)
+    return model.eval()
+
+
+def batch(vocab, lengths=(7, 5, 2), tgt_len=6, seed=1):
+    """Left-padded sources sorted by length (as fairseq collates them) and target prefixes."""
+    g = torch.Generator().manual_seed(seed)
+    src = torch.full((len(lengths), max(lengths)), vocab.pad())
+    for b, n in enumerate(lengths):
+        src[b, max(lengths) - n:] = torch.cat([torch.randint(vocab.nspecial, len(vocab), (n - 1,),
+                                                             generator=g), torch.tensor([vocab.eos()])])
+    prev = torch.randint(vocab.nspecial, len(vocab), (len(lengths), tgt_len), generator=g)
+    prev[:, 0] = vocab.eos()
+    return src, torch.tensor(lengths), prev
+
+
+def reference_decoder(model, src_tokens, prev_output_tokens, lam):
+    """The paper's equations for one unpadded sentence, one step and one source word at a time:
+    beta_t = tanh(w_c.c_(t-1) + u_s.s_t), tau_t = lam ** beta_t, alpha = softmax_i(e_ti / tau_t),
+    with e_ti = h_i.(W_in s_t), input feeding, and c_(-1) = the top encoder layer's final state.
+    Returns per-step (logits, tau, alpha) as plain lists."""
+    dec, att = model.decoder, model.decoder.attention
+    enc_out = model.encoder(src_tokens[None], torch.tensor([src_tokens.numel()]))
+    h = enc_out[0][0]  # srclen x C (batch first; no padding: one sentence)
+    hiddens = [dec.encoder_hidden_proj(enc_out[1][i, 0]) for i in range(dec.num_layers)]
+    cells = [dec.encoder_cell_proj(enc_out[2][i, 0]) for i in range(dec.num_layers)]
+    input_feed = torch.zeros(dec.hidden_size)
+    c_prev = enc_out[1][-1, 0]
+    w_c, u_s = att.temperature_context_proj.weight[0], att.temperature_state_proj.weight[0]
+    steps = []
+    for token in prev_output_tokens.tolist():
+        x = torch.cat([dec.embed_tokens.weight[token], input_feed])
+        for i, cell in enumerate(dec.layers):
+            hiddens[i], cells[i] = cell(x[None], (hiddens[i][None], cells[i][None]))
+            hiddens[i], cells[i] = hiddens[i][0], cells[i][0]
+            x = hiddens[i]
+        s = hiddens[-1]
+        beta = math.tanh(float(torch.dot(w_c, c_prev)) + float(torch.dot(u_s, s)))
+        tau = lam ** beta
+        query = att.input_proj.weight @ s
+        e = [float(torch.dot(h[i], query)) for i in range(h.size(0))]
+        z = [math.exp(v / tau) for v in e]
+        alpha = [v / sum(z) for v in z]
+        context = sum(a * h[i] for i, a in enumerate(alpha))
+        out = torch.tanh(att.output_proj.weight @ torch.cat([context, s]))
+        logits = dec.fc_out(dec.additional_fc(out))
+        steps.append((logits, tau, alpha))
+        input_feed, c_prev = out, context
+    return steps
+
+
+@torch.no_grad()
+def test_sact_forward_matches_a_slow_reference_implementation_of_the_formula():
+    lam = 3.0
+    model = build(sact_lambda=lam)
+    vocab = model.decoder.dictionary
+    src, lengths, prev = batch(vocab)
+    logits, extra = model(src, lengths, prev)
+    taus, attn = extra["attention_temperature"], extra["attn"]
+    assert taus.shape == (3, 6) and attn.shape == (3, 6, 7)
+    assert taus.min() > 1 / lam and taus.max() < lam and taus.std() > 0.1  # tau really varies
+    for b, n in enumerate(lengths.tolist()):
+        sentence = src[b, src.size(1) - n:]  # unpadded
+        for t, (ref_logits, ref_tau, ref_alpha) in enumerate(reference_decoder(model, sentence,
+                                                                               prev[b], lam)):
+            assert abs(taus[b, t].item() - ref_tau) < 1e-5
+            torch.testing.assert_close(attn[b, t, :n], torch.tensor(ref_alpha), atol=1e-5, rtol=0)
+            assert attn[b, t, n:].abs().max() == 0 if n < 7 else True  # padding gets no attention
+            torch.testing.assert_close(logits[b, t], ref_logits, atol=1e-4, rtol=1e-4)
+
+
+@torch.no_grad()
+def test_released_variant_is_exp_tanh_of_an_mlp_of_state_and_previous_context():
+    torch.manual_seed(0)
+    layer = SactAttention(10, 12, 10, mode="sact_released", released_dropout=0.3).eval()
+    s, c_prev, h = torch.randn(4, 10), torch.randn(4, 12), torch.randn(4, 5, 12)
+    out, alpha, context, tau = layer(s, h, prev_context=c_prev)
+    lin1, lin2 = layer.temperature_mlp[0], layer.temperature_mlp[3]
+    expected_tau = torch.exp(torch.tanh(lin2(F.selu(lin1(torch.cat([s, c_prev], 1)))))).squeeze(1)
+    torch.testing.assert_close(tau, expected_tau)
+    e = torch.einsum("bsc,bc->bs", h, layer.input_proj(s))
+    torch.testing.assert_close(alpha, torch.softmax(e / expected_tau[:, None], dim=1))
+    torch.testing.assert_close(context, torch.einsum("bs,bsc->bc", alpha, h))
+    layer.train()  # its dropout sits after tanh, as in the authors' code: tau is random in training
+    assert not torch.equal(layer(s, h, prev_context=c_prev)[3], layer(s, h, prev_context=c_prev)[3])
+
+
+@torch.no_grad()
+def test_fixed_temperature_divides_the_scores_and_fixed_one_is_plain_attention():
+    vocab = dictionary()
+    src, lengths, prev = batch(vocab)
+    plain = build(attention_temperature="none", vocab=vocab)
+    one = build(attention_temperature="fixed", fixed_attention_temperature=1.0, vocab=vocab)
+    one.load_state_dict(plain.state_dict())
+    assert torch.equal(plain(src, lengths, prev)[0], one(src, lengths, prev)[0])
+    assert plain(src, lengths, prev)[1]["attention_temperature"] is None
+    layer = SactAttention(6, 4, 6, mode="fixed", fixed_temperature=0.5)
+    s, h = torch.randn(3, 6), torch.randn(3, 5, 4)
+    e = torch.einsum("bsc,bc->bs", h, layer.input_proj(s))
+    torch.testing.assert_close(layer(s, h)[1], torch.softmax(2 * e, dim=1))
+
+
+@torch.no_grad()
+def test_plain_attention_is_fairseqs_lstm_with_the_same_weights():
+    from fairseq.models.lstm import LSTMModel, base_architecture
+
+    ours = build(attention_temperature="none")
+    vocab = ours.decoder.dictionary
+    args = Namespace(encoder_bidirectional=True, encoder_embed_dim=8, encoder_hidden_size=6,
+                     encoder_layers=2, decoder_embed_dim=8, decoder_hidden_size=10, decoder_layers=2,
+                     decoder_out_embed_dim=7, dropout=0.0, criterion="cross_entropy")
+    base_architecture(args)
+    stock = LSTMModel.build_model(args, SimpleNamespace(source_dictionary=vocab,
+                                                        target_dictionary=vocab)).eval()
+    assert set(stock.state_dict()) == set(ours.state_dict())  # same parameters, same names
+    stock.load_state_dict(ours.state_dict())
+    src, lengths, prev = batch(vocab)
+    (logits, extra), (stock_logits, stock_attn) = ours(src, lengths, prev), stock(src, lengths, prev)
+    torch.testing.assert_close(logits, stock_logits, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(extra["attn"], stock_attn, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("options", [
+    dict(attention_temperature="sact", sact_lambda=2.0),
+    dict(attention_temperature="sact_released"),
+    dict(attention_temperature="fixed", fixed_attention_temperature=0.8),
+    dict(attention_temperature="none"),
+], ids=lambda o: o["attention_temperature"])
+@torch.no_grad()
+def test_incremental_decoding_with_beam_reordering_equals_the_full_forward_pass(options):
+    model = build(**options)
+    vocab = model.decoder.dictionary
+    src, lengths, prev = batch(vocab, tgt_len=7)
+    new_order = torch.tensor([2, 0, 0, 1])  # beam search: hypotheses move, some are duplicated
+    after = 3  # reorder after this many steps
+    reordered_prev = prev.index_select(0, new_order)
+    encoder_out = model.encoder(src, lengths)
+    full_logits, full_extra = model.decoder(  # the reordered batch, all steps at once
+        reordered_prev, encoder_out=model.encoder.reorder_encoder_out(encoder_out, new_order))
+    state = {}
+    steps = []
+    for t in range(prev.size(1)):
+        if t == after:
+            encoder_out = model.encoder.reorder_encoder_out(encoder_out, new_order)
+            model.decoder.reorder_incremental_state_scripting(state, new_order)
+        tokens = (prev if t < after else reordered_prev)[:, :t + 1]
+        logits, extra = model.decoder(tokens, encoder_out=encoder_out, incremental_state=state)
+        assert logits.size(1) == 1  # one step at a time
+        steps.append((logits[:, 0], extra))
+    for t, (logits, extra) in enumerate(steps):
+        rows = new_order if t < after else torch.arange(4)
+        torch.testing.assert_close(logits.index_select(0, rows) if t < after else logits,
+                                   full_logits[:, t], atol=1e-5, rtol=1e-5)
+        attn = extra["attn"][:, 0]
+        torch.testing.assert_close(attn.index_select(0, rows) if t < after else attn,
+                                   full_extra["attn"][:, t], atol=1e-6, rtol=1e-5)
+        if full_extra["attention_temperature"] is not None:
+            tau = extra["attention_temperature"][:, 0]
+            torch.testing.assert_close(tau.index_select(0, rows) if t < after else tau,
+                                       full_extra["attention_temperature"][:, t])
+
+
+@torch.no_grad()
+def test_beam_search_scores_are_the_teacher_forced_scores_of_its_hypotheses():
+    from fairseq.sequence_generator import SequenceGenerator
+
+    model = build()
+    vocab = model.decoder.dictionary
+    src, lengths, _ = batch(vocab)
+    generator = SequenceGenerator([model], vocab, beam_size=4, max_len_a=0, max_len_b=6)
+    results = generator.forward({"net_input": {"src_tokens": src, "src_lengths": lengths}})
+    for b, nbest in enumerate(results):
+        assert len(nbest) == 4
+        sentence = src[b:b + 1, src.size(1) - lengths[b]:]  # alone, without its padding
+        for hyp in nbest:
+            tokens = hyp["tokens"]
+            prev = torch.cat([torch.tensor([vocab.eos()]), tokens[:-1]])[None]
+            logits, _ = model(sentence, lengths[b:b + 1], prev)
+            scored = torch.log_softmax(logits[0], -1).gather(1, tokens[:, None])[:, 0]
+            torch.testing.assert_close(hyp["positional_scores"], scored, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("options,message", [
+    (dict(sact_lambda=1.0), r"--sact-lambda must be a finite number > 1 .*got 1.0"),
+    (dict(sact_lambda=0.5, attention_temperature="sact_released"), r"--sact-lambda must be a finite number > 1"),
+    (dict(sact_lambda=float("inf")), r"--sact-lambda must be a finite number > 1"),
+    (dict(attention_temperature="fixed", fixed_attention_temperature=0.0),
+     r"--fixed-attention-temperature must be a finite number > 0 .*got 0.0"),
+    (dict(attention_temperature="fixed", fixed_attention_temperature=-1.0),
+     r"--fixed-attention-temperature must be a finite number > 0"),
+    (dict(attention_temperature="fixed"), r"--attention-temperature fixed needs --fixed-attention-temperature"),
+    (dict(fixed_attention_temperature=0.9), r"--fixed-attention-temperature is only used with "
+                                            r"--attention-temperature fixed, not sact"),
+    (dict(attention_temperature="none", sact_lambda=2.0), r"--sact-lambda is only used with"),
+    (dict(attention_temperature="sact_released", sact_released_dropout=1.0),
+     r"--sact-released-dropout must be in \[0, 1\)"),
+    (dict(attention_temperature="softmax"), r"--attention-temperature must be one of sact, "
+                                            r"sact_released, fixed, none"),
+    (dict(encoder_layers=1), r"--encoder-layers \(1\) must equal --decoder-layers \(2\)"),
+    (dict(decoder_hidden_size=0), r"--decoder-hidden-size must be an integer >= 1, got 0"),
+    (dict(share_all_embeddings=True, encoder_embed_dim=6),
+     r"--share-all-embeddings needs --encoder-embed-dim \(6\) == --decoder-embed-dim \(8\)"),
+    (dict(share_decoder_input_output_embed=True),
+     r"--decoder-embed-dim \(8\) == --decoder-out-embed-dim \(7\)"),
+    (dict(dropout=1.0), r"--dropout must be in \[0, 1\)"),
+], ids=lambda x: str(x)[:60] if isinstance(x, dict) else "")
+def test_bad_options_are_refused_at_build_time(options, message):
+    with pytest.raises(ValueError, match=message):
+        build(**options)
+
+
+def test_share_all_embeddings_needs_a_joined_dictionary():
+    src_dict, tgt_dict = dictionary(20), dictionary(21)
+    cfg = SactLSTMConfig(**{**TINY, "decoder_out_embed_dim": 8, "share_all_embeddings": True})
+    with pytest.raises(ValueError, match="--share-all-embeddings needs a joined dictionary"):
+        SactLSTMModel.build_model(cfg, SimpleNamespace(source_dictionary=src_dict,
+                                                       target_dictionary=tgt_dict))
+
+
+# ------------------------------------------- the real CLIs (through examples/sact) on the toy corpus
+T_TRAIN = 2.0
+RECIPE = os.path.join(REPO, "examples", "sact")
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}  # tiny models: threads only add spin-waiting on a busy machine
+# train.sh VARIANT sact + these: lambda 3, dropout (its RNG must survive a resume), tempered_ce.
+SACT_TRAIN = ["--sact-lambda", "3", "--dropout", "0.1", "--criterion", "tempered_ce",
+              "--softmax-temperature", str(T_TRAIN), "--max-tokens", "2000", "--log-format", "json",
+              "--log-interval", "1", "--num-workers", "0"]
+
+
+def recipe(script, *args, **env):
+    """Run examples/sact/SCRIPT on the toy corpus (tiny model, CPU, one thread); returns stdout."""
+    full_env = dict(os.environ, PATH=BIN_DIR + os.pathsep + os.environ["PATH"], SRC="src", TGT="tgt",
+                    ARCH="sact_lstm_tiny", LR="3e-3", DEVICE_ARGS="--cpu", **ONE_THREAD, **env)
+    proc = subprocess.run(["bash", os.path.join(RECIPE, script), *map(str, args)], env=full_env,
+                          text=True, capture_output=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout
+
+
+def train(data, save_dir, epochs):
+    """train.sh: fairseq-train with validation BLEU choosing checkpoint_best.pt."""
+    return recipe("train.sh", data, save_dir, "sact", *SACT_TRAIN, MAX_EPOCH=str(epochs))
+
+
+@pytest.fixture(scope="module")
+def sact_run(toy_data, tmp_path_factory):
+    save_dir = tmp_path_factory.mktemp("sact")
+    return {"dir": save_dir, "log": train(toy_data["bin"], save_dir, 3)}
+
+
+@pytest.mark.e2e
+def test_train_with_validation_bleu_at_the_training_temperature(sact_run):
+    log = sact_run["log"]
+    assert "SactLSTMModel" in log and "mode=sact, lambda=3" in log
+    assert f"validation generator: decoding at training temperature T={T_TRAIN:g}" in log
+    assert [r["epoch"] for r in json_log_records(log, "valid") if "valid_bleu" in r] == [1, 2, 3]
+    assert (sact_run["dir"] / "checkpoint_best.pt").exists()
+
+
+@pytest.mark.e2e
+def test_generate_with_beam_search_then_score_with_sacrebleu_once(sact_run, toy_data):
+    """evaluate.sh: fairseq-generate (beam 4, at the training temperature, with the attention
+    alignments) -> hypotheses in corpus order -> sacrebleu; a second call redoes nothing."""
+    args = ("evaluate.sh", toy_data["bin"], sact_run["dir"], "test", toy_data["raw"] / "test.tgt",
+            "--print-alignment")
+    bleu, chrf = json.loads(recipe(*args, BEAM="4"))
+    assert bleu["name"] == "BLEU" and chrf["name"] == "chrF2" and 0 <= bleu["score"] <= 100
+    output = (sact_run["dir"] / "test.beam4.log").read_text()
+    assert f"decoding at training temperature T={T_TRAIN:g}" in output
+    assert len(hypotheses(output)) == 80
+    assert sum(line.startswith("A-") for line in output.splitlines()) == 80
+    assert "Generate test with beam=4: BLEU4" in output
+    hyp = (sact_run["dir"] / "test.beam4.hyp").read_text().splitlines()
+    assert hyp == [hypotheses(output)[i][1] for i in range(80)]  # corpus order
+    stamp = (sact_run["dir"] / "test.beam4.json").stat().st_mtime_ns
+    assert json.loads(recipe(*args, BEAM="4")) == [bleu, chrf]
+    assert (sact_run["dir"] / "test.beam4.json").stat().st_mtime_ns == stamp  # nothing redone
+
+
+@pytest.mark.e2e
+def test_resume_from_checkpoint_gives_the_same_losses_as_an_uninterrupted_run(sact_run, toy_data,
+                                                                              tmp_path):
+    first = train(toy_data["bin"], tmp_path, 1)
+    resumed = train(toy_data["bin"], tmp_path, 3)
+    assert "Loaded checkpoint" in resumed and "(epoch 2 @" in resumed
+    interrupted = json_log_records(first + resumed, "train")
+    uninterrupted = json_log_records(sact_run["log"], "train")
+    assert [r["epoch"] for r in interrupted] == [r["epoch"] for r in uninterrupted] == [1, 2, 3]
+    for a, b in zip(uninterrupted, interrupted):
+        for key in ("train_loss", "train_nll_loss", "train_nll_loss_untempered", "train_gnorm"):
+            assert a[key] == b[key], (a["epoch"], key)
+    for key in ("valid_loss", "valid_bleu"):
+        assert ([r[key] for r in json_log_records(sact_run["log"], "valid")]
+                == [r[key] for r in json_log_records(first + resumed, "valid")])
+
+
+@pytest.mark.e2e
+def test_bad_lambda_fails_before_any_training_step(toy_data, tmp_path):
+    proc = run_cli("fairseq-train", toy_data["bin"], "--user-dir", PLUGIN_DIR, "--arch",
+                   "sact_lstm_tiny", "--sact-lambda", "1", *TRAIN_DEFAULTS, "--max-epoch", "1",
+                   "--save-dir", tmp_path, check=False, env=ONE_THREAD)
+    assert proc.returncode != 0
+    assert "--sact-lambda must be a finite number > 1" in proc.stdout
+    assert "begin training epoch" not in proc.stdout
+
+
+def run_heatmap_script(*args):
+    """scripts/sact_attention_heatmaps.py in this process (saves a Python + fairseq start-up)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "sact_attention_heatmaps", os.path.join(REPO, "scripts", "sact_attention_heatmaps.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.main([str(a) for a in args])
+
+
+@pytest.mark.e2e
+def test_heatmap_script_dumps_tau_and_attention_and_draws_them(sact_run, toy_data, tmp_path, capsys):
+    sentences = tmp_path / "src.txt"
+    sentences.write_text("\n".join((toy_data["raw"] / "test.src").read_text().splitlines()[:2]) + "\n")
+    out = tmp_path / "heatmaps"
+    args = [toy_data["bin"], "--path", sact_run["dir"] / "checkpoint_last.pt", "--input", sentences,
+            "--out-dir", out, "--beam", "3", "-s", "src", "-t", "tgt"]
+    run_heatmap_script(*args)
+    dump = json.loads((out / "sact_attention.json").read_text())
+    assert len(dump["sentences"]) == 2 and dump["lambda"] == 3.0 and dump["mode"] == "sact"
+    for i, sentence in enumerate(dump["sentences"]):
+        tau, attention = sentence["tau"], sentence["attention"]
+        assert len(tau) == len(sentence["target_tokens"]) == len(attention)
+        assert sentence["target_tokens"][-1] == "</s>"
+        assert all(1 / 3 < t < 3 for t in tau)
+        assert all(len(row) == len(sentence["source_tokens"]) and abs(sum(row) - 1) < 1e-4
+                   for row in attention)
+        assert (out / f"sentence{i + 1}.png").read_bytes()[:4] == b"\x89PNG"
+    assert "wrote" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="sact_attention.json already exists; refusing to overwrite"):
+        run_heatmap_script(*args)
