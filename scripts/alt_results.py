@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from alt_common import AltError, fmt, read_json, run_main, say  # noqa: E402
 from alt_sweep import log_records  # noqa: E402
 
+SHORT = {"temperature": "T", "label_smoothing": "LS", "sem_weight": "SEM"}
 CONFIGS = [  # Table 3 / 4 rows: (name, T free?, LS free?, SEM free?)
     ("Default", False, False, False), ("LS", False, True, False), ("Temp.", True, False, False),
     ("Temp. & LS", True, True, False), ("SEM", False, False, True), ("LS & SEM", False, True, True),
@@ -127,11 +128,14 @@ def table34(experiments):
         if not e["runs"]:
             continue
         ls0, sem0 = e["exp"]["primary"]
+        searched = set()
         for name, t_free, ls_free, sem_free in CONFIGS:
             candidates = [r for r in e["runs"] if (t_free or r["temperature"] == 1.0)
                           and (ls_free or r["label_smoothing"] == ls0) and (sem_free or r["sem_weight"] == sem0)]
-            if not candidates:
-                continue
+            key = frozenset(r["name"] for r in candidates)
+            if not candidates or key in searched:
+                continue  # a configuration the sweep does not vary beyond an earlier row
+            searched.add(key)
             best = max(candidates, key=lambda r: r["eval"]["valid"]["greedy"]["bleu"])
             subset, ev = scored(best)
             rows.append([best["direction"], e["name"], name, num(ev["greedy"]["bleu"]), subset,
@@ -173,8 +177,7 @@ def plots(e, out):
             for i, (key, group) in enumerate(sorted(groups.items())):
                 group = [r for r in group if subset in r["eval"]]
                 xs = [r[axis_key] for r in group]
-                tag = ", ".join(f"{k.split('_')[0] if k != 'sem_weight' else 'SEM'}={fmt(v)}"
-                                for k, v in zip(fixed_keys, key))
+                tag = ", ".join(f"{SHORT[k]}={fmt(v)}" for k, v in zip(fixed_keys, key))
                 color = f"C{i}"
                 ax.plot(xs, [r["eval"][subset]["greedy"]["bleu"] for r in group], "o-", color=color,
                         label=f"greedy ({tag})")
@@ -237,7 +240,8 @@ def report(experiments, out):
     md.write("## Tables 3 and 4: tempering, label smoothing, SEM\n\n")
     md.write((markdown_table(*t34) if t34[1] else "(no finished run)") + "\n\n")
     md.write("Each row: the run with the best dev greedy BLEU among those its configuration allows "
-             "(fixed values: T=1 and the experiment's primary LS / SEM).\n\n")
+             "(fixed values: T=1 and the experiment's primary LS / SEM); a configuration that would search "
+             "the same runs as an earlier row is left out.\n\n")
     md.write("## All runs\n\n" + (markdown_table(*tr) if tr[1] else "(none finished)") + "\n\n")
     for e in experiments:
         md.write(f"## {e['name']}\n\n")

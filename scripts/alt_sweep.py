@@ -296,7 +296,9 @@ def greedy_vs_beam(exp, checkpoint, out_dir, device, subset, beam, grid=None):
            "test": os.path.join(data["raw"], f"test.{exp['tgt']}")}
     tmp = fresh_dir(out_dir + ".tmp")
     extra = ["--source-lang", exp["src"], "--target-lang", exp["tgt"], "--remove-bpe", data["remove_bpe"],
-             "--batch-size", str(exp["decode_batch"])] + exp["decode_args"] + device_args(device, training=False)
+             "--batch-size", str(exp["decode_batch"]),
+             # a data-loader worker process costs a 5 s shutdown wait per in-process decoding
+             "--num-workers", "0"] + exp["decode_args"] + device_args(device, training=False)
     say(f"  decoding {subset} with {os.path.join(*checkpoint.split(os.sep)[-3:])}: greedy and "
         + (f"beams {grid[0]} x lenpens {grid[1]} on dev" if grid else f"beam {beam}"))
     with greedy_vs_beam_api() as gvb:
