@@ -89,11 +89,6 @@ def tool(name):
     return found
 
 
-def ctemp_command(module):
-    """Our console scripts run as `python -m`, so an uninstalled checkout works too."""
-    return [sys.executable, "-m", f"fairseq_ctemp.cli.{module}"]
-
-
 def tool_env(threads=None, extra=None):
     env = dict(os.environ)
     env["PYTHONPATH"] = REPO + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")

@@ -155,7 +155,7 @@ def training_summary(run_dir, patience):
             "valid_bleu": [[int(r["num_updates"]), r["bleu"]] for r in valid]}
 
 
-def patience_state(run_dir, maximize=True):
+def patience_state(run_dir):
     """(best BLEU, validations since it) over the validations up to checkpoint_last.pt's update,
     so that a resumed run stops where an uninterrupted one would (fairseq keeps this in memory)."""
     log = os.path.join(run_dir, "train.log")
