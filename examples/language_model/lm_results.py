@@ -57,7 +57,10 @@ def plot(args):
     labels = args.labels or [os.path.basename(os.path.dirname(os.path.abspath(p))) for p in args.logs]
     if len(labels) != len(args.logs):
         sys.exit("lm_results.py: error: give one --labels entry per --logs file")
+    from matplotlib.ticker import ScalarFormatter
+
     fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)
+    styles = ["-", "--", "-.", ":"]
     plotted = 0
     for path, label in zip(args.logs, labels):
         if not os.path.exists(path):
@@ -67,7 +70,8 @@ def plot(args):
             print(f"lm_results.py: warning: no valid_{args.metric} records in {path}", file=sys.stderr)
             continue
         xs, ys = zip(*points)
-        ax.plot(xs, ys, marker="o", markersize=3, linewidth=1.2, label=label)
+        ax.plot(xs, ys, marker="o", markersize=3, linewidth=1.3, label=label,
+                linestyle=styles[plotted % len(styles)])
         plotted += 1
     if not plotted:
         sys.exit("lm_results.py: error: nothing to plot (train with --log-format json and keep the log)")
@@ -75,6 +79,9 @@ def plot(args):
     ax.set_ylabel(f"validation {args.metric}")
     if args.metric == "ppl":
         ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+        ax.yaxis.set_minor_formatter(ScalarFormatter())
+        ax.tick_params(axis="y", which="minor", labelsize=7)
     if args.title:
         ax.set_title(args.title, fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
@@ -132,7 +139,7 @@ def fmt(value):
     if value is None:
         return "–"
     if isinstance(value, float):
-        return f"{value:.2f}" if abs(value) >= 10 else f"{value:.3g}"
+        return f"{value:.2f}" if abs(value) >= 10 else f"{value:.5g}"
     if isinstance(value, int) and value >= 10000:
         return f"{value:,}"
     return str(value)

@@ -3,7 +3,8 @@
 #
 # Usage: examples/language_model/ptb_small_experiment.sh
 # Variants (same model, optimiser, seed and --max-update): softmax, constant-{0.5,1,2,4}, ct, and
-# (unless SKIP_MOS=1) mos and ct-mos with MOS_COMPONENTS softmaxes. Each is trained with train.sh
+# (unless SKIP_MOS=1) mos and ct-mos with MOS_COMPONENTS softmaxes, then constant-4+noscale (a
+# VARIANT+noscale is VARIANT trained with --no-loss-scaling). Each is trained with train.sh
 # and its final checkpoint (checkpoint_last.pt, the model at the budget) evaluated with evaluate.sh
 # on PTB valid and test (protocol 140/70); then the softmax run is also evaluated on test with other
 # eval-lm block/context settings (PROTOCOLS) to show how much the protocol moves the numbers.
@@ -23,6 +24,7 @@ results=${RESULTS:-$here/results/ptb_small}
 max_update=${MAX_UPDATE:-200}
 variants=${VARIANTS:-softmax constant-1 constant-0.5 constant-2 constant-4 ct}
 [ "${SKIP_MOS:-0}" = 1 ] || [ -n "${VARIANTS:-}" ] || variants="$variants mos ct-mos"
+[ -n "${VARIANTS:-}" ] || variants="$variants constant-4+noscale"
 
 bash "$here/prepare.sh" ptb "${PTB_DIR:-/work/shared/data/ptb}"
 
@@ -33,11 +35,12 @@ model=(--embed-dim 200 --lstm-hidden-sizes 400,200 --dropout 0.2 --dropout-input
        --ct-rank "${CT_RANK:-100}" --mos-components "${MOS_COMPONENTS:-2}")
 validation=(--validate-interval-updates 50 --max-valid-steps 10 --no-epoch-checkpoints)
 for variant in $variants; do
-  save=$exp/runs/$variant
+  save=$exp/runs/$variant scaling=()
+  [[ $variant == *+noscale ]] && scaling=(--no-loss-scaling)
   ARCH=ct_lstm_lm OPTIMIZER=adam LR=${LR:-3e-3} MAX_UPDATE=$max_update MAX_EPOCH=0 PATIENCE=-1 \
     MAX_TOKENS=1400 TOKENS_PER_SAMPLE=70 SEED=1 LOG_INTERVAL=25 \
     SCHEDULER="--lr-scheduler polynomial_decay --warmup-updates 20 --total-num-update $max_update" \
-    bash "$here/train.sh" ptb "$variant" "$save" "${model[@]}" "${validation[@]}" > /dev/null
+    bash "$here/train.sh" ptb "${variant%+noscale}" "$save" "${model[@]}" "${validation[@]}" "${scaling[@]}" > /dev/null
   for subset in valid test; do
     CHECKPOINT=checkpoint_last.pt bash "$here/evaluate.sh" "$save" ptb "$subset" > /dev/null
   done
