@@ -136,7 +136,8 @@ def fmt(x):
 
 
 def say(text):
-    print(text, file=sys.stderr, flush=True)
+    sys.stderr.write(text + "\n")  # one write: lines from the sweep's threads do not interleave
+    sys.stderr.flush()
 
 
 def run_main(main):

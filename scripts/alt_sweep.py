@@ -28,9 +28,7 @@ import contextlib
 import datetime
 import fcntl
 import glob
-import io
 import json
-import logging
 import os
 import re
 import shlex
@@ -39,7 +37,6 @@ import signal
 import subprocess
 import sys
 import threading
-import traceback
 import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -75,15 +72,16 @@ PRESETS = {
         "eval_beam": 4, "speed_beams": [4, 10], "decode_batch": 128, "threads": None,
     },
     "mini": {
-        "about": "CPU: 2+2 layers, 128/512, 4 heads, one thread per run, capped updates",
+        "about": "CPU: 2+2 layers, 128/512, 4 heads, one thread per run, capped updates "
+                 "(with --vocab 4000 --train-subset 8000 a T sweep reaches early stopping here)",
         "train": ["--arch", "transformer", "--encoder-layers", "2", "--decoder-layers", "2",
                   "--encoder-embed-dim", "128", "--decoder-embed-dim", "128",
                   "--encoder-ffn-embed-dim", "512", "--decoder-ffn-embed-dim", "512",
                   "--encoder-attention-heads", "4", "--decoder-attention-heads", "4",
                   "--share-decoder-input-output-embed", "--dropout", "0.1", *OPTIMIZER,
-                  "--lr", "1e-3", "--warmup-updates", "1000", "--max-tokens", "4096",
+                  "--lr", "1e-3", "--warmup-updates", "1000", "--max-tokens", "2048",
                   "--num-workers", "0"],
-        "interval": 200, "patience": 10, "average": 5, "max_update": 3000, "log_interval": 20,
+        "interval": 100, "patience": 10, "average": 5, "max_update": 8000, "log_interval": 20,
         "temperatures": [1.0, 2.0, 3.0, 4.0, 5.0], "grid_beams": [2, 4, 6],
         "grid_lenpens": [0.6, 1.0, 1.4], "eval_beam": 4, "speed_beams": [4, 10], "decode_batch": 64,
         "threads": 1,
@@ -239,53 +237,6 @@ class Lock:
         self.file.close()
 
 
-class InProcessGenerate:
-    """Stands in for the `subprocess` module inside ctemp-greedy-vs-beam: its fairseq-generate
-    command runs in this process (same arguments, same stdout / log text), which saves the few
-    seconds of importing torch and fairseq for every decoding of a grid."""
-
-    def run(self, command, capture_output=True, env=None, **kwargs):
-        from fairseq import options
-        from fairseq_cli import generate
-
-        out, err = io.StringIO(), io.StringIO()
-        handler = logging.StreamHandler(err)
-        handler.setFormatter(logging.Formatter("%(asctime)s | %(levelname)s | %(name)s | %(message)s"))
-        root = logging.getLogger()
-        level, argv, code = root.level, sys.argv, 0
-        root.addHandler(handler)
-        root.setLevel(logging.INFO)
-        sys.argv = ["fairseq-generate"] + list(command[1:])  # the plugin looks for --temperature there
-        try:
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                parser = options.get_generation_parser()
-                parser.add_argument("--arch", "-a", default="wav2vec2")  # as fairseq-generate's cli_main
-                generate.main(options.parse_args_and_arch(parser, input_args=list(command[1:])))
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else 1
-        except Exception:  # reported like a failed fairseq-generate
-            err.write(traceback.format_exc())
-            code = 1
-        finally:
-            root.removeHandler(handler)
-            root.setLevel(level)
-            sys.argv = argv
-        return subprocess.CompletedProcess(command, code, out.getvalue().encode(), err.getvalue().encode())
-
-
-@contextlib.contextmanager
-def greedy_vs_beam_api():
-    """fairseq_ctemp.cli.greedy_vs_beam with fairseq-generate in this process."""
-    from fairseq_ctemp.cli import greedy_vs_beam as gvb
-
-    real = gvb.subprocess
-    gvb.subprocess = InProcessGenerate()
-    try:
-        yield gvb
-    finally:
-        gvb.subprocess = real
-
-
 def greedy_vs_beam(exp, checkpoint, out_dir, device, subset, beam, grid=None):
     """ctemp-greedy-vs-beam (its Python API) into out_dir: greedy and `beam` (or the dev grid's best)
     on `subset`, written under a temporary name and renamed when complete; skipped when done."""
@@ -301,16 +252,17 @@ def greedy_vs_beam(exp, checkpoint, out_dir, device, subset, beam, grid=None):
              "--num-workers", "0"] + exp["decode_args"] + device_args(device, training=False)
     say(f"  decoding {subset} with {os.path.join(*checkpoint.split(os.sep)[-3:])}: greedy and "
         + (f"beams {grid[0]} x lenpens {grid[1]} on dev" if grid else f"beam {beam}"))
-    with greedy_vs_beam_api() as gvb:
-        try:
-            gvb.run_greedy_vs_beam(
-                data["bin"], checkpoint, beam=beam, subset=subset, extra_args=extra, ref=raw[subset],
-                tokenize=exp["bleu_tokenize"], grid_beams=grid[0] if grid else None,
-                grid_lenpens=grid[1] if grid else None, dev_subset="valid",
-                dev_ref=raw["valid"] if grid else None, save_dir=tmp,
-                json_path=os.path.join(tmp, "result.json"), verbose=False)
-        except gvb.UsageError as e:
-            raise RunFailed(f"ctemp-greedy-vs-beam: {e}") from None
+    from fairseq_ctemp.cli import greedy_vs_beam as gvb  # torch and fairseq: only when decoding
+
+    try:
+        gvb.run_greedy_vs_beam(
+            data["bin"], checkpoint, beam=beam, subset=subset, extra_args=extra, ref=raw[subset],
+            tokenize=exp["bleu_tokenize"], grid_beams=grid[0] if grid else None,
+            grid_lenpens=grid[1] if grid else None, dev_subset="valid",
+            dev_ref=raw["valid"] if grid else None, save_dir=tmp,
+            json_path=os.path.join(tmp, "result.json"), verbose=False, in_process=True)
+    except gvb.UsageError as e:
+        raise RunFailed(f"ctemp-greedy-vs-beam: {e}") from None
     if os.path.isdir(out_dir):
         raise RunFailed(f"{out_dir} appeared while decoding; not replacing it")
     os.replace(tmp, out_dir)
@@ -469,13 +421,14 @@ def finalize(exp_dir, device):
             path = os.path.join(final_dir, f"significance-{name}.json")
             if not os.path.exists(path):
                 files = systems[base]["files"]
-                with greedy_vs_beam_api() as gvb:  # ctemp-greedy-vs-beam compare
-                    try:
-                        write_json(path, gvb.compare_systems(files["ref"], files[base_file],
-                                                             systems[other]["files"][other_file], "bs", None,
-                                                             exp["bleu_tokenize"]))
-                    except gvb.UsageError as e:
-                        raise RunFailed(f"significance test: {e}") from None
+                from fairseq_ctemp.cli import greedy_vs_beam as gvb  # ctemp-greedy-vs-beam compare
+
+                try:
+                    write_json(path, gvb.compare_systems(files["ref"], files[base_file],
+                                                         systems[other]["files"][other_file], "bs", None,
+                                                         exp["bleu_tokenize"]))
+                except gvb.UsageError as e:
+                    raise RunFailed(f"significance test: {e}") from None
             significance[name] = read_json(path)
         result = {"direction": f"{exp['src']}-{exp['tgt']}", "experiment": os.path.basename(exp_dir),
                   "preset": exp["preset"], "label_smoothing": ls, "sem_weight": sem, "t_opt": t_opt,
@@ -689,7 +642,7 @@ def submit_slurm(experiments, args, device):
     if todo:
         scripts["runs.txt"] = "".join(r + "\n" for r in todo)
         scripts["runs.sbatch"] = "\n".join(head + [
-            f"#SBATCH --job-name=alt-runs", f"#SBATCH --array=0-{len(todo) - 1}",
+            "#SBATCH --job-name=alt-runs", f"#SBATCH --array=0-{len(todo) - 1}",
             f"#SBATCH --output={sdir}/run-%A_%a.out", "set -euo pipefail",
             f'run=$(sed -n "$((SLURM_ARRAY_TASK_ID + 1))p" {shlex.quote(sdir)}/runs.txt)',
             f"exec {shlex.quote(sys.executable)} {shlex.quote(SCRIPT)} run-one \"$run\" "
@@ -792,7 +745,7 @@ def main(argv=None):
     for name, kind, what in (("interval", int, "validate (BLEU) and save every N updates"),
                              ("patience", int, "stop after N validations without improvement"),
                              ("average", int, "average the last N interval checkpoints"),
-                             ("max-update", int, "cap on updates (mini: 3000; 0: none)"),
+                             ("max-update", int, "cap on updates (mini: 8000; 0: none)"),
                              ("eval-beam", int, "beam of every run's beam decoding (4)"),
                              ("log-interval", int, "fairseq --log-interval"),
                              ("decode-batch", int, "fairseq-generate --batch-size")):

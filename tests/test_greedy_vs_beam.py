@@ -207,3 +207,15 @@ def test_script_runs_from_a_checkout(monkeypatch):
     with pytest.raises(SystemExit) as exit_info:
         runpy.run_path(script, run_name="__main__")
     assert exit_info.value.code == 0
+
+
+def test_in_process_decoding_equals_the_console_script(tiny):
+    """decode(in_process=True), which the ALT sweep uses for its grids, is fairseq-generate itself:
+    the same hypotheses, references and training-temperature decoding as the subprocess."""
+    args = (tiny["data"], tiny["checkpoint"], "test", 2, 1.0, GENERATE_ARGS)
+    console, in_process = gvb.decode(*args), gvb.decode(*args, in_process=True)
+    assert in_process["hyps"] == console["hyps"] and in_process["refs"] == console["refs"]
+    assert in_process["decoding_temperature"] == console["decoding_temperature"] == 2.0
+    assert in_process["n_sentences"] == console["n_sentences"] == 60
+    with pytest.raises(gvb.UsageError, match="fairseq-generate failed"):  # a failure is an error, not an exit
+        gvb.decode(tiny["data"], tiny["checkpoint"], "no_such_subset", 1, 1.0, GENERATE_ARGS, in_process=True)

@@ -20,8 +20,11 @@ sacrebleu's 13a (comparable with published numbers). The grid decodes --dev-subs
 (beam, lenpen); the best dev BLEU is the beam system on --subset. Outputs are never overwritten.
 """
 import argparse
+import contextlib
 import glob
+import io
 import json
+import logging
 import math
 import os
 import re
@@ -30,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import time
+import traceback
 
 from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.significance import PairedTest
@@ -89,15 +93,50 @@ def read_lines(path, option, expected=None):
     return lines
 
 
-def decode(data, checkpoint, subset, beam, lenpen, extra_args=(), temperature=None, expected=None):
-    """One fairseq-generate run: hypotheses and T- references sorted by id, timing and the log."""
+def generate_in_process(command):
+    """fairseq-generate `command` (its argv, program first) run in this process, with the same stdout
+    and log text as the console script; saves importing torch and fairseq for every decoding of a
+    grid. Returns a subprocess.CompletedProcess (bytes), a failure as a non-zero returncode."""
+    from fairseq import options
+    from fairseq_cli import generate
+
+    out, err = io.StringIO(), io.StringIO()
+    handler = logging.StreamHandler(err)
+    handler.setFormatter(logging.Formatter("%(asctime)s | %(levelname)s | %(name)s | %(message)s"))
+    root = logging.getLogger()
+    level, argv, code = root.level, sys.argv, 0
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    sys.argv = ["fairseq-generate"] + list(command[1:])  # the plugin reads an explicit --temperature there
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            parser = options.get_generation_parser()
+            parser.add_argument("--arch", "-a", default="wav2vec2")  # as fairseq-generate's cli_main
+            generate.main(options.parse_args_and_arch(parser, input_args=list(command[1:])))
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    except Exception:  # reported like a failed fairseq-generate
+        err.write(traceback.format_exc())
+        code = 1
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+        sys.argv = argv
+    return subprocess.CompletedProcess(command, code, out.getvalue().encode(), err.getvalue().encode())
+
+
+def decode(data, checkpoint, subset, beam, lenpen, extra_args=(), temperature=None, expected=None,
+           in_process=False):
+    """One fairseq-generate run (a subprocess, or generate_in_process): hypotheses and T- references
+    sorted by id, timing and the log."""
     command = [fairseq_generate(), data, "--path", checkpoint, "--user-dir", PACKAGE_DIR,
                "--gen-subset", subset, "--beam", str(beam), "--lenpen", str(lenpen),
                # fairseq 0.12 drops a last batch whose size is not a multiple of this (default 8)
                "--required-batch-size-multiple", "1"]
     command += (["--temperature", str(temperature)] if temperature is not None else []) + list(extra_args)
     start = time.perf_counter()
-    proc = subprocess.run(command, capture_output=True, env={**os.environ, "PYTHONIOENCODING": "utf-8"})
+    proc = (generate_in_process(command) if in_process else
+            subprocess.run(command, capture_output=True, env={**os.environ, "PYTHONIOENCODING": "utf-8"}))
     wall = time.perf_counter() - start
     # Decoded here and split on "\n" only: a hypothesis may contain "\r" or U+2028.
     stdout, stderr = (out.decode("utf-8", errors="replace") for out in (proc.stdout, proc.stderr))
@@ -145,7 +184,8 @@ def score(hyps, refs, tokenize):
 
 def run_greedy_vs_beam(data, checkpoint, beam=5, subset="test", extra_args=(), lenpen=1.0, ref=None,
                        temperature=None, tokenize=None, grid_beams=None, grid_lenpens=None,
-                       dev_subset="valid", dev_ref=None, save_dir=None, json_path=None, verbose=True):
+                       dev_subset="valid", dev_ref=None, save_dir=None, json_path=None, verbose=True,
+                       in_process=False):
     """Decode `subset` with beam 1 and with `beam` (or the dev grid's best), score, print, save.
 
     Returns {"data", "checkpoint", "subset", "n_sentences", "references" ("T- lines" or the ref
@@ -155,7 +195,9 @@ def run_greedy_vs_beam(data, checkpoint, beam=5, subset="test", extra_args=(), l
     a grid), "grid_best" ({"beam", "lenpen"} or None), "dev_subset", "dev_tokenize", "extra_args",
     "files" (name -> path written)}, where S = {"beam", "lenpen", "bleu", "chrf", "n_sentences",
     "n_tokens", "decode_seconds", "sentences_per_second", "tokens_per_second", "wall_seconds",
-    "decoding_temperature"}. Raises UsageError (bad option, existing output, failed decoding)."""
+    "decoding_temperature"}. in_process: run fairseq-generate in this process (no start-up per
+    decoding; wall_seconds then excludes it). Raises UsageError (bad option, existing output, failed
+    decoding)."""
     say = (lambda text: print(text, file=sys.stderr, flush=True)) if verbose else (lambda text: None)
     for option, paths in (("DATA", data), ("--checkpoint", checkpoint)):
         for path in paths.split(":"):
@@ -194,7 +236,8 @@ def run_greedy_vs_beam(data, checkpoint, beam=5, subset="test", extra_args=(), l
 
     def run(log_name, role, beam_, lenpen_):
         say(f"decoding {subsets[role]} with beam {beam_}, lenpen {lenpen_:g} ...")
-        out = decode(data, checkpoint, subsets[role], beam_, lenpen_, extra_args, temperature, sizes[role])
+        out = decode(data, checkpoint, subsets[role], beam_, lenpen_, extra_args, temperature, sizes[role],
+                     in_process)
         if raw[role] is not None and len(raw[role]) != len(out["hyps"]):  # size was not known up front
             raise UsageError(f"{ref_options[role]} has {len(raw[role])} lines but {subsets[role]} has "
                              f"{len(out['hyps'])} sentences")
