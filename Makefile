@@ -9,8 +9,11 @@ setup:
 demo: setup
 	$(PY) scripts/quickstart.py
 
+# Test files run in parallel (pytest-xdist); a file's tests stay in one worker, so its fixtures
+# (trained toy models) are built once. `make test TEST_WORKERS=0` runs them one after another.
+TEST_WORKERS ?= 2
 test: setup
-	$(PY) -m pytest tests
+	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist loadfile
 
 bench: setup
 	$(PY) benchmarks/bench_tempered_ce.py

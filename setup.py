@@ -18,7 +18,7 @@ setup(
     extras_require={
         "plots": ["matplotlib"],
         "subwords": ["sentencepiece", "subword-nmt"],
-        "test": ["pytest"],
+        "test": ["pytest", "pytest-xdist"],
     },
     entry_points={
         "console_scripts": [
