@@ -12,6 +12,7 @@ Writes OUT/ (regenerated as a whole, replaced only once complete):
   runs.csv         every run: T, LS, SEM, updates, stop reason, dev/test greedy and beam BLEU, chrF
   bleu_vs_T.<experiment>.png     greedy and beam BLEU against T (Figure 1), per LS/SEM group
   bleu_vs_LS.<experiment>.png, bleu_vs_SEM.<experiment>.png   (when swept; Figures 2 and 3)
+  curves.<experiment>.png        learning curves: validation BLEU, dev and train NLL against updates
   entropy.<experiment>.png       training entropy of softmax(D/T) and of softmax(D) (Figure 4)
   gnorm.<experiment>.png         training gradient norm (Figure 5)
 Numbers are on the test set when the data has one, else on dev (marked "dev").
@@ -200,6 +201,10 @@ def plots(e, out):
     ls0, sem0 = e["exp"]["primary"]
     group = [r for r in runs if r["label_smoothing"] == ls0 and r["sem_weight"] == sem0] or runs
     logs = {r["name"]: log_records(os.path.join(r["dir"], "train.log"), "train_inner") for r in group}
+    valid_logs = {r["name"]: log_records(os.path.join(r["dir"], "train.log"), "valid") for r in group}
+    name = learning_curves(plt, e, group, logs, valid_logs, out)
+    if name:
+        made.append(name)
     for key, panels, name in (("entropy", [("entropy", "entropy of softmax(D/T) (bits)"),
                                            ("entropy_untempered", "entropy of softmax(D) (bits)")],
                                f"entropy.{e['name']}.png"),
@@ -222,6 +227,40 @@ def plots(e, out):
         plt.close(fig)
         made.append(name)
     return made
+
+
+def learning_curves(plt, e, group, logs, valid_logs, out):
+    """Validation BLEU (greedy, at the training temperature) and the NLL of the distribution that is
+    decoded, softmax(D/T), on dev and on the training batches, against updates, per T; a star marks
+    each run's best validation (the early-stopping reference). Not softmax(D): a tempered model
+    learns logits ~T times larger, so its untempered NLL grows while it learns."""
+    panels = [(valid_logs, "bleu", "dev BLEU (greedy, validation)"),
+              (valid_logs, "nll_loss", "dev NLL of softmax(D/T) (bits/token)"),
+              (logs, "nll_loss", "train NLL of softmax(D/T) (bits/token)")]
+    if not any(valid_logs.values()):
+        return None
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
+    for ax, (source, field, ylabel) in zip(axes[0], panels):
+        for i, r in enumerate(group):
+            records = [x for x in source[r["name"]] if field in x]
+            if not records:
+                continue
+            xs, ys = [x["num_updates"] for x in records], [x[field] for x in records]
+            ax.plot(xs, ys, color=f"C{i}", label=f"T={fmt(r['temperature'])}")
+            if field == "bleu":
+                best = max(range(len(ys)), key=ys.__getitem__)  # first of equal maxima, as fairseq
+                ax.plot(xs[best], ys[best], "*", color=f"C{i}", markersize=11)
+        ax.set_xlabel("updates")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    ls0, sem0 = e["exp"]["primary"]
+    fig.suptitle(f"{e['name']} (LS {fmt(ls0)}, SEM {fmt(sem0)}): learning curves (* best validation)")
+    fig.tight_layout()
+    name = f"curves.{e['name']}.png"
+    fig.savefig(os.path.join(out, name), dpi=110)
+    plt.close(fig)
+    return name
 
 
 def report(experiments, out):

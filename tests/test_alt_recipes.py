@@ -177,7 +177,8 @@ def test_recipe_end_to_end_with_interruption(corpora):
     out = work / "results"
     names = set(os.listdir(out))
     for experiment in ("vi-en.mini.spm20", "en-ja.mini.spm20"):
-        assert {f"bleu_vs_T.{experiment}.png", f"entropy.{experiment}.png", f"gnorm.{experiment}.png"} <= names
+        assert {f"bleu_vs_T.{experiment}.png", f"entropy.{experiment}.png", f"gnorm.{experiment}.png",
+                f"curves.{experiment}.png"} <= names
     assert {"alt_results.md", "table1.csv", "table34.csv", "runs.csv"} <= names
     table1 = (out / "table1.csv").read_text().splitlines()
     assert len(table1) == 3 and "vi-en,vi-en.mini.spm20,test,2," in table1[2] + table1[1]
