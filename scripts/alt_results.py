@@ -27,7 +27,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from alt_common import AltError, fmt, read_json, run_main, say  # noqa: E402
-from alt_sweep import log_records  # noqa: E402
+from alt_sweep import log_records, training_summary  # noqa: E402
 
 SHORT = {"temperature": "T", "label_smoothing": "LS", "sem_weight": "SEM"}
 CONFIGS = [  # Table 3 / 4 rows: (name, T free?, LS free?, SEM free?)
@@ -46,12 +46,15 @@ def load(work):
         for config_path in sorted(glob.glob(os.path.join(exp_dir, "*", "config.json"))):
             run_dir = os.path.dirname(config_path)
             result = read_json(os.path.join(run_dir, "run.json"))
-            if result is None:
-                pending.append(os.path.basename(run_dir))
+            if result is None:  # not finished: its training so far, for the runs table and the curves
+                config = read_json(config_path)
+                pending.append({k: config[k] for k in ("name", "temperature", "label_smoothing", "sem_weight")}
+                               | {"dir": run_dir, "training": training_summary(run_dir, exp["patience"])})
             else:
                 result["dir"] = run_dir
                 runs.append(result)
-        runs.sort(key=lambda r: (r["label_smoothing"], r["sem_weight"], r["temperature"]))
+        for group in (runs, pending):
+            group.sort(key=lambda r: (r["label_smoothing"], r["sem_weight"], r["temperature"]))
         experiments.append({"name": os.path.basename(exp_dir), "dir": exp_dir, "exp": exp, "runs": runs,
                             "pending": pending, "final": read_json(os.path.join(exp_dir, "final", "final.json"))})
     return experiments
@@ -118,6 +121,11 @@ def runs_table(experiments):
                          num(ev["valid"]["beam"]["bleu"]), num(test["greedy"]["bleu"]) if test else "",
                          num(test["beam"]["bleu"]) if test else "", num(test["greedy"]["chrf"]) if test else "",
                          ev["valid"]["beam"]["beam"]])
+        for r in e["pending"]:
+            tr = r["training"]
+            rows.append([e["name"], f"{e['exp']['src']}-{e['exp']['tgt']}", fmt(r["temperature"]),
+                         fmt(r["label_smoothing"]), fmt(r["sem_weight"]), tr["num_updates"],
+                         "(not finished)", num(tr["best_valid_bleu"])] + [""] * 7)
     return header, rows
 
 
@@ -161,6 +169,11 @@ def plots(e, out):
 
     made = []
     runs = e["runs"]
+    ls0, sem0 = e["exp"]["primary"]
+    in_primary = [r for r in runs + e["pending"] if r["label_smoothing"] == ls0 and r["sem_weight"] == sem0]
+    name = learning_curves(plt, e, sorted(in_primary or runs + e["pending"], key=lambda r: r["temperature"]), out)
+    if name:
+        made.append(name)
     if not runs:
         return made
     subsets = ["valid"] + (["test"] if any("test" in r["eval"] for r in runs) else [])
@@ -198,13 +211,8 @@ def plots(e, out):
     sweep_plot("label_smoothing", ("temperature", "sem_weight"), "label smoothing", f"bleu_vs_LS.{e['name']}.png")
     sweep_plot("sem_weight", ("temperature", "label_smoothing"), "SEM weight", f"bleu_vs_SEM.{e['name']}.png")
 
-    ls0, sem0 = e["exp"]["primary"]
     group = [r for r in runs if r["label_smoothing"] == ls0 and r["sem_weight"] == sem0] or runs
     logs = {r["name"]: log_records(os.path.join(r["dir"], "train.log"), "train_inner") for r in group}
-    valid_logs = {r["name"]: log_records(os.path.join(r["dir"], "train.log"), "valid") for r in group}
-    name = learning_curves(plt, e, group, logs, valid_logs, out)
-    if name:
-        made.append(name)
     for key, panels, name in (("entropy", [("entropy", "entropy of softmax(D/T) (bits)"),
                                            ("entropy_untempered", "entropy of softmax(D) (bits)")],
                                f"entropy.{e['name']}.png"),
@@ -229,11 +237,15 @@ def plots(e, out):
     return made
 
 
-def learning_curves(plt, e, group, logs, valid_logs, out):
+def learning_curves(plt, e, group, out):
     """Validation BLEU (greedy, at the training temperature) and the NLL of the distribution that is
     decoded, softmax(D/T), on dev and on the training batches, against updates, per T; a star marks
     each run's best validation (the early-stopping reference). Not softmax(D): a tempered model
-    learns logits ~T times larger, so its untempered NLL grows while it learns."""
+    learns logits ~T times larger, so its untempered NLL grows while it learns. Unfinished runs are
+    drawn dashed, as far as they have got."""
+    logs = {r["name"]: log_records(os.path.join(r["dir"], "train.log"), "train_inner") for r in group}
+    valid_logs = {r["name"]: log_records(os.path.join(r["dir"], "train.log"), "valid") for r in group}
+    pending = {r["name"] for r in e["pending"]}
     panels = [(valid_logs, "bleu", "dev BLEU (greedy, validation)"),
               (valid_logs, "nll_loss", "dev NLL of softmax(D/T) (bits/token)"),
               (logs, "nll_loss", "train NLL of softmax(D/T) (bits/token)")]
@@ -246,7 +258,9 @@ def learning_curves(plt, e, group, logs, valid_logs, out):
             if not records:
                 continue
             xs, ys = [x["num_updates"] for x in records], [x[field] for x in records]
-            ax.plot(xs, ys, color=f"C{i}", label=f"T={fmt(r['temperature'])}")
+            unfinished = r["name"] in pending
+            ax.plot(xs, ys, "--" if unfinished else "-", color=f"C{i}",
+                    label=f"T={fmt(r['temperature'])}" + (" (not finished)" if unfinished else ""))
             if field == "bleu":
                 best = max(range(len(ys)), key=ys.__getitem__)  # first of equal maxima, as fairseq
                 ax.plot(xs[best], ys[best], "*", color=f"C{i}", markersize=11)
@@ -285,7 +299,7 @@ def report(experiments, out):
     for e in experiments:
         md.write(f"## {e['name']}\n\n")
         if e["pending"]:
-            md.write(f"Not finished: {', '.join(e['pending'])}\n\n")
+            md.write(f"Not finished: {', '.join(r['name'] for r in e['pending'])}\n\n")
         for png in plots(e, out):
             md.write(f"![{png}]({png})\n\n")
         signatures = sorted({ev["signature"] for r in e["runs"] for ev in r["eval"].values()})

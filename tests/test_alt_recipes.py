@@ -3,6 +3,7 @@ layout: prepare -> sweep (killed mid-training, then resumed) -> finalize -> resu
 without a test split; SLURM submission with a stand-in sbatch; dry runs; every bad corpus."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -132,6 +133,11 @@ def test_recipe_end_to_end_with_interruption(corpora):
     assert not (first / "run.json").exists()
     proc = run(*sweep[:-len(TINY) - 1], "--dry-run", "--", *TINY)  # the plan shows the interrupted run
     assert "interrupted: resumes from checkpoint_last.pt (update" in proc.stdout
+    proc = run("bash", os.path.join(ALT, "results.sh"), "--work", work)  # a sweep in progress
+    assert "no finished direction yet" in proc.stdout
+    runs_csv = (work / "results" / "runs.csv").read_text()
+    assert re.search(r"^vi-en\.mini\.spm20,vi-en,1,0\.1,0,[1-9]\d*,\(not finished\),", runs_csv, re.M)
+    assert (work / "results" / "curves.vi-en.mini.spm20.png").exists()
 
     proc = run(*sweep)
     assert "resuming from checkpoint_last.pt (update" in (first / "run.log").read_text()
