@@ -171,7 +171,10 @@ def plots(e, out):
     runs = e["runs"]
     ls0, sem0 = e["exp"]["primary"]
     in_primary = [r for r in runs + e["pending"] if r["label_smoothing"] == ls0 and r["sem_weight"] == sem0]
-    name = learning_curves(plt, e, sorted(in_primary or runs + e["pending"], key=lambda r: r["temperature"]), out)
+    curve_runs = sorted(in_primary or runs + e["pending"], key=lambda r: r["temperature"])
+    # each train.log is parsed once, for the learning curves and the entropy / gradient-norm plots
+    logs = {r["name"]: log_records(os.path.join(r["dir"], "train.log"), "train_inner") for r in curve_runs}
+    name = learning_curves(plt, e, curve_runs, logs, out)
     if name:
         made.append(name)
     if not runs:
@@ -212,7 +215,8 @@ def plots(e, out):
     sweep_plot("sem_weight", ("temperature", "label_smoothing"), "SEM weight", f"bleu_vs_SEM.{e['name']}.png")
 
     group = [r for r in runs if r["label_smoothing"] == ls0 and r["sem_weight"] == sem0] or runs
-    logs = {r["name"]: log_records(os.path.join(r["dir"], "train.log"), "train_inner") for r in group}
+    logs = {r["name"]: logs.get(r["name"]) or log_records(os.path.join(r["dir"], "train.log"), "train_inner")
+            for r in group}
     for key, panels, name in (("entropy", [("entropy", "entropy of softmax(D/T) (bits)"),
                                            ("entropy_untempered", "entropy of softmax(D) (bits)")],
                                f"entropy.{e['name']}.png"),
@@ -237,13 +241,12 @@ def plots(e, out):
     return made
 
 
-def learning_curves(plt, e, group, out):
+def learning_curves(plt, e, group, logs, out):
     """Validation BLEU (greedy, at the training temperature) and the NLL of the distribution that is
     decoded, softmax(D/T), on dev and on the training batches, against updates, per T; a star marks
     each run's best validation (the early-stopping reference). Not softmax(D): a tempered model
     learns logits ~T times larger, so its untempered NLL grows while it learns. Unfinished runs are
-    drawn dashed, as far as they have got."""
-    logs = {r["name"]: log_records(os.path.join(r["dir"], "train.log"), "train_inner") for r in group}
+    drawn dashed, as far as they have got. `logs`: the runs' train_inner records."""
     valid_logs = {r["name"]: log_records(os.path.join(r["dir"], "train.log"), "valid") for r in group}
     pending = {r["name"] for r in e["pending"]}
     panels = [(valid_logs, "bleu", "dev BLEU (greedy, validation)"),

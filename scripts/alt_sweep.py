@@ -79,8 +79,8 @@ PRESETS = {
                   "--encoder-ffn-embed-dim", "512", "--decoder-ffn-embed-dim", "512",
                   "--encoder-attention-heads", "4", "--decoder-attention-heads", "4",
                   "--share-decoder-input-output-embed", "--dropout", "0.1", *OPTIMIZER,
-                  # Noam-sized for d=128 (d^-0.5 * warmup^-0.5 ~ 4e-3) with a short warm-up: at
-                  # 1e-3 / 1,000 the small-data runs were still far from early stopping after 1k updates
+                  # a short warm-up and about half the Noam peak for d=128 (d^-0.5 * 200^-0.5 = 6e-3):
+                  # at 1e-3 the small-data runs were still far from early stopping after 900 updates
                   "--lr", "3e-3", "--warmup-updates", "200", "--max-tokens", "2048",
                   # greedy validation BLEU in batches of ~200 sentences: with the training batch
                   # (~45) validating took as long as 100 updates on one thread
