@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_tempered_ce import PLUGIN_DIR, peak_bytes  # noqa: E402  (CPU peak: profiler memory events)
+from bench_tempered_ce import PLUGIN_DIR, peak_bytes, resolve_device  # noqa: E402  (peak_bytes: profiler memory events)
 
 WT2_VOCAB = 33278  # WikiText-2's vocabulary
 CPU_DEFAULTS = dict(max_tokens=1024, tokens_per_sample=256, layers=2, dim=256, ffn=1024, heads=4)
@@ -76,13 +76,7 @@ def parse_args(argv=None):
     p.add_argument("--fairseq-args", default="", help='more fairseq-train options for all models, '
                    'e.g. --fairseq-args="--adaptive-softmax-dropout 0.1"')
     args = p.parse_args(argv)
-    cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
-    args.device = "cuda" if cuda else "cpu"
-    for key, value in (GPU_DEFAULTS if cuda else CPU_DEFAULTS).items():
-        setattr(args, key, value if getattr(args, key) is None else getattr(args, key))
-    args.fp16 = cuda if args.fp16 is None else args.fp16
-    if args.fp16 and not cuda:
-        p.error("--fp16 needs CUDA (fairseq's fp16 trainer moves the model to the GPU)")
+    resolve_device(p, args, CPU_DEFAULTS, GPU_DEFAULTS)
     if args.cutoffs is None:
         args.cutoffs = ",".join(str(max(1, round(c * args.vocab / WT2_VOCAB))) for c in (2000, 10000))
     args.models = [m.strip().upper() for m in args.models.split(",") if m.strip()]

@@ -26,7 +26,9 @@ import numpy as np
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PLUGIN_DIR = os.path.join(HERE, "..", "fairseq_ctemp")
+sys.path.insert(0, HERE)
+from bench_tempered_ce import PLUGIN_DIR, random_batches, resolve_device  # noqa: E402  (the same batch maker)
+
 CPU_DEFAULTS = dict(vocab=8000, max_tokens=2000, layers=1, dim=256)
 GPU_DEFAULTS = dict(vocab=16000, max_tokens=4096, layers=2, dim=512)  # the paper's 512-d, 2 layers
 HELP = dict(vocab="dictionary size", max_tokens="tokens per training batch (--max-tokens)",
@@ -61,13 +63,7 @@ def parse_args(argv=None):
     p.add_argument("--threads", type=int, default=torch.get_num_threads(), help="(default %(default)s)")
     p.add_argument("--seed", type=int, default=1)
     args = p.parse_args(argv)
-    cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
-    args.device = "cuda" if cuda else "cpu"
-    for key, value in (GPU_DEFAULTS if cuda else CPU_DEFAULTS).items():
-        setattr(args, key, value if getattr(args, key) is None else getattr(args, key))
-    args.fp16 = cuda if args.fp16 is None else args.fp16
-    if args.fp16 and not cuda:
-        p.error("--fp16 needs CUDA (fairseq's fp16 trainer moves the model to the GPU)")
+    resolve_device(p, args, CPU_DEFAULTS, GPU_DEFAULTS)
     if not {"stock", "sact"} <= set(args.models):
         p.error("--models must include stock and sact")
     torch.set_num_threads(args.threads)
@@ -113,8 +109,6 @@ def main(argv=None):
     logging.disable(logging.INFO)  # fairseq and hydra chatter, and fairseq's deprecation warnings
     for category in (UserWarning, FutureWarning):
         warnings.simplefilter("ignore", category)
-    sys.path.insert(0, HERE)
-    from bench_tempered_ce import random_batches  # the same batch maker as the tempered_ce benchmark
     import fairseq.tasks
     from fairseq.sequence_generator import SequenceGenerator
     from fairseq.trainer import Trainer

@@ -29,6 +29,19 @@ HELP = dict(vocab="dictionary size", max_tokens="tokens per batch (--max-tokens)
             layers="encoder and decoder layers", ffn="FFN dim", heads="attention heads")
 
 
+def resolve_device(p, args, cpu_defaults, gpu_defaults):
+    """--device auto -> cuda when present; size options left unset take that device's defaults;
+    --fp16 defaults to on with CUDA and is refused without it."""
+    cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
+    args.device = "cuda" if cuda else "cpu"
+    for key, value in (gpu_defaults if cuda else cpu_defaults).items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    args.fp16 = cuda if args.fp16 is None else args.fp16
+    if args.fp16 and not cuda:
+        p.error("--fp16 needs CUDA (fairseq's fp16 trainer moves the model to the GPU)")
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
@@ -50,13 +63,7 @@ def parse_args(argv=None):
     p.add_argument("--fairseq-args", default="",
                    help='more fairseq-train options, e.g. --fairseq-args="--share-all-embeddings"')
     args = p.parse_args(argv)
-    cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
-    args.device = "cuda" if cuda else "cpu"
-    for key, value in (GPU_DEFAULTS if cuda else CPU_DEFAULTS).items():
-        setattr(args, key, value if getattr(args, key) is None else getattr(args, key))
-    args.fp16 = cuda if args.fp16 is None else args.fp16
-    if args.fp16 and not cuda:
-        p.error("--fp16 needs CUDA (fairseq's fp16 trainer moves the model to the GPU)")
+    resolve_device(p, args, CPU_DEFAULTS, GPU_DEFAULTS)
     torch.set_num_threads(args.threads)
     return args
 
