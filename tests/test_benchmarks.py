@@ -2,7 +2,6 @@
 (no assertion on speed: this only checks that the benchmarks still work)."""
 import os
 import re
-import sys
 
 import pytest
 
@@ -50,7 +49,7 @@ def test_bench_tempered_ce_smoke(benchmarks, capsys):
 
 def test_bench_sact_smoke(benchmarks, capsys):
     out = run_main(benchmarks["bench_sact"], ["--max-tokens", "256", "--beam", "2", "--gen-sentences", "8",
-                                   "--gen-batch-size", "4", "--gen-len", "5"], capsys)
+                                              "--gen-batch-size", "4", "--gen-len", "5"], capsys)
     for label, arch in (("stock", "--arch lstm"), ("none", "--arch sact_lstm --attention-temperature none"),
                         ("sact", "--arch sact_lstm --attention-temperature sact")):
         assert re.search(rf"^{label} +{re.escape(arch)}", out, re.M), f"{label}:\n{out}"
