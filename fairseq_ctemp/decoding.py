@@ -1,31 +1,114 @@
-"""Decoding at the training temperature (the "generator patch").
+"""The decoding-temperature rule, enforced here and only here.
 
-A model trained with ``--criterion tempered_ce --softmax-temperature T`` is the distribution
-softmax(logits / T); decoding it at T = 1 makes it far too peaked and beam search collapses towards
-greedy search. T travels inside the checkpoint (``cfg.criterion.softmax_temperature``), and with
-``--user-dir fairseq_ctemp`` every fairseq decoding path uses it:
+    Every distribution that fairseq decodes or scores is softmax(D / t), where
+    D are the model's logits (for a temperature-head LM: the log of its final distribution),
+    t = X when the user gives a temperature X explicitly, and otherwise
+    t = the model's own temperature: T of a checkpoint trained with ``tempered_ce``, 1 for any other.
 
-- checkpoints loaded through ``checkpoint_utils.load_model_ensemble_and_task`` (fairseq-generate,
-  fairseq-interactive, fairseq-eval-lm, ``from_pretrained`` hub models): each model divides its own
-  logits by its own T inside ``get_normalized_probs``, so an ensemble mixing temperatures is exact
-  and scoring (eval-lm, --score-reference) uses the same distribution as search;
-- ``--eval-bleu`` validation during training: the criterion sets the validation generator's T;
-- an explicit ``--temperature`` (command line, hub ``generate(temperature=...)``, or
-  ``--eval-bleu-args '{"temperature": ...}'``) replaces the training T; it is never applied on top.
+Never T * X, never a silent T = 1. "Explicitly" means the call or the configuration carries a value:
+fairseq's ``--temperature`` (and ``GenerationConfig.temperature``) defaults to ``None``, "the model's
+own", instead of 1.0, so ``--temperature 1`` / ``generate(temperature=1.0)`` decode untempered while
+leaving it out decodes at T. Nothing here reads ``sys.argv``.
 
-Checkpoints trained with any other criterion are left exactly as they are.
+How every path reaches the rule:
+- a model's ``get_normalized_probs`` applies t (``follow_the_rule``); T is set on models loaded by
+  ``checkpoint_utils.load_model_ensemble_and_task`` (fairseq-generate / -interactive / -eval-lm, the
+  hub) from the checkpoint's saved criterion, and on the ``--eval-bleu`` model by ``tempered_ce``;
+- an explicit X is an argument of the generator or scorer (``SequenceGenerator(temperature=X)``,
+  ``SequenceScorer(temperature=X)``, which ``task.build_generator`` fills from ``--temperature``,
+  ``--eval-bleu-args`` or a hub keyword); it holds only while that generator runs
+  (``explicit_temperature``), so no call changes what the next one computes;
+- fairseq's own division of the decoder output by the generator's temperature is replaced by the
+  rule (it would divide an LM head's features, and multiply with T).
 """
+import contextlib
+import contextvars
+import dataclasses
+import inspect
 import json
 import logging
 import math
-import sys
+import types
+from typing import Optional
 
+import torch.nn.functional as F
 from fairseq import checkpoint_utils
+from fairseq.sequence_generator import EnsembleModel, SequenceGenerator
+from fairseq.sequence_scorer import SequenceScorer
 from fairseq.tasks import FairseqTask
 
 logger = logging.getLogger("fairseq_ctemp.decoding")
 
 TEMPERED_CRITERIA = ("tempered_ce",)
+ALLOWED = ("a finite number > 0 (--temperature, a hub temperature= keyword or the \"temperature\" "
+           "of --eval-bleu-args); leave it out to decode at the model's own temperature")
+
+_explicit = contextvars.ContextVar("fairseq_ctemp_explicit_temperature", default=None)
+
+
+# ---------------------------------------------------------------------------------------- the rule
+def check_decoding_temperature(value):
+    """None (the model's own temperature) or a finite X > 0, as a float; else a clear ValueError."""
+    if value is None:
+        return None
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"the decoding temperature must be {ALLOWED}; got {value!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"--temperature must be {ALLOWED}; got {value:g}")
+    return value
+
+
+@contextlib.contextmanager
+def explicit_temperature(value):
+    """Within this block every model follows the rule with t = value (None: its own temperature)."""
+    token = _explicit.set(check_decoding_temperature(value))
+    try:
+        yield
+    finally:
+        _explicit.reset(token)
+
+
+def own_temperature(model):
+    """The temperature a model decodes at when none is given: its tempered_ce training T, else 1."""
+    return getattr(model, "ctemp_training_temperature", None) or 1.0
+
+
+def has_temperature_head(model):
+    return getattr(getattr(model, "decoder", None), "output_head", None) is not None
+
+
+def _get_normalized_probs(self, net_output, log_probs, sample=None):
+    """softmax(D / t) of the rule, in place of the model's own ``get_normalized_probs``."""
+    stock = type(self).get_normalized_probs
+    explicit = _explicit.get()
+    if has_temperature_head(self):  # net_output[0] are features: temper the final distribution
+        if explicit is None or explicit == 1.0:
+            return stock(self, net_output, log_probs, sample)
+        lprobs = F.log_softmax(stock(self, net_output, True, sample).float() / explicit, dim=-1)
+        return lprobs if log_probs else lprobs.exp()
+    t = explicit if explicit is not None else own_temperature(self)
+    if t != 1.0:  # logits (or fairseq's adaptive softmax features, linear in its logits)
+        net_output = (net_output[0] / t, *net_output[1:])
+    return stock(self, net_output, log_probs, sample)
+
+
+def follow_the_rule(model):
+    """Route the model's ``get_normalized_probs`` through the rule (idempotent). A bound method,
+    not a closure, so that a deep copy of the model (EMA) follows the rule as the copy."""
+    if not getattr(model, "_ctemp_follows_the_rule", False):
+        model.get_normalized_probs = types.MethodType(_get_normalized_probs, model)
+        model._ctemp_follows_the_rule = True
+    return model
+
+
+def set_training_temperature(model, temperature, name="model"):
+    """Record that ``model`` was trained with tempered_ce at T (it then decodes at T by default)."""
+    follow_the_rule(model)
+    model.ctemp_training_temperature = float(temperature)
+    logger.info(f"{name}: trained with tempered_ce at T={temperature:g}; decodes at T={temperature:g}"
+                f" unless a temperature is given explicitly")
 
 
 def training_temperature(cfg):
@@ -44,25 +127,7 @@ def _get(obj, key, default=None):
     return getattr(obj, key, default)
 
 
-def temper_model(model, temperature, name="model"):
-    """Make ``model.get_normalized_probs`` return softmax(logits / T) while
-    ``model.ctemp_decoding_temperature`` is set (None switches it off again)."""
-    if not hasattr(model, "ctemp_decoding_temperature"):
-        untempered = model.get_normalized_probs
-
-        def get_normalized_probs(net_output, log_probs, sample=None):
-            t = model.ctemp_decoding_temperature
-            if t is not None and t != 1.0:
-                net_output = (net_output[0].float() / t, *net_output[1:])
-            return untempered(net_output, log_probs, sample)
-
-        model.get_normalized_probs = get_normalized_probs
-    model.ctemp_decoding_temperature = temperature
-    model.ctemp_training_temperature = temperature
-    logger.info(f"{name}: trained with tempered_ce, decoding at its training temperature "
-                f"T={temperature:g} (an explicit --temperature replaces it)")
-
-
+# ------------------------------------------------------------------- where fairseq meets the rule
 _load_model_ensemble_and_task = checkpoint_utils.load_model_ensemble_and_task
 
 
@@ -75,82 +140,140 @@ def load_model_ensemble_and_task(filenames, arg_overrides=None, task=None, stric
             [filename], arg_overrides=arg_overrides, task=task, strict=strict, suffix=suffix,
             num_shards=num_shards, state=state if i == 0 else None)
         temperature = training_temperature(cfg)
-        if temperature is not None:
-            for model in models:
-                temper_model(model, temperature, name=filename)
+        for model in models:  # a stock model follows it too: it applies an explicit X only
+            follow_the_rule(model)
+            if temperature is not None:
+                set_training_temperature(model, temperature, name=filename)
         ensemble.extend(models)
+    # A checkpoint's saved generation config holds training-time defaults, never a decoding choice;
+    # the hub decodes with it, so its temperature must mean "the model's own".
+    generation = _get(cfg, "generation")
+    explicit = "temperature" in (arg_overrides or {})  # from_pretrained(..., temperature=X)
+    if generation is not None and not explicit and _get(generation, "temperature") is not None:
+        generation.temperature = None
     return ensemble, cfg, task
-
-
-def explicit_temperature(gen_args):
-    """The decoding temperature the user asked for, or None if they left the default."""
-    value = _get(gen_args, "temperature", 1.0)
-    on_command_line = any(a == "--temperature" or a.startswith("--temperature=") for a in sys.argv)
-    if value == 1.0 and not on_command_line:
-        return None
-    check_decoding_temperature(value)
-    return float(value)
-
-
-def check_decoding_temperature(value):
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"--temperature must be a finite number > 0, got {value}")
 
 
 _build_generator = FairseqTask.build_generator
 
 
 def build_generator(self, models, args, *rest, **kwargs):
-    explicit = explicit_temperature(args)
-    for i, model in enumerate(models):
-        trained_at = getattr(model, "ctemp_training_temperature", None)
-        if trained_at is None:
-            continue
-        model.ctemp_decoding_temperature = None if explicit is not None else trained_at
-        if explicit is not None:
-            logger.info(f"model {i}: explicit --temperature {explicit:g} replaces its training "
-                        f"temperature {trained_at:g}")
-        else:
-            logger.info(f"model {i}: decoding at training temperature T={trained_at:g}")
+    """fairseq's build_generator; the temperature (None or X) goes to the generator or scorer."""
+    explicit = check_decoding_temperature(_get(args, "temperature"))
     generator = _build_generator(self, models, args, *rest, **kwargs)
-    return _sampling_temperature_on_output_heads(models, generator, explicit)
-
-
-def _sampling_temperature_on_output_heads(models, generator, temperature):
-    """fairseq's generator divides net_output[0] by --temperature. For our temperature-head LMs
-    net_output[0] are features, not logits (dividing them would change tau and the MoS mixture), so
-    the head applies it to its final distribution instead: p^(1/T), renormalised."""
-    decoders = [getattr(m, "decoder", None) for m in models]
-    ours = [hasattr(d, "output_head") for d in decoders]
-    if temperature is None or not any(ours):
-        return generator
-    if not all(ours) or not hasattr(generator, "temperature"):
-        raise ValueError("--temperature with fairseq_ctemp temperature-head LMs needs every model of "
-                         "the ensemble to be one (ct_transformer_lm / ct_lstm_lm) and fairseq's "
-                         "SequenceGenerator")
-    for decoder in decoders:
-        decoder.sampling_temperature = temperature
-    generator.temperature = 1.0
-    logger.info(f"--temperature {temperature:g} applied to the output heads' final distributions")
+    generator.temperature = explicit  # also the scorer of --score-reference, which has none
+    for i, model in enumerate(models):
+        if explicit is not None and has_temperature_head(model):
+            logger.info(f"model {i}: explicit temperature {explicit:g} applied to its output head's "
+                        f"final distribution")
+        elif explicit is not None and own_temperature(model) != 1.0:
+            logger.info(f"model {i}: explicit temperature {explicit:g} replaces its training "
+                        f"temperature {own_temperature(model):g}")
+        elif explicit is None and own_temperature(model) != 1.0:
+            logger.info(f"model {i}: decoding at training temperature T={own_temperature(model):g}")
     return generator
 
 
+_generator_init = SequenceGenerator.__init__
+_generator_parameters = inspect.signature(_generator_init)
+
+
+def generator_init(self, *args, **kwargs):
+    """SequenceGenerator(..., temperature=None): None decodes each model at its own temperature."""
+    call = _generator_parameters.bind(self, *args, **kwargs)
+    temperature = check_decoding_temperature(call.arguments.get("temperature"))
+    call.arguments["temperature"] = 1.0  # fairseq's own division, made a no-op by forward_decoder
+    _generator_init(*call.args, **call.kwargs)
+    self.temperature = temperature
+
+
+_ensemble_init = EnsembleModel.__init__
+
+
+def ensemble_init(self, models):
+    _ensemble_init(self, models)
+    for model in models:
+        follow_the_rule(model)
+
+
+_forward_decoder = EnsembleModel.forward_decoder
+
+
+def forward_decoder(self, tokens, encoder_outs, incremental_states, temperature=None):
+    """The generator passes its temperature here; the models apply it (fairseq's division by it
+    is made a no-op)."""
+    with explicit_temperature(temperature):
+        return _forward_decoder(self, tokens, encoder_outs, incremental_states, 1.0)
+
+
+_scorer_init = SequenceScorer.__init__
+
+
+def scorer_init(self, tgt_dict, *args, temperature=None, **kwargs):
+    """SequenceScorer(..., temperature=None): scores at each model's own temperature or at X."""
+    _scorer_init(self, tgt_dict, *args, **kwargs)
+    self.temperature = check_decoding_temperature(temperature)
+
+
+_scorer_generate = SequenceScorer.generate
+
+
+def scorer_generate(self, models, sample, **kwargs):
+    for model in models:
+        follow_the_rule(model)
+    with explicit_temperature(getattr(self, "temperature", None)):
+        return _scorer_generate(self, models, sample, **kwargs)
+
+
 def use_training_temperature_for_validation(task, temperature):
-    """Called by tempered_ce: make --eval-bleu's generator (built with the model, before the
-    criterion) decode at the training temperature unless --eval-bleu-args sets one."""
+    """Called by tempered_ce: --eval-bleu's generator (built with the model, before the criterion)
+    decodes the model being trained at T, unless --eval-bleu-args sets a temperature."""
     generator = getattr(task, "sequence_generator", None)
-    if generator is None or not hasattr(generator, "temperature"):
+    if generator is None or not isinstance(getattr(generator, "model", None), EnsembleModel):
         return
+    for model in generator.model.models:
+        model.ctemp_training_temperature = float(temperature)
     eval_args = json.loads(_get(getattr(task, "cfg", None), "eval_bleu_args", None) or "{}")
-    if "temperature" in eval_args:
-        check_decoding_temperature(eval_args["temperature"])
-        logger.info(f"validation generator: --eval-bleu-args temperature {eval_args['temperature']}"
+    if eval_args.get("temperature") is not None:
+        logger.info(f"validation generator: --eval-bleu-args temperature {eval_args['temperature']:g}"
                     f" replaces the training temperature {temperature:g}")
+    else:
+        logger.info(f"validation generator: decoding at training temperature T={temperature:g}")
+
+
+def generation_temperature_defaults_to_the_models():
+    """fairseq's GenerationConfig.temperature: Optional, default None ("the model's own")."""
+    from fairseq.dataclass.configs import GenerationConfig
+    from fairseq.dataclass.initialize import hydra_init
+
+    field = GenerationConfig.__dataclass_fields__["temperature"]
+    if field.default is None:
         return
-    generator.temperature = temperature
-    logger.info(f"validation generator: decoding at training temperature T={temperature:g}")
+    field.default, field.type = None, Optional[float]
+    field.metadata = types.MappingProxyType({
+        "help": "decoding temperature t > 0: the distribution is softmax(logits / t) and replaces "
+                "the model's own temperature (default: the training T of a tempered_ce checkpoint, "
+                "1 for any other)"})
+    GenerationConfig.__annotations__["temperature"] = Optional[float]
+    GenerationConfig.temperature = None
+    init = GenerationConfig.__init__  # the dataclass __init__ holds its own copy of the default
+    names = init.__code__.co_varnames[1:init.__code__.co_argcount]
+    defaults = list(init.__defaults__)
+    defaults[names.index("temperature") - (len(names) - len(defaults))] = None
+    init.__defaults__ = tuple(defaults)
+    assert GenerationConfig().temperature is None and dataclasses.is_dataclass(GenerationConfig)
+    hydra_init()  # fairseq built its config schema at import, with the old field
 
 
 def apply():
+    if getattr(SequenceGenerator.__init__, "_ctemp_rule", False):  # the plugin imported twice
+        return
+    generator_init._ctemp_rule = True
+    generation_temperature_defaults_to_the_models()
     checkpoint_utils.load_model_ensemble_and_task = load_model_ensemble_and_task
     FairseqTask.build_generator = build_generator
+    SequenceGenerator.__init__ = generator_init
+    EnsembleModel.__init__ = ensemble_init
+    EnsembleModel.forward_decoder = forward_decoder
+    SequenceScorer.__init__ = scorer_init
+    SequenceScorer.generate = scorer_generate

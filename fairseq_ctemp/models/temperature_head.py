@@ -7,7 +7,6 @@ fairseq-eval-lm, fairseq-generate/interactive) or through the head itself (``ct_
 """
 from dataclasses import dataclass, field
 
-import torch.nn.functional as F
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.utils import safe_getattr
 
@@ -79,16 +78,12 @@ def build_output_head(args, input_dim, vocab_size, tied_weight=None, bias=True, 
 
 class TemperatureHeadDecoderMixin:
     """For decoders with ``self.output_head``: features out, the head's distribution in
-    ``get_normalized_probs``. ``sampling_temperature`` (set by fairseq_ctemp.decoding for an
-    explicit --temperature) sharpens or flattens the final distribution: p^(1/T), renormalised."""
-
-    sampling_temperature = None
+    ``get_normalized_probs`` (an explicit decoding temperature is applied to that distribution by
+    ``fairseq_ctemp.decoding``)."""
 
     def output_layer(self, features, **kwargs):
         return features
 
     def get_normalized_probs(self, net_output, log_probs, sample=None):
         lprobs, _ = self.output_head(net_output[0])
-        if self.sampling_temperature not in (None, 1.0):
-            lprobs = F.log_softmax(lprobs / self.sampling_temperature, dim=-1)
         return lprobs if log_probs else lprobs.exp()
