@@ -1,10 +1,12 @@
 """Shared helpers: run the real fairseq CLIs with --user-dir on tiny generated data."""
 import json
+import math
 import os
 import subprocess
 import sys
 
 import pytest
+import torch
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLUGIN_DIR = os.path.join(REPO, "fairseq_ctemp")
@@ -60,6 +62,50 @@ def hypotheses(generate_output):
             key, score, text = line.split("\t")
             result[int(key[2:])] = (float(score), text)
     return result
+
+
+class RawModel:
+    """A checkpoint loaded by fairseq's own loader (not the plugin's), scored teacher-forced from
+    its raw outputs: logits, or the log of a temperature head's final distribution."""
+
+    def __init__(self, checkpoint, data, **overrides):
+        models, _, self.task = fairseq_loader(
+            [str(checkpoint)], arg_overrides={"data": str(data), **overrides})
+        self.model = models[0].eval()
+        self.dictionary = self.task.target_dictionary
+
+    @torch.no_grad()
+    def log_probs(self, prev, src=None):
+        """D of every position, float64, (len(prev), V)."""
+        if src is None:
+            out = self.model(prev[None])
+        else:
+            out = self.model(src[None], torch.tensor([len(src)]), prev[None])
+        head = getattr(self.model.decoder, "output_head", None)
+        raw = out[0] if head is None else head(out[0])[0]
+        return raw[0].double()
+
+    def lm_nll(self, subset, t=1.0, max_tokens=1024):
+        """(mean -log2 p of every target token of an LM subset at temperature t, token count),
+        in the blocks fairseq-eval-lm scores (same --tokens-per-sample, no context window)."""
+        task, pad = self.task, self.dictionary.pad()
+        task.load_dataset(subset)
+        total, count = 0.0, 0
+        batches = task.get_batch_iterator(task.dataset(subset), max_tokens=max_tokens)
+        for sample in batches.next_epoch_itr(shuffle=False):
+            for prev, target in zip(sample["net_input"]["src_tokens"], sample["target"]):
+                keep = target.ne(pad)
+                lp = torch.log_softmax(self.log_probs(prev[keep]) / t, dim=-1)
+                total -= lp.gather(1, target[keep][:, None]).sum().item()
+                count += int(keep.sum())
+        return total / count / math.log(2), count
+
+
+def fairseq_loader(*args, **kwargs):
+    """fairseq's own checkpoint loader, not the plugin's (which sets the decoding temperature)."""
+    from fairseq_ctemp import decoding
+
+    return decoding._load_model_ensemble_and_task(*args, **kwargs)
 
 
 @pytest.fixture(scope="session")

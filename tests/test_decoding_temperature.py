@@ -13,13 +13,12 @@ import sys
 import pytest
 import torch
 
-from conftest import PLUGIN_DIR, TINY_TRANSFORMER, TRAIN_DEFAULTS, cli, run_cli
+from conftest import PLUGIN_DIR, TINY_TRANSFORMER, TRAIN_DEFAULTS, RawModel, cli, run_cli
 
 import fairseq_ctemp  # noqa: F401  (the rule applies in this process too, as for any user script)
 from fairseq import checkpoint_utils
 from fairseq.sequence_generator import SequenceGenerator
 from fairseq.sequence_scorer import SequenceScorer
-from fairseq_ctemp import decoding
 
 pytestmark = pytest.mark.e2e
 T_A, T_B, T_LM = 3.0, 1.5, 2.0
@@ -60,28 +59,6 @@ def ckpt(toy_data, tmp_path_factory):
 
 
 # ----------------------------------------------------------------------- the independent reference
-class Reference:
-    """A checkpoint loaded by fairseq's own loader (not the plugin's), scored teacher-forced from
-    its raw outputs: logits, or the log of a temperature head's final distribution."""
-
-    def __init__(self, checkpoint, data):
-        models, _, self.task = decoding._load_model_ensemble_and_task(  # fairseq's, unpatched
-            [str(checkpoint)], arg_overrides={"data": str(data)})
-        self.model = models[0].eval()
-        self.dictionary = self.task.target_dictionary
-
-    @torch.no_grad()
-    def log_probs(self, prev, src=None):
-        """D of every position, float64, (len(prev), V)."""
-        if src is None:
-            out = self.model(prev[None])
-        else:
-            out = self.model(src[None], torch.tensor([len(src)]), prev[None])
-        head = getattr(self.model.decoder, "output_head", None)
-        raw = out[0] if head is None else head(out[0])[0]
-        return raw[0].double()
-
-
 def reference_scores(refs_and_t, tokens, src=None):
     """log of the ensemble's mean of softmax(D / t) at each token of ``tokens`` (teacher forced)."""
     eos = refs_and_t[0][0].dictionary.eos()
@@ -103,7 +80,7 @@ def assert_scored_at(scores, refs_and_t, tokens, src=None, atol=ATOL, base=math.
 
 @pytest.fixture(scope="module")
 def refs(ckpt, toy_data):
-    return {name: Reference(path, toy_data["lm_bin"] if name in "LH" else toy_data["bin"])
+    return {name: RawModel(path, toy_data["lm_bin"] if name in "LH" else toy_data["bin"])
             for name, path in ckpt.items()}
 
 
@@ -210,29 +187,15 @@ def test_interactive_lm_sampling_at_an_explicit_temperature_on_the_head(toy_data
         check_cli(proc.stdout, [(refs[name], t)], n_expected=4, lm=True)
 
 
-def independent_lm_nll(ref, t, tokens_per_sample=32):
-    """Mean -log2 p over the test set at temperature t, in eval-lm's blocks, from raw outputs."""
-    task = ref.task
-    task.load_dataset("test")
-    total, count = 0.0, 0
-    for sample in task.get_batch_iterator(task.dataset("test"), max_tokens=1024).next_epoch_itr(shuffle=False):
-        for prev, target in zip(sample["net_input"]["src_tokens"], sample["target"]):
-            keep = target.ne(ref.dictionary.pad())
-            lp = torch.log_softmax(ref.log_probs(prev[keep]) / t, dim=-1)
-            total -= lp.gather(1, target[keep][:, None]).sum().item()
-            count += int(keep.sum())
-    return total / count / math.log(2)
-
-
 @pytest.mark.parametrize("name, t", [("L", T_LM), ("H", 1.0)])
 def test_eval_lm_scores_at_the_training_temperature(toy_data, ckpt, refs, name, t):
     out = run_cli("fairseq-eval-lm", toy_data["lm_bin"], "--path", ckpt[name], "--user-dir",
                   PLUGIN_DIR, "--cpu", "--gen-subset", "test", "--tokens-per-sample", "32",
                   "--max-tokens", "1024").stdout
     loss = float(out.split("Loss (base 2): ")[1].split(",")[0])
-    assert abs(loss - independent_lm_nll(refs[name], t)) < 1e-3
+    assert abs(loss - refs[name].lm_nll("test", t)[0]) < 1e-3
     if name == "L":
-        assert abs(loss - independent_lm_nll(refs[name], 1.8)) > 1e-2  # a wrong T would show
+        assert abs(loss - refs[name].lm_nll("test", 1.8)[0]) > 1e-2  # a wrong T would show
 
 
 # ------------------------------------------------------------------------------ Python API paths

@@ -1,14 +1,13 @@
 """Contextual-temperature LMs through the real CLIs: fairseq-train / fairseq-eval-lm /
 fairseq-interactive with --user-dir, for every head; eval-lm's perplexity is exp(unscaled NLL) of
 the normalised distribution over every corpus token; resume; 2-process CPU training with c10d."""
-import math
 import re
 import subprocess
 
 import pytest
 import torch
 
-from conftest import PLUGIN_DIR, cli, json_log_records, run_cli
+from conftest import PLUGIN_DIR, RawModel, cli, json_log_records, run_cli
 from test_distributed_and_install import free_port
 
 pytestmark = pytest.mark.e2e
@@ -43,27 +42,6 @@ def corpus_tokens(path):
     return sum(len(line.split()) for line in lines) + len(lines)
 
 
-def independent_nll(data, checkpoint, tokens_per_sample):
-    """Mean -log2 p(target) over the test set, from the model's normalised distribution."""
-    from fairseq import checkpoint_utils
-
-    import fairseq_ctemp  # noqa: F401
-
-    models, _, task = checkpoint_utils.load_model_ensemble_and_task(
-        [str(checkpoint)], arg_overrides={"data": str(data), "tokens_per_sample": tokens_per_sample})
-    model = models[0].eval()
-    task.load_dataset("test")
-    total, count = 0.0, 0
-    batches = task.get_batch_iterator(task.dataset("test"), max_tokens=4000).next_epoch_itr(shuffle=False)
-    with torch.no_grad():
-        for sample in batches:
-            lprobs = model.get_normalized_probs(model(**sample["net_input"]), log_probs=True)
-            keep = sample["target"].ne(task.dictionary.pad())
-            total -= lprobs.gather(-1, sample["target"][..., None])[..., 0][keep].sum().item()
-            count += keep.sum().item()
-    return total / count / math.log(2), count
-
-
 @pytest.fixture(scope="module")
 def trained(toy_data, tmp_path_factory):
     """Each head trained for 2 epochs once: {head: (save_dir, fairseq-train output)}."""
@@ -84,7 +62,9 @@ def test_every_head_trains_and_eval_lm_scores_every_token_of_the_normalised_dist
     out, count, loss, ppl = eval_lm(toy_data["lm_bin"], checkpoint, "--tokens-per-sample", "64")
     assert "skipping tokens with inf scores" not in out
     assert count == corpus_tokens(toy_data["raw"] / "test.tgt")  # nothing dropped
-    expected, expected_count = independent_nll(toy_data["lm_bin"], checkpoint, 64)
+    # from the raw outputs of fairseq's own loader: no plugin decoding code
+    expected, expected_count = RawModel(checkpoint, toy_data["lm_bin"], tokens_per_sample=64).lm_nll(
+        "test", max_tokens=4000)
     assert expected_count == count
     assert abs(loss - expected) < 1e-3, (loss, expected)
     assert abs(ppl - 2 ** loss) < 0.01 * ppl
@@ -145,24 +125,22 @@ def test_two_process_cpu_training_with_c10d_matches_update_freq_2(toy_data, tmp_
             assert abs(float(a[key]) - float(b[key])) <= 2e-3 * abs(float(b[key])) + 2e-3, (key, a, b)
 
 
-def test_interactive_generation_and_sampling_with_temperature(toy_data, trained):
+def test_interactive_and_generate_with_a_prefix(toy_data, trained):
+    """Scores of sampled / searched tokens against an independent computation, at default and
+    explicit temperatures: test_decoding_temperature."""
     prompts = "\n".join(" ".join(line.split()[:3]) for line in
                         (toy_data["raw"] / "test.tgt").read_text().splitlines()[:3]) + "\n"
-    common = [cli("fairseq-interactive"), str(toy_data["lm_bin"]), "--user-dir", PLUGIN_DIR, "--task",
-              "language_modeling", "--path", str(trained["lstm-mos-ct"][0] / "checkpoint_last.pt"), "--cpu",
-              "--max-len-b", "8"]
-    for extra in (["--beam", "2"], ["--sampling", "--sampling-topk", "5", "--temperature", "0.7",
-                                    "--beam", "1", "--seed", "2"]):
-        proc = subprocess.run(common + extra, input=prompts, text=True, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT)
-        assert proc.returncode == 0, proc.stdout[-3000:]
-        assert sum(line.startswith("H-") for line in proc.stdout.splitlines()) == 3
-    assert "--temperature 0.7 applied to the output heads' final distributions" in proc.stdout
+    checkpoint = trained["lstm-mos-ct"][0] / "checkpoint_last.pt"
+    proc = subprocess.run([cli("fairseq-interactive"), str(toy_data["lm_bin"]), "--user-dir", PLUGIN_DIR,
+                           "--task", "language_modeling", "--path", str(checkpoint), "--cpu",
+                           "--max-len-b", "8", "--beam", "2"],
+                          input=prompts, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert sum(line.startswith("H-") for line in proc.stdout.splitlines()) == 3
     generated = run_cli("fairseq-generate", toy_data["lm_bin"], "--user-dir", PLUGIN_DIR, "--task",
-                        "language_modeling", "--path", trained["lstm-mos-ct"][0] / "checkpoint_last.pt",
-                        "--cpu", "--sampling", "--beam", "1", "--prefix-size", "3", "--max-len-b", "8",
-                        "--batch-size", "16", "--gen-subset", "test", "--sample-break-mode", "eos",
-                        "--required-batch-size-multiple", "1").stdout
+                        "language_modeling", "--path", checkpoint, "--cpu", "--sampling", "--beam", "1",
+                        "--prefix-size", "3", "--max-len-b", "8", "--batch-size", "16", "--gen-subset",
+                        "test", "--sample-break-mode", "eos", "--required-batch-size-multiple", "1").stdout
     assert sum(line.startswith("H-") for line in generated.splitlines()) == 80
 
 

@@ -282,16 +282,20 @@ def test_heads_compute_in_fp32_under_half_precision_and_extreme_inputs(toy_data,
             assert torch.isfinite(stats.scale).all()
 
 
-def test_explicit_sampling_temperature_sharpens_the_final_distribution(toy_data):
+def test_an_explicit_temperature_acts_on_the_final_distribution_and_only_while_given(toy_data):
+    from fairseq_ctemp import decoding
+
     task, model, _ = build(toy_data["lm_bin"], *ARCHES["lstm-mos-ct"])
-    model.eval()
+    decoding.follow_the_rule(model.eval())
     x = tokens(task)
     with torch.no_grad():
         out = model(x)
-        base = model.get_normalized_probs(out, log_probs=True)
-        model.decoder.sampling_temperature = 0.5
-        sharp = model.get_normalized_probs(out, log_probs=True)
-    torch.testing.assert_close(sharp, F.log_softmax(base / 0.5, -1))
+        base, _ = model.decoder.output_head(out[0])  # the head's own distribution, no rule
+        with decoding.explicit_temperature(0.5):
+            sharp = model.get_normalized_probs(out, log_probs=True)
+        after = model.get_normalized_probs(out, log_probs=True)
+    torch.testing.assert_close(sharp, F.log_softmax(base.double() / 0.5, -1).float())
+    torch.testing.assert_close(after, base, rtol=0, atol=0)
 
 
 def test_tempered_ce_refuses_temperature_head_models(toy_data):
