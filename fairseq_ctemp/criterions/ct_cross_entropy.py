@@ -1,4 +1,4 @@
-"""``ct_cross_entropy``: the contextual-temperature LM loss (AAAI paper, Eq. 8; DESIGN.md section 2).
+"""``ct_cross_entropy``: the contextual-temperature LM loss (Wang et al., AAAI 2021, Eq. 8).
 
     loss = sum_t s_t * CE_t  (+ AR/TAR from the model, per target token)
     s_t  = mean_v tau_t(v)   the papers' "loss scaling" (--no-loss-scaling: s_t = 1)
@@ -10,8 +10,12 @@ from it and only from it), ``loss_scale`` (mean s_t), ``tau_mean`` / ``tau_min``
 (mean over positions of mean_v tau; smallest and largest tau computed, averaged over batches) and
 ``regularization`` (AR + TAR per token). All in base 2 like fairseq's losses.
 
-With fixed alpha, beta the scale is the constant (alpha + 1/V)/beta; with learned alpha, beta it
-can shrink the loss towards 0 without improving the model, which is why perplexity never uses it.
+The scale is a weight, not an objective: it is detached from the graph. The papers introduce it to
+rebalance the cross-entropy's gradients against the regularisers' once temperatures shrink them
+(as Hinton et al. multiply a distillation loss by T^2); differentiated, it would instead reward
+any parameter that lowers mean_v(tau) whatever the fit: with --ct-learn-alpha-beta its gradient
+dominates and drives alpha -> 0, beta -> infinity. So tau learns from the cross-entropy alone (and
+perplexity never uses the scale). With fixed alpha, beta it is the constant (alpha + 1/V)/beta.
 """
 import math
 from dataclasses import dataclass, field
@@ -64,7 +68,7 @@ class ContextualTemperatureCrossEntropy(FairseqCriterion):
             target_lprobs, tau = head.score(net_output[0], target)
             nll = -target_lprobs.masked_fill(~keep, 0.0)
             losses = nll
-        scale = tau.scale if self.loss_scaling else torch.ones_like(tau.scale)
+        scale = tau.scale.detach() if self.loss_scaling else torch.ones_like(tau.scale)
         loss = (losses * scale.masked_fill(~keep, 0.0)).sum()
         sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
         regularization = net_output[1].get("regularization") if isinstance(net_output[1], dict) else None
@@ -74,7 +78,7 @@ class ContextualTemperatureCrossEntropy(FairseqCriterion):
         logging_output = {
             "loss": loss.data,
             "nll_loss": nll.sum().data,
-            "loss_scale": (scale.detach() * keep).sum().data,
+            "loss_scale": (scale * keep).sum().data,
             "tau_mean": (tau.scale.detach() * keep).sum().data,
             "tau_min": tau.min.data * positions,  # weighted by positions, averaged in reduce_metrics
             "tau_max": tau.max.data * positions,

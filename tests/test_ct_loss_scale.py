@@ -1,0 +1,51 @@
+"""ct_cross_entropy's loss scale mean_v(tau) is a detached weight: learned alpha and beta get the
+gradient of the scaled cross-entropy through tau only (float64 reference), not the gradient that
+would shrink the scale itself."""
+import torch
+import torch.nn.functional as F
+from fairseq import options, tasks
+from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+from conftest import PLUGIN_DIR
+
+
+def reference_alpha_beta_gradients(model, x, y, detach_scale=True):
+    """d loss / d (alpha_raw, beta_raw) from the definition, float64: loss = sum_t s_t CE_t with
+    tau = (softmax(h W1 W2) + alpha) / beta, CE_t = -log softmax(z_t / tau_t)(y_t), s_t = mean_v tau_t."""
+    head = model.decoder.output_head
+    t = head.temperature
+    with torch.no_grad():
+        h = model(x)[0].double()
+    a = t.alpha_raw.detach().double().requires_grad_()
+    b = t.beta_raw.detach().double().requires_grad_()
+    z = h @ head.output.weight.double().T + head.output.bias.double()
+    mu = h @ t.down.weight.double().T @ t.up.weight.double().T
+    tau = (torch.softmax(mu, -1) + F.softplus(a)) / F.softplus(b)
+    ce = -torch.log_softmax(z / tau, -1).gather(-1, y[..., None])[..., 0]
+    scale = tau.mean(-1)
+    loss = ((scale.detach() if detach_scale else scale) * ce).sum()
+    return torch.autograd.grad(loss, (a, b))
+
+
+def test_learned_alpha_beta_gradients_come_from_the_cross_entropy_alone(toy_data):
+    args = options.parse_args_and_arch(options.get_training_parser(), [
+        str(toy_data["lm_bin"]), "--user-dir", PLUGIN_DIR, "--task", "language_modeling",
+        "--tokens-per-sample", "32", "--criterion", "ct_cross_entropy", "--cpu", "--arch",
+        "lstm_lm_tiny", "--ct-normalization", "softmax", "--ct-learn-alpha-beta", "--ct-alpha", "0.3",
+        "--ct-beta", "0.8"])
+    cfg = convert_namespace_to_omegaconf(args)
+    task = tasks.setup_task(cfg.task)
+    torch.manual_seed(1)
+    model, criterion = task.build_model(cfg.model).eval(), task.build_criterion(cfg.criterion)
+    g = torch.Generator().manual_seed(0)
+    x, y = (torch.randint(task.dictionary.nspecial, len(task.dictionary), (3, 12), generator=g)
+            for _ in range(2))
+    loss, _, _ = criterion(model, {"net_input": {"src_tokens": x, "src_lengths": torch.full((3,), 12)},
+                                   "target": y, "ntokens": 36, "id": torch.arange(3)})
+    t = model.decoder.output_head.temperature
+    got = torch.autograd.grad(loss, (t.alpha_raw, t.beta_raw))
+    expected = reference_alpha_beta_gradients(model, x, y)
+    for g_got, g_expected in zip(got, expected):
+        torch.testing.assert_close(g_got.double(), g_expected, rtol=1e-4, atol=1e-6)
+    undetached = reference_alpha_beta_gradients(model, x, y, detach_scale=False)
+    assert all(abs(u - e) > 0.1 * abs(u) for u, e in zip(undetached, expected))  # tells them apart
