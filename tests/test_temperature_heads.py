@@ -52,3 +52,17 @@ def test_mos_with_one_component_is_a_softmax_over_the_tanh_latent():
 def test_mos_rejects_zero_components():
     with pytest.raises(ValueError, match=r"--mos-components \(M\) must be an integer >= 1"):
         MixtureOfSoftmaxesHead(16, 40, n_components=0)
+
+
+def test_mos_latent_dropout_is_locked_over_time():
+    """One dropout mask per sequence (the MoS reference's LockedDropout on the latent): the same
+    input at every time step gives the same distribution at every step, and another per sequence."""
+    torch.manual_seed(0)
+    head = MixtureOfSoftmaxesHead(8, 20, n_components=3, latent_dropout=0.5).train()
+    h = torch.randn(1, 1, 8).expand(4, 6, 8)  # 4 sequences x 6 steps, all the same vector
+    log_probs, _ = head(h)
+    torch.testing.assert_close(log_probs, log_probs[:, :1].expand_as(log_probs), rtol=0, atol=0)
+    assert not torch.allclose(log_probs[0], log_probs[1])  # masks differ between sequences
+    torch.testing.assert_close(log_probs.exp().sum(-1), torch.ones(4, 6), rtol=0, atol=1e-5)
+    head.eval()
+    assert torch.equal(head(h)[0][0], head(h)[0][1])

@@ -22,7 +22,8 @@ class TemperatureHeadConfig(FairseqDataclass):
         default="softmax", metadata={"help": "output layer: softmax, mos (Mixture of Softmaxes) or "
                                              "adaptive (needs --adaptive-softmax-cutoff)"})
     mos_components: int = field(default=15, metadata={"help": "number of softmaxes M (--output-head mos)"})
-    mos_latent_dropout: float = field(default=0.0, metadata={"help": "dropout on the MoS latent (dropoutl)"})
+    mos_latent_dropout: float = field(default=0.0, metadata={
+        "help": "locked dropout (one mask per sequence) on the MoS latent, as the MoS reference's dropoutl"})
     ct_normalization: ChoiceEnum(CT_NORMALIZATIONS) = field(
         default="softmax", metadata={"help": "temperature: none (tau = 1), softmax: (softmax(mu) + "
                                              "alpha)/beta, lambda_tanh: lambda^tanh(mu), "
@@ -31,7 +32,9 @@ class TemperatureHeadConfig(FairseqDataclass):
     ct_alpha: float = field(default=1.0, metadata={"help": "alpha >= 0 of the softmax normalisation"})
     ct_beta: float = field(default=0.5, metadata={"help": "beta > 0 of the softmax normalisation"})
     ct_learn_alpha_beta: bool = field(default=False, metadata={"help": "learn alpha and beta (kept > 0 by softplus)"})
-    ct_lambda: float = field(default=2.0, metadata={"help": "lambda > 1 of lambda_tanh / tanh_plus_lambda"})
+    ct_lambda: float = field(default=2.0, metadata={
+        "help": "lambda > 1 of lambda_tanh / tanh_plus_lambda (the AAAI paper's ablation used 4 for "
+                "lambda_tanh and 3 for tanh_plus_lambda)"})
     ct_constant: float = field(default=1.0, metadata={"help": "tau of --ct-normalization constant"})
 
 

@@ -5,7 +5,8 @@ log-probabilities over the whole vocabulary (DESIGN.md section 2). Plain nn.Modu
     MoS head:      log p_t = logsumexp_m(log pi_{t,m} + log_softmax(z_{t,m} / tau_t))
                    pi_t = softmax(W_pi h_t),  z_{t,m} = W tanh(W_m h_t) + b   (Yang et al., 2018)
 
-tau_t comes from a ``ContextualTemperature`` on h_t (or None: tau = 1). All in fp32.
+tau_t comes from a ``ContextualTemperature`` on h_t (or None: tau = 1). All in fp32. Inputs h are
+(batch, time, dim) (or any (..., dim) at inference).
 
 Every head (these two and ``AdaptiveSoftmaxHead``) has the same interface:
     head(h)                -> (log_probs (..., V), TauStats)   the full distribution
@@ -32,6 +33,18 @@ class TauStats(NamedTuple):
             one = torch.ones((), device=device)
             return cls(torch.ones(positions_shape, device=device), one, one)
         return cls(tau.mean(-1), tau.min().detach(), tau.max().detach())
+
+
+def locked_dropout(x, p, training):
+    """Dropout with one mask per sequence, shared over time (dim 1 of (batch, time, ...)): the
+    MoS reference's LockedDropout on the latent ("dropoutl"). Inputs without a time axis get
+    ordinary dropout."""
+    if not training or p == 0:
+        return x
+    if x.dim() < 3:
+        return F.dropout(x, p, training)
+    mask = x.new_empty(x.size(0), 1, *x.shape[2:]).bernoulli_(1 - p) / (1 - p)
+    return x * mask
 
 
 class TemperatureHead(nn.Module):
@@ -70,7 +83,7 @@ class MixtureOfSoftmaxesHead(TemperatureHead):
         self.n_components = n_components
         self.prior = nn.Linear(input_dim, n_components, bias=False)
         self.latent = nn.Linear(input_dim, n_components * latent_dim)
-        self.latent_dropout = nn.Dropout(latent_dropout)
+        self.latent_dropout = latent_dropout
         self.output = nn.Linear(latent_dim, vocab_size, bias=bias)
         self.temperature = temperature
 
@@ -78,7 +91,8 @@ class MixtureOfSoftmaxesHead(TemperatureHead):
         """h: (..., input_dim) -> (log_probs (..., V) fp32, TauStats)."""
         log_prior = F.log_softmax(self.prior(h).float(), dim=-1)               # (..., M)
         latent = torch.tanh(self.latent(h)).view(*h.shape[:-1], self.n_components, -1)
-        logits = self.output(self.latent_dropout(latent)).float()            # (..., M, V)
+        latent = locked_dropout(latent, self.latent_dropout, self.training)
+        logits = self.output(latent).float()                                 # (..., M, V)
         tau = self.temperature(h) if self.temperature is not None else None
         if tau is not None:
             logits = logits / tau.unsqueeze(-2)  # one temperature per position, shared by components
