@@ -54,7 +54,7 @@ def check_decoding_temperature(value):
     try:
         value = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"the decoding temperature must be {ALLOWED}; got {value!r}") from None
+        raise ValueError(f"--temperature must be {ALLOWED}; got {value!r}") from None
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"--temperature must be {ALLOWED}; got {value:g}")
     return value

@@ -326,3 +326,13 @@ def test_bad_temperatures_are_refused_with_a_clear_error(ckpt, toy_data, bad):
         [str(ckpt["A"])], arg_overrides={"data": str(toy_data["bin"])})
     with pytest.raises(ValueError, match="temperature must be a finite number > 0"):
         SequenceGenerator(models, task.target_dictionary, temperature=bad)
+
+
+def test_a_bad_eval_bleu_args_temperature_stops_training_before_any_step(toy_data, tmp_path):
+    proc = run_cli("fairseq-train", toy_data["bin"], "--user-dir", PLUGIN_DIR, *TINY_TRANSFORMER,
+                   *TRAIN_DEFAULTS, "--criterion", "tempered_ce", "--softmax-temperature", "3",
+                   "--eval-bleu", "--eval-bleu-args", '{"beam": 1, "temperature": 0}', "--max-epoch", "1",
+                   "--save-dir", tmp_path, check=False)
+    assert proc.returncode != 0
+    assert "--temperature must be a finite number > 0" in proc.stdout and "--eval-bleu-args" in proc.stdout
+    assert "begin training epoch" not in proc.stdout and not list(tmp_path.glob("*.pt"))
