@@ -9,8 +9,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv=${1:-$root/.venv}
 stamp=$venv/.fairseq_ctemp_installed
-# Re-run when setup.py changed after the last successful set-up.
-if [ -f "$stamp" ] && [ "$stamp" -nt "$root/setup.py" ] && [ "$stamp" -nt "$0" ]; then
+# Re-run when pyproject.toml changed after the last successful set-up.
+if [ -f "$stamp" ] && [ "$stamp" -nt "$root/pyproject.toml" ] && [ "$stamp" -nt "$0" ]; then
   exit 0
 fi
 py=${PYTHON:-python3}
@@ -31,7 +31,7 @@ fi
 # fairseq's real runtime deps (scikit-learn: `import fairseq` needs it) plus ours.
 $pip install -q "hydra-core==1.3.2" "omegaconf==2.3.0" regex sacrebleu tqdm bitarray packaging \
   scikit-learn sentencepiece subword-nmt matplotlib pytest pytest-xdist
-# The plugin itself, editable, never resolving dependencies (see setup.py).
+# The plugin itself, editable, never resolving dependencies (see pyproject.toml).
 $pip install -q --no-deps --no-build-isolation -e "$root"
 "$venv/bin/python" -c "import fairseq, fairseq_ctemp, torch; print('fairseq', fairseq.__version__, '| torch', torch.__version__)"
 touch "$stamp"
