@@ -1,4 +1,4 @@
-"""The contextual-temperature layer (DESIGN.md section 2): ranges, validity, fp32, bad options."""
+"""The contextual-temperature layer: ranges, validity, fp32, bad options."""
 import pytest
 import torch
 

@@ -1,4 +1,4 @@
-"""SACT attention temperature and the sact_lstm translator (DESIGN.md section 3): the formula against a
+"""SACT attention temperature and the sact_lstm translator: the formula against a
 slow reference, incremental = full decoding (with beam reordering), plain attention = fairseq's
 lstm, bad options, and train -> generate -> score -> resume -> heatmaps through the real CLIs."""
 import json

@@ -1,4 +1,4 @@
-"""tempered_ce, the spec as tests: DESIGN.md section 1 and issue #2."""
+"""tempered_ce, the specification as tests (the loss of fairseq_ctemp/criterions/tempered_ce.py)."""
 import math
 from types import SimpleNamespace
 
@@ -59,7 +59,7 @@ def loss_and_grad(criterion, logits, sample, dictionary):
 
 
 def slow_reference(logits, target, T, eps, w, rescale=True):
-    """DESIGN.md section 1 written out position by position, in float64."""
+    """The loss of the tempered_ce docstring written out position by position, in float64."""
     V = logits.size(-1)
     loss = nll = ent = ent_untempered = nll_untempered = torch.zeros((), dtype=torch.float64)
     for b in range(logits.size(0)):

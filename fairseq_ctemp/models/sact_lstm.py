@@ -1,5 +1,5 @@
 """``sact_lstm``: an attention LSTM translator with Self-Adaptive Control of Temperature (SACT;
-Lin et al., EMNLP 2018; DESIGN.md section 3).
+Lin et al., EMNLP 2018).
 
 Bidirectional LSTM encoder (fairseq's ``LSTMEncoder``: both directions concatenated, so it outputs
 2 x --encoder-hidden-size), unidirectional LSTM decoder with input feeding (fairseq's

@@ -1,4 +1,4 @@
-"""Contextual temperature (Wang et al., AAAI 2021; DESIGN.md section 2): a temperature per position
+"""Contextual temperature (Wang et al., AAAI 2021): a temperature per position
 and per vocabulary entry, computed from the decoder state h_t that predicts token t+1.
 
     mu_t  = h_t . W1 . W2                W1: d x Q, W2: Q x V (rank Q; the paper uses Q = 280 on PTB)

@@ -1,5 +1,5 @@
 """Self-Adaptive Control of Temperature (SACT; Lin et al., "Learning When to Concentrate or Divert
-Attention", EMNLP 2018; DESIGN.md section 3): attention whose softness is set at each decoder step
+Attention", EMNLP 2018): attention whose softness is set at each decoder step
 by a temperature computed from the decoder state s_t and the previous context vector c_{t-1}.
 
     e_{t,i}     = h_i . (W_in s_t)                          fairseq's LSTM attention score (Luong

@@ -1,5 +1,5 @@
 """Output heads that divide logits by a (contextual) temperature and return normalised
-log-probabilities over the whole vocabulary (DESIGN.md section 2). Plain nn.Modules.
+log-probabilities over the whole vocabulary. Plain nn.Modules.
 
     softmax head:  log p_t = log_softmax(z_t / tau_t),                z_t = W h_t + b
     MoS head:      log p_t = logsumexp_m(log pi_{t,m} + log_softmax(z_{t,m} / tau_t))
