@@ -1,6 +1,6 @@
-"""Softmax tempering for training (Saxena/Dabre et al., "Investigating Softmax Tempering for Training
-NMT Models"): cross-entropy of softmax(logits / T), label-smoothed, optionally mixed with softmax
-entropy maximisation (SEM), and multiplied by T.
+"""Softmax tempering for training (Dabre and Fujita, "Investigating Softmax Tempering for Training
+Neural Machine Translation Models", MT Summit 2021): cross-entropy of softmax(logits / T),
+label-smoothed, optionally mixed with softmax entropy maximisation (SEM), and multiplied by T.
 
     P      = softmax(D / T)
     L_X    = fairseq's label-smoothed NLL of P (gold 1 - eps, others eps / (V - 1))
