@@ -2,7 +2,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup demo test bench
+.PHONY: setup demo test lint bench
 setup:
 	@bash scripts/setup_venv.sh $(VENV)
 
@@ -14,6 +14,10 @@ demo: setup
 TEST_WORKERS ?= 2
 test: setup
 	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist loadfile
+
+lint: setup
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 
 bench: setup
 	$(PY) benchmarks/bench_tempered_ce.py
