@@ -25,7 +25,7 @@ from fairseq.models import (FairseqIncrementalDecoder, FairseqLanguageModel, reg
                             register_model_architecture)
 from fairseq.utils import safe_getattr
 
-from .temperature_head import TemperatureHeadConfig, TemperatureHeadDecoderMixin, build_output_head, head_defaults
+from .temperature_head import TemperatureHeadConfig, TemperatureHeadDecoderMixin, build_output_head, dataclass_defaults
 
 
 @dataclass
@@ -170,18 +170,13 @@ def _lstm_defaults(args, embed_dim, sizes, dropout, dropout_input, dropout_hidde
                    ct_normalization, mos_latent_dropout=0.29):
     args.embed_dim = safe_getattr(args, "embed_dim", embed_dim)
     args.lstm_hidden_sizes = safe_getattr(args, "lstm_hidden_sizes", sizes)
-    args.untie_embeddings = safe_getattr(args, "untie_embeddings", False)
     args.dropout = safe_getattr(args, "dropout", dropout)
     args.dropout_input = safe_getattr(args, "dropout_input", dropout_input)
     args.dropout_hidden = safe_getattr(args, "dropout_hidden", dropout_hidden)
-    args.dropout_embedding = safe_getattr(args, "dropout_embedding", 0.1)
-    args.weight_dropout = safe_getattr(args, "weight_dropout", 0.5)
-    args.activation_regularization = safe_getattr(args, "activation_regularization", 2.0)
-    args.temporal_activation_regularization = safe_getattr(args, "temporal_activation_regularization", 1.0)
     args.output_head = safe_getattr(args, "output_head", output_head)
     args.ct_normalization = safe_getattr(args, "ct_normalization", ct_normalization)
     args.mos_latent_dropout = safe_getattr(args, "mos_latent_dropout", mos_latent_dropout)
-    head_defaults(args)
+    dataclass_defaults(args, CTLSTMLanguageModelConfig)  # the other options: their field defaults
 
 
 # The MoS papers' settings (Yang et al., 2018), as used by the contextual-temperature AAAI paper.

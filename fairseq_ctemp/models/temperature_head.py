@@ -5,6 +5,7 @@ Decoders using the mixin return the features h_t (not logits) in ``net_output[0]
 adaptive-softmax models; every consumer goes through ``get_normalized_probs`` (criteria,
 fairseq-eval-lm, fairseq-generate/interactive) or through the head itself (``ct_cross_entropy``).
 """
+import dataclasses
 from dataclasses import dataclass, field
 
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
@@ -38,13 +39,17 @@ class TemperatureHeadConfig(FairseqDataclass):
     ct_constant: float = field(default=1.0, metadata={"help": "tau of --ct-normalization constant"})
 
 
+def dataclass_defaults(args, config_class):
+    """Fill every option of ``config_class`` missing from ``args`` with its dataclass default: the
+    one place each default is written (architecture functions set only what differs)."""
+    for field_ in dataclasses.fields(config_class):
+        if not field_.name.startswith("_") and field_.default is not dataclasses.MISSING:
+            setattr(args, field_.name, safe_getattr(args, field_.name, field_.default))
+
+
 def head_defaults(args):
-    """Architecture-function defaults for the options above (fairseq fills arch defaults first)."""
-    for name, value in (("output_head", "softmax"), ("mos_components", 15), ("mos_latent_dropout", 0.0),
-                        ("ct_normalization", "softmax"), ("ct_rank", 280), ("ct_alpha", 1.0),
-                        ("ct_beta", 0.5), ("ct_learn_alpha_beta", False), ("ct_lambda", 2.0),
-                        ("ct_constant", 1.0)):
-        setattr(args, name, safe_getattr(args, name, value))
+    """Architecture-function defaults for the head options (fairseq fills arch defaults first)."""
+    dataclass_defaults(args, TemperatureHeadConfig)
 
 
 def build_temperature(args, input_dim, entries):
