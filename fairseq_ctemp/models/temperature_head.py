@@ -12,9 +12,10 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.utils import safe_getattr
 
 from ..modules import AdaptiveSoftmaxHead, ContextualTemperature, MixtureOfSoftmaxesHead, TemperedSoftmaxHead
+from ..modules.contextual_temperature import NORMALIZATIONS
 
 OUTPUT_HEADS = ["softmax", "mos", "adaptive"]
-CT_NORMALIZATIONS = ["none", "softmax", "lambda_tanh", "tanh_plus_lambda", "constant"]
+CT_NORMALIZATIONS = ["none", *NORMALIZATIONS]  # none: no temperature head (tau = 1)
 
 
 @dataclass

@@ -70,11 +70,10 @@ class AdaptiveSoftmaxHead(TemperatureHead):
         """h: (..., input_dim) -> (log_probs (..., V) fp32, TauStats): every cluster everywhere."""
         flat = self.adaptive_softmax.dropout_module(h.reshape(-1, h.size(-1)))
         low_rank, up = self._low_rank(flat)
-        head, q_head, taus = self._head(flat, low_rank, up)
+        head, state, taus = self._head(flat, low_rank, up)
         parts = [head[:, :self.cutoff[0]]]
         for k in range(self.n_clusters):
-            q_cluster = None if q_head is None else q_head[:, self.cutoff[0] + k]
-            tail, tau = self._tail(flat, k, q_cluster, low_rank, up)
+            tail, tau = self._tail(flat, k, self._entry_state(state, k), low_rank, up)
             taus.append(tau)
             parts.append(head[:, self.cutoff[0] + k].unsqueeze(1) + tail)
         log_probs = torch.cat(parts, dim=-1).view(*h.shape[:-1], self.vocab_size)
@@ -88,12 +87,12 @@ class AdaptiveSoftmaxHead(TemperatureHead):
         cluster = torch.bucketize(target, self.boundaries, right=True)  # 0: shortlist, k+1: tail k
         head_target = torch.where(cluster == 0, target, self.cutoff[0] + cluster - 1)
         low_rank, up = self._low_rank(flat)
-        head, q_head, taus = self._head(flat, low_rank, up)
+        head, state, taus = self._head(flat, low_rank, up)
         scores = head.gather(1, head_target.unsqueeze(1)).squeeze(1)
         for k in range(self.n_clusters):
             rows = (cluster == k + 1).nonzero().squeeze(1)
-            q_cluster = None if q_head is None else q_head[rows, self.cutoff[0] + k]
-            tail, tau = self._tail(flat.index_select(0, rows), k, q_cluster,
+            entry_state = self._entry_state(state, k, rows)
+            tail, tau = self._tail(flat.index_select(0, rows), k, entry_state,
                                    None if low_rank is None else low_rank.index_select(0, rows), up)
             taus.append(tau)
             in_cluster = (target.index_select(0, rows) - self.cutoff[k]).unsqueeze(1)
@@ -106,54 +105,51 @@ class AdaptiveSoftmaxHead(TemperatureHead):
             return None
         flat = h.reshape(-1, h.size(-1))
         low_rank, up = self._low_rank(flat)
-        _, q_head, taus = self._head(flat, low_rank, up)
+        _, state, taus = self._head(flat, low_rank, up)
         parts = [taus[0][:, :self.cutoff[0]]]
         for k in range(self.n_clusters):
-            q_cluster = None if q_head is None else q_head[:, self.cutoff[0] + k]
-            parts.append(self._tail(flat, k, q_cluster, low_rank, up)[1])
+            parts.append(self._tail(flat, k, self._entry_state(state, k), low_rank, up)[1])
         return torch.cat(parts, dim=-1).view(*h.shape[:-1], self.vocab_size)
 
     def _low_rank(self, flat):
         """h . W1 once for all clusters, and W2 split once into its head and cluster blocks (one
         gradient buffer for W2, where three row slices would each allocate a full-size one)."""
         t = self.temperature
-        if t is None or t.normalization == "constant":
+        if t is None or not t.norm.uses_mu:
             return None, None
         low_rank = F.linear(flat.float(), t.down.weight.float())
         sizes = [self.head_size] + [b - a for a, b in zip(self.cutoff, self.cutoff[1:])]
         return low_rank, t.up.weight.float().split(sizes)
 
-    def _head(self, flat, low_rank, up):
-        """Head log-probs, the head's q (softmax normalisation only) and [tau_head]."""
-        logits = self.adaptive_softmax.head(flat).float()
-        tau, q = None, None
-        t = self.temperature
-        if t is not None and t.normalization == "constant":
-            tau = t.constant.expand_as(logits)
-        elif t is not None:
-            mu = F.linear(low_rank, up[0])
-            if t.normalization == "softmax":
-                q = torch.softmax(mu, dim=-1)
-                tau = t.from_probabilities(q)
-            else:
-                tau = t.elementwise(mu)
-        log_probs = F.log_softmax(logits if tau is None else logits / tau, dim=-1)
-        return log_probs, q, [tau]
+    def _entry_state(self, state, k, rows=None):
+        """The normalisation's state at tail cluster k's head entry (for ``rows``), or None."""
+        if state is None:
+            return None
+        entry = state[:, self.cutoff[0] + k]
+        return entry if rows is None else entry[rows]
 
-    def _tail(self, flat, k, q_cluster, low_rank, up):
+    def _head(self, flat, low_rank, up):
+        """Head log-probs, the normalisation's state of the head (or None) and [tau_head]."""
+        logits = self.adaptive_softmax.head(flat).float()
+        tau, state = self._tau(logits, lambda norm, t: norm.adaptive_head(t, F.linear(low_rank, up[0])))
+        log_probs = F.log_softmax(logits if tau is None else logits / tau, dim=-1)
+        return log_probs, state, [tau]
+
+    def _tail(self, flat, k, entry_state, low_rank, up):
         """Within-cluster log-probs of tail cluster k and its tau."""
         logits = self.adaptive_softmax.tail[k](flat).float()
-        tau = None
-        t = self.temperature
-        if t is not None and t.normalization == "constant":
-            tau = t.constant.expand_as(logits)
-        elif t is not None:
-            mu = F.linear(low_rank, up[k + 1])
-            if t.normalization == "softmax":
-                tau = t.from_probabilities(q_cluster.unsqueeze(1) * torch.softmax(mu, dim=-1))
-            else:
-                tau = t.elementwise(mu)
+        tau, _ = self._tau(logits, lambda norm, t: (
+            norm.adaptive_tail(t, F.linear(low_rank, up[k + 1]), entry_state), None))
         return F.log_softmax(logits if tau is None else logits / tau, dim=-1), tau
+
+    def _tau(self, logits, from_mu):
+        """(tau for these logits, state): none, a constant, or the normalisation of mu."""
+        t = self.temperature
+        if t is None:
+            return None, None
+        if not t.norm.uses_mu:
+            return t.norm.tau(t, logits.shape), None
+        return from_mu(t.norm, t)
 
     def _stats(self, flat, taus, positions_shape):
         t = self.temperature
@@ -162,11 +158,5 @@ class AdaptiveSoftmaxHead(TemperatureHead):
         computed = [tau for tau in taus if tau.numel() > 0]
         low = torch.stack([tau.min() for tau in computed]).min().detach()
         high = torch.stack([tau.max() for tau in computed]).max().detach()
-        if t.normalization == "softmax":
-            alpha, beta = t.alpha_beta()
-            scale = (alpha + 1.0 / self.vocab_size) / beta * flat.new_ones(positions_shape).float()
-        elif t.normalization == "constant":
-            scale = t.constant.expand(positions_shape)
-        else:
-            scale = taus[0].mean(-1).view(positions_shape)
+        scale = t.norm.adaptive_loss_scale(t, taus[0], self.vocab_size).reshape(positions_shape)
         return TauStats(scale, low, high)
