@@ -20,6 +20,7 @@ sacrebleu's 13a (comparable with published numbers). The grid decodes --dev-subs
 (beam, lenpen); the best dev BLEU is the beam system on --subset. Outputs are never overwritten.
 """
 import argparse
+import codecs
 import contextlib
 import glob
 import io
@@ -34,6 +35,7 @@ import subprocess
 import sys
 import time
 import traceback
+import zipfile
 
 from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.significance import PairedTest
@@ -83,11 +85,40 @@ def subset_size(data, subset):
     return sizes.pop() if len(sizes) == 1 else None
 
 
+def check_checkpoint_file(path):
+    """A cheap look before decoding: fairseq's own error for a damaged file is a traceback."""
+    if os.path.isdir(path):
+        raise UsageError(f"--checkpoint {path} is a directory; give the checkpoint file (e.g. {path}/checkpoint_best.pt)")
+    if os.path.getsize(path) == 0:
+        raise UsageError(f"--checkpoint {path} is empty (0 bytes), not a checkpoint")
+    if not zipfile.is_zipfile(path):  # torch.save (>= 1.6) writes a zip archive
+        raise UsageError(f"--checkpoint {path} is not a PyTorch checkpoint (not a torch.save zip archive; "
+                         "truncated or another kind of file?)")
+
+
 def read_lines(path, option, expected=None):
+    """The lines of a UTF-8 text file (LF or CR LF ends); UsageError naming the file and line for
+    another encoding."""
     if not os.path.isfile(path):
         raise UsageError(f"{option} {path}: no such file")
-    with open(path, encoding="utf-8", newline="\n") as f:
-        lines = [line.rstrip("\r\n") for line in f]
+    with open(path, "rb") as f:
+        data = f.read()
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) or b"\x00" in data[:4096]:
+        raise UsageError(f"{option} {path} looks like UTF-16 (NUL bytes); it must be UTF-8: convert it, "
+                         "e.g. iconv -f UTF-16 -t UTF-8")
+    if data.startswith(codecs.BOM_UTF8):
+        data = data[len(codecs.BOM_UTF8):]
+    lines = data.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    for number, line in enumerate(lines):
+        try:
+            lines[number] = line.decode("utf-8").rstrip("\r")
+        except UnicodeDecodeError as e:
+            raise UsageError(f"{option} {path}, line {number + 1}: not UTF-8 (byte 0x{line[e.start]:02x} at "
+                             f"column {e.start + 1}); convert it, e.g. iconv -f <its encoding> -t UTF-8") from None
+    if not lines:
+        raise UsageError(f"{option} {path} is empty")
     if expected is not None and len(lines) != expected:
         raise UsageError(f"{option} {path} has {len(lines)} lines but there are {expected} sentences")
     return lines
@@ -226,12 +257,19 @@ def run_greedy_vs_beam(data, checkpoint, beam=5, subset="test", extra_args=(), l
     for path in files.values():
         if os.path.exists(path):
             raise UsageError(f"{path} already exists; refusing to overwrite it")
+        parent = os.path.dirname(os.path.abspath(path))
+        while not os.path.exists(parent):
+            parent = os.path.dirname(parent)
+        if not os.path.isdir(parent):  # found now, not after decoding
+            raise UsageError(f"cannot write {path}: {parent} is a file, not a directory")
     # Keyed by role, not by subset name: --dev-subset may be the test subset itself.
     subsets, ref_options = {"test": subset, "dev": dev_subset}, {"test": "--ref", "dev": "--dev-ref"}
     sizes = {role: subset_size(data, subsets[role]) for role in (("test", "dev") if grid else ("test",))}
     raw = {role: read_lines(path, ref_options[role], sizes[role]) if path else None
            for role, path in (("test", ref), ("dev", dev_ref))}
     tokenize_for = {role: tokenize or ("13a" if raw[role] else "none") for role in raw}
+    for path in checkpoint.split(":"):
+        check_checkpoint_file(path)
     logs = {}
 
     def run(log_name, role, beam_, lenpen_):
