@@ -501,6 +501,12 @@ SWEEP_TRAIN_OPTIONS = {
     "--log-format": "json, parsed by the recipes", "--log-interval": "--log-interval"}
 
 
+# fairseq-generate options every decoding sets (ctemp-greedy-vs-beam's OWN_OPTIONS and the sweep's)
+DECODING_OPTIONS = ("--path", "--beam", "--lenpen", "--gen-subset", "--temperature", "--user-dir",
+                    "--results-path", "--quiet", "--batch-size", "--remove-bpe", "--source-lang",
+                    "--target-lang", "-s", "-t")
+
+
 def check_settings(args, preset):
     """Every option of a sweep, including those only used after training (decoding, finalize),
     checked before anything is written or started. Returns (temperatures, scalar settings)."""
@@ -529,9 +535,11 @@ def check_settings(args, preset):
             raise AltError(f"--{key.replace('_', '-')} must be >= {least}, got {value}")
     for key in ("grid_beams", "speed_beams"):
         if (key == "grid_beams" and not scalar[key]) or any(b < 1 for b in scalar[key]):
-            raise AltError(f"--{key.replace('_', '-')} must be integers >= 1, got {scalar[key] or 'none'}")
+            raise AltError(f"--{key.replace('_', '-')} must be integers >= 1, got "
+                           f"{','.join(map(str, scalar[key])) or 'none'}")
     if not scalar["grid_lenpens"] or not all(0 < x < float("inf") for x in scalar["grid_lenpens"]):
-        raise AltError(f"--grid-lenpens must be finite numbers > 0, got {scalar['grid_lenpens'] or 'none'}")
+        raise AltError(f"--grid-lenpens must be finite numbers > 0, got "
+                       f"{','.join(map(fmt, scalar['grid_lenpens'])) or 'none'}")
     check_finalize_group(args, temperatures)
     check_decoding_options(args)
     for arg in args.fairseq_args:
@@ -568,9 +576,7 @@ def check_decoding_options(args):
         decode_args = shlex.split(args.decode_args)
     except ValueError as e:
         raise AltError(f"--decode-args {args.decode_args!r}: {e}") from None
-    from fairseq_ctemp.cli.greedy_vs_beam import OWN_OPTIONS  # sacrebleu only, no fairseq
-
-    own = [a for a in decode_args if a.split("=")[0] in OWN_OPTIONS + ("--batch-size", "--remove-bpe")]
+    own = [a for a in decode_args if a.split("=")[0] in DECODING_OPTIONS]
     if own:
         raise AltError(f"--decode-args: {', '.join(own)} is set by the sweep (--eval-beam, --grid-*, "
                        "--decode-batch, the data)")

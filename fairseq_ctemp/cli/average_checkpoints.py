@@ -19,11 +19,12 @@ import os
 import re
 import sys
 import tempfile
-import zipfile
 
 import torch
 
 import fairseq_ctemp  # noqa: F401  (registers the safe globals for torch.load)
+
+from . import inputs
 
 
 class AverageError(Exception):
@@ -48,11 +49,10 @@ def load(path):
     """A checkpoint's state; AverageError naming the file if it is not a readable fairseq checkpoint."""
     if not os.path.isfile(path):
         raise AverageError(f"--inputs {path}: no such file")
-    if os.path.getsize(path) == 0:
-        raise AverageError(f"--inputs {path} is empty (0 bytes), not a checkpoint")
-    if not zipfile.is_zipfile(path):  # torch.save (>= 1.6) writes a zip archive
-        raise AverageError(f"--inputs {path} is not a PyTorch checkpoint (not a torch.save zip archive; "
-                           "truncated or another kind of file?)")
+    try:
+        inputs.check_checkpoint(path)
+    except inputs.InputError as e:
+        raise AverageError(f"--inputs {path} {e}") from None
     try:
         state = torch.load(path, map_location="cpu")  # weights_only by default on torch >= 2.6
     except Exception as e:  # a damaged archive or unexpected objects: one line, not a traceback

@@ -20,7 +20,6 @@ sacrebleu's 13a (comparable with published numbers). The grid decodes --dev-subs
 (beam, lenpen); the best dev BLEU is the beam system on --subset. Outputs are never overwritten.
 """
 import argparse
-import codecs
 import contextlib
 import glob
 import io
@@ -35,10 +34,11 @@ import subprocess
 import sys
 import time
 import traceback
-import zipfile
 
 from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.significance import PairedTest
+
+from . import inputs
 
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the --user-dir
 # Set here for every run; passing them after -- would make the two systems differ silently.
@@ -85,38 +85,13 @@ def subset_size(data, subset):
     return sizes.pop() if len(sizes) == 1 else None
 
 
-def check_checkpoint_file(path):
-    """A cheap look before decoding: fairseq's own error for a damaged file is a traceback."""
-    if os.path.isdir(path):
-        raise UsageError(f"--checkpoint {path} is a directory; give the checkpoint file (e.g. {path}/checkpoint_best.pt)")
-    if os.path.getsize(path) == 0:
-        raise UsageError(f"--checkpoint {path} is empty (0 bytes), not a checkpoint")
-    if not zipfile.is_zipfile(path):  # torch.save (>= 1.6) writes a zip archive
-        raise UsageError(f"--checkpoint {path} is not a PyTorch checkpoint (not a torch.save zip archive; "
-                         "truncated or another kind of file?)")
-
-
 def read_lines(path, option, expected=None):
-    """The lines of a UTF-8 text file (LF or CR LF ends); UsageError naming the file and line for
-    another encoding."""
     if not os.path.isfile(path):
         raise UsageError(f"{option} {path}: no such file")
-    with open(path, "rb") as f:
-        data = f.read()
-    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) or b"\x00" in data[:4096]:
-        raise UsageError(f"{option} {path} looks like UTF-16 (NUL bytes); it must be UTF-8: convert it, "
-                         "e.g. iconv -f UTF-16 -t UTF-8")
-    if data.startswith(codecs.BOM_UTF8):
-        data = data[len(codecs.BOM_UTF8):]
-    lines = data.split(b"\n")
-    if lines[-1] == b"":
-        lines.pop()
-    for number, line in enumerate(lines):
-        try:
-            lines[number] = line.decode("utf-8").rstrip("\r")
-        except UnicodeDecodeError as e:
-            raise UsageError(f"{option} {path}, line {number + 1}: not UTF-8 (byte 0x{line[e.start]:02x} at "
-                             f"column {e.start + 1}); convert it, e.g. iconv -f <its encoding> -t UTF-8") from None
+    try:
+        lines = inputs.read_utf8_lines(path)
+    except inputs.InputError as e:
+        raise UsageError(f"{option} {path}: {e}") from None
     if not lines:
         raise UsageError(f"{option} {path} is empty")
     if expected is not None and len(lines) != expected:
@@ -269,7 +244,10 @@ def run_greedy_vs_beam(data, checkpoint, beam=5, subset="test", extra_args=(), l
            for role, path in (("test", ref), ("dev", dev_ref))}
     tokenize_for = {role: tokenize or ("13a" if raw[role] else "none") for role in raw}
     for path in checkpoint.split(":"):
-        check_checkpoint_file(path)
+        try:
+            inputs.check_checkpoint(path)
+        except inputs.InputError as e:
+            raise UsageError(f"--checkpoint {path} {e}") from None
     logs = {}
 
     def run(log_name, role, beam_, lenpen_):
