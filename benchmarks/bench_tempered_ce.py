@@ -64,6 +64,11 @@ def parse_args(argv=None):
                    help='more fairseq-train options, e.g. --fairseq-args="--share-all-embeddings"')
     args = p.parse_args(argv)
     resolve_device(p, args, CPU_DEFAULTS, GPU_DEFAULTS)
+    if args.batches < 1 or args.rounds < 1 or args.warmup < 0:
+        p.error("--batches and --rounds must be >= 1, --warmup >= 0")
+    low, high = 0.01, 100.0  # tempered_ce's range (fairseq_ctemp/criterions/checks.py)
+    if not low <= args.temperature <= high:
+        p.error(f"--temperature must be in [{low:g}, {high:g}] (tempered_ce's range), got {args.temperature:g}")
     torch.set_num_threads(args.threads)
     return args
 

@@ -1,8 +1,9 @@
 """fairseq-ctemp: fixed and learned temperature for fairseq (use with --user-dir fairseq_ctemp)."""
-from . import compat, decoding
+from . import compat, decoding, option_errors
 
 compat.apply()
 decoding.apply()
+option_errors.install()
 
 from . import criterions, models  # noqa: E402,F401  (registers components with fairseq)
 

@@ -1,8 +1,12 @@
 """Shared by the ALT recipes (scripts/alt_data.py, alt_sweep.py, alt_results.py): language codes,
 directory layout, tools, atomic writes. Not a command itself."""
+import ctypes
+import fcntl
 import json
 import os
 import shutil
+import signal
+import socket
 import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -21,6 +25,8 @@ PAPER_LANGUAGES = ("bn", "fil", "id", "ja", "km", "lo", "ms", "my", "th", "vi", 
 OFFICIAL_SIZES = {"train": 18088, "dev": 1000, "test": 1018}
 SPLITS = ("train", "dev", "test")
 FAIRSEQ_SUBSET = {"train": "train", "dev": "valid", "test": "test"}  # fairseq-preprocess names
+# tempered_ce's --softmax-temperature range (fairseq_ctemp/criterions/checks.py; a test keeps them equal)
+TEMPERATURE_RANGE = (0.01, 100.0)
 NICT = "https://www2.nict.go.jp/astrec-att/member/mutiyama/ALT"
 RELEASE_ZIP = "ALT-Parallel-Corpus-20191206.zip"
 
@@ -62,6 +68,16 @@ def data_tag(subwords, vocab, train_subset=None):
 def data_dir(work, src, tgt, tag):
     a, b = pair(src, tgt)
     return os.path.join(work, "data", f"{a}-{b}.{tag}")
+
+
+def prepared(path):
+    """A data directory's prepare.json (None if it is not prepared), with "bin" and "raw" in that
+    directory, where prepare wrote them: a moved or copied work directory uses its own data, never
+    the directory it was copied from (older prepare.json files store cwd-relative paths)."""
+    info = read_json(os.path.join(path, "prepare.json"))
+    if info is not None:
+        info["bin"], info["raw"] = (os.path.join(path, d) for d in ("bin", "raw"))
+    return info
 
 
 def bleu_tokenize(lang):
@@ -138,6 +154,55 @@ def fmt(x):
 def say(text):
     sys.stderr.write(text + "\n")  # one write: lines from the sweep's threads do not interleave
     sys.stderr.flush()
+
+
+class Lock:
+    """An exclusive, non-blocking lock on DIR/.lock while the `with` block runs. The kernel releases
+    it when its holder dies, however it dies, so a lock file left by a dead process never blocks;
+    the file names the holder for the error message."""
+
+    def __init__(self, directory, error=AltError):
+        self.directory, self.error = directory, error
+        self.path = os.path.join(directory, ".lock")
+
+    def __enter__(self):
+        os.makedirs(self.directory, exist_ok=True)
+        self.file = open(self.path, "a+", encoding="utf-8")
+        try:
+            fcntl.flock(self.file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.file.seek(0)
+            holder = self.file.read().strip() or "another process"
+            self.file.close()
+            raise self.error(f"{self.directory} is being worked on by {holder}: wait for it to finish, "
+                             "or stop it and run again") from None
+        self.file.seek(0)
+        self.file.truncate()
+        self.file.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
+        self.file.flush()
+        return self
+
+    def __exit__(self, *exc):
+        fcntl.flock(self.file, fcntl.LOCK_UN)
+        self.file.close()
+
+
+PARENT_PID = "ALT_PARENT_PID"  # set by a recipe for the child processes it starts
+
+
+def die_with_parent():
+    """In a child process of a recipe (PARENT_PID set): receive SIGTERM when the parent dies, even
+    by SIGKILL (Linux PR_SET_PDEATHSIG), so that a killed sweep leaves no run training on, holding
+    its lock. Exits at once if the parent is already gone."""
+    parent = os.environ.pop(PARENT_PID, None)
+    if parent is None:
+        return
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: the parent's SIGTERM handler still stops its children
+    if os.getppid() != int(parent):
+        sys.exit("error: the process that started this one has died; not starting")
 
 
 def run_main(main):

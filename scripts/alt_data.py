@@ -45,12 +45,13 @@ import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from alt_common import (FAIRSEQ_SUBSET, LANGUAGES, NICT, OFFICIAL_SIZES, RELEASE_ZIP, SPLITS,  # noqa: E402
-                        AltError, data_dir, data_tag, direction, fresh_dir, pair, read_json,
+                        AltError, Lock, data_dir, data_tag, direction, fresh_dir, pair, read_json,
                         run_main, say, tool, tool_env, write_json)
 
 SNT = re.compile(r"SNT\.(\d+)\.(\d+)")
 URL = re.compile(r"URL\.(\d+)")
 SHOWN = 5  # ids / line numbers quoted in an error
+MAX_AVERAGE_LINE = 2000  # bytes; ALT's longest sentence has ~1,100 (its average is ~150)
 
 
 def normalise(text):
@@ -61,7 +62,8 @@ def normalise(text):
 
 
 def decode_lines(data, name):
-    """[(line number, text)] of a UTF-8 file, CR LF or LF line ends stripped; other encodings fail."""
+    """[(line number, text)] of a UTF-8 file, CR LF or LF line ends stripped; other encodings, other
+    line ends (CR alone) and files that cannot be one sentence a line fail."""
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) or b"\x00" in data[:4096]:
         raise AltError(f"{name} looks like UTF-16 (NUL bytes); the ALT files are UTF-8: convert it, "
                        "e.g. iconv -f UTF-16 -t UTF-8")
@@ -70,6 +72,7 @@ def decode_lines(data, name):
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
+    check_line_ends(lines, len(data), name)
     out = []
     for number, raw in enumerate(lines, 1):
         try:
@@ -80,6 +83,19 @@ def decode_lines(data, name):
                            "convert the file, e.g. iconv -f <its encoding> -t UTF-8") from None
         out.append((number, text[:-1] if text.endswith("\r") else text))
     return out
+
+
+def check_line_ends(lines, size, name):
+    """A CR that does not end a line means CR-only (old Mac) line ends or a damaged file: read as
+    LF-separated, the whole file would pass as a few giant "sentences"."""
+    for number, raw in enumerate(lines, 1):
+        if b"\r" in raw[:-1]:
+            where = "has CR-only line ends" if len(lines) == 1 else f"line {number} has a CR inside it"
+            raise AltError(f"{name} {where}; lines must end in LF or CR LF: convert it, "
+                           "e.g. tr '\\r' '\\n' < FILE > FILE.lf")
+    if lines and size / len(lines) > MAX_AVERAGE_LINE:
+        raise AltError(f"{name} has {len(lines)} lines for {size:,} bytes: not one sentence a line "
+                       "(wrong line ends?)")
 
 
 def listing(items):
@@ -306,18 +322,37 @@ def step(path, what):
         what(tmp)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)  # no half-made step is left behind
-        if not os.listdir(os.path.dirname(path)):
-            os.rmdir(os.path.dirname(path))
         raise
     os.replace(tmp, path)
     return True
 
 
-def write_raw(tmp, splits, a, b):
-    for split, pairs in splits.items():
-        for index, lang in enumerate((a, b)):
-            with open(os.path.join(tmp, f"{split}.{lang}"), "w", encoding="utf-8", newline="\n") as f:
-                f.writelines(p[index] + "\n" for p in pairs)
+def raw_texts(splits, a, b):
+    """{file name in raw/: its text} of the split pairs."""
+    return {f"{split}.{lang}": "".join(p[index] + "\n" for p in pairs)
+            for split, pairs in splits.items() for index, lang in enumerate((a, b))}
+
+
+def write_raw(tmp, texts):
+    for name, text in texts.items():
+        with open(os.path.join(tmp, name), "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+
+
+def check_same_corpus(raw, texts, source, dest):
+    """A prepared raw/ must be what the corpus gives now: anything else (another corpus, another
+    version of it) would mix two corpora in one data directory."""
+    have = sorted(n for n in os.listdir(raw) if n != "stats.json")
+    for name in sorted(set(have) | set(texts)):
+        path = os.path.join(raw, name)
+        same = os.path.isfile(path) and name in texts
+        if same:
+            with open(path, encoding="utf-8", newline="") as f:
+                same = f.read() == texts[name]
+        if not same:
+            raise AltError(f"{dest} was prepared from another corpus than {source.describe()['path']} "
+                           f"(its raw/{name} differs from what that corpus gives): use another --work, "
+                           "or the corpus it was prepared from")
 
 
 def train_spm(tmp, raw, langs, vocab, model_type, threads):
@@ -378,68 +413,96 @@ def binarise(tmp, tok, a, b, has_test, workers):
         raise AltError(f"fairseq-preprocess failed:\n{proc.stderr[-3000:]}")
 
 
+def corpus_splits(source, a, b, args):
+    """The pair's checked splits (before anything is written): {split: [(text_a, text_b)]}, info."""
+    splits, info = source.split(a, b, args.drop_incomplete)
+    empty = [split for split, pairs in splits.items() if not pairs]
+    if empty:
+        raise AltError(f"{source.describe()['path']}: the {' and '.join(empty)} split of {a}-{b} has no "
+                       "sentence pair" + (" left after --drop-incomplete" if args.drop_incomplete else "")
+                       + "; every split needs at least one")
+    if args.train_subset:
+        if args.train_subset > len(splits["train"]):
+            raise AltError(f"--train-subset {args.train_subset} > {len(splits['train'])} training pairs")
+        splits["train"] = splits["train"][:args.train_subset]
+    info["sizes"] = {s: len(p) for s, p in splits.items()}
+    info["source"] = source.describe()
+    return splits, info
+
+
+def check_options(dest, options):
+    """The options a data directory was started (options.json) or finished (prepare.json) with must
+    be these: checked before any step is skipped, so that a resumed prepare never mixes steps of
+    two option sets."""
+    for name in ("prepare.json", "options.json"):
+        found = (read_json(os.path.join(dest, name)) or {}).get("options")
+        if found is not None and found != options:
+            differ = ", ".join(f"{k}: {found.get(k)!r}, now {options[k]!r}" for k in options
+                               if found.get(k) != options[k])
+            raise AltError(f"{dest} was {'prepared' if name == 'prepare.json' else 'started'} with other "
+                           f"options ({differ}); use another --work, or the options it was started with")
+
+
 def prepare(args):
     source = corpus_source(args)
     done = []
     for text in args.directions:
         src, tgt = direction(text)
         a, b = pair(src, tgt)
-        tag = data_tag(args.subwords, args.vocab, args.train_subset)
-        dest = data_dir(args.work, a, b, tag)
         if (a, b) in done:
             continue
         done.append((a, b))
+        dest = data_dir(args.work, a, b, data_tag(args.subwords, args.vocab, args.train_subset))
         options = {"pair": f"{a}-{b}", "subwords": args.subwords, "vocab": args.vocab,
                    "train_subset": args.train_subset, "drop_incomplete": args.drop_incomplete,
                    "spm_model_type": args.spm_model_type if args.subwords == "spm" else None}
-        summary_path = os.path.join(dest, "prepare.json")
-        summary = read_json(summary_path)
-        if summary is not None:
-            if summary["options"] != options:
-                raise AltError(f"{dest} was prepared with {summary['options']}, not {options}: "
-                               "use another --work (or delete it)")
-            say(f"{a}-{b}: {dest} is ready (prepare.json exists): nothing to do")
+        check_options(dest, options)
+        splits, stats = corpus_splits(source, a, b, args)
+        texts = raw_texts(splits, a, b)
+        raw = os.path.join(dest, "raw")
+        if os.path.isdir(raw):
+            check_same_corpus(raw, texts, source, dest)
+        if os.path.exists(os.path.join(dest, "prepare.json")):
+            say(f"{a}-{b}: {dest} is ready (prepare.json exists, same options and corpus): nothing to do")
             continue
         say(f"{a}-{b} -> {dest}")
-        os.makedirs(dest, exist_ok=True)
-        raw, sub, tok = (os.path.join(dest, d) for d in ("raw", "sub", "tok"))
-        report = {}
+        with Lock(dest):
+            check_options(dest, options)  # another prepare may have started it meanwhile
+            write_json(os.path.join(dest, "options.json"), {"options": options})
+            prepare_pair(dest, a, b, texts, stats, options, args)
 
-        def make_raw(tmp):
-            splits, info = source.split(a, b, args.drop_incomplete)
-            if args.train_subset:
-                if args.train_subset > len(splits["train"]):
-                    raise AltError(f"--train-subset {args.train_subset} > {len(splits['train'])} training pairs")
-                splits["train"] = splits["train"][:args.train_subset]
-            write_raw(tmp, splits, a, b)
-            info["sizes"] = {s: len(p) for s, p in splits.items()}
-            info["source"] = source.describe()
-            write_json(os.path.join(tmp, "stats.json"), info)
-            report.update(info)
 
-        step(raw, make_raw)
-        stats = read_json(os.path.join(raw, "stats.json"))
-        sizes, has_test = stats["sizes"], "test" in stats["sizes"]
-        say(f"  sentences: {', '.join(f'{s} {n:,}' for s, n in sizes.items())}"
-            + ("" if has_test else " (no test split: the recipes will score the dev set)"))
-        if any(stats["dropped"].values()):
-            say(f"  dropped pairs with an empty or missing side: {stats['dropped']}")
-        if stats["source"]["kind"] == "release" and not args.train_subset and \
-                [sizes.get(s) for s in SPLITS] != [OFFICIAL_SIZES[s] for s in SPLITS]:
-            say(f"  note: the official split has {OFFICIAL_SIZES}; this release gives {sizes}")
-        if args.subwords == "spm":
-            step(sub, lambda tmp: train_spm(tmp, raw, (a, b), args.vocab, args.spm_model_type, args.workers))
-        else:
-            step(sub, lambda tmp: train_bpe(tmp, raw, (a, b), args.vocab))
-        step(tok, lambda tmp: encode(tmp, raw, sub, (a, b), args.subwords))
-        step(os.path.join(dest, "bin"), lambda tmp: binarise(tmp, tok, a, b, has_test, args.workers))
-        write_json(summary_path, {
-            "options": options, "pair": [a, b], "source": stats["source"], "sizes": sizes,
-            "has_test": has_test, "dropped": stats["dropped"], "unassigned": stats["unassigned"],
-            "remove_bpe": "sentencepiece" if args.subwords == "spm" else "subword_nmt",
-            "subsets": {s: FAIRSEQ_SUBSET[s] for s in sizes}, "bin": os.path.join(dest, "bin"),
-            "raw": raw})
-        say(f"  ready: {dest}/bin ({'train/valid/test' if has_test else 'train/valid, no test'})")
+def prepare_pair(dest, a, b, texts, stats, options, args):
+    """The steps of one data directory (locked, options checked); finished ones are skipped."""
+    raw, sub, tok = (os.path.join(dest, d) for d in ("raw", "sub", "tok"))
+
+    def make_raw(tmp):
+        write_raw(tmp, texts)
+        write_json(os.path.join(tmp, "stats.json"), stats)
+
+    step(raw, make_raw)
+    stats = read_json(os.path.join(raw, "stats.json"))
+    sizes, has_test = stats["sizes"], "test" in stats["sizes"]
+    say(f"  sentences: {', '.join(f'{s} {n:,}' for s, n in sizes.items())}"
+        + ("" if has_test else " (no test split: the recipes will score the dev set)"))
+    if any(stats["dropped"].values()):
+        say(f"  dropped pairs with an empty or missing side: {stats['dropped']}")
+    if stats["source"]["kind"] == "release" and not args.train_subset and \
+            [sizes.get(s) for s in SPLITS] != [OFFICIAL_SIZES[s] for s in SPLITS]:
+        say(f"  note: the official split has {OFFICIAL_SIZES}; this release gives {sizes}")
+    if args.subwords == "spm":
+        step(sub, lambda tmp: train_spm(tmp, raw, (a, b), args.vocab, args.spm_model_type, args.workers))
+    else:
+        step(sub, lambda tmp: train_bpe(tmp, raw, (a, b), args.vocab))
+    step(tok, lambda tmp: encode(tmp, raw, sub, (a, b), args.subwords))
+    step(os.path.join(dest, "bin"), lambda tmp: binarise(tmp, tok, a, b, has_test, args.workers))
+    write_json(os.path.join(dest, "prepare.json"), {
+        "options": options, "pair": [a, b], "source": stats["source"], "sizes": sizes,
+        "has_test": has_test, "dropped": stats["dropped"], "unassigned": stats["unassigned"],
+        "remove_bpe": "sentencepiece" if args.subwords == "spm" else "subword_nmt",
+        "subsets": {s: FAIRSEQ_SUBSET[s] for s in sizes},
+        "bin": "bin", "raw": "raw"})  # in this directory (alt_common.prepared), so it can move
+    say(f"  ready: {dest}/bin ({'train/valid/test' if has_test else 'train/valid, no test'})")
 
 
 def check(args):
@@ -528,8 +591,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     if args.command == "prepare":
-        if args.vocab < 1 or (args.train_subset is not None and args.train_subset < 1):
-            parser.error("--vocab and --train-subset must be >= 1")
+        for option in ("vocab", "train_subset", "workers"):
+            if getattr(args, option) is not None and getattr(args, option) < 1:
+                parser.error(f"--{option.replace('_', '-')} must be >= 1, got {getattr(args, option)}")
         prepare(args)
     elif args.command == "check":
         check(args)

@@ -3,7 +3,8 @@
 
     alt_results.py [--work runs/alt] [--out WORK/results]
 
-Writes OUT/ (regenerated as a whole, replaced only once complete):
+Writes OUT/ (regenerated as a whole, replaced only once complete; an existing OUT is replaced only
+if this tool wrote it, as its .alt_results file records, and holds nothing else):
   alt_results.md   every table below, the plots, sacrebleu signatures, what is missing
   table1.csv       per direction: T_opt (by dev greedy BLEU), greedy and tuned-beam BLEU of T_opt
                    and of T=1, paired bootstrap p-values, greedy / beam 4 / beam 10 decoding seconds
@@ -24,11 +25,13 @@ import io
 import os
 import shutil
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from alt_common import AltError, fmt, read_json, run_main, say  # noqa: E402
 from alt_sweep import log_records, training_summary  # noqa: E402
 
+MARKER = ".alt_results"  # in every OUT this tool writes: the names of the files it wrote
 SHORT = {"temperature": "T", "label_smoothing": "LS", "sem_weight": "SEM"}
 CONFIGS = [  # Table 3 / 4 rows: (name, T free?, LS free?, SEM free?)
     ("Default", False, False, False), ("LS", False, True, False), ("Temp.", True, False, False),
@@ -313,29 +316,64 @@ def report(experiments, out):
     return t1
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--work", default=os.environ.get("ALT_WORK", "runs/alt"), help="(env ALT_WORK)")
-    parser.add_argument("--out", help="default WORK/results")
-    args = parser.parse_args(argv)
-    experiments = load(args.work)
-    if not experiments:
-        raise AltError(f"no sweep in {args.work}/sweep: run examples/alt/sweep.sh first")
-    out = os.path.abspath(args.out or os.path.join(args.work, "results"))
-    tmp = out + ".tmp"
-    if os.path.exists(tmp):
+def check_out(out):
+    """Refuse an --out this tool may not replace: anything but a directory it wrote itself (with
+    MARKER) holding only the files it wrote (anything else in it would be lost)."""
+    if os.path.islink(out) or (os.path.exists(out) and not os.path.isdir(out)):
+        raise AltError(f"--out {out} is not a directory (a file or link); choose a new directory")
+    if not os.path.isdir(out):
+        return
+    marker = os.path.join(out, MARKER)
+    if not os.path.isfile(marker):
+        raise AltError(f"--out {out} exists and was not written by alt_results.py (it has no {MARKER}); "
+                       "refusing to replace it: choose a new directory")
+    with open(marker, encoding="utf-8") as f:
+        ours = {line.strip() for line in f} | {MARKER}
+    others = sorted(set(os.listdir(out)) - ours)
+    if others:
+        raise AltError(f"--out {out} has files alt_results.py did not write ({', '.join(others[:5])}"
+                       f"{', ...' if len(others) > 5 else ''}); move them away or choose another --out")
+
+
+def replace_dir(out, write):
+    """write(tmp) into a new directory next to out, then swap it in for out (which check_out
+    allowed) only once complete."""
+    parent, name = os.path.split(out)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=f".{name}.new-", dir=parent)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o777 & ~umask)  # as os.makedirs would (mkdtemp: 0700)
+    try:
+        result = write(tmp)
+        with open(os.path.join(tmp, MARKER), "w", encoding="utf-8") as f:
+            f.writelines(n + "\n" for n in sorted(os.listdir(tmp)) if n != MARKER)
+    except BaseException:
         shutil.rmtree(tmp)
-    os.makedirs(tmp)
-    header, rows = report(experiments, tmp)
-    if os.path.exists(out):  # swap in the complete new version
-        old = out + ".old"
-        shutil.rmtree(old, ignore_errors=True)
-        os.replace(out, old)
+        raise
+    if os.path.exists(out):
+        old = tempfile.mkdtemp(prefix=f".{name}.old-", dir=parent)
+        os.replace(out, old)  # onto the empty directory just made: a fresh, unique name
         os.replace(tmp, out)
         shutil.rmtree(old)
     else:
         os.replace(tmp, out)
+    return result
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--work", default=os.environ.get("ALT_WORK", "runs/alt"), help="(env ALT_WORK)")
+    parser.add_argument("--out", help="default WORK/results; an existing one is replaced only if this "
+                                      "tool wrote it")
+    args = parser.parse_args(argv)
+    out = os.path.abspath(args.out or os.path.join(args.work, "results"))
+    check_out(out)
+    experiments = load(args.work)
+    if not experiments:
+        raise AltError(f"no sweep in {args.work}/sweep: run examples/alt/sweep.sh first")
+    header, rows = replace_dir(out, lambda tmp: report(experiments, tmp))
     print(markdown_table(header, rows) if rows else "no finished direction yet (see runs.csv)")
     say(f"wrote {out}/alt_results.md, table1.csv, table34.csv, runs.csv and "
         f"{len(glob.glob(os.path.join(out, '*.png')))} plots")

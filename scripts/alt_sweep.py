@@ -26,7 +26,6 @@ import argparse
 import concurrent.futures
 import contextlib
 import datetime
-import fcntl
 import glob
 import json
 import os
@@ -40,9 +39,9 @@ import threading
 import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from alt_common import (PLUGIN_DIR, AltError, bleu_tokenize, data_dir,  # noqa: E402
-                        data_tag, direction, fmt, fresh_dir, read_json, run_main, say, tool,
-                        tool_env, write_json)
+from alt_common import (PARENT_PID, PLUGIN_DIR, TEMPERATURE_RANGE, AltError, Lock, bleu_tokenize, data_dir,  # noqa: E402
+                        data_tag, die_with_parent, direction, fmt, fresh_dir, pair, prepared,
+                        read_json, run_main, say, tool, tool_env, write_json)
 
 PAPER_T = [1.0, 1.2, 1.4, 1.6, 1.8, 2.0, 3.0, 4.0, 5.0, 10.0]
 PAPER_BEAMS = [2, 4, 6, 8, 10, 12]
@@ -187,6 +186,11 @@ CHILDREN = set()  # running subprocesses, terminated if the sweep itself is stop
 CHILDREN_LOCK = threading.Lock()
 
 
+def child_env(env):
+    """env for a child process of this script: it dies with this process (die_with_parent)."""
+    return dict(env, **{PARENT_PID: str(os.getpid())})
+
+
 def call(command, env, log_path=None, what=None):
     """Run a command; its output goes to log_path (appended) or is returned. Raises RunFailed."""
     out = open(log_path, "a", encoding="utf-8") if log_path else subprocess.PIPE
@@ -221,32 +225,12 @@ def device_args(device, training):
     return args
 
 
-class Lock:
-    """An exclusive, non-blocking lock on DIR/.lock (released when the process dies)."""
-
-    def __init__(self, directory):
-        self.path = os.path.join(directory, ".lock")
-
-    def __enter__(self):
-        self.file = open(self.path, "a")
-        try:
-            fcntl.flock(self.file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self.file.close()
-            raise RunFailed(f"{os.path.dirname(self.path)} is being worked on by another process") from None
-        return self
-
-    def __exit__(self, *exc):
-        fcntl.flock(self.file, fcntl.LOCK_UN)
-        self.file.close()
-
-
 def greedy_vs_beam(exp, checkpoint, out_dir, device, subset, beam, grid=None):
     """ctemp-greedy-vs-beam (its Python API) into out_dir: greedy and `beam` (or the dev grid's best)
     on `subset`, written under a temporary name and renamed when complete; skipped when done."""
     if os.path.exists(os.path.join(out_dir, "result.json")):
         return moved_result(out_dir)
-    data = read_json(os.path.join(exp["data"], "prepare.json"))
+    data = prepared(exp["data"])
     raw = {"valid": os.path.join(data["raw"], f"dev.{exp['tgt']}"),
            "test": os.path.join(data["raw"], f"test.{exp['tgt']}")}
     tmp = fresh_dir(out_dir + ".tmp")
@@ -286,6 +270,38 @@ def system_row(result, name):
                               "decoding_temperature")}
 
 
+SAVED_FILE = re.compile(r"Saved checkpoint (\S+) \(epoch \d+ @ (\d+) updates")
+
+
+def last_validation_checkpoints(run_dir, n):
+    """The checkpoints of the run's last n validations, oldest first: checkpoint_E_U.pt by its
+    name; checkpointE.pt (fairseq's name for a save at an epoch end) and checkpoint_last.pt by the
+    update their save was logged at. RunFailed, naming what is missing, if any has none."""
+    log = os.path.join(run_dir, "train.log")
+    updates = [int(r["num_updates"]) for r in log_records(log, "valid")][-n:]
+    if len(updates) < n:
+        raise RunFailed(f"averaging needs the checkpoints of the last {n} validations (--average), but "
+                        f"{os.path.basename(run_dir)} validated {len(updates)} time(s): train longer "
+                        "(--max-update) or use a smaller --average in a new --work")
+    saved_at = {}  # file name -> update of its latest save
+    with open(log, encoding="utf-8", errors="replace") as f:
+        for path, update in SAVED_FILE.findall(f.read()):
+            saved_at[os.path.basename(path)] = saved_at["checkpoint_last.pt"] = int(update)
+    found = {}
+    for path in interval_checkpoints(run_dir):
+        found[int(re.search(r"_(\d+)\.pt$", path).group(1))] = path
+    for name in sorted(saved_at, key=lambda name: name == "checkpoint_last.pt"):  # named ones first
+        path = os.path.join(run_dir, name)
+        if re.fullmatch(r"checkpoint(\d+|_last)\.pt", name) and os.path.exists(path):
+            found.setdefault(saved_at[name], path)
+    missing = [u for u in updates if u not in found]
+    if missing:
+        raise RunFailed(f"no checkpoint of the validation(s) at update(s) {', '.join(map(str, missing))} "
+                        f"in {run_dir}: refusing to average fewer than the last {n} validations "
+                        f"(updates {', '.join(map(str, updates))})")
+    return [found[u] for u in updates]
+
+
 def interval_checkpoints(run_dir):
     """checkpoint_<epoch>_<update>.pt, oldest first."""
     return sorted(glob.glob(os.path.join(run_dir, "checkpoint_*_*.pt")),
@@ -318,10 +334,10 @@ def run_one(run_dir, device):
     config = read_json(os.path.join(run_dir, "config.json"))
     if config is None:
         raise RunFailed(f"{run_dir} has no config.json: plan it with `alt_sweep.py run` first")
-    exp = read_json(os.path.join(os.path.dirname(run_dir), "experiment.json"))
-    data = read_json(os.path.join(exp["data"], "prepare.json"))
+    exp = load_experiment(os.path.dirname(run_dir))
+    data = prepared(exp["data"])
     env = tool_env(device.get("threads"), device.get("extra_env"))
-    with Lock(run_dir):
+    with Lock(run_dir, RunFailed):
         train_json = os.path.join(run_dir, "train.json")
         if not os.path.exists(train_json):
             repair_last_checkpoint(run_dir)
@@ -330,7 +346,7 @@ def run_one(run_dir, device):
             command = [sys.executable, SCRIPT, "fairseq-train", data["bin"], "--user-dir", PLUGIN_DIR,
                        "--source-lang", exp["src"], "--target-lang", exp["tgt"], "--save-dir", run_dir]
             command += config["train_args"] + device_args(device, training=True)
-            train_env = dict(env)
+            train_env = child_env(env)
             if resume:
                 last, best, since = resume
                 train_env.update(ALT_PATIENCE_BEST=repr(best), ALT_PATIENCE_RUNS=str(since))
@@ -346,15 +362,17 @@ def run_one(run_dir, device):
         average = os.path.join(run_dir, "checkpoint_avg.pt")
         average_json = os.path.join(run_dir, "average.json")
         if not os.path.exists(average_json):
-            inputs = interval_checkpoints(run_dir)[-exp["average"]:] or [os.path.join(run_dir, "checkpoint_last.pt")]
+            inputs = last_validation_checkpoints(run_dir, exp["average"])
+            say(f"{config['name']}: averaging the checkpoints of the last {len(inputs)} validations: "
+                + ", ".join(os.path.basename(p) for p in inputs))
             if os.path.exists(average):
                 os.remove(average)  # an average without average.json is from an interrupted try
             from fairseq_ctemp.cli import average_checkpoints
 
             try:  # ctemp-average-checkpoints, in this process (it writes atomically)
-                average_checkpoints.main(["--inputs", *inputs, "--output", average])
-            except SystemExit as e:
-                raise RunFailed(f"ctemp-average-checkpoints failed: {e}") from None
+                average_checkpoints.write_average(inputs, average)
+            except average_checkpoints.AverageError as e:
+                raise RunFailed(f"ctemp-average-checkpoints: {e}") from None
             write_json(average_json, {"inputs": [os.path.basename(p) for p in inputs],
                                       "requested": exp["average"]})
         evals = {}
@@ -379,7 +397,7 @@ def finalize(exp_dir, device):
     length penalty tuned on dev, greedy and tuned beam on test (dev without a test split), paired
     significance (sacrebleu), greedy / beam timings. Returns final.json, or None if runs are missing."""
     exp_dir = os.path.abspath(exp_dir)
-    exp = read_json(os.path.join(exp_dir, "experiment.json"))
+    exp = load_experiment(exp_dir)
     final_dir = os.path.join(exp_dir, "final")
     if os.path.exists(os.path.join(final_dir, "final.json")):
         return read_json(os.path.join(final_dir, "final.json"))
@@ -402,7 +420,7 @@ def finalize(exp_dir, device):
     t_opt = max(sorted(tempered), key=lambda t: tempered[t]["eval"]["valid"]["greedy"]["bleu"])
     subset = "test" if "test" in exp["subsets"] else "valid"
     os.makedirs(final_dir, exist_ok=True)
-    with Lock(final_dir):
+    with Lock(final_dir, RunFailed):
         systems, speed = {}, {}
         for label, t in (("untempered", 1.0), ("tempered", t_opt)):
             checkpoint = os.path.join(group[t], "checkpoint_avg.pt")
@@ -447,28 +465,135 @@ def finalize(exp_dir, device):
         return result
 
 
+def load_experiment(exp_dir):
+    """experiment.json with "data" resolved to the data directory of the work directory exp_dir is
+    in (stored relative to exp_dir). Older files store it absolute: a moved or copied work
+    directory would then train on the original's data, so that is refused."""
+    exp = read_json(os.path.join(exp_dir, "experiment.json"))
+    if exp is None:
+        raise RunFailed(f"{exp_dir} has no experiment.json: plan it with `alt_sweep.py run` first")
+    exp["data"] = check_data_location(exp_dir, exp, RunFailed)
+    return exp
+
+
+def check_data_location(exp_dir, exp, error):
+    """The data directory of an experiment; `error` if experiment.json names another one."""
+    here = os.path.normpath(os.path.join(exp_dir, "..", "..", "data",
+                                         f"{'-'.join(pair(exp['src'], exp['tgt']))}.{exp['data_tag']}"))
+    named = os.path.normpath(os.path.join(exp_dir, exp["data"]))
+    if os.path.realpath(named) != os.path.realpath(here):
+        raise error(f"{exp_dir}/experiment.json names the data {named}, not this work directory's {here} "
+                    f"(moved or copied?): set its \"data\" to \"{os.path.relpath(here, exp_dir)}\" if "
+                    "that is the data it was trained on")
+    return here
+
+
 # ----------------------------------------------------------------------------- planning
 
-def plan(args):
-    """Create / check experiment.json and each run's config.json (not in a dry run); returns
-    [(exp_dir, exp, [(run_dir, config, state)])]."""
-    preset = PRESETS[args.preset]
+# fairseq-train options the sweep sets itself (after --, fairseq would silently take the last one)
+SWEEP_TRAIN_OPTIONS = {
+    "--criterion": "each run's", "--softmax-temperature": "--temperatures", "--label-smoothing":
+    "--label-smoothing", "--sem-weight": "--sem-weights", "--save-dir": "each run's directory",
+    "--user-dir": "the plugin", "--source-lang": "the direction", "-s": "the direction",
+    "--target-lang": "the direction", "-t": "the direction", "--seed": "--seed", "--patience": "--patience",
+    "--max-update": "--max-update", "--validate-interval-updates": "--interval",
+    "--save-interval-updates": "--interval", "--keep-interval-updates": "--average",
+    "--log-format": "json, parsed by the recipes", "--log-interval": "--log-interval"}
+
+
+# fairseq-generate options every decoding sets (ctemp-greedy-vs-beam's OWN_OPTIONS and the sweep's)
+DECODING_OPTIONS = ("--path", "--beam", "--lenpen", "--gen-subset", "--temperature", "--user-dir",
+                    "--results-path", "--quiet", "--batch-size", "--remove-bpe", "--source-lang",
+                    "--target-lang", "-s", "-t")
+
+
+def check_settings(args, preset):
+    """Every option of a sweep, including those only used after training (decoding, finalize),
+    checked before anything is written or started. Returns (temperatures, scalar settings)."""
     temperatures = args.temperatures or preset["temperatures"]
-    for option, values, ok in (("--temperatures", temperatures, lambda t: 0 < t < float("inf")),
-                               ("--label-smoothing", args.label_smoothing, lambda e: 0 <= e < 1),
-                               ("--sem-weights", args.sem_weights, lambda w: 0 <= w <= 1)):
+    low, high = TEMPERATURE_RANGE
+    for option, values, ok, allowed in (
+            ("--temperatures", temperatures, lambda t: low <= t <= high, f"in [{low:g}, {high:g}] (tempered_ce's range)"),
+            ("--label-smoothing", args.label_smoothing, lambda e: 0 <= e < 1, "in [0, 1)"),
+            ("--sem-weights", args.sem_weights, lambda w: 0 <= w <= 1, "in [0, 1]")):
         bad = [v for v in values if not ok(v)]
         if bad or not values:
-            raise AltError(f"{option}: {bad or 'no values'} out of range")
+            raise AltError(f"{option} must be {allowed}, got {', '.join(map(fmt, bad)) or 'no values'}")
+        names = [fmt(v) for v in values]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise AltError(f"{option}: {', '.join(str(v) for v in values if fmt(v) in twice)} name the same "
+                           f"run ({', '.join(twice)}); give each value once")
     scalar = {k: getattr(args, k) if getattr(args, k) is not None else preset[k]
               for k in ("interval", "patience", "average", "max_update", "eval_beam", "grid_beams",
                         "grid_lenpens", "speed_beams", "log_interval", "decode_batch")}
+    for key, least in (("interval", 1), ("patience", 1), ("average", 1), ("max_update", 0), ("eval_beam", 1),
+                       ("log_interval", 1), ("decode_batch", 1), ("jobs", 1), ("threads", 1),
+                       ("gpus_per_run", 1), ("slurm_cpus", 1)):
+        value = scalar[key] if key in scalar else getattr(args, key)
+        if value is not None and value < least:
+            raise AltError(f"--{key.replace('_', '-')} must be >= {least}, got {value}")
+    for key in ("grid_beams", "speed_beams"):
+        if (key == "grid_beams" and not scalar[key]) or any(b < 1 for b in scalar[key]):
+            raise AltError(f"--{key.replace('_', '-')} must be integers >= 1, got "
+                           f"{','.join(map(str, scalar[key])) or 'none'}")
+    if not scalar["grid_lenpens"] or not all(0 < x < float("inf") for x in scalar["grid_lenpens"]):
+        raise AltError(f"--grid-lenpens must be finite numbers > 0, got "
+                       f"{','.join(map(fmt, scalar['grid_lenpens'])) or 'none'}")
+    check_finalize_group(args, temperatures)
+    check_decoding_options(args)
+    for arg in args.fairseq_args:
+        if arg.split("=")[0] in SWEEP_TRAIN_OPTIONS:
+            raise AltError(f"{arg.split('=')[0]} after -- is set by the sweep ({SWEEP_TRAIN_OPTIONS[arg.split('=')[0]]}); "
+                           "fairseq would silently use one value for every run")
+    return temperatures, scalar
+
+
+def check_finalize_group(args, temperatures):
+    """finalize compares T=1 with the other temperatures at the primary LS / SEM: the sweep must
+    train them (else --no-finalize)."""
+    if args.no_finalize:
+        return
+    for option, value, values, listed in (
+            ("--primary-label-smoothing", args.primary_label_smoothing, args.label_smoothing, "--label-smoothing"),
+            ("--primary-sem-weight", args.primary_sem_weight, args.sem_weights, "--sem-weights")):
+        if fmt(value) not in map(fmt, values):
+            raise AltError(f"{option} {fmt(value)} is not among {listed} {','.join(map(fmt, values))}: finalize "
+                           "could not run; add it, or pass --no-finalize")
+    if "1" not in map(fmt, temperatures) or len(temperatures) < 2:
+        raise AltError(f"finalize compares T=1 with the other temperatures: --temperatures "
+                       f"{','.join(map(fmt, temperatures))} needs 1 and another T (or pass --no-finalize)")
+
+
+def check_decoding_options(args):
+    from sacrebleu.metrics import BLEU
+
+    if args.sacrebleu_tokenize and args.sacrebleu_tokenize not in BLEU.TOKENIZERS:
+        raise AltError(f"--sacrebleu-tokenize must be one of {', '.join(BLEU.TOKENIZERS)}, got {args.sacrebleu_tokenize!r}")
+    if args.decode_args is None:
+        return
+    try:
+        decode_args = shlex.split(args.decode_args)
+    except ValueError as e:
+        raise AltError(f"--decode-args {args.decode_args!r}: {e}") from None
+    own = [a for a in decode_args if a.split("=")[0] in DECODING_OPTIONS]
+    if own:
+        raise AltError(f"--decode-args: {', '.join(own)} is set by the sweep (--eval-beam, --grid-*, "
+                       "--decode-batch, the data)")
+
+
+def plan(args):
+    """Check every setting, then create / check experiment.json and each run's config.json (not in
+    a dry run; nothing is written unless everything is valid). Returns
+    [(exp_dir, exp, [(run_dir, config, state)])]."""
+    preset = PRESETS[args.preset]
+    temperatures, scalar = check_settings(args, preset)
     tag = data_tag(args.subwords, args.vocab, args.train_subset)
-    experiments = []
+    experiments, writes = [], {}
     for text in args.directions:
         src, tgt = direction(text)
         ddir = os.path.abspath(data_dir(args.work, src, tgt, tag))
-        data = read_json(os.path.join(ddir, "prepare.json"))
+        data = prepared(ddir)
         if data is None:
             message = (f"{src}-{tgt}: {ddir} is not prepared: run examples/alt/prepare.sh {src}-{tgt} "
                        f"--work {args.work}" + (f" --vocab {args.vocab}" if args.vocab != 8192 else "")
@@ -479,54 +604,70 @@ def plan(args):
             say("warning: " + message)
             data = {"has_test": None, "remove_bpe": "sentencepiece" if args.subwords == "spm" else "subword_nmt"}
         exp_dir = os.path.abspath(os.path.join(args.work, "sweep", f"{src}-{tgt}.{args.preset}.{tag}"))
-        exp = {"src": src, "tgt": tgt, "preset": args.preset, "data": ddir, "data_tag": tag,
-               "subsets": ["valid", "test"] if data["has_test"] else ["valid"],
+        if any(exp_dir == e[0] for e in experiments):
+            continue  # the direction given twice
+        exp = {"src": src, "tgt": tgt, "preset": args.preset, "data": os.path.relpath(ddir, exp_dir),
+               "data_tag": tag, "subsets": ["valid", "test"] if data["has_test"] else ["valid"],
                "bleu_tokenize": args.sacrebleu_tokenize or bleu_tokenize(tgt),
                "decode_args": shlex.split(args.decode_args) if args.decode_args is not None else MAX_LEN,
                "primary": [args.primary_label_smoothing, args.primary_sem_weight], **scalar}
-        existing = read_json(os.path.join(exp_dir, "experiment.json"))
-        if existing is not None and existing != exp:
-            diff = sorted(k for k in set(exp) | set(existing) if exp.get(k) != existing.get(k))
-            raise AltError(f"{exp_dir} was started with other settings ({', '.join(diff)}: "
-                           f"{ {k: existing.get(k) for k in diff} }); use another --work or the same options")
-        if existing is None and not args.dry_run:
-            write_json(os.path.join(exp_dir, "experiment.json"), exp)
+        check_experiment(exp_dir, exp, writes)
         runs = []
         for t in temperatures:
             for ls in args.label_smoothing:
                 for sem in args.sem_weights:
-                    name = run_name(t, ls, sem)
-                    run_dir = os.path.join(exp_dir, name)
-                    train_args = preset["train"] + [
-                        "--criterion", "tempered_ce", "--softmax-temperature", fmt(t),
-                        "--label-smoothing", fmt(ls), "--sem-weight", fmt(sem),
-                        "--eval-bleu", "--eval-bleu-args", json.dumps(
-                            {"beam": 1, "max_len_a": float(MAX_LEN[1]), "max_len_b": int(MAX_LEN[3])}),
-                        "--eval-bleu-remove-bpe", data["remove_bpe"],
-                        "--best-checkpoint-metric", "bleu", "--maximize-best-checkpoint-metric",
-                        "--patience", str(scalar["patience"]),
-                        "--validate-interval-updates", str(scalar["interval"]),
-                        "--save-interval-updates", str(scalar["interval"]),
-                        "--keep-interval-updates", str(max(scalar["average"], 1)),
-                        # validate and save every `interval` updates only (not also at epoch ends)
-                        "--validate-interval", "1000000", "--save-interval", "1000000",
-                        "--no-epoch-checkpoints", "--seed", str(args.seed),
-                        "--log-format", "json", "--log-interval", str(scalar["log_interval"])]
-                    if scalar["max_update"]:
-                        train_args += ["--max-update", str(scalar["max_update"])]
-                    train_args += args.fairseq_args
-                    config = {"name": name, "temperature": t, "label_smoothing": ls, "sem_weight": sem,
-                              "train_args": train_args}
+                    config = run_config(run_name(t, ls, sem), t, ls, sem, preset, scalar, data, args)
+                    run_dir = os.path.join(exp_dir, config["name"])
                     old = read_json(os.path.join(run_dir, "config.json"))
                     if old is not None and old != config:
                         raise AltError(f"{run_dir} was started with other fairseq-train options:\n  "
-                                       f"{shlex.join(old['train_args'])}\nnow:\n  {shlex.join(train_args)}\n"
+                                       f"{shlex.join(old['train_args'])}\nnow:\n  {shlex.join(config['train_args'])}\n"
                                        "use another --work, or the options it was started with")
-                    if old is None and not args.dry_run:
-                        write_json(os.path.join(run_dir, "config.json"), config)
+                    if old is None:
+                        writes[os.path.join(run_dir, "config.json")] = config
                     runs.append((run_dir, config, run_state(run_dir)))
-        experiments.append((exp_dir, exp, runs))
+        experiments.append((exp_dir, dict(exp, data=ddir), runs))
+    if not args.dry_run:
+        for path, obj in writes.items():
+            write_json(path, obj)
     return experiments
+
+
+def check_experiment(exp_dir, exp, writes):
+    """An existing experiment.json must hold these settings (its data in this work directory);
+    a new one is queued in `writes`."""
+    existing = read_json(os.path.join(exp_dir, "experiment.json"))
+    if existing is None:
+        writes[os.path.join(exp_dir, "experiment.json")] = exp
+        return
+    check_data_location(exp_dir, existing, AltError)
+    existing["data"] = exp["data"]  # the same directory, maybe named by an absolute path
+    if existing != exp:
+        diff = sorted(k for k in set(exp) | set(existing) if exp.get(k) != existing.get(k))
+        raise AltError(f"{exp_dir} was started with other settings ({', '.join(diff)}: "
+                       f"{ {k: existing.get(k) for k in diff} }); use another --work or the same options")
+
+
+def run_config(name, t, ls, sem, preset, scalar, data, args):
+    train_args = preset["train"] + [
+        "--criterion", "tempered_ce", "--softmax-temperature", fmt(t),
+        "--label-smoothing", fmt(ls), "--sem-weight", fmt(sem),
+        "--eval-bleu", "--eval-bleu-args", json.dumps(
+            {"beam": 1, "max_len_a": float(MAX_LEN[1]), "max_len_b": int(MAX_LEN[3])}),
+        "--eval-bleu-remove-bpe", data["remove_bpe"],
+        "--best-checkpoint-metric", "bleu", "--maximize-best-checkpoint-metric",
+        "--patience", str(scalar["patience"]),
+        "--validate-interval-updates", str(scalar["interval"]),
+        "--save-interval-updates", str(scalar["interval"]),
+        "--keep-interval-updates", str(max(scalar["average"], 1)),
+        # validate and save every `interval` updates only (not also at epoch ends)
+        "--validate-interval", "1000000", "--save-interval", "1000000",
+        "--no-epoch-checkpoints", "--seed", str(args.seed),
+        "--log-format", "json", "--log-interval", str(scalar["log_interval"])]
+    if scalar["max_update"]:
+        train_args += ["--max-update", str(scalar["max_update"])]
+    train_args += args.fairseq_args
+    return {"name": name, "temperature": t, "label_smoothing": ls, "sem_weight": sem, "train_args": train_args}
 
 
 def run_state(run_dir):
@@ -592,7 +733,7 @@ def execute_local(experiments, args, device):
     free, free_lock, failures = list(slots), threading.Lock(), []
 
     def child(command, slot, log, what):
-        env = tool_env(device.get("threads"), {"CUDA_VISIBLE_DEVICES": slot} if slot else None)
+        env = child_env(tool_env(device.get("threads"), {"CUDA_VISIBLE_DEVICES": slot} if slot else None))
         call([sys.executable, SCRIPT, *command, *child_options(device)], env, log, what)
 
     def work(run_dir, name):
@@ -708,9 +849,13 @@ def stop_children(signum, frame):
 
 def fairseq_train(argv):
     """fairseq-train with the early-stopping state of a resumed run restored (single process;
-    fairseq's own distributed training starts fresh processes, which count anew)."""
-    from fairseq_cli import train
+    fairseq's own distributed training starts fresh processes, which count anew) and every
+    validation's checkpoint kept under its interval name (save_epoch_end_validations)."""
+    from fairseq_cli import train  # first: it sets up fairseq's log format, which the recipes parse
 
+    from fairseq import checkpoint_utils
+
+    save_epoch_end_validations(checkpoint_utils)
     if os.environ.get("ALT_PATIENCE_BEST"):
         train.should_stop_early.best = float(os.environ["ALT_PATIENCE_BEST"])
         train.should_stop_early.num_runs = int(os.environ["ALT_PATIENCE_RUNS"])
@@ -718,8 +863,30 @@ def fairseq_train(argv):
     train.cli_main()
 
 
+def save_epoch_end_validations(checkpoint_utils):
+    """fairseq names a save at an epoch end checkpointE.pt (with --no-epoch-checkpoints: not at all)
+    even when it is an interval save; copy it to checkpoint_E_U.pt like every other validation's,
+    so that the last --average validations all have their checkpoint."""
+    original = checkpoint_utils.save_checkpoint
+
+    def save_checkpoint(cfg, trainer, epoch_itr, val_loss):
+        result = original(cfg, trainer, epoch_itr, val_loss)
+        updates, last = trainer.get_num_updates(), os.path.join(cfg.save_dir, "checkpoint_last.pt")
+        if (epoch_itr.end_of_epoch() and cfg.save_interval_updates > 0 and updates > 0
+                and updates % cfg.save_interval_updates == 0 and trainer.should_save_checkpoint_on_current_rank
+                and not cfg.no_save and os.path.exists(last)):
+            target = os.path.join(cfg.save_dir, f"checkpoint_{epoch_itr.epoch}_{updates}.pt")
+            shutil.copyfile(last, target + ".part")
+            os.replace(target + ".part", target)
+        return result
+
+    checkpoint_utils.save_checkpoint = save_checkpoint
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] in (["fairseq-train"], ["run-one"], ["finalize"]):
+        die_with_parent()  # started by a sweep: stop with it
     if argv[:1] == ["fairseq-train"]:
         return fairseq_train(argv[1:])
     own, extra = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
@@ -810,8 +977,6 @@ def main(argv=None):
         return
 
     args.fairseq_args = extra
-    if args.jobs < 1:
-        parser.error("--jobs must be >= 1")
     if args.slurm and args.gpus:
         parser.error("--gpus is for local runs; with --slurm each job gets --gpus-per-run GPUs from SLURM")
     preset = PRESETS[args.preset]

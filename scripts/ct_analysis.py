@@ -60,8 +60,12 @@ def read_text(path, lines=None):
     """Non-blank lines of ``path`` as Sentences; ``lines`` (1-based numbers) selects some."""
     if not os.path.isfile(path):
         raise AnalysisError(f"--text {path}: no such file")
-    with open(path, encoding="utf-8") as f:
-        all_lines = f.read().splitlines()
+    from fairseq_ctemp.cli import inputs
+
+    try:
+        all_lines = inputs.read_utf8_lines(path)
+    except inputs.InputError as e:
+        raise AnalysisError(f"--text {path}: {e}") from None
     sentences = [Sentence(i + 1, text.split()) for i, text in enumerate(all_lines) if text.strip()]
     if not sentences:
         raise AnalysisError(f"--text {path} is empty (no non-blank line)")
@@ -146,9 +150,14 @@ def load_model(path, data, cpu=False):
     import fairseq_ctemp  # noqa: F401  (registers the models, patches the loader)
     from fairseq import checkpoint_utils
     from fairseq.models import FairseqLanguageModel
+    from fairseq_ctemp.cli import inputs
 
     if not os.path.isfile(path):
         raise AnalysisError(f"--path {path}: no such checkpoint")
+    try:
+        inputs.check_checkpoint(path)
+    except inputs.InputError as e:
+        raise AnalysisError(f"--path {path} {e}") from None
     if not os.path.isfile(os.path.join(data.split(os.pathsep)[0], "dict.txt")):
         raise AnalysisError(f"--data {data}: no dict.txt (give the fairseq-preprocess output "
                             f"directory the model was trained on)")

@@ -47,12 +47,35 @@ def run(command, log_path=None, show=lambda line: False):
             f.writelines(lines)
 
 
+def check_options(parser, args):
+    """Before any work: the options, and that a reused --workdir was made with the same --epochs
+    (its finished steps are reused; models of two lengths would be compared silently)."""
+    low, high = 0.01, 100.0  # tempered_ce's range (fairseq_ctemp/criterions/checks.py)
+    if not low <= args.temperature <= high or args.temperature == 1:
+        parser.error(f"--temperature must be in [{low:g}, {high:g}] and not 1 (the baseline), got {args.temperature:g}")
+    if args.epochs < 5:
+        parser.error(f"--epochs must be >= 5 (the last 5 epoch checkpoints are averaged), got {args.epochs}")
+    if os.path.exists(args.workdir) and not os.path.isdir(args.workdir):
+        parser.error(f"--workdir {args.workdir} is a file, not a directory")
+    options = os.path.join(args.workdir, "quickstart.json")
+    if os.path.exists(options):
+        with open(options, encoding="utf-8") as f:
+            epochs = json.load(f)["epochs"]
+        if epochs != args.epochs:
+            parser.error(f"--workdir {args.workdir} has models of --epochs {epochs}: use that, or another --workdir")
+    else:
+        os.makedirs(args.workdir, exist_ok=True)
+        with open(options, "w", encoding="utf-8") as f:
+            json.dump({"epochs": args.epochs}, f)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workdir", default=os.path.join(REPO, "quickstart"))
     parser.add_argument("--temperature", type=float, default=4.0, help="T of the tempered model")
-    parser.add_argument("--epochs", type=int, default=25)
+    parser.add_argument("--epochs", type=int, default=25, help="epochs per model (>= 5: the last 5 are averaged)")
     args = parser.parse_args()
+    check_options(parser, args)
     from fairseq_ctemp.cli.greedy_vs_beam import run_greedy_vs_beam
     from fairseq_ctemp.cli.toy_translation import write_corpus
 

@@ -50,9 +50,17 @@ def parse_args(argv=None):
     return args
 
 
-def read_lines(path, spm_model, limit):
-    with open(path, encoding="utf-8") as f:
-        lines = [line.rstrip("\r\n") for line in f][:limit]
+def read_lines(path, option, spm_model, limit):
+    from fairseq_ctemp.cli import inputs
+
+    if not os.path.isfile(path):
+        raise SystemExit(f"error: {option} {path}: no such file")
+    try:
+        lines = inputs.read_utf8_lines(path)[:limit]
+    except inputs.InputError as e:
+        raise SystemExit(f"error: {option} {path}: {e}") from None
+    if not lines:
+        raise SystemExit(f"error: {option} {path} is empty")
     if spm_model:
         import sentencepiece
 
@@ -66,6 +74,15 @@ def load(args):
     import fairseq_ctemp  # noqa: F401  (registers sact_lstm; compat fixes; training-T decoding)
     from fairseq import checkpoint_utils
 
+    from fairseq_ctemp.cli import inputs
+
+    for option, path in (("DATA_BIN", args.data), ("--path", args.path)):
+        if not os.path.exists(path):
+            raise SystemExit(f"error: {option} {path}: no such file or directory")
+    try:
+        inputs.check_checkpoint(args.path)
+    except inputs.InputError as e:
+        raise SystemExit(f"error: --path {args.path} {e}") from None
     overrides = {"data": args.data}
     if args.source_lang:
         overrides["source_lang"] = args.source_lang
@@ -141,8 +158,11 @@ def draw(sentence, lam, path, title):
 
 def main(argv=None):
     args = parse_args(argv)
-    sources = read_lines(args.input, args.source_spm, args.max_sentences)
-    references = (read_lines(args.references, args.target_spm, args.max_sentences)
+    if args.beam < 1 or args.max_sentences < 1:
+        raise SystemExit(f"error: --beam and --max-sentences must be >= 1, got {args.beam}, {args.max_sentences}")
+    sys.path.insert(0, REPO)
+    sources = read_lines(args.input, "--input", args.source_spm, args.max_sentences)
+    references = (read_lines(args.references, "--references", args.target_spm, args.max_sentences)
                   if args.references else [None] * len(sources))
     if len(references) != len(sources):
         raise SystemExit(f"--references has {len(references)} lines, --input {len(sources)}")

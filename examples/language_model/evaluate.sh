@@ -16,7 +16,7 @@
 # Writes SAVE_DIR/eval_SUBSET.json (with CHECKPOINT other than checkpoint_best.pt:
 # eval_SUBSET_<checkpoint name>.json) and the full log next to it; an existing result is kept.
 set -euo pipefail
-usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,/^set -euo/{/^#/p;}' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 [ $# -ge 2 ] && [ $# -le 3 ] || usage
 save=$1 dataset=$2 subset=${3:-test}
 source "$(dirname "$0")/common.sh"

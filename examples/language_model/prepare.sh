@@ -21,7 +21,7 @@
 # split, used by evaluate.sh) and DATA_BIN/prepare.done. A finished DATA_BIN is skipped; an
 # unfinished or foreign one is never overwritten (remove it yourself).
 set -euo pipefail
-usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,/^set -euo/{/^#/p;}' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 [ $# -ge 1 ] && [ $# -le 2 ] || usage
 dataset=$1 data_dir=${2:-}
 source "$(dirname "$0")/common.sh"

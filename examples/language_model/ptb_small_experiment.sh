@@ -16,7 +16,7 @@
 # Every step that has finished is skipped, so re-running only does what is missing.
 # Run it with OMP_NUM_THREADS=1 for the timings in README.md (one thread, one run at a time).
 set -euo pipefail
-[ $# -eq 0 ] || { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[ $# -eq 0 ] || { sed -n '2,/^set -euo/{/^#/p;}' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 here=$(cd "$(dirname "$0")" && pwd)
 exp=${EXP_DIR:-/work/exp/ptb_small}
 export DATA_BIN=$exp/data-bin/ptb DEVICE_ARGS=${DEVICE_ARGS---cpu}

@@ -22,7 +22,7 @@
 # Logs go to SAVE_DIR/train.log (--log-format json, appended). Re-running resumes from
 # SAVE_DIR/checkpoint_last.pt; a finished run (SAVE_DIR/train.done) is skipped.
 set -euo pipefail
-usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,/^set -euo/{/^#/p;}' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 [ $# -ge 3 ] || usage
 dataset=$1 variant=$2 save=$3
 shift 3

@@ -11,9 +11,13 @@
 # Writes SAVE_DIR/SUBSET.beamB.{log,hyp,json} (never overwritten: delete them to score again) and
 # prints the sacrebleu JSON (BLEU, then chrF, with their signatures).
 set -euo pipefail
-[ $# -ge 4 ] || { sed -n '2,13p' "$0"; exit 2; }
+[ $# -ge 4 ] || { sed -n '2,/^set -euo/{/^#/p;}' "$0"; exit 2; }
 data=$1 save=$2 subset=$3 ref=$4
 shift 4
+die() { echo "evaluate.sh: error: $*" >&2; exit 2; }
+[ -d "$data" ] || die "DATA_BIN $data: no such directory"
+[ -f "$ref" ] || die "REFERENCE $ref: no such file"
+[ -f "$save/${CHECKPOINT:-checkpoint_best.pt}" ] || die "no checkpoint $save/${CHECKPOINT:-checkpoint_best.pt} (train first, or set CHECKPOINT)"
 here=$(cd "$(dirname "$0")/../.." && pwd)
 user_dir=${USER_DIR:-$here/fairseq_ctemp}
 beam=${BEAM:-5}

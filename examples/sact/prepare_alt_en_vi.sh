@@ -12,8 +12,9 @@
 #        DEST/spm/*.{en,vi} (encoded) and DEST/bin (fairseq-preprocess; dev is the "valid" subset).
 # A finished step is never redone or overwritten (delete its output to redo it).
 set -euo pipefail
-[ $# -ge 1 ] || { sed -n '2,15p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,/^set -euo/{/^#/p;}' "$0"; exit 2; }
 dest=$1 local_dir=${2:-}
+[ -z "$local_dir" ] || [ -d "$local_dir" ] || { echo "prepare_alt_en_vi.sh: error: LOCAL_DIR $local_dir: no such directory" >&2; exit 2; }
 python=${PYTHON:-python}
 vocab=${SPM_VOCAB:-8000}
 nict=https://www2.nict.go.jp/astrec-att/member/mutiyama/ALT

@@ -11,8 +11,9 @@
 # Writes DEST/raw/*.{en,vi} and DEST/bin (valid = tst2012, test = tst2013). A finished step is never
 # redone or overwritten (delete its output to redo it).
 set -euo pipefail
-[ $# -ge 1 ] || { sed -n '2,13p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,/^set -euo/{/^#/p;}' "$0"; exit 2; }
 dest=$1 local_dir=${2:-}
+[ -z "$local_dir" ] || [ -d "$local_dir" ] || { echo "prepare_iwslt15_en_vi.sh: error: LOCAL_DIR $local_dir: no such directory" >&2; exit 2; }
 url=https://nlp.stanford.edu/projects/nmt/data/iwslt15.en-vi
 mkdir -p "$dest/raw"
 for split in train tst2012 tst2013; do

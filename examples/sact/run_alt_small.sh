@@ -11,7 +11,7 @@
 # Writes WORK_DIR/data (prepare_alt_en_vi.sh; not with INIT_FROM), WORK_DIR/<variant>/ (train.log,
 # time.txt, valid.beam5.{hyp,json}) and WORK_DIR/summary.txt. Finished steps are skipped, never redone.
 set -euo pipefail
-[ $# -ge 1 ] || { sed -n '2,13p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,/^set -euo/{/^#/p;}' "$0"; exit 2; }
 work=$1 local_dir=${2:-}
 here=$(cd "$(dirname "$0")" && pwd)
 export OMP_NUM_THREADS=${THREADS:-1} MKL_NUM_THREADS=${THREADS:-1}

@@ -14,7 +14,7 @@
 #        fairseq's --distributed-world-size N through train.sh's extra arguments (EXTRA_TRAIN_ARGS).
 # Writes WORK_DIR/data, WORK_DIR/<variant>/ and WORK_DIR/summary.txt; finished steps are skipped.
 set -euo pipefail
-[ $# -ge 1 ] || { sed -n '2,18p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,/^set -euo/{/^#/p;}' "$0"; exit 2; }
 work=$1 local_dir=${2:-}
 here=$(cd "$(dirname "$0")" && pwd)
 variants=${VARIANTS:-none sact fixed:0.8 fixed:0.9 fixed:1.0 fixed:1.1 fixed:1.2}

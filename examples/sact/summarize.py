@@ -14,6 +14,8 @@ def main(argv):
     if len(argv) < 4:
         sys.exit(__doc__.strip())
     work, subset, beam, variants = argv[0], argv[1], argv[2], argv[3:]
+    if not os.path.isdir(work):
+        sys.exit(f"summarize.py: error: WORK_DIR {work}: no such directory")
     print(f"{subset}, beam {beam}:")
     print(f"{'variant':<14} {'BLEU':>6} {'chrF':>6} {'valid loss':>10} {'updates':>7}  training time")
     signatures = None
@@ -26,8 +28,9 @@ def main(argv):
         with open(scores) as f:
             bleu, chrf = json.load(f)
         signatures = bleu["signature"], chrf["signature"]
-        with open(os.path.join(run, "train.log")) as f:
-            valid = re.findall(r"\| valid on 'valid' subset \| loss ([\d.]+) .*?num_updates (\d+)", f.read())
+        log = os.path.join(run, "train.log")
+        text = open(log, errors="replace").read() if os.path.exists(log) else ""
+        valid = re.findall(r"\| valid on 'valid' subset \| loss ([\d.]+) .*?num_updates (\d+)", text)
         loss, updates = valid[-1] if valid else ("?", "?")
         timing = os.path.join(run, "time.txt")
         timing = open(timing).read().strip() if os.path.exists(timing) else ""

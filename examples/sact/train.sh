@@ -15,7 +15,7 @@
 # Training resumes from SAVE_DIR/checkpoint_last.pt; a finished run is left as it is.
 # The log is appended to SAVE_DIR/train.log.
 set -euo pipefail
-[ $# -ge 3 ] || { sed -n '2,18p' "$0"; exit 2; }
+[ $# -ge 3 ] || { sed -n '2,/^set -euo/{/^#/p;}' "$0"; exit 2; }
 data=$1 save=$2 variant=$3
 shift 3
 here=$(cd "$(dirname "$0")/../.." && pwd)

@@ -10,9 +10,13 @@
 # A finished step is never redone or overwritten: re-running resumes training from
 # SAVE_DIR/checkpoint_last.pt and skips averaging / scoring whose outputs exist.
 set -euo pipefail
-[ $# -ge 2 ] || { sed -n '2,11p' "$0"; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,/^set -euo/{/^#/p;}' "$0"; exit 2; }
 data=$1 save=$2 temperature=${3:-4.0}
 shift $(( $# >= 3 ? 3 : 2 ))
+die() { echo "train_and_decode.sh: error: $*" >&2; exit 2; }
+[ -d "$data" ] || die "DATA_BIN $data: no such directory"
+awk -v t="$temperature" 'BEGIN { exit !(t == t + 0 && t >= 0.01 && t <= 100) }' \
+  || die "T must be a number in [0.01, 100] (tempered_ce's range), got '$temperature'"
 here=$(cd "$(dirname "$0")/../.." && pwd)
 user_dir=$here/fairseq_ctemp
 average=${AVERAGE:-10}

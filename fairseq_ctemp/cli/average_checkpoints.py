@@ -6,17 +6,29 @@ with the globals allowlisted by ``fairseq_ctemp.compat``.
     ctemp-average-checkpoints --inputs ckpt/checkpoint8.pt ckpt/checkpoint9.pt --output avg.pt
 
 Everything but the parameters (cfg, optimizer history, ...) is copied from the first input, as
-upstream does; an existing --output is never overwritten.
+upstream does; an existing --output is never overwritten. Inputs must be distinct checkpoints of
+one model (same parameter names and shapes, finite values) trained with one criterion at one
+softmax temperature: a tempered_ce checkpoint decodes at the T in its cfg, so an average of
+different temperatures would silently decode at the first input's. --allow-mixed-temperatures
+averages them anyway, says so, and records the inputs' criteria and temperatures in the output
+("ctemp_average").
 """
 import argparse
 import collections
 import os
 import re
 import sys
+import tempfile
 
 import torch
 
 import fairseq_ctemp  # noqa: F401  (registers the safe globals for torch.load)
+
+from . import inputs
+
+
+class AverageError(Exception):
+    """Bad input: main() prints it as one error line naming the file or option."""
 
 
 def last_n_checkpoints(directory, n, update_based=False, upper_bound=None):
@@ -28,36 +40,129 @@ def last_n_checkpoints(directory, n, update_based=False, upper_bound=None):
         if match and (upper_bound is None or int(match.group(1)) <= upper_bound):
             found.append((int(match.group(1)), os.path.join(directory, name)))
     if len(found) < n:
-        raise SystemExit(f"error: found {len(found)} checkpoints in {directory}, need {n}")
+        raise AverageError(f"found {len(found)} {'checkpoint_E_U.pt' if update_based else 'checkpointN.pt'} "
+                           f"files in {directory}, need {n}")
     return [path for _, path in sorted(found, reverse=True)[:n]]
 
 
-def average_checkpoints(paths):
-    """A fairseq checkpoint state whose "model" is the element-wise mean of the inputs' "model"."""
-    sums, dtypes, first_state, keys = collections.OrderedDict(), {}, None, None
-    for path in paths:
+def load(path):
+    """A checkpoint's state; AverageError naming the file if it is not a readable fairseq checkpoint."""
+    if not os.path.isfile(path):
+        raise AverageError(f"--inputs {path}: no such file")
+    try:
+        inputs.check_checkpoint(path)
+    except inputs.InputError as e:
+        raise AverageError(f"--inputs {path} {e}") from None
+    try:
         state = torch.load(path, map_location="cpu")  # weights_only by default on torch >= 2.6
+    except Exception as e:  # a damaged archive or unexpected objects: one line, not a traceback
+        raise AverageError(f"--inputs {path} cannot be loaded as a checkpoint: "
+                           f"{str(e).strip().splitlines()[0]}") from None
+    if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
+        raise AverageError(f"--inputs {path} is not a fairseq checkpoint (no 'model' parameters)")
+    return state
+
+
+def criterion_of(state):
+    """(criterion name, softmax temperature) a checkpoint was trained with; T is 1.0 for criteria
+    that do not temper (as decoding treats them)."""
+    cfg = state.get("cfg")
+    if cfg is not None:
+        criterion = cfg.get("criterion") if isinstance(cfg, dict) else getattr(cfg, "criterion", None)
+        get = (criterion.get if isinstance(criterion, dict)
+               else lambda key, default=None: getattr(criterion, key, default))
+        name, temperature = get("_name"), get("softmax_temperature", 1.0)
+    else:  # checkpoints of argparse-era fairseq
+        args = state.get("args")
+        name, temperature = getattr(args, "criterion", None), getattr(args, "softmax_temperature", 1.0)
+    return name, float(temperature if name == "tempered_ce" and temperature is not None else 1.0)
+
+
+def check_same_training(paths, trained, allow_mixed):
+    """AverageError if the inputs, trained with trained[i] = (criterion, T), differ (unless
+    allow_mixed); returns the "ctemp_average" record of the output."""
+    record = {"inputs": [os.path.basename(p) for p in paths], "criteria": [c for c, _ in trained],
+              "softmax_temperatures": [t for _, t in trained], "decodes_at_temperature": trained[0][1]}
+    if len(set(trained)) > 1:
+        shown = ", ".join(f"{os.path.basename(p)}: {c} T={t:g}" for p, (c, t) in zip(paths, trained))
+        if not allow_mixed:
+            raise AverageError(f"the inputs were trained with different criteria or temperatures ({shown}); "
+                               "their average would decode at the first one's T. Average checkpoints of "
+                               "one run, or pass --allow-mixed-temperatures")
+        print(f"warning: --allow-mixed-temperatures: averaging {shown}; the average decodes at "
+              f"T={trained[0][1]:g} ({trained[0][0]}, from {paths[0]})", file=sys.stderr)
+    return record
+
+
+def average_checkpoints(paths, allow_mixed=False):
+    """A fairseq checkpoint state whose "model" is the element-wise mean of the inputs' "model"."""
+    real = [os.path.realpath(p) for p in paths]
+    repeated = sorted({p for p, r in zip(paths, real) if real.count(r) > 1})
+    if repeated:
+        raise AverageError(f"--inputs names {', '.join(repeated)} more than once: it would be weighted twice")
+    sums, dtypes, first_state, shapes, trained = collections.OrderedDict(), {}, None, None, []
+    for path in paths:
+        state = load(path)
         params = state["model"]
-        if keys is None:
-            first_state, keys = state, list(params.keys())
-        elif list(params.keys()) != keys:
-            raise SystemExit(f"error: {path} has different parameters than {paths[0]}")
-        for key in keys:
-            tensor = params[key]
+        if shapes is None:
+            first_state, shapes = state, {k: tuple(v.shape) for k, v in params.items()}
+        check_parameters(path, params, paths[0], shapes)
+        trained.append(criterion_of(state))
+        for key, tensor in params.items():
             dtypes.setdefault(key, tensor.dtype)
             if tensor.is_floating_point():
                 tensor = tensor.double()  # accumulate exactly enough for any number of inputs
             sums[key] = tensor.clone() if key not in sums else sums[key] + tensor
+    record = check_same_training(paths, trained, allow_mixed)
     averaged = collections.OrderedDict()
     for key, total in sums.items():
         mean = total / len(paths) if total.is_floating_point() else total // len(paths)
         averaged[key] = mean.to(dtypes[key])
     first_state["model"] = averaged
+    first_state["ctemp_average"] = record
     return first_state
 
 
+def check_parameters(path, params, first, shapes):
+    """Same parameter names and shapes as the first input, and only finite values."""
+    if list(params) != list(shapes):
+        differ = sorted(set(params) ^ set(shapes)) or ["(their order)"]
+        raise AverageError(f"{path} has other parameters than {first}: {', '.join(differ[:5])}")
+    for key, tensor in params.items():
+        if tuple(tensor.shape) != shapes[key]:
+            raise AverageError(f"parameter {key} has shape {tuple(tensor.shape)} in {path} but "
+                               f"{shapes[key]} in {first}: not checkpoints of one model")
+        if tensor.is_floating_point() and not torch.isfinite(tensor).all():
+            raise AverageError(f"parameter {key} of {path} has NaN or infinite values: refusing to "
+                               "average a diverged checkpoint")
+
+
+def write_average(paths, output, allow_mixed=False):
+    """Average `paths` into `output` (which must not exist), written atomically under a fresh
+    temporary name. Raises AverageError."""
+    if os.path.lexists(output):
+        raise AverageError(f"--output {output} already exists; refusing to overwrite it")
+    directory = os.path.dirname(os.path.abspath(output))
+    if not os.path.isdir(directory):
+        raise AverageError(f"--output {output}: directory {directory} does not exist")
+    print(f"averaging {len(paths)} checkpoints: {' '.join(paths)}", file=sys.stderr)
+    state = average_checkpoints(paths, allow_mixed)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(output)}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(state, f)
+        if os.path.lexists(output):  # appeared while averaging
+            raise AverageError(f"--output {output} appeared while averaging; not replacing it")
+        os.replace(tmp, output)  # never leave a half-written average behind
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    print(f"wrote {output}", file=sys.stderr)
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    parser = argparse.ArgumentParser(prog="ctemp-average-checkpoints", description=__doc__.split("\n\n")[0],
+                                     epilog=__doc__.split("\n\n", 2)[2],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--inputs", nargs="+", required=True,
                         help="checkpoint files, or one directory with --num-*-checkpoints")
@@ -67,26 +172,29 @@ def main(argv=None):
     which.add_argument("--num-update-checkpoints", type=int, help="average the last N checkpoint_E_U.pt")
     parser.add_argument("--checkpoint-upper-bound", type=int,
                         help="ignore checkpoints after this epoch (or update) number")
+    parser.add_argument("--allow-mixed-temperatures", action="store_true",
+                        help="average checkpoints of different criteria / softmax temperatures (the "
+                             "average decodes at the first input's T)")
     args = parser.parse_args(argv)
 
-    count = args.num_epoch_checkpoints or args.num_update_checkpoints
-    if count is not None:
-        if len(args.inputs) != 1 or not os.path.isdir(args.inputs[0]):
-            parser.error("--num-*-checkpoints needs exactly one directory in --inputs")
-        if count < 1:
-            parser.error(f"--num-*-checkpoints must be >= 1, got {count}")
-        paths = last_n_checkpoints(args.inputs[0], count, args.num_update_checkpoints is not None,
-                                   args.checkpoint_upper_bound)
-    else:
-        paths = args.inputs
-    if os.path.exists(args.output):
-        parser.error(f"--output {args.output} already exists; refusing to overwrite it")
-    print(f"averaging {len(paths)} checkpoints: {' '.join(paths)}", file=sys.stderr)
-    state = average_checkpoints(paths)
-    tmp = args.output + ".tmp"
-    torch.save(state, tmp)
-    os.replace(tmp, args.output)  # never leave a half-written average behind
-    print(f"wrote {args.output}", file=sys.stderr)
+    try:
+        count = (args.num_epoch_checkpoints if args.num_epoch_checkpoints is not None
+                 else args.num_update_checkpoints)
+        if count is not None:
+            option = "--num-epoch-checkpoints" if args.num_update_checkpoints is None else "--num-update-checkpoints"
+            if count < 1:
+                raise AverageError(f"{option} must be >= 1, got {count}")
+            if len(args.inputs) != 1 or not os.path.isdir(args.inputs[0]):
+                raise AverageError(f"{option} needs exactly one directory in --inputs")
+            paths = last_n_checkpoints(args.inputs[0], count, args.num_update_checkpoints is not None,
+                                       args.checkpoint_upper_bound)
+        elif args.checkpoint_upper_bound is not None:
+            raise AverageError("--checkpoint-upper-bound only goes with --num-*-checkpoints")
+        else:
+            paths = args.inputs
+        write_average(paths, args.output, args.allow_mixed_temperatures)
+    except AverageError as e:
+        parser.error(str(e))
 
 
 if __name__ == "__main__":

@@ -38,6 +38,8 @@ import traceback
 from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.significance import PairedTest
 
+from . import inputs
+
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the --user-dir
 # Set here for every run; passing them after -- would make the two systems differ silently.
 OWN_OPTIONS = ("--path", "--beam", "--lenpen", "--gen-subset", "--temperature", "--user-dir",
@@ -86,8 +88,12 @@ def subset_size(data, subset):
 def read_lines(path, option, expected=None):
     if not os.path.isfile(path):
         raise UsageError(f"{option} {path}: no such file")
-    with open(path, encoding="utf-8", newline="\n") as f:
-        lines = [line.rstrip("\r\n") for line in f]
+    try:
+        lines = inputs.read_utf8_lines(path)
+    except inputs.InputError as e:
+        raise UsageError(f"{option} {path}: {e}") from None
+    if not lines:
+        raise UsageError(f"{option} {path} is empty")
     if expected is not None and len(lines) != expected:
         raise UsageError(f"{option} {path} has {len(lines)} lines but there are {expected} sentences")
     return lines
@@ -226,12 +232,22 @@ def run_greedy_vs_beam(data, checkpoint, beam=5, subset="test", extra_args=(), l
     for path in files.values():
         if os.path.exists(path):
             raise UsageError(f"{path} already exists; refusing to overwrite it")
+        parent = os.path.dirname(os.path.abspath(path))
+        while not os.path.exists(parent):
+            parent = os.path.dirname(parent)
+        if not os.path.isdir(parent):  # found now, not after decoding
+            raise UsageError(f"cannot write {path}: {parent} is a file, not a directory")
     # Keyed by role, not by subset name: --dev-subset may be the test subset itself.
     subsets, ref_options = {"test": subset, "dev": dev_subset}, {"test": "--ref", "dev": "--dev-ref"}
     sizes = {role: subset_size(data, subsets[role]) for role in (("test", "dev") if grid else ("test",))}
     raw = {role: read_lines(path, ref_options[role], sizes[role]) if path else None
            for role, path in (("test", ref), ("dev", dev_ref))}
     tokenize_for = {role: tokenize or ("13a" if raw[role] else "none") for role in raw}
+    for path in checkpoint.split(":"):
+        try:
+            inputs.check_checkpoint(path)
+        except inputs.InputError as e:
+            raise UsageError(f"--checkpoint {path} {e}") from None
     logs = {}
 
     def run(log_name, role, beam_, lenpen_):

@@ -57,7 +57,7 @@ def write_corpus(out_dir, sizes=(("train", 3000), ("valid", 300), ("test", 300))
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="ctemp-toy-translation", description=__doc__.split("\n\n")[0])
     parser.add_argument("out_dir")
     parser.add_argument("--train", type=int, default=3000)
     parser.add_argument("--valid", type=int, default=300)
@@ -65,8 +65,16 @@ def main(argv=None):
     parser.add_argument("--vocab", type=int, default=300)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
-    write_corpus(args.out_dir, (("train", args.train), ("valid", args.valid), ("test", args.test)),
-                 args.vocab, args.seed)
+    for option in ("train", "valid", "test", "vocab"):
+        if getattr(args, option) < 1:
+            parser.error(f"--{option} must be >= 1, got {getattr(args, option)}")
+    if os.path.exists(args.out_dir) and not os.path.isdir(args.out_dir):
+        parser.error(f"OUT_DIR {args.out_dir} is a file, not a directory")
+    try:
+        write_corpus(args.out_dir, (("train", args.train), ("valid", args.valid), ("test", args.test)),
+                     args.vocab, args.seed)
+    except FileExistsError as e:
+        parser.error(str(e))
 
 
 if __name__ == "__main__":

@@ -2,10 +2,12 @@
 
     fairseq-train ... --user-dir "$(ctemp-user-dir)"
 """
+import argparse
 import os
 
 
-def main():
+def main(argv=None):
+    argparse.ArgumentParser(prog="ctemp-user-dir", description=__doc__.strip().split("\n")[0]).parse_args(argv)
     import fairseq_ctemp
 
     print(os.path.dirname(os.path.abspath(fairseq_ctemp.__file__)))

@@ -28,6 +28,7 @@ from fairseq.dataclass import FairseqDataclass
 from omegaconf import II
 
 from ..modules import AdaptiveSoftmaxHead
+from . import checks
 
 
 @dataclass
@@ -49,6 +50,13 @@ class ContextualTemperatureCrossEntropy(FairseqCriterion):
         self.loss_scaling = not no_loss_scaling
         self.sentence_avg = sentence_avg
         self._checked_model = False
+
+    @classmethod
+    def build_criterion(cls, cfg, task):
+        model = checks.model_options(cfg)  # a degenerate fixed tau: refused now, not as ppl inf
+        if checks.option(model, "ct_normalization") == "constant":
+            checks.check_temperature("--ct-constant", checks.option(model, "ct_constant", 1.0))
+        return super().build_criterion(cfg, task)
 
     def forward(self, model, sample, reduce=True):
         if not self._checked_model:

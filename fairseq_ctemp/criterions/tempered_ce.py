@@ -25,6 +25,7 @@ from fairseq.criterions.label_smoothed_cross_entropy import (
 )
 
 from .. import decoding
+from . import checks
 
 # Training steps log the diagnostics from this many evenly spaced target positions (scaled to the
 # batch): computing them on every position costs ~20% of a step. Validation uses every position.
@@ -114,8 +115,7 @@ def tempered_label_smoothed_nll_loss(lprobs, target, epsilon, temperature, sem_w
 
 def check_options(softmax_temperature, label_smoothing, sem_weight):
     """One clear error per bad option, raised when the criterion is built (before any step)."""
-    if not (math.isfinite(softmax_temperature) and softmax_temperature > 0):
-        raise ValueError(f"--softmax-temperature must be a finite number > 0, got {softmax_temperature}")
+    checks.check_temperature("--softmax-temperature", softmax_temperature)
     if not 0.0 <= label_smoothing < 1.0:
         raise ValueError(f"--label-smoothing must be in [0, 1), got {label_smoothing}")
     if not 0.0 <= sem_weight <= 1.0:
@@ -135,6 +135,12 @@ class TemperedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
         self._checked_model = False
         # --eval-bleu's generator was built with the model, before this criterion existed.
         decoding.use_training_temperature_for_validation(task, self.temperature)
+
+    @classmethod
+    def build_criterion(cls, cfg, task):
+        if checks.option(checks.model_options(cfg), "adaptive_softmax_cutoff"):
+            raise ValueError(ADAPTIVE_SOFTMAX)  # now, not in the first step (which would leave crash.pt)
+        return super().build_criterion(cfg, task)
 
     def forward(self, model, sample, reduce=True):
         if not self._checked_model:
@@ -230,8 +236,10 @@ def check_model_output(model):
             "a temperature head (ct_transformer_lm / ct_lstm_lm): use --criterion ct_cross_entropy "
             "(--ct-normalization constant --ct-constant T is a fixed temperature T)")
     if getattr(decoder, "adaptive_softmax", None) is not None:
-        raise ValueError(
-            "--criterion tempered_ce needs a full softmax output layer; this model has an adaptive "
-            "softmax (--adaptive-softmax-cutoff). Train without --adaptive-softmax-cutoff, or use "
-            "the contextual-temperature LM heads of fairseq_ctemp for adaptive softmax."
-        )
+        raise ValueError(ADAPTIVE_SOFTMAX)
+
+
+ADAPTIVE_SOFTMAX = (
+    "--criterion tempered_ce needs a full softmax output layer; this model has an adaptive "
+    "softmax (--adaptive-softmax-cutoff). Train without --adaptive-softmax-cutoff, or use "
+    "the contextual-temperature LM heads of fairseq_ctemp for adaptive softmax.")

@@ -1,0 +1,34 @@
+"""Option checks of the plugin's criteria that need the model's options too. They run when fairseq
+builds the criterion, before any training step: fairseq answers an error inside a step by writing
+crash.pt into the save directory, and a degenerate temperature trains silently to ``ppl inf``."""
+import argparse
+import math
+
+# The range of a fixed softmax temperature (tempered_ce's T, --ct-constant). Model logits are of
+# order 1 at initialisation: far below it softmax(logits / T) is one-hot in float32 (perplexity
+# inf, loss gradients of nothing but the argmax), far above it uniform (nothing is learnt).
+# scripts/alt_common.py has a copy for the ALT sweeps (a test keeps the two equal).
+TEMPERATURE_RANGE = (0.01, 100.0)
+
+
+def check_temperature(option, value):
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{option} must be a finite number > 0, got {value}")
+    low, high = TEMPERATURE_RANGE
+    if not low <= value <= high:
+        raise ValueError(f"{option} must be in [{low:g}, {high:g}], got {value:g}: outside it the "
+                         "tempered softmax is degenerate in float32 (one-hot below: perplexity inf; "
+                         "uniform above: nothing is learnt)")
+
+
+def model_options(criterion_cfg):
+    """The model options of the training run a criterion config belongs to (hydra keeps the
+    criterion section attached to the whole config; argparse-era configs are flat), or None."""
+    if isinstance(criterion_cfg, argparse.Namespace):
+        return criterion_cfg
+    parent = criterion_cfg._get_parent() if hasattr(criterion_cfg, "_get_parent") else None
+    return parent.get("model") if parent is not None and "model" in parent else None
+
+
+def option(options, name, default=None):
+    return getattr(options, name, default) if options is not None else default

@@ -1,0 +1,391 @@
+"""Regression tests: no tool deletes, overwrites or mixes data, and none gives a silently wrong result.
+
+results.sh --out replaces only a directory it wrote; ctemp-average-checkpoints never touches a
+user's OUTPUT.tmp and refuses mixed temperatures; prepare checks its options and the corpus before
+skipping a step, and takes a lock; a moved or copied work directory uses its own data; a refused
+sweep writes nothing; a killed sweep takes its runs with it and leaves no lock; averaging takes the
+checkpoints of exactly the last N validations. The corpus is the tiny toy release, prepared once."""
+import collections
+import contextlib
+import fcntl
+import hashlib
+import io
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from conftest import BIN_DIR, REPO
+
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+import alt_common  # noqa: E402
+import alt_sweep  # noqa: E402
+from fairseq_ctemp.cli import average_checkpoints  # noqa: E402
+from fairseq_ctemp.criterions import checks  # noqa: E402
+
+pytestmark = pytest.mark.e2e
+DATA = os.path.join(REPO, "scripts", "alt_data.py")
+SWEEP = os.path.join(REPO, "scripts", "alt_sweep.py")
+RESULTS = os.path.join(REPO, "scripts", "alt_results.py")
+ENV = dict(os.environ, PATH=BIN_DIR + os.pathsep + os.environ["PATH"], OMP_NUM_THREADS="1")
+for key in ("ALT_RELEASE", "ALT_LOCAL", "ALT_WORK"):
+    ENV.pop(key, None)
+MODEL = ["--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "16", "--decoder-embed-dim", "16",
+         "--encoder-ffn-embed-dim", "32", "--decoder-ffn-embed-dim", "32", "--encoder-attention-heads", "2",
+         "--decoder-attention-heads", "2"]
+TINY = ["--arch", "transformer", *MODEL, "--optimizer", "adam", "--lr", "3e-3", "--cpu", "--num-workers", "0",
+        "--log-format", "json", "--log-interval", "1"]
+
+
+def run(*command, check=True, cwd=None):
+    proc = subprocess.run([str(c) for c in command], env=ENV, text=True, capture_output=True, cwd=cwd)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{command[:3]} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def refused(*command, cwd=None):
+    """The last line of a command that must fail with a one-line error."""
+    proc = run(*command, check=False, cwd=cwd)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
+    return proc.stderr.strip().split("\n")[-1]
+
+
+def tree(path):
+    """{relative path: sha256} of every file under path (an independent check that nothing changed)."""
+    found = {}
+    for d, _, files in os.walk(path):
+        for name in files:
+            with open(os.path.join(d, name), "rb") as f:
+                found[os.path.relpath(os.path.join(d, name), path)] = hashlib.sha256(f.read()).hexdigest()
+    return found
+
+
+@pytest.fixture(scope="module")
+def alt(tmp_path_factory):
+    """The toy release and a work directory with en-vi prepared from it (vocab 20)."""
+    root = tmp_path_factory.mktemp("safety")
+    run(sys.executable, DATA, "toy-release", root / "release")
+    run(sys.executable, DATA, "prepare", "en-vi", "--release", root / "release", "--work", root / "work",
+        "--vocab", "20")
+    return {"root": root, "release": root / "release", "work": root / "work",
+            "data": root / "work" / "data" / "en-vi.spm20"}
+
+
+def copy_work(alt, dest):
+    shutil.copytree(alt["work"], dest, symlinks=True)
+    return dest
+
+
+# ----------------------------------------------------------------------------- results --out
+
+def fake_sweep(work):
+    """An experiment with no finished run: enough for results.sh to write its tables."""
+    exp = work / "sweep" / "en-vi.mini.spm20"
+    exp.mkdir(parents=True)
+    (exp / "experiment.json").write_text(json.dumps({"src": "en", "tgt": "vi", "patience": 10,
+                                                     "primary": [0.1, 0.0], "speed_beams": [4]}))
+    return work
+
+
+def test_results_out_replaces_only_a_directory_it_wrote(tmp_path):
+    work = fake_sweep(tmp_path / "work")
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("a week of notes")
+    (tmp_path / "a-file").write_text("keep")
+    before = tree(tmp_path)
+    for out, message in ((work, "was not written by alt_results.py"),  # the work directory itself
+                         (tmp_path / "mine", "was not written by alt_results.py"),
+                         (tmp_path, "was not written by alt_results.py"),
+                         (tmp_path / "a-file", "is not a directory")):
+        assert message in refused(sys.executable, RESULTS, "--work", work, "--out", out)
+        assert tree(tmp_path) == before  # nothing deleted, renamed or written
+    out = tmp_path / "results"
+    for sibling in ("results.tmp", "results.old"):  # a user's, next to OUT: never touched
+        (tmp_path / sibling).mkdir()
+        (tmp_path / sibling / "x").write_text(sibling)
+    run(sys.executable, RESULTS, "--work", work, "--out", out)
+    first = set(os.listdir(out))
+    assert {".alt_results", "alt_results.md", "runs.csv", "table1.csv"} <= first
+    run(sys.executable, RESULTS, "--work", work, "--out", out)  # its own directory: replaced
+    assert set(os.listdir(out)) == first
+    assert (tmp_path / "results.tmp" / "x").read_text() == "results.tmp"
+    assert (tmp_path / "results.old" / "x").read_text() == "results.old"
+    assert [p for p in os.listdir(tmp_path) if p.startswith(".results")] == []  # no temporary left
+    (out / "my-plot.png").write_bytes(b"mine")  # a file the tool did not write: the whole OUT is kept
+    assert "has files alt_results.py did not write (my-plot.png)" in refused(
+        sys.executable, RESULTS, "--work", work, "--out", out)
+    assert (out / "my-plot.png").read_bytes() == b"mine"
+
+
+# ----------------------------------------------------------------------------- averaging
+
+def checkpoint(path, weights, criterion="tempered_ce", temperature=2.0):
+    state = {"model": collections.OrderedDict((k, torch.tensor(v)) for k, v in weights.items()),
+             "cfg": {"criterion": {"_name": criterion, "softmax_temperature": temperature}},
+             "optimizer_history": [{"num_updates": 1}]}
+    torch.save(state, path)
+    return str(path)
+
+
+def average(argv):
+    """ctemp-average-checkpoints in this process: (exit code, stderr)."""
+    err = io.StringIO()
+    code = 0
+    with contextlib.redirect_stderr(err):
+        try:
+            average_checkpoints.main([str(a) for a in argv])
+        except SystemExit as e:
+            code = e.code
+    return code, err.getvalue()
+
+
+def test_average_leaves_a_users_output_tmp_alone(tmp_path):
+    a = checkpoint(tmp_path / "a.pt", {"w": [1.0, 2.0], "step": [3]})
+    b = checkpoint(tmp_path / "b.pt", {"w": [2.0, 5.0], "step": [4]})
+    (tmp_path / "avg.pt.tmp").write_text("the user's file")
+    code, err = average(["--inputs", a, b, "--output", tmp_path / "avg.pt"])
+    assert code == 0, err
+    assert (tmp_path / "avg.pt.tmp").read_text() == "the user's file"
+    state = torch.load(tmp_path / "avg.pt")
+    assert state["model"]["w"].tolist() == [(1.0 + 2.0) / 2, (2.0 + 5.0) / 2]
+    assert state["model"]["step"].tolist() == [(3 + 4) // 2]
+    assert sorted(os.listdir(tmp_path)) == ["a.pt", "avg.pt", "avg.pt.tmp", "b.pt"]
+
+
+def test_average_refuses_mixed_temperatures_unless_told(tmp_path):
+    t2 = checkpoint(tmp_path / "t2.pt", {"w": [1.0]}, temperature=2.0)
+    t1 = checkpoint(tmp_path / "t1.pt", {"w": [3.0]}, temperature=1.0)
+    plain = checkpoint(tmp_path / "plain.pt", {"w": [3.0]}, criterion="label_smoothed_cross_entropy")
+    tempered_at_1 = checkpoint(tmp_path / "tempered1.pt", {"w": [3.0]}, temperature=1.0)
+    for inputs in ((t2, t1), (tempered_at_1, plain)):
+        code, err = average(["--inputs", *inputs, "--output", tmp_path / "avg.pt"])
+        assert code == 2 and "trained with different criteria or temperatures" in err.strip().split("\n")[-1]
+        assert "--allow-mixed-temperatures" in err and not (tmp_path / "avg.pt").exists()
+    code, err = average(["--inputs", t2, t1, "--output", tmp_path / "avg.pt", "--allow-mixed-temperatures"])
+    assert code == 0 and "the average decodes at T=2 (tempered_ce, from " + t2 in err
+    state = torch.load(tmp_path / "avg.pt")
+    assert state["cfg"]["criterion"]["softmax_temperature"] == 2.0 and state["model"]["w"].tolist() == [2.0]
+    assert state["ctemp_average"] == {"inputs": ["t2.pt", "t1.pt"], "criteria": ["tempered_ce"] * 2,
+                                      "softmax_temperatures": [2.0, 1.0], "decodes_at_temperature": 2.0}
+
+
+# ----------------------------------------------------------------------------- prepare
+
+def test_prepare_resumed_with_other_options_is_refused(alt, tmp_path):
+    work = copy_work(alt, tmp_path / "work")
+    data = work / "data" / "en-vi.spm20"
+    os.remove(data / "prepare.json")  # killed just before its last write: every step is done
+    before = tree(work)
+    message = refused(sys.executable, DATA, "prepare", "en-vi", "--release", alt["release"], "--work", work,
+                      "--vocab", "20", "--spm-model-type", "bpe")
+    assert "was started with other options (spm_model_type: 'unigram', now 'bpe')" in message
+    assert tree(work) == before  # not a prepare.json describing sub/ models it did not make
+    proc = run(sys.executable, DATA, "prepare", "en-vi", "--release", alt["release"], "--work", work, "--vocab", "20")
+    assert "sub/ exists: skipped" in proc.stderr
+    assert json.loads((data / "prepare.json").read_text())["options"]["spm_model_type"] == "unigram"
+
+
+def test_prepare_refuses_another_corpus_for_a_prepared_directory(alt, tmp_path):
+    release = tmp_path / "release"
+    shutil.copytree(alt["release"], release)
+    corpus = release / "ALT-Parallel-Corpus-20191206" / "data_vi.txt"
+    lines = corpus.read_bytes().split(b"\r\n")
+    lines[0] = lines[0].split(b"\t")[0] + b"\tanother translation"
+    corpus.write_bytes(b"\r\n".join(lines))
+    work = copy_work(alt, tmp_path / "work")
+    before = tree(work)
+    for partly in (False, True):
+        if partly:
+            os.remove(work / "data" / "en-vi.spm20" / "prepare.json")
+            before = tree(work)
+        message = refused(sys.executable, DATA, "prepare", "en-vi", "--release", release, "--work", work,
+                          "--vocab", "20")
+        assert "was prepared from another corpus than" in message and "raw/" in message
+        assert tree(work) == before
+
+
+def test_two_prepares_on_one_directory(alt, tmp_path):
+    """While one prepare works on a data directory (holds its lock), another is refused at once."""
+    work = copy_work(alt, tmp_path / "work")
+    data = work / "data" / "en-vi.spm20"
+    shutil.rmtree(data / "bin")
+    os.remove(data / "prepare.json")
+    with alt_common.Lock(str(data)):  # this process is "the other prepare"
+        message = refused(sys.executable, DATA, "prepare", "en-vi", "--release", alt["release"], "--work", work,
+                          "--vocab", "20")
+    assert f"is being worked on by pid {os.getpid()}" in message
+    assert not (data / "bin").exists() and not (data / "prepare.json").exists()
+
+
+def test_a_stale_lock_file_does_not_block_and_a_held_one_names_its_holder(tmp_path):
+    (tmp_path / ".lock").write_text("pid 999999999 on a-host-that-died\n")
+    with alt_common.Lock(str(tmp_path)):
+        assert (tmp_path / ".lock").read_text() == f"pid {os.getpid()} on {socket.gethostname()}\n"
+        with pytest.raises(alt_common.AltError, match=f"being worked on by pid {os.getpid()} on "):
+            with alt_common.Lock(str(tmp_path)):
+                pass
+
+
+# ----------------------------------------------------------------------------- moved work directories
+
+def test_a_moved_or_copied_work_directory_uses_its_own_data(alt, tmp_path):
+    work = copy_work(alt, tmp_path / "a" / "work")
+    # the sweep's files, written as for a real run (a stand-in sbatch: nothing trains)
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "sbatch").write_text("#!/bin/sh\necho 1\n")
+    (fake / "sbatch").chmod(0o755)
+    env = dict(ENV, PATH=f"{fake}{os.pathsep}{ENV['PATH']}")
+    subprocess.run([sys.executable, SWEEP, "run", "en-vi", "--work", "work", "--vocab", "20", "--preset", "mini",
+                    "--temperatures", "1,2", "--slurm"], cwd=tmp_path / "a", env=env, check=True,
+                   capture_output=True)
+    copy = tmp_path / "b" / "copy"
+    shutil.copytree(work, copy, symlinks=True)
+    exp_dir = copy / "sweep" / "en-vi.mini.spm20"
+    exp = alt_sweep.load_experiment(str(exp_dir))
+    assert exp["data"] == str(copy / "data" / "en-vi.spm20")
+    info = alt_common.prepared(exp["data"])
+    assert info["bin"] == str(copy / "data" / "en-vi.spm20" / "bin") and os.path.isdir(info["bin"])
+    proc = run(sys.executable, SWEEP, "run", "en-vi", "--work", copy, "--vocab", "20", "--preset", "mini",
+               "--temperatures", "1,2", "--dry-run", cwd=tmp_path)
+    assert f"fairseq-train {copy}/data/en-vi.spm20/bin " in proc.stdout
+    # a file of an older version names the original's data by absolute path: refused, not used
+    old = json.loads((exp_dir / "experiment.json").read_text())
+    (exp_dir / "experiment.json").write_text(json.dumps(dict(old, data=str(work / "data" / "en-vi.spm20"))))
+    with pytest.raises(alt_sweep.RunFailed, match="moved or copied"):
+        alt_sweep.load_experiment(str(exp_dir))
+    assert "(moved or copied?)" in refused(sys.executable, SWEEP, "run", "en-vi", "--work", copy, "--vocab", "20",
+                                           "--preset", "mini", "--temperatures", "1,2", "--dry-run")
+    # prepare.json of an older version: paths relative to where prepare ran
+    prepare_json = copy / "data" / "en-vi.spm20" / "prepare.json"
+    prepare_json.write_text(json.dumps(dict(json.loads(prepare_json.read_text()),
+                                            bin="work/data/en-vi.spm20/bin", raw="work/data/en-vi.spm20/raw")))
+    assert alt_common.prepared(str(copy / "data" / "en-vi.spm20"))["raw"] == str(copy / "data" / "en-vi.spm20" / "raw")
+
+
+# ----------------------------------------------------------------------------- sweeps
+
+def test_a_refused_sweep_writes_nothing(alt, tmp_path):
+    work = copy_work(alt, tmp_path / "work")
+    before = tree(work)
+    message = refused(sys.executable, SWEEP, "run", "en-vi", "en-ja", "--work", work, "--vocab", "20",
+                      "--preset", "mini", "--temperatures", "1,2")
+    assert "en-ja" in message and "is not prepared" in message
+    assert tree(work) == before  # en-vi's experiment.json was not written
+    proc = run(sys.executable, SWEEP, "run", "en-vi", "--work", work, "--vocab", "20", "--preset", "mini",
+               "--temperatures", "1,2", "--interval", "50", "--dry-run")  # other settings: not refused
+    assert "2 runs, 2 to do" in proc.stdout
+
+
+def descendants(pid):
+    """Live (not zombie) processes below pid, from /proc."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] != "Z":
+                parents.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        children = parents.get(todo.pop(), [])
+        found += children
+        todo += children
+    return found
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_killed_sweep_takes_its_runs_with_it(alt, tmp_path):
+    work = copy_work(alt, tmp_path / "work")
+    sweep = subprocess.Popen(
+        [sys.executable, SWEEP, "run", "en-vi", "--work", str(work), "--vocab", "20", "--preset", "mini",
+         "--temperatures", "1,2", "--jobs", "2", "--no-finalize", "--max-update", "100000", "--", *MODEL],
+        env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    runs = [work / "sweep" / "en-vi.mini.spm20" / f"T{t}-ls0.1-sem0" for t in (1, 2)]
+    children = []
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and not all((r / "train.log").exists() and "| INFO |" in
+                                                  (r / "train.log").read_text() for r in runs):
+            time.sleep(0.2)  # both runs' fairseq-train have started
+        children = descendants(sweep.pid)
+        assert len(children) >= 4, children  # two run-one processes, two fairseq-train
+        sweep.send_signal(signal.SIGKILL)  # only the parent, as a careless `kill -9 PID` would
+        sweep.wait()
+        deadline = time.time() + 30
+        while time.time() < deadline and any(alive(p) for p in children):
+            time.sleep(0.2)
+        assert not any(alive(p) for p in children), "runs kept training after the sweep was killed"
+        for run_dir in runs:  # and their locks are free for the next sweep
+            with open(run_dir / ".lock", "a") as f:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        for pid in [sweep.pid] + children:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+# ----------------------------------------------------------------------------- averaging the last validations
+
+SAVED = "INFO | fairseq.checkpoint_utils | Saved checkpoint {} (epoch {} @ {} updates, score 1.0)\n"
+VALID = "INFO | valid | {{\"epoch\": {}, \"valid_bleu\": \"1.0\", \"valid_num_updates\": \"{}\"}}\n"
+
+
+def test_averaging_takes_exactly_the_last_validations(tmp_path):
+    """Validations at 4 (interval file), 8 (an epoch end: checkpoint2.pt), 12 and 14 (the last, at
+    --max-update: only checkpoint_last.pt); an older interval file must not stand in for any."""
+    log = ""
+    for update, epoch, name in ((2, 1, "checkpoint_1_2.pt"), (4, 1, "checkpoint_1_4.pt"), (8, 2, "checkpoint2.pt"),
+                                (12, 3, "checkpoint_3_12.pt"), (14, 3, "checkpoint_last.pt")):
+        log += VALID.format(epoch, update) + SAVED.format(tmp_path / name, epoch, update)
+        (tmp_path / name).write_bytes(b"")
+    (tmp_path / "train.log").write_text(log)
+    found = alt_sweep.last_validation_checkpoints(str(tmp_path), 4)
+    assert [os.path.basename(p) for p in found] == ["checkpoint_1_4.pt", "checkpoint2.pt", "checkpoint_3_12.pt",
+                                                    "checkpoint_last.pt"]
+    with pytest.raises(alt_sweep.RunFailed, match="validated 5 time"):
+        alt_sweep.last_validation_checkpoints(str(tmp_path), 6)
+    os.remove(tmp_path / "checkpoint2.pt")
+    with pytest.raises(alt_sweep.RunFailed, match=r"no checkpoint of the validation\(s\) at update\(s\) 8 "):
+        alt_sweep.last_validation_checkpoints(str(tmp_path), 4)
+
+
+def test_a_validation_at_an_epoch_end_keeps_its_checkpoint(alt, tmp_path):
+    """The sweep's fairseq-train with validations every 3 updates, which are also the epoch ends
+    (60 pairs, 20 a batch): stock fairseq with --no-epoch-checkpoints keeps only checkpoint_last."""
+    proc = run(sys.executable, SWEEP, "fairseq-train", alt["data"] / "bin", "--user-dir", alt_common.PLUGIN_DIR,
+               "--source-lang", "en", "--target-lang", "vi", "--save-dir", tmp_path, *TINY, "--criterion",
+               "tempered_ce", "--softmax-temperature", "2", "--batch-size", "20", "--required-batch-size-multiple",
+               "1", "--validate-interval-updates", "3", "--save-interval-updates", "3", "--keep-interval-updates",
+               "5", "--validate-interval", "1000000", "--save-interval", "1000000", "--no-epoch-checkpoints",
+               "--max-update", "6")
+    (tmp_path / "train.log").write_text(proc.stdout + proc.stderr)
+    found = alt_sweep.last_validation_checkpoints(str(tmp_path), 2)
+    assert [os.path.basename(p) for p in found] == ["checkpoint_1_3.pt", "checkpoint_2_6.pt"]
+    for path, update in zip(found, (3, 6)):
+        assert torch.load(path)["optimizer_history"][-1]["num_updates"] == update
+
+
+def test_temperature_ranges_agree():
+    assert alt_common.TEMPERATURE_RANGE == checks.TEMPERATURE_RANGE
+    from fairseq_ctemp.cli.greedy_vs_beam import OWN_OPTIONS
+
+    assert set(OWN_OPTIONS) <= set(alt_sweep.DECODING_OPTIONS)
