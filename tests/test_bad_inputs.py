@@ -404,11 +404,11 @@ def test_bad_input(inputs, name, command, argv, expected, monkeypatch):
 
 
 def test_the_suite_covers_every_tool():
-    """Every console script of setup.py and every Python or shell entry point in scripts/,
+    """Every console script of pyproject.toml and every Python or shell entry point in scripts/,
     examples/ and benchmarks/ has a case, or is named here with the reason it has none."""
     covered = " ".join(" ".join(map(str, c[1])) if isinstance(c[1], list) else c[1].__name__ for c in CASES)
-    with open(os.path.join(REPO, "setup.py"), encoding="utf-8") as f:
-        consoles = re.findall(r'"(ctemp-[\w-]+) = fairseq_ctemp\.cli\.(\w+):main"', f.read())
+    with open(os.path.join(REPO, "pyproject.toml"), encoding="utf-8") as f:
+        consoles = re.findall(r'^(ctemp-[\w-]+) = "fairseq_ctemp\.cli\.(\w+):main"', f.read(), re.M)
     assert len(consoles) == 4
     for console, module in consoles:
         assert console in covered or module in covered, console
