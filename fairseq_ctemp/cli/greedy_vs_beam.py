@@ -113,7 +113,7 @@ def generate_in_process(command):
     level, argv, code = root.level, sys.argv, 0
     root.addHandler(handler)
     root.setLevel(logging.INFO)
-    sys.argv = ["fairseq-generate"] + list(command[1:])  # the plugin reads an explicit --temperature there
+    sys.argv = ["fairseq-generate"] + list(command[1:])  # fairseq's get_parser reads --user-dir there
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             parser = options.get_generation_parser()
