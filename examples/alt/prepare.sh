@@ -6,7 +6,7 @@
 #            [--work runs/alt] [--subwords spm|bpe] [--vocab 8192] [--train-subset N] [--drop-incomplete]
 #   DIRECTION     en-vi, vi-en, ja-en, ... (both directions of a pair share one data directory)
 #   --release     ALT-Parallel-Corpus-20191206.zip or its unzipped directory, with URL-{train,dev,test}.txt
-#   --local       an already split copy: DIR/{train,dev[,test]}.<lang> (e.g. ../shared/data/alt)
+#   --local       an already split copy: DIR/{train,dev[,test]}.<lang> (e.g. path/to/alt)
 #   --download    fetch the release from NICT into WORK/download
 # Env:   ALT_RELEASE / ALT_LOCAL (instead of the flags), ALT_WORK (default runs/alt)
 # Output: WORK/data/<pair>.<spm8192|...>/{raw,sub,tok,bin,prepare.json}. Finished steps are skipped,

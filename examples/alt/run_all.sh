@@ -7,7 +7,7 @@
 #   shared:                    --work W, --subwords spm|bpe, --vocab N, --train-subset N
 #   anything else goes to sweep.sh (--preset, --temperatures, --jobs, --gpus, --slurm, --dry-run, ...)
 # Example (the mini experiment on the local En-Vi copy):
-#   examples/alt/run_all.sh en-vi --local ../shared/data/alt --preset mini --jobs 5
+#   examples/alt/run_all.sh en-vi --local path/to/alt --preset mini --jobs 5
 # With --dry-run nothing is prepared or started: the corpus is checked and the plan printed.
 # Re-run the same command to resume. With --slurm it stops after submitting the jobs: run
 # results.sh when they are done.

@@ -4,7 +4,7 @@
 # Usage: examples/language_model/prepare.sh DATASET [DATA_DIR]
 #   DATASET   ptb | wikitext-2 | wikitext-103
 #   DATA_DIR  a local directory with the raw text files (ptb.{train,valid,test}.txt for ptb,
-#             wiki.{train,valid,test}.tokens for wikitext-*), e.g. /work/shared/data/ptb.
+#             wiki.{train,valid,test}.tokens for wikitext-*), e.g. path/to/ptb.
 #             Without it the corpus is downloaded into RAW_DIR (see below for the sources).
 # Env:  DATA_BIN (data-bin/DATASET)    where the binarised corpus goes (fairseq-preprocess --only-source)
 #       RAW_DIR (data-bin/DATASET.raw) where a download is unpacked (only without DATA_DIR)
@@ -42,7 +42,7 @@ case $dataset in
               "4358 245569 d790b833ef8cf03a90db7bf1271b7520b83c45ce07ba3c1a9699df81e239eca0") ;;
   wikitext-103)
     # Published sizes (Merity et al., 2016): 103,227,021 / 217,646 / 245,569 tokens incl. one
-    # end-of-line token per line. No sha256 here: the files were never verified on this machine.
+    # end-of-line token per line. No sha256 here: no published checksum could be verified.
     files=(wiki.train.tokens wiki.valid.tokens wiki.test.tokens)
     expected=("1801350 103227021 -" "3760 217646 -" "4358 245569 -") ;;
 esac

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Small-scale PTB comparison on a CPU (issue #3, item 8): one small model, one fixed budget for all.
+# Small-scale PTB comparison on a CPU: one small model, one fixed budget for all.
 #
 # Usage: examples/language_model/ptb_small_experiment.sh
 # Variants (same model, optimiser, seed and --max-update): softmax, constant-{0.5,1,2,4}, ct, and
@@ -8,7 +8,8 @@
 # and its final checkpoint (checkpoint_last.pt, the model at the budget) evaluated with evaluate.sh
 # on PTB valid and test (protocol 140/70); then the softmax run is also evaluated on test with other
 # eval-lm block/context settings (PROTOCOLS) to show how much the protocol moves the numbers.
-# Env: EXP_DIR (/work/exp/ptb_small: data-bin/ptb and runs/<variant>), PTB_DIR (/work/shared/data/ptb),
+# Env: EXP_DIR (runs/ptb_small: data-bin/ptb and runs/<variant>), PTB_DIR (a local copy of PTB's
+#      ptb.{train,valid,test}.txt; without it prepare.sh downloads PTB),
 #      MAX_UPDATE (200), LR (3e-3), VARIANTS (all of the above, in that order), MOS_COMPONENTS (2),
 #      CT_RANK (100), RESULTS (examples/language_model/results/ptb_small), DEVICE_ARGS (--cpu)
 # Results: RESULTS.md / RESULTS.csv (the table), RESULTS_protocols.md, and
@@ -18,7 +19,7 @@
 set -euo pipefail
 [ $# -eq 0 ] || { sed -n '2,/^set -euo/{/^#/p;}' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 here=$(cd "$(dirname "$0")" && pwd)
-exp=${EXP_DIR:-/work/exp/ptb_small}
+exp=${EXP_DIR:-runs/ptb_small}
 export DATA_BIN=$exp/data-bin/ptb DEVICE_ARGS=${DEVICE_ARGS---cpu}
 results=${RESULTS:-$here/results/ptb_small}
 max_update=${MAX_UPDATE:-200}
@@ -26,7 +27,7 @@ variants=${VARIANTS:-softmax constant-1 constant-0.5 constant-2 constant-4 ct}
 [ "${SKIP_MOS:-0}" = 1 ] || [ -n "${VARIANTS:-}" ] || variants="$variants mos ct-mos"
 [ -n "${VARIANTS:-}" ] || variants="$variants constant-4+noscale"
 
-bash "$here/prepare.sh" ptb "${PTB_DIR:-/work/shared/data/ptb}"
+bash "$here/prepare.sh" ptb ${PTB_DIR:+"$PTB_DIR"}
 
 # The small model: tied 200-dim embeddings, LSTMs 400-200, light AWD-LSTM regularisation (the budget
 # is a fraction of an epoch), Adam with linear decay to 0 over the budget, BPTT 70, batch 20 x 70.

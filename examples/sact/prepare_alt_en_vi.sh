@@ -5,7 +5,7 @@
 #
 # Usage: examples/sact/prepare_alt_en_vi.sh DEST [LOCAL_DIR]
 #   LOCAL_DIR: a directory with train.{en,vi} and dev.{en,vi} (test.{en,vi} optional), e.g.
-#              /work/shared/data/alt. Without it (or if it lacks them) the official NICT release is
+#              path/to/alt. Without it (or if it lacks them) the official NICT release is
 #              downloaded into DEST/download and split with the official URL-{train,dev,test} lists.
 # Env:   SPM_VOCAB (8000: per-language sentencepiece vocabulary), PYTHON (python)
 # Writes DEST/raw/{train,dev[,test]}.{en,vi} (plain text, no \r), DEST/spm.{en,vi}.model,

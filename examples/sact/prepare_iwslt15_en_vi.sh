@@ -4,8 +4,8 @@
 # paper's sizes (17.7K English, 7K Vietnamese words), binarized for fairseq.
 #
 # Usage: examples/sact/prepare_iwslt15_en_vi.sh DEST [LOCAL_DIR]
-#   LOCAL_DIR: a directory with any of {train,tst2012,tst2013}.{en,vi} (e.g. /work/shared/data/iwslt15-en-vi,
-#              which has only tst2012 and tst2013). Files it lacks are downloaded from
+#   LOCAL_DIR: a directory with any of {train,tst2012,tst2013}.{en,vi} (e.g. a copy with only tst2012
+#              and tst2013). Files it lacks are downloaded from
 #              https://nlp.stanford.edu/projects/nmt/data/iwslt15.en-vi/ into DEST/raw.
 # Env:   NWORDS_SRC (17700), NWORDS_TGT (7000): vocabulary sizes (fairseq-preprocess --nwords*)
 # Writes DEST/raw/*.{en,vi} and DEST/bin (valid = tst2012, test = tst2013). A finished step is never
