@@ -323,8 +323,8 @@ def test_a_killed_sweep_takes_its_runs_with_it(alt, tmp_path):
     children = []
     try:
         deadline = time.time() + 120
-        while time.time() < deadline and not all((r / "train.log").exists() and "| INFO |" in
-                                                  (r / "train.log").read_text() for r in runs):
+        started = lambda r: (r / "train.log").exists() and "| INFO |" in (r / "train.log").read_text()  # noqa: E731
+        while time.time() < deadline and not all(started(r) for r in runs):
             time.sleep(0.2)  # both runs' fairseq-train have started
         children = descendants(sweep.pid)
         assert len(children) >= 4, children  # two run-one processes, two fairseq-train
