@@ -25,7 +25,8 @@ from conftest import BIN_DIR, PLUGIN_DIR, REPO, cli
 
 pytestmark = pytest.mark.e2e
 SCRIPTS = os.path.join(REPO, "scripts")
-ENV = dict(os.environ, PATH=BIN_DIR + os.pathsep + os.environ["PATH"], OMP_NUM_THREADS="1")
+ENV = dict(os.environ, PATH=BIN_DIR + os.pathsep + os.environ["PATH"], OMP_NUM_THREADS="1",
+           PYTHON=sys.executable)
 for key in ("ALT_RELEASE", "ALT_LOCAL", "ALT_WORK"):
     ENV.pop(key, None)
 

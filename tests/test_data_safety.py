@@ -34,7 +34,8 @@ pytestmark = pytest.mark.e2e
 DATA = os.path.join(REPO, "scripts", "alt_data.py")
 SWEEP = os.path.join(REPO, "scripts", "alt_sweep.py")
 RESULTS = os.path.join(REPO, "scripts", "alt_results.py")
-ENV = dict(os.environ, PATH=BIN_DIR + os.pathsep + os.environ["PATH"], OMP_NUM_THREADS="1")
+ENV = dict(os.environ, PATH=BIN_DIR + os.pathsep + os.environ["PATH"], OMP_NUM_THREADS="1",
+           PYTHON=sys.executable)
 for key in ("ALT_RELEASE", "ALT_LOCAL", "ALT_WORK"):
     ENV.pop(key, None)
 MODEL = ["--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "16", "--decoder-embed-dim", "16",
