@@ -25,11 +25,15 @@ Each pair gets W/data/<pair>.<spm8192|bpe8192>[.nN]/ (one for both directions: e
   sub/                           subword models: spm.<lang>.model (sentencepiece, one per language,
                                  --vocab pieces each) or bpe.<lang>.codes (subword-nmt, --vocab merges)
   tok/                           segmented text;  bin/  fairseq-preprocess output (dev = "valid")
-  prepare.json                   options, sources, sentence counts, whether there is a test split
+  options.json, prepare.json     the options (written first); options, sources, sentence counts,
+                                 whether there is a test split (written last; paths relative to it)
 Each step writes to a temporary name and renames it when complete; a finished step is skipped and
-never overwritten (delete its directory to redo it). Misaligned sentences, empty sentences, bytes
-that are not UTF-8, a language the corpus lacks and malformed lines are errors that name the file
-and line; --drop-incomplete instead drops pairs with an empty or missing side (reported).
+never overwritten (delete its directory to redo it). Before any step is skipped the options and the
+corpus are checked against the directory's: other options or another corpus are refused. A lock
+keeps two prepares off one directory. Misaligned sentences, empty sentences, bytes that are not
+UTF-8, CR-only line ends, a split with no pair, a language the corpus lacks and malformed lines are
+errors that name the file and line; --drop-incomplete instead drops pairs with an empty or missing
+side (reported).
 """
 import argparse
 import codecs

@@ -19,8 +19,9 @@ and the greedy / beam 4 / beam 10 timings; final.json is written last.
 Resuming: run the same command again. Finished runs (run.json) are skipped, an interrupted run
 resumes from its checkpoint_last.pt (fairseq) with the early-stopping count restored from its log,
 interrupted averaging/decoding is redone from scratch, and every result file appears only complete.
-A run directory is locked while a process works on it, so two sweeps never run the same run. A run
-whose options differ from what its directory was started with is refused.
+A run directory is locked while a process works on it, so two sweeps never run the same run; the
+processes a sweep starts die with it (even by kill -9). A run whose options differ from what its
+directory was started with is refused. Every option is checked before anything is written.
 """
 import argparse
 import concurrent.futures
@@ -39,9 +40,9 @@ import threading
 import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from alt_common import (PARENT_PID, PLUGIN_DIR, TEMPERATURE_RANGE, AltError, Lock, bleu_tokenize, data_dir,  # noqa: E402
-                        data_tag, die_with_parent, direction, fmt, fresh_dir, pair, prepared,
-                        read_json, run_main, say, tool, tool_env, write_json)
+from alt_common import (PARENT_PID, PLUGIN_DIR, TEMPERATURE_RANGE, AltError, Lock,  # noqa: E402
+                        bleu_tokenize, data_dir, data_tag, die_with_parent, direction, fmt, fresh_dir,
+                        pair, prepared, read_json, run_main, say, tool, tool_env, write_json)
 
 PAPER_T = [1.0, 1.2, 1.4, 1.6, 1.8, 2.0, 3.0, 4.0, 5.0, 10.0]
 PAPER_BEAMS = [2, 4, 6, 8, 10, 12]
@@ -513,7 +514,8 @@ def check_settings(args, preset):
     temperatures = args.temperatures or preset["temperatures"]
     low, high = TEMPERATURE_RANGE
     for option, values, ok, allowed in (
-            ("--temperatures", temperatures, lambda t: low <= t <= high, f"in [{low:g}, {high:g}] (tempered_ce's range)"),
+            ("--temperatures", temperatures, lambda t: low <= t <= high,
+             f"in [{low:g}, {high:g}] (tempered_ce's range)"),
             ("--label-smoothing", args.label_smoothing, lambda e: 0 <= e < 1, "in [0, 1)"),
             ("--sem-weights", args.sem_weights, lambda w: 0 <= w <= 1, "in [0, 1]")):
         bad = [v for v in values if not ok(v)]
@@ -542,9 +544,9 @@ def check_settings(args, preset):
                        f"{','.join(map(fmt, scalar['grid_lenpens'])) or 'none'}")
     check_finalize_group(args, temperatures)
     check_decoding_options(args)
-    for arg in args.fairseq_args:
-        if arg.split("=")[0] in SWEEP_TRAIN_OPTIONS:
-            raise AltError(f"{arg.split('=')[0]} after -- is set by the sweep ({SWEEP_TRAIN_OPTIONS[arg.split('=')[0]]}); "
+    for option in (arg.split("=")[0] for arg in args.fairseq_args):
+        if option in SWEEP_TRAIN_OPTIONS:
+            raise AltError(f"{option} after -- is set by the sweep ({SWEEP_TRAIN_OPTIONS[option]}); "
                            "fairseq would silently use one value for every run")
     return temperatures, scalar
 
@@ -569,7 +571,8 @@ def check_decoding_options(args):
     from sacrebleu.metrics import BLEU
 
     if args.sacrebleu_tokenize and args.sacrebleu_tokenize not in BLEU.TOKENIZERS:
-        raise AltError(f"--sacrebleu-tokenize must be one of {', '.join(BLEU.TOKENIZERS)}, got {args.sacrebleu_tokenize!r}")
+        raise AltError(f"--sacrebleu-tokenize must be one of {', '.join(BLEU.TOKENIZERS)}, "
+                       f"got {args.sacrebleu_tokenize!r}")
     if args.decode_args is None:
         return
     try:
@@ -876,7 +879,7 @@ def save_epoch_end_validations(checkpoint_utils):
                 and updates % cfg.save_interval_updates == 0 and trainer.should_save_checkpoint_on_current_rank
                 and not cfg.no_save and os.path.exists(last)):
             target = os.path.join(cfg.save_dir, f"checkpoint_{epoch_itr.epoch}_{updates}.pt")
-            shutil.copyfile(last, target + ".part")
+            shutil.copy2(last, target + ".part")  # same mtime: not "newer than checkpoint_last.pt"
             os.replace(target + ".part", target)
         return result
 

@@ -25,7 +25,8 @@ from conftest import BIN_DIR, PLUGIN_DIR, REPO, cli
 
 pytestmark = pytest.mark.e2e
 SCRIPTS = os.path.join(REPO, "scripts")
-ENV = dict(os.environ, PATH=BIN_DIR + os.pathsep + os.environ["PATH"], OMP_NUM_THREADS="1")
+ENV = dict(os.environ, PATH=BIN_DIR + os.pathsep + os.environ["PATH"], OMP_NUM_THREADS="1",
+           PYTHON=sys.executable)
 for key in ("ALT_RELEASE", "ALT_LOCAL", "ALT_WORK"):
     ENV.pop(key, None)
 
@@ -58,7 +59,7 @@ def inputs(tmp_path_factory, toy_data):
     for command in (["toy-release", root / "release"],
                     ["prepare", "en-vi", "--release", root / "release", "--work", root / "work", "--vocab", "20"]):
         subprocess.run([sys.executable, data, *map(str, command)], env=ENV, check=True, capture_output=True)
-    local = root / "local"  # an already split en/ja copy, CRLF, and its damaged variants
+    # an already split en/ja copy (CRLF, like the shared ALT copy) and its damaged variants
     lines = {split: [f"s{i} s{i + 1} s{i + 2}" for i in range(n)] for split, n in (("train", 20), ("dev", 4))}
     for name, damage in (("local", None), ("cr-only", "cr"), ("empty-dev", "dev"), ("utf16", "utf16")):
         for split, text in lines.items():
@@ -94,8 +95,8 @@ def inputs(tmp_path_factory, toy_data):
     write(str(ckpt / "text.pt"), b"this is not a checkpoint\n")
     refs = root / "refs"
     test_refs = (toy_data["raw"] / "test.tgt").read_bytes().split(b"\n")
-    write(str(refs / "latin1.tgt"), b"\n".join(test_refs[:2] + [test_refs[2] + " caf\u00e9".encode("latin-1")]
-                                              + test_refs[3:]))
+    latin1 = test_refs[:2] + [test_refs[2] + " caf\u00e9".encode("latin-1")] + test_refs[3:]
+    write(str(refs / "latin1.tgt"), b"\n".join(latin1))
     write(str(refs / "utf16.tgt"), b"\n".join(test_refs).decode().encode("utf-16"))
     write(str(refs / "empty"), b"")
     write(str(root / "lm-text" / "latin1.txt"), "caf\u00e9 s1 s2\n".encode("latin-1"))
@@ -286,6 +287,8 @@ CASES = [
      "parameter w of {ckpt}/nan.pt has NaN or infinite values"),
     ("average: mixed temperatures", average, ["--inputs", "{ckpt}/a.pt", "{ckpt}/t1.pt", "--output", "{root}/avg.pt"],
      "--allow-mixed-temperatures"),
+    ("average: a directory without --num-*", average, ["--inputs", "{ckpt}", "--output", "{root}/avg.pt"],
+     "--inputs {ckpt} is a directory: give checkpoint files, or one directory with --num-epoch-checkpoints"),
     ("average: one input twice", average, ["--inputs", "{ckpt}/a.pt", "{ckpt}/a.pt", "--output", "{root}/avg.pt"],
      "names {ckpt}/a.pt more than once"),
     ("average: existing output", average, ["--inputs", "{ckpt}/a.pt", "{ckpt}/b.pt", "--output", "{ckpt}/t1.pt"],

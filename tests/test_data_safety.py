@@ -34,7 +34,8 @@ pytestmark = pytest.mark.e2e
 DATA = os.path.join(REPO, "scripts", "alt_data.py")
 SWEEP = os.path.join(REPO, "scripts", "alt_sweep.py")
 RESULTS = os.path.join(REPO, "scripts", "alt_results.py")
-ENV = dict(os.environ, PATH=BIN_DIR + os.pathsep + os.environ["PATH"], OMP_NUM_THREADS="1")
+ENV = dict(os.environ, PATH=BIN_DIR + os.pathsep + os.environ["PATH"], OMP_NUM_THREADS="1",
+           PYTHON=sys.executable)
 for key in ("ALT_RELEASE", "ALT_LOCAL", "ALT_WORK"):
     ENV.pop(key, None)
 MODEL = ["--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "16", "--decoder-embed-dim", "16",
@@ -323,8 +324,8 @@ def test_a_killed_sweep_takes_its_runs_with_it(alt, tmp_path):
     children = []
     try:
         deadline = time.time() + 120
-        while time.time() < deadline and not all((r / "train.log").exists() and "| INFO |" in
-                                                  (r / "train.log").read_text() for r in runs):
+        started = lambda r: (r / "train.log").exists() and "| INFO |" in (r / "train.log").read_text()  # noqa: E731
+        while time.time() < deadline and not all(started(r) for r in runs):
             time.sleep(0.2)  # both runs' fairseq-train have started
         children = descendants(sweep.pid)
         assert len(children) >= 4, children  # two run-one processes, two fairseq-train

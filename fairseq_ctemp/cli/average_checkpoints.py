@@ -47,8 +47,11 @@ def last_n_checkpoints(directory, n, update_based=False, upper_bound=None):
 
 def load(path):
     """A checkpoint's state; AverageError naming the file if it is not a readable fairseq checkpoint."""
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise AverageError(f"--inputs {path}: no such file")
+    if os.path.isdir(path):
+        raise AverageError(f"--inputs {path} is a directory: give checkpoint files, or one directory "
+                           "with --num-epoch-checkpoints / --num-update-checkpoints N")
     try:
         inputs.check_checkpoint(path)
     except inputs.InputError as e:
