@@ -157,15 +157,23 @@ def training_summary(run_dir, patience):
             "valid_bleu": [[int(r["num_updates"]), r["bleu"]] for r in valid]}
 
 
+def last_saved_update(run_dir, log_text):
+    """The update a resumed run starts from. fairseq logs "Saved checkpoint" only after copying
+    checkpoint_<e>_<u>.pt to checkpoint_last.pt, so after a kill during that copy the newest interval
+    checkpoint (which repair_last_checkpoint resumes from) is not in the log yet."""
+    found = [int(u) for u in SAVED.findall(log_text)][-1:]
+    found += [int(re.search(r"_(\d+)\.pt$", p).group(1)) for p in interval_checkpoints(run_dir)[-1:]]
+    return max(found) if found else None
+
+
 def patience_state(run_dir):
     """(best BLEU, validations since it) over the validations up to checkpoint_last.pt's update,
     so that a resumed run stops where an uninterrupted one would (fairseq keeps this in memory)."""
     log = os.path.join(run_dir, "train.log")
     text = open(log, encoding="utf-8", errors="replace").read()
-    saved = [int(u) for u in SAVED.findall(text)]
-    if not saved:
+    last = last_saved_update(run_dir, text)
+    if last is None:
         return None
-    last = saved[-1]
     best, since = None, 0
     for record in log_records(log, "valid"):
         if record["num_updates"] > last or "bleu" not in record:
@@ -680,9 +688,10 @@ def run_state(run_dir):
     if os.path.exists(os.path.join(run_dir, "train.json")):
         return "trained; averaging / decoding to do"
     if os.path.exists(os.path.join(run_dir, "checkpoint_last.pt")):
-        saved = SAVED.findall(open(os.path.join(run_dir, "train.log"), encoding="utf-8",
-                                   errors="replace").read()) if os.path.exists(os.path.join(run_dir, "train.log")) else []
-        return f"interrupted: resumes from checkpoint_last.pt (update {saved[-1] if saved else '?'})"
+        log = os.path.join(run_dir, "train.log")
+        text = open(log, encoding="utf-8", errors="replace").read() if os.path.exists(log) else ""
+        update = last_saved_update(run_dir, text)
+        return f"interrupted: resumes from checkpoint_last.pt (update {update if update is not None else '?'})"
     return "to train"
 
 

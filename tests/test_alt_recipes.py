@@ -1,30 +1,36 @@
 """The ALT recipes (examples/alt/, scripts/alt_*.py) end to end on a tiny corpus in the release's
 layout: prepare -> sweep (killed mid-training, then resumed) -> finalize -> results; a local copy
 without a test split; SLURM submission with a stand-in sbatch; dry runs; every bad corpus."""
+import csv
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
 import time
 
 import pytest
+from sacrebleu.metrics import BLEU
 
-from conftest import BIN_DIR, REPO
+from conftest import BIN_DIR, REPO, json_log_records
 
 pytestmark = pytest.mark.e2e
 ALT = os.path.join(REPO, "examples", "alt")
 DATA = os.path.join(REPO, "scripts", "alt_data.py")
 SWEEP = os.path.join(REPO, "scripts", "alt_sweep.py")
-TINY = ["--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "16",
-        "--decoder-embed-dim", "16", "--encoder-ffn-embed-dim", "32", "--decoder-ffn-embed-dim", "32",
-        "--encoder-attention-heads", "2", "--decoder-attention-heads", "2", "--max-tokens", "300",
-        "--warmup-updates", "4"]
-# the mini preset, shrunk: 2 temperatures, validation/checkpoint every 4 updates, tiny decoding grid
-SWEEP_OPTIONS = ["--preset", "mini", "--temperatures", "1,2", "--vocab", "20", "--interval", "4",
-                 "--average", "3", "--log-interval", "2", "--grid-beams", "1,2", "--grid-lenpens", "1",
-                 "--speed-beams", "2", "--eval-beam", "2", "--decode-args", "--max-len-a 1.2 --max-len-b 5"]
+TINY = ["--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "32",
+        "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64",
+        "--encoder-attention-heads", "2", "--decoder-attention-heads", "2", "--max-tokens", "120",
+        "--warmup-updates", "4", "--lr", "1e-2"]
+# the mini preset, shrunk: validation/checkpoint every 4 updates, patience 3, a 2 x 2 decoding grid.
+# With seed 2 the toy runs have distinct dev BLEUs, so T_opt and the grid are real choices (asserted).
+SWEEP_OPTIONS = ["--preset", "mini", "--interval", "4", "--patience", "3", "--average", "3",
+                 "--log-interval", "2", "--grid-beams", "1,2", "--grid-lenpens", "0.5,2", "--speed-beams", "2",
+                 "--eval-beam", "2", "--seed", "2", "--decode-args", "--max-len-a 1.2 --max-len-b 5"]
+VI_DATA = ["--subwords", "bpe", "--vocab", "200", "--train-subset", "52"]  # BPE with whole words: BLEU > 0
+JA_DATA = ["--vocab", "20"]
 ENV = dict(os.environ, PATH=BIN_DIR + os.pathsep + os.environ["PATH"], OMP_NUM_THREADS="1",
            PYTHON=sys.executable)
 for key in ("ALT_RELEASE", "ALT_LOCAL", "ALT_WORK"):
@@ -80,121 +86,260 @@ def test_toy_release_has_the_release_layout(corpora):
 def test_dry_run_creates_nothing(corpora, tmp_path):
     work = tmp_path / "work"
     proc = run("bash", os.path.join(ALT, "run_all.sh"), "en-vi", "--release", corpora["release"],
-               "--work", work, *SWEEP_OPTIONS, "--dry-run")
+               "--work", work, *JA_DATA, *SWEEP_OPTIONS, "--temperatures", "1,2", "--label-smoothing", "0.1,0.3",
+               "--sem-weights", "0,0.1", "--dry-run")
     assert "en-vi: OK, train 60, dev 12, test 12" in proc.stdout
-    assert "dry run: nothing is started" in proc.stdout and "to train" in proc.stdout
-    assert "--softmax-temperature 1 --label-smoothing 0.1" in proc.stdout
+    assert "dry run: nothing is started" in proc.stdout and "8 runs, 8 to do" in proc.stdout
+    # one run per (T, LS, SEM): the Tables 3/4 sweep
+    listed = re.findall(r"^    (T\S+) +to train$", proc.stdout, re.M)
+    assert listed == [f"T{t}-ls{ls}-sem{w}" for t in (1, 2) for ls in (0.1, 0.3) for w in (0, 0.1)]
+    assert "--softmax-temperature 1 --label-smoothing 0.1 --sem-weight 0 " in proc.stdout
     assert "is not prepared" in proc.stderr
     assert not work.exists()
 
 
+def release_pairs(release, split, a, b):
+    """(a, b) sentence pairs of one official split, read straight from the release: data_a.txt
+    order, whitespace collapsed (the toy text needs no other normalisation)."""
+    urls = {line.split("\t")[0].split(".")[1] for line in (release / f"URL-{split}.txt").read_text().splitlines()}
+
+    def sentences(lang):
+        path = release / "ALT-Parallel-Corpus-20191206" / f"data_{lang}.txt"
+        return dict(line.split("\t", 1) for line in path.read_text(encoding="utf-8").splitlines())
+
+    texts_a, texts_b = sentences(a), sentences(b)
+    return [(" ".join(texts_a[k].split()), " ".join(texts_b[k].split())) for k in texts_a
+            if k.split(".")[1] in urls]
+
+
+def patience_after(history, update):
+    """(best BLEU, validations since it) after the validation at `update`: fairseq's --patience rule
+    (ties do not improve) over a list of (update, BLEU)."""
+    best, since = None, 0
+    for u, bleu in history:
+        if u > update:
+            break
+        best, since = (bleu, 0) if best is None or bleu > best else (best, since + 1)
+    return best, since
+
+
+def saved_updates(log_path):
+    text = log_path.read_text(encoding="utf-8", errors="replace") if log_path.exists() else ""
+    return [int(u) for u in re.findall(r"Saved checkpoint \S+ \(epoch \d+ @ (\d+) updates", text)]
+
+
 def test_recipe_end_to_end_with_interruption(corpora):
     work = corpora["root"] / "work"
-    # stage 1: the release (with a test split) for en-vi, the local copy (no test) for en-ja
+    # stage 1: vi-en from the release (with a test split), BPE, the first 52 training pairs only;
+    # en-ja from the local copy (no test split), sentencepiece
     proc = run("bash", os.path.join(ALT, "prepare.sh"), "vi-en", "--release", corpora["release"],
-               "--work", work, "--vocab", "20")
-    assert "train 60, dev 12, test 12" in proc.stderr
-    proc = run("bash", os.path.join(ALT, "prepare.sh"), "en-ja", "--work", work, "--vocab", "20",
+               "--work", work, *VI_DATA)
+    assert "train 52, dev 12, test 12" in proc.stderr
+    proc = run("bash", os.path.join(ALT, "prepare.sh"), "en-ja", "--work", work, *JA_DATA,
                env=dict(ENV, ALT_LOCAL=str(corpora["local"])))
     assert "no test split" in proc.stderr
-    vi_data, ja_data = work / "data" / "en-vi.spm20", work / "data" / "en-ja.spm20"
+    vi_data, ja_data = work / "data" / "en-vi.bpe200.n52", work / "data" / "en-ja.spm20"
     info = json.loads((vi_data / "prepare.json").read_text())
-    assert info["has_test"] and info["sizes"] == {"train": 60, "dev": 12, "test": 12}
+    assert info["has_test"] and info["sizes"] == {"train": 52, "dev": 12, "test": 12}
     assert not json.loads((ja_data / "prepare.json").read_text())["has_test"]
     raw = (vi_data / "raw" / "train.vi").read_bytes()
-    assert b"\r" not in raw and raw.count(b"\n") == 60
+    assert b"\r" not in raw and raw.count(b"\n") == 52
+    # --train-subset 52: the first 52 training pairs of the release (it has 60); dev and test whole
+    for split, count in (("train", 52), ("dev", 12), ("test", 12)):
+        pairs = release_pairs(corpora["release"], split, "en", "vi")
+        assert len(pairs) == (60 if split == "train" else count)
+        for lang, side in (("en", 0), ("vi", 1)):
+            assert (vi_data / "raw" / f"{split}.{lang}").read_text().splitlines() == [p[side] for p in pairs[:count]]
+    assert "@@ " in (vi_data / "tok" / "train.en").read_text()  # subword-nmt's BPE
     before = snapshot(vi_data)
     proc = run("bash", os.path.join(ALT, "prepare.sh"), "en-vi", "--release", corpora["release"],
-               "--work", work, "--vocab", "20")
+               "--work", work, *VI_DATA)
     assert "nothing to do" in proc.stderr and snapshot(vi_data) == before  # never overwritten
     proc = run(sys.executable, DATA, "prepare", "en-vi", "--release", corpora["release"], "--work", work,
-               "--vocab", "20", "--drop-incomplete", check=False)
+               *VI_DATA, "--drop-incomplete", check=False)
     assert proc.returncode == 2 and "was prepared with" in proc.stderr
 
-    # stage 2-3: kill the sweep while the first run trains, then resume it
-    sweep = ["bash", os.path.join(ALT, "sweep.sh"), "vi-en", "en-ja", "--work", str(work), "--jobs", "2",
-             *SWEEP_OPTIONS, "--max-update", "48", "--", *TINY]
-    first = work / "sweep" / "vi-en.mini.spm20" / "T1-ls0.1-sem0"
-    killed = [("1" if arg == "2" and sweep[i - 1] == "--jobs" else arg) for i, arg in enumerate(sweep)]
-    proc = subprocess.Popen(killed, env=ENV, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)  # one run at a time: only T1 is interrupted
-    deadline = time.time() + 240
+    # The reference: T=1 trained uninterrupted, with exactly the fairseq-train command the plan shows.
+    sweep = ["bash", os.path.join(ALT, "sweep.sh"), "vi-en", "--work", str(work), "--jobs", "1",
+             "--temperatures", "1,2,3", *VI_DATA, *SWEEP_OPTIONS, "--max-update", "48", "--", *TINY]
+    experiment = work / "sweep" / "vi-en.mini.bpe200.n52"
+    first = experiment / "T1-ls0.1-sem0"
+    plan = run(*sweep[:-len(TINY) - 1], "--dry-run", "--", *TINY).stdout.splitlines()
+    command = shlex.split(plan[[i for i, line in enumerate(plan) if "fairseq-train of T1-ls0.1-sem0" in line][0] + 1])
+    assert command[0] == "fairseq-train" and command[command.index("--save-dir") + 1] == str(first)
+    command[command.index("--save-dir") + 1] = str(corpora["root"] / "uninterrupted")
+    reference = run(*command).stdout
+    history = [(int(r["valid_num_updates"]), float(r["valid_bleu"])) for r in json_log_records(reference, "valid")]
+    stop = history[-1][0]
+    assert "early stop since valid performance hasn't improved" in reference and stop < 48
+    last_best = max(u for u, _ in history if patience_after(history, u)[1] == 0)
+    # kill after the last improvement, so that the restored count (>= 1) decides where the run stops;
+    # not at an epoch's end, where fairseq saves no checkpoint_<e>_<u>.pt
+    epoch_ends = {int(r["train_num_updates"]) for r in json_log_records(reference, "train")}
+    window = [u for u, _ in history if last_best < u < stop and u not in epoch_ends]
+    assert window, f"no validation between the best and the stop: {history}"
+
+    # stage 2-3: kill the sweep after a checkpoint in the window, as if during fairseq's copy of it
+    # to checkpoint_last.pt; then resume
+    proc = subprocess.Popen(sweep, env=ENV, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    deadline, killed_at = time.time() + 240, None
     try:
         while time.time() < deadline and proc.poll() is None:
-            log = first / "train.log"
-            if (first / "checkpoint_last.pt").exists() and log.exists() and "Saved checkpoint" in log.read_text():
+            saved = saved_updates(first / "train.log")
+            if saved and saved[-1] in window:
+                os.killpg(proc.pid, signal.SIGSTOP)  # freeze, then look at what was saved last
+                killed_at = saved_updates(first / "train.log")[-1]
                 break
-            time.sleep(0.05)
+            time.sleep(0.02)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)  # the sweep and its fairseq-train processes
         proc.communicate()
-    assert not (first / "train.json").exists(), "training finished before the kill: make it longer"
-    assert not (first / "run.json").exists()
+    assert killed_at in window, f"killed after update {killed_at}, not within {window}"
+    assert not (first / "train.json").exists() and not (first / "run.json").exists()
+    newest = max(first.glob("checkpoint_*_*.pt"), key=lambda p: int(p.stem.split("_")[-1]))
+    assert newest.name.endswith(f"_{killed_at}.pt")
+    # fairseq writes checkpoint_<e>_<u>.pt, copies it to checkpoint_last.pt, then logs "Saved
+    # checkpoint": a kill during the copy leaves a truncated checkpoint_last.pt and no such line
+    last = first / "checkpoint_last.pt"
+    last.write_bytes(last.read_bytes()[:last.stat().st_size // 2])
+    log = (first / "train.log").read_text(encoding="utf-8")
+    cut = log.rindex("\n", 0, log.rindex("Saved checkpoint")) + 1
+    (first / "train.log").write_text(log[:cut] + log[log.index("\n", cut) + 1:], encoding="utf-8")
     proc = run(*sweep[:-len(TINY) - 1], "--dry-run", "--", *TINY)  # the plan shows the interrupted run
-    assert "interrupted: resumes from checkpoint_last.pt (update" in proc.stdout
+    assert f"interrupted: resumes from checkpoint_last.pt (update {killed_at})" in proc.stdout
     proc = run("bash", os.path.join(ALT, "results.sh"), "--work", work)  # a sweep in progress
     assert "no finished direction yet" in proc.stdout
     runs_csv = (work / "results" / "runs.csv").read_text()
-    assert re.search(r"^vi-en\.mini\.spm20,vi-en,1,0\.1,0,[1-9]\d*,\(not finished\),", runs_csv, re.M)
-    assert (work / "results" / "curves.vi-en.mini.spm20.png").exists()
+    assert re.search(r"^vi-en\.mini\.bpe200\.n52,vi-en,1,0\.1,0,[1-9]\d*,\(not finished\),", runs_csv, re.M)
+    assert (work / "results" / "curves.vi-en.mini.bpe200.n52.png").exists()
 
-    proc = run(*sweep)
-    assert "resuming from checkpoint_last.pt (update" in (first / "run.log").read_text()
+    proc = run(*sweep[:5], "--jobs", "2", *sweep[7:])  # the killed run resumes alongside the others
+    run_log = (first / "run.log").read_text()
+    assert f"checkpoint_last.pt is missing, incomplete or older than {newest.name}" in run_log
+    best, since = patience_after(history, killed_at)
+    assert since >= 1
+    assert (f"resuming from checkpoint_last.pt (update {killed_at}; best dev BLEU {best:g}, {since} "
+            "validation(s) without improvement)") in run_log
     log = (first / "train.log").read_text()
-    assert "Loaded checkpoint" in log and "@ 0 updates" not in log.split("Loaded checkpoint")[1].split("\n")[0]
+    assert f"@ {killed_at} updates)" in log.split("Loaded checkpoint")[1].split("\n")[0]
+    # the resumed run's first session ran the reference's command, and stopped where it stopped
+    started = shlex.split(log.split(" $ ", 1)[1].split("\n")[0])
+    assert started[2] == "fairseq-train" and started[3:] == [str(first) if a.endswith("uninterrupted") else a
+                                                            for a in command[1:]]
     result = json.loads((first / "run.json").read_text())
-    # it stopped where an uninterrupted run stops: fairseq's --patience 10 over every validation,
-    # those before the kill included (their count is restored from the log), else at --max-update
-    history = result["training"]["valid_bleu"]
-    best, since, stop = None, 0, 48
-    for update, bleu in history:
-        best, since = (bleu, 0) if best is None or bleu > best else (best, since + 1)
-        if since == 10:
-            stop = update
-            break
-    assert result["training"]["num_updates"] == stop
-    assert result["training"]["stop_reason"] == ("max update" if stop == 48 else "early stop")
-    assert [u for u, _ in history] == list(range(4, stop + 1, 4))  # none lost, none twice
+    assert [tuple(v) for v in result["training"]["valid_bleu"]] == history
+    assert result["training"]["num_updates"] == stop and result["training"]["stop_reason"] == "early stop"
     assert len(result["averaged"]) == 3 and set(result["eval"]) == {"valid", "test"}
     assert result["eval"]["valid"]["greedy"]["decoding_temperature"] == 1.0
-    t2 = json.loads((first.parent / "T2-ls0.1-sem0" / "run.json").read_text())
-    assert t2["eval"]["test"]["greedy"]["decoding_temperature"] == 2.0  # decoded at its training T
-    assert "tok:13a" in t2["eval"]["test"]["signature"]
+    for t in (2, 3):
+        tempered = json.loads((experiment / f"T{t}-ls0.1-sem0" / "run.json").read_text())
+        assert tempered["eval"]["test"]["greedy"]["decoding_temperature"] == t  # decoded at its training T
+        assert "tok:13a" in tempered["eval"]["test"]["signature"]
+    # BPE undone before scoring: the saved hypotheses are whole words, scored against the raw text
+    eval_dir = first / "eval" / "test"
+    hyps = (eval_dir / "greedy.hyp").read_text().splitlines()
+    refs = (vi_data / "raw" / "test.en").read_text().splitlines()
+    assert len(hyps) == 12 and not any("@@" in h for h in hyps) and (eval_dir / "ref").read_text().splitlines() == refs
+    assert result["eval"]["test"]["greedy"]["bleu"] == pytest.approx(BLEU().corpus_score(hyps, [refs]).score)
 
-    final = json.loads((first.parent / "final" / "final.json").read_text())
-    assert final["t_opt"] == 2.0 and final["scored_subset"] == "test"
+    # finalize: T_opt is the best dev greedy BLEU among T != 1; beam and length penalty are the dev
+    # grid's argmax (first of equal maxima). The toy runs must make both a real choice.
+    final = json.loads((experiment / "final" / "final.json").read_text())
+    dev_greedy = {t: json.loads((experiment / f"T{t}-ls0.1-sem0" / "run.json").read_text())
+                  ["eval"]["valid"]["greedy"]["bleu"] for t in (1, 2, 3)}
+    assert dev_greedy[2] != dev_greedy[3] and dev_greedy[1] > max(dev_greedy[2], dev_greedy[3]), dev_greedy
+    assert final["t_opt"] == max((2, 3), key=dev_greedy.get) and final["scored_subset"] == "test"
+    dev_refs = (vi_data / "raw" / "dev.en").read_text().splitlines()
+    for system in ("untempered", "tempered"):
+        tuned, grid = final["systems"][system], final["systems"][system]["grid"]
+        assert [(g["beam"], g["lenpen"]) for g in grid] == [(1, 0.5), (1, 2.0), (2, 0.5), (2, 2.0)]
+        tune_dir = experiment / "final" / f"tune-T{tuned['temperature']:g}"
+        for g in grid:  # each grid point rescored from its own fairseq-generate log
+            log = (tune_dir / f"grid.beam{g['beam']}.lenpen{g['lenpen']:g}.log").read_text()
+            hyps = [text for _, text in sorted((int(i), text) for i, text in re.findall(r"^D-(\d+)\t\S+\t(.*)$", log, re.M))]
+            assert len(hyps) == 12 and g["bleu"] == pytest.approx(BLEU().corpus_score(hyps, [dev_refs]).score)
+        best = max(grid, key=lambda g: g["bleu"])
+        assert len({g["bleu"] for g in grid}) > 1, grid
+        assert (tuned["beam"]["beam"], tuned["beam"]["lenpen"]) == (best["beam"], best["lenpen"])
     assert set(final["significance"]) == {"greedy", "beam", "tempered_greedy_vs_untempered_beam"}
     assert 0 < final["significance"]["greedy"]["bleu"]["p_value"] <= 1
-    assert final["systems"]["tempered"]["beam"]["beam"] in (1, 2) and len(final["systems"]["tempered"]["grid"]) == 2
     assert set(final["speed"]["tempered"]) >= {"greedy_seconds", "beam2_seconds"}
-    ja_final = json.loads((work / "sweep" / "en-ja.mini.spm20" / "final" / "final.json").read_text())
+
+    # en-ja: sentencepiece, no test split, 8 updates a run; label smoothing 0.3 and SEM 0.1, also
+    # as the group T_opt is chosen in
+    ja_sweep = ["bash", os.path.join(ALT, "sweep.sh"), "en-ja", "--work", str(work), "--jobs", "2",
+                "--temperatures", "1,2", "--label-smoothing", "0.3", "--sem-weights", "0.1",
+                "--primary-label-smoothing", "0.3", "--primary-sem-weight", "0.1", *JA_DATA, *SWEEP_OPTIONS,
+                "--max-update", "8", "--", *TINY]
+    run(*ja_sweep)
+    ja_experiment = work / "sweep" / "en-ja.mini.spm20"
+    ja_final = json.loads((ja_experiment / "final" / "final.json").read_text())
     assert ja_final["scored_subset"] == "valid"  # no test split: dev, and it says so
-    ja_run = json.loads((work / "sweep" / "en-ja.mini.spm20" / "T1-ls0.1-sem0" / "run.json").read_text())
-    assert set(ja_run["eval"]) == {"valid"} and "tok:char" in ja_run["eval"]["valid"]["signature"]
+    assert (ja_final["label_smoothing"], ja_final["sem_weight"]) == (0.3, 0.1)
+    assert ja_final["systems"]["tempered"]["temperature"] == 2.0
+    for t in (1, 2):
+        ja_run = json.loads((ja_experiment / f"T{t}-ls0.3-sem0.1" / "run.json").read_text())
+        assert set(ja_run["eval"]) == {"valid"} and "tok:char" in ja_run["eval"]["valid"]["signature"]
+        train_log = (ja_experiment / f"T{t}-ls0.3-sem0.1" / "train.log").read_text()
+        assert "'label_smoothing': 0.3," in train_log and f"'softmax_temperature': {t}.0, 'sem_weight': 0.1," in train_log
 
     before = snapshot(work / "sweep")
-    proc = run(*sweep)  # everything finished: nothing is redone
-    assert proc.stdout.count("0 to do") == 2 and "started" not in proc.stderr
+    for command in (sweep, ja_sweep):  # everything finished: nothing is redone
+        proc = run(*command)
+        assert "0 to do" in proc.stdout and "started" not in proc.stderr
     assert snapshot(work / "sweep") == before
 
     # stage 4
     proc = run("bash", os.path.join(ALT, "results.sh"), "--work", work)
     out = work / "results"
     names = set(os.listdir(out))
-    for experiment in ("vi-en.mini.spm20", "en-ja.mini.spm20"):
-        assert {f"bleu_vs_T.{experiment}.png", f"entropy.{experiment}.png", f"gnorm.{experiment}.png",
-                f"curves.{experiment}.png"} <= names
+    for name in ("vi-en.mini.bpe200.n52", "en-ja.mini.spm20"):
+        assert {f"bleu_vs_T.{name}.png", f"entropy.{name}.png", f"gnorm.{name}.png", f"curves.{name}.png"} <= names
     assert {"alt_results.md", "table1.csv", "table34.csv", "runs.csv"} <= names
-    table1 = (out / "table1.csv").read_text().splitlines()
-    assert len(table1) == 3 and "vi-en,vi-en.mini.spm20,test,2," in table1[2] + table1[1]
-    assert "dev (tuned on dev too)" in (out / "table1.csv").read_text()
-    assert len((out / "runs.csv").read_text().splitlines()) == 5
-    table34 = (out / "table34.csv").read_text()
-    assert "Default" in table34 and "Temp." in table34 and "LS & SEM" not in table34  # only T was swept
+    table1 = list(csv.DictReader(open(out / "table1.csv")))
+    assert [(r["direction"], r["scored on"], r["T_opt"]) for r in table1] == [
+        ("en-ja", "dev (tuned on dev too)", f"{ja_final['t_opt']:g}"), ("vi-en", "test", f"{final['t_opt']:g}")]
+    assert table1[1]["greedy T_opt"].rstrip("†") == f"{final['systems']['tempered']['greedy']['bleu']:.2f}"
+    assert len((out / "runs.csv").read_text().splitlines()) == 1 + 3 + 2
+    # Tables 3/4 (their logic: test_table34_configurations): T=1 is "Default", the best dev greedy
+    # BLEU over T is "Temp."; the other configurations search the same runs, so they get no row
+    ja_runs = {t: json.loads((ja_experiment / f"T{t}-ls0.3-sem0.1" / "run.json").read_text()) for t in (1, 2)}
+    best_t = 2 if ja_runs[2]["eval"]["valid"]["greedy"]["bleu"] > ja_runs[1]["eval"]["valid"]["greedy"]["bleu"] else 1
+    table34 = [[r["configuration"], r["greedy BLEU"], r["scored on"], r["T"], r["LS"], r["SEM"], r["runs searched"]]
+               for r in csv.DictReader(open(out / "table34.csv")) if r["direction"] == "en-ja"]
+    assert table34 == [[name, f"{ja_runs[t]['eval']['valid']['greedy']['bleu']:.2f}", "dev", str(t), "0.3", "0.1", n]
+                       for name, t, n in (("Default", 1, "1"), ("Temp.", best_t, "2"))]
     md = (out / "alt_results.md").read_text()
-    assert "Table 1" in md and "![entropy.vi-en.mini.spm20.png]" in md and "nrefs:1|case:mixed" in md
+    assert "Table 1" in md and "![entropy.vi-en.mini.bpe200.n52.png]" in md and "nrefs:1|case:mixed" in md
     assert "| vi-en |" in proc.stdout
+
+
+def test_table34_configurations():
+    """Tables 3/4 over a full T x LS x SEM sweep (run results made up so that each configuration has
+    its own winner): a row reports the run with the best dev greedy BLEU among the runs it allows
+    (fixed values: T=1, the primary LS and SEM), scored on test; test BLEU never picks."""
+    sys.path.insert(0, os.path.join(REPO, "scripts"))
+    import alt_results
+
+    dev = {(1, 0.1, 0): 10, (1, 0.3, 0): 11, (2, 0.1, 0): 12, (2, 0.3, 0): 13,
+           (1, 0.1, 0.1): 10.5, (1, 0.3, 0.1): 11.5, (2, 0.1, 0.1): 12.5, (2, 0.3, 0.1): 14}
+    runs = [{"name": f"T{t}-ls{ls}-sem{w}", "direction": "en-vi", "temperature": float(t), "label_smoothing": ls,
+             "sem_weight": w, "eval": {"valid": {"greedy": {"bleu": b}}, "test": {"greedy": {"bleu": 50 - b}}}}
+            for (t, ls, w), b in reversed(dev.items())]
+    experiment = {"name": "en-vi.x", "exp": {"primary": [0.1, 0.0]}, "runs": runs}
+    header, rows = alt_results.table34([experiment])
+    got = [dict(zip(header, row)) for row in rows]
+    winners = [("Default", (1, 0.1, 0), 1), ("LS", (1, 0.3, 0), 2), ("Temp.", (2, 0.1, 0), 2),
+               ("Temp. & LS", (2, 0.3, 0), 4), ("SEM", (1, 0.1, 0.1), 2), ("LS & SEM", (1, 0.3, 0.1), 4),
+               ("Temp. & SEM", (2, 0.1, 0.1), 4), ("Temp. & LS & SEM", (2, 0.3, 0.1), 8)]
+    assert [(r["configuration"], r["greedy BLEU"], r["scored on"], r["T"], r["LS"], r["SEM"], r["runs searched"])
+            for r in got] == [(name, f"{50 - dev[key]:.2f}", "test", f"{key[0]:g}", f"{key[1]:g}", f"{key[2]:g}", n)
+                              for name, key, n in winners]
+    # without the SEM runs, the SEM configurations search the same runs as the others: no rows
+    experiment["runs"] = [r for r in runs if r["sem_weight"] == 0]
+    assert [row[2] for row in alt_results.table34([experiment])[1]] == ["Default", "LS", "Temp.", "Temp. & LS"]
 
 
 def test_slurm_submission_and_gpu_plan(corpora, tmp_path):
