@@ -220,6 +220,7 @@ def test_hub_generate_default_explicit_untempered_and_no_leak(hub, refs, monkeyp
     sentence = "s1 s2 s3 s4"
     src, hypos = hub_hypos(hub, sentence, beam=3)
     check_hypos(hypos, [(refs["A"], T_A)], src)
+    check_hypos(hub_hypos(hub, sentence, beam=1)[1], [(refs["A"], T_A)], src)  # greedy
     for t in (1.0, 1.7):  # 1.0: the documented way to decode untempered
         check_hypos(hub_hypos(hub, sentence, beam=3, temperature=t)[1], [(refs["A"], t)], src)
         check_hypos(hub_hypos(hub, sentence, beam=3)[1], [(refs["A"], T_A)], src)  # no leak
