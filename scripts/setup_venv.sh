@@ -30,7 +30,7 @@ if ! "$venv/bin/python" -c "import fairseq" 2>/dev/null; then
 fi
 # fairseq's real runtime deps (scikit-learn: `import fairseq` needs it) plus ours.
 $pip install -q "hydra-core==1.3.2" "omegaconf==2.3.0" regex sacrebleu tqdm bitarray packaging \
-  scikit-learn sentencepiece subword-nmt matplotlib pytest pytest-xdist
+  scikit-learn sentencepiece subword-nmt matplotlib tensorboard pytest pytest-xdist ruff
 # The plugin itself, editable, never resolving dependencies (see pyproject.toml).
 $pip install -q --no-deps --no-build-isolation -e "$root"
 "$venv/bin/python" -c "import fairseq, fairseq_ctemp, torch; print('fairseq', fairseq.__version__, '| torch', torch.__version__)"

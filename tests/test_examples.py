@@ -1,8 +1,13 @@
-"""The example recipe runs end to end (tiny model, tiny data) and does not redo finished steps."""
+"""The example recipe runs end to end (tiny model, tiny data) and does not redo finished steps; its
+average, decoding temperature and scores are checked against the files it wrote."""
+import json
 import os
+import re
 import subprocess
 
 import pytest
+import torch
+from sacrebleu.metrics import BLEU, CHRF
 
 from conftest import BIN_DIR, REPO
 
@@ -19,13 +24,40 @@ def test_train_and_decode_recipe(toy_data, tmp_path):
     env = dict(os.environ, PATH=BIN_DIR + os.pathsep + os.environ["PATH"], MAX_EPOCH="2",
                AVERAGE="2", LR="3e-3", MAX_TOKENS="2000", BEAM="2",
                DEVICE_ARGS="--cpu", GENERATE_ARGS="--max-len-a 1.2 --max-len-b 10",
-               OMP_NUM_THREADS="2")
+               OMP_NUM_THREADS="1")
     save = tmp_path / "ckpt"
     command = ["bash", SCRIPT, str(toy_data["bin"]), str(save), "3"] + TINY
     first = subprocess.run(command, env=env, text=True, capture_output=True)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-    assert (save / "checkpoint_avg.pt").exists() and (save / "greedy_vs_beam.json").exists()
     assert "validation generator: decoding at training temperature T=3" in first.stdout
+    assert "'softmax_temperature': 3.0" in (tmp_path / "ckpt.train.log").read_text()
+
+    # the average is the mean of the last AVERAGE=2 epoch checkpoints
+    import fairseq_ctemp  # noqa: F401  (torch's safe loading of fairseq checkpoints)
+
+    average = torch.load(save / "checkpoint_avg.pt")["model"]
+    inputs = [torch.load(save / f"checkpoint{epoch}.pt")["model"] for epoch in (1, 2)]
+    assert sorted(average) == sorted(inputs[0])
+    for key, value in average.items():
+        torch.testing.assert_close(value.double(), (inputs[0][key].double() + inputs[1][key].double()) / 2)
+    assert not torch.equal(inputs[0]["encoder.layers.0.fc1.weight"], inputs[1]["encoder.layers.0.fc1.weight"])
+
+    # greedy and beam 2 of the average, at T=3, on every test sentence, scored on the saved files
+    result = json.loads((save / "greedy_vs_beam.json").read_text())
+    assert result["checkpoint"] == str(save / "checkpoint_avg.pt") and result["n_sentences"] == 80
+    refs = (save / "eval" / "ref").read_text().splitlines()
+    log_refs = dict(re.findall(r"^T-(\d+)\t(.*)$", (save / "eval" / "greedy.log").read_text(), re.M))
+    assert refs == [log_refs[str(i)] for i in range(80)]
+    for name, beam in (("greedy", 1), ("beam", 2)):
+        system = result["systems"][name]
+        hyps = (save / "eval" / f"{name}.hyp").read_text().splitlines()
+        assert len(hyps) == 80 and system["beam"] == beam and system["decoding_temperature"] == 3.0
+        assert system["bleu"] == pytest.approx(BLEU(tokenize="none").corpus_score(hyps, [refs]).score)
+        assert system["chrf"] == pytest.approx(CHRF().corpus_score(hyps, [refs]).score)
+        assert "decoding at its training temperature T=3" in (save / "eval" / f"{name}.log").read_text()
+
+    finished = {p: p.stat().st_mtime_ns for p in (save / "checkpoint_avg.pt", save / "greedy_vs_beam.json")}
     second = subprocess.run(command, env=env, text=True, capture_output=True)
     assert second.returncode == 0, second.stderr[-3000:]
-    assert "averaging" not in second.stderr  # finished steps are skipped
+    assert "averaging" not in second.stderr  # finished steps are skipped ...
+    assert {p: p.stat().st_mtime_ns for p in finished} == finished  # ... and nothing is rewritten

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from conftest import PLUGIN_DIR, RawModel, cli, json_log_records, run_cli
-from test_distributed_and_install import free_port
+from test_distributed_and_install import ONE_THREAD, assert_same_updates, train_on_two_ranks
 
 pytestmark = pytest.mark.e2e
 LM_TRAIN = ["--user-dir", PLUGIN_DIR, "--task", "language_modeling", "--tokens-per-sample", "64",
@@ -109,20 +109,10 @@ def test_two_process_cpu_training_with_c10d_matches_update_freq_2(toy_data, tmp_
     unused-parameter search; fairseq's own adaptive_loss needs --ddp-backend legacy_ddp."""
     args = [cli("fairseq-train"), str(toy_data["lm_bin"]), *LM_TRAIN, *HEADS["transformer-adaptive-ct-learned"],
             "--dropout", "0", "--max-epoch", "1", "--no-save"]
-    dist = ["--distributed-world-size", "2", "--distributed-init-method", f"tcp://127.0.0.1:{free_port()}",
-            "--distributed-no-spawn", "--distributed-backend", "gloo", "--ddp-backend", "pytorch_ddp"]
-    env = {"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}
-    ranks = [subprocess.Popen(args + dist + ["--distributed-rank", str(r)], env=env, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for r in (0, 1)]
-    outputs = [p.communicate(timeout=300)[0] for p in ranks]
-    assert all(p.returncode == 0 for p in ranks), outputs[0][-3000:] + outputs[1][-3000:]
-    assert "training on 2 devices" in outputs[0]
-    single = run_cli("fairseq-train", *args[1:], "--update-freq", "2").stdout
-    two, one = json_log_records(outputs[0], "train_inner"), json_log_records(single, "train_inner")
-    assert len(two) == len(one) > 3
-    for a, b in zip(two, one):
-        for key in ("loss", "nll_loss", "tau_mean", "gnorm"):
-            assert abs(float(a[key]) - float(b[key])) <= 2e-3 * abs(float(b[key])) + 2e-3, (key, a, b)
+    two = json_log_records(train_on_two_ranks(args, ["--ddp-backend", "pytorch_ddp"]), "train_inner")
+    one = json_log_records(run_cli("fairseq-train", *args[1:], "--update-freq", "2", env=ONE_THREAD).stdout, "train_inner")
+    assert len(two) > 3
+    assert_same_updates(two, one, ("loss", "nll_loss", "tau_mean", "tau_min", "tau_max", "gnorm"))
 
 
 def test_interactive_and_generate_with_a_prefix(toy_data, trained):

@@ -142,12 +142,15 @@ ARCHES = {
 }
 
 
-def build(data, *extra, criterion="ct_cross_entropy"):
+def parse(data, *extra, criterion="ct_cross_entropy"):
     parser = options.get_training_parser()
-    args = options.parse_args_and_arch(parser, [
+    return options.parse_args_and_arch(parser, [
         str(data), "--user-dir", PLUGIN_DIR, "--task", "language_modeling", "--tokens-per-sample",
         "32", "--criterion", criterion, "--cpu", *extra])
-    cfg = convert_namespace_to_omegaconf(args)
+
+
+def build(data, *extra, criterion="ct_cross_entropy"):
+    cfg = convert_namespace_to_omegaconf(parse(data, *extra, criterion=criterion))
     task = tasks.setup_task(cfg.task)
     torch.manual_seed(1)
     return task, task.build_model(cfg.model), task.build_criterion(cfg.criterion)
@@ -198,19 +201,39 @@ def test_incremental_decoding_gives_the_full_forward_distribution(lm):
     torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-5)
 
 
-def test_loss_is_the_scaled_nll_and_nll_is_unscaled(lm):
+def loss_scale(args, model, features, vocab):
+    """The papers' loss scale mean_v tau per position, in float64, from the options and the
+    temperature's weights (not from the head's own statistics)."""
+    shape, norm = features.shape[:-1], args.ct_normalization
+    if norm == "none":
+        return torch.ones(shape, dtype=torch.float64)
+    if norm == "constant":
+        return torch.full(shape, args.ct_constant, dtype=torch.float64)
+    t = model.decoder.output_head.temperature
+    if norm == "softmax":  # tau = (q + alpha) / beta with q summing to 1 over the V words
+        alpha, beta = ((F.softplus(t.alpha_raw.double()), F.softplus(t.beta_raw.double()))
+                       if args.ct_learn_alpha_beta else (args.ct_alpha, args.ct_beta))
+        return torch.ones(shape, dtype=torch.float64) * (1.0 / vocab + alpha) / beta
+    mu = features.double() @ t.down.weight.double().t() @ t.up.weight.double().t()
+    tau = args.ct_lambda ** torch.tanh(mu) if norm == "lambda_tanh" else torch.tanh(mu) + args.ct_lambda
+    return tau.mean(-1)
+
+
+def test_loss_is_the_scaled_nll_and_nll_is_unscaled(lm, toy_data):
     name, task, model, criterion = lm
+    args = parse(toy_data["lm_bin"], *ARCHES[name])
     task.load_dataset("valid")
     batch = next(iter(task.get_batch_iterator(task.dataset("valid"), max_tokens=400).next_epoch_itr(shuffle=False)))
     with torch.no_grad():
         loss, sample_size, log = criterion(model, batch)
-        lprobs = model.get_normalized_probs(model(**batch["net_input"]), log_probs=True)
-        _, stats = model.decoder.output_head(model(**batch["net_input"])[0])
+        net_output = model(**batch["net_input"])
+        lprobs = model.get_normalized_probs(net_output, log_probs=True)
+        scale = loss_scale(args, model, net_output[0], len(task.dictionary))
     target = batch["target"]
     keep = target.ne(task.dictionary.pad())
     nll = -lprobs.gather(-1, target[..., None])[..., 0]
     torch.testing.assert_close(log["nll_loss"], nll[keep].sum(), rtol=1e-5, atol=1e-4)
-    torch.testing.assert_close(loss, (nll * stats.scale)[keep].sum(), rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(loss.double(), (nll.double() * scale)[keep].sum(), rtol=1e-5, atol=1e-4)
     if "ct" in name.split("-") or "constant" in name:
         assert not math.isclose(loss.item(), log["nll_loss"].item(), rel_tol=1e-3)
 
@@ -224,10 +247,11 @@ def test_label_smoothing_is_fairseqs_times_the_scale(toy_data):
               "ntokens": 18}
     with torch.no_grad():
         loss, _, log = criterion(model, sample)
-        lprobs, stats = model.decoder.output_head(model(x)[0])
+        lprobs = model.get_normalized_probs(model(x), log_probs=True)
     ref, ref_nll = label_smoothed_nll_loss(lprobs.view(-1, lprobs.size(-1)), sample["target"].view(-1),
                                            0.1, ignore_index=task.dictionary.pad(), reduce=False)
-    torch.testing.assert_close(loss, (ref.view(2, 9) * stats.scale).sum())
+    scale = (1 / len(task.dictionary) + 1.0) / 0.5  # mean_v tau at the defaults alpha = 1, beta = 0.5
+    torch.testing.assert_close(loss, (ref.view(2, 9) * scale).sum())
     torch.testing.assert_close(log["nll_loss"], ref_nll.sum())
 
 
