@@ -6,7 +6,8 @@
    cross-entropy) and T=HOT (softmax tempering), with fairseq-train and --user-dir fairseq_ctemp;
 3. averages each run's last checkpoints (ctemp-average-checkpoints);
 4. decodes the test set greedy and with beam 5 at each model's training temperature and scores it
-   with sacrebleu (ctemp-greedy-vs-beam), then prints one table.
+   with sacrebleu (ctemp-greedy-vs-beam, with fairseq-generate run in this process), then prints one
+   table.
 
 Everything goes to ./quickstart/ (or --workdir). A finished step is reused, never overwritten, so
 re-running prints the table again; delete the folder to start over.
@@ -49,41 +50,51 @@ def run(command, log_path=None, show=lambda line: False):
 
 def check_options(parser, args):
     """Before any work: the options, and that a reused --workdir was made with the same --epochs
-    (its finished steps are reused; models of two lengths would be compared silently)."""
+    and --train-pairs (its finished steps are reused; other models would be compared silently)."""
     low, high = 0.01, 100.0  # tempered_ce's range (fairseq_ctemp/criterions/checks.py)
     if not low <= args.temperature <= high or args.temperature == 1:
         parser.error(f"--temperature must be in [{low:g}, {high:g}] and not 1 (the baseline), got {args.temperature:g}")
-    if args.epochs < 5:
-        parser.error(f"--epochs must be >= 5 (the last 5 epoch checkpoints are averaged), got {args.epochs}")
+    if args.epochs < 1:
+        parser.error(f"--epochs must be >= 1, got {args.epochs}")  # fairseq reads 0 as "no limit"
+    if args.train_pairs < 10:
+        parser.error(f"--train-pairs must be >= 10, got {args.train_pairs}")
     if os.path.exists(args.workdir) and not os.path.isdir(args.workdir):
         parser.error(f"--workdir {args.workdir} is a file, not a directory")
     options = os.path.join(args.workdir, "quickstart.json")
     if os.path.exists(options):
         with open(options, encoding="utf-8") as f:
-            epochs = json.load(f)["epochs"]
-        if epochs != args.epochs:
-            parser.error(f"--workdir {args.workdir} has models of --epochs {epochs}: use that, or another --workdir")
+            made = json.load(f)
+        for name in ("epochs", "train_pairs"):
+            if made.get(name, 3000) != getattr(args, name):
+                parser.error(f"--workdir {args.workdir} has models of --{name.replace('_', '-')} "
+                             f"{made.get(name, 3000)}: use that, or another --workdir")
     else:
         os.makedirs(args.workdir, exist_ok=True)
         with open(options, "w", encoding="utf-8") as f:
-            json.dump({"epochs": args.epochs}, f)
+            json.dump({"epochs": args.epochs, "train_pairs": args.train_pairs}, f)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workdir", default=os.path.join(REPO, "quickstart"))
     parser.add_argument("--temperature", type=float, default=4.0, help="T of the tempered model")
-    parser.add_argument("--epochs", type=int, default=25, help="epochs per model (>= 5: the last 5 are averaged)")
+    parser.add_argument("--epochs", type=int, default=25,
+                        help="epochs per model; the last min(5, epochs) epoch checkpoints are averaged")
+    parser.add_argument("--train-pairs", type=int, default=3000,
+                        help="synthetic training pairs (validation and test: a tenth each)")
     args = parser.parse_args()
     check_options(parser, args)
+    averaged = min(5, args.epochs)  # the last epoch checkpoints kept (--keep-last-epochs 5)
     from fairseq_ctemp.cli.greedy_vs_beam import run_greedy_vs_beam
     from fairseq_ctemp.cli.toy_translation import write_corpus
 
     work = args.workdir
     raw, data = os.path.join(work, "raw"), os.path.join(work, "data-bin")
     if not os.path.exists(raw):
-        print("== 1. synthetic corpus: 3000 train / 300 valid / 300 test sentence pairs", flush=True)
-        write_corpus(raw)
+        sizes = (("train", args.train_pairs), ("valid", args.train_pairs // 10), ("test", args.train_pairs // 10))
+        print("== 1. synthetic corpus: " + " / ".join(f"{n} {split}" for split, n in sizes) + " sentence pairs",
+              flush=True)
+        write_corpus(raw, sizes)
     if not os.path.exists(os.path.join(data, "dict.tgt.txt")):
         run([os.path.join(BIN_DIR, "fairseq-preprocess"), "--source-lang", "src", "--target-lang",
              "tgt", "--trainpref", f"{raw}/train", "--validpref", f"{raw}/valid", "--testpref",
@@ -93,7 +104,7 @@ def main():
     for temperature in (1.0, args.temperature):
         name = f"T{temperature:g}"
         save_dir = os.path.join(work, name)
-        average = os.path.join(save_dir, "checkpoint_avg5.pt")
+        average = os.path.join(save_dir, f"checkpoint_avg{averaged}.pt")
         if not os.path.exists(average):
             print(f"== 2. train with tempered_ce, T={temperature:g} ({args.epochs} epochs; "
                   f"one line per epoch)", flush=True)
@@ -105,7 +116,7 @@ def main():
                 log_path=os.path.join(save_dir, "train.log"),
                 show=lambda line: "| valid | epoch" in line)
             run([os.path.join(BIN_DIR, "ctemp-average-checkpoints"), "--inputs", save_dir,
-                 "--num-epoch-checkpoints", "5", "--output", average])
+                 "--num-epoch-checkpoints", str(averaged), "--output", average])
         result_path = os.path.join(save_dir, "greedy_vs_beam.json")
         if os.path.exists(result_path):
             with open(result_path) as f:
@@ -113,13 +124,13 @@ def main():
         else:
             print(f"== 3. decode the test set greedy and beam 5 at T={temperature:g}", flush=True)
             result = run_greedy_vs_beam(data, average, beam=5, subset="test",
-                                        extra_args=["--cpu", "--batch-size", "100"],
+                                        extra_args=["--cpu", "--batch-size", "100", "--num-workers", "0"],
                                         ref=os.path.join(raw, "test.tgt"), json_path=result_path,
-                                        verbose=False)
+                                        verbose=False, in_process=True)  # one fairseq import
         rows.append((temperature, result))
 
     print("\nSoftmax tempering on the synthetic task (test set, sacrebleu; average of the last "
-          "5 epoch checkpoints):\n")
+          f"{averaged} epoch checkpoints):\n")
     print("| training T | greedy BLEU | beam-5 BLEU | greedy chrF | beam-5 chrF | greedy s | beam-5 s | greedy speed-up |")
     print("|---|---|---|---|---|---|---|---|")
     for temperature, r in rows:

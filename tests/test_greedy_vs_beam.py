@@ -219,3 +219,17 @@ def test_in_process_decoding_equals_the_console_script(tiny):
     assert in_process["n_sentences"] == console["n_sentences"] == 60
     with pytest.raises(gvb.UsageError, match="fairseq-generate failed"):  # a failure is an error, not an exit
         gvb.decode(tiny["data"], tiny["checkpoint"], "no_such_subset", 1, 1.0, GENERATE_ARGS, in_process=True)
+
+
+def test_refuses_to_score_when_fairseq_drops_sentences(tiny, tmp_path):
+    """With --skip-invalid-size-inputs-valid-test fairseq-generate silently skips the sentences
+    longer than --max-source-positions: the command refuses to score the others, writes nothing."""
+    lengths = [len(line.split()) + 1 for line in lines(f"{tiny['raw']}/test.src")]  # + </s>
+    limit = max(lengths) - 1
+    dropped = sum(n > limit for n in lengths)
+    assert 0 < dropped < 60
+    extra = GENERATE_ARGS + ["--skip-invalid-size-inputs-valid-test", "--max-source-positions", str(limit)]
+    with pytest.raises(gvb.UsageError, match=f"fairseq-generate translated {60 - dropped} of the 60 sentences of test"):
+        gvb.run_greedy_vs_beam(tiny["data"], tiny["checkpoint"], beam=2, extra_args=extra,
+                               save_dir=str(tmp_path / "out"), verbose=False, in_process=True)
+    assert not (tmp_path / "out").exists()
