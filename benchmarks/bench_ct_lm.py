@@ -18,6 +18,7 @@ rotated from round to round. Throughput is target words/s (fairseq's wps) and wo
 ratios are of medians and, per round, of paired segments. Peak memory is measured as in
 bench_tempered_ce.py (torch.profiler memory events on CPU, the CUDA allocator's high-water mark).
 """
+
 import argparse
 import logging
 import os
@@ -38,15 +39,37 @@ from bench_tempered_ce import PLUGIN_DIR, peak_bytes, resolve_device  # noqa: E4
 WT2_VOCAB = 33278  # WikiText-2's vocabulary
 CPU_DEFAULTS = dict(max_tokens=1024, tokens_per_sample=256, layers=2, dim=256, ffn=1024, heads=4)
 GPU_DEFAULTS = dict(max_tokens=8192, tokens_per_sample=512, layers=6, dim=512, ffn=2048, heads=8)
-HELP = dict(max_tokens="tokens per batch (--max-tokens)", tokens_per_sample="block length "
-            "(--tokens-per-sample)", layers="decoder layers", dim="embedding dim", ffn="FFN dim",
-            heads="attention heads")
+HELP = dict(
+    max_tokens="tokens per batch (--max-tokens)",
+    tokens_per_sample="block length (--tokens-per-sample)",
+    layers="decoder layers",
+    dim="embedding dim",
+    ffn="FFN dim",
+    heads="attention heads",
+)
 MODELS = {  # name: (label, fairseq options beyond the common ones)
     "A": ("stock", ["--arch", "transformer_lm", "--criterion", "adaptive_loss"]),
-    "B": ("ct-ada", ["--arch", "ct_transformer_lm", "--output-head", "adaptive", "--criterion", "ct_cross_entropy"]),
-    "C": ("ct-full", ["--arch", "ct_transformer_lm", "--output-head", "softmax", "--criterion", "ct_cross_entropy"]),
-    "D": ("ada-noT", ["--arch", "ct_transformer_lm", "--output-head", "adaptive", "--ct-normalization", "none",
-                      "--criterion", "ct_cross_entropy"]),
+    "B": (
+        "ct-ada",
+        ["--arch", "ct_transformer_lm", "--output-head", "adaptive", "--criterion", "ct_cross_entropy"],
+    ),
+    "C": (
+        "ct-full",
+        ["--arch", "ct_transformer_lm", "--output-head", "softmax", "--criterion", "ct_cross_entropy"],
+    ),
+    "D": (
+        "ada-noT",
+        [
+            "--arch",
+            "ct_transformer_lm",
+            "--output-head",
+            "adaptive",
+            "--ct-normalization",
+            "none",
+            "--criterion",
+            "ct_cross_entropy",
+        ],
+    ),
 }
 RATIOS = (("B", "A", 0.8), ("C", "A", None), ("B", "C", None), ("D", "A", None), ("B", "D", None))
 
@@ -54,27 +77,51 @@ RATIOS = (("B", "A", 0.8), ("C", "A", None), ("B", "C", None), ("D", "A", None),
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
-    p.add_argument("--vocab", type=int, default=WT2_VOCAB, help="dictionary size, specials included "
-                   "(default %(default)s, WikiText-2)")
+    p.add_argument(
+        "--vocab",
+        type=int,
+        default=WT2_VOCAB,
+        help="dictionary size, specials included (default %(default)s, WikiText-2)",
+    )
     for key, text in HELP.items():
-        p.add_argument("--" + key.replace("_", "-"), type=int,
-                       help=f"{text} (default: CPU {CPU_DEFAULTS[key]}, GPU {GPU_DEFAULTS[key]})")
-    p.add_argument("--cutoffs", help="--adaptive-softmax-cutoff of A, B, D (default: 2000,10000 scaled "
-                   "by vocab/33278, i.e. 2000,10000 at WikiText-2 size)")
+        p.add_argument(
+            "--" + key.replace("_", "-"),
+            type=int,
+            help=f"{text} (default: CPU {CPU_DEFAULTS[key]}, GPU {GPU_DEFAULTS[key]})",
+        )
+    p.add_argument(
+        "--cutoffs",
+        help="--adaptive-softmax-cutoff of A, B, D (default: 2000,10000 scaled "
+        "by vocab/33278, i.e. 2000,10000 at WikiText-2 size)",
+    )
     p.add_argument("--ct-rank", type=int, default=280, help="--ct-rank Q of B and C (default 280)")
     p.add_argument("--ct-normalization", default="softmax", help="of B and C (default softmax)")
-    p.add_argument("--models", default="A,B,C,D", help="which of A,B,C,D to run (default all; A is "
-                   "needed for the ratios to stock)")
-    p.add_argument("--zipf", type=float, default=1.0, help="Zipf exponent of the word distribution (default 1)")
-    p.add_argument("--fp16", action=argparse.BooleanOptionalAction,
-                   help="fairseq --fp16 (default: on for CUDA, off for CPU)")
+    p.add_argument(
+        "--models",
+        default="A,B,C,D",
+        help="which of A,B,C,D to run (default all; A is needed for the ratios to stock)",
+    )
+    p.add_argument(
+        "--zipf", type=float, default=1.0, help="Zipf exponent of the word distribution (default 1)"
+    )
+    p.add_argument(
+        "--fp16",
+        action=argparse.BooleanOptionalAction,
+        help="fairseq --fp16 (default: on for CUDA, off for CPU)",
+    )
     p.add_argument("--batches", type=int, default=2, help="batches per timed segment (default 2)")
-    p.add_argument("--rounds", type=int, default=10, help="timed rounds, each running every model (default 10)")
+    p.add_argument(
+        "--rounds", type=int, default=10, help="timed rounds, each running every model (default 10)"
+    )
     p.add_argument("--warmup", type=int, default=1, help="discarded rounds first (default 1)")
     p.add_argument("--threads", type=int, default=torch.get_num_threads(), help="(default %(default)s)")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--fairseq-args", default="", help='more fairseq-train options for all models, '
-                   'e.g. --fairseq-args="--adaptive-softmax-dropout 0.1"')
+    p.add_argument(
+        "--fairseq-args",
+        default="",
+        help="more fairseq-train options for all models, "
+        'e.g. --fairseq-args="--adaptive-softmax-dropout 0.1"',
+    )
     args = p.parse_args(argv)
     resolve_device(p, args, CPU_DEFAULTS, GPU_DEFAULTS)
     if args.cutoffs is None:
@@ -91,21 +138,60 @@ def parse_args(argv=None):
 def fairseq_cfg(args, data_dir, name):
     from fairseq import options
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
     model_args = MODELS[name][1]
     if name in ("A", "B", "D"):
         model_args = model_args + ["--adaptive-softmax-cutoff", args.cutoffs]
     if name in ("B", "C"):
-        model_args = model_args + ["--ct-rank", str(args.ct_rank), "--ct-normalization", args.ct_normalization]
-    argv = [data_dir, "--user-dir", os.path.abspath(PLUGIN_DIR), "--task", "language_modeling",
-            "--tokens-per-sample", str(args.tokens_per_sample), "--sample-break-mode", "none",
-            "--decoder-layers", str(args.layers), "--decoder-embed-dim", str(args.dim),
-            "--decoder-input-dim", str(args.dim), "--decoder-output-dim", str(args.dim),  # (config default: 512)
-            "--decoder-ffn-embed-dim", str(args.ffn), "--decoder-attention-heads", str(args.heads),
-            "--dropout", "0.1", "--seed", str(args.seed), "--optimizer", "adam", "--adam-betas",
-            "(0.9, 0.98)", "--lr", "5e-4", "--clip-norm", "1.0", "--max-tokens", str(args.max_tokens),
-            "--ddp-backend", "legacy_ddp",  # adaptive_loss refuses pytorch_ddp (single process anyway)
-            *(["--fp16"] if args.fp16 else []), *([] if args.device == "cuda" else ["--cpu"]),
-            *model_args, *args.fairseq_args.split()]
+        model_args = model_args + [
+            "--ct-rank",
+            str(args.ct_rank),
+            "--ct-normalization",
+            args.ct_normalization,
+        ]
+    argv = [
+        data_dir,
+        "--user-dir",
+        os.path.abspath(PLUGIN_DIR),
+        "--task",
+        "language_modeling",
+        "--tokens-per-sample",
+        str(args.tokens_per_sample),
+        "--sample-break-mode",
+        "none",
+        "--decoder-layers",
+        str(args.layers),
+        "--decoder-embed-dim",
+        str(args.dim),
+        "--decoder-input-dim",
+        str(args.dim),
+        "--decoder-output-dim",
+        str(args.dim),  # (config default: 512)
+        "--decoder-ffn-embed-dim",
+        str(args.ffn),
+        "--decoder-attention-heads",
+        str(args.heads),
+        "--dropout",
+        "0.1",
+        "--seed",
+        str(args.seed),
+        "--optimizer",
+        "adam",
+        "--adam-betas",
+        "(0.9, 0.98)",
+        "--lr",
+        "5e-4",
+        "--clip-norm",
+        "1.0",
+        "--max-tokens",
+        str(args.max_tokens),
+        "--ddp-backend",
+        "legacy_ddp",  # adaptive_loss refuses pytorch_ddp (single process anyway)
+        *(["--fp16"] if args.fp16 else []),
+        *([] if args.device == "cuda" else ["--cpu"]),
+        *model_args,
+        *args.fairseq_args.split(),
+    ]
     return convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv))
 
 
@@ -113,23 +199,33 @@ def zipf_batches(args, dictionary):
     """fairseq-collated LM batches of a Zipf-distributed token stream: word i of the dictionary (in
     its frequency order) has probability proportional to 1 / (i + 1) ** zipf."""
     from fairseq.data import ListDataset, MonolingualDataset, TokenBlockDataset
+
     rng, d = np.random.default_rng(args.seed), dictionary
     words = np.arange(d.nspecial, len(d))
     p = 1.0 / np.arange(1, len(words) + 1, dtype=np.float64) ** args.zipf
     total = 2 * args.batches * args.max_tokens  # twice the tokens needed
     lengths = rng.integers(8, 61, total // 8)
-    lengths = lengths[:np.searchsorted(np.cumsum(lengths), total) + 1]
-    sentences = [torch.from_numpy(np.append(rng.choice(words, k - 1, p=p / p.sum()), d.eos()))
-                 for k in lengths]
-    blocks = TokenBlockDataset(ListDataset(sentences, lengths), lengths, args.tokens_per_sample,
-                               pad=d.pad(), eos=d.eos(), break_mode="none", include_targets=True)
-    ds = MonolingualDataset(blocks, blocks.sizes, d, d, add_eos_for_other_targets=False, shuffle=False,
-                            targets=["future"])
+    lengths = lengths[: np.searchsorted(np.cumsum(lengths), total) + 1]
+    sentences = [
+        torch.from_numpy(np.append(rng.choice(words, k - 1, p=p / p.sum()), d.eos())) for k in lengths
+    ]
+    blocks = TokenBlockDataset(
+        ListDataset(sentences, lengths),
+        lengths,
+        args.tokens_per_sample,
+        pad=d.pad(),
+        eos=d.eos(),
+        break_mode="none",
+        include_targets=True,
+    )
+    ds = MonolingualDataset(
+        blocks, blocks.sizes, d, d, add_eos_for_other_targets=False, shuffle=False, targets=["future"]
+    )
     batches = ds.batch_by_size(np.arange(len(ds)), max_tokens=args.max_tokens)
     batches = [b for b in batches if len(b) == len(batches[0])]  # full batches (the last block is shorter)
     if len(batches) < args.batches:
         raise ValueError("not enough full batches: --max-tokens smaller than --tokens-per-sample?")
-    return [ds.collater([ds[i] for i in b]) for b in batches[:args.batches]]
+    return [ds.collater([ds[i] for i in b]) for b in batches[: args.batches]]
 
 
 def resting_bytes(trainer):
@@ -174,8 +270,10 @@ def forward_macs(args, name, shares, vocab):
     if name == "C":
         return d * vocab + d * q + q * vocab
     sizes = [cut[k + 1] - cut[k] for k in range(len(cut) - 1)]
-    macs = d * (cut[0] + len(sizes)) + sum(s * (d * (d // 4 ** (k + 1)) + d // 4 ** (k + 1) * n)
-                                           for k, (s, n) in enumerate(zip(shares[1:], sizes)))
+    macs = d * (cut[0] + len(sizes)) + sum(
+        s * (d * (d // 4 ** (k + 1)) + d // 4 ** (k + 1) * n)
+        for k, (s, n) in enumerate(zip(shares[1:], sizes))
+    )
     if name == "B":  # + mu = h W1 W2 for the head entries, and for its own cluster's words
         macs += d * q + q * (cut[0] + len(sizes)) + sum(s * q * n for s, n in zip(shares[1:], sizes))
     return macs
@@ -201,8 +299,11 @@ def main(argv=None):
     for name in names:
         torch.manual_seed(args.seed)
         model = task.build_model(cfgs[name].model)
-        head = [p for n, p in model.named_parameters()
-                if "adaptive_softmax" in n or "output_head" in n or "output_projection" in n]
+        head = [
+            p
+            for n, p in model.named_parameters()
+            if "adaptive_softmax" in n or "output_head" in n or "output_projection" in n
+        ]
         sizes[name] = (sum(p.numel() for p in model.parameters()), sum(p.numel() for p in head))
         trainers[name] = Trainer(cfgs[name], task, model, task.build_criterion(cfgs[name].criterion))
     dictionary = task.target_dictionary
@@ -211,37 +312,52 @@ def main(argv=None):
     sync = torch.cuda.synchronize if cuda else (lambda: None)
 
     print(f"command: {command}")
-    print(f"torch {torch.__version__} | fairseq {fairseq.__version__} | python {sys.version.split()[0]} | "
-          f"device {torch.cuda.get_device_name() if cuda else 'cpu'} | torch threads {torch.get_num_threads()}"
-          f" | loadavg at start {'%.2f %.2f %.2f' % os.getloadavg()}")
-    print("config:", " ".join(f"{k}={','.join(v) if isinstance(v, list) else v}" for k, v in vars(args).items()))
-    print(f"body: transformer_lm, {args.layers} layers, {args.dim}-d, FFN {args.ffn}, {args.heads} heads, "
-          f"dropout 0.1, untied input embedding; vocab {len(dictionary)}, {'fp16' if args.fp16 else 'fp32'}, "
-          f"adam, clip-norm 1")
+    print(
+        f"torch {torch.__version__} | fairseq {fairseq.__version__} | python {sys.version.split()[0]} | "
+        f"device {torch.cuda.get_device_name() if cuda else 'cpu'} | torch threads {torch.get_num_threads()}"
+        f" | loadavg at start {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
+    print(
+        "config:", " ".join(f"{k}={','.join(v) if isinstance(v, list) else v}" for k, v in vars(args).items())
+    )
+    print(
+        f"body: transformer_lm, {args.layers} layers, {args.dim}-d, FFN {args.ffn}, {args.heads} heads, "
+        f"dropout 0.1, untied input embedding; vocab {len(dictionary)}, {'fp16' if args.fp16 else 'fp32'}, "
+        f"adam, clip-norm 1"
+    )
     shares = cluster_shares(batches, [int(c) for c in args.cutoffs.split(",")], dictionary.pad())
-    print(f"batches: {len(batches)} x {tuple(batches[0]['target'].shape)} (sentences x tokens), "
-          f"{words} target words per segment; Zipf {args.zipf}: shortlist / tail clusters (cutoffs "
-          f"{args.cutoffs}) get {' / '.join(f'{s:.1%}' for s in shares)} of the targets")
+    print(
+        f"batches: {len(batches)} x {tuple(batches[0]['target'].shape)} (sentences x tokens), "
+        f"{words} target words per segment; Zipf {args.zipf}: shortlist / tail clusters (cutoffs "
+        f"{args.cutoffs}) get {' / '.join(f'{s:.1%}' for s in shares)} of the targets"
+    )
     for name in names:
         extra = list(MODELS[name][1])
         extra += ["--adaptive-softmax-cutoff", args.cutoffs] if name in ("A", "B", "D") else []
         if name in ("B", "C"):
             extra += ["--ct-rank", str(args.ct_rank), "--ct-normalization", args.ct_normalization]
         total, head = sizes[name]
-        print(f"{name} = {MODELS[name][0]:8} {' '.join(extra)}  ({total / 1e6:.2f}M params: body "
-              f"{(total - head) / 1e6:.2f}M + output layer {head / 1e6:.2f}M)")
-    body = args.layers * (4 * args.dim ** 2 + 2 * args.dim * args.ffn)
+        print(
+            f"{name} = {MODELS[name][0]:8} {' '.join(extra)}  ({total / 1e6:.2f}M params: body "
+            f"{(total - head) / 1e6:.2f}M + output layer {head / 1e6:.2f}M)"
+        )
+    body = args.layers * (4 * args.dim**2 + 2 * args.dim * args.ffn)
     macs = {name: forward_macs(args, name, shares, len(dictionary)) for name in names}
-    print(f"forward MACs per target word (linear layers, analytic): body {body / 1e6:.3g}M + output layer "
-          + ", ".join(f"{name} {macs[name] / 1e6:.3g}M" for name in names)
-          + (f"; (body + A) / (body + B) = {(body + macs['A']) / (body + macs['B']):.3f}"
-             if "A" in names and "B" in names else ""))
+    print(
+        f"forward MACs per target word (linear layers, analytic): body {body / 1e6:.3g}M + output layer "
+        + ", ".join(f"{name} {macs[name] / 1e6:.3g}M" for name in names)
+        + (
+            f"; (body + A) / (body + B) = {(body + macs['A']) / (body + macs['B']):.3f}"
+            if "A" in names and "B" in names
+            else ""
+        )
+    )
     print()
 
     wall = {name: [] for name in names}
     cpu = {name: [] for name in names}
     for r in range(args.warmup + args.rounds):
-        order = names[r % len(names):] + names[:r % len(names)]  # rotate who goes first
+        order = names[r % len(names) :] + names[: r % len(names)]  # rotate who goes first
         for name in order if r % 2 == 0 else order[::-1]:
             trainer = trainers[name]
             sync()
@@ -258,15 +374,23 @@ def main(argv=None):
     print(f"{'':11} {'words/s median [min .. max]':>29} {'words/CPU-s':>11} {'peak MiB':>9} {'step MiB':>9}")
     for name in names:
         (peak, resting), w = peaks[name], wall[name]
-        print(f"{name} {MODELS[name][0]:9} {med(w):9.0f} [{min(w):7.0f} .. {max(w):7.0f}] {med(cpu[name]):11.0f} "
-              f"{peak / 2**20:9.1f} {(peak - resting) / 2**20:9.1f}")
+        print(
+            f"{name} {MODELS[name][0]:9} {med(w):9.0f} [{min(w):7.0f} .. {max(w):7.0f}] {med(cpu[name]):11.0f} "
+            f"{peak / 2**20:9.1f} {(peak - resting) / 2**20:9.1f}"
+        )
     method = "torch.cuda.max_memory_allocated" if cuda else "torch.profiler memory events + resting tensors"
-    print(f"\npeak: tensor high-water mark of one train step ({method}); step: peak minus this model's "
-          f"resting params/grads/optimizer state")
-    print(f"process max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB | "
-          f"loadavg at end {'%.2f %.2f %.2f' % os.getloadavg()}\n")
-    print(f"{'ratio':13} {'words/s':>8} {'words/CPU-s':>11} {'paired per-round words/s [min .. max]':>38} "
-          f"{'peak mem':>9} {'step mem':>9}")
+    print(
+        f"\npeak: tensor high-water mark of one train step ({method}); step: peak minus this model's "
+        f"resting params/grads/optimizer state"
+    )
+    print(
+        f"process max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB | "
+        f"loadavg at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}\n"
+    )
+    print(
+        f"{'ratio':13} {'words/s':>8} {'words/CPU-s':>11} {'paired per-round words/s [min .. max]':>38} "
+        f"{'peak mem':>9} {'step mem':>9}"
+    )
     for x, y, target in RATIOS:
         if x not in names or y not in names:
             continue
@@ -274,10 +398,12 @@ def main(argv=None):
         (peak_x, rest_x), (peak_y, rest_y) = peaks[x], peaks[y]
         speed = med(wall[x]) / med(wall[y])
         verdict = "" if target is None else f"  target >= {target}: {'OK' if speed >= target else 'MISSED'}"
-        print(f"RATIO {x}/{y} {speed:10.3f}x "
-              f"{med(cpu[x]) / med(cpu[y]):10.3f}x {med(paired):19.3f}x [{min(paired):.3f} .. {max(paired):.3f}]"
-              f" {peak_x / peak_y:8.3f}x {(peak_x - rest_x) / (peak_y - rest_y):8.3f}x"
-              f"   ({MODELS[x][0]} / {MODELS[y][0]}){verdict}")
+        print(
+            f"RATIO {x}/{y} {speed:10.3f}x "
+            f"{med(cpu[x]) / med(cpu[y]):10.3f}x {med(paired):19.3f}x [{min(paired):.3f} .. {max(paired):.3f}]"
+            f" {peak_x / peak_y:8.3f}x {(peak_x - rest_x) / (peak_y - rest_y):8.3f}x"
+            f"   ({MODELS[x][0]} / {MODELS[y][0]}){verdict}"
+        )
 
 
 if __name__ == "__main__":

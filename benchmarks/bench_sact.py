@@ -13,6 +13,7 @@ target words/s (fairseq's wps). Generation is fairseq's SequenceGenerator (beam 
 ``make_generation_fast_`` as in fairseq-generate, on random source sentences, with min_len = max_len
 so that every model decodes exactly the same number of steps.
 """
+
 import argparse
 import logging
 import os
@@ -31,8 +32,12 @@ from bench_tempered_ce import PLUGIN_DIR, random_batches, resolve_device  # noqa
 
 CPU_DEFAULTS = dict(vocab=8000, max_tokens=2000, layers=1, dim=256)
 GPU_DEFAULTS = dict(vocab=16000, max_tokens=4096, layers=2, dim=512)  # the paper's 512-d, 2 layers
-HELP = dict(vocab="dictionary size", max_tokens="tokens per training batch (--max-tokens)",
-            layers="encoder and decoder layers", dim="embedding and hidden size (encoder: per direction)")
+HELP = dict(
+    vocab="dictionary size",
+    max_tokens="tokens per training batch (--max-tokens)",
+    layers="encoder and decoder layers",
+    dim="embedding and hidden size (encoder: per direction)",
+)
 MODELS = {
     "stock": ["--arch", "lstm", "--encoder-bidirectional"],
     "none": ["--arch", "sact_lstm", "--attention-temperature", "none"],
@@ -45,20 +50,39 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     for key, text in HELP.items():
-        p.add_argument("--" + key.replace("_", "-"), type=int,
-                       help=f"{text} (default: CPU {CPU_DEFAULTS[key]}, GPU {GPU_DEFAULTS[key]})")
-    p.add_argument("--models", nargs="+", choices=list(MODELS), default=["stock", "none", "sact"],
-                   help="models to compare (default: stock none sact; the ratios need stock and sact)")
-    p.add_argument("--fp16", action=argparse.BooleanOptionalAction,
-                   help="fairseq --fp16 (default: on for CUDA, off for CPU)")
+        p.add_argument(
+            "--" + key.replace("_", "-"),
+            type=int,
+            help=f"{text} (default: CPU {CPU_DEFAULTS[key]}, GPU {GPU_DEFAULTS[key]})",
+        )
+    p.add_argument(
+        "--models",
+        nargs="+",
+        choices=list(MODELS),
+        default=["stock", "none", "sact"],
+        help="models to compare (default: stock none sact; the ratios need stock and sact)",
+    )
+    p.add_argument(
+        "--fp16",
+        action=argparse.BooleanOptionalAction,
+        help="fairseq --fp16 (default: on for CUDA, off for CPU)",
+    )
     p.add_argument("--batches", type=int, default=2, help="training batches per timed segment (default 2)")
     p.add_argument("--rounds", type=int, default=5, help="timed rounds (default 5)")
     p.add_argument("--warmup", type=int, default=1, help="discarded rounds first (default 1)")
-    p.add_argument("--lengths", type=int, nargs=2, default=[8, 40], metavar=("MIN", "MAX"),
-                   help="sentence lengths, uniform in [MIN, MAX] (default 8 40)")
+    p.add_argument(
+        "--lengths",
+        type=int,
+        nargs=2,
+        default=[8, 40],
+        metavar=("MIN", "MAX"),
+        help="sentence lengths, uniform in [MIN, MAX] (default 8 40)",
+    )
     p.add_argument("--beam", type=int, default=5, help="beam size (default 5)")
     p.add_argument("--gen-sentences", type=int, default=64, help="sentences decoded per round (default 64)")
-    p.add_argument("--gen-batch-size", type=int, default=32, help="sentences per generation batch (default 32)")
+    p.add_argument(
+        "--gen-batch-size", type=int, default=32, help="sentences per generation batch (default 32)"
+    )
     p.add_argument("--gen-len", type=int, default=25, help="target tokens decoded per sentence (default 25)")
     p.add_argument("--threads", type=int, default=torch.get_num_threads(), help="(default %(default)s)")
     p.add_argument("--seed", type=int, default=1)
@@ -73,34 +97,81 @@ def parse_args(argv=None):
 def fairseq_cfg(args, data_dir, model_args):
     from fairseq import options
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
     d, layers = str(args.dim), str(args.layers)
-    argv = [data_dir, "--user-dir", os.path.abspath(PLUGIN_DIR), "--task", "translation", "-s", "src",
-            "-t", "tgt", *model_args, "--encoder-layers", layers, "--decoder-layers", layers,
-            "--encoder-embed-dim", d, "--encoder-hidden-size", d, "--decoder-embed-dim", d,
-            "--decoder-hidden-size", d, "--decoder-out-embed-dim", d, "--dropout", "0.3",
-            "--criterion", "cross_entropy", "--optimizer", "adam", "--lr", "3e-4", "--clip-norm", "10",
-            "--max-tokens", str(args.max_tokens), "--seed", str(args.seed),
-            *(["--fp16"] if args.fp16 else []), *([] if args.device == "cuda" else ["--cpu"])]
+    argv = [
+        data_dir,
+        "--user-dir",
+        os.path.abspath(PLUGIN_DIR),
+        "--task",
+        "translation",
+        "-s",
+        "src",
+        "-t",
+        "tgt",
+        *model_args,
+        "--encoder-layers",
+        layers,
+        "--decoder-layers",
+        layers,
+        "--encoder-embed-dim",
+        d,
+        "--encoder-hidden-size",
+        d,
+        "--decoder-embed-dim",
+        d,
+        "--decoder-hidden-size",
+        d,
+        "--decoder-out-embed-dim",
+        d,
+        "--dropout",
+        "0.3",
+        "--criterion",
+        "cross_entropy",
+        "--optimizer",
+        "adam",
+        "--lr",
+        "3e-4",
+        "--clip-norm",
+        "10",
+        "--max-tokens",
+        str(args.max_tokens),
+        "--seed",
+        str(args.seed),
+        *(["--fp16"] if args.fp16 else []),
+        *([] if args.device == "cuda" else ["--cpu"]),
+    ]
     return convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv))
 
 
 def random_sources(args, dictionary, n):
     rng = np.random.default_rng(args.seed + 1)
     lengths = sorted(rng.integers(args.lengths[0], args.lengths[1] + 1, n), reverse=True)
-    return [torch.from_numpy(np.append(rng.integers(dictionary.nspecial, len(dictionary), k - 1),
-                                       dictionary.eos())) for k in lengths]
+    return [
+        torch.from_numpy(
+            np.append(rng.integers(dictionary.nspecial, len(dictionary), k - 1), dictionary.eos())
+        )
+        for k in lengths
+    ]
 
 
 def generation_batches(args, dictionary, device):
     """Batches of random sources, left-padded and sorted by length as fairseq collates them."""
     from fairseq.data import data_utils
+
     sources = random_sources(args, dictionary, args.gen_sentences)
     batches = []
     for i in range(0, len(sources), args.gen_batch_size):
-        chunk = sources[i:i + args.gen_batch_size]
+        chunk = sources[i : i + args.gen_batch_size]
         tokens = data_utils.collate_tokens(chunk, dictionary.pad(), left_pad=True)
-        batches.append({"net_input": {"src_tokens": tokens.to(device),
-                                      "src_lengths": torch.tensor([len(s) for s in chunk]).to(device)}})
+        batches.append(
+            {
+                "net_input": {
+                    "src_tokens": tokens.to(device),
+                    "src_lengths": torch.tensor([len(s) for s in chunk]).to(device),
+                }
+            }
+        )
     return batches
 
 
@@ -130,22 +201,28 @@ def main(argv=None):
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     names = list(trainers)
 
-    print(f"torch {torch.__version__} | fairseq {fairseq.__version__} | python {sys.version.split()[0]} | "
-          f"device {torch.cuda.get_device_name() if cuda else 'cpu'} | torch threads {torch.get_num_threads()}"
-          f" | loadavg at start {'%.2f %.2f %.2f' % os.getloadavg()}")
+    print(
+        f"torch {torch.__version__} | fairseq {fairseq.__version__} | python {sys.version.split()[0]} | "
+        f"device {torch.cuda.get_device_name() if cuda else 'cpu'} | torch threads {torch.get_num_threads()}"
+        f" | loadavg at start {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
     print("config:", " ".join(f"{k}={v}" for k, v in vars(args).items()))
     for name in names:
         n = sum(p.numel() for p in trainers[name].model.parameters())
         print(f"{name:14} {' '.join(MODELS[name])}: {n / 1e6:.3f}M parameters")
-    print(f"all: {args.layers} layer(s), {args.dim}-d embeddings and LSTMs (bidirectional encoder: "
-          f"{2 * args.dim}-d outputs), vocab {args.vocab}, {'fp16' if args.fp16 else 'fp32'}, "
-          "adam, clip-norm 10, dropout 0.3, cross_entropy")
-    print("training batches (sentences, target words, padded target shape):",
-          [(b["nsentences"], b["ntokens"], tuple(b["target"].shape)) for b in batches])
+    print(
+        f"all: {args.layers} layer(s), {args.dim}-d embeddings and LSTMs (bidirectional encoder: "
+        f"{2 * args.dim}-d outputs), vocab {args.vocab}, {'fp16' if args.fp16 else 'fp32'}, "
+        "adam, clip-norm 10, dropout 0.3, cross_entropy"
+    )
+    print(
+        "training batches (sentences, target words, padded target shape):",
+        [(b["nsentences"], b["ntokens"], tuple(b["target"].shape)) for b in batches],
+    )
 
     train_wall, train_cpu = {n: [] for n in names}, {n: [] for n in names}
     for r in range(args.warmup + args.rounds):
-        for name in names[r % len(names):] + names[:r % len(names)]:  # rotating order
+        for name in names[r % len(names) :] + names[: r % len(names)]:  # rotating order
             sync()
             start, cpu_start = time.perf_counter(), time.process_time()
             for sample in batches:
@@ -161,13 +238,19 @@ def main(argv=None):
         model = trainers[name].model
         model.make_generation_fast_(need_attn=False)  # as fairseq-generate without --print-alignment
         model.eval()
-        generators[name] = SequenceGenerator([model], task.target_dictionary, beam_size=args.beam,
-                                             max_len_a=0, max_len_b=args.gen_len, min_len=args.gen_len)
+        generators[name] = SequenceGenerator(
+            [model],
+            task.target_dictionary,
+            beam_size=args.beam,
+            max_len_a=0,
+            max_len_b=args.gen_len,
+            min_len=args.gen_len,
+        )
     gen_wall, gen_cpu = {n: [] for n in names}, {n: [] for n in names}
     steps = {}
     with torch.no_grad():
         for r in range(args.warmup + args.rounds):
-            for name in names[r % len(names):] + names[:r % len(names)]:
+            for name in names[r % len(names) :] + names[: r % len(names)]:
                 sync()
                 start, cpu_start = time.perf_counter(), time.process_time()
                 outputs = [generators[name].forward(b) for b in gen_batches]
@@ -179,26 +262,39 @@ def main(argv=None):
     assert all(s == {args.gen_len + 1} for s in steps.values()), steps  # same work for every model
 
     med = statistics.median
-    print(f"\n{'':14} {'train words/s median [min .. max]':>34} {'words/CPU-s':>11}   "
-          f"{f'beam-{args.beam} sentences/s [min .. max]':>33} {'sent/CPU-s':>10}")
+    print(
+        f"\n{'':14} {'train words/s median [min .. max]':>34} {'words/CPU-s':>11}   "
+        f"{f'beam-{args.beam} sentences/s [min .. max]':>33} {'sent/CPU-s':>10}"
+    )
     for name in names:
         w, g = train_wall[name], gen_wall[name]
-        print(f"{name:14} {med(w):12.0f} [{min(w):8.0f} .. {max(w):8.0f}] {med(train_cpu[name]):11.0f}   "
-              f"{med(g):12.2f} [{min(g):7.2f} .. {max(g):7.2f}] {med(gen_cpu[name]):10.2f}")
-    print(f"\nloadavg at end {'%.2f %.2f %.2f' % os.getloadavg()}")
+        print(
+            f"{name:14} {med(w):12.0f} [{min(w):8.0f} .. {max(w):8.0f}] {med(train_cpu[name]):11.0f}   "
+            f"{med(g):12.2f} [{min(g):7.2f} .. {max(g):7.2f}] {med(gen_cpu[name]):10.2f}"
+        )
+    print(f"\nloadavg at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
     def ratios(a, b):
-        return (med(train_wall[a]) / med(train_wall[b]), med(gen_wall[a]) / med(gen_wall[b]),
-                med(train_cpu[a]) / med(train_cpu[b]), med(gen_cpu[a]) / med(gen_cpu[b]))
+        return (
+            med(train_wall[a]) / med(train_wall[b]),
+            med(gen_wall[a]) / med(gen_wall[b]),
+            med(train_cpu[a]) / med(train_cpu[b]),
+            med(gen_cpu[a]) / med(gen_cpu[b]),
+        )
+
     train_ratio, gen_ratio, train_cpu_ratio, gen_cpu_ratio = ratios("sact", "stock")
     for other in [n for n in names if n not in ("stock", "sact")]:
         t, g, tc, gc = ratios("sact", other)
-        print(f"ratio sact/{other}: training words/s {t:.3f}x | beam-{args.beam} sentences/s {g:.3f}x "
-              f"| per CPU-second {tc:.3f}x / {gc:.3f}x")
-    print(f"RATIO sact/stock: training words/s {train_ratio:.3f}x (target >= 0.85: "
-          f"{'OK' if train_ratio >= 0.85 else 'MISSED'}) | beam-{args.beam} sentences/s {gen_ratio:.3f}x "
-          f"(target >= 0.85: {'OK' if gen_ratio >= 0.85 else 'MISSED'}) | per CPU-second "
-          f"{train_cpu_ratio:.3f}x / {gen_cpu_ratio:.3f}x")
+        print(
+            f"ratio sact/{other}: training words/s {t:.3f}x | beam-{args.beam} sentences/s {g:.3f}x "
+            f"| per CPU-second {tc:.3f}x / {gc:.3f}x"
+        )
+    print(
+        f"RATIO sact/stock: training words/s {train_ratio:.3f}x (target >= 0.85: "
+        f"{'OK' if train_ratio >= 0.85 else 'MISSED'}) | beam-{args.beam} sentences/s {gen_ratio:.3f}x "
+        f"(target >= 0.85: {'OK' if gen_ratio >= 0.85 else 'MISSED'}) | per CPU-second "
+        f"{train_cpu_ratio:.3f}x / {gen_cpu_ratio:.3f}x"
+    )
 
 
 if __name__ == "__main__":

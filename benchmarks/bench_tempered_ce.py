@@ -9,6 +9,7 @@ Peak memory is tensor memory: torch.cuda.max_memory_allocated on CUDA; on CPU th
 that torch.profiler(profile_memory=True) records in one step (process max RSS, printed too, is
 process-wide and monotonic: it cannot tell the two criteria apart).
 """
+
 import argparse
 import logging
 import os
@@ -25,8 +26,14 @@ import torch
 PLUGIN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fairseq_ctemp")
 CPU_DEFAULTS = dict(vocab=8000, max_tokens=4000, layers=2, dim=256, ffn=1024, heads=4)
 GPU_DEFAULTS = dict(vocab=32000, max_tokens=8192, layers=6, dim=512, ffn=2048, heads=8)  # base
-HELP = dict(vocab="dictionary size", max_tokens="tokens per batch (--max-tokens)", dim="embedding dim",
-            layers="encoder and decoder layers", ffn="FFN dim", heads="attention heads")
+HELP = dict(
+    vocab="dictionary size",
+    max_tokens="tokens per batch (--max-tokens)",
+    dim="embedding dim",
+    layers="encoder and decoder layers",
+    ffn="FFN dim",
+    heads="attention heads",
+)
 
 
 def resolve_device(p, args, cpu_defaults, gpu_defaults):
@@ -46,29 +53,46 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     for key, text in HELP.items():
-        p.add_argument("--" + key.replace("_", "-"), type=int,
-                       help=f"{text} (default: CPU {CPU_DEFAULTS[key]}, GPU {GPU_DEFAULTS[key]})")
+        p.add_argument(
+            "--" + key.replace("_", "-"),
+            type=int,
+            help=f"{text} (default: CPU {CPU_DEFAULTS[key]}, GPU {GPU_DEFAULTS[key]})",
+        )
     p.add_argument("--temperature", type=float, default=4.0, help="tempered_ce T (default 4)")
     p.add_argument("--sem-weight", type=float, default=0.0, help="tempered_ce --sem-weight (default 0)")
     p.add_argument("--label-smoothing", type=float, default=0.1, help="both criteria (default 0.1)")
-    p.add_argument("--fp16", action=argparse.BooleanOptionalAction,
-                   help="fairseq --fp16 (default: on for CUDA, off for CPU)")
+    p.add_argument(
+        "--fp16",
+        action=argparse.BooleanOptionalAction,
+        help="fairseq --fp16 (default: on for CUDA, off for CPU)",
+    )
     p.add_argument("--batches", type=int, default=2, help="batches per timed segment (default 2)")
     p.add_argument("--rounds", type=int, default=8, help="timed A B / B A rounds (default 8)")
     p.add_argument("--warmup", type=int, default=1, help="discarded rounds first (default 1)")
-    p.add_argument("--lengths", type=int, nargs=2, default=[8, 60], metavar=("MIN", "MAX"),
-                   help="sentence lengths, uniform in [MIN, MAX] (default 8 60)")
+    p.add_argument(
+        "--lengths",
+        type=int,
+        nargs=2,
+        default=[8, 60],
+        metavar=("MIN", "MAX"),
+        help="sentence lengths, uniform in [MIN, MAX] (default 8 60)",
+    )
     p.add_argument("--threads", type=int, default=torch.get_num_threads(), help="(default %(default)s)")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--fairseq-args", default="",
-                   help='more fairseq-train options, e.g. --fairseq-args="--share-all-embeddings"')
+    p.add_argument(
+        "--fairseq-args",
+        default="",
+        help='more fairseq-train options, e.g. --fairseq-args="--share-all-embeddings"',
+    )
     args = p.parse_args(argv)
     resolve_device(p, args, CPU_DEFAULTS, GPU_DEFAULTS)
     if args.batches < 1 or args.rounds < 1 or args.warmup < 0:
         p.error("--batches and --rounds must be >= 1, --warmup >= 0")
     low, high = 0.01, 100.0  # tempered_ce's range (fairseq_ctemp/criterions/checks.py)
     if not low <= args.temperature <= high:
-        p.error(f"--temperature must be in [{low:g}, {high:g}] (tempered_ce's range), got {args.temperature:g}")
+        p.error(
+            f"--temperature must be in [{low:g}, {high:g}] (tempered_ce's range), got {args.temperature:g}"
+        )
     torch.set_num_threads(args.threads)
     return args
 
@@ -76,28 +100,65 @@ def parse_args(argv=None):
 def fairseq_cfg(args, data_dir, criterion_args):
     from fairseq import options
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-    size = {"layers": args.layers, "embed-dim": args.dim, "ffn-embed-dim": args.ffn, "attention-heads": args.heads}
-    argv = [data_dir, "--user-dir", os.path.abspath(PLUGIN_DIR), "--task", "translation", "-s", "src",
-            "-t", "tgt", "--arch", "transformer", "--seed", str(args.seed),
-            *[x for k, v in size.items() for side in ("encoder", "decoder") for x in (f"--{side}-{k}", str(v))],
-            "--share-decoder-input-output-embed", "--dropout", "0.1", "--optimizer", "adam",
-            "--adam-betas", "(0.9, 0.98)", "--lr", "5e-4", "--clip-norm", "1.0",
-            "--max-tokens", str(args.max_tokens), "--label-smoothing", str(args.label_smoothing),
-            *(["--fp16"] if args.fp16 else []), *([] if args.device == "cuda" else ["--cpu"]),
-            *args.fairseq_args.split(), *criterion_args]
+
+    size = {
+        "layers": args.layers,
+        "embed-dim": args.dim,
+        "ffn-embed-dim": args.ffn,
+        "attention-heads": args.heads,
+    }
+    argv = [
+        data_dir,
+        "--user-dir",
+        os.path.abspath(PLUGIN_DIR),
+        "--task",
+        "translation",
+        "-s",
+        "src",
+        "-t",
+        "tgt",
+        "--arch",
+        "transformer",
+        "--seed",
+        str(args.seed),
+        *[x for k, v in size.items() for side in ("encoder", "decoder") for x in (f"--{side}-{k}", str(v))],
+        "--share-decoder-input-output-embed",
+        "--dropout",
+        "0.1",
+        "--optimizer",
+        "adam",
+        "--adam-betas",
+        "(0.9, 0.98)",
+        "--lr",
+        "5e-4",
+        "--clip-norm",
+        "1.0",
+        "--max-tokens",
+        str(args.max_tokens),
+        "--label-smoothing",
+        str(args.label_smoothing),
+        *(["--fp16"] if args.fp16 else []),
+        *([] if args.device == "cuda" else ["--cpu"]),
+        *args.fairseq_args.split(),
+        *criterion_args,
+    ]
     return convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv))
 
 
 def random_batches(args, task):
     """fairseq-collated batches of random sentences (target length = source length +- 3)."""
     from fairseq.data import LanguagePairDataset
+
     rng, d = np.random.default_rng(args.seed), task.source_dictionary
     n = 4 * args.batches * args.max_tokens // args.lengths[0]  # enough for 4x the batches we need
     sentences = lambda lengths: [  # noqa: E731  (random words, then </s>, like binarized data)
-        torch.from_numpy(np.append(rng.integers(d.nspecial, len(d), k - 1), d.eos())) for k in lengths]
+        torch.from_numpy(np.append(rng.integers(d.nspecial, len(d), k - 1), d.eos())) for k in lengths
+    ]
     src_len = rng.integers(args.lengths[0], args.lengths[1] + 1, n)
     tgt_len = np.clip(src_len + rng.integers(-3, 4, n), 2, None)
-    ds = LanguagePairDataset(sentences(src_len), src_len, d, sentences(tgt_len), tgt_len, task.target_dictionary)
+    ds = LanguagePairDataset(
+        sentences(src_len), src_len, d, sentences(tgt_len), tgt_len, task.target_dictionary
+    )
     batches = ds.batch_by_size(ds.ordered_indices(), max_tokens=args.max_tokens)
     chosen = rng.choice(len(batches), args.batches, replace=False)
     return [ds.collater([ds[i] for i in batches[j]]) for j in chosen]
@@ -108,8 +169,13 @@ def resting_bytes(trainer):
     tensors = list(trainer.model.parameters())
     tensors += [t for state in trainer.optimizer.optimizer.state.values() for t in state.values()]
     tensors += [t.grad for t in tensors if torch.is_tensor(t) and t.grad is not None]
-    return sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
-                for t in tensors if torch.is_tensor(t)}.values())
+    return sum(
+        {
+            t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
+            for t in tensors
+            if torch.is_tensor(t)
+        }.values()
+    )
 
 
 def peak_bytes(trainer, sample, cuda):
@@ -124,11 +190,13 @@ def peak_bytes(trainer, sample, cuda):
         torch.cuda.synchronize()
         return torch.cuda.max_memory_allocated(), resting
     from torch.profiler import ProfilerActivity, profile
+
     resting = resting_bytes(trainer)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         trainer.train_step([sample])
-    events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
-                    if e.name() == "[memory]")
+    events = sorted(
+        (e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"
+    )
     return resting + int(np.cumsum([0] + [nbytes for _, nbytes in events]).max()), resting
 
 
@@ -142,8 +210,14 @@ def main(argv=None):
 
     cuda = args.device == "cuda"
     stock = ["--criterion", "label_smoothed_cross_entropy"]
-    tempered = ["--criterion", "tempered_ce", "--softmax-temperature", str(args.temperature),
-                "--sem-weight", str(args.sem_weight)]
+    tempered = [
+        "--criterion",
+        "tempered_ce",
+        "--softmax-temperature",
+        str(args.temperature),
+        "--sem-weight",
+        str(args.sem_weight),
+    ]
     with tempfile.TemporaryDirectory() as data_dir:
         for side in ("src", "tgt"):  # fairseq adds 4 specials: len(dictionary) == --vocab
             with open(os.path.join(data_dir, f"dict.{side}.txt"), "w") as f:
@@ -152,24 +226,36 @@ def main(argv=None):
         task = fairseq.tasks.setup_task(cfg.task)
     torch.manual_seed(args.seed)
     model = task.build_model(cfg.model)
-    criteria = {"stock": task.build_criterion(cfg.criterion), "tempered": task.build_criterion(cfg_t.criterion)}
+    criteria = {
+        "stock": task.build_criterion(cfg.criterion),
+        "tempered": task.build_criterion(cfg_t.criterion),
+    }
     trainer = Trainer(cfg, task, model, criteria["stock"])
     batches = random_batches(args, task)
     words = sum(b["ntokens"] for b in batches)
 
     def use(name):  # the trainer (and task.train_step) now runs this criterion
         trainer._criterion = trainer._wrapped_criterion = criteria[name].to(trainer.device)
+
     sync = torch.cuda.synchronize if cuda else (lambda: None)
 
-    print(f"torch {torch.__version__} | fairseq {fairseq.__version__} | python {sys.version.split()[0]} | "
-          f"device {torch.cuda.get_device_name() if cuda else 'cpu'} | torch threads {torch.get_num_threads()}"
-          f" | loadavg at start {'%.2f %.2f %.2f' % os.getloadavg()}")
+    print(
+        f"torch {torch.__version__} | fairseq {fairseq.__version__} | python {sys.version.split()[0]} | "
+        f"device {torch.cuda.get_device_name() if cuda else 'cpu'} | torch threads {torch.get_num_threads()}"
+        f" | loadavg at start {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
     print("config:", " ".join(f"{k}={v}" for k, v in vars(args).items()))
-    print(f"model: transformer, {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M params, vocab "
-          f"{len(task.target_dictionary)}, {'fp16' if args.fp16 else 'fp32'}, adam, clip-norm 1, dropout 0.1")
-    print("batches (sentences, target words, padded target shape):",
-          [(b["nsentences"], b["ntokens"], tuple(b["target"].shape)) for b in batches])
-    print(f"A = {' '.join(stock)}\nB = {' '.join(tempered)}  (both --label-smoothing {args.label_smoothing})\n")
+    print(
+        f"model: transformer, {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M params, vocab "
+        f"{len(task.target_dictionary)}, {'fp16' if args.fp16 else 'fp32'}, adam, clip-norm 1, dropout 0.1"
+    )
+    print(
+        "batches (sentences, target words, padded target shape):",
+        [(b["nsentences"], b["ntokens"], tuple(b["target"].shape)) for b in batches],
+    )
+    print(
+        f"A = {' '.join(stock)}\nB = {' '.join(tempered)}  (both --label-smoothing {args.label_smoothing})\n"
+    )
 
     wall, cpu = {"stock": [], "tempered": []}, {"stock": [], "tempered": []}  # words/s, words/CPU-s
     for r in range(args.warmup + args.rounds):
@@ -192,19 +278,27 @@ def main(argv=None):
     print(f"{'':9} {'words/s median [min .. max]':>29} {'words/CPU-s':>11} {'peak MiB':>9} {'step MiB':>9}")
     for name in ("stock", "tempered"):
         (peak, resting), w = peaks[name], wall[name]
-        print(f"{name:9} {med(w):9.0f} [{min(w):7.0f} .. {max(w):7.0f}] {med(cpu[name]):11.0f} "
-              f"{peak / 2**20:9.1f} {(peak - resting) / 2**20:9.1f}")
+        print(
+            f"{name:9} {med(w):9.0f} [{min(w):7.0f} .. {max(w):7.0f}] {med(cpu[name]):11.0f} "
+            f"{peak / 2**20:9.1f} {(peak - resting) / 2**20:9.1f}"
+        )
     paired = [t / s for t, s in zip(wall["tempered"], wall["stock"])]
     speed, cpu_speed = (med(d["tempered"]) / med(d["stock"]) for d in (wall, cpu))
     (peak_s, rest_s), (peak_t, rest_t) = peaks["stock"], peaks["tempered"]
     method = "torch.cuda.max_memory_allocated" if cuda else "torch.profiler memory events + resting tensors"
     print(f"\npeak: tensor high-water mark ({method}); step: peak minus resting params/grads/optimizer state")
-    print(f"process max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB | "
-          f"loadavg at end {'%.2f %.2f %.2f' % os.getloadavg()}")
-    print(f"paired per-round words/s ratios: {' '.join(f'{x:.3f}' for x in paired)} (median {med(paired):.3f})")
-    print(f"RATIO tempered/stock: words/s {speed:.3f}x (target >= 0.97: {'OK' if speed >= 0.97 else 'MISSED'}) | "
-          f"peak memory {peak_t / peak_s:.3f}x (target <= 1.05: {'OK' if peak_t <= 1.05 * peak_s else 'MISSED'})"
-          f" | words/CPU-s {cpu_speed:.3f}x | step memory {(peak_t - rest_t) / (peak_s - rest_s):.3f}x")
+    print(
+        f"process max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB | "
+        f"loadavg at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
+    print(
+        f"paired per-round words/s ratios: {' '.join(f'{x:.3f}' for x in paired)} (median {med(paired):.3f})"
+    )
+    print(
+        f"RATIO tempered/stock: words/s {speed:.3f}x (target >= 0.97: {'OK' if speed >= 0.97 else 'MISSED'}) | "
+        f"peak memory {peak_t / peak_s:.3f}x (target <= 1.05: {'OK' if peak_t <= 1.05 * peak_s else 'MISSED'})"
+        f" | words/CPU-s {cpu_speed:.3f}x | step memory {(peak_t - rest_t) / (peak_s - rest_s):.3f}x"
+    )
 
 
 if __name__ == "__main__":

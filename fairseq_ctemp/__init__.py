@@ -1,4 +1,5 @@
 """fairseq-ctemp: fixed and learned temperature for fairseq (use with --user-dir fairseq_ctemp)."""
+
 from . import compat, decoding, option_errors
 
 compat.apply()

@@ -30,6 +30,7 @@ Importing fairseq runs ``logging.basicConfig(level=DEBUG)`` (fairseq/tasks/text_
 matplotlib and PIL would print hundreds of DEBUG lines in any plotting script; we keep those two
 loggers at WARNING.
 """
+
 import argparse
 import collections
 import logging
@@ -51,20 +52,43 @@ def _numpy_safe_globals():
         entries.append((getattr(multiarray, name), f"numpy.core.multiarray.{name}"))
     # Each dtype has its own class (numpy.dtypes.Int64DType, ...); get_unsafe_globals_in_checkpoint
     # does not list them, they only fail at load time.
-    for t in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
-              np.uint64, np.float16, np.float32, np.float64):
+    for t in (
+        np.bool_,
+        np.int8,
+        np.int16,
+        np.int32,
+        np.int64,
+        np.uint8,
+        np.uint16,
+        np.uint32,
+        np.uint64,
+        np.float16,
+        np.float32,
+        np.float64,
+    ):
         entries.append(type(np.dtype(t)))
     return entries
 
 
 def _distributed_safe_globals():
+    from fairseq.distributed.utils import _TensorPlaceholder
     from omegaconf import DictConfig, ListConfig
     from omegaconf.base import ContainerMetadata, Metadata
     from omegaconf.nodes import AnyNode
-    from fairseq.distributed.utils import _TensorPlaceholder
 
-    return [_TensorPlaceholder, DictConfig, ListConfig, ContainerMetadata, Metadata, AnyNode,
-            typing.Any, collections.defaultdict, dict, list, int]
+    return [
+        _TensorPlaceholder,
+        DictConfig,
+        ListConfig,
+        ContainerMetadata,
+        Metadata,
+        AnyNode,
+        typing.Any,
+        collections.defaultdict,
+        dict,
+        list,
+        int,
+    ]
 
 
 def allow_fairseq_checkpoint_globals():
@@ -83,8 +107,9 @@ def batches_independent_of_resume_epoch():
         return
 
     def get_batch_iterator(self, dataset, *args, epoch=1, **kwargs):
-        rebuilt_each_epoch = (getattr(self.cfg, "rebuild_batches", False)
-                              or kwargs.get("disable_iterator_cache", False))
+        rebuilt_each_epoch = getattr(self.cfg, "rebuild_batches", False) or kwargs.get(
+            "disable_iterator_cache", False
+        )
         reused = dataset in getattr(self, "dataset_to_epoch_iter", {})  # a live iterator
         if epoch <= 1 or args or rebuilt_each_epoch or reused:
             return original(self, dataset, *args, epoch=epoch, **kwargs)

@@ -21,6 +21,7 @@ How every path reaches the rule:
 - fairseq's own division of the decoder output by the generator's temperature is replaced by the
   rule (it would divide an LM head's features, and multiply with T).
 """
+
 import contextlib
 import contextvars
 import dataclasses
@@ -40,8 +41,10 @@ from fairseq.tasks import FairseqTask
 logger = logging.getLogger("fairseq_ctemp.decoding")
 
 TEMPERED_CRITERIA = ("tempered_ce",)
-ALLOWED = ("a finite number > 0 (--temperature, a hub temperature= keyword or the \"temperature\" "
-           "of --eval-bleu-args); leave it out to decode at the model's own temperature")
+ALLOWED = (
+    'a finite number > 0 (--temperature, a hub temperature= keyword or the "temperature" '
+    "of --eval-bleu-args); leave it out to decode at the model's own temperature"
+)
 
 _explicit = contextvars.ContextVar("fairseq_ctemp_explicit_temperature", default=None)
 
@@ -107,8 +110,10 @@ def set_training_temperature(model, temperature, name="model"):
     """Record that ``model`` was trained with tempered_ce at T (it then decodes at T by default)."""
     follow_the_rule(model)
     model.ctemp_training_temperature = float(temperature)
-    logger.info(f"{name}: trained with tempered_ce at T={temperature:g}; decodes at T={temperature:g}"
-                f" unless a temperature is given explicitly")
+    logger.info(
+        f"{name}: trained with tempered_ce at T={temperature:g}; decodes at T={temperature:g}"
+        f" unless a temperature is given explicitly"
+    )
 
 
 def training_temperature(cfg):
@@ -131,14 +136,21 @@ def _get(obj, key, default=None):
 _load_model_ensemble_and_task = checkpoint_utils.load_model_ensemble_and_task
 
 
-def load_model_ensemble_and_task(filenames, arg_overrides=None, task=None, strict=True, suffix="",
-                                 num_shards=1, state=None):
+def load_model_ensemble_and_task(
+    filenames, arg_overrides=None, task=None, strict=True, suffix="", num_shards=1, state=None
+):
     """fairseq's loader, one checkpoint at a time so each model learns its own training T."""
     ensemble, cfg = [], None
     for i, filename in enumerate(filenames):
         models, cfg, task = _load_model_ensemble_and_task(
-            [filename], arg_overrides=arg_overrides, task=task, strict=strict, suffix=suffix,
-            num_shards=num_shards, state=state if i == 0 else None)
+            [filename],
+            arg_overrides=arg_overrides,
+            task=task,
+            strict=strict,
+            suffix=suffix,
+            num_shards=num_shards,
+            state=state if i == 0 else None,
+        )
         temperature = training_temperature(cfg)
         for model in models:  # a stock model follows it too: it applies an explicit X only
             follow_the_rule(model)
@@ -164,11 +176,15 @@ def build_generator(self, models, args, *rest, **kwargs):
     generator.temperature = explicit  # also the scorer of --score-reference, which has none
     for i, model in enumerate(models):
         if explicit is not None and has_temperature_head(model):
-            logger.info(f"model {i}: explicit temperature {explicit:g} applied to its output head's "
-                        f"final distribution")
+            logger.info(
+                f"model {i}: explicit temperature {explicit:g} applied to its output head's "
+                f"final distribution"
+            )
         elif explicit is not None and own_temperature(model) != 1.0:
-            logger.info(f"model {i}: explicit temperature {explicit:g} replaces its training "
-                        f"temperature {own_temperature(model):g}")
+            logger.info(
+                f"model {i}: explicit temperature {explicit:g} replaces its training "
+                f"temperature {own_temperature(model):g}"
+            )
         elif explicit is None and own_temperature(model) != 1.0:
             logger.info(f"model {i}: decoding at training temperature T={own_temperature(model):g}")
     return generator
@@ -235,8 +251,10 @@ def use_training_temperature_for_validation(task, temperature):
         model.ctemp_training_temperature = float(temperature)
     eval_args = json.loads(_get(getattr(task, "cfg", None), "eval_bleu_args", None) or "{}")
     if eval_args.get("temperature") is not None:
-        logger.info(f"validation generator: --eval-bleu-args temperature {eval_args['temperature']:g}"
-                    f" replaces the training temperature {temperature:g}")
+        logger.info(
+            f"validation generator: --eval-bleu-args temperature {eval_args['temperature']:g}"
+            f" replaces the training temperature {temperature:g}"
+        )
     else:
         logger.info(f"validation generator: decoding at training temperature T={temperature:g}")
 
@@ -250,14 +268,17 @@ def generation_temperature_defaults_to_the_models():
     if field.default is None:
         return
     field.default, field.type = None, Optional[float]
-    field.metadata = types.MappingProxyType({
-        "help": "decoding temperature t > 0: the distribution is softmax(logits / t) and replaces "
-                "the model's own temperature (default: the training T of a tempered_ce checkpoint, "
-                "1 for any other)"})
+    field.metadata = types.MappingProxyType(
+        {
+            "help": "decoding temperature t > 0: the distribution is softmax(logits / t) and replaces "
+            "the model's own temperature (default: the training T of a tempered_ce checkpoint, "
+            "1 for any other)"
+        }
+    )
     GenerationConfig.__annotations__["temperature"] = Optional[float]
     GenerationConfig.temperature = None
     init = GenerationConfig.__init__  # the dataclass __init__ holds its own copy of the default
-    names = init.__code__.co_varnames[1:init.__code__.co_argcount]
+    names = init.__code__.co_varnames[1 : init.__code__.co_argcount]
     defaults = list(init.__defaults__)
     defaults[names.index("temperature") - (len(names) - len(defaults))] = None
     init.__defaults__ = tuple(defaults)

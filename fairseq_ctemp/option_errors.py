@@ -4,6 +4,7 @@ The plugin checks its options when fairseq builds a model or criterion and raise
 whose message starts with the option ("--softmax-temperature must be ..."). Uncaught, fairseq-train
 would print a traceback ending in that message; this hook prints "<program>: error: <message>"
 instead (exit status 1). Every other exception keeps its traceback."""
+
 import os
 import sys
 import traceback

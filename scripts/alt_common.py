@@ -1,5 +1,6 @@
 """Shared by the ALT recipes (scripts/alt_data.py, alt_sweep.py, alt_results.py): language codes,
 directory layout, tools, atomic writes. Not a command itself."""
+
 import ctypes
 import fcntl
 import json
@@ -15,10 +16,19 @@ PLUGIN_DIR = os.path.join(REPO, "fairseq_ctemp")
 # Our language codes -> the code in the release's file names (data_<code>.txt) and the name.
 # The release calls Bengali "bg" (not Bulgarian) and Khmer "khm"; both spellings are accepted.
 LANGUAGES = {
-    "en": ("en", "English"), "bn": ("bg", "Bengali"), "fil": ("fil", "Filipino"),
-    "hi": ("hi", "Hindi"), "id": ("id", "Indonesian"), "ja": ("ja", "Japanese"),
-    "km": ("khm", "Khmer"), "lo": ("lo", "Lao"), "ms": ("ms", "Malay"), "my": ("my", "Burmese"),
-    "th": ("th", "Thai"), "vi": ("vi", "Vietnamese"), "zh": ("zh", "Chinese"),
+    "en": ("en", "English"),
+    "bn": ("bg", "Bengali"),
+    "fil": ("fil", "Filipino"),
+    "hi": ("hi", "Hindi"),
+    "id": ("id", "Indonesian"),
+    "ja": ("ja", "Japanese"),
+    "km": ("khm", "Khmer"),
+    "lo": ("lo", "Lao"),
+    "ms": ("ms", "Malay"),
+    "my": ("my", "Burmese"),
+    "th": ("th", "Thai"),
+    "vi": ("vi", "Vietnamese"),
+    "zh": ("zh", "Chinese"),
 }
 ALIASES = {"bg": "bn", "khm": "km"}
 PAPER_LANGUAGES = ("bn", "fil", "id", "ja", "km", "lo", "ms", "my", "th", "vi", "zh")  # 22 directions with en
@@ -89,6 +99,7 @@ def bleu_tokenize(lang):
     if lang == "ja":
         try:
             import MeCab  # noqa: F401
+
             return "ja-mecab"
         except ImportError:
             return "char"
@@ -100,8 +111,10 @@ def tool(name):
     local = os.path.join(os.path.dirname(sys.executable), name)
     found = local if os.access(local, os.X_OK) else shutil.which(name)
     if not found:
-        raise AltError(f"{name} is neither next to {sys.executable} nor on PATH (activate the venv "
-                       "that has fairseq; see the README, Set-up)")
+        raise AltError(
+            f"{name} is neither next to {sys.executable} nor on PATH (activate the venv "
+            "that has fairseq; see the README, Set-up)"
+        )
     return found
 
 
@@ -174,8 +187,10 @@ class Lock:
             self.file.seek(0)
             holder = self.file.read().strip() or "another process"
             self.file.close()
-            raise self.error(f"{self.directory} is being worked on by {holder}: wait for it to finish, "
-                             "or stop it and run again") from None
+            raise self.error(
+                f"{self.directory} is being worked on by {holder}: wait for it to finish, "
+                "or stop it and run again"
+            ) from None
         self.file.seek(0)
         self.file.truncate()
         self.file.write(f"pid {os.getpid()} on {socket.gethostname()}\n")

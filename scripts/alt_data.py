@@ -35,6 +35,7 @@ UTF-8, CR-only line ends, a split with no pair, a language the corpus lacks and 
 errors that name the file and line; --drop-incomplete instead drops pairs with an empty or missing
 side (reported).
 """
+
 import argparse
 import codecs
 import os
@@ -48,9 +49,27 @@ import urllib.request
 import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from alt_common import (FAIRSEQ_SUBSET, LANGUAGES, NICT, OFFICIAL_SIZES, RELEASE_ZIP, SPLITS,  # noqa: E402
-                        AltError, Lock, data_dir, data_tag, direction, fresh_dir, pair, read_json,
-                        run_main, say, tool, tool_env, write_json)
+from alt_common import (
+    FAIRSEQ_SUBSET,
+    LANGUAGES,
+    NICT,
+    OFFICIAL_SIZES,
+    RELEASE_ZIP,
+    SPLITS,  # noqa: E402
+    AltError,
+    Lock,
+    data_dir,
+    data_tag,
+    direction,
+    fresh_dir,
+    pair,
+    read_json,
+    run_main,
+    say,
+    tool,
+    tool_env,
+    write_json,
+)
 
 SNT = re.compile(r"SNT\.(\d+)\.(\d+)")
 URL = re.compile(r"URL\.(\d+)")
@@ -69,10 +88,12 @@ def decode_lines(data, name):
     """[(line number, text)] of a UTF-8 file, CR LF or LF line ends stripped; other encodings, other
     line ends (CR alone) and files that cannot be one sentence a line fail."""
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) or b"\x00" in data[:4096]:
-        raise AltError(f"{name} looks like UTF-16 (NUL bytes); the ALT files are UTF-8: convert it, "
-                       "e.g. iconv -f UTF-16 -t UTF-8")
+        raise AltError(
+            f"{name} looks like UTF-16 (NUL bytes); the ALT files are UTF-8: convert it, "
+            "e.g. iconv -f UTF-16 -t UTF-8"
+        )
     if data.startswith(codecs.BOM_UTF8):
-        data = data[len(codecs.BOM_UTF8):]
+        data = data[len(codecs.BOM_UTF8) :]
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
@@ -82,9 +103,11 @@ def decode_lines(data, name):
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise AltError(f"{name}, line {number}: not UTF-8 (byte 0x{raw[e.start]:02x} at column "
-                           f"{e.start + 1}); the ALT files are UTF-8: re-download the release or "
-                           "convert the file, e.g. iconv -f <its encoding> -t UTF-8") from None
+            raise AltError(
+                f"{name}, line {number}: not UTF-8 (byte 0x{raw[e.start]:02x} at column "
+                f"{e.start + 1}); the ALT files are UTF-8: re-download the release or "
+                "convert the file, e.g. iconv -f <its encoding> -t UTF-8"
+            ) from None
         out.append((number, text[:-1] if text.endswith("\r") else text))
     return out
 
@@ -95,11 +118,14 @@ def check_line_ends(lines, size, name):
     for number, raw in enumerate(lines, 1):
         if b"\r" in raw[:-1]:
             where = "has CR-only line ends" if len(lines) == 1 else f"line {number} has a CR inside it"
-            raise AltError(f"{name} {where}; lines must end in LF or CR LF: convert it, "
-                           "e.g. tr '\\r' '\\n' < FILE > FILE.lf")
+            raise AltError(
+                f"{name} {where}; lines must end in LF or CR LF: convert it, "
+                "e.g. tr '\\r' '\\n' < FILE > FILE.lf"
+            )
     if lines and size / len(lines) > MAX_AVERAGE_LINE:
-        raise AltError(f"{name} has {len(lines)} lines for {size:,} bytes: not one sentence a line "
-                       "(wrong line ends?)")
+        raise AltError(
+            f"{name} has {len(lines)} lines for {size:,} bytes: not one sentence a line (wrong line ends?)"
+        )
 
 
 def listing(items):
@@ -108,6 +134,7 @@ def listing(items):
 
 
 # ----------------------------------------------------------------------------- corpus sources
+
 
 class Release:
     """The official release: data_<code>.txt (in a directory or the zip) and URL-<split>.txt."""
@@ -121,15 +148,26 @@ class Release:
             self.members = {os.path.basename(n): n for n in self.zip.namelist() if not n.endswith("/")}
             search = [os.path.dirname(os.path.abspath(path))]
         elif os.path.isdir(path):
-            search = [path, os.path.join(path, "ALT-Parallel-Corpus-20191206"), os.path.dirname(
-                os.path.abspath(path))] + sorted(os.path.join(path, d) for d in os.listdir(path))
+            search = [
+                path,
+                os.path.join(path, "ALT-Parallel-Corpus-20191206"),
+                os.path.dirname(os.path.abspath(path)),
+            ] + sorted(os.path.join(path, d) for d in os.listdir(path))
             search = [d for d in search if os.path.isdir(d)]
-            self.data_dir = next((d for d in search if any(
-                f.startswith("data_") and f.endswith(".txt") for f in os.listdir(d))), None)
+            self.data_dir = next(
+                (
+                    d
+                    for d in search
+                    if any(f.startswith("data_") and f.endswith(".txt") for f in os.listdir(d))
+                ),
+                None,
+            )
             if self.data_dir is None:
-                raise AltError(f"--release {path}: no data_<lang>.txt files in it (or in its "
-                               "ALT-Parallel-Corpus-20191206/); expected the unzipped "
-                               f"{RELEASE_ZIP} or the zip itself")
+                raise AltError(
+                    f"--release {path}: no data_<lang>.txt files in it (or in its "
+                    "ALT-Parallel-Corpus-20191206/); expected the unzipped "
+                    f"{RELEASE_ZIP} or the zip itself"
+                )
         else:
             raise AltError(f"--release {path}: neither a directory nor a zip file")
         self.url_files = {}
@@ -138,15 +176,22 @@ class Release:
             if self.zip and name in self.members:
                 self.url_files[split] = ("zip", self.members[name])
                 continue
-            found = next((os.path.join(d, name) for d in search if os.path.isfile(os.path.join(d, name))), None)
+            found = next(
+                (os.path.join(d, name) for d in search if os.path.isfile(os.path.join(d, name))), None
+            )
             if found is None:
-                raise AltError(f"--release {path}: {name} (the official split) not found next to "
-                               f"the corpus; get it from {NICT}/{name} (alt_data.py download does)")
+                raise AltError(
+                    f"--release {path}: {name} (the official split) not found next to "
+                    f"the corpus; get it from {NICT}/{name} (alt_data.py download does)"
+                )
             self.url_files[split] = ("file", found)
 
     def describe(self):
-        return {"kind": "release", "path": os.path.abspath(self.path),
-                "url_lists": {s: v[1] for s, v in self.url_files.items()}}
+        return {
+            "kind": "release",
+            "path": os.path.abspath(self.path),
+            "url_lists": {s: v[1] for s, v in self.url_files.items()},
+        }
 
     def file_names(self):
         names = self.members if self.zip else os.listdir(self.data_dir)
@@ -165,8 +210,10 @@ class Release:
             return name, f.read()
 
     def missing(self, lang, name):
-        return AltError(f"the release {self.path} has no {name} ({LANGUAGES[lang][1]}); it has: "
-                        f"{' '.join(self.file_names()) or 'no data_*.txt files'}")
+        return AltError(
+            f"the release {self.path} has no {name} ({LANGUAGES[lang][1]}); it has: "
+            f"{' '.join(self.file_names()) or 'no data_*.txt files'}"
+        )
 
     def split_of_url(self):
         split_of = {}
@@ -177,8 +224,9 @@ class Release:
                     continue
                 match = URL.fullmatch(line.split("\t")[0].strip())
                 if not match:
-                    raise AltError(f"URL-{split}.txt, line {number}: expected 'URL.<id><TAB><url>', "
-                                   f"got {line[:60]!r}")
+                    raise AltError(
+                        f"URL-{split}.txt, line {number}: expected 'URL.<id><TAB><url>', got {line[:60]!r}"
+                    )
                 urlid = match.group(1)
                 if split_of.get(urlid, split) != split:
                     raise AltError(f"URL.{urlid} is in both URL-{split_of[urlid]}.txt and URL-{split}.txt")
@@ -195,8 +243,9 @@ class Release:
             key, _, text = line.partition("\t")
             key = key.strip()
             if not SNT.fullmatch(key):
-                raise AltError(f"{name}, line {number}: expected 'SNT.<urlid>.<sentid><TAB><text>', "
-                               f"got {line[:60]!r}")
+                raise AltError(
+                    f"{name}, line {number}: expected 'SNT.<urlid>.<sentid><TAB><text>', got {line[:60]!r}"
+                )
             if key in texts:
                 raise AltError(f"{name}: sentence {key} appears twice (lines {lines[key]} and {number})")
             texts[key], lines[key] = normalise(text), number
@@ -214,22 +263,30 @@ class Release:
             only_b = [k for k in ids_b if k not in texts_a]
             if (only_a or only_b) and not drop_incomplete:
                 raise AltError(
-                    f"misaligned {split} split: " + "; ".join(
+                    f"misaligned {split} split: "
+                    + "; ".join(
                         f"{len(ids)} sentence ids of {mine} are missing from {other} ({listing(ids)})"
-                        for ids, mine, other in ((only_a, name_a, name_b), (only_b, name_b, name_a)) if ids)
-                    + ". Use the files of one release, or --drop-incomplete to drop these sentences")
+                        for ids, mine, other in ((only_a, name_a, name_b), (only_b, name_b, name_a))
+                        if ids
+                    )
+                    + ". Use the files of one release, or --drop-incomplete to drop these sentences"
+                )
             both = [k for k in ids_a if k in texts_b]
             empty = [k for k in both if not texts_a[k] or not texts_b[k]]
             if empty and not drop_incomplete:
-                raise AltError(f"{split} split: {len(empty)} sentence pairs have an empty side "
-                               f"({listing(empty)}); --drop-incomplete drops them (and says how many)")
+                raise AltError(
+                    f"{split} split: {len(empty)} sentence pairs have an empty side "
+                    f"({listing(empty)}); --drop-incomplete drops them (and says how many)"
+                )
             report["dropped"][split] = len(only_a) + len(only_b) + len(empty)
             keep = [k for k in both if texts_a[k] and texts_b[k]]
             out[split] = [(texts_a[k], texts_b[k]) for k in keep]
         assigned = {k for k in texts_a if k.split(".")[1] in split_of}
         report["unassigned"] = len(texts_a) - len(assigned)
         if not assigned:
-            raise AltError(f"no sentence of {name_a} belongs to a URL listed in URL-*.txt: wrong split files?")
+            raise AltError(
+                f"no sentence of {name_a} belongs to a URL listed in URL-*.txt: wrong split files?"
+            )
         return out, report
 
 
@@ -255,29 +312,38 @@ class LocalCopy:
         have = sorted({f.split(".", 1)[1] for f in os.listdir(self.path) if f.startswith("train.")})
         for lang in (a, b):
             if self.file("train", lang) is None:
-                raise AltError(f"--local {self.path} has no train.{lang} ({LANGUAGES[lang][1]}); "
-                               f"its languages: {' '.join(have) or 'none (no train.<lang> files)'}")
+                raise AltError(
+                    f"--local {self.path} has no train.{lang} ({LANGUAGES[lang][1]}); "
+                    f"its languages: {' '.join(have) or 'none (no train.<lang> files)'}"
+                )
             if self.file("dev", lang) is None:
                 raise AltError(f"--local {self.path} has train.{lang} but no dev.{lang}")
         has_test = [self.file("test", lang) is not None for lang in (a, b)]
         if has_test[0] != has_test[1]:
-            raise AltError(f"--local {self.path}: test.{a if has_test[0] else b} but no test."
-                           f"{b if has_test[0] else a}")
+            raise AltError(
+                f"--local {self.path}: test.{a if has_test[0] else b} but no test.{b if has_test[0] else a}"
+            )
         out, report = {}, {"unassigned": 0, "dropped": {}}
-        for split in SPLITS[:3 if has_test[0] else 2]:
+        for split in SPLITS[: 3 if has_test[0] else 2]:
             sides = []
             for lang in (a, b):
                 path = self.file(split, lang)
                 with open(path, "rb") as f:
-                    sides.append((os.path.basename(path), [normalise(t) for _, t in decode_lines(f.read(), path)]))
+                    sides.append(
+                        (os.path.basename(path), [normalise(t) for _, t in decode_lines(f.read(), path)])
+                    )
             (name_a, lines_a), (name_b, lines_b) = sides
             if len(lines_a) != len(lines_b):
-                raise AltError(f"misaligned {split} split: {name_a} has {len(lines_a)} lines, {name_b} "
-                               f"has {len(lines_b)} (the files must be aligned line by line)")
+                raise AltError(
+                    f"misaligned {split} split: {name_a} has {len(lines_a)} lines, {name_b} "
+                    f"has {len(lines_b)} (the files must be aligned line by line)"
+                )
             empty = [i + 1 for i, (x, y) in enumerate(zip(lines_a, lines_b)) if not x or not y]
             if empty and not drop_incomplete:
-                raise AltError(f"{split} split: {len(empty)} empty lines in {name_a} / {name_b} (line "
-                               f"{listing(empty)}); --drop-incomplete drops these pairs")
+                raise AltError(
+                    f"{split} split: {len(empty)} empty lines in {name_a} / {name_b} (line "
+                    f"{listing(empty)}); --drop-incomplete drops these pairs"
+                )
             report["dropped"][split] = len(empty)
             out[split] = [(x, y) for x, y in zip(lines_a, lines_b) if x and y]
         return out, report
@@ -291,9 +357,11 @@ def corpus_source(args):
     if release and local:
         raise AltError("give either --release or --local (or ALT_RELEASE / ALT_LOCAL), not both")
     if not (release or local):
-        raise AltError("no corpus: pass --release PATH (the NICT release zip or directory with "
-                       "URL-*.txt), --local DIR (already split train/dev[/test].<lang>), or --download; "
-                       "or set ALT_RELEASE / ALT_LOCAL")
+        raise AltError(
+            "no corpus: pass --release PATH (the NICT release zip or directory with "
+            "URL-*.txt), --local DIR (already split train/dev[/test].<lang>), or --download; "
+            "or set ALT_RELEASE / ALT_LOCAL"
+        )
     return Release(release) if release else LocalCopy(local)
 
 
@@ -309,12 +377,15 @@ def download(dest):
         try:
             urllib.request.urlretrieve(f"{NICT}/{name}", tmp)
         except OSError as e:
-            raise AltError(f"could not download {NICT}/{name}: {e}; download it by hand into {dest}") from None
+            raise AltError(
+                f"could not download {NICT}/{name}: {e}; download it by hand into {dest}"
+            ) from None
         os.replace(tmp, path)
     return os.path.join(dest, RELEASE_ZIP)
 
 
 # ----------------------------------------------------------------------------- steps
+
 
 def step(path, what):
     """Run `what(tmp)` unless `path` exists; the result appears at `path` only when complete."""
@@ -333,8 +404,11 @@ def step(path, what):
 
 def raw_texts(splits, a, b):
     """{file name in raw/: its text} of the split pairs."""
-    return {f"{split}.{lang}": "".join(p[index] + "\n" for p in pairs)
-            for split, pairs in splits.items() for index, lang in enumerate((a, b))}
+    return {
+        f"{split}.{lang}": "".join(p[index] + "\n" for p in pairs)
+        for split, pairs in splits.items()
+        for index, lang in enumerate((a, b))
+    }
 
 
 def write_raw(tmp, texts):
@@ -354,9 +428,11 @@ def check_same_corpus(raw, texts, source, dest):
             with open(path, encoding="utf-8", newline="") as f:
                 same = f.read() == texts[name]
         if not same:
-            raise AltError(f"{dest} was prepared from another corpus than {source.describe()['path']} "
-                           f"(its raw/{name} differs from what that corpus gives): use another --work, "
-                           "or the corpus it was prepared from")
+            raise AltError(
+                f"{dest} was prepared from another corpus than {source.describe()['path']} "
+                f"(its raw/{name} differs from what that corpus gives): use another --work, "
+                "or the corpus it was prepared from"
+            )
 
 
 def train_spm(tmp, raw, langs, vocab, model_type, threads):
@@ -366,21 +442,30 @@ def train_spm(tmp, raw, langs, vocab, model_type, threads):
         path = os.path.join(raw, f"train.{lang}")
         try:
             spm.SentencePieceTrainer.train(
-                input=path, model_prefix=os.path.join(tmp, f"spm.{lang}"), vocab_size=vocab,
-                model_type=model_type, character_coverage=0.9995 if lang in ("ja", "zh") else 1.0,
-                num_threads=threads, minloglevel=2, seed_sentencepiece_size=1000000,
-                input_sentence_size=2000000, shuffle_input_sentence=True)
+                input=path,
+                model_prefix=os.path.join(tmp, f"spm.{lang}"),
+                vocab_size=vocab,
+                model_type=model_type,
+                character_coverage=0.9995 if lang in ("ja", "zh") else 1.0,
+                num_threads=threads,
+                minloglevel=2,
+                seed_sentencepiece_size=1000000,
+                input_sentence_size=2000000,
+                shuffle_input_sentence=True,
+            )
         except RuntimeError as e:
-            raise AltError(f"sentencepiece could not learn {vocab} pieces from {path}: {e} "
-                           "(choose a smaller --vocab)") from None
+            raise AltError(
+                f"sentencepiece could not learn {vocab} pieces from {path}: {e} (choose a smaller --vocab)"
+            ) from None
 
 
 def train_bpe(tmp, raw, langs, vocab):
     from subword_nmt.learn_bpe import learn_bpe
 
     for lang in langs:
-        with open(os.path.join(raw, f"train.{lang}"), encoding="utf-8") as f, \
-                open(os.path.join(tmp, f"bpe.{lang}.codes"), "w", encoding="utf-8") as out:
+        with open(os.path.join(raw, f"train.{lang}"), encoding="utf-8") as f, open(
+            os.path.join(tmp, f"bpe.{lang}.codes"), "w", encoding="utf-8"
+        ) as out:
             learn_bpe(f, out, vocab)
 
 
@@ -390,7 +475,7 @@ def encode(tmp, raw, sub, langs, subwords):
             import sentencepiece as spm
 
             model = spm.SentencePieceProcessor(model_file=os.path.join(sub, f"spm.{lang}.model"))
-            segment = lambda line: " ".join(model.encode(line, out_type=str))  # noqa: E731
+            segment = lambda line, model=model: " ".join(model.encode(line, out_type=str))  # noqa: E731
         else:
             from subword_nmt.apply_bpe import BPE
 
@@ -401,16 +486,29 @@ def encode(tmp, raw, sub, langs, subwords):
             path = os.path.join(raw, f"{split}.{lang}")
             if not os.path.exists(path):
                 continue
-            with open(path, encoding="utf-8") as f, open(os.path.join(tmp, f"{split}.{lang}"), "w",
-                                                          encoding="utf-8", newline="\n") as out:
+            with open(path, encoding="utf-8") as f, open(
+                os.path.join(tmp, f"{split}.{lang}"), "w", encoding="utf-8", newline="\n"
+            ) as out:
                 for line in f:
                     out.write(segment(line.rstrip("\n")).strip() + "\n")
 
 
 def binarise(tmp, tok, a, b, has_test, workers):
-    command = [tool("fairseq-preprocess"), "--source-lang", a, "--target-lang", b,
-               "--trainpref", os.path.join(tok, "train"), "--validpref", os.path.join(tok, "dev"),
-               "--destdir", tmp, "--workers", str(workers)]
+    command = [
+        tool("fairseq-preprocess"),
+        "--source-lang",
+        a,
+        "--target-lang",
+        b,
+        "--trainpref",
+        os.path.join(tok, "train"),
+        "--validpref",
+        os.path.join(tok, "dev"),
+        "--destdir",
+        tmp,
+        "--workers",
+        str(workers),
+    ]
     command += ["--testpref", os.path.join(tok, "test")] if has_test else []
     proc = subprocess.run(command, capture_output=True, text=True, env=tool_env())
     if proc.returncode != 0:
@@ -422,13 +520,16 @@ def corpus_splits(source, a, b, args):
     splits, info = source.split(a, b, args.drop_incomplete)
     empty = [split for split, pairs in splits.items() if not pairs]
     if empty:
-        raise AltError(f"{source.describe()['path']}: the {' and '.join(empty)} split of {a}-{b} has no "
-                       "sentence pair" + (" left after --drop-incomplete" if args.drop_incomplete else "")
-                       + "; every split needs at least one")
+        raise AltError(
+            f"{source.describe()['path']}: the {' and '.join(empty)} split of {a}-{b} has no "
+            "sentence pair"
+            + (" left after --drop-incomplete" if args.drop_incomplete else "")
+            + "; every split needs at least one"
+        )
     if args.train_subset:
         if args.train_subset > len(splits["train"]):
             raise AltError(f"--train-subset {args.train_subset} > {len(splits['train'])} training pairs")
-        splits["train"] = splits["train"][:args.train_subset]
+        splits["train"] = splits["train"][: args.train_subset]
     info["sizes"] = {s: len(p) for s, p in splits.items()}
     info["source"] = source.describe()
     return splits, info
@@ -441,10 +542,13 @@ def check_options(dest, options):
     for name in ("prepare.json", "options.json"):
         found = (read_json(os.path.join(dest, name)) or {}).get("options")
         if found is not None and found != options:
-            differ = ", ".join(f"{k}: {found.get(k)!r}, now {options[k]!r}" for k in options
-                               if found.get(k) != options[k])
-            raise AltError(f"{dest} was {'prepared' if name == 'prepare.json' else 'started'} with other "
-                           f"options ({differ}); use another --work, or the options it was started with")
+            differ = ", ".join(
+                f"{k}: {found.get(k)!r}, now {options[k]!r}" for k in options if found.get(k) != options[k]
+            )
+            raise AltError(
+                f"{dest} was {'prepared' if name == 'prepare.json' else 'started'} with other "
+                f"options ({differ}); use another --work, or the options it was started with"
+            )
 
 
 def prepare(args):
@@ -457,9 +561,14 @@ def prepare(args):
             continue
         done.append((a, b))
         dest = data_dir(args.work, a, b, data_tag(args.subwords, args.vocab, args.train_subset))
-        options = {"pair": f"{a}-{b}", "subwords": args.subwords, "vocab": args.vocab,
-                   "train_subset": args.train_subset, "drop_incomplete": args.drop_incomplete,
-                   "spm_model_type": args.spm_model_type if args.subwords == "spm" else None}
+        options = {
+            "pair": f"{a}-{b}",
+            "subwords": args.subwords,
+            "vocab": args.vocab,
+            "train_subset": args.train_subset,
+            "drop_incomplete": args.drop_incomplete,
+            "spm_model_type": args.spm_model_type if args.subwords == "spm" else None,
+        }
         check_options(dest, options)
         splits, stats = corpus_splits(source, a, b, args)
         texts = raw_texts(splits, a, b)
@@ -487,12 +596,17 @@ def prepare_pair(dest, a, b, texts, stats, options, args):
     step(raw, make_raw)
     stats = read_json(os.path.join(raw, "stats.json"))
     sizes, has_test = stats["sizes"], "test" in stats["sizes"]
-    say(f"  sentences: {', '.join(f'{s} {n:,}' for s, n in sizes.items())}"
-        + ("" if has_test else " (no test split: the recipes will score the dev set)"))
+    say(
+        f"  sentences: {', '.join(f'{s} {n:,}' for s, n in sizes.items())}"
+        + ("" if has_test else " (no test split: the recipes will score the dev set)")
+    )
     if any(stats["dropped"].values()):
         say(f"  dropped pairs with an empty or missing side: {stats['dropped']}")
-    if stats["source"]["kind"] == "release" and not args.train_subset and \
-            [sizes.get(s) for s in SPLITS] != [OFFICIAL_SIZES[s] for s in SPLITS]:
+    if (
+        stats["source"]["kind"] == "release"
+        and not args.train_subset
+        and [sizes.get(s) for s in SPLITS] != [OFFICIAL_SIZES[s] for s in SPLITS]
+    ):
         say(f"  note: the official split has {OFFICIAL_SIZES}; this release gives {sizes}")
     if args.subwords == "spm":
         step(sub, lambda tmp: train_spm(tmp, raw, (a, b), args.vocab, args.spm_model_type, args.workers))
@@ -500,12 +614,22 @@ def prepare_pair(dest, a, b, texts, stats, options, args):
         step(sub, lambda tmp: train_bpe(tmp, raw, (a, b), args.vocab))
     step(tok, lambda tmp: encode(tmp, raw, sub, (a, b), args.subwords))
     step(os.path.join(dest, "bin"), lambda tmp: binarise(tmp, tok, a, b, has_test, args.workers))
-    write_json(os.path.join(dest, "prepare.json"), {
-        "options": options, "pair": [a, b], "source": stats["source"], "sizes": sizes,
-        "has_test": has_test, "dropped": stats["dropped"], "unassigned": stats["unassigned"],
-        "remove_bpe": "sentencepiece" if args.subwords == "spm" else "subword_nmt",
-        "subsets": {s: FAIRSEQ_SUBSET[s] for s in sizes},
-        "bin": "bin", "raw": "raw"})  # in this directory (alt_common.prepared), so it can move
+    write_json(
+        os.path.join(dest, "prepare.json"),
+        {
+            "options": options,
+            "pair": [a, b],
+            "source": stats["source"],
+            "sizes": sizes,
+            "has_test": has_test,
+            "dropped": stats["dropped"],
+            "unassigned": stats["unassigned"],
+            "remove_bpe": "sentencepiece" if args.subwords == "spm" else "subword_nmt",
+            "subsets": {s: FAIRSEQ_SUBSET[s] for s in sizes},
+            "bin": "bin",
+            "raw": "raw",
+        },
+    )  # in this directory (alt_common.prepared), so it can move
     say(f"  ready: {dest}/bin ({'train/valid/test' if has_test else 'train/valid, no test'})")
 
 
@@ -514,9 +638,12 @@ def check(args):
     for text in args.directions:
         a, b = pair(*direction(text))
         splits, info = source.split(a, b, args.drop_incomplete)
-        print(f"{a}-{b}: OK, " + ", ".join(f"{s} {len(p):,}" for s, p in splits.items())
-              + (f"; dropped {info['dropped']}" if any(info["dropped"].values()) else "")
-              + (f"; {info['unassigned']} sentences in no URL list" if info["unassigned"] else ""))
+        print(
+            f"{a}-{b}: OK, "
+            + ", ".join(f"{s} {len(p):,}" for s, p in splits.items())
+            + (f"; dropped {info['dropped']}" if any(info["dropped"].values()) else "")
+            + (f"; {info['unassigned']} sentences in no URL list" if info["unassigned"] else "")
+        )
 
 
 def toy_language_pair(seed):
@@ -524,8 +651,12 @@ def toy_language_pair(seed):
     package would import fairseq and torch, which a text generator does not need."""
     import importlib.util
 
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fairseq_ctemp", "cli",
-                        "toy_translation.py")
+    path = os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        "fairseq_ctemp",
+        "cli",
+        "toy_translation.py",
+    )
     spec = importlib.util.spec_from_file_location("_alt_toy_translation", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -542,7 +673,9 @@ def toy_release(dest, sizes=(("train", 60), ("dev", 12), ("test", 12)), per_url=
     for split, count in sizes:
         for first in range(0, count, per_url):
             urlid += 7
-            documents.append((split, urlid, [toy.sentence_pair(3, 8) for _ in range(min(per_url, count - first))]))
+            documents.append(
+                (split, urlid, [toy.sentence_pair(3, 8) for _ in range(min(per_url, count - first))])
+            )
     random.Random(seed).shuffle(documents)  # as in the release, the splits' documents interleave
     lines, urls = {"en": [], "vi": [], "ja": []}, {s: [] for s, _ in sizes}
     for split, urlid, sentences in documents:
@@ -562,25 +695,34 @@ def toy_release(dest, sizes=(("train", 60), ("dev", 12), ("test", 12)), per_url=
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     epilog=__doc__.split("\n\n", 1)[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     def corpus_options(p):
         p.add_argument("directions", nargs="+", metavar="DIRECTION", help="e.g. en-vi vi-en ja-en")
         p.add_argument("--release", help="the official release zip or directory (env ALT_RELEASE)")
         p.add_argument("--local", help="an already split copy (env ALT_LOCAL)")
-        p.add_argument("--drop-incomplete", action="store_true",
-                       help="drop sentence pairs with an empty or missing side instead of failing")
+        p.add_argument(
+            "--drop-incomplete",
+            action="store_true",
+            help="drop sentence pairs with an empty or missing side instead of failing",
+        )
 
     p = commands.add_parser("prepare", help="split, normalise, subwords, binarise")
     corpus_options(p)
     p.add_argument("--work", default=os.environ.get("ALT_WORK", "runs/alt"), help="(env ALT_WORK)")
     p.add_argument("--download", action="store_true", help="download the release into WORK/download")
     p.add_argument("--subwords", choices=("spm", "bpe"), default="spm")
-    p.add_argument("--vocab", type=int, default=8192,
-                   help="sentencepiece pieces (or BPE merges) per language (default 8192, the paper's)")
+    p.add_argument(
+        "--vocab",
+        type=int,
+        default=8192,
+        help="sentencepiece pieces (or BPE merges) per language (default 8192, the paper's)",
+    )
     p.add_argument("--spm-model-type", choices=("unigram", "bpe"), default="unigram")
     p.add_argument("--train-subset", type=int, help="keep only the first N training pairs")
     p.add_argument("--workers", type=int, default=1, help="threads for sentencepiece / fairseq-preprocess")

@@ -18,6 +18,7 @@ if this tool wrote it, as its .alt_results file records, and holds nothing else)
   gnorm.<experiment>.png         training gradient norm (Figure 5)
 Numbers are on the test set when the data has one, else on dev (marked "dev").
 """
+
 import argparse
 import csv
 import glob
@@ -34,9 +35,14 @@ from alt_sweep import log_records, training_summary  # noqa: E402
 MARKER = ".alt_results"  # in every OUT this tool writes: the names of the files it wrote
 SHORT = {"temperature": "T", "label_smoothing": "LS", "sem_weight": "SEM"}
 CONFIGS = [  # Table 3 / 4 rows: (name, T free?, LS free?, SEM free?)
-    ("Default", False, False, False), ("LS", False, True, False), ("Temp.", True, False, False),
-    ("Temp. & LS", True, True, False), ("SEM", False, False, True), ("LS & SEM", False, True, True),
-    ("Temp. & SEM", True, False, True), ("Temp. & LS & SEM", True, True, True),
+    ("Default", False, False, False),
+    ("LS", False, True, False),
+    ("Temp.", True, False, False),
+    ("Temp. & LS", True, True, False),
+    ("SEM", False, False, True),
+    ("LS & SEM", False, True, True),
+    ("Temp. & SEM", True, False, True),
+    ("Temp. & LS & SEM", True, True, True),
 ]
 
 
@@ -51,15 +57,25 @@ def load(work):
             result = read_json(os.path.join(run_dir, "run.json"))
             if result is None:  # not finished: its training so far, for the runs table and the curves
                 config = read_json(config_path)
-                pending.append({k: config[k] for k in ("name", "temperature", "label_smoothing", "sem_weight")}
-                               | {"dir": run_dir, "training": training_summary(run_dir, exp["patience"])})
+                pending.append(
+                    {k: config[k] for k in ("name", "temperature", "label_smoothing", "sem_weight")}
+                    | {"dir": run_dir, "training": training_summary(run_dir, exp["patience"])}
+                )
             else:
                 result["dir"] = run_dir
                 runs.append(result)
         for group in (runs, pending):
             group.sort(key=lambda r: (r["label_smoothing"], r["sem_weight"], r["temperature"]))
-        experiments.append({"name": os.path.basename(exp_dir), "dir": exp_dir, "exp": exp, "runs": runs,
-                            "pending": pending, "final": read_json(os.path.join(exp_dir, "final", "final.json"))})
+        experiments.append(
+            {
+                "name": os.path.basename(exp_dir),
+                "dir": exp_dir,
+                "exp": exp,
+                "runs": runs,
+                "pending": pending,
+                "final": read_json(os.path.join(exp_dir, "final", "final.json")),
+            }
+        )
     return experiments
 
 
@@ -85,56 +101,129 @@ def markdown_table(header, rows):
 def table1(experiments):
     finals = [e for e in experiments if e["final"] is not None]
     beams = sorted({b for e in finals for b in e["exp"]["speed_beams"]})
-    header = ["direction", "experiment", "scored on", "T_opt", "greedy T=1", "beam T=1 (k, lp)",
-              "greedy T_opt", "beam T_opt (k, lp)", "p greedy", "p beam", "p greedy T_opt vs beam T=1",
-              "greedy s (T_opt)"] + [f"beam {b} s" for b in beams] + \
-             ([f"beam {beams[-1]} / greedy time"] if beams else [])
+    header = (
+        [
+            "direction",
+            "experiment",
+            "scored on",
+            "T_opt",
+            "greedy T=1",
+            "beam T=1 (k, lp)",
+            "greedy T_opt",
+            "beam T_opt (k, lp)",
+            "p greedy",
+            "p beam",
+            "p greedy T_opt vs beam T=1",
+            "greedy s (T_opt)",
+        ]
+        + [f"beam {b} s" for b in beams]
+        + ([f"beam {beams[-1]} / greedy time"] if beams else [])
+    )
     rows = []
     for e in finals:
         f = e["final"]
         u, t = f["systems"]["untempered"], f["systems"]["tempered"]
         sig, speed = f["significance"], f["speed"]["tempered"]
         subset = "test" if f["scored_subset"] == "test" else "dev (tuned on dev too)"
-        ratio = (speed.get(f"beam{beams[-1]}_seconds") or 0) / speed[f"greedy_seconds_with_beam{beams[-1]}"] \
-            if beams and speed.get(f"greedy_seconds_with_beam{beams[-1]}") else None
-        rows.append([f["direction"], e["name"], subset, fmt(f["t_opt"]), num(u["greedy"]["bleu"]),
-                     f"{num(u['beam']['bleu'])} ({u['beam']['beam']}, {fmt(u['beam']['lenpen'])})",
-                     num(t["greedy"]["bleu"]) + p_mark(sig["greedy"]["bleu"]["p_value"]),
-                     f"{num(t['beam']['bleu'])}{p_mark(sig['beam']['bleu']['p_value'])} "
-                     f"({t['beam']['beam']}, {fmt(t['beam']['lenpen'])})",
-                     num(sig["greedy"]["bleu"]["p_value"], 4), num(sig["beam"]["bleu"]["p_value"], 4),
-                     num(sig["tempered_greedy_vs_untempered_beam"]["bleu"]["p_value"], 4),
-                     num(speed["greedy_seconds"])] + [num(speed.get(f"beam{b}_seconds")) for b in beams]
-                    + ([num(ratio)] if beams else []))
+        ratio = (
+            (speed.get(f"beam{beams[-1]}_seconds") or 0) / speed[f"greedy_seconds_with_beam{beams[-1]}"]
+            if beams and speed.get(f"greedy_seconds_with_beam{beams[-1]}")
+            else None
+        )
+        rows.append(
+            [
+                f["direction"],
+                e["name"],
+                subset,
+                fmt(f["t_opt"]),
+                num(u["greedy"]["bleu"]),
+                f"{num(u['beam']['bleu'])} ({u['beam']['beam']}, {fmt(u['beam']['lenpen'])})",
+                num(t["greedy"]["bleu"]) + p_mark(sig["greedy"]["bleu"]["p_value"]),
+                f"{num(t['beam']['bleu'])}{p_mark(sig['beam']['bleu']['p_value'])} "
+                f"({t['beam']['beam']}, {fmt(t['beam']['lenpen'])})",
+                num(sig["greedy"]["bleu"]["p_value"], 4),
+                num(sig["beam"]["bleu"]["p_value"], 4),
+                num(sig["tempered_greedy_vs_untempered_beam"]["bleu"]["p_value"], 4),
+                num(speed["greedy_seconds"]),
+            ]
+            + [num(speed.get(f"beam{b}_seconds")) for b in beams]
+            + ([num(ratio)] if beams else [])
+        )
     return header, rows
 
 
 def runs_table(experiments):
-    header = ["experiment", "direction", "T", "LS", "SEM", "updates", "stopped by", "best dev BLEU (training)",
-              "averaged", "dev greedy", "dev beam", "test greedy", "test beam", "test greedy chrF",
-              "beam k"]
+    header = [
+        "experiment",
+        "direction",
+        "T",
+        "LS",
+        "SEM",
+        "updates",
+        "stopped by",
+        "best dev BLEU (training)",
+        "averaged",
+        "dev greedy",
+        "dev beam",
+        "test greedy",
+        "test beam",
+        "test greedy chrF",
+        "beam k",
+    ]
     rows = []
     for e in experiments:
         for r in e["runs"]:
             ev, tr = r["eval"], r["training"]
             test = ev.get("test")
-            rows.append([e["name"], r["direction"], fmt(r["temperature"]), fmt(r["label_smoothing"]),
-                         fmt(r["sem_weight"]), tr["num_updates"], tr["stop_reason"],
-                         num(tr["best_valid_bleu"]), len(r["averaged"]), num(ev["valid"]["greedy"]["bleu"]),
-                         num(ev["valid"]["beam"]["bleu"]), num(test["greedy"]["bleu"]) if test else "",
-                         num(test["beam"]["bleu"]) if test else "", num(test["greedy"]["chrf"]) if test else "",
-                         ev["valid"]["beam"]["beam"]])
+            rows.append(
+                [
+                    e["name"],
+                    r["direction"],
+                    fmt(r["temperature"]),
+                    fmt(r["label_smoothing"]),
+                    fmt(r["sem_weight"]),
+                    tr["num_updates"],
+                    tr["stop_reason"],
+                    num(tr["best_valid_bleu"]),
+                    len(r["averaged"]),
+                    num(ev["valid"]["greedy"]["bleu"]),
+                    num(ev["valid"]["beam"]["bleu"]),
+                    num(test["greedy"]["bleu"]) if test else "",
+                    num(test["beam"]["bleu"]) if test else "",
+                    num(test["greedy"]["chrf"]) if test else "",
+                    ev["valid"]["beam"]["beam"],
+                ]
+            )
         for r in e["pending"]:
             tr = r["training"]
-            rows.append([e["name"], f"{e['exp']['src']}-{e['exp']['tgt']}", fmt(r["temperature"]),
-                         fmt(r["label_smoothing"]), fmt(r["sem_weight"]), tr["num_updates"],
-                         "(not finished)", num(tr["best_valid_bleu"])] + [""] * 7)
+            rows.append(
+                [
+                    e["name"],
+                    f"{e['exp']['src']}-{e['exp']['tgt']}",
+                    fmt(r["temperature"]),
+                    fmt(r["label_smoothing"]),
+                    fmt(r["sem_weight"]),
+                    tr["num_updates"],
+                    "(not finished)",
+                    num(tr["best_valid_bleu"]),
+                ]
+                + [""] * 7
+            )
     return header, rows
 
 
 def table34(experiments):
-    header = ["direction", "experiment", "configuration", "greedy BLEU", "scored on", "T", "LS", "SEM",
-              "runs searched"]
+    header = [
+        "direction",
+        "experiment",
+        "configuration",
+        "greedy BLEU",
+        "scored on",
+        "T",
+        "LS",
+        "SEM",
+        "runs searched",
+    ]
     rows = []
     for e in experiments:
         if not e["runs"]:
@@ -142,17 +231,32 @@ def table34(experiments):
         ls0, sem0 = e["exp"]["primary"]
         searched = set()
         for name, t_free, ls_free, sem_free in CONFIGS:
-            candidates = [r for r in e["runs"] if (t_free or r["temperature"] == 1.0)
-                          and (ls_free or r["label_smoothing"] == ls0) and (sem_free or r["sem_weight"] == sem0)]
+            candidates = [
+                r
+                for r in e["runs"]
+                if (t_free or r["temperature"] == 1.0)
+                and (ls_free or r["label_smoothing"] == ls0)
+                and (sem_free or r["sem_weight"] == sem0)
+            ]
             key = frozenset(r["name"] for r in candidates)
             if not candidates or key in searched:
                 continue  # a configuration the sweep does not vary beyond an earlier row
             searched.add(key)
             best = max(candidates, key=lambda r: r["eval"]["valid"]["greedy"]["bleu"])
             subset, ev = scored(best)
-            rows.append([best["direction"], e["name"], name, num(ev["greedy"]["bleu"]), subset,
-                         fmt(best["temperature"]), fmt(best["label_smoothing"]), fmt(best["sem_weight"]),
-                         len(candidates)])
+            rows.append(
+                [
+                    best["direction"],
+                    e["name"],
+                    name,
+                    num(ev["greedy"]["bleu"]),
+                    subset,
+                    fmt(best["temperature"]),
+                    fmt(best["label_smoothing"]),
+                    fmt(best["sem_weight"]),
+                    len(candidates),
+                ]
+            )
     return header, rows
 
 
@@ -199,10 +303,20 @@ def plots(e, out):
                 xs = [r[axis_key] for r in group]
                 tag = ", ".join(f"{SHORT[k]}={fmt(v)}" for k, v in zip(fixed_keys, key))
                 color = f"C{i}"
-                ax.plot(xs, [r["eval"][subset]["greedy"]["bleu"] for r in group], "o-", color=color,
-                        label=f"greedy ({tag})")
-                ax.plot(xs, [r["eval"][subset]["beam"]["bleu"] for r in group], "s--", color=color,
-                        label=f"beam {group[0]['eval'][subset]['beam']['beam']} ({tag})")
+                ax.plot(
+                    xs,
+                    [r["eval"][subset]["greedy"]["bleu"] for r in group],
+                    "o-",
+                    color=color,
+                    label=f"greedy ({tag})",
+                )
+                ax.plot(
+                    xs,
+                    [r["eval"][subset]["beam"]["bleu"] for r in group],
+                    "s--",
+                    color=color,
+                    label=f"beam {group[0]['eval'][subset]['beam']['beam']} ({tag})",
+                )
             ax.set_xlabel(xlabel)
             ax.set_ylabel(f"{label[subset]} BLEU")
             ax.set_title(f"{e['name']}: {label[subset]}")
@@ -213,25 +327,44 @@ def plots(e, out):
         plt.close(fig)
         made.append(name)
 
-    sweep_plot("temperature", ("label_smoothing", "sem_weight"), "training temperature T", f"bleu_vs_T.{e['name']}.png")
-    sweep_plot("label_smoothing", ("temperature", "sem_weight"), "label smoothing", f"bleu_vs_LS.{e['name']}.png")
+    sweep_plot(
+        "temperature",
+        ("label_smoothing", "sem_weight"),
+        "training temperature T",
+        f"bleu_vs_T.{e['name']}.png",
+    )
+    sweep_plot(
+        "label_smoothing", ("temperature", "sem_weight"), "label smoothing", f"bleu_vs_LS.{e['name']}.png"
+    )
     sweep_plot("sem_weight", ("temperature", "label_smoothing"), "SEM weight", f"bleu_vs_SEM.{e['name']}.png")
 
     group = [r for r in runs if r["label_smoothing"] == ls0 and r["sem_weight"] == sem0] or runs
-    logs = {r["name"]: logs.get(r["name"]) or log_records(os.path.join(r["dir"], "train.log"), "train_inner")
-            for r in group}
-    for key, panels, name in (("entropy", [("entropy", "entropy of softmax(D/T) (bits)"),
-                                           ("entropy_untempered", "entropy of softmax(D) (bits)")],
-                               f"entropy.{e['name']}.png"),
-                              ("gnorm", [("gnorm", "gradient norm")], f"gnorm.{e['name']}.png")):
+    logs = {
+        r["name"]: logs.get(r["name"]) or log_records(os.path.join(r["dir"], "train.log"), "train_inner")
+        for r in group
+    }
+    for panels, name in (
+        (
+            [
+                ("entropy", "entropy of softmax(D/T) (bits)"),
+                ("entropy_untempered", "entropy of softmax(D) (bits)"),
+            ],
+            f"entropy.{e['name']}.png",
+        ),
+        ([("gnorm", "gradient norm")], f"gnorm.{e['name']}.png"),
+    ):
         if not any(logs.values()):
             continue
         fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
         for ax, (field, ylabel) in zip(axes[0], panels):
             for i, r in enumerate(group):
                 records = [x for x in logs[r["name"]] if field in x]
-                ax.plot([x["num_updates"] for x in records], [x[field] for x in records], color=f"C{i}",
-                        label=f"T={fmt(r['temperature'])}")
+                ax.plot(
+                    [x["num_updates"] for x in records],
+                    [x[field] for x in records],
+                    color=f"C{i}",
+                    label=f"T={fmt(r['temperature'])}",
+                )
             ax.set_xlabel("updates")
             ax.set_ylabel(ylabel)
             ax.grid(alpha=0.3)
@@ -252,9 +385,11 @@ def learning_curves(plt, e, group, logs, out):
     drawn dashed, as far as they have got. `logs`: the runs' train_inner records."""
     valid_logs = {r["name"]: log_records(os.path.join(r["dir"], "train.log"), "valid") for r in group}
     pending = {r["name"] for r in e["pending"]}
-    panels = [(valid_logs, "bleu", "dev BLEU (greedy, validation)"),
-              (valid_logs, "nll_loss", "dev NLL of softmax(D/T) (bits/token)"),
-              (logs, "nll_loss", "train NLL of softmax(D/T) (bits/token)")]
+    panels = [
+        (valid_logs, "bleu", "dev BLEU (greedy, validation)"),
+        (valid_logs, "nll_loss", "dev NLL of softmax(D/T) (bits/token)"),
+        (logs, "nll_loss", "train NLL of softmax(D/T) (bits/token)"),
+    ]
     if not any(valid_logs.values()):
         return None
     fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
@@ -265,8 +400,13 @@ def learning_curves(plt, e, group, logs, out):
                 continue
             xs, ys = [x["num_updates"] for x in records], [x[field] for x in records]
             unfinished = r["name"] in pending
-            ax.plot(xs, ys, "--" if unfinished else "-", color=f"C{i}",
-                    label=f"T={fmt(r['temperature'])}" + (" (not finished)" if unfinished else ""))
+            ax.plot(
+                xs,
+                ys,
+                "--" if unfinished else "-",
+                color=f"C{i}",
+                label=f"T={fmt(r['temperature'])}" + (" (not finished)" if unfinished else ""),
+            )
             if field == "bleu":
                 best = max(range(len(ys)), key=ys.__getitem__)  # first of equal maxima, as fairseq
                 ax.plot(xs[best], ys[best], "*", color=f"C{i}", markersize=11)
@@ -289,18 +429,26 @@ def report(experiments, out):
     write_csv(os.path.join(out, "table34.csv"), *t34)
     write_csv(os.path.join(out, "runs.csv"), *tr)
     md = io.StringIO()
-    md.write("# ALT softmax-tempering results\n\n(generated by scripts/alt_results.py; † = p < 0.05 "
-             "against T=1, sacrebleu paired bootstrap, 1000 samples)\n\n")
+    md.write(
+        "# ALT softmax-tempering results\n\n(generated by scripts/alt_results.py; † = p < 0.05 "
+        "against T=1, sacrebleu paired bootstrap, 1000 samples)\n\n"
+    )
     md.write("## Table 1: T_opt vs T=1, greedy and tuned beam\n\n")
-    md.write((markdown_table(*t1) if t1[1] else "(no finished direction yet: finalize needs T=1 and "
-                                                 "another T)") + "\n\n")
-    md.write("T_opt: best dev greedy BLEU among T != 1. Beam width and length penalty of both systems "
-             "tuned on dev. Seconds: fairseq's decode time of the scored set (start-up excluded).\n\n")
+    md.write(
+        (markdown_table(*t1) if t1[1] else "(no finished direction yet: finalize needs T=1 and another T)")
+        + "\n\n"
+    )
+    md.write(
+        "T_opt: best dev greedy BLEU among T != 1. Beam width and length penalty of both systems "
+        "tuned on dev. Seconds: fairseq's decode time of the scored set (start-up excluded).\n\n"
+    )
     md.write("## Tables 3 and 4: tempering, label smoothing, SEM\n\n")
     md.write((markdown_table(*t34) if t34[1] else "(no finished run)") + "\n\n")
-    md.write("Each row: the run with the best dev greedy BLEU among those its configuration allows "
-             "(fixed values: T=1 and the experiment's primary LS / SEM); a configuration that would search "
-             "the same runs as an earlier row is left out.\n\n")
+    md.write(
+        "Each row: the run with the best dev greedy BLEU among those its configuration allows "
+        "(fixed values: T=1 and the experiment's primary LS / SEM); a configuration that would search "
+        "the same runs as an earlier row is left out.\n\n"
+    )
     md.write("## All runs\n\n" + (markdown_table(*tr) if tr[1] else "(none finished)") + "\n\n")
     for e in experiments:
         md.write(f"## {e['name']}\n\n")
@@ -325,14 +473,18 @@ def check_out(out):
         return
     marker = os.path.join(out, MARKER)
     if not os.path.isfile(marker):
-        raise AltError(f"--out {out} exists and was not written by alt_results.py (it has no {MARKER}); "
-                       "refusing to replace it: choose a new directory")
+        raise AltError(
+            f"--out {out} exists and was not written by alt_results.py (it has no {MARKER}); "
+            "refusing to replace it: choose a new directory"
+        )
     with open(marker, encoding="utf-8") as f:
         ours = {line.strip() for line in f} | {MARKER}
     others = sorted(set(os.listdir(out)) - ours)
     if others:
-        raise AltError(f"--out {out} has files alt_results.py did not write ({', '.join(others[:5])}"
-                       f"{', ...' if len(others) > 5 else ''}); move them away or choose another --out")
+        raise AltError(
+            f"--out {out} has files alt_results.py did not write ({', '.join(others[:5])}"
+            f"{', ...' if len(others) > 5 else ''}); move them away or choose another --out"
+        )
 
 
 def replace_dir(out, write):
@@ -362,11 +514,15 @@ def replace_dir(out, write):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--work", default=os.environ.get("ALT_WORK", "runs/alt"), help="(env ALT_WORK)")
-    parser.add_argument("--out", help="default WORK/results; an existing one is replaced only if this "
-                                      "tool wrote it")
+    parser.add_argument(
+        "--out", help="default WORK/results; an existing one is replaced only if this tool wrote it"
+    )
     args = parser.parse_args(argv)
     out = os.path.abspath(args.out or os.path.join(args.work, "results"))
     check_out(out)
@@ -375,8 +531,10 @@ def main(argv=None):
         raise AltError(f"no sweep in {args.work}/sweep: run examples/alt/sweep.sh first")
     header, rows = replace_dir(out, lambda tmp: report(experiments, tmp))
     print(markdown_table(header, rows) if rows else "no finished direction yet (see runs.csv)")
-    say(f"wrote {out}/alt_results.md, table1.csv, table34.csv, runs.csv and "
-        f"{len(glob.glob(os.path.join(out, '*.png')))} plots")
+    say(
+        f"wrote {out}/alt_results.md, table1.csv, table34.csv, runs.csv and "
+        f"{len(glob.glob(os.path.join(out, '*.png')))} plots"
+    )
 
 
 if __name__ == "__main__":

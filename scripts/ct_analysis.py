@@ -24,6 +24,7 @@ n+1) from the prefix </s> w_1 .. w_{pos-1}: its tau and probabilities come from 
 after reading input token ``pos`` (w_{pos-1}, or </s> at pos 1). ``--no-final-eos`` drops the
 last prediction (of </s>).
 """
+
 import argparse
 import csv
 import json
@@ -50,9 +51,10 @@ class AnalysisError(Exception):
 # Text, outputs
 # --------------------------------------------------------------------------------------------
 
+
 @dataclass
 class Sentence:
-    line: int           # 1-based line number in the text file
+    line: int  # 1-based line number in the text file
     words: List[str]
 
 
@@ -75,8 +77,9 @@ def read_text(path, lines=None):
     chosen = []
     for n in lines:
         if not 1 <= n <= len(all_lines):
-            raise AnalysisError(f"--line {n} is out of range: {path} has {len(all_lines)} lines "
-                                f"(numbered from 1)")
+            raise AnalysisError(
+                f"--line {n} is out of range: {path} has {len(all_lines)} lines (numbered from 1)"
+            )
         if n not in by_line:
             raise AnalysisError(f"--line {n} of {path} is blank")
         chosen.append(by_line[n])
@@ -119,13 +122,14 @@ def fmt(x):
 # Loading a checkpoint
 # --------------------------------------------------------------------------------------------
 
+
 @dataclass
 class LoadedModel:
     path: str
     model: object
     dictionary: object
     device: object
-    epoch: Optional[int]        # the epoch the checkpoint was saved in (checkpointE.pt -> E)
+    epoch: Optional[int]  # the epoch the checkpoint was saved in (checkpointE.pt -> E)
     num_updates: Optional[int]
 
     @property
@@ -138,18 +142,21 @@ class LoadedModel:
 
     def require_temperature(self, command):
         if not self.has_temperature:
-            raise AnalysisError(f"{self.path}: this model has no temperature (--ct-normalization "
-                                f"none, or not a fairseq-ctemp temperature-head LM); `{command}` "
-                                f"needs tau")
+            raise AnalysisError(
+                f"{self.path}: this model has no temperature (--ct-normalization "
+                f"none, or not a fairseq-ctemp temperature-head LM); `{command}` "
+                f"needs tau"
+            )
 
 
 def load_model(path, data, cpu=False):
     """A fairseq-ctemp (or any fairseq) language model in eval mode, with its dictionary (from
     ``data``) and the training progress saved in the checkpoint."""
     import torch
-    import fairseq_ctemp  # noqa: F401  (registers the models, patches the loader)
     from fairseq import checkpoint_utils
     from fairseq.models import FairseqLanguageModel
+
+    import fairseq_ctemp  # noqa: F401  (registers the models, patches the loader)
     from fairseq_ctemp.cli import inputs
 
     if not os.path.isfile(path):
@@ -159,11 +166,14 @@ def load_model(path, data, cpu=False):
     except inputs.InputError as e:
         raise AnalysisError(f"--path {path} {e}") from None
     if not os.path.isfile(os.path.join(data.split(os.pathsep)[0], "dict.txt")):
-        raise AnalysisError(f"--data {data}: no dict.txt (give the fairseq-preprocess output "
-                            f"directory the model was trained on)")
+        raise AnalysisError(
+            f"--data {data}: no dict.txt (give the fairseq-preprocess output "
+            f"directory the model was trained on)"
+        )
     state = checkpoint_utils.load_checkpoint_to_cpu(path, {"data": data})
     models, _, task = checkpoint_utils.load_model_ensemble_and_task(
-        [path], arg_overrides={"data": data}, state=state)
+        [path], arg_overrides={"data": data}, state=state
+    )
     device = torch.device("cuda" if torch.cuda.is_available() and not cpu else "cpu")
     model = models[0].to(device).eval()
     if not isinstance(model, FairseqLanguageModel):
@@ -187,16 +197,21 @@ def token_ids(dictionary, tokens):
     """Dictionary indices of ``tokens``, or an error naming every unknown one."""
     missing = [t for t in tokens if t not in dictionary.indices]
     if missing:
-        raise AnalysisError(f"not in the dictionary: {', '.join(missing)} (tokens must be spelled as "
-                            f"in dict.txt; specials: {dictionary.unk_word}, {dictionary.eos_word})")
+        raise AnalysisError(
+            f"not in the dictionary: {', '.join(missing)} (tokens must be spelled as "
+            f"in dict.txt; specials: {dictionary.unk_word}, {dictionary.eos_word})"
+        )
     return [dictionary.index(t) for t in tokens]
 
 
 def frequent_words(dictionary, k):
     """The k most frequent words (fairseq dictionaries are sorted by count after the specials;
     fairseq's madeupword padding entries are left out)."""
-    words = [dictionary[i] for i in range(dictionary.nspecial, len(dictionary))
-             if not dictionary[i].startswith("madeupword")]
+    words = [
+        dictionary[i]
+        for i in range(dictionary.nspecial, len(dictionary))
+        if not dictionary[i].startswith("madeupword")
+    ]
     return words[:k]
 
 
@@ -209,25 +224,27 @@ def choose_tokens(dictionary, tokens, vocab_k):
 # The shared scorer
 # --------------------------------------------------------------------------------------------
 
+
 @dataclass
 class Scores:
     """What one model computes for one sentence; arrays over its L positions (see the module
     docstring: position i predicts ``targets[i]`` after reading ``inputs[i]``)."""
+
     line: int
     inputs: List[str]
     targets: List[str]
-    target_ids: np.ndarray                  # (L,)
-    logp_target: np.ndarray                 # (L,) natural log
+    target_ids: np.ndarray  # (L,)
+    logp_target: np.ndarray  # (L,) natural log
     tau_target: Optional[np.ndarray] = None  # (L,)  tau of the target token
-    tau_mean: Optional[np.ndarray] = None    # (L,)  mean/min/max/std of tau over the vocabulary
+    tau_mean: Optional[np.ndarray] = None  # (L,)  mean/min/max/std of tau over the vocabulary
     tau_min: Optional[np.ndarray] = None
     tau_max: Optional[np.ndarray] = None
     tau_std: Optional[np.ndarray] = None
     tau_columns: Optional[np.ndarray] = None  # (L, K) tau of the requested vocabulary entries
-    tau_full: Optional[np.ndarray] = None     # (L, V)
-    topk_ids: Optional[np.ndarray] = None     # (L, k) most probable next tokens
-    topk_logp: Optional[np.ndarray] = None    # (L, k)
-    topk_tau: Optional[np.ndarray] = None     # (L, k)
+    tau_full: Optional[np.ndarray] = None  # (L, V)
+    topk_ids: Optional[np.ndarray] = None  # (L, k) most probable next tokens
+    topk_logp: Optional[np.ndarray] = None  # (L, k)
+    topk_tau: Optional[np.ndarray] = None  # (L, k)
 
 
 def max_positions(lm):
@@ -254,19 +271,22 @@ def fitting(lm, sentences, skip_long=False, final_eos=True):
         return sentences
     if not skip_long:
         line, n = next((s.line, n) for s, n in zip(sentences, n_positions) if n > limit)
-        raise AnalysisError(f"line {line} has {n} positions; the model takes at most {limit} (its "
-                            f"--tokens-per-sample / --max-target-positions); dump, positions and "
-                            f"trajectories can leave such lines out with --skip-long")
+        raise AnalysisError(
+            f"line {line} has {n} positions; the model takes at most {limit} (its "
+            f"--tokens-per-sample / --max-target-positions); dump, positions and "
+            f"trajectories can leave such lines out with --skip-long"
+        )
     kept = [s for s, n in zip(sentences, n_positions) if n <= limit]
-    print(f"--skip-long: left out {len(sentences) - len(kept)} lines longer than the model's "
-          f"{limit} positions", file=sys.stderr)
+    print(
+        f"--skip-long: left out {len(sentences) - len(kept)} lines longer than the model's {limit} positions",
+        file=sys.stderr,
+    )
     if not kept:
         raise AnalysisError(f"every line is longer than the model's {limit} positions")
     return kept
 
 
-def score(lm, sentences, columns=None, full=False, topk=0, final_eos=True, batch_size=32,
-          need_tau=True):
+def score(lm, sentences, columns=None, full=False, topk=0, final_eos=True, batch_size=32, need_tau=True):
     """Yield one ``Scores`` per sentence, batch by batch (right-padded; the models are causal, so
     padding after a sentence changes none of its positions). Summaries of tau over the vocabulary
     are reduced inside the batch, so the full (B, T, V) tau only lives one batch at a time.
@@ -279,7 +299,7 @@ def score(lm, sentences, columns=None, full=False, topk=0, final_eos=True, batch
     sentences = fitting(lm, sentences, final_eos=final_eos)
     with torch.no_grad():
         for start in range(0, len(sentences), batch_size):
-            batch = sentences[start:start + batch_size]
+            batch = sentences[start : start + batch_size]
             encoded = [encode(lm, s, final_eos) for s in batch]
             yield from _score_batch(lm, batch, encoded, columns, full, topk, need_tau)
 
@@ -292,8 +312,8 @@ def _score_batch(lm, batch, encoded, columns, full, topk, need_tau):
     tokens = torch.full((len(batch), width), d.pad(), dtype=torch.long)
     target = torch.full((len(batch), width), d.pad(), dtype=torch.long)
     for i, (inp, tgt) in enumerate(encoded):
-        tokens[i, :len(inp)] = torch.tensor(inp)
-        target[i, :len(tgt)] = torch.tensor(tgt)
+        tokens[i, : len(inp)] = torch.tensor(inp)
+        target[i, : len(tgt)] = torch.tensor(tgt)
     tokens, target = tokens.to(lm.device), target.to(lm.device)
     net_output = lm.model(tokens)  # a language model's forward is its decoder's
     lprobs = lm.model.get_normalized_probs(net_output, log_probs=True).float()
@@ -302,9 +322,13 @@ def _score_batch(lm, batch, encoded, columns, full, topk, need_tau):
         out["topk_logp"], out["topk_ids"] = lprobs.topk(min(topk, lprobs.size(-1)), dim=-1)
     if need_tau:
         tau = lm.head.temperatures(net_output[0]).float()  # (B, T, V)
-        out.update(tau_target=tau.gather(-1, target.unsqueeze(-1)).squeeze(-1),
-                   tau_mean=tau.mean(-1), tau_min=tau.amin(-1), tau_max=tau.amax(-1),
-                   tau_std=tau.std(-1, unbiased=False))
+        out.update(
+            tau_target=tau.gather(-1, target.unsqueeze(-1)).squeeze(-1),
+            tau_mean=tau.mean(-1),
+            tau_min=tau.amin(-1),
+            tau_max=tau.amax(-1),
+            tau_std=tau.std(-1, unbiased=False),
+        )
         if columns is not None:
             out["tau_columns"] = tau[..., torch.as_tensor(columns, device=tau.device)]
         if full:
@@ -314,26 +338,52 @@ def _score_batch(lm, batch, encoded, columns, full, topk, need_tau):
     out = {k: v.cpu().numpy() for k, v in out.items()}
     for i, (sentence, (inp, tgt)) in enumerate(zip(batch, encoded)):
         length = len(inp)
-        yield Scores(line=sentence.line, inputs=[d[t] for t in inp], targets=[d[t] for t in tgt],
-                     target_ids=np.asarray(tgt), **{k: v[i, :length] for k, v in out.items()})
+        yield Scores(
+            line=sentence.line,
+            inputs=[d[t] for t in inp],
+            targets=[d[t] for t in tgt],
+            target_ids=np.asarray(tgt),
+            **{k: v[i, :length] for k, v in out.items()},
+        )
 
 
 # --------------------------------------------------------------------------------------------
 # dump
 # --------------------------------------------------------------------------------------------
 
-DUMP_FIELDS = ("line", "pos", "input", "target", "p_target", "logp_target", "tau_target",
-               "tau_mean", "tau_min", "tau_max")
+DUMP_FIELDS = (
+    "line",
+    "pos",
+    "input",
+    "target",
+    "p_target",
+    "logp_target",
+    "tau_target",
+    "tau_mean",
+    "tau_min",
+    "tau_max",
+)
 
 
 def dump_rows(scores):
     for s in scores:
         for i in range(len(s.targets)):
-            yield s, i, {
-                "line": s.line, "pos": i + 1, "input": s.inputs[i], "target": s.targets[i],
-                "p_target": float(np.exp(s.logp_target[i])), "logp_target": float(s.logp_target[i]),
-                "tau_target": float(s.tau_target[i]), "tau_mean": float(s.tau_mean[i]),
-                "tau_min": float(s.tau_min[i]), "tau_max": float(s.tau_max[i])}
+            yield (
+                s,
+                i,
+                {
+                    "line": s.line,
+                    "pos": i + 1,
+                    "input": s.inputs[i],
+                    "target": s.targets[i],
+                    "p_target": float(np.exp(s.logp_target[i])),
+                    "logp_target": float(s.logp_target[i]),
+                    "tau_target": float(s.tau_target[i]),
+                    "tau_mean": float(s.tau_mean[i]),
+                    "tau_min": float(s.tau_min[i]),
+                    "tau_max": float(s.tau_max[i]),
+                },
+            )
 
 
 def cmd_dump(args):
@@ -356,9 +406,11 @@ def cmd_dump(args):
         raise
     for path in finals:
         os.replace(path + ".partial", path)
-    print(f"{n_rows} positions of {len(sentences)} sentences -> {args.output}"
-          + (f", full tau ({n_rows} x {len(lm.dictionary)}) -> {args.full}" if args.full else ""),
-          file=sys.stderr)
+    print(
+        f"{n_rows} positions of {len(sentences)} sentences -> {args.output}"
+        + (f", full tau ({n_rows} x {len(lm.dictionary)}) -> {args.full}" if args.full else ""),
+        file=sys.stderr,
+    )
 
 
 def write_dump(args, lm, sentences):
@@ -367,19 +419,20 @@ def write_dump(args, lm, sentences):
     full = None
     if args.full:
         n_positions = sum(len(s.words) + (1 if args.final_eos else 0) for s in sentences)
-        full = np.lib.format.open_memmap(args.full + ".partial", mode="w+", dtype=np.float32,
-                                         shape=(n_positions, len(lm.dictionary)))
+        full = np.lib.format.open_memmap(
+            args.full + ".partial", mode="w+", dtype=np.float32, shape=(n_positions, len(lm.dictionary))
+        )
     out = sys.stdout if args.output == "-" else open(args.output + ".partial", "w", encoding="utf-8")
     n_rows = 0
     try:
         if fmt_name == "tsv":
             out.write("\t".join(DUMP_FIELDS) + "\n")
-        scores = score(lm, sentences, full=full is not None, final_eos=args.final_eos,
-                       batch_size=args.batch_size)
+        scores = score(
+            lm, sentences, full=full is not None, final_eos=args.final_eos, batch_size=args.batch_size
+        )
         for s, i, row in dump_rows(scores):
             if fmt_name == "tsv":
-                out.write("\t".join(fmt(v) if isinstance(v, float) else str(v)
-                                    for v in row.values()) + "\n")
+                out.write("\t".join(fmt(v) if isinstance(v, float) else str(v) for v in row.values()) + "\n")
             else:
                 out.write(json.dumps(row) + "\n")
             if full is not None:
@@ -397,9 +450,13 @@ def write_dump(args, lm, sentences):
 # positions
 # --------------------------------------------------------------------------------------------
 
-STATS = {"mean": "mean over the vocabulary", "target": "tau of the target token",
-         "std": "std over the vocabulary", "min": "min over the vocabulary",
-         "max": "max over the vocabulary"}
+STATS = {
+    "mean": "mean over the vocabulary",
+    "target": "tau of the target token",
+    "std": "std over the vocabulary",
+    "min": "min over the vocabulary",
+    "max": "max over the vocabulary",
+}
 
 
 def position_bins(length, bins=None, segment=None):
@@ -413,8 +470,8 @@ def position_bins(length, bins=None, segment=None):
             return out
         middle = (length - segment) // 2
         out[:segment] = np.arange(segment)
-        out[middle:middle + segment] = segment + np.arange(segment)
-        out[length - segment:] = 2 * segment + np.arange(segment)
+        out[middle : middle + segment] = segment + np.arange(segment)
+        out[length - segment :] = 2 * segment + np.arange(segment)
         return out
     relative = np.arange(length) / max(length - 1, 1)
     return np.minimum((relative * bins).astype(int), bins - 1)
@@ -463,11 +520,14 @@ def cmd_positions(args):
         raise AnalysisError(f"--labels needs one label per --path ({len(args.path)}), got {len(args.labels)}")
     csv_path = companion(args.output, ".csv")
     check_outputs([args.output, csv_path], args.force)
-    sentences = [s for s in read_text(args.text)
-                 if args.min_len <= len(s.words) <= (args.max_len or math.inf)]
+    sentences = [
+        s for s in read_text(args.text) if args.min_len <= len(s.words) <= (args.max_len or math.inf)
+    ]
     if not sentences:
-        raise AnalysisError(f"no sentence of {args.text} has between {args.min_len} and "
-                            f"{args.max_len or 'any number of'} words")
+        raise AnalysisError(
+            f"no sentence of {args.text} has between {args.min_len} and "
+            f"{args.max_len or 'any number of'} words"
+        )
     n_bins = 3 * args.segment if args.segment else args.bins
     rng = np.random.default_rng(args.seed)
     labels = args.labels or [os.path.basename(p) for p in args.path]
@@ -479,23 +539,37 @@ def cmd_positions(args):
         scores = score(lm, fit, final_eos=args.final_eos, batch_size=args.batch_size)
         table, n_sentences = per_sentence_bin_means(scores, args.stats, n_bins, args.bins, args.segment)
         if n_sentences == 0:
-            raise AnalysisError(f"no sentence has the {3 * args.segment} positions --segment "
-                                f"{args.segment} needs")
+            raise AnalysisError(
+                f"no sentence has the {3 * args.segment} positions --segment {args.segment} needs"
+            )
         for name in args.stats:
             curve = []
             for b in range(n_bins):
                 mean, low, high = confidence_interval(table[name][b], args.ci, rng, args.bootstrap_samples)
-                start, end = ((b, b + 1) if args.segment else (b / n_bins, (b + 1) / n_bins))
-                rows.append([label, name, b, fmt(start), fmt(end), fmt(mean), fmt(low), fmt(high),
-                             len(table[name][b])])
+                start, end = (b, b + 1) if args.segment else (b / n_bins, (b + 1) / n_bins)
+                rows.append(
+                    [
+                        label,
+                        name,
+                        b,
+                        fmt(start),
+                        fmt(end),
+                        fmt(mean),
+                        fmt(low),
+                        fmt(high),
+                        len(table[name][b]),
+                    ]
+                )
                 curve.append((mean, low, high))
             curves.append((f"{label}: {STATS[name]}", np.array(curve, dtype=float)))
         del lm
-    write_csv(csv_path, ["label", "stat", "bin", "bin_start", "bin_end", "mean", "ci_low", "ci_high",
-                         "n_sentences"], rows)
+    write_csv(
+        csv_path,
+        ["label", "stat", "bin", "bin_start", "bin_end", "mean", "ci_low", "ci_high", "n_sentences"],
+        rows,
+    )
     plot_positions(args.output, curves, n_bins, args)
-    print(f"{len(sentences)} sentences, {len(curves)} curves -> {args.output}, {csv_path}",
-          file=sys.stderr)
+    print(f"{len(sentences)} sentences, {len(curves)} curves -> {args.output}, {csv_path}", file=sys.stderr)
 
 
 def plot_positions(path, curves, n_bins, args):
@@ -510,7 +584,7 @@ def plot_positions(path, curves, n_bins, args):
         x = (np.arange(n_bins) + 0.5) / n_bins
         ax.set_xlabel("relative position in the sentence")
     for label, curve in curves:
-        line, = ax.plot(x, curve[:, 0], marker="o", ms=3, label=label)
+        (line,) = ax.plot(x, curve[:, 0], marker="o", ms=3, label=label)
         ax.fill_between(x, curve[:, 1], curve[:, 2], color=line.get_color(), alpha=0.2, lw=0)
     ax.set_ylabel("temperature τ")
     ci = "Student t" if args.ci == "t" else "bootstrap"
@@ -522,6 +596,7 @@ def plot_positions(path, curves, n_bins, args):
 # --------------------------------------------------------------------------------------------
 # trajectories
 # --------------------------------------------------------------------------------------------
+
 
 def token_means(scores, token_ids_, over):
     """Mean tau of each token: over its occurrences as a target ("targets"), or over every
@@ -549,15 +624,18 @@ def cmd_trajectories(args):
             names, ids = choose_tokens(lm.dictionary, args.tokens, args.vocab_k)
         x = lm.epoch if args.x == "epoch" else lm.num_updates
         if x is None:
-            raise AnalysisError(f"{path} has no saved {args.x} (use --x "
-                                f"{'update' if args.x == 'epoch' else 'epoch'})")
+            raise AnalysisError(
+                f"{path} has no saved {args.x} (use --x {'update' if args.x == 'epoch' else 'epoch'})"
+            )
         fit = fitting(lm, sentences, args.skip_long, args.final_eos)
         scores = score(lm, fit, columns=ids, final_eos=args.final_eos, batch_size=args.batch_size)
         sums, counts = token_means(scores, ids, args.over)
         absent = [n for n, c in zip(names, counts) if c == 0]
         if absent:
-            raise AnalysisError(f"never a target in {args.text}: {', '.join(absent)} (choose other "
-                                f"--tokens, or average over every position with --over all)")
+            raise AnalysisError(
+                f"never a target in {args.text}: {', '.join(absent)} (choose other "
+                f"--tokens, or average over every position with --over all)"
+            )
         means = sums / counts
         for name, mean, count in zip(names, means, counts):
             rows.append([path, lm.epoch, lm.num_updates, name, fmt(mean), count])
@@ -565,8 +643,7 @@ def cmd_trajectories(args):
         del lm
     write_csv(csv_path, ["checkpoint", "epoch", "num_updates", "token", "tau", "occurrences"], rows)
     plot_trajectories(args.output, names, sorted(points, key=lambda p: p[0]), args)
-    print(f"{len(names)} tokens x {len(points)} checkpoints -> {args.output}, {csv_path}",
-          file=sys.stderr)
+    print(f"{len(names)} tokens x {len(points)} checkpoints -> {args.output}, {csv_path}", file=sys.stderr)
 
 
 def plot_trajectories(path, names, points, args):
@@ -591,6 +668,7 @@ def plot_trajectories(path, names, points, args):
 # heatmap
 # --------------------------------------------------------------------------------------------
 
+
 def cmd_heatmap(args):
     """tau of vocabulary tokens (y) at each position of one sentence (x, labelled with the input
     word read there): ICLR Fig. 1 (transposed there: input words on y)."""
@@ -605,8 +683,10 @@ def cmd_heatmap(args):
     header = ["token"] + [f"{i + 1}:{w}" for i, w in enumerate(s.inputs)]
     write_csv(csv_path, header, [[n] + [fmt(v) for v in row] for n, row in zip(names, matrix)])
     plot_heatmap(args.output, matrix, names, s.inputs, args)
-    print(f"{len(names)} tokens x {len(s.inputs)} positions of line {args.line} -> {args.output}, "
-          f"{csv_path}", file=sys.stderr)
+    print(
+        f"{len(names)} tokens x {len(s.inputs)} positions of line {args.line} -> {args.output}, {csv_path}",
+        file=sys.stderr,
+    )
 
 
 def plot_heatmap(path, matrix, names, inputs, args):
@@ -620,8 +700,13 @@ def plot_heatmap(path, matrix, names, inputs, args):
         label = "τ − the token's mean over the sentence"
         bound = float(np.abs(matrix).max()) or 1.0
         limits = {"vmin": -bound, "vmax": bound}
-    image = ax.imshow(matrix, aspect="auto", interpolation="nearest",
-                      cmap=args.cmap or ("coolwarm" if args.center else "viridis"), **limits)
+    image = ax.imshow(
+        matrix,
+        aspect="auto",
+        interpolation="nearest",
+        cmap=args.cmap or ("coolwarm" if args.center else "viridis"),
+        **limits,
+    )
     ax.set_xticks(range(len(inputs)), inputs, rotation=90, fontsize=7)
     ax.set_yticks(range(len(names)), names, fontsize=7)
     ax.set_xlabel("input token read (its column's τ predicts the next token)", fontsize=8)
@@ -635,6 +720,7 @@ def plot_heatmap(path, matrix, names, inputs, args):
 # case-study
 # --------------------------------------------------------------------------------------------
 
+
 def md(token):
     """A token inside a markdown table cell: | and <, > (</s>, <unk> would vanish as HTML) escaped."""
     return token.replace("|", "\\|").replace("<", "\\<").replace(">", "\\>")
@@ -642,8 +728,9 @@ def md(token):
 
 def predictions_cell(lm, s, i, target, with_tau):
     items = []
-    for token, logp, tau in zip(s.topk_ids[i], s.topk_logp[i],
-                                s.topk_tau[i] if with_tau else [None] * len(s.topk_ids[i])):
+    for token, logp, tau in zip(
+        s.topk_ids[i], s.topk_logp[i], s.topk_tau[i] if with_tau else [None] * len(s.topk_ids[i])
+    ):
         word = md(lm.dictionary[int(token)])
         word = f"**{word}**" if int(token) == target else word
         items.append(f"{word} {math.exp(logp):.3f}" + (f" (τ={tau:.4g})" if tau is not None else ""))
@@ -655,25 +742,30 @@ def case_study_table(ct, base, ct_scores, base_scores, positions, labels, k, con
     out = []
     for s, b in zip(ct_scores, base_scores):
         out.append(f"### line {s.line}: {' '.join(md(t) for t in s.targets[:-1])}\n")
-        out.append(f"| pos | context | target | {labels[0]} top-{k} (p, τ) | {labels[1]} top-{k} (p) | "
-                   f"{labels[0]} p(target) | τ(target) | {labels[1]} p(target) |")
+        out.append(
+            f"| pos | context | target | {labels[0]} top-{k} (p, τ) | {labels[1]} top-{k} (p) | "
+            f"{labels[0]} p(target) | τ(target) | {labels[1]} p(target) |"
+        )
         out.append("|---:|---|---|---|---|---:|---:|---:|")
         chosen = positions or range(1, len(s.targets) + 1)
         for pos in chosen:
             if not 1 <= pos <= len(s.targets):
-                raise AnalysisError(f"--positions {pos} is out of range for line {s.line} "
-                                    f"(1 .. {len(s.targets)})")
+                raise AnalysisError(
+                    f"--positions {pos} is out of range for line {s.line} (1 .. {len(s.targets)})"
+                )
             i = pos - 1
             if only_differ and s.topk_ids[i][0] == b.topk_ids[i][0]:
                 continue
-            prefix = s.inputs[max(0, i + 1 - context):i + 1]
+            prefix = s.inputs[max(0, i + 1 - context) : i + 1]
             ellipsis = "… " if i + 1 > context else ""
             target = int(s.target_ids[i])
-            out.append(f"| {pos} | {ellipsis}{' '.join(md(t) for t in prefix)} | {md(s.targets[i])} | "
-                       f"{predictions_cell(ct, s, i, target, True)} | "
-                       f"{predictions_cell(base, b, i, target, False)} | "
-                       f"{math.exp(s.logp_target[i]):.3f} | {s.tau_target[i]:.4g} | "
-                       f"{math.exp(b.logp_target[i]):.3f} |")
+            out.append(
+                f"| {pos} | {ellipsis}{' '.join(md(t) for t in prefix)} | {md(s.targets[i])} | "
+                f"{predictions_cell(ct, s, i, target, True)} | "
+                f"{predictions_cell(base, b, i, target, False)} | "
+                f"{math.exp(s.logp_target[i]):.3f} | {s.tau_target[i]:.4g} | "
+                f"{math.exp(b.logp_target[i]):.3f} |"
+            )
         out.append("")
     return "\n".join(out)
 
@@ -690,8 +782,9 @@ def cmd_case_study(args):
     base = load_model(args.baseline_path, args.data, args.cpu)  # same --data: same dictionary
     ct_scores = list(score(ct, sentences, topk=args.k))
     base_scores = list(score(base, sentences, topk=args.k, need_tau=False))
-    table = case_study_table(ct, base, ct_scores, base_scores, args.positions, args.labels, args.k,
-                             args.context, args.only_differ)
+    table = case_study_table(
+        ct, base, ct_scores, base_scores, args.positions, args.labels, args.k, args.context, args.only_differ
+    )
     print(table)
     if args.output:
         make_parent(args.output)
@@ -702,6 +795,7 @@ def cmd_case_study(args):
 # --------------------------------------------------------------------------------------------
 # Figures, command line
 # --------------------------------------------------------------------------------------------
+
 
 def pyplot():
     import matplotlib
@@ -721,63 +815,108 @@ def save_figure(fig, path):
 
 def common_options(parser, many_paths=False, final_eos=True, skip_long=False):
     if many_paths:
-        parser.add_argument("--path", nargs="+", required=True, metavar="CHECKPOINT",
-                            help="one or more checkpoints")
+        parser.add_argument(
+            "--path", nargs="+", required=True, metavar="CHECKPOINT", help="one or more checkpoints"
+        )
     else:
         parser.add_argument("--path", required=True, metavar="CHECKPOINT", help="checkpoint")
-    parser.add_argument("--data", required=True, metavar="DATA_BIN",
-                        help="the fairseq-preprocess directory of the model (its dict.txt)")
-    parser.add_argument("--text", required=True, metavar="FILE",
-                        help="one sentence per line, tokenised like the training data")
+    parser.add_argument(
+        "--data",
+        required=True,
+        metavar="DATA_BIN",
+        help="the fairseq-preprocess directory of the model (its dict.txt)",
+    )
+    parser.add_argument(
+        "--text",
+        required=True,
+        metavar="FILE",
+        help="one sentence per line, tokenised like the training data",
+    )
     parser.add_argument("--cpu", action="store_true", help="run on the CPU even if CUDA is available")
     parser.add_argument("--batch-size", type=int, default=32, help="sentences per forward pass")
     if final_eos:
-        parser.add_argument("--no-final-eos", dest="final_eos", action="store_false",
-                            help="leave out the last position of each line (the prediction of </s>)")
+        parser.add_argument(
+            "--no-final-eos",
+            dest="final_eos",
+            action="store_false",
+            help="leave out the last position of each line (the prediction of </s>)",
+        )
     if skip_long:
-        parser.add_argument("--skip-long", action="store_true",
-                            help="leave out lines longer than the model's maximum positions "
-                                 "(default: such a line is an error)")
+        parser.add_argument(
+            "--skip-long",
+            action="store_true",
+            help="leave out lines longer than the model's maximum positions "
+            "(default: such a line is an error)",
+        )
     parser.add_argument("--force", action="store_true", help="overwrite existing output files")
 
 
 def token_options(parser, default_k):
-    parser.add_argument("--tokens", nargs="+", metavar="TOKEN",
-                        help="vocabulary tokens, as spelled in dict.txt (e.g. the of , <unk>)")
-    parser.add_argument("--vocab-k", type=int, default=default_k,
-                        help=f"without --tokens: the K most frequent words (default {default_k})")
+    parser.add_argument(
+        "--tokens",
+        nargs="+",
+        metavar="TOKEN",
+        help="vocabulary tokens, as spelled in dict.txt (e.g. the of , <unk>)",
+    )
+    parser.add_argument(
+        "--vocab-k",
+        type=int,
+        default=default_k,
+        help=f"without --tokens: the K most frequent words (default {default_k})",
+    )
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog=__doc__.split("\n\n", 1)[1])
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n\n", 1)[1],
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("dump", help="tau and p(target) at every position -> TSV / JSON lines")
     common_options(p, skip_long=True)
     p.add_argument("--output", required=True, help="a .tsv, or .jsonl / .json for JSON lines; - for stdout")
     p.add_argument("--format", choices=("tsv", "jsonl"), help="override the format the extension implies")
-    p.add_argument("--full", metavar="NPY", help="also write every position's full tau vector, "
-                   "(positions x V) float32, rows in --output's order")
+    p.add_argument(
+        "--full",
+        metavar="NPY",
+        help="also write every position's full tau vector, (positions x V) float32, rows in --output's order",
+    )
     p.set_defaults(func=cmd_dump)
 
     p = sub.add_parser("positions", help="mean tau vs normalised sentence position -> PNG + CSV")
     common_options(p, many_paths=True, skip_long=True)
     p.add_argument("--labels", nargs="+", help="one legend label per --path (default: file names)")
     p.add_argument("--output", required=True, help="PNG; the CSV goes next to it (.csv)")
-    p.add_argument("--stats", nargs="+", choices=tuple(STATS), default=["mean"],
-                   help="curves per checkpoint: mean (over the vocabulary, default), target (tau of "
-                        "the target token), std, min, max")
+    p.add_argument(
+        "--stats",
+        nargs="+",
+        choices=tuple(STATS),
+        default=["mean"],
+        help="curves per checkpoint: mean (over the vocabulary, default), target (tau of "
+        "the target token), std, min, max",
+    )
     p.add_argument("--bins", type=int, default=10, help="bins of relative position 0..1 (default 10)")
-    p.add_argument("--segment", type=int, default=0, metavar="S",
-                   help="instead of --bins, the papers' normalised sentence: first / middle / last S "
-                        "positions (AAAI: 5, with --min-len 16 --max-len 24)")
+    p.add_argument(
+        "--segment",
+        type=int,
+        default=0,
+        metavar="S",
+        help="instead of --bins, the papers' normalised sentence: first / middle / last S "
+        "positions (AAAI: 5, with --min-len 16 --max-len 24)",
+    )
     p.add_argument("--min-len", type=int, default=1, help="only sentences of at least this many words")
-    p.add_argument("--max-len", type=int, default=0,
-                   help="only sentences of at most this many words (0: any)")
-    p.add_argument("--ci", choices=("t", "bootstrap"), default="t",
-                   help="95%% CI across sentences: Student t (default) or percentile bootstrap")
+    p.add_argument(
+        "--max-len", type=int, default=0, help="only sentences of at most this many words (0: any)"
+    )
+    p.add_argument(
+        "--ci",
+        choices=("t", "bootstrap"),
+        default="t",
+        help="95%% CI across sentences: Student t (default) or percentile bootstrap",
+    )
     p.add_argument("--bootstrap-samples", type=int, default=1000)
     p.add_argument("--seed", type=int, default=1, help="bootstrap seed")
     p.add_argument("--title")
@@ -787,11 +926,18 @@ def build_parser():
     common_options(p, many_paths=True, skip_long=True)
     token_options(p, 8)
     p.add_argument("--output", required=True, help="PNG; the CSV goes next to it (.csv)")
-    p.add_argument("--x", choices=("epoch", "update"), default="epoch",
-                   help="x axis from each checkpoint's saved state (default epoch)")
-    p.add_argument("--over", choices=("targets", "all"), default="targets",
-                   help="average a token's tau over its occurrences as a target (default) or over "
-                        "every position")
+    p.add_argument(
+        "--x",
+        choices=("epoch", "update"),
+        default="epoch",
+        help="x axis from each checkpoint's saved state (default epoch)",
+    )
+    p.add_argument(
+        "--over",
+        choices=("targets", "all"),
+        default="targets",
+        help="average a token's tau over its occurrences as a target (default) or over every position",
+    )
     p.add_argument("--title")
     p.set_defaults(func=cmd_trajectories)
 
@@ -800,21 +946,35 @@ def build_parser():
     token_options(p, 20)
     p.add_argument("--line", type=int, required=True, help="line number in --text (from 1)")
     p.add_argument("--output", required=True, help="PNG; the CSV goes next to it (.csv)")
-    p.add_argument("--center", action="store_true",
-                   help="plot each token's tau minus its mean over the sentence (the CSV keeps tau)")
+    p.add_argument(
+        "--center",
+        action="store_true",
+        help="plot each token's tau minus its mean over the sentence (the CSV keeps tau)",
+    )
     p.add_argument("--cmap", help="matplotlib colormap (default viridis; coolwarm with --center)")
     p.add_argument("--title")
     p.set_defaults(func=cmd_heatmap)
 
     p = sub.add_parser("case-study", help="top-k predictions, CT vs baseline -> markdown")
     common_options(p, final_eos=False)
-    p.add_argument("--baseline-path", required=True, metavar="CHECKPOINT",
-                   help="the baseline checkpoint (same dictionary; tau not needed)")
+    p.add_argument(
+        "--baseline-path",
+        required=True,
+        metavar="CHECKPOINT",
+        help="the baseline checkpoint (same dictionary; tau not needed)",
+    )
     p.add_argument("--line", type=int, nargs="+", required=True, help="line numbers in --text (from 1)")
-    p.add_argument("--positions", type=int, nargs="+",
-                   help="positions to show (1-based; pos i predicts token i; default: all)")
-    p.add_argument("--only-differ", action="store_true",
-                   help="only positions where the two models' top-1 predictions differ")
+    p.add_argument(
+        "--positions",
+        type=int,
+        nargs="+",
+        help="positions to show (1-based; pos i predicts token i; default: all)",
+    )
+    p.add_argument(
+        "--only-differ",
+        action="store_true",
+        help="only positions where the two models' top-1 predictions differ",
+    )
     p.add_argument("-k", type=int, default=3, help="predictions per model (default 3)")
     p.add_argument("--context", type=int, default=6, help="prefix words shown per row (default 6)")
     p.add_argument("--labels", nargs=2, default=["CT", "baseline"], metavar=("CT", "BASELINE"))
@@ -835,8 +995,9 @@ def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     # before fairseq is imported: one of its modules calls logging.basicConfig(level=DEBUG)
-    logging.basicConfig(format="%(levelname)s | %(name)s | %(message)s", level=logging.WARNING,
-                        stream=sys.stderr)
+    logging.basicConfig(
+        format="%(levelname)s | %(name)s | %(message)s", level=logging.WARNING, stream=sys.stderr
+    )
     try:
         check_numbers(args)
         args.func(args)

@@ -1,6 +1,7 @@
 #!/usr/bin/env python
 """ctemp-greedy-vs-beam from a checkout (the plugin need not be installed): see
 fairseq_ctemp/cli/greedy_vs_beam.py, or run with --help."""
+
 import os
 import sys
 

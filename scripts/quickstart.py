@@ -12,6 +12,7 @@
 Everything goes to ./quickstart/ (or --workdir). A finished step is reused, never overwritten, so
 re-running prints the table again; delete the folder to start over.
 """
+
 import argparse
 import json
 import os
@@ -22,13 +23,17 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 BIN_DIR = os.path.dirname(sys.executable)
 
-MODEL = ("--arch transformer --encoder-layers 2 --decoder-layers 2 --encoder-embed-dim 128 "
-         "--decoder-embed-dim 128 --encoder-ffn-embed-dim 256 --decoder-ffn-embed-dim 256 "
-         "--encoder-attention-heads 4 --decoder-attention-heads 4 --share-all-embeddings "
-         "--dropout 0.2").split()
-OPTIMISATION = ("--optimizer adam --adam-betas (0.9,0.98) --lr 2e-3 --lr-scheduler inverse_sqrt "
-                "--warmup-updates 100 --max-tokens 2000 --seed 1 --cpu --log-format simple "
-                "--log-interval 1000 --keep-last-epochs 5 --num-workers 0").split()
+MODEL = (
+    "--arch transformer --encoder-layers 2 --decoder-layers 2 --encoder-embed-dim 128 "
+    "--decoder-embed-dim 128 --encoder-ffn-embed-dim 256 --decoder-ffn-embed-dim 256 "
+    "--encoder-attention-heads 4 --decoder-attention-heads 4 --share-all-embeddings "
+    "--dropout 0.2"
+).split()
+OPTIMISATION = (
+    "--optimizer adam --adam-betas (0.9,0.98) --lr 2e-3 --lr-scheduler inverse_sqrt "
+    "--warmup-updates 100 --max-tokens 2000 --seed 1 --cpu --log-format simple "
+    "--log-interval 1000 --keep-last-epochs 5 --num-workers 0"
+).split()
 
 
 def run(command, log_path=None, show=lambda line: False):
@@ -53,7 +58,9 @@ def check_options(parser, args):
     and --train-pairs (its finished steps are reused; other models would be compared silently)."""
     low, high = 0.01, 100.0  # tempered_ce's range (fairseq_ctemp/criterions/checks.py)
     if not low <= args.temperature <= high or args.temperature == 1:
-        parser.error(f"--temperature must be in [{low:g}, {high:g}] and not 1 (the baseline), got {args.temperature:g}")
+        parser.error(
+            f"--temperature must be in [{low:g}, {high:g}] and not 1 (the baseline), got {args.temperature:g}"
+        )
     if args.epochs < 1:
         parser.error(f"--epochs must be >= 1, got {args.epochs}")  # fairseq reads 0 as "no limit"
     if args.train_pairs < 10:
@@ -66,8 +73,10 @@ def check_options(parser, args):
             made = json.load(f)
         for name in ("epochs", "train_pairs"):
             if made.get(name, 3000) != getattr(args, name):
-                parser.error(f"--workdir {args.workdir} has models of --{name.replace('_', '-')} "
-                             f"{made.get(name, 3000)}: use that, or another --workdir")
+                parser.error(
+                    f"--workdir {args.workdir} has models of --{name.replace('_', '-')} "
+                    f"{made.get(name, 3000)}: use that, or another --workdir"
+                )
     else:
         os.makedirs(args.workdir, exist_ok=True)
         with open(options, "w", encoding="utf-8") as f:
@@ -78,10 +87,18 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workdir", default=os.path.join(REPO, "quickstart"))
     parser.add_argument("--temperature", type=float, default=4.0, help="T of the tempered model")
-    parser.add_argument("--epochs", type=int, default=25,
-                        help="epochs per model; the last min(5, epochs) epoch checkpoints are averaged")
-    parser.add_argument("--train-pairs", type=int, default=3000,
-                        help="synthetic training pairs (validation and test: a tenth each)")
+    parser.add_argument(
+        "--epochs",
+        type=int,
+        default=25,
+        help="epochs per model; the last min(5, epochs) epoch checkpoints are averaged",
+    )
+    parser.add_argument(
+        "--train-pairs",
+        type=int,
+        default=3000,
+        help="synthetic training pairs (validation and test: a tenth each)",
+    )
     args = parser.parse_args()
     check_options(parser, args)
     averaged = min(5, args.epochs)  # the last epoch checkpoints kept (--keep-last-epochs 5)
@@ -91,14 +108,37 @@ def main():
     work = args.workdir
     raw, data = os.path.join(work, "raw"), os.path.join(work, "data-bin")
     if not os.path.exists(raw):
-        sizes = (("train", args.train_pairs), ("valid", args.train_pairs // 10), ("test", args.train_pairs // 10))
-        print("== 1. synthetic corpus: " + " / ".join(f"{n} {split}" for split, n in sizes) + " sentence pairs",
-              flush=True)
+        sizes = (
+            ("train", args.train_pairs),
+            ("valid", args.train_pairs // 10),
+            ("test", args.train_pairs // 10),
+        )
+        print(
+            "== 1. synthetic corpus: " + " / ".join(f"{n} {split}" for split, n in sizes) + " sentence pairs",
+            flush=True,
+        )
         write_corpus(raw, sizes)
     if not os.path.exists(os.path.join(data, "dict.tgt.txt")):
-        run([os.path.join(BIN_DIR, "fairseq-preprocess"), "--source-lang", "src", "--target-lang",
-             "tgt", "--trainpref", f"{raw}/train", "--validpref", f"{raw}/valid", "--testpref",
-             f"{raw}/test", "--destdir", data, "--joined-dictionary", "--workers", "1"])
+        run(
+            [
+                os.path.join(BIN_DIR, "fairseq-preprocess"),
+                "--source-lang",
+                "src",
+                "--target-lang",
+                "tgt",
+                "--trainpref",
+                f"{raw}/train",
+                "--validpref",
+                f"{raw}/valid",
+                "--testpref",
+                f"{raw}/test",
+                "--destdir",
+                data,
+                "--joined-dictionary",
+                "--workers",
+                "1",
+            ]
+        )
 
     rows = []
     for temperature in (1.0, args.temperature):
@@ -106,38 +146,78 @@ def main():
         save_dir = os.path.join(work, name)
         average = os.path.join(save_dir, f"checkpoint_avg{averaged}.pt")
         if not os.path.exists(average):
-            print(f"== 2. train with tempered_ce, T={temperature:g} ({args.epochs} epochs; "
-                  f"one line per epoch)", flush=True)
+            print(
+                f"== 2. train with tempered_ce, T={temperature:g} ({args.epochs} epochs; one line per epoch)",
+                flush=True,
+            )
             os.makedirs(save_dir, exist_ok=True)
-            run([os.path.join(BIN_DIR, "fairseq-train"), data, "--user-dir",
-                 os.path.join(REPO, "fairseq_ctemp"), *MODEL, *OPTIMISATION,
-                 "--criterion", "tempered_ce", "--softmax-temperature", str(temperature),
-                 "--label-smoothing", "0.1", "--max-epoch", str(args.epochs), "--save-dir", save_dir],
+            run(
+                [
+                    os.path.join(BIN_DIR, "fairseq-train"),
+                    data,
+                    "--user-dir",
+                    os.path.join(REPO, "fairseq_ctemp"),
+                    *MODEL,
+                    *OPTIMISATION,
+                    "--criterion",
+                    "tempered_ce",
+                    "--softmax-temperature",
+                    str(temperature),
+                    "--label-smoothing",
+                    "0.1",
+                    "--max-epoch",
+                    str(args.epochs),
+                    "--save-dir",
+                    save_dir,
+                ],
                 log_path=os.path.join(save_dir, "train.log"),
-                show=lambda line: "| valid | epoch" in line)
-            run([os.path.join(BIN_DIR, "ctemp-average-checkpoints"), "--inputs", save_dir,
-                 "--num-epoch-checkpoints", str(averaged), "--output", average])
+                show=lambda line: "| valid | epoch" in line,
+            )
+            run(
+                [
+                    os.path.join(BIN_DIR, "ctemp-average-checkpoints"),
+                    "--inputs",
+                    save_dir,
+                    "--num-epoch-checkpoints",
+                    str(averaged),
+                    "--output",
+                    average,
+                ]
+            )
         result_path = os.path.join(save_dir, "greedy_vs_beam.json")
         if os.path.exists(result_path):
             with open(result_path) as f:
                 result = json.load(f)
         else:
             print(f"== 3. decode the test set greedy and beam 5 at T={temperature:g}", flush=True)
-            result = run_greedy_vs_beam(data, average, beam=5, subset="test",
-                                        extra_args=["--cpu", "--batch-size", "100", "--num-workers", "0"],
-                                        ref=os.path.join(raw, "test.tgt"), json_path=result_path,
-                                        verbose=False, in_process=True)  # one fairseq import
+            result = run_greedy_vs_beam(
+                data,
+                average,
+                beam=5,
+                subset="test",
+                extra_args=["--cpu", "--batch-size", "100", "--num-workers", "0"],
+                ref=os.path.join(raw, "test.tgt"),
+                json_path=result_path,
+                verbose=False,
+                in_process=True,
+            )  # one fairseq import
         rows.append((temperature, result))
 
-    print("\nSoftmax tempering on the synthetic task (test set, sacrebleu; average of the last "
-          f"{averaged} epoch checkpoints):\n")
-    print("| training T | greedy BLEU | beam-5 BLEU | greedy chrF | beam-5 chrF | greedy s | beam-5 s | greedy speed-up |")
+    print(
+        "\nSoftmax tempering on the synthetic task (test set, sacrebleu; average of the last "
+        f"{averaged} epoch checkpoints):\n"
+    )
+    print(
+        "| training T | greedy BLEU | beam-5 BLEU | greedy chrF | beam-5 chrF | greedy s | beam-5 s | greedy speed-up |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for temperature, r in rows:
         g, b = r["systems"]["greedy"], r["systems"]["beam"]
-        print(f"| {temperature:g} | {g['bleu']:.2f} | {b['bleu']:.2f} | {g['chrf']:.2f} | "
-              f"{b['chrf']:.2f} | {g['decode_seconds']:.2f} | {b['decode_seconds']:.2f} | "
-              f"{r['speedup']:.2f}x |")
+        print(
+            f"| {temperature:g} | {g['bleu']:.2f} | {b['bleu']:.2f} | {g['chrf']:.2f} | "
+            f"{b['chrf']:.2f} | {g['decode_seconds']:.2f} | {b['decode_seconds']:.2f} | "
+            f"{r['speedup']:.2f}x |"
+        )
     print(f"\nBLEU signature: {rows[0][1]['signatures']['bleu']}")
     print(f"Everything is in {work}/ (train.log, checkpoints, hypotheses: see greedy_vs_beam.json)")
 

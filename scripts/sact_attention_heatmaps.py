@@ -16,6 +16,7 @@ Writes DIR/sact_attention.json ({"mode", "lambda", "sentences": [{"source_tokens
 the model predicted from the tokens before it) and DIR/sentence<N>.png. Existing files are never
 overwritten.
 """
+
 import argparse
 import json
 import logging
@@ -28,9 +29,11 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                epilog=__doc__.split("\n\n", 1)[1],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("data", metavar="DATA_BIN", help="binarized data (for the dictionaries)")
     p.add_argument("--path", required=True, help="sact_lstm checkpoint")
     p.add_argument("--input", required=True, help="source sentences, one a line")
@@ -71,9 +74,9 @@ def read_lines(path, option, spm_model, limit):
 
 def load(args):
     sys.path.insert(0, REPO)
-    import fairseq_ctemp  # noqa: F401  (registers sact_lstm; compat fixes; training-T decoding)
     from fairseq import checkpoint_utils
 
+    import fairseq_ctemp  # noqa: F401  (registers sact_lstm; compat fixes; training-T decoding)
     from fairseq_ctemp.cli import inputs
 
     for option, path in (("DATA_BIN", args.data), ("--path", args.path)):
@@ -106,8 +109,9 @@ def analyse(model, task, source, reference, args):
     if reference is not None:
         target = tgt_dict.encode_line(reference, add_if_not_exist=False, append_eos=True).long()
     else:
-        generator = SequenceGenerator([model], tgt_dict, beam_size=args.beam,
-                                      max_len_a=args.max_len_a, max_len_b=args.max_len_b)
+        generator = SequenceGenerator(
+            [model], tgt_dict, beam_size=args.beam, max_len_a=args.max_len_a, max_len_b=args.max_len_b
+        )
         target = generator.forward({"net_input": {"src_tokens": src, "src_lengths": lengths}})[0][0]["tokens"]
     prev = torch.cat([torch.tensor([tgt_dict.eos()]), target[:-1]])[None]
     model.decoder.need_attn = True
@@ -118,9 +122,13 @@ def analyse(model, task, source, reference, args):
         tau = tau[0].tolist()
     else:  # fixed or plain attention: the constant the scores were divided by
         tau = [attention.fixed_temperature or 1.0] * target.numel()
-    return {"source": source, "source_tokens": [src_dict[i] for i in src[0]],
-            "target_tokens": [tgt_dict[i] for i in target], "tau": tau,
-            "attention": extra["attn"][0].tolist()}
+    return {
+        "source": source,
+        "source_tokens": [src_dict[i] for i in src[0]],
+        "target_tokens": [tgt_dict[i] for i in target],
+        "tau": tau,
+        "attention": extra["attn"][0].tolist(),
+    }
 
 
 def draw(sentence, lam, path, title):
@@ -132,16 +140,20 @@ def draw(sentence, lam, path, title):
     src, tgt = sentence["source_tokens"], sentence["target_tokens"]
     width = max(6.0, 0.45 * max(len(src), len(tgt)) + 2)
     matrix_height = max(2.0, 0.3 * len(tgt))
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(width, matrix_height + 3.2),
-                                      gridspec_kw={"height_ratios": [0.7, matrix_height]})
+    fig, (top, bottom) = plt.subplots(
+        2, 1, figsize=(width, matrix_height + 3.2), gridspec_kw={"height_ratios": [0.7, matrix_height]}
+    )
     low, high = (1 / lam, lam) if lam else (min(sentence["tau"]), max(sentence["tau"]) + 1e-6)
     image = top.imshow([sentence["tau"]], aspect="auto", cmap="coolwarm", vmin=low, vmax=high)
     top.set_xticks(range(len(tgt)), tgt, rotation=60, ha="right", fontsize=8)
     top.set_yticks([])
     for t, value in enumerate(sentence["tau"]):
         top.text(t, 0, f"{value:.2f}", ha="center", va="center", fontsize=7)
-    top.set_title(f"{title}\nattention temperature tau_t per target token"
-                  + (f" (range 1/lambda..lambda = {low:.2f}..{high:.2f})" if lam else ""), fontsize=9)
+    top.set_title(
+        f"{title}\nattention temperature tau_t per target token"
+        + (f" (range 1/lambda..lambda = {low:.2f}..{high:.2f})" if lam else ""),
+        fontsize=9,
+    )
     fig.colorbar(image, ax=top, fraction=0.03, pad=0.01)
     image = bottom.imshow(sentence["attention"], aspect="auto", cmap="Greys", vmin=0)
     bottom.set_xticks(range(len(src)), src, rotation=60, ha="right", fontsize=8)
@@ -159,35 +171,51 @@ def draw(sentence, lam, path, title):
 def main(argv=None):
     args = parse_args(argv)
     if args.beam < 1 or args.max_sentences < 1:
-        raise SystemExit(f"error: --beam and --max-sentences must be >= 1, got {args.beam}, {args.max_sentences}")
+        raise SystemExit(
+            f"error: --beam and --max-sentences must be >= 1, got {args.beam}, {args.max_sentences}"
+        )
     sys.path.insert(0, REPO)
     sources = read_lines(args.input, "--input", args.source_spm, args.max_sentences)
-    references = (read_lines(args.references, "--references", args.target_spm, args.max_sentences)
-                  if args.references else [None] * len(sources))
+    references = (
+        read_lines(args.references, "--references", args.target_spm, args.max_sentences)
+        if args.references
+        else [None] * len(sources)
+    )
     if len(references) != len(sources):
         raise SystemExit(f"--references has {len(references)} lines, --input {len(sources)}")
     dump_path = os.path.join(args.out_dir, "sact_attention.json")
     pngs = [os.path.join(args.out_dir, f"sentence{i + 1}.png") for i in range(len(sources))]
     existing = [p for p in [dump_path] + pngs if os.path.exists(p)]
     if existing:
-        raise SystemExit(f"{existing[0]} already exists; refusing to overwrite it (use another "
-                         "--out-dir)")
+        raise SystemExit(f"{existing[0]} already exists; refusing to overwrite it (use another --out-dir)")
     model, task = load(args)
     attention = model.decoder.attention
     lam = attention.lam
     sentences = [analyse(model, task, s, r, args) for s, r in zip(sources, references)]
     os.makedirs(args.out_dir, exist_ok=True)
     with open(dump_path, "x", encoding="utf-8") as f:
-        json.dump({"checkpoint": os.path.abspath(args.path), "mode": attention.mode, "lambda": lam,
-                   "decoding": "forced (--references)" if args.references else f"beam {args.beam}",
-                   "sentences": sentences}, f, ensure_ascii=False, indent=1)
+        json.dump(
+            {
+                "checkpoint": os.path.abspath(args.path),
+                "mode": attention.mode,
+                "lambda": lam,
+                "decoding": "forced (--references)" if args.references else f"beam {args.beam}",
+                "sentences": sentences,
+            },
+            f,
+            ensure_ascii=False,
+            indent=1,
+        )
     for i, (sentence, png) in enumerate(zip(sentences, pngs)):
-        draw(sentence, lam, png, f"sentence {i + 1} ({attention.mode}"
-             + (f", lambda={lam:g})" if lam else ")"))
+        draw(
+            sentence, lam, png, f"sentence {i + 1} ({attention.mode}" + (f", lambda={lam:g})" if lam else ")")
+        )
     print(f"wrote {dump_path} and {len(pngs)} PNG heatmaps in {args.out_dir}")
     for i, sentence in enumerate(sentences):
-        print(f"{i + 1}: " + " ".join(f"{tok}({tau:.2f})" for tok, tau in
-                                        zip(sentence["target_tokens"], sentence["tau"])))
+        print(
+            f"{i + 1}: "
+            + " ".join(f"{tok}({tau:.2f})" for tok, tau in zip(sentence["target_tokens"], sentence["tau"]))
+        )
 
 
 if __name__ == "__main__":

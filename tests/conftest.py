@@ -1,4 +1,5 @@
 """Shared helpers: run the real fairseq CLIs with --user-dir on tiny generated data."""
+
 import json
 import math
 import os
@@ -14,15 +15,46 @@ BIN_DIR = os.path.dirname(sys.executable)
 
 # A transformer small enough that a few epochs on the toy corpus take seconds on 2 CPU cores.
 TINY_TRANSFORMER = [
-    "--arch", "transformer", "--encoder-layers", "1", "--decoder-layers", "1",
-    "--encoder-embed-dim", "32", "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64",
-    "--decoder-ffn-embed-dim", "64", "--encoder-attention-heads", "2",
-    "--decoder-attention-heads", "2", "--share-all-embeddings",
+    "--arch",
+    "transformer",
+    "--encoder-layers",
+    "1",
+    "--decoder-layers",
+    "1",
+    "--encoder-embed-dim",
+    "32",
+    "--decoder-embed-dim",
+    "32",
+    "--encoder-ffn-embed-dim",
+    "64",
+    "--decoder-ffn-embed-dim",
+    "64",
+    "--encoder-attention-heads",
+    "2",
+    "--decoder-attention-heads",
+    "2",
+    "--share-all-embeddings",
 ]
 TRAIN_DEFAULTS = [
-    "--cpu", "--optimizer", "adam", "--lr", "3e-3", "--lr-scheduler", "inverse_sqrt",
-    "--warmup-updates", "10", "--max-tokens", "2000", "--seed", "1", "--log-format", "json",
-    "--log-interval", "1", "--num-workers", "0",
+    "--cpu",
+    "--optimizer",
+    "adam",
+    "--lr",
+    "3e-3",
+    "--lr-scheduler",
+    "inverse_sqrt",
+    "--warmup-updates",
+    "10",
+    "--max-tokens",
+    "2000",
+    "--seed",
+    "1",
+    "--log-format",
+    "json",
+    "--log-interval",
+    "1",
+    "--num-workers",
+    "0",
 ]
 # Untrained models decode up to 200 tokens per sentence; bound it so generation stays fast.
 FAST_DECODE = ["--cpu", "--batch-size", "64", "--max-len-a", "1.2", "--max-len-b", "10"]
@@ -37,8 +69,14 @@ def run_cli(name, *args, cwd=None, env=None, check=True):
     """Run a console command; returns its CompletedProcess with stdout+stderr merged in .stdout."""
     full_env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"))
     full_env.update(env or {})
-    proc = subprocess.run([cli(name), *map(str, args)], cwd=cwd, env=full_env, text=True,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.run(
+        [cli(name), *map(str, args)],
+        cwd=cwd,
+        env=full_env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     if check and proc.returncode != 0:
         raise AssertionError(f"{name} failed ({proc.returncode}):\n{proc.stdout[-6000:]}")
     return proc
@@ -50,7 +88,7 @@ def json_log_records(output, kind):
     for line in output.splitlines():
         marker = f"| {kind} | "
         if marker in line and "{" in line:
-            records.append(json.loads(line[line.index("{"):]))
+            records.append(json.loads(line[line.index("{") :]))
     return records
 
 
@@ -70,7 +108,8 @@ class RawModel:
 
     def __init__(self, checkpoint, data, **overrides):
         models, _, self.task = fairseq_loader(
-            [str(checkpoint)], arg_overrides={"data": str(data), **overrides})
+            [str(checkpoint)], arg_overrides={"data": str(data), **overrides}
+        )
         self.model = models[0].eval()
         self.dictionary = self.task.target_dictionary
 
@@ -116,10 +155,36 @@ def toy_data(tmp_path_factory):
     root = tmp_path_factory.mktemp("toy")
     raw = root / "raw"
     write_corpus(str(raw), (("train", 800), ("valid", 80), ("test", 80)), vocab=150)
-    run_cli("fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt",
-            "--trainpref", raw / "train", "--validpref", raw / "valid", "--testpref", raw / "test",
-            "--destdir", root / "bin", "--joined-dictionary", "--workers", "1")
-    run_cli("fairseq-preprocess", "--only-source", "--trainpref", raw / "train.tgt",
-            "--validpref", raw / "valid.tgt", "--testpref", raw / "test.tgt",
-            "--destdir", root / "lm-bin", "--workers", "1")
+    run_cli(
+        "fairseq-preprocess",
+        "--source-lang",
+        "src",
+        "--target-lang",
+        "tgt",
+        "--trainpref",
+        raw / "train",
+        "--validpref",
+        raw / "valid",
+        "--testpref",
+        raw / "test",
+        "--destdir",
+        root / "bin",
+        "--joined-dictionary",
+        "--workers",
+        "1",
+    )
+    run_cli(
+        "fairseq-preprocess",
+        "--only-source",
+        "--trainpref",
+        raw / "train.tgt",
+        "--validpref",
+        raw / "valid.tgt",
+        "--testpref",
+        raw / "test.tgt",
+        "--destdir",
+        root / "lm-bin",
+        "--workers",
+        "1",
+    )
     return {"raw": raw, "bin": root / "bin", "lm_bin": root / "lm-bin"}

@@ -1,6 +1,7 @@
 """The ALT recipes (examples/alt/, scripts/alt_*.py) end to end on a tiny corpus in the release's
 layout: prepare -> sweep (killed mid-training, then resumed) -> finalize -> results; a local copy
 without a test split; SLURM submission with a stand-in sbatch; dry runs; every bad corpus."""
+
 import csv
 import json
 import os
@@ -12,27 +13,68 @@ import sys
 import time
 
 import pytest
-from sacrebleu.metrics import BLEU
-
 from conftest import BIN_DIR, REPO, json_log_records
+from sacrebleu.metrics import BLEU
 
 pytestmark = pytest.mark.e2e
 ALT = os.path.join(REPO, "examples", "alt")
 DATA = os.path.join(REPO, "scripts", "alt_data.py")
 SWEEP = os.path.join(REPO, "scripts", "alt_sweep.py")
-TINY = ["--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "32",
-        "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64",
-        "--encoder-attention-heads", "2", "--decoder-attention-heads", "2", "--max-tokens", "120",
-        "--warmup-updates", "4", "--lr", "1e-2"]
+TINY = [
+    "--encoder-layers",
+    "1",
+    "--decoder-layers",
+    "1",
+    "--encoder-embed-dim",
+    "32",
+    "--decoder-embed-dim",
+    "32",
+    "--encoder-ffn-embed-dim",
+    "64",
+    "--decoder-ffn-embed-dim",
+    "64",
+    "--encoder-attention-heads",
+    "2",
+    "--decoder-attention-heads",
+    "2",
+    "--max-tokens",
+    "120",
+    "--warmup-updates",
+    "4",
+    "--lr",
+    "1e-2",
+]
 # the mini preset, shrunk: validation/checkpoint every 4 updates, patience 3, a 2 x 2 decoding grid.
 # With seed 2 the toy runs have distinct dev BLEUs, so T_opt and the grid are real choices (asserted).
-SWEEP_OPTIONS = ["--preset", "mini", "--interval", "4", "--patience", "3", "--average", "3",
-                 "--log-interval", "2", "--grid-beams", "1,2", "--grid-lenpens", "0.5,2", "--speed-beams", "2",
-                 "--eval-beam", "2", "--seed", "2", "--decode-args", "--max-len-a 1.2 --max-len-b 5"]
+SWEEP_OPTIONS = [
+    "--preset",
+    "mini",
+    "--interval",
+    "4",
+    "--patience",
+    "3",
+    "--average",
+    "3",
+    "--log-interval",
+    "2",
+    "--grid-beams",
+    "1,2",
+    "--grid-lenpens",
+    "0.5,2",
+    "--speed-beams",
+    "2",
+    "--eval-beam",
+    "2",
+    "--seed",
+    "2",
+    "--decode-args",
+    "--max-len-a 1.2 --max-len-b 5",
+]
 VI_DATA = ["--subwords", "bpe", "--vocab", "200", "--train-subset", "52"]  # BPE with whole words: BLEU > 0
 JA_DATA = ["--vocab", "20"]
-ENV = dict(os.environ, PATH=BIN_DIR + os.pathsep + os.environ["PATH"], OMP_NUM_THREADS="1",
-           PYTHON=sys.executable)
+ENV = dict(
+    os.environ, PATH=BIN_DIR + os.pathsep + os.environ["PATH"], OMP_NUM_THREADS="1", PYTHON=sys.executable
+)
 for key in ("ALT_RELEASE", "ALT_LOCAL", "ALT_WORK"):
     ENV.pop(key, None)
 
@@ -40,13 +82,18 @@ for key in ("ALT_RELEASE", "ALT_LOCAL", "ALT_WORK"):
 def run(*command, check=True, env=None):
     proc = subprocess.run([str(c) for c in command], env=env or ENV, text=True, capture_output=True)
     if check and proc.returncode != 0:
-        raise AssertionError(f"{command[:3]} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+        raise AssertionError(
+            f"{command[:3]} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+        )
     return proc
 
 
 def snapshot(path):
-    return {os.path.join(d, f): os.stat(os.path.join(d, f)).st_mtime_ns
-            for d, _, files in os.walk(path) for f in files}
+    return {
+        os.path.join(d, f): os.stat(os.path.join(d, f)).st_mtime_ns
+        for d, _, files in os.walk(path)
+        for f in files
+    }
 
 
 def write_local_copy(dest, with_test=False):
@@ -85,9 +132,24 @@ def test_toy_release_has_the_release_layout(corpora):
 
 def test_dry_run_creates_nothing(corpora, tmp_path):
     work = tmp_path / "work"
-    proc = run("bash", os.path.join(ALT, "run_all.sh"), "en-vi", "--release", corpora["release"],
-               "--work", work, *JA_DATA, *SWEEP_OPTIONS, "--temperatures", "1,2", "--label-smoothing", "0.1,0.3",
-               "--sem-weights", "0,0.1", "--dry-run")
+    proc = run(
+        "bash",
+        os.path.join(ALT, "run_all.sh"),
+        "en-vi",
+        "--release",
+        corpora["release"],
+        "--work",
+        work,
+        *JA_DATA,
+        *SWEEP_OPTIONS,
+        "--temperatures",
+        "1,2",
+        "--label-smoothing",
+        "0.1,0.3",
+        "--sem-weights",
+        "0,0.1",
+        "--dry-run",
+    )
     assert "en-vi: OK, train 60, dev 12, test 12" in proc.stdout
     assert "dry run: nothing is started" in proc.stdout and "8 runs, 8 to do" in proc.stdout
     # one run per (T, LS, SEM): the Tables 3/4 sweep
@@ -101,15 +163,20 @@ def test_dry_run_creates_nothing(corpora, tmp_path):
 def release_pairs(release, split, a, b):
     """(a, b) sentence pairs of one official split, read straight from the release: data_a.txt
     order, whitespace collapsed (the toy text needs no other normalisation)."""
-    urls = {line.split("\t")[0].split(".")[1] for line in (release / f"URL-{split}.txt").read_text().splitlines()}
+    urls = {
+        line.split("\t")[0].split(".")[1] for line in (release / f"URL-{split}.txt").read_text().splitlines()
+    }
 
     def sentences(lang):
         path = release / "ALT-Parallel-Corpus-20191206" / f"data_{lang}.txt"
         return dict(line.split("\t", 1) for line in path.read_text(encoding="utf-8").splitlines())
 
     texts_a, texts_b = sentences(a), sentences(b)
-    return [(" ".join(texts_a[k].split()), " ".join(texts_b[k].split())) for k in texts_a
-            if k.split(".")[1] in urls]
+    return [
+        (" ".join(texts_a[k].split()), " ".join(texts_b[k].split()))
+        for k in texts_a
+        if k.split(".")[1] in urls
+    ]
 
 
 def patience_after(history, update):
@@ -132,11 +199,26 @@ def test_recipe_end_to_end_with_interruption(corpora):
     work = corpora["root"] / "work"
     # stage 1: vi-en from the release (with a test split), BPE, the first 52 training pairs only;
     # en-ja from the local copy (no test split), sentencepiece
-    proc = run("bash", os.path.join(ALT, "prepare.sh"), "vi-en", "--release", corpora["release"],
-               "--work", work, *VI_DATA)
+    proc = run(
+        "bash",
+        os.path.join(ALT, "prepare.sh"),
+        "vi-en",
+        "--release",
+        corpora["release"],
+        "--work",
+        work,
+        *VI_DATA,
+    )
     assert "train 52, dev 12, test 12" in proc.stderr
-    proc = run("bash", os.path.join(ALT, "prepare.sh"), "en-ja", "--work", work, *JA_DATA,
-               env=dict(ENV, ALT_LOCAL=str(corpora["local"])))
+    proc = run(
+        "bash",
+        os.path.join(ALT, "prepare.sh"),
+        "en-ja",
+        "--work",
+        work,
+        *JA_DATA,
+        env=dict(ENV, ALT_LOCAL=str(corpora["local"])),
+    )
     assert "no test split" in proc.stderr
     vi_data, ja_data = work / "data" / "en-vi.bpe200.n52", work / "data" / "en-ja.spm20"
     info = json.loads((vi_data / "prepare.json").read_text())
@@ -149,27 +231,67 @@ def test_recipe_end_to_end_with_interruption(corpora):
         pairs = release_pairs(corpora["release"], split, "en", "vi")
         assert len(pairs) == (60 if split == "train" else count)
         for lang, side in (("en", 0), ("vi", 1)):
-            assert (vi_data / "raw" / f"{split}.{lang}").read_text().splitlines() == [p[side] for p in pairs[:count]]
+            assert (vi_data / "raw" / f"{split}.{lang}").read_text().splitlines() == [
+                p[side] for p in pairs[:count]
+            ]
     assert "@@ " in (vi_data / "tok" / "train.en").read_text()  # subword-nmt's BPE
     before = snapshot(vi_data)
-    proc = run("bash", os.path.join(ALT, "prepare.sh"), "en-vi", "--release", corpora["release"],
-               "--work", work, *VI_DATA)
+    proc = run(
+        "bash",
+        os.path.join(ALT, "prepare.sh"),
+        "en-vi",
+        "--release",
+        corpora["release"],
+        "--work",
+        work,
+        *VI_DATA,
+    )
     assert "nothing to do" in proc.stderr and snapshot(vi_data) == before  # never overwritten
-    proc = run(sys.executable, DATA, "prepare", "en-vi", "--release", corpora["release"], "--work", work,
-               *VI_DATA, "--drop-incomplete", check=False)
+    proc = run(
+        sys.executable,
+        DATA,
+        "prepare",
+        "en-vi",
+        "--release",
+        corpora["release"],
+        "--work",
+        work,
+        *VI_DATA,
+        "--drop-incomplete",
+        check=False,
+    )
     assert proc.returncode == 2 and "was prepared with" in proc.stderr
 
     # The reference: T=1 trained uninterrupted, with exactly the fairseq-train command the plan shows.
-    sweep = ["bash", os.path.join(ALT, "sweep.sh"), "vi-en", "--work", str(work), "--jobs", "1",
-             "--temperatures", "1,2,3", *VI_DATA, *SWEEP_OPTIONS, "--max-update", "48", "--", *TINY]
+    sweep = [
+        "bash",
+        os.path.join(ALT, "sweep.sh"),
+        "vi-en",
+        "--work",
+        str(work),
+        "--jobs",
+        "1",
+        "--temperatures",
+        "1,2,3",
+        *VI_DATA,
+        *SWEEP_OPTIONS,
+        "--max-update",
+        "48",
+        "--",
+        *TINY,
+    ]
     experiment = work / "sweep" / "vi-en.mini.bpe200.n52"
     first = experiment / "T1-ls0.1-sem0"
-    plan = run(*sweep[:-len(TINY) - 1], "--dry-run", "--", *TINY).stdout.splitlines()
-    command = shlex.split(plan[[i for i, line in enumerate(plan) if "fairseq-train of T1-ls0.1-sem0" in line][0] + 1])
+    plan = run(*sweep[: -len(TINY) - 1], "--dry-run", "--", *TINY).stdout.splitlines()
+    command = shlex.split(
+        plan[[i for i, line in enumerate(plan) if "fairseq-train of T1-ls0.1-sem0" in line][0] + 1]
+    )
     assert command[0] == "fairseq-train" and command[command.index("--save-dir") + 1] == str(first)
     command[command.index("--save-dir") + 1] = str(corpora["root"] / "uninterrupted")
     reference = run(*command).stdout
-    history = [(int(r["valid_num_updates"]), float(r["valid_bleu"])) for r in json_log_records(reference, "valid")]
+    history = [
+        (int(r["valid_num_updates"]), float(r["valid_bleu"])) for r in json_log_records(reference, "valid")
+    ]
     stop = history[-1][0]
     assert "early stop since valid performance hasn't improved" in reference and stop < 48
     last_best = max(u for u, _ in history if patience_after(history, u)[1] == 0)
@@ -181,8 +303,9 @@ def test_recipe_end_to_end_with_interruption(corpora):
 
     # stage 2-3: kill the sweep after a checkpoint in the window, as if during fairseq's copy of it
     # to checkpoint_last.pt; then resume
-    proc = subprocess.Popen(sweep, env=ENV, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        sweep, env=ENV, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+    )
     deadline, killed_at = time.time() + 240, None
     try:
         while time.time() < deadline and proc.poll() is None:
@@ -203,11 +326,11 @@ def test_recipe_end_to_end_with_interruption(corpora):
     # fairseq writes checkpoint_<e>_<u>.pt, copies it to checkpoint_last.pt, then logs "Saved
     # checkpoint": a kill during the copy leaves a truncated checkpoint_last.pt and no such line
     last = first / "checkpoint_last.pt"
-    last.write_bytes(last.read_bytes()[:last.stat().st_size // 2])
+    last.write_bytes(last.read_bytes()[: last.stat().st_size // 2])
     log = (first / "train.log").read_text(encoding="utf-8")
     cut = log.rindex("\n", 0, log.rindex("Saved checkpoint")) + 1
-    (first / "train.log").write_text(log[:cut] + log[log.index("\n", cut) + 1:], encoding="utf-8")
-    proc = run(*sweep[:-len(TINY) - 1], "--dry-run", "--", *TINY)  # the plan shows the interrupted run
+    (first / "train.log").write_text(log[:cut] + log[log.index("\n", cut) + 1 :], encoding="utf-8")
+    proc = run(*sweep[: -len(TINY) - 1], "--dry-run", "--", *TINY)  # the plan shows the interrupted run
     assert f"interrupted: resumes from checkpoint_last.pt (update {killed_at})" in proc.stdout
     proc = run("bash", os.path.join(ALT, "results.sh"), "--work", work)  # a sweep in progress
     assert "no finished direction yet" in proc.stdout
@@ -220,14 +343,17 @@ def test_recipe_end_to_end_with_interruption(corpora):
     assert f"checkpoint_last.pt is missing, incomplete or older than {newest.name}" in run_log
     best, since = patience_after(history, killed_at)
     assert since >= 1
-    assert (f"resuming from checkpoint_last.pt (update {killed_at}; best dev BLEU {best:g}, {since} "
-            "validation(s) without improvement)") in run_log
+    assert (
+        f"resuming from checkpoint_last.pt (update {killed_at}; best dev BLEU {best:g}, {since} "
+        "validation(s) without improvement)"
+    ) in run_log
     log = (first / "train.log").read_text()
     assert f"@ {killed_at} updates)" in log.split("Loaded checkpoint")[1].split("\n")[0]
     # the resumed run's first session ran the reference's command, and stopped where it stopped
     started = shlex.split(log.split(" $ ", 1)[1].split("\n")[0])
-    assert started[2] == "fairseq-train" and started[3:] == [str(first) if a.endswith("uninterrupted") else a
-                                                            for a in command[1:]]
+    assert started[2] == "fairseq-train" and started[3:] == [
+        str(first) if a.endswith("uninterrupted") else a for a in command[1:]
+    ]
     result = json.loads((first / "run.json").read_text())
     assert [tuple(v) for v in result["training"]["valid_bleu"]] == history
     assert result["training"]["num_updates"] == stop and result["training"]["stop_reason"] == "early stop"
@@ -241,14 +367,22 @@ def test_recipe_end_to_end_with_interruption(corpora):
     eval_dir = first / "eval" / "test"
     hyps = (eval_dir / "greedy.hyp").read_text().splitlines()
     refs = (vi_data / "raw" / "test.en").read_text().splitlines()
-    assert len(hyps) == 12 and not any("@@" in h for h in hyps) and (eval_dir / "ref").read_text().splitlines() == refs
+    assert (
+        len(hyps) == 12
+        and not any("@@" in h for h in hyps)
+        and (eval_dir / "ref").read_text().splitlines() == refs
+    )
     assert result["eval"]["test"]["greedy"]["bleu"] == pytest.approx(BLEU().corpus_score(hyps, [refs]).score)
 
     # finalize: T_opt is the best dev greedy BLEU among T != 1; beam and length penalty are the dev
     # grid's argmax (first of equal maxima). The toy runs must make both a real choice.
     final = json.loads((experiment / "final" / "final.json").read_text())
-    dev_greedy = {t: json.loads((experiment / f"T{t}-ls0.1-sem0" / "run.json").read_text())
-                  ["eval"]["valid"]["greedy"]["bleu"] for t in (1, 2, 3)}
+    dev_greedy = {
+        t: json.loads((experiment / f"T{t}-ls0.1-sem0" / "run.json").read_text())["eval"]["valid"]["greedy"][
+            "bleu"
+        ]
+        for t in (1, 2, 3)
+    }
     assert dev_greedy[2] != dev_greedy[3] and dev_greedy[1] > max(dev_greedy[2], dev_greedy[3]), dev_greedy
     assert final["t_opt"] == max((2, 3), key=dev_greedy.get) and final["scored_subset"] == "test"
     dev_refs = (vi_data / "raw" / "dev.en").read_text().splitlines()
@@ -258,7 +392,12 @@ def test_recipe_end_to_end_with_interruption(corpora):
         tune_dir = experiment / "final" / f"tune-T{tuned['temperature']:g}"
         for g in grid:  # each grid point rescored from its own fairseq-generate log
             log = (tune_dir / f"grid.beam{g['beam']}.lenpen{g['lenpen']:g}.log").read_text()
-            hyps = [text for _, text in sorted((int(i), text) for i, text in re.findall(r"^D-(\d+)\t\S+\t(.*)$", log, re.M))]
+            hyps = [
+                text
+                for _, text in sorted(
+                    (int(i), text) for i, text in re.findall(r"^D-(\d+)\t\S+\t(.*)$", log, re.M)
+                )
+            ]
             assert len(hyps) == 12 and g["bleu"] == pytest.approx(BLEU().corpus_score(hyps, [dev_refs]).score)
         best = max(grid, key=lambda g: g["bleu"])
         assert len({g["bleu"] for g in grid}) > 1, grid
@@ -270,10 +409,31 @@ def test_recipe_end_to_end_with_interruption(corpora):
     # en-ja: sentencepiece, no test split, 12 updates a run (3 validations: --average 3 needs
     # them); label smoothing 0.3 and SEM 0.1, also
     # as the group T_opt is chosen in
-    ja_sweep = ["bash", os.path.join(ALT, "sweep.sh"), "en-ja", "--work", str(work), "--jobs", "2",
-                "--temperatures", "1,2", "--label-smoothing", "0.3", "--sem-weights", "0.1",
-                "--primary-label-smoothing", "0.3", "--primary-sem-weight", "0.1", *JA_DATA, *SWEEP_OPTIONS,
-                "--max-update", "12", "--", *TINY]
+    ja_sweep = [
+        "bash",
+        os.path.join(ALT, "sweep.sh"),
+        "en-ja",
+        "--work",
+        str(work),
+        "--jobs",
+        "2",
+        "--temperatures",
+        "1,2",
+        "--label-smoothing",
+        "0.3",
+        "--sem-weights",
+        "0.1",
+        "--primary-label-smoothing",
+        "0.3",
+        "--primary-sem-weight",
+        "0.1",
+        *JA_DATA,
+        *SWEEP_OPTIONS,
+        "--max-update",
+        "12",
+        "--",
+        *TINY,
+    ]
     run(*ja_sweep)
     ja_experiment = work / "sweep" / "en-ja.mini.spm20"
     ja_final = json.loads((ja_experiment / "final" / "final.json").read_text())
@@ -284,7 +444,10 @@ def test_recipe_end_to_end_with_interruption(corpora):
         ja_run = json.loads((ja_experiment / f"T{t}-ls0.3-sem0.1" / "run.json").read_text())
         assert set(ja_run["eval"]) == {"valid"} and "tok:char" in ja_run["eval"]["valid"]["signature"]
         train_log = (ja_experiment / f"T{t}-ls0.3-sem0.1" / "train.log").read_text()
-        assert "'label_smoothing': 0.3," in train_log and f"'softmax_temperature': {t}.0, 'sem_weight': 0.1," in train_log
+        assert (
+            "'label_smoothing': 0.3," in train_log
+            and f"'softmax_temperature': {t}.0, 'sem_weight': 0.1," in train_log
+        )
 
     before = snapshot(work / "sweep")
     for command in (sweep, ja_sweep):  # everything finished: nothing is redone
@@ -297,21 +460,37 @@ def test_recipe_end_to_end_with_interruption(corpora):
     out = work / "results"
     names = set(os.listdir(out))
     for name in ("vi-en.mini.bpe200.n52", "en-ja.mini.spm20"):
-        assert {f"bleu_vs_T.{name}.png", f"entropy.{name}.png", f"gnorm.{name}.png", f"curves.{name}.png"} <= names
+        assert {
+            f"bleu_vs_T.{name}.png",
+            f"entropy.{name}.png",
+            f"gnorm.{name}.png",
+            f"curves.{name}.png",
+        } <= names
     assert {"alt_results.md", "table1.csv", "table34.csv", "runs.csv"} <= names
     table1 = list(csv.DictReader(open(out / "table1.csv")))
     assert [(r["direction"], r["scored on"], r["T_opt"]) for r in table1] == [
-        ("en-ja", "dev (tuned on dev too)", f"{ja_final['t_opt']:g}"), ("vi-en", "test", f"{final['t_opt']:g}")]
+        ("en-ja", "dev (tuned on dev too)", f"{ja_final['t_opt']:g}"),
+        ("vi-en", "test", f"{final['t_opt']:g}"),
+    ]
     assert table1[1]["greedy T_opt"].rstrip("†") == f"{final['systems']['tempered']['greedy']['bleu']:.2f}"
     assert len((out / "runs.csv").read_text().splitlines()) == 1 + 3 + 2
     # Tables 3/4 (their logic: test_table34_configurations): T=1 is "Default", the best dev greedy
     # BLEU over T is "Temp."; the other configurations search the same runs, so they get no row
     ja_runs = {t: json.loads((ja_experiment / f"T{t}-ls0.3-sem0.1" / "run.json").read_text()) for t in (1, 2)}
-    best_t = 2 if ja_runs[2]["eval"]["valid"]["greedy"]["bleu"] > ja_runs[1]["eval"]["valid"]["greedy"]["bleu"] else 1
-    table34 = [[r["configuration"], r["greedy BLEU"], r["scored on"], r["T"], r["LS"], r["SEM"], r["runs searched"]]
-               for r in csv.DictReader(open(out / "table34.csv")) if r["direction"] == "en-ja"]
-    assert table34 == [[name, f"{ja_runs[t]['eval']['valid']['greedy']['bleu']:.2f}", "dev", str(t), "0.3", "0.1", n]
-                       for name, t, n in (("Default", 1, "1"), ("Temp.", best_t, "2"))]
+    best_t = (
+        2
+        if ja_runs[2]["eval"]["valid"]["greedy"]["bleu"] > ja_runs[1]["eval"]["valid"]["greedy"]["bleu"]
+        else 1
+    )
+    table34 = [
+        [r["configuration"], r["greedy BLEU"], r["scored on"], r["T"], r["LS"], r["SEM"], r["runs searched"]]
+        for r in csv.DictReader(open(out / "table34.csv"))
+        if r["direction"] == "en-ja"
+    ]
+    assert table34 == [
+        [name, f"{ja_runs[t]['eval']['valid']['greedy']['bleu']:.2f}", "dev", str(t), "0.3", "0.1", n]
+        for name, t, n in (("Default", 1, "1"), ("Temp.", best_t, "2"))
+    ]
     md = (out / "alt_results.md").read_text()
     assert "Table 1" in md and "![entropy.vi-en.mini.bpe200.n52.png]" in md and "nrefs:1|case:mixed" in md
     assert "| vi-en |" in proc.stdout
@@ -324,29 +503,73 @@ def test_table34_configurations():
     sys.path.insert(0, os.path.join(REPO, "scripts"))
     import alt_results
 
-    dev = {(1, 0.1, 0): 10, (1, 0.3, 0): 11, (2, 0.1, 0): 12, (2, 0.3, 0): 13,
-           (1, 0.1, 0.1): 10.5, (1, 0.3, 0.1): 11.5, (2, 0.1, 0.1): 12.5, (2, 0.3, 0.1): 14}
-    runs = [{"name": f"T{t}-ls{ls}-sem{w}", "direction": "en-vi", "temperature": float(t), "label_smoothing": ls,
-             "sem_weight": w, "eval": {"valid": {"greedy": {"bleu": b}}, "test": {"greedy": {"bleu": 50 - b}}}}
-            for (t, ls, w), b in reversed(dev.items())]
+    dev = {
+        (1, 0.1, 0): 10,
+        (1, 0.3, 0): 11,
+        (2, 0.1, 0): 12,
+        (2, 0.3, 0): 13,
+        (1, 0.1, 0.1): 10.5,
+        (1, 0.3, 0.1): 11.5,
+        (2, 0.1, 0.1): 12.5,
+        (2, 0.3, 0.1): 14,
+    }
+    runs = [
+        {
+            "name": f"T{t}-ls{ls}-sem{w}",
+            "direction": "en-vi",
+            "temperature": float(t),
+            "label_smoothing": ls,
+            "sem_weight": w,
+            "eval": {"valid": {"greedy": {"bleu": b}}, "test": {"greedy": {"bleu": 50 - b}}},
+        }
+        for (t, ls, w), b in reversed(dev.items())
+    ]
     experiment = {"name": "en-vi.x", "exp": {"primary": [0.1, 0.0]}, "runs": runs}
     header, rows = alt_results.table34([experiment])
     got = [dict(zip(header, row)) for row in rows]
-    winners = [("Default", (1, 0.1, 0), 1), ("LS", (1, 0.3, 0), 2), ("Temp.", (2, 0.1, 0), 2),
-               ("Temp. & LS", (2, 0.3, 0), 4), ("SEM", (1, 0.1, 0.1), 2), ("LS & SEM", (1, 0.3, 0.1), 4),
-               ("Temp. & SEM", (2, 0.1, 0.1), 4), ("Temp. & LS & SEM", (2, 0.3, 0.1), 8)]
-    assert [(r["configuration"], r["greedy BLEU"], r["scored on"], r["T"], r["LS"], r["SEM"], r["runs searched"])
-            for r in got] == [(name, f"{50 - dev[key]:.2f}", "test", f"{key[0]:g}", f"{key[1]:g}", f"{key[2]:g}", n)
-                              for name, key, n in winners]
+    winners = [
+        ("Default", (1, 0.1, 0), 1),
+        ("LS", (1, 0.3, 0), 2),
+        ("Temp.", (2, 0.1, 0), 2),
+        ("Temp. & LS", (2, 0.3, 0), 4),
+        ("SEM", (1, 0.1, 0.1), 2),
+        ("LS & SEM", (1, 0.3, 0.1), 4),
+        ("Temp. & SEM", (2, 0.1, 0.1), 4),
+        ("Temp. & LS & SEM", (2, 0.3, 0.1), 8),
+    ]
+    assert [
+        (r["configuration"], r["greedy BLEU"], r["scored on"], r["T"], r["LS"], r["SEM"], r["runs searched"])
+        for r in got
+    ] == [
+        (name, f"{50 - dev[key]:.2f}", "test", f"{key[0]:g}", f"{key[1]:g}", f"{key[2]:g}", n)
+        for name, key, n in winners
+    ]
     # without the SEM runs, the SEM configurations search the same runs as the others: no rows
     experiment["runs"] = [r for r in runs if r["sem_weight"] == 0]
-    assert [row[2] for row in alt_results.table34([experiment])[1]] == ["Default", "LS", "Temp.", "Temp. & LS"]
+    assert [row[2] for row in alt_results.table34([experiment])[1]] == [
+        "Default",
+        "LS",
+        "Temp.",
+        "Temp. & LS",
+    ]
 
 
 def test_slurm_submission_and_gpu_plan(corpora, tmp_path):
     work = corpora["root"] / "slurm-work"
-    run(sys.executable, DATA, "prepare", "en-vi", "--release", corpora["release"], "--work", work,
-        "--vocab", "20", "--subwords", "bpe")
+    run(
+        sys.executable,
+        DATA,
+        "prepare",
+        "en-vi",
+        "--release",
+        corpora["release"],
+        "--work",
+        work,
+        "--vocab",
+        "20",
+        "--subwords",
+        "bpe",
+    )
     fake = tmp_path / "bin"
     fake.mkdir()
     calls = tmp_path / "sbatch.calls"
@@ -354,15 +577,31 @@ def test_slurm_submission_and_gpu_plan(corpora, tmp_path):
     (fake / "sbatch").chmod(0o755)
     env = dict(ENV, PATH=f"{fake}{os.pathsep}{ENV['PATH']}")
     options = ["en-vi", "--work", work, "--subwords", "bpe", "--vocab", "20", "--temperatures", "1,3"]
-    proc = run("bash", os.path.join(ALT, "sweep.sh"), *options, "--gpus", "0,1,2,3", "--gpus-per-run", "2",
-               "--dry-run", env=env)
+    proc = run(
+        "bash",
+        os.path.join(ALT, "sweep.sh"),
+        *options,
+        "--gpus",
+        "0,1,2,3",
+        "--gpus-per-run",
+        "2",
+        "--dry-run",
+        env=env,
+    )
     assert "GPUs 0,1,2,3, 2 per run (2 runs at a time)" in proc.stdout
     assert "--distributed-world-size 2" in proc.stdout and "--cpu" not in proc.stdout
     assert "--eval-bleu-remove-bpe subword_nmt" in proc.stdout
     proc = run("bash", os.path.join(ALT, "sweep.sh"), *options, "--slurm", "--dry-run", env=env)
     assert "#SBATCH --array=0-1" in proc.stdout and not calls.exists()
-    proc = run("bash", os.path.join(ALT, "sweep.sh"), *options, "--slurm", "--slurm-args",
-               "--partition gpu --time 24:00:00", env=env)
+    proc = run(
+        "bash",
+        os.path.join(ALT, "sweep.sh"),
+        *options,
+        "--slurm",
+        "--slurm-args",
+        "--partition gpu --time 24:00:00",
+        env=env,
+    )
     submitted = calls.read_text().splitlines()
     assert len(submitted) == 2 and submitted[0].startswith("--parsable --partition gpu --time 24:00:00")
     assert "--dependency=afterok:12345" in submitted[1] and submitted[1].endswith("finalize.sbatch")
@@ -372,31 +611,50 @@ def test_slurm_submission_and_gpu_plan(corpora, tmp_path):
     assert [os.path.basename(r) for r in runs] == ["T1-ls0.1-sem0", "T3-ls0.1-sem0"]
     assert "submitted job array 12345" in proc.stdout
     # a later call with other training options for the same runs is refused
-    proc = run("bash", os.path.join(ALT, "sweep.sh"), *options, "--slurm", "--", "--dropout", "0.2",
-               env=env, check=False)
+    proc = run(
+        "bash",
+        os.path.join(ALT, "sweep.sh"),
+        *options,
+        "--slurm",
+        "--",
+        "--dropout",
+        "0.2",
+        env=env,
+        check=False,
+    )
     assert proc.returncode == 2 and "was started with other fairseq-train options" in proc.stderr
 
 
 def edit_line(key, new):
     """A transform of data_<lang>.txt bytes: the line of sentence `key` becomes new(line)."""
+
     def transform(data):
         lines = data.split(b"\r\n")
         index = next(i for i, line in enumerate(lines) if line.startswith(key.encode() + b"\t"))
-        lines[index:index + 1] = new(lines[index])
+        lines[index : index + 1] = new(lines[index])
         return b"\r\n".join(lines)
+
     return transform
 
 
 BAD_RELEASES = {  # case -> (transform of data_vi.txt given a training sentence's id, error message)
-    "misaligned": (lambda key: edit_line(key, lambda line: []),
-                   "misaligned train split: 1 sentence ids of data_en.txt are missing from data_vi.txt "),
-    "empty": (lambda key: edit_line(key, lambda line: [key.encode() + b"\t \t"]),
-              "train split: 1 sentence pairs have an empty side"),
-    "latin1": (lambda key: edit_line(key, lambda line: [line + " caf\u00e9".encode("latin-1")]),
-               ": not UTF-8 (byte 0xe9 at column"),
+    "misaligned": (
+        lambda key: edit_line(key, lambda line: []),
+        "misaligned train split: 1 sentence ids of data_en.txt are missing from data_vi.txt ",
+    ),
+    "empty": (
+        lambda key: edit_line(key, lambda line: [key.encode() + b"\t \t"]),
+        "train split: 1 sentence pairs have an empty side",
+    ),
+    "latin1": (
+        lambda key: edit_line(key, lambda line: [line + " caf\u00e9".encode("latin-1")]),
+        ": not UTF-8 (byte 0xe9 at column",
+    ),
     "utf16": (lambda key: lambda data: data.decode("utf-8").encode("utf-16"), "looks like UTF-16"),
-    "malformed": (lambda key: lambda data: b"this line has no id\r\n" + data,
-                  "data_vi.txt, line 1: expected 'SNT.<urlid>.<sentid><TAB><text>'"),
+    "malformed": (
+        lambda key: lambda data: b"this line has no id\r\n" + data,
+        "data_vi.txt, line 1: expected 'SNT.<urlid>.<sentid><TAB><text>'",
+    ),
     "duplicate": (lambda key: edit_line(key, lambda line: [line, line]), "appears twice (lines"),
 }
 
@@ -412,14 +670,27 @@ def test_bad_release(corpora, tmp_path, case):
     path = release / "ALT-Parallel-Corpus-20191206" / "data_vi.txt"
     path.write_bytes(transform(f"SNT.{url}.2")(path.read_bytes()))
     work = tmp_path / "work"
-    proc = run(sys.executable, DATA, "prepare", "en-vi", "--release", release, "--work", work, "--vocab", "20",
-               check=False)
+    proc = run(
+        sys.executable,
+        DATA,
+        "prepare",
+        "en-vi",
+        "--release",
+        release,
+        "--work",
+        work,
+        "--vocab",
+        "20",
+        check=False,
+    )
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr.split("error: ", 1)[1] and "Traceback" not in proc.stderr
     assert not (work / "data").exists() or not os.listdir(work / "data")  # nothing half-made
     if case in ("misaligned", "empty"):
         proc = run(sys.executable, DATA, "check", "en-vi", "--release", release, "--drop-incomplete")
-        assert "en-vi: OK, train 59, dev 12, test 12; dropped {'train': 1, 'dev': 0, 'test': 0}" in proc.stdout
+        assert (
+            "en-vi: OK, train 59, dev 12, test 12; dropped {'train': 1, 'dev': 0, 'test': 0}" in proc.stdout
+        )
 
 
 def test_bad_inputs_and_other_sources(corpora, tmp_path):
@@ -434,7 +705,8 @@ def test_bad_inputs_and_other_sources(corpora, tmp_path):
         return proc.stderr
 
     assert "has no data_th.txt (Thai); it has: data_en.txt data_ja.txt data_vi.txt" in fails(
-        "check", "en-th", "--release", release)
+        "check", "en-th", "--release", release
+    )
     assert "unknown language code 'xx'" in fails("check", "xx-en", "--release", release)
     assert "no corpus: pass --release" in fails("check", "en-vi")
     copy = tmp_path / "no-test-list"
@@ -462,7 +734,9 @@ def test_bad_inputs_and_other_sources(corpora, tmp_path):
     assert "has no train.vi (Vietnamese); its languages: en ja" in fails("check", "en-vi", "--local", local)
     with open(local / "train.ja", "ab") as f:
         f.write(b"one line too many\r\n")
-    assert "misaligned train split: train.en has 60 lines, train.ja has 61" in fails("check", "en-ja", "--local", local)
+    assert "misaligned train split: train.en has 60 lines, train.ja has 61" in fails(
+        "check", "en-ja", "--local", local
+    )
     text = (local / "dev.en").read_bytes().split(b"\r\n")
     text[4] = b"   "
     (local / "dev.en").write_bytes(b"\r\n".join(text))
@@ -471,4 +745,6 @@ def test_bad_inputs_and_other_sources(corpora, tmp_path):
     os.remove(local / "test.en")
     (local / "dev.en").write_bytes(b"\r\n".join(text).replace(b"\r\n   \r\n", b"\r\nfixed\r\n"))
     assert "test.ja but no test.en" in fails("check", "en-ja", "--local", local)
-    assert "give either --release or --local" in fails("check", "en-ja", "--local", local, "--release", release)
+    assert "give either --release or --local" in fails(
+        "check", "en-ja", "--local", local, "--release", release
+    )

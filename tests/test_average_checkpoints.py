@@ -1,15 +1,22 @@
 """ctemp-average-checkpoints picks the checkpoints upstream's script picks: the last N epoch or
 update checkpoints, none after --checkpoint-upper-bound. In process, on small made-up checkpoints
 whose weights are distinct powers of two, so that an average names exactly the files it used."""
+
 import pytest
 import torch
 
 from fairseq_ctemp.cli import average_checkpoints
 
 FILES = {  # name -> weight
-    "checkpoint_1_10.pt": 1.0, "checkpoint_1_20.pt": 2.0, "checkpoint_2_30.pt": 4.0, "checkpoint_2_40.pt": 8.0,
-    "checkpoint1.pt": 16.0, "checkpoint2.pt": 32.0, "checkpoint3.pt": 64.0,
-    "checkpoint_last.pt": 128.0, "checkpoint_best.pt": 256.0,
+    "checkpoint_1_10.pt": 1.0,
+    "checkpoint_1_20.pt": 2.0,
+    "checkpoint_2_30.pt": 4.0,
+    "checkpoint_2_40.pt": 8.0,
+    "checkpoint1.pt": 16.0,
+    "checkpoint2.pt": 32.0,
+    "checkpoint3.pt": 64.0,
+    "checkpoint_last.pt": 128.0,
+    "checkpoint_best.pt": 256.0,
 }
 
 
@@ -17,17 +24,27 @@ FILES = {  # name -> weight
 def checkpoints(tmp_path_factory):
     directory = tmp_path_factory.mktemp("ckpt")
     for name, weight in FILES.items():
-        torch.save({"model": {"w": torch.full((3,), weight)}, "extra_state": {"name": name}}, directory / name)
+        torch.save(
+            {"model": {"w": torch.full((3,), weight)}, "extra_state": {"name": name}}, directory / name
+        )
     return directory
 
 
-@pytest.mark.parametrize("options, used", [
-    (["--num-update-checkpoints", "2"], ["checkpoint_2_40.pt", "checkpoint_2_30.pt"]),
-    (["--num-update-checkpoints", "3", "--checkpoint-upper-bound", "30"],
-     ["checkpoint_2_30.pt", "checkpoint_1_20.pt", "checkpoint_1_10.pt"]),
-    (["--num-epoch-checkpoints", "2"], ["checkpoint3.pt", "checkpoint2.pt"]),
-    (["--num-epoch-checkpoints", "2", "--checkpoint-upper-bound", "2"], ["checkpoint2.pt", "checkpoint1.pt"]),
-])
+@pytest.mark.parametrize(
+    "options, used",
+    [
+        (["--num-update-checkpoints", "2"], ["checkpoint_2_40.pt", "checkpoint_2_30.pt"]),
+        (
+            ["--num-update-checkpoints", "3", "--checkpoint-upper-bound", "30"],
+            ["checkpoint_2_30.pt", "checkpoint_1_20.pt", "checkpoint_1_10.pt"],
+        ),
+        (["--num-epoch-checkpoints", "2"], ["checkpoint3.pt", "checkpoint2.pt"]),
+        (
+            ["--num-epoch-checkpoints", "2", "--checkpoint-upper-bound", "2"],
+            ["checkpoint2.pt", "checkpoint1.pt"],
+        ),
+    ],
+)
 def test_selects_the_last_checkpoints_below_the_bound(checkpoints, tmp_path, capsys, options, used):
     output = tmp_path / "avg.pt"
     average_checkpoints.main(["--inputs", str(checkpoints), *options, "--output", str(output)])
@@ -35,11 +52,24 @@ def test_selects_the_last_checkpoints_below_the_bound(checkpoints, tmp_path, cap
     expected = sum(FILES[name] for name in used) / len(used)
     torch.testing.assert_close(state["model"]["w"], torch.full((3,), expected))
     assert state["extra_state"] == {"name": used[0]}  # the rest is copied from the newest input
-    assert f"averaging {len(used)} checkpoints: " + " ".join(str(checkpoints / n) for n in used) in capsys.readouterr().err
+    assert (
+        f"averaging {len(used)} checkpoints: " + " ".join(str(checkpoints / n) for n in used)
+        in capsys.readouterr().err
+    )
 
 
 def test_too_few_checkpoints_below_the_bound_is_an_error(checkpoints, tmp_path):
     with pytest.raises(SystemExit, match=f"found 2 checkpoints in {checkpoints}, need 3"):
-        average_checkpoints.main(["--inputs", str(checkpoints), "--num-update-checkpoints", "3",
-                                  "--checkpoint-upper-bound", "25", "--output", str(tmp_path / "avg.pt")])
+        average_checkpoints.main(
+            [
+                "--inputs",
+                str(checkpoints),
+                "--num-update-checkpoints",
+                "3",
+                "--checkpoint-upper-bound",
+                "25",
+                "--output",
+                str(tmp_path / "avg.pt"),
+            ]
+        )
     assert not (tmp_path / "avg.pt").exists()

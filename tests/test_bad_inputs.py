@@ -6,6 +6,7 @@ The commands that need no torch run as subprocesses; the package's console scrip
 scripts that import torch anyway run in this process through the same main() their console script
 calls (a fresh Python + torch + fairseq start costs ~5 s), except one of each kind as a
 subprocess; fairseq-train runs as itself. All inputs are tiny and rejected before any training."""
+
 import collections
 import contextlib
 import hashlib
@@ -20,13 +21,13 @@ import sys
 
 import pytest
 import torch
-
 from conftest import BIN_DIR, PLUGIN_DIR, REPO, cli
 
 pytestmark = pytest.mark.e2e
 SCRIPTS = os.path.join(REPO, "scripts")
-ENV = dict(os.environ, PATH=BIN_DIR + os.pathsep + os.environ["PATH"], OMP_NUM_THREADS="1",
-           PYTHON=sys.executable)
+ENV = dict(
+    os.environ, PATH=BIN_DIR + os.pathsep + os.environ["PATH"], OMP_NUM_THREADS="1", PYTHON=sys.executable
+)
 for key in ("ALT_RELEASE", "ALT_LOCAL", "ALT_WORK"):
     ENV.pop(key, None)
 
@@ -40,8 +41,13 @@ def script(path):
 
 
 def checkpoint(path, weights, temperature=2.0):
-    torch.save({"model": collections.OrderedDict((k, torch.tensor(v)) for k, v in weights.items()),
-                "cfg": {"criterion": {"_name": "tempered_ce", "softmax_temperature": temperature}}}, path)
+    torch.save(
+        {
+            "model": collections.OrderedDict((k, torch.tensor(v)) for k, v in weights.items()),
+            "cfg": {"criterion": {"_name": "tempered_ce", "softmax_temperature": temperature}},
+        },
+        path,
+    )
 
 
 def write(path, data):
@@ -56,8 +62,10 @@ def inputs(tmp_path_factory, toy_data):
     prepared from it, bad corpora, checkpoints (good, damaged, diverged, mismatched), references."""
     root = tmp_path_factory.mktemp("bad-inputs")
     data = os.path.join(SCRIPTS, "alt_data.py")
-    for command in (["toy-release", root / "release"],
-                    ["prepare", "en-vi", "--release", root / "release", "--work", root / "work", "--vocab", "20"]):
+    for command in (
+        ["toy-release", root / "release"],
+        ["prepare", "en-vi", "--release", root / "release", "--work", root / "work", "--vocab", "20"],
+    ):
         subprocess.run([sys.executable, data, *map(str, command)], env=ENV, check=True, capture_output=True)
     # an already split en/ja copy (CRLF, like the shared ALT copy) and its damaged variants
     lines = {split: [f"s{i} s{i + 1} s{i + 2}" for i in range(n)] for split, n in (("train", 20), ("dev", 4))}
@@ -192,188 +200,588 @@ def bench_tempered_ce(argv):
 
 
 PY = [sys.executable]
-DATA, SWEEP, RESULTS = (PY + [os.path.join(SCRIPTS, f"alt_{name}.py")] for name in ("data", "sweep", "results"))
+DATA, SWEEP, RESULTS = (
+    PY + [os.path.join(SCRIPTS, f"alt_{name}.py")] for name in ("data", "sweep", "results")
+)
 EXAMPLES = os.path.join(REPO, "examples")
 ALT = os.path.join(EXAMPLES, "alt")
 SWEEP_OK = ["en-vi", "--work", "{root}/work", "--vocab", "20", "--preset", "mini", "--temperatures", "1,2"]
 GVB = ["{toy}/bin", "--checkpoint", "{ckpt}/a.pt", "--ref", "{toy}/raw/test.tgt", "--", "--cpu"]
-TRAIN = ["{toy}/bin", "--user-dir", PLUGIN_DIR, "--arch", "transformer", "--encoder-layers", "1",
-         "--decoder-layers", "1", "--encoder-embed-dim", "16", "--decoder-embed-dim", "16",
-         "--encoder-ffn-embed-dim", "32", "--decoder-ffn-embed-dim", "32", "--encoder-attention-heads", "2",
-         "--decoder-attention-heads", "2", "--cpu", "--optimizer", "adam", "--lr", "1e-3", "--max-tokens",
-         "1000", "--num-workers", "0", "--save-dir", "{root}/train-out", "--criterion"]
-LM_TRAIN = ["{toy}/lm-bin", "--user-dir", PLUGIN_DIR, "--task", "language_modeling", "--tokens-per-sample", "32",
-            "--cpu", "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "1000", "--num-workers", "0",
-            "--save-dir", "{root}/train-out"]
+TRAIN = [
+    "{toy}/bin",
+    "--user-dir",
+    PLUGIN_DIR,
+    "--arch",
+    "transformer",
+    "--encoder-layers",
+    "1",
+    "--decoder-layers",
+    "1",
+    "--encoder-embed-dim",
+    "16",
+    "--decoder-embed-dim",
+    "16",
+    "--encoder-ffn-embed-dim",
+    "32",
+    "--decoder-ffn-embed-dim",
+    "32",
+    "--encoder-attention-heads",
+    "2",
+    "--decoder-attention-heads",
+    "2",
+    "--cpu",
+    "--optimizer",
+    "adam",
+    "--lr",
+    "1e-3",
+    "--max-tokens",
+    "1000",
+    "--num-workers",
+    "0",
+    "--save-dir",
+    "{root}/train-out",
+    "--criterion",
+]
+LM_TRAIN = [
+    "{toy}/lm-bin",
+    "--user-dir",
+    PLUGIN_DIR,
+    "--task",
+    "language_modeling",
+    "--tokens-per-sample",
+    "32",
+    "--cpu",
+    "--optimizer",
+    "adam",
+    "--lr",
+    "1e-3",
+    "--max-tokens",
+    "1000",
+    "--num-workers",
+    "0",
+    "--save-dir",
+    "{root}/train-out",
+]
 
 # (name, command (a list: a subprocess; a function: in-process main), arguments, the last line has)
 CASES = [
     # scripts/alt_data.py and examples/alt/prepare.sh
-    ("data: CR-only line ends", DATA, ["prepare", "en-ja", "--local", "{root}/cr-only", "--work", "{root}/new",
-                                       "--vocab", "20"], "train.en has CR-only line ends"),
-    ("data: empty dev split", DATA, ["prepare", "en-ja", "--local", "{root}/empty-dev", "--work", "{root}/new",
-                                     "--vocab", "20"], "the dev split of en-ja has no sentence pair"),
-    ("data: UTF-16 local file", DATA, ["check", "en-ja", "--local", "{root}/utf16"], "dev.ja looks like UTF-16"),
-    ("data: --vocab 0", DATA, ["prepare", "en-vi", "--release", "{root}/release", "--work", "{root}/new",
-                               "--vocab", "0"], "--vocab must be >= 1, got 0"),
-    ("data: --workers 0", DATA, ["prepare", "en-vi", "--release", "{root}/release", "--work", "{root}/new",
-                                 "--workers", "0"], "--workers must be >= 1, got 0"),
-    ("data: --train-subset too large", DATA, ["prepare", "en-vi", "--release", "{root}/release", "--work",
-                                              "{root}/new", "--vocab", "20", "--train-subset", "1000"],
-     "--train-subset 1000 > 60 training pairs"),
-    ("data: same language twice", DATA, ["check", "en-en", "--release", "{root}/release"],
-     "source and target are the same language"),
-    ("data: no such --local", DATA, ["check", "en-ja", "--local", "{root}/nowhere"], "nowhere: no such directory"),
-    ("data: toy-release over a directory", DATA, ["toy-release", "{root}/mine"], "mine exists; refusing to overwrite"),
-    ("data: other options for a prepared directory", DATA,
-     ["prepare", "en-vi", "--release", "{root}/release", "--work", "{root}/work", "--vocab", "20",
-      "--drop-incomplete"], "was prepared with other options (drop_incomplete: False, now True)"),
-    ("data: another corpus for a prepared directory", DATA,
-     ["prepare", "en-vi", "--release", "{root}/other-release", "--work", "{root}/work", "--vocab", "20"],
-     "was prepared from another corpus than"),
-    ("prepare.sh: unknown --subwords", ["bash", os.path.join(ALT, "prepare.sh")],
-     ["en-vi", "--release", "{root}/release", "--subwords", "wordpiece"], "argument --subwords: invalid choice"),
+    (
+        "data: CR-only line ends",
+        DATA,
+        ["prepare", "en-ja", "--local", "{root}/cr-only", "--work", "{root}/new", "--vocab", "20"],
+        "train.en has CR-only line ends",
+    ),
+    (
+        "data: empty dev split",
+        DATA,
+        ["prepare", "en-ja", "--local", "{root}/empty-dev", "--work", "{root}/new", "--vocab", "20"],
+        "the dev split of en-ja has no sentence pair",
+    ),
+    (
+        "data: UTF-16 local file",
+        DATA,
+        ["check", "en-ja", "--local", "{root}/utf16"],
+        "dev.ja looks like UTF-16",
+    ),
+    (
+        "data: --vocab 0",
+        DATA,
+        ["prepare", "en-vi", "--release", "{root}/release", "--work", "{root}/new", "--vocab", "0"],
+        "--vocab must be >= 1, got 0",
+    ),
+    (
+        "data: --workers 0",
+        DATA,
+        ["prepare", "en-vi", "--release", "{root}/release", "--work", "{root}/new", "--workers", "0"],
+        "--workers must be >= 1, got 0",
+    ),
+    (
+        "data: --train-subset too large",
+        DATA,
+        [
+            "prepare",
+            "en-vi",
+            "--release",
+            "{root}/release",
+            "--work",
+            "{root}/new",
+            "--vocab",
+            "20",
+            "--train-subset",
+            "1000",
+        ],
+        "--train-subset 1000 > 60 training pairs",
+    ),
+    (
+        "data: same language twice",
+        DATA,
+        ["check", "en-en", "--release", "{root}/release"],
+        "source and target are the same language",
+    ),
+    (
+        "data: no such --local",
+        DATA,
+        ["check", "en-ja", "--local", "{root}/nowhere"],
+        "nowhere: no such directory",
+    ),
+    (
+        "data: toy-release over a directory",
+        DATA,
+        ["toy-release", "{root}/mine"],
+        "mine exists; refusing to overwrite",
+    ),
+    (
+        "data: other options for a prepared directory",
+        DATA,
+        [
+            "prepare",
+            "en-vi",
+            "--release",
+            "{root}/release",
+            "--work",
+            "{root}/work",
+            "--vocab",
+            "20",
+            "--drop-incomplete",
+        ],
+        "was prepared with other options (drop_incomplete: False, now True)",
+    ),
+    (
+        "data: another corpus for a prepared directory",
+        DATA,
+        ["prepare", "en-vi", "--release", "{root}/other-release", "--work", "{root}/work", "--vocab", "20"],
+        "was prepared from another corpus than",
+    ),
+    (
+        "prepare.sh: unknown --subwords",
+        ["bash", os.path.join(ALT, "prepare.sh")],
+        ["en-vi", "--release", "{root}/release", "--subwords", "wordpiece"],
+        "argument --subwords: invalid choice",
+    ),
     # scripts/alt_sweep.py and examples/alt/sweep.sh, run_all.sh
-    ("sweep: --eval-beam 0", SWEEP, ["run", *SWEEP_OK, "--eval-beam", "0"], "--eval-beam must be >= 1, got 0"),
-    ("sweep: --grid-beams 0", SWEEP, ["run", *SWEEP_OK, "--grid-beams", "0,2"], "--grid-beams must be integers >= 1"),
-    ("sweep: --grid-lenpens -1", SWEEP, ["run", *SWEEP_OK, "--grid-lenpens=-1"],
-     "--grid-lenpens must be finite numbers > 0, got -1"),
-    ("sweep: temperatures naming one run", SWEEP, ["run", *SWEEP_OK, "--temperatures", "1,2,2.0000001"],
-     "--temperatures: 2.0, 2.0000001 name the same run (2)"),
-    ("sweep: temperature out of range", SWEEP, ["run", *SWEEP_OK, "--temperatures", "1,1e-9"],
-     "--temperatures must be in [0.01, 100]"),
-    ("sweep: no T=1 for finalize", SWEEP, ["run", *SWEEP_OK, "--temperatures", "2,3"], "needs 1 and another T"),
-    ("sweep: primary LS not swept", SWEEP, ["run", *SWEEP_OK, "--primary-label-smoothing", "0.2"],
-     "--primary-label-smoothing 0.2 is not among --label-smoothing 0.1"),
+    (
+        "sweep: --eval-beam 0",
+        SWEEP,
+        ["run", *SWEEP_OK, "--eval-beam", "0"],
+        "--eval-beam must be >= 1, got 0",
+    ),
+    (
+        "sweep: --grid-beams 0",
+        SWEEP,
+        ["run", *SWEEP_OK, "--grid-beams", "0,2"],
+        "--grid-beams must be integers >= 1",
+    ),
+    (
+        "sweep: --grid-lenpens -1",
+        SWEEP,
+        ["run", *SWEEP_OK, "--grid-lenpens=-1"],
+        "--grid-lenpens must be finite numbers > 0, got -1",
+    ),
+    (
+        "sweep: temperatures naming one run",
+        SWEEP,
+        ["run", *SWEEP_OK, "--temperatures", "1,2,2.0000001"],
+        "--temperatures: 2.0, 2.0000001 name the same run (2)",
+    ),
+    (
+        "sweep: temperature out of range",
+        SWEEP,
+        ["run", *SWEEP_OK, "--temperatures", "1,1e-9"],
+        "--temperatures must be in [0.01, 100]",
+    ),
+    (
+        "sweep: no T=1 for finalize",
+        SWEEP,
+        ["run", *SWEEP_OK, "--temperatures", "2,3"],
+        "needs 1 and another T",
+    ),
+    (
+        "sweep: primary LS not swept",
+        SWEEP,
+        ["run", *SWEEP_OK, "--primary-label-smoothing", "0.2"],
+        "--primary-label-smoothing 0.2 is not among --label-smoothing 0.1",
+    ),
     ("sweep: --patience 0", SWEEP, ["run", *SWEEP_OK, "--patience", "0"], "--patience must be >= 1, got 0"),
     ("sweep: --jobs 0", SWEEP, ["run", *SWEEP_OK, "--jobs", "0"], "--jobs must be >= 1, got 0"),
-    ("sweep: unbalanced quote in --decode-args", SWEEP, ["run", *SWEEP_OK, "--decode-args", "--max-len-a '2"],
-     "--decode-args \"--max-len-a '2\": No closing quotation"),
-    ("sweep: --decode-args sets the beam", SWEEP, ["run", *SWEEP_OK, "--decode-args", "--beam 3"],
-     "--decode-args: --beam is set by the sweep"),
-    ("sweep: unknown --sacrebleu-tokenize", SWEEP, ["run", *SWEEP_OK, "--sacrebleu-tokenize", "moses"],
-     "--sacrebleu-tokenize must be one of"),
-    ("sweep: fairseq-train option the sweep sets", SWEEP, ["run", *SWEEP_OK, "--", "--softmax-temperature", "3"],
-     "--softmax-temperature after -- is set by the sweep (--temperatures)"),
-    ("sweep: direction not prepared", SWEEP, ["run", "en-ja", *SWEEP_OK[1:]], "is not prepared: run examples/alt"),
-    ("sweep: run-one without config.json", SWEEP, ["run-one", "{root}/run-without-config"], "has no config.json"),
-    ("sweep.sh: --gpus-per-run 0", ["bash", os.path.join(ALT, "sweep.sh")], [*SWEEP_OK, "--gpus", "0",
-                                                                             "--gpus-per-run", "0"],
-     "--gpus-per-run must be >= 1, got 0"),
-    ("run_all.sh: not a direction", ["bash", os.path.join(ALT, "run_all.sh")], ["english", "--local", "{root}/local"],
-     "'english' is not a direction"),
+    (
+        "sweep: unbalanced quote in --decode-args",
+        SWEEP,
+        ["run", *SWEEP_OK, "--decode-args", "--max-len-a '2"],
+        '--decode-args "--max-len-a \'2": No closing quotation',
+    ),
+    (
+        "sweep: --decode-args sets the beam",
+        SWEEP,
+        ["run", *SWEEP_OK, "--decode-args", "--beam 3"],
+        "--decode-args: --beam is set by the sweep",
+    ),
+    (
+        "sweep: unknown --sacrebleu-tokenize",
+        SWEEP,
+        ["run", *SWEEP_OK, "--sacrebleu-tokenize", "moses"],
+        "--sacrebleu-tokenize must be one of",
+    ),
+    (
+        "sweep: fairseq-train option the sweep sets",
+        SWEEP,
+        ["run", *SWEEP_OK, "--", "--softmax-temperature", "3"],
+        "--softmax-temperature after -- is set by the sweep (--temperatures)",
+    ),
+    (
+        "sweep: direction not prepared",
+        SWEEP,
+        ["run", "en-ja", *SWEEP_OK[1:]],
+        "is not prepared: run examples/alt",
+    ),
+    (
+        "sweep: run-one without config.json",
+        SWEEP,
+        ["run-one", "{root}/run-without-config"],
+        "has no config.json",
+    ),
+    (
+        "sweep.sh: --gpus-per-run 0",
+        ["bash", os.path.join(ALT, "sweep.sh")],
+        [*SWEEP_OK, "--gpus", "0", "--gpus-per-run", "0"],
+        "--gpus-per-run must be >= 1, got 0",
+    ),
+    (
+        "run_all.sh: not a direction",
+        ["bash", os.path.join(ALT, "run_all.sh")],
+        ["english", "--local", "{root}/local"],
+        "'english' is not a direction",
+    ),
     # scripts/alt_results.py
-    ("results: --out is the work directory", RESULTS, ["--work", "{root}/results-work", "--out", "{root}/results-work"],
-     "was not written by alt_results.py"),
-    ("results: --out holds a user's files", RESULTS, ["--work", "{root}/results-work", "--out", "{root}/mine"],
-     "mine exists and was not written by alt_results.py"),
-    ("results: --out is a file", RESULTS, ["--work", "{root}/results-work", "--out", "{root}/a-file"],
-     "a-file is not a directory"),
+    (
+        "results: --out is the work directory",
+        RESULTS,
+        ["--work", "{root}/results-work", "--out", "{root}/results-work"],
+        "was not written by alt_results.py",
+    ),
+    (
+        "results: --out holds a user's files",
+        RESULTS,
+        ["--work", "{root}/results-work", "--out", "{root}/mine"],
+        "mine exists and was not written by alt_results.py",
+    ),
+    (
+        "results: --out is a file",
+        RESULTS,
+        ["--work", "{root}/results-work", "--out", "{root}/a-file"],
+        "a-file is not a directory",
+    ),
     ("results: no sweep", RESULTS, ["--work", "{root}/mine", "--out", "{root}/new"], "no sweep in"),
     # ctemp-average-checkpoints
-    ("average: empty checkpoint", average, ["--inputs", "{ckpt}/a.pt", "{ckpt}/empty.pt", "--output", "{root}/avg.pt"],
-     "--inputs {ckpt}/empty.pt is empty (0 bytes), not a checkpoint"),
-    ("average: random bytes", average, ["--inputs", "{ckpt}/a.pt", "{ckpt}/random.pt", "--output", "{root}/avg.pt"],
-     "--inputs {ckpt}/random.pt is not a PyTorch checkpoint"),
-    ("average: a text file", ["ctemp-average-checkpoints"],
-     ["--inputs", "{ckpt}/text.pt", "{ckpt}/a.pt", "--output", "{root}/avg.pt"],
-     "--inputs {ckpt}/text.pt is not a PyTorch checkpoint"),
-    ("average: --num-epoch-checkpoints 0", average,
-     ["--inputs", "{ckpt}", "--num-epoch-checkpoints", "0", "--output", "{root}/avg.pt"],
-     "--num-epoch-checkpoints must be >= 1, got 0"),
-    ("average: other shapes", average, ["--inputs", "{ckpt}/a.pt", "{ckpt}/shape.pt", "--output", "{root}/avg.pt"],
-     "parameter w has shape (3,) in {ckpt}/shape.pt but (2,) in {ckpt}/a.pt"),
-    ("average: NaN weights", average, ["--inputs", "{ckpt}/a.pt", "{ckpt}/nan.pt", "--output", "{root}/avg.pt"],
-     "parameter w of {ckpt}/nan.pt has NaN or infinite values"),
-    ("average: mixed temperatures", average, ["--inputs", "{ckpt}/a.pt", "{ckpt}/t1.pt", "--output", "{root}/avg.pt"],
-     "--allow-mixed-temperatures"),
-    ("average: a directory without --num-*", average, ["--inputs", "{ckpt}", "--output", "{root}/avg.pt"],
-     "--inputs {ckpt} is a directory: give checkpoint files, or one directory with --num-epoch-checkpoints"),
-    ("average: one input twice", average, ["--inputs", "{ckpt}/a.pt", "{ckpt}/a.pt", "--output", "{root}/avg.pt"],
-     "names {ckpt}/a.pt more than once"),
-    ("average: existing output", average, ["--inputs", "{ckpt}/a.pt", "{ckpt}/b.pt", "--output", "{ckpt}/t1.pt"],
-     "--output {ckpt}/t1.pt already exists; refusing to overwrite it"),
+    (
+        "average: empty checkpoint",
+        average,
+        ["--inputs", "{ckpt}/a.pt", "{ckpt}/empty.pt", "--output", "{root}/avg.pt"],
+        "--inputs {ckpt}/empty.pt is empty (0 bytes), not a checkpoint",
+    ),
+    (
+        "average: random bytes",
+        average,
+        ["--inputs", "{ckpt}/a.pt", "{ckpt}/random.pt", "--output", "{root}/avg.pt"],
+        "--inputs {ckpt}/random.pt is not a PyTorch checkpoint",
+    ),
+    (
+        "average: a text file",
+        ["ctemp-average-checkpoints"],
+        ["--inputs", "{ckpt}/text.pt", "{ckpt}/a.pt", "--output", "{root}/avg.pt"],
+        "--inputs {ckpt}/text.pt is not a PyTorch checkpoint",
+    ),
+    (
+        "average: --num-epoch-checkpoints 0",
+        average,
+        ["--inputs", "{ckpt}", "--num-epoch-checkpoints", "0", "--output", "{root}/avg.pt"],
+        "--num-epoch-checkpoints must be >= 1, got 0",
+    ),
+    (
+        "average: other shapes",
+        average,
+        ["--inputs", "{ckpt}/a.pt", "{ckpt}/shape.pt", "--output", "{root}/avg.pt"],
+        "parameter w has shape (3,) in {ckpt}/shape.pt but (2,) in {ckpt}/a.pt",
+    ),
+    (
+        "average: NaN weights",
+        average,
+        ["--inputs", "{ckpt}/a.pt", "{ckpt}/nan.pt", "--output", "{root}/avg.pt"],
+        "parameter w of {ckpt}/nan.pt has NaN or infinite values",
+    ),
+    (
+        "average: mixed temperatures",
+        average,
+        ["--inputs", "{ckpt}/a.pt", "{ckpt}/t1.pt", "--output", "{root}/avg.pt"],
+        "--allow-mixed-temperatures",
+    ),
+    (
+        "average: a directory without --num-*",
+        average,
+        ["--inputs", "{ckpt}", "--output", "{root}/avg.pt"],
+        "--inputs {ckpt} is a directory: give checkpoint files, or one directory with --num-epoch-checkpoints",
+    ),
+    (
+        "average: one input twice",
+        average,
+        ["--inputs", "{ckpt}/a.pt", "{ckpt}/a.pt", "--output", "{root}/avg.pt"],
+        "names {ckpt}/a.pt more than once",
+    ),
+    (
+        "average: existing output",
+        average,
+        ["--inputs", "{ckpt}/a.pt", "{ckpt}/b.pt", "--output", "{ckpt}/t1.pt"],
+        "--output {ckpt}/t1.pt already exists; refusing to overwrite it",
+    ),
     # ctemp-greedy-vs-beam
-    ("greedy-vs-beam: non-UTF-8 --ref", greedy_vs_beam, [*GVB[:3], "--ref", "{refs}/latin1.tgt", "--", "--cpu"],
-     "--ref {refs}/latin1.tgt: line 3 is not UTF-8 (byte 0xe9"),
-    ("greedy-vs-beam: UTF-16 --ref", greedy_vs_beam, [*GVB[:3], "--ref", "{refs}/utf16.tgt", "--", "--cpu"],
-     "--ref {refs}/utf16.tgt: looks like UTF-16"),
-    ("greedy-vs-beam: random-bytes checkpoint", greedy_vs_beam, ["{toy}/bin", "--checkpoint", "{ckpt}/random.pt",
-                                                                 *GVB[3:]],
-     "--checkpoint {ckpt}/random.pt is not a PyTorch checkpoint"),
-    ("greedy-vs-beam: --save-dir is a file", greedy_vs_beam, [*GVB[:5], "--save-dir", "{root}/a-file", "--",
-                                                              "--cpu"], "{root}/a-file is a file, not a directory"),
-    ("greedy-vs-beam compare: empty files", greedy_vs_beam, ["compare", "--ref", "{refs}/empty", "--baseline",
-                                                             "{refs}/empty", "--system", "{refs}/empty"],
-     "--ref {refs}/empty is empty"),
+    (
+        "greedy-vs-beam: non-UTF-8 --ref",
+        greedy_vs_beam,
+        [*GVB[:3], "--ref", "{refs}/latin1.tgt", "--", "--cpu"],
+        "--ref {refs}/latin1.tgt: line 3 is not UTF-8 (byte 0xe9",
+    ),
+    (
+        "greedy-vs-beam: UTF-16 --ref",
+        greedy_vs_beam,
+        [*GVB[:3], "--ref", "{refs}/utf16.tgt", "--", "--cpu"],
+        "--ref {refs}/utf16.tgt: looks like UTF-16",
+    ),
+    (
+        "greedy-vs-beam: random-bytes checkpoint",
+        greedy_vs_beam,
+        ["{toy}/bin", "--checkpoint", "{ckpt}/random.pt", *GVB[3:]],
+        "--checkpoint {ckpt}/random.pt is not a PyTorch checkpoint",
+    ),
+    (
+        "greedy-vs-beam: --save-dir is a file",
+        greedy_vs_beam,
+        [*GVB[:5], "--save-dir", "{root}/a-file", "--", "--cpu"],
+        "{root}/a-file is a file, not a directory",
+    ),
+    (
+        "greedy-vs-beam compare: empty files",
+        greedy_vs_beam,
+        ["compare", "--ref", "{refs}/empty", "--baseline", "{refs}/empty", "--system", "{refs}/empty"],
+        "--ref {refs}/empty is empty",
+    ),
     # ctemp-toy-translation, ctemp-user-dir
-    ("toy-translation: --vocab 0", toy_translation, ["{root}/new", "--vocab", "0"], "--vocab must be >= 1, got 0"),
-    ("toy-translation: --train -5", ["ctemp-toy-translation"], ["{root}/new", "--train", "-5"],
-     "--train must be >= 1, got -5"),
-    ("toy-translation: existing corpus", toy_translation, ["{toy}/raw"], "train.src exists; refusing to overwrite it"),
+    (
+        "toy-translation: --vocab 0",
+        toy_translation,
+        ["{root}/new", "--vocab", "0"],
+        "--vocab must be >= 1, got 0",
+    ),
+    (
+        "toy-translation: --train -5",
+        ["ctemp-toy-translation"],
+        ["{root}/new", "--train", "-5"],
+        "--train must be >= 1, got -5",
+    ),
+    (
+        "toy-translation: existing corpus",
+        toy_translation,
+        ["{toy}/raw"],
+        "train.src exists; refusing to overwrite it",
+    ),
     ("user-dir: an argument", user_dir, ["--path"], "unrecognized arguments: --path"),
     # fairseq-train with the plugin
-    ("train: degenerate --softmax-temperature", ["fairseq-train"], [*TRAIN, "tempered_ce", "--softmax-temperature",
-                                                                    "1e-9"],
-     "fairseq-train: error: --softmax-temperature must be in [0.01, 100], got 1e-09"),
-    ("train: degenerate --ct-constant", ["fairseq-train"], [*LM_TRAIN, "--arch", "ct_transformer_lm_tiny",
-                                                            "--ct-normalization", "constant", "--ct-constant",
-                                                            "1e-30", "--criterion", "ct_cross_entropy"],
-     "fairseq-train: error: --ct-constant must be in [0.01, 100], got 1e-30"),
-    ("train: tempered_ce with an adaptive softmax", ["fairseq-train"],
-     [*LM_TRAIN, "--arch", "transformer_lm", "--decoder-layers", "1", "--decoder-embed-dim", "16",
-      "--decoder-ffn-embed-dim", "32", "--decoder-attention-heads", "2", "--adaptive-softmax-cutoff", "20,40",
-      "--criterion", "tempered_ce", "--softmax-temperature", "2"],
-     "fairseq-train: error: --criterion tempered_ce needs a full softmax output layer"),
+    (
+        "train: degenerate --softmax-temperature",
+        ["fairseq-train"],
+        [*TRAIN, "tempered_ce", "--softmax-temperature", "1e-9"],
+        "fairseq-train: error: --softmax-temperature must be in [0.01, 100], got 1e-09",
+    ),
+    (
+        "train: degenerate --ct-constant",
+        ["fairseq-train"],
+        [
+            *LM_TRAIN,
+            "--arch",
+            "ct_transformer_lm_tiny",
+            "--ct-normalization",
+            "constant",
+            "--ct-constant",
+            "1e-30",
+            "--criterion",
+            "ct_cross_entropy",
+        ],
+        "fairseq-train: error: --ct-constant must be in [0.01, 100], got 1e-30",
+    ),
+    (
+        "train: tempered_ce with an adaptive softmax",
+        ["fairseq-train"],
+        [
+            *LM_TRAIN,
+            "--arch",
+            "transformer_lm",
+            "--decoder-layers",
+            "1",
+            "--decoder-embed-dim",
+            "16",
+            "--decoder-ffn-embed-dim",
+            "32",
+            "--decoder-attention-heads",
+            "2",
+            "--adaptive-softmax-cutoff",
+            "20,40",
+            "--criterion",
+            "tempered_ce",
+            "--softmax-temperature",
+            "2",
+        ],
+        "fairseq-train: error: --criterion tempered_ce needs a full softmax output layer",
+    ),
     # analysis and results scripts
-    ("ct_analysis: non-UTF-8 --text", ct_analysis, ["dump", "--path", "{ckpt}/a.pt", "--data", "{toy}/lm-bin",
-                                                    "--text", "{root}/lm-text/latin1.txt", "--output", "{root}/o.tsv"],
-     "--text {root}/lm-text/latin1.txt: line 1 is not UTF-8"),
-    ("ct_analysis: empty checkpoint", ct_analysis, ["dump", "--path", "{ckpt}/empty.pt", "--data", "{toy}/lm-bin",
-                                                    "--text", "{toy}/raw/test.tgt", "--output", "{root}/o.tsv"],
-     "--path {ckpt}/empty.pt is empty (0 bytes)"),
-    ("sact heatmaps: missing --input", sact_heatmaps, ["{toy}/bin", "--path", "{ckpt}/a.pt", "--input",
-                                                       "{root}/nothing.src", "--out-dir", "{root}/maps"],
-     "--input {root}/nothing.src: no such file"),
-    ("sact heatmaps: a text file as checkpoint", sact_heatmaps, ["{toy}/bin", "--path", "{ckpt}/text.pt", "--input",
-                                                                 "{toy}/raw/test.src", "--out-dir", "{root}/maps"],
-     "--path {ckpt}/text.pt is not a PyTorch checkpoint"),
-    ("quickstart: --epochs 0", quickstart, ["--epochs", "0", "--workdir", "{root}/new"],
-     "--epochs must be >= 1, got 0"),
-    ("quickstart: --temperature 1", quickstart, ["--temperature", "1", "--workdir", "{root}/new"],
-     "and not 1 (the baseline)"),
-    ("lm_results: missing log", lm_results, ["plot", "--logs", "{root}/none.log", "--output", "{root}/c.png"],
-     "no log {root}/none.log"),
-    ("sact summarize: missing work directory", sact_summarize, ["{root}/nowhere", "test", "5", "sact"],
-     "WORK_DIR {root}/nowhere: no such directory"),
+    (
+        "ct_analysis: non-UTF-8 --text",
+        ct_analysis,
+        [
+            "dump",
+            "--path",
+            "{ckpt}/a.pt",
+            "--data",
+            "{toy}/lm-bin",
+            "--text",
+            "{root}/lm-text/latin1.txt",
+            "--output",
+            "{root}/o.tsv",
+        ],
+        "--text {root}/lm-text/latin1.txt: line 1 is not UTF-8",
+    ),
+    (
+        "ct_analysis: empty checkpoint",
+        ct_analysis,
+        [
+            "dump",
+            "--path",
+            "{ckpt}/empty.pt",
+            "--data",
+            "{toy}/lm-bin",
+            "--text",
+            "{toy}/raw/test.tgt",
+            "--output",
+            "{root}/o.tsv",
+        ],
+        "--path {ckpt}/empty.pt is empty (0 bytes)",
+    ),
+    (
+        "sact heatmaps: missing --input",
+        sact_heatmaps,
+        ["{toy}/bin", "--path", "{ckpt}/a.pt", "--input", "{root}/nothing.src", "--out-dir", "{root}/maps"],
+        "--input {root}/nothing.src: no such file",
+    ),
+    (
+        "sact heatmaps: a text file as checkpoint",
+        sact_heatmaps,
+        [
+            "{toy}/bin",
+            "--path",
+            "{ckpt}/text.pt",
+            "--input",
+            "{toy}/raw/test.src",
+            "--out-dir",
+            "{root}/maps",
+        ],
+        "--path {ckpt}/text.pt is not a PyTorch checkpoint",
+    ),
+    (
+        "quickstart: --epochs 0",
+        quickstart,
+        ["--epochs", "0", "--workdir", "{root}/new"],
+        "--epochs must be >= 1, got 0",
+    ),
+    (
+        "quickstart: --temperature 1",
+        quickstart,
+        ["--temperature", "1", "--workdir", "{root}/new"],
+        "and not 1 (the baseline)",
+    ),
+    (
+        "lm_results: missing log",
+        lm_results,
+        ["plot", "--logs", "{root}/none.log", "--output", "{root}/c.png"],
+        "no log {root}/none.log",
+    ),
+    (
+        "sact summarize: missing work directory",
+        sact_summarize,
+        ["{root}/nowhere", "test", "5", "sact"],
+        "WORK_DIR {root}/nowhere: no such directory",
+    ),
     ("bench_ct_lm: --rounds 0", bench_ct_lm, ["--rounds", "0", "--device", "cpu"], "--rounds must be >= 1"),
-    ("bench_sact: --models without sact", bench_sact, ["--models", "stock", "none", "--device", "cpu"],
-     "--models must include stock and sact"),
-    ("bench_tempered_ce: --temperature 0", bench_tempered_ce, ["--temperature", "0", "--device", "cpu"],
-     "--temperature must be in [0.01, 100]"),
+    (
+        "bench_sact: --models without sact",
+        bench_sact,
+        ["--models", "stock", "none", "--device", "cpu"],
+        "--models must include stock and sact",
+    ),
+    (
+        "bench_tempered_ce: --temperature 0",
+        bench_tempered_ce,
+        ["--temperature", "0", "--device", "cpu"],
+        "--temperature must be in [0.01, 100]",
+    ),
     # the example recipes (shell)
-    ("language_model/train.sh: unknown variant", ["bash", os.path.join(EXAMPLES, "language_model", "train.sh")],
-     ["ptb", "ct-large", "{root}/new"], "unknown variant 'ct-large'"),
-    ("language_model/prepare.sh: unknown dataset", ["bash", os.path.join(EXAMPLES, "language_model", "prepare.sh")],
-     ["wikitext-3"], "unknown dataset 'wikitext-3'"),
-    ("language_model/evaluate.sh: no checkpoint", ["bash", os.path.join(EXAMPLES, "language_model", "evaluate.sh")],
-     ["{root}/new", "ptb"], "no checkpoint {root}/new/checkpoint_best.pt"),
-    ("sact/train.sh: unknown variant", ["bash", os.path.join(EXAMPLES, "sact", "train.sh")],
-     ["{toy}/bin", "{root}/new", "sact-2"], "unknown VARIANT 'sact-2'"),
-    ("sact/evaluate.sh: no data", ["bash", os.path.join(EXAMPLES, "sact", "evaluate.sh")],
-     ["{root}/nowhere", "{root}/new", "test", "{toy}/raw/test.tgt"], "DATA_BIN {root}/nowhere: no such directory"),
-    ("sact/prepare_alt_en_vi.sh: no such LOCAL_DIR", ["bash", os.path.join(EXAMPLES, "sact", "prepare_alt_en_vi.sh")],
-     ["{root}/new", "{root}/nowhere"], "LOCAL_DIR {root}/nowhere: no such directory"),
-    ("sact/prepare_iwslt15_en_vi.sh: no such LOCAL_DIR",
-     ["bash", os.path.join(EXAMPLES, "sact", "prepare_iwslt15_en_vi.sh")], ["{root}/new", "{root}/nowhere"],
-     "LOCAL_DIR {root}/nowhere: no such directory"),
-    ("sact/run_alt_small.sh: no such LOCAL_ALT_DIR", ["bash", os.path.join(EXAMPLES, "sact", "run_alt_small.sh")],
-     ["{root}/new", "{root}/nowhere"], "LOCAL_DIR {root}/nowhere: no such directory"),
-    ("sact/run_iwslt15_en_vi.sh: no such LOCAL_DIR", ["bash", os.path.join(EXAMPLES, "sact", "run_iwslt15_en_vi.sh")],
-     ["{root}/new", "{root}/nowhere"], "LOCAL_DIR {root}/nowhere: no such directory"),
-    ("softmax_tempering/train_and_decode.sh: T 0",
-     ["bash", os.path.join(EXAMPLES, "softmax_tempering", "train_and_decode.sh")], ["{toy}/bin", "{root}/new", "0"],
-     "T must be a number in [0.01, 100]"),
+    (
+        "language_model/train.sh: unknown variant",
+        ["bash", os.path.join(EXAMPLES, "language_model", "train.sh")],
+        ["ptb", "ct-large", "{root}/new"],
+        "unknown variant 'ct-large'",
+    ),
+    (
+        "language_model/prepare.sh: unknown dataset",
+        ["bash", os.path.join(EXAMPLES, "language_model", "prepare.sh")],
+        ["wikitext-3"],
+        "unknown dataset 'wikitext-3'",
+    ),
+    (
+        "language_model/evaluate.sh: no checkpoint",
+        ["bash", os.path.join(EXAMPLES, "language_model", "evaluate.sh")],
+        ["{root}/new", "ptb"],
+        "no checkpoint {root}/new/checkpoint_best.pt",
+    ),
+    (
+        "sact/train.sh: unknown variant",
+        ["bash", os.path.join(EXAMPLES, "sact", "train.sh")],
+        ["{toy}/bin", "{root}/new", "sact-2"],
+        "unknown VARIANT 'sact-2'",
+    ),
+    (
+        "sact/evaluate.sh: no data",
+        ["bash", os.path.join(EXAMPLES, "sact", "evaluate.sh")],
+        ["{root}/nowhere", "{root}/new", "test", "{toy}/raw/test.tgt"],
+        "DATA_BIN {root}/nowhere: no such directory",
+    ),
+    (
+        "sact/prepare_alt_en_vi.sh: no such LOCAL_DIR",
+        ["bash", os.path.join(EXAMPLES, "sact", "prepare_alt_en_vi.sh")],
+        ["{root}/new", "{root}/nowhere"],
+        "LOCAL_DIR {root}/nowhere: no such directory",
+    ),
+    (
+        "sact/prepare_iwslt15_en_vi.sh: no such LOCAL_DIR",
+        ["bash", os.path.join(EXAMPLES, "sact", "prepare_iwslt15_en_vi.sh")],
+        ["{root}/new", "{root}/nowhere"],
+        "LOCAL_DIR {root}/nowhere: no such directory",
+    ),
+    (
+        "sact/run_alt_small.sh: no such LOCAL_ALT_DIR",
+        ["bash", os.path.join(EXAMPLES, "sact", "run_alt_small.sh")],
+        ["{root}/new", "{root}/nowhere"],
+        "LOCAL_DIR {root}/nowhere: no such directory",
+    ),
+    (
+        "sact/run_iwslt15_en_vi.sh: no such LOCAL_DIR",
+        ["bash", os.path.join(EXAMPLES, "sact", "run_iwslt15_en_vi.sh")],
+        ["{root}/new", "{root}/nowhere"],
+        "LOCAL_DIR {root}/nowhere: no such directory",
+    ),
+    (
+        "softmax_tempering/train_and_decode.sh: T 0",
+        ["bash", os.path.join(EXAMPLES, "softmax_tempering", "train_and_decode.sh")],
+        ["{toy}/bin", "{root}/new", "0"],
+        "T must be a number in [0.01, 100]",
+    ),
 ]
 
 
@@ -382,8 +790,12 @@ def test_bad_input(inputs, name, command, argv, expected, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     for key in ("ALT_RELEASE", "ALT_LOCAL", "ALT_WORK"):
         monkeypatch.delenv(key, raising=False)
-    places = {"root": inputs["root"], "toy": inputs["toy"]["bin"].parent, "ckpt": inputs["ckpt"],
-              "refs": inputs["refs"]}
+    places = {
+        "root": inputs["root"],
+        "toy": inputs["toy"]["bin"].parent,
+        "ckpt": inputs["ckpt"],
+        "refs": inputs["refs"],
+    }
     argv = [a.format(**places) for a in argv]
     expected = expected.format(**places)
     watched = (inputs["root"], places["toy"])
@@ -393,8 +805,14 @@ def test_bad_input(inputs, name, command, argv, expected, monkeypatch):
     else:
         if not os.path.isabs(command[0]) and command[0] != "bash":
             command = [cli(command[0])]
-        proc = subprocess.run(command + argv, env=ENV, text=True, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, cwd=inputs["root"])
+        proc = subprocess.run(
+            command + argv,
+            env=ENV,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=inputs["root"],
+        )
         code, output = proc.returncode, proc.stdout
     last = output.strip().split("\n")[-1]
     assert code != 0, f"{name}: exit status 0\n{output[-2000:]}"
@@ -423,9 +841,16 @@ def test_the_suite_covers_every_tool():
         "examples/language_model/common.sh": "sourced by the other LM scripts",
         "examples/language_model/ptb_small_experiment.sh": "no arguments; runs train.sh and evaluate.sh",
     }
-    function = {"ct_analysis.py": ct_analysis, "sact_attention_heatmaps.py": sact_heatmaps,
-                "quickstart.py": quickstart, "lm_results.py": lm_results, "summarize.py": sact_summarize,
-                "bench_ct_lm.py": bench_ct_lm, "bench_sact.py": bench_sact, "bench_tempered_ce.py": bench_tempered_ce}
+    function = {
+        "ct_analysis.py": ct_analysis,
+        "sact_attention_heatmaps.py": sact_heatmaps,
+        "quickstart.py": quickstart,
+        "lm_results.py": lm_results,
+        "summarize.py": sact_summarize,
+        "bench_ct_lm.py": bench_ct_lm,
+        "bench_sact.py": bench_sact,
+        "bench_tempered_ce.py": bench_tempered_ce,
+    }
     for folder in ("scripts", "examples", "benchmarks"):
         for d, _, files in os.walk(os.path.join(REPO, folder)):
             for f in files:

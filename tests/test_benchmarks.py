@@ -1,5 +1,6 @@
 """Smoke tests of the three benchmarks at toy sizes: each runs and prints every model and ratio
 (no assertion on speed: this only checks that the benchmarks still work)."""
+
 import os
 import re
 
@@ -15,6 +16,7 @@ def benchmarks(monkeypatch):
     import bench_ct_lm
     import bench_sact
     import bench_tempered_ce
+
     return {"bench_ct_lm": bench_ct_lm, "bench_sact": bench_sact, "bench_tempered_ce": bench_tempered_ce}
 
 
@@ -27,10 +29,30 @@ def run_main(bench, argv, capsys):
     import logging
 
     import torch
+
     threads = torch.get_num_threads()
     try:
-        bench.main(["--device", "cpu", "--vocab", "300", "--layers", "1", "--dim", "32", "--rounds", "1",
-                    "--warmup", "0", "--batches", "1", "--threads", "1", *argv])
+        bench.main(
+            [
+                "--device",
+                "cpu",
+                "--vocab",
+                "300",
+                "--layers",
+                "1",
+                "--dim",
+                "32",
+                "--rounds",
+                "1",
+                "--warmup",
+                "0",
+                "--batches",
+                "1",
+                "--threads",
+                "1",
+                *argv,
+            ]
+        )
     finally:  # main() sets these process-wide
         torch.set_num_threads(threads)
         logging.disable(logging.NOTSET)
@@ -38,24 +60,53 @@ def run_main(bench, argv, capsys):
 
 
 def test_bench_tempered_ce_smoke(benchmarks, capsys):
-    out = run_main(benchmarks["bench_tempered_ce"], ["--ffn", "64", "--heads", "2", "--max-tokens", "256"], capsys)
+    out = run_main(
+        benchmarks["bench_tempered_ce"], ["--ffn", "64", "--heads", "2", "--max-tokens", "256"], capsys
+    )
     assert "A = --criterion label_smoothed_cross_entropy" in out
     assert "B = --criterion tempered_ce --softmax-temperature 4.0" in out
     for label in ("stock", "tempered"):
-        assert re.search(rf"^{label} +\d+ \[ *\d+ \.\. *\d+\] +\d+ +[\d.]+ +[\d.]+$", out, re.M), f"{label}:\n{out}"
-    assert re.search(r"^RATIO tempered/stock: words/s [\d.]+x \(target >= 0.97: (OK|MISSED)\) \| "
-                     r"peak memory [\d.]+x", out, re.M), out
+        assert re.search(rf"^{label} +\d+ \[ *\d+ \.\. *\d+\] +\d+ +[\d.]+ +[\d.]+$", out, re.M), (
+            f"{label}:\n{out}"
+        )
+    assert re.search(
+        r"^RATIO tempered/stock: words/s [\d.]+x \(target >= 0.97: (OK|MISSED)\) \| "
+        r"peak memory [\d.]+x",
+        out,
+        re.M,
+    ), out
 
 
 def test_bench_sact_smoke(benchmarks, capsys):
-    out = run_main(benchmarks["bench_sact"], ["--max-tokens", "256", "--beam", "2", "--gen-sentences", "8",
-                                              "--gen-batch-size", "4", "--gen-len", "5"], capsys)
-    for label, arch in (("stock", "--arch lstm"), ("none", "--arch sact_lstm --attention-temperature none"),
-                        ("sact", "--arch sact_lstm --attention-temperature sact")):
+    out = run_main(
+        benchmarks["bench_sact"],
+        [
+            "--max-tokens",
+            "256",
+            "--beam",
+            "2",
+            "--gen-sentences",
+            "8",
+            "--gen-batch-size",
+            "4",
+            "--gen-len",
+            "5",
+        ],
+        capsys,
+    )
+    for label, arch in (
+        ("stock", "--arch lstm"),
+        ("none", "--arch sact_lstm --attention-temperature none"),
+        ("sact", "--arch sact_lstm --attention-temperature sact"),
+    ):
         assert re.search(rf"^{label} +{re.escape(arch)}", out, re.M), f"{label}:\n{out}"
         assert re.search(rf"^{label} +\d+ \[ *\d+ \.\. *\d+\] +\d+ +[\d.]+ \[", out, re.M), f"{label}:\n{out}"
-    assert re.search(r"^RATIO sact/stock: training words/s [\d.]+x \(target >= 0.85: (OK|MISSED)\) \| "
-                     r"beam-2 sentences/s [\d.]+x", out, re.M), out
+    assert re.search(
+        r"^RATIO sact/stock: training words/s [\d.]+x \(target >= 0.85: (OK|MISSED)\) \| "
+        r"beam-2 sentences/s [\d.]+x",
+        out,
+        re.M,
+    ), out
 
 
 @pytest.mark.parametrize("name", ["bench_sact", "bench_tempered_ce"])
@@ -67,8 +118,11 @@ def test_benchmarks_refuse_fp16_without_cuda(benchmarks, name):
 
 
 def test_bench_ct_lm_smoke(bench_ct_lm, capsys):
-    out = run_main(bench_ct_lm, ["--ffn", "64", "--heads", "2", "--tokens-per-sample", "32", "--max-tokens", "128",
-                                 "--ct-rank", "8"], capsys)
+    out = run_main(
+        bench_ct_lm,
+        ["--ffn", "64", "--heads", "2", "--tokens-per-sample", "32", "--max-tokens", "128", "--ct-rank", "8"],
+        capsys,
+    )
     assert out.startswith("command: bench_ct_lm.main(")
     assert "cutoffs=18,90" in out  # 2000,10000 scaled to the vocabulary
     for name, label in (("A", "stock"), ("B", "ct-ada"), ("C", "ct-full"), ("D", "ada-noT")):

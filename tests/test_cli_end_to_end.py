@@ -3,29 +3,76 @@
 
 import pytest
 import torch
-
-from conftest import (FAST_DECODE, PLUGIN_DIR, TINY_TRANSFORMER, TRAIN_DEFAULTS, hypotheses,
-                      json_log_records, run_cli)
+from conftest import (
+    FAST_DECODE,
+    PLUGIN_DIR,
+    TINY_TRANSFORMER,
+    TRAIN_DEFAULTS,
+    hypotheses,
+    json_log_records,
+    run_cli,
+)
 
 pytestmark = pytest.mark.e2e
 T_TRAIN = 3.0
 
 
-def train(data, save_dir, *extra, epochs=4, criterion=("--criterion", "tempered_ce",
-          "--softmax-temperature", str(T_TRAIN), "--label-smoothing", "0.1"), check=True):
-    return run_cli("fairseq-train", data, "--user-dir", PLUGIN_DIR, *TINY_TRANSFORMER,
-                   *TRAIN_DEFAULTS, *criterion, "--max-epoch", epochs, "--save-dir", save_dir,
-                   *extra, check=check)
+def train(
+    data,
+    save_dir,
+    *extra,
+    epochs=4,
+    criterion=(
+        "--criterion",
+        "tempered_ce",
+        "--softmax-temperature",
+        str(T_TRAIN),
+        "--label-smoothing",
+        "0.1",
+    ),
+    check=True,
+):
+    return run_cli(
+        "fairseq-train",
+        data,
+        "--user-dir",
+        PLUGIN_DIR,
+        *TINY_TRANSFORMER,
+        *TRAIN_DEFAULTS,
+        *criterion,
+        "--max-epoch",
+        epochs,
+        "--save-dir",
+        save_dir,
+        *extra,
+        check=check,
+    )
 
 
 def generate(data, checkpoint, *extra, user_dir=True, env=None):
     plugin = ["--user-dir", PLUGIN_DIR] if user_dir else []
-    return run_cli("fairseq-generate", data, "--path", checkpoint, *plugin, *FAST_DECODE,
-                   "--gen-subset", "test", *extra, env=env).stdout
+    return run_cli(
+        "fairseq-generate",
+        data,
+        "--path",
+        checkpoint,
+        *plugin,
+        *FAST_DECODE,
+        "--gen-subset",
+        "test",
+        *extra,
+        env=env,
+    ).stdout
 
 
-EVAL_BLEU = ["--eval-bleu", "--eval-bleu-args", '{"beam": 1, "max_len_a": 1.2, "max_len_b": 10}',
-             "--best-checkpoint-metric", "bleu", "--maximize-best-checkpoint-metric"]
+EVAL_BLEU = [
+    "--eval-bleu",
+    "--eval-bleu-args",
+    '{"beam": 1, "max_len_a": 1.2, "max_len_b": 10}',
+    "--best-checkpoint-metric",
+    "bleu",
+    "--maximize-best-checkpoint-metric",
+]
 
 
 @pytest.fixture(scope="module")
@@ -41,15 +88,28 @@ def test_validation_bleu_decodes_at_the_training_temperature(tempered_run):
     valid = json_log_records(tempered_run["log"], "valid")
     assert len(valid) == 4 and all("valid_bleu" in r for r in valid)
     train_stats = json_log_records(tempered_run["log"], "train")[-1]
-    for key in ("train_nll_loss_untempered", "train_entropy", "train_entropy_untempered",
-                "train_ppl_untempered"):
+    for key in (
+        "train_nll_loss_untempered",
+        "train_entropy",
+        "train_entropy_untempered",
+        "train_ppl_untempered",
+    ):
         assert key in train_stats
 
 
 def test_bad_decoding_temperature_is_refused(tempered_run):
-    proc = run_cli("fairseq-generate", tempered_run["data"], "--path",
-                   tempered_run["dir"] / "checkpoint_last.pt", "--user-dir", PLUGIN_DIR,
-                   *FAST_DECODE, "--temperature", "0", check=False)
+    proc = run_cli(
+        "fairseq-generate",
+        tempered_run["data"],
+        "--path",
+        tempered_run["dir"] / "checkpoint_last.pt",
+        "--user-dir",
+        PLUGIN_DIR,
+        *FAST_DECODE,
+        "--temperature",
+        "0",
+        check=False,
+    )
     assert proc.returncode != 0
     assert "--temperature must be a finite number > 0" in proc.stdout and "got 0" in proc.stdout
 
@@ -68,8 +128,15 @@ def test_resume_from_checkpoint_last_gives_the_same_losses(toy_data, tempered_ru
 
 def test_averaged_checkpoints_generate(tempered_run, tmp_path):
     out = tmp_path / "avg.pt"
-    run_cli("ctemp-average-checkpoints", "--inputs", tempered_run["dir"],
-            "--num-epoch-checkpoints", "2", "--output", out)
+    run_cli(
+        "ctemp-average-checkpoints",
+        "--inputs",
+        tempered_run["dir"],
+        "--num-epoch-checkpoints",
+        "2",
+        "--output",
+        out,
+    )
     last = [torch.load(tempered_run["dir"] / f"checkpoint{e}.pt")["model"] for e in (3, 4)]
     averaged = torch.load(out)["model"]
     for key, value in averaged.items():
@@ -77,8 +144,16 @@ def test_averaged_checkpoints_generate(tempered_run, tmp_path):
     output = generate(tempered_run["data"], out, "--beam", "2")
     assert f"trained with tempered_ce at T={T_TRAIN:g}" in output
     assert len(hypotheses(output)) == 80
-    again = run_cli("ctemp-average-checkpoints", "--inputs", tempered_run["dir"],
-                    "--num-epoch-checkpoints", "2", "--output", out, check=False)
+    again = run_cli(
+        "ctemp-average-checkpoints",
+        "--inputs",
+        tempered_run["dir"],
+        "--num-epoch-checkpoints",
+        "2",
+        "--output",
+        out,
+        check=False,
+    )
     assert again.returncode != 0 and "already exists; refusing to overwrite" in again.stdout
 
 
@@ -87,20 +162,59 @@ def test_bad_training_options_fail_before_any_training_step(toy_data, tmp_path):
         ("--softmax-temperature", "0", "--softmax-temperature must be a finite number > 0"),
         ("--sem-weight", "2", "--sem-weight must be in [0, 1]"),
     ]:
-        proc = train(toy_data["bin"], tmp_path / option.strip("-"), epochs=1, check=False,
-                     criterion=("--criterion", "tempered_ce", option, value))
+        proc = train(
+            toy_data["bin"],
+            tmp_path / option.strip("-"),
+            epochs=1,
+            check=False,
+            criterion=("--criterion", "tempered_ce", option, value),
+        )
         assert proc.returncode != 0 and message in proc.stdout
         assert "begin training epoch" not in proc.stdout
 
 
 def test_tempered_ce_refuses_an_adaptive_softmax_before_any_update(toy_data, tmp_path):
-    lm = ["--task", "language_modeling", "--arch", "transformer_lm", "--decoder-layers", "1",
-          "--decoder-embed-dim", "32", "--decoder-ffn-embed-dim", "64",
-          "--decoder-attention-heads", "2", "--tokens-per-sample", "32", "--cpu", "--optimizer",
-          "adam", "--lr", "3e-3", "--max-tokens", "1024", "--max-epoch", "1", "--user-dir", PLUGIN_DIR]
-    refused = run_cli("fairseq-train", toy_data["lm_bin"], *lm, "--criterion", "tempered_ce",
-                      "--softmax-temperature", "2", "--adaptive-softmax-cutoff", "20,40",
-                      "--save-dir", tmp_path / "adaptive", check=False)
+    lm = [
+        "--task",
+        "language_modeling",
+        "--arch",
+        "transformer_lm",
+        "--decoder-layers",
+        "1",
+        "--decoder-embed-dim",
+        "32",
+        "--decoder-ffn-embed-dim",
+        "64",
+        "--decoder-attention-heads",
+        "2",
+        "--tokens-per-sample",
+        "32",
+        "--cpu",
+        "--optimizer",
+        "adam",
+        "--lr",
+        "3e-3",
+        "--max-tokens",
+        "1024",
+        "--max-epoch",
+        "1",
+        "--user-dir",
+        PLUGIN_DIR,
+    ]
+    refused = run_cli(
+        "fairseq-train",
+        toy_data["lm_bin"],
+        *lm,
+        "--criterion",
+        "tempered_ce",
+        "--softmax-temperature",
+        "2",
+        "--adaptive-softmax-cutoff",
+        "20,40",
+        "--save-dir",
+        tmp_path / "adaptive",
+        check=False,
+    )
     assert refused.returncode != 0
     assert "tempered_ce needs a full softmax output layer" in refused.stdout
     assert "num_updates" not in refused.stdout  # no update happened

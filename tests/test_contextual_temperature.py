@@ -1,4 +1,5 @@
 """The contextual-temperature layer: ranges, validity, fp32, bad options."""
+
 import pytest
 import torch
 
@@ -59,16 +60,19 @@ def test_temperature_of_a_position_depends_on_that_position_only():
     torch.testing.assert_close(layer(h)[:, :3], layer(changed)[:, :3])
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    ({"alpha": -0.1}, r"--ct-alpha must be a finite number >= 0"),
-    ({"alpha": 0.0, "learn_alpha_beta": True}, r"--ct-alpha must be a finite number > 0 when learned"),
-    ({"beta": 0.0}, r"--ct-beta must be a finite number > 0"),
-    ({"normalization": "lambda_tanh", "lam": 1.0}, r"--ct-lambda must be a finite number > 1"),
-    ({"normalization": "tanh_plus_lambda", "lam": 0.5}, r"--ct-lambda must be a finite number > 1"),
-    ({"rank": 0}, r"--ct-rank \(Q\) must be an integer >= 1"),
-    ({"normalization": "constant", "constant": 0.0}, r"--ct-constant must be a finite number > 0"),
-    ({"normalization": "sigmoid"}, r"--ct-normalization must be one of"),
-])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"alpha": -0.1}, r"--ct-alpha must be a finite number >= 0"),
+        ({"alpha": 0.0, "learn_alpha_beta": True}, r"--ct-alpha must be a finite number > 0 when learned"),
+        ({"beta": 0.0}, r"--ct-beta must be a finite number > 0"),
+        ({"normalization": "lambda_tanh", "lam": 1.0}, r"--ct-lambda must be a finite number > 1"),
+        ({"normalization": "tanh_plus_lambda", "lam": 0.5}, r"--ct-lambda must be a finite number > 1"),
+        ({"rank": 0}, r"--ct-rank \(Q\) must be an integer >= 1"),
+        ({"normalization": "constant", "constant": 0.0}, r"--ct-constant must be a finite number > 0"),
+        ({"normalization": "sigmoid"}, r"--ct-normalization must be one of"),
+    ],
+)
 def test_bad_options_are_refused_at_build_time(kwargs, message):
     with pytest.raises(ValueError, match=message):
         ContextualTemperature(8, 30, **kwargs)

@@ -5,6 +5,7 @@ Each subcommand runs once through the real command line (subprocess); the number
 checked against tau / log-probabilities computed here independently from the checkpoints, and
 against fairseq's own language-modeling samples (what fairseq-eval-lm --sample-break-mode eos
 scores). The error cases run in-process through ``main`` (same code path, no second import)."""
+
 import csv
 import importlib.util
 import json
@@ -16,17 +17,35 @@ import sys
 import numpy as np
 import pytest
 import torch
-
-import fairseq_ctemp  # noqa: F401  (registers the models)
 from conftest import PLUGIN_DIR, REPO
 from fairseq import checkpoint_utils
+
+import fairseq_ctemp  # noqa: F401  (registers the models)
 
 pytestmark = pytest.mark.e2e
 SCRIPT = os.path.join(REPO, "scripts", "ct_analysis.py")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-TRAIN = ["--task", "language_modeling", "--criterion", "ct_cross_entropy", "--cpu", "--optimizer",
-         "adam", "--lr", "3e-3", "--max-tokens", "2000", "--tokens-per-sample", "64", "--seed", "1",
-         "--num-workers", "0", "--log-format", "simple"]
+TRAIN = [
+    "--task",
+    "language_modeling",
+    "--criterion",
+    "ct_cross_entropy",
+    "--cpu",
+    "--optimizer",
+    "adam",
+    "--lr",
+    "3e-3",
+    "--max-tokens",
+    "2000",
+    "--tokens-per-sample",
+    "64",
+    "--seed",
+    "1",
+    "--num-workers",
+    "0",
+    "--log-format",
+    "simple",
+]
 
 
 def load_script():
@@ -42,8 +61,12 @@ ct_analysis = load_script()
 def analysis(*args, check=True):
     """The real command line, one thread (2 shared cores)."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, SCRIPT, *map(str, args)], env=env, text=True,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.run(
+        [sys.executable, SCRIPT, *map(str, args)],
+        env=env,
+        text=True,
+        capture_output=True,
+    )
     if check and proc.returncode != 0:
         pytest.fail(f"ct_analysis.py {args[0]} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     return proc
@@ -72,19 +95,42 @@ def trained(toy_data, tmp_path_factory):
     """ct: CT-MoS LSTM, 3 epochs (checkpoint1-3.pt); baseline: the same without temperature;
     transformer: CT with adaptive softmax; 1 epoch each."""
     root = tmp_path_factory.mktemp("ct_analysis")
-    runs = [[str(toy_data["lm_bin"]), "--user-dir", PLUGIN_DIR, "--arch", arch, *TRAIN,
-             "--max-epoch", str(epochs), "--save-dir", str(root / name)]
-            for name, arch, epochs in (("ct", "ct_mos_lstm_lm_tiny", 3), ("baseline", "lstm_lm_tiny", 1),
-                                       ("transformer", "ct_transformer_lm_tiny", 1))]
-    proc = subprocess.run([sys.executable, "-c", TRAIN_ALL, json.dumps(runs)], text=True,
-                          env=dict(os.environ, OMP_NUM_THREADS="1"), stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT)
+    runs = [
+        [
+            str(toy_data["lm_bin"]),
+            "--user-dir",
+            PLUGIN_DIR,
+            "--arch",
+            arch,
+            *TRAIN,
+            "--max-epoch",
+            str(epochs),
+            "--save-dir",
+            str(root / name),
+        ]
+        for name, arch, epochs in (
+            ("ct", "ct_mos_lstm_lm_tiny", 3),
+            ("baseline", "lstm_lm_tiny", 1),
+            ("transformer", "ct_transformer_lm_tiny", 1),
+        )
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-c", TRAIN_ALL, json.dumps(runs)],
+        text=True,
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     if proc.returncode != 0:
         pytest.fail(f"training failed:\n{proc.stdout[-4000:]}")
-    return {"root": root, "data": str(toy_data["lm_bin"]), "text": str(toy_data["raw"] / "test.tgt"),
-            "ct": [str(root / "ct" / f"checkpoint{e}.pt") for e in (1, 2, 3)],
-            "baseline": str(root / "baseline" / "checkpoint1.pt"),
-            "transformer": str(root / "transformer" / "checkpoint1.pt")}
+    return {
+        "root": root,
+        "data": str(toy_data["lm_bin"]),
+        "text": str(toy_data["raw"] / "test.tgt"),
+        "ct": [str(root / "ct" / f"checkpoint{e}.pt") for e in (1, 2, 3)],
+        "baseline": str(root / "baseline" / "checkpoint1.pt"),
+        "transformer": str(root / "transformer" / "checkpoint1.pt"),
+    }
 
 
 _models = {}
@@ -94,7 +140,8 @@ def model_of(path, data, **overrides):
     key = (path, tuple(sorted(overrides.items())))
     if key not in _models:
         models, _, task = checkpoint_utils.load_model_ensemble_and_task(
-            [path], arg_overrides={"data": data, **overrides})
+            [path], arg_overrides={"data": data, **overrides}
+        )
         _models[key] = (models[0].eval(), task)
     return _models[key]
 
@@ -109,8 +156,12 @@ def reference(path, data, words):
         features, extra = model.decoder(tokens)
         tau = model.decoder.output_head.temperatures(features)
         lprobs = model.get_normalized_probs((features, extra), log_probs=True)
-    return {"tau": None if tau is None else tau[0].numpy(), "lprobs": lprobs[0].numpy(),
-            "targets": ids + [d.eos()], "dictionary": d}
+    return {
+        "tau": None if tau is None else tau[0].numpy(),
+        "lprobs": lprobs[0].numpy(),
+        "targets": ids + [d.eos()],
+        "dictionary": d,
+    }
 
 
 def text_lines(trained):
@@ -135,8 +186,20 @@ def assert_png(path):
 @pytest.fixture(scope="module")
 def dumped(trained):
     out = trained["root"] / "out"
-    analysis("dump", "--path", trained["ct"][-1], "--data", trained["data"], "--text",
-             trained["text"], "--output", out / "dump.tsv", "--full", out / "tau.npy", "--cpu")
+    analysis(
+        "dump",
+        "--path",
+        trained["ct"][-1],
+        "--data",
+        trained["data"],
+        "--text",
+        trained["text"],
+        "--output",
+        out / "dump.tsv",
+        "--full",
+        out / "tau.npy",
+        "--cpu",
+    )
     return {"rows": read_table(out / "dump.tsv", "\t"), "full": np.load(out / "tau.npy"), "dir": out}
 
 
@@ -199,8 +262,16 @@ def test_dump_json_lines_adaptive_softmax_and_batching(trained, tmp_path):
     p as computed independently, mean tau still (alpha + 1/V)/beta, and batching (padding) changes
     nothing."""
     one, many = tmp_path / "one.jsonl", tmp_path / "many.jsonl"
-    common = ["dump", "--path", trained["transformer"], "--data", trained["data"], "--text",
-              trained["text"], "--cpu"]
+    common = [
+        "dump",
+        "--path",
+        trained["transformer"],
+        "--data",
+        trained["data"],
+        "--text",
+        trained["text"],
+        "--cpu",
+    ]
     ct_analysis.main(common + ["--output", str(one), "--batch-size", "1"])
     ct_analysis.main(common + ["--output", str(many), "--batch-size", "32"])
     rows = [json.loads(line) for line in one.read_text().splitlines()]
@@ -228,9 +299,27 @@ def relative_bins(length, bins):
 
 def test_positions_curves_and_confidence_intervals(trained, dumped):
     out = dumped["dir"] / "positions.png"
-    analysis("positions", "--path", trained["ct"][0], trained["ct"][-1], "--labels", "ep1", "ep3",
-             "--data", trained["data"], "--text", trained["text"], "--output", out, "--stats", "mean",
-             "target", "--bins", 4, "--cpu")
+    analysis(
+        "positions",
+        "--path",
+        trained["ct"][0],
+        trained["ct"][-1],
+        "--labels",
+        "ep1",
+        "ep3",
+        "--data",
+        trained["data"],
+        "--text",
+        trained["text"],
+        "--output",
+        out,
+        "--stats",
+        "mean",
+        "target",
+        "--bins",
+        4,
+        "--cpu",
+    )
     assert_png(out)
     rows = read_table(dumped["dir"] / "positions.csv")
     assert len(rows) == 2 * 2 * 4
@@ -263,9 +352,28 @@ def test_positions_curves_and_confidence_intervals(trained, dumped):
 def test_positions_segments_and_bootstrap(trained, tmp_path):
     """The papers' normalised sentence (first / middle / last S positions) with bootstrap CIs."""
     out = tmp_path / "segments.png"
-    ct_analysis.main(["positions", "--path", trained["ct"][-1], "--data", trained["data"], "--text",
-                      trained["text"], "--output", str(out), "--segment", "3", "--ci", "bootstrap",
-                      "--stats", "target", "--min-len", "8", "--cpu"])
+    ct_analysis.main(
+        [
+            "positions",
+            "--path",
+            trained["ct"][-1],
+            "--data",
+            trained["data"],
+            "--text",
+            trained["text"],
+            "--output",
+            str(out),
+            "--segment",
+            "3",
+            "--ci",
+            "bootstrap",
+            "--stats",
+            "target",
+            "--min-len",
+            "8",
+            "--cpu",
+        ]
+    )
     assert_png(out)
     rows = read_table(tmp_path / "segments.csv")
     assert [int(r["bin"]) for r in rows] == list(range(9))
@@ -277,8 +385,20 @@ def test_positions_segments_and_bootstrap(trained, tmp_path):
 def test_trajectories_over_epoch_checkpoints(trained, dumped):
     out = dumped["dir"] / "trajectories.png"
     tokens = ["t0a", "t1", "</s>"]
-    analysis("trajectories", "--path", *reversed(trained["ct"]), "--data", trained["data"],
-             "--text", trained["text"], "--tokens", *tokens, "--output", out, "--cpu")
+    analysis(
+        "trajectories",
+        "--path",
+        *reversed(trained["ct"]),
+        "--data",
+        trained["data"],
+        "--text",
+        trained["text"],
+        "--tokens",
+        *tokens,
+        "--output",
+        out,
+        "--cpu",
+    )
     assert_png(out)
     rows = read_table(dumped["dir"] / "trajectories.csv")
     assert len(rows) == 3 * len(tokens)
@@ -295,8 +415,22 @@ def test_trajectories_over_epoch_checkpoints(trained, dumped):
 
 def test_heatmap_of_one_sentence(trained, dumped):
     out = dumped["dir"] / "heatmap.png"
-    analysis("heatmap", "--path", trained["ct"][-1], "--data", trained["data"], "--text",
-             trained["text"], "--line", 3, "--vocab-k", 12, "--output", out, "--cpu")
+    analysis(
+        "heatmap",
+        "--path",
+        trained["ct"][-1],
+        "--data",
+        trained["data"],
+        "--text",
+        trained["text"],
+        "--line",
+        3,
+        "--vocab-k",
+        12,
+        "--output",
+        out,
+        "--cpu",
+    )
     assert_png(out)
     words = text_lines(trained)[2]
     ref = reference(trained["ct"][-1], trained["data"], words)
@@ -311,9 +445,31 @@ def test_heatmap_of_one_sentence(trained, dumped):
 
 def test_case_study_against_the_baseline(trained, dumped):
     out = dumped["dir"] / "case.md"
-    proc = analysis("case-study", "--path", trained["ct"][-1], "--baseline-path", trained["baseline"],
-                    "--data", trained["data"], "--text", trained["text"], "--line", 2, 5,
-                    "--positions", 1, 3, "-k", 3, "--labels", "CT-MoS", "MoS", "--output", out, "--cpu")
+    proc = analysis(
+        "case-study",
+        "--path",
+        trained["ct"][-1],
+        "--baseline-path",
+        trained["baseline"],
+        "--data",
+        trained["data"],
+        "--text",
+        trained["text"],
+        "--line",
+        2,
+        5,
+        "--positions",
+        1,
+        3,
+        "-k",
+        3,
+        "--labels",
+        "CT-MoS",
+        "MoS",
+        "--output",
+        out,
+        "--cpu",
+    )
     table = out.read_text()
     assert table.strip() == proc.stdout.strip()
     assert table.count("### line ") == 2 and "CT-MoS top-3 (p, τ)" in table and "MoS top-3 (p)" in table
@@ -328,7 +484,8 @@ def test_case_study_against_the_baseline(trained, dumped):
     assert cells[3].replace("**", "") == "; ".join(expected)
     top_base = np.argsort(-base["lprobs"][2])[:3]
     assert cells[4].replace("**", "") == "; ".join(
-        f"{d[t]} {math.exp(base['lprobs'][2, t]):.3f}" for t in top_base)
+        f"{d[t]} {math.exp(base['lprobs'][2, t]):.3f}" for t in top_base
+    )
     assert cells[2] == words[2]
     assert float(cells[5]) == pytest.approx(math.exp(ct["lprobs"][2, ct["targets"][2]]), abs=1e-3)
 
@@ -339,62 +496,179 @@ def test_errors(trained, tmp_path, capsys):
     message = error_of(capsys, "dump", "--path", trained["baseline"], *common, "--output", tmp_path / "x.tsv")
     assert "this model has no temperature (--ct-normalization none" in message
     assert not (tmp_path / "x.tsv").exists()
-    message = error_of(capsys, "case-study", "--path", trained["baseline"], "--baseline-path", ct,
-                       *common, "--line", 1)
+    message = error_of(
+        capsys, "case-study", "--path", trained["baseline"], "--baseline-path", ct, *common, "--line", 1
+    )
     assert "no temperature" in message
-    message = error_of(capsys, "heatmap", "--path", ct, *common, "--line", 1, "--tokens", "t1",
-                       "nosuchword", "zz", "--output", tmp_path / "h.png")
+    message = error_of(
+        capsys,
+        "heatmap",
+        "--path",
+        ct,
+        *common,
+        "--line",
+        1,
+        "--tokens",
+        "t1",
+        "nosuchword",
+        "zz",
+        "--output",
+        tmp_path / "h.png",
+    )
     assert "not in the dictionary: nosuchword, zz" in message
     message = error_of(capsys, "heatmap", "--path", ct, *common, "--line", 81, "--output", tmp_path / "h.png")
     assert "--line 81 is out of range" in message and "80 lines" in message
-    message = error_of(capsys, "case-study", "--path", ct, "--baseline-path", trained["baseline"],
-                       *common, "--line", 0)
+    message = error_of(
+        capsys, "case-study", "--path", ct, "--baseline-path", trained["baseline"], *common, "--line", 0
+    )
     assert "--line 0 is out of range" in message
-    message = error_of(capsys, "case-study", "--path", ct, "--baseline-path", trained["baseline"],
-                       *common, "--line", 1, "--positions", 99)
+    message = error_of(
+        capsys,
+        "case-study",
+        "--path",
+        ct,
+        "--baseline-path",
+        trained["baseline"],
+        *common,
+        "--line",
+        1,
+        "--positions",
+        99,
+    )
     assert "--positions 99 is out of range" in message
     d = model_of(ct, data)[1].target_dictionary
     in_text = {w for words in text_lines(trained) for w in words}
     absent = next(d[i] for i in range(d.nspecial, len(d)) if d[i] not in in_text)
-    message = error_of(capsys, "trajectories", "--path", ct, *common, "--tokens", "t1", absent,
-                       "--output", tmp_path / "t.png")
+    message = error_of(
+        capsys,
+        "trajectories",
+        "--path",
+        ct,
+        *common,
+        "--tokens",
+        "t1",
+        absent,
+        "--output",
+        tmp_path / "t.png",
+    )
     assert f"never a target in {text}: {absent}" in message and "--over all" in message
     long_text = tmp_path / "long.txt"  # the transformer takes 64 positions (--tokens-per-sample)
     long_text.write_text(" ".join(["t1"] * 70) + "\n\nt1 t2\n")
-    message = error_of(capsys, "heatmap", "--path", ct, "--data", data, "--text", long_text,
-                       "--line", 2, "--output", tmp_path / "h.png")
+    message = error_of(
+        capsys,
+        "heatmap",
+        "--path",
+        ct,
+        "--data",
+        data,
+        "--text",
+        long_text,
+        "--line",
+        2,
+        "--output",
+        tmp_path / "h.png",
+    )
     assert f"--line 2 of {long_text} is blank" in message
-    message = error_of(capsys, "dump", "--path", trained["transformer"], "--data", data, "--text",
-                       long_text, "--output", tmp_path / "long.tsv")
+    message = error_of(
+        capsys,
+        "dump",
+        "--path",
+        trained["transformer"],
+        "--data",
+        data,
+        "--text",
+        long_text,
+        "--output",
+        tmp_path / "long.tsv",
+    )
     assert "line 1 has 71 positions; the model takes at most 64" in message
-    ct_analysis.main(["dump", "--path", trained["transformer"], "--data", data, "--text", str(long_text),
-                      "--output", str(tmp_path / "long.tsv"), "--skip-long"])
+    ct_analysis.main(
+        [
+            "dump",
+            "--path",
+            trained["transformer"],
+            "--data",
+            data,
+            "--text",
+            str(long_text),
+            "--output",
+            str(tmp_path / "long.tsv"),
+            "--skip-long",
+        ]
+    )
     assert [r["line"] for r in read_table(tmp_path / "long.tsv", "\t")] == ["3", "3", "3"]
     empty = tmp_path / "empty.txt"
     empty.write_text("\n  \n")
-    message = error_of(capsys, "dump", "--path", ct, "--data", data, "--text", empty,
-                       "--output", tmp_path / "e.tsv")
+    message = error_of(
+        capsys, "dump", "--path", ct, "--data", data, "--text", empty, "--output", tmp_path / "e.tsv"
+    )
     assert "is empty" in message
 
 
 def test_refuses_to_overwrite_unless_forced(trained, tmp_path, capsys):
     out = tmp_path / "pos.png"
     out.write_bytes(b"keep me")
-    proc = analysis("positions", "--path", trained["ct"][-1], "--data", trained["data"], "--text",
-                    trained["text"], "--output", out, "--cpu", check=False)
+    proc = analysis(
+        "positions",
+        "--path",
+        trained["ct"][-1],
+        "--data",
+        trained["data"],
+        "--text",
+        trained["text"],
+        "--output",
+        out,
+        "--cpu",
+        check=False,
+    )
     assert proc.returncode == 2 and "exists; refusing to overwrite it (use --force)" in proc.stderr
     assert out.read_bytes() == b"keep me" and not (tmp_path / "pos.csv").exists()
     (tmp_path / "other.png").write_bytes(b"")
     (tmp_path / "other.csv").write_bytes(b"keep me too")  # the CSV next to a PNG counts as well
-    message = error_of(capsys, "trajectories", "--path", trained["ct"][-1], "--data", trained["data"],
-                       "--text", trained["text"], "--output", tmp_path / "other.png", "--cpu")
+    message = error_of(
+        capsys,
+        "trajectories",
+        "--path",
+        trained["ct"][-1],
+        "--data",
+        trained["data"],
+        "--text",
+        trained["text"],
+        "--output",
+        tmp_path / "other.png",
+        "--cpu",
+    )
     assert "other.png exists" in message
     (tmp_path / "other.png").unlink()
-    message = error_of(capsys, "trajectories", "--path", trained["ct"][-1], "--data", trained["data"],
-                       "--text", trained["text"], "--output", tmp_path / "other.png", "--cpu")
+    message = error_of(
+        capsys,
+        "trajectories",
+        "--path",
+        trained["ct"][-1],
+        "--data",
+        trained["data"],
+        "--text",
+        trained["text"],
+        "--output",
+        tmp_path / "other.png",
+        "--cpu",
+    )
     assert "other.csv exists" in message
-    ct_analysis.main(["positions", "--path", trained["ct"][-1], "--data", trained["data"], "--text",
-                      trained["text"], "--output", str(out), "--cpu", "--force"])
+    ct_analysis.main(
+        [
+            "positions",
+            "--path",
+            trained["ct"][-1],
+            "--data",
+            trained["data"],
+            "--text",
+            trained["text"],
+            "--output",
+            str(out),
+            "--cpu",
+            "--force",
+        ]
+    )
     assert_png(out)
 
 
@@ -408,7 +682,20 @@ def test_a_failed_dump_leaves_no_partial_file(trained, tmp_path, monkeypatch):
     real = ct_analysis.dump_rows
     monkeypatch.setattr(ct_analysis, "dump_rows", failing)
     with pytest.raises(RuntimeError, match="interrupted"):
-        ct_analysis.main(["dump", "--path", trained["ct"][-1], "--data", trained["data"], "--text",
-                          trained["text"], "--output", str(tmp_path / "d.tsv"), "--full",
-                          str(tmp_path / "d.npy"), "--cpu"])
+        ct_analysis.main(
+            [
+                "dump",
+                "--path",
+                trained["ct"][-1],
+                "--data",
+                trained["data"],
+                "--text",
+                trained["text"],
+                "--output",
+                str(tmp_path / "d.tsv"),
+                "--full",
+                str(tmp_path / "d.npy"),
+                "--cpu",
+            ]
+        )
     assert os.listdir(tmp_path) == []

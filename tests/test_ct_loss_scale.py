@@ -1,12 +1,12 @@
 """ct_cross_entropy's loss scale mean_v(tau) is a detached weight: learned alpha and beta get the
 gradient of the scaled cross-entropy through tau only (float64 reference), not the gradient that
 would shrink the scale itself."""
+
 import torch
 import torch.nn.functional as F
+from conftest import PLUGIN_DIR
 from fairseq import options, tasks
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-
-from conftest import PLUGIN_DIR
 
 
 def reference_alpha_beta_gradients(model, x, y, detach_scale=True):
@@ -28,20 +28,47 @@ def reference_alpha_beta_gradients(model, x, y, detach_scale=True):
 
 
 def test_learned_alpha_beta_gradients_come_from_the_cross_entropy_alone(toy_data):
-    args = options.parse_args_and_arch(options.get_training_parser(), [
-        str(toy_data["lm_bin"]), "--user-dir", PLUGIN_DIR, "--task", "language_modeling",
-        "--tokens-per-sample", "32", "--criterion", "ct_cross_entropy", "--cpu", "--arch",
-        "lstm_lm_tiny", "--ct-normalization", "softmax", "--ct-learn-alpha-beta", "--ct-alpha", "0.3",
-        "--ct-beta", "0.8"])
+    args = options.parse_args_and_arch(
+        options.get_training_parser(),
+        [
+            str(toy_data["lm_bin"]),
+            "--user-dir",
+            PLUGIN_DIR,
+            "--task",
+            "language_modeling",
+            "--tokens-per-sample",
+            "32",
+            "--criterion",
+            "ct_cross_entropy",
+            "--cpu",
+            "--arch",
+            "lstm_lm_tiny",
+            "--ct-normalization",
+            "softmax",
+            "--ct-learn-alpha-beta",
+            "--ct-alpha",
+            "0.3",
+            "--ct-beta",
+            "0.8",
+        ],
+    )
     cfg = convert_namespace_to_omegaconf(args)
     task = tasks.setup_task(cfg.task)
     torch.manual_seed(1)
     model, criterion = task.build_model(cfg.model).eval(), task.build_criterion(cfg.criterion)
     g = torch.Generator().manual_seed(0)
-    x, y = (torch.randint(task.dictionary.nspecial, len(task.dictionary), (3, 12), generator=g)
-            for _ in range(2))
-    loss, _, _ = criterion(model, {"net_input": {"src_tokens": x, "src_lengths": torch.full((3,), 12)},
-                                   "target": y, "ntokens": 36, "id": torch.arange(3)})
+    x, y = (
+        torch.randint(task.dictionary.nspecial, len(task.dictionary), (3, 12), generator=g) for _ in range(2)
+    )
+    loss, _, _ = criterion(
+        model,
+        {
+            "net_input": {"src_tokens": x, "src_lengths": torch.full((3,), 12)},
+            "target": y,
+            "ntokens": 36,
+            "id": torch.arange(3),
+        },
+    )
     t = model.decoder.output_head.temperature
     got = torch.autograd.grad(loss, (t.alpha_raw, t.beta_raw))
     expected = reference_alpha_beta_gradients(model, x, y)

@@ -5,6 +5,7 @@ user's OUTPUT.tmp and refuses mixed temperatures; prepare checks its options and
 skipping a step, and takes a lock; a moved or copied work directory uses its own data; a refused
 sweep writes nothing; a killed sweep takes its runs with it and leaves no lock; averaging takes the
 checkpoints of exactly the last N validations. The corpus is the tiny toy release, prepared once."""
+
 import collections
 import contextlib
 import fcntl
@@ -21,12 +22,12 @@ import time
 
 import pytest
 import torch
-
 from conftest import BIN_DIR, REPO
 
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 import alt_common  # noqa: E402
 import alt_sweep  # noqa: E402
+
 from fairseq_ctemp.cli import average_checkpoints  # noqa: E402
 from fairseq_ctemp.criterions import checks  # noqa: E402
 
@@ -34,21 +35,53 @@ pytestmark = pytest.mark.e2e
 DATA = os.path.join(REPO, "scripts", "alt_data.py")
 SWEEP = os.path.join(REPO, "scripts", "alt_sweep.py")
 RESULTS = os.path.join(REPO, "scripts", "alt_results.py")
-ENV = dict(os.environ, PATH=BIN_DIR + os.pathsep + os.environ["PATH"], OMP_NUM_THREADS="1",
-           PYTHON=sys.executable)
+ENV = dict(
+    os.environ, PATH=BIN_DIR + os.pathsep + os.environ["PATH"], OMP_NUM_THREADS="1", PYTHON=sys.executable
+)
 for key in ("ALT_RELEASE", "ALT_LOCAL", "ALT_WORK"):
     ENV.pop(key, None)
-MODEL = ["--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "16", "--decoder-embed-dim", "16",
-         "--encoder-ffn-embed-dim", "32", "--decoder-ffn-embed-dim", "32", "--encoder-attention-heads", "2",
-         "--decoder-attention-heads", "2"]
-TINY = ["--arch", "transformer", *MODEL, "--optimizer", "adam", "--lr", "3e-3", "--cpu", "--num-workers", "0",
-        "--log-format", "json", "--log-interval", "1"]
+MODEL = [
+    "--encoder-layers",
+    "1",
+    "--decoder-layers",
+    "1",
+    "--encoder-embed-dim",
+    "16",
+    "--decoder-embed-dim",
+    "16",
+    "--encoder-ffn-embed-dim",
+    "32",
+    "--decoder-ffn-embed-dim",
+    "32",
+    "--encoder-attention-heads",
+    "2",
+    "--decoder-attention-heads",
+    "2",
+]
+TINY = [
+    "--arch",
+    "transformer",
+    *MODEL,
+    "--optimizer",
+    "adam",
+    "--lr",
+    "3e-3",
+    "--cpu",
+    "--num-workers",
+    "0",
+    "--log-format",
+    "json",
+    "--log-interval",
+    "1",
+]
 
 
 def run(*command, check=True, cwd=None):
     proc = subprocess.run([str(c) for c in command], env=ENV, text=True, capture_output=True, cwd=cwd)
     if check and proc.returncode != 0:
-        raise AssertionError(f"{command[:3]} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        raise AssertionError(
+            f"{command[:3]} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        )
     return proc
 
 
@@ -74,10 +107,24 @@ def alt(tmp_path_factory):
     """The toy release and a work directory with en-vi prepared from it (vocab 20)."""
     root = tmp_path_factory.mktemp("safety")
     run(sys.executable, DATA, "toy-release", root / "release")
-    run(sys.executable, DATA, "prepare", "en-vi", "--release", root / "release", "--work", root / "work",
-        "--vocab", "20")
-    return {"root": root, "release": root / "release", "work": root / "work",
-            "data": root / "work" / "data" / "en-vi.spm20"}
+    run(
+        sys.executable,
+        DATA,
+        "prepare",
+        "en-vi",
+        "--release",
+        root / "release",
+        "--work",
+        root / "work",
+        "--vocab",
+        "20",
+    )
+    return {
+        "root": root,
+        "release": root / "release",
+        "work": root / "work",
+        "data": root / "work" / "data" / "en-vi.spm20",
+    }
 
 
 def copy_work(alt, dest):
@@ -87,12 +134,14 @@ def copy_work(alt, dest):
 
 # ----------------------------------------------------------------------------- results --out
 
+
 def fake_sweep(work):
     """An experiment with no finished run: enough for results.sh to write its tables."""
     exp = work / "sweep" / "en-vi.mini.spm20"
     exp.mkdir(parents=True)
-    (exp / "experiment.json").write_text(json.dumps({"src": "en", "tgt": "vi", "patience": 10,
-                                                     "primary": [0.1, 0.0], "speed_beams": [4]}))
+    (exp / "experiment.json").write_text(
+        json.dumps({"src": "en", "tgt": "vi", "patience": 10, "primary": [0.1, 0.0], "speed_beams": [4]})
+    )
     return work
 
 
@@ -102,10 +151,12 @@ def test_results_out_replaces_only_a_directory_it_wrote(tmp_path):
     (tmp_path / "mine" / "notes.txt").write_text("a week of notes")
     (tmp_path / "a-file").write_text("keep")
     before = tree(tmp_path)
-    for out, message in ((work, "was not written by alt_results.py"),  # the work directory itself
-                         (tmp_path / "mine", "was not written by alt_results.py"),
-                         (tmp_path, "was not written by alt_results.py"),
-                         (tmp_path / "a-file", "is not a directory")):
+    for out, message in (
+        (work, "was not written by alt_results.py"),  # the work directory itself
+        (tmp_path / "mine", "was not written by alt_results.py"),
+        (tmp_path, "was not written by alt_results.py"),
+        (tmp_path / "a-file", "is not a directory"),
+    ):
         assert message in refused(sys.executable, RESULTS, "--work", work, "--out", out)
         assert tree(tmp_path) == before  # nothing deleted, renamed or written
     out = tmp_path / "results"
@@ -122,16 +173,20 @@ def test_results_out_replaces_only_a_directory_it_wrote(tmp_path):
     assert [p for p in os.listdir(tmp_path) if p.startswith(".results")] == []  # no temporary left
     (out / "my-plot.png").write_bytes(b"mine")  # a file the tool did not write: the whole OUT is kept
     assert "has files alt_results.py did not write (my-plot.png)" in refused(
-        sys.executable, RESULTS, "--work", work, "--out", out)
+        sys.executable, RESULTS, "--work", work, "--out", out
+    )
     assert (out / "my-plot.png").read_bytes() == b"mine"
 
 
 # ----------------------------------------------------------------------------- averaging
 
+
 def checkpoint(path, weights, criterion="tempered_ce", temperature=2.0):
-    state = {"model": collections.OrderedDict((k, torch.tensor(v)) for k, v in weights.items()),
-             "cfg": {"criterion": {"_name": criterion, "softmax_temperature": temperature}},
-             "optimizer_history": [{"num_updates": 1}]}
+    state = {
+        "model": collections.OrderedDict((k, torch.tensor(v)) for k, v in weights.items()),
+        "cfg": {"criterion": {"_name": criterion, "softmax_temperature": temperature}},
+        "optimizer_history": [{"num_updates": 1}],
+    }
     torch.save(state, path)
     return str(path)
 
@@ -174,22 +229,41 @@ def test_average_refuses_mixed_temperatures_unless_told(tmp_path):
     assert code == 0 and "the average decodes at T=2 (tempered_ce, from " + t2 in err
     state = torch.load(tmp_path / "avg.pt")
     assert state["cfg"]["criterion"]["softmax_temperature"] == 2.0 and state["model"]["w"].tolist() == [2.0]
-    assert state["ctemp_average"] == {"inputs": ["t2.pt", "t1.pt"], "criteria": ["tempered_ce"] * 2,
-                                      "softmax_temperatures": [2.0, 1.0], "decodes_at_temperature": 2.0}
+    assert state["ctemp_average"] == {
+        "inputs": ["t2.pt", "t1.pt"],
+        "criteria": ["tempered_ce"] * 2,
+        "softmax_temperatures": [2.0, 1.0],
+        "decodes_at_temperature": 2.0,
+    }
 
 
 # ----------------------------------------------------------------------------- prepare
+
 
 def test_prepare_resumed_with_other_options_is_refused(alt, tmp_path):
     work = copy_work(alt, tmp_path / "work")
     data = work / "data" / "en-vi.spm20"
     os.remove(data / "prepare.json")  # killed just before its last write: every step is done
     before = tree(work)
-    message = refused(sys.executable, DATA, "prepare", "en-vi", "--release", alt["release"], "--work", work,
-                      "--vocab", "20", "--spm-model-type", "bpe")
+    message = refused(
+        sys.executable,
+        DATA,
+        "prepare",
+        "en-vi",
+        "--release",
+        alt["release"],
+        "--work",
+        work,
+        "--vocab",
+        "20",
+        "--spm-model-type",
+        "bpe",
+    )
     assert "was started with other options (spm_model_type: 'unigram', now 'bpe')" in message
     assert tree(work) == before  # not a prepare.json describing sub/ models it did not make
-    proc = run(sys.executable, DATA, "prepare", "en-vi", "--release", alt["release"], "--work", work, "--vocab", "20")
+    proc = run(
+        sys.executable, DATA, "prepare", "en-vi", "--release", alt["release"], "--work", work, "--vocab", "20"
+    )
     assert "sub/ exists: skipped" in proc.stderr
     assert json.loads((data / "prepare.json").read_text())["options"]["spm_model_type"] == "unigram"
 
@@ -207,8 +281,9 @@ def test_prepare_refuses_another_corpus_for_a_prepared_directory(alt, tmp_path):
         if partly:
             os.remove(work / "data" / "en-vi.spm20" / "prepare.json")
             before = tree(work)
-        message = refused(sys.executable, DATA, "prepare", "en-vi", "--release", release, "--work", work,
-                          "--vocab", "20")
+        message = refused(
+            sys.executable, DATA, "prepare", "en-vi", "--release", release, "--work", work, "--vocab", "20"
+        )
         assert "was prepared from another corpus than" in message and "raw/" in message
         assert tree(work) == before
 
@@ -220,8 +295,18 @@ def test_two_prepares_on_one_directory(alt, tmp_path):
     shutil.rmtree(data / "bin")
     os.remove(data / "prepare.json")
     with alt_common.Lock(str(data)):  # this process is "the other prepare"
-        message = refused(sys.executable, DATA, "prepare", "en-vi", "--release", alt["release"], "--work", work,
-                          "--vocab", "20")
+        message = refused(
+            sys.executable,
+            DATA,
+            "prepare",
+            "en-vi",
+            "--release",
+            alt["release"],
+            "--work",
+            work,
+            "--vocab",
+            "20",
+        )
     assert f"is being worked on by pid {os.getpid()}" in message
     assert not (data / "bin").exists() and not (data / "prepare.json").exists()
 
@@ -237,6 +322,7 @@ def test_a_stale_lock_file_does_not_block_and_a_held_one_names_its_holder(tmp_pa
 
 # ----------------------------------------------------------------------------- moved work directories
 
+
 def test_a_moved_or_copied_work_directory_uses_its_own_data(alt, tmp_path):
     work = copy_work(alt, tmp_path / "a" / "work")
     # the sweep's files, written as for a real run (a stand-in sbatch: nothing trains)
@@ -245,9 +331,27 @@ def test_a_moved_or_copied_work_directory_uses_its_own_data(alt, tmp_path):
     (fake / "sbatch").write_text("#!/bin/sh\necho 1\n")
     (fake / "sbatch").chmod(0o755)
     env = dict(ENV, PATH=f"{fake}{os.pathsep}{ENV['PATH']}")
-    subprocess.run([sys.executable, SWEEP, "run", "en-vi", "--work", "work", "--vocab", "20", "--preset", "mini",
-                    "--temperatures", "1,2", "--slurm"], cwd=tmp_path / "a", env=env, check=True,
-                   capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            SWEEP,
+            "run",
+            "en-vi",
+            "--work",
+            "work",
+            "--vocab",
+            "20",
+            "--preset",
+            "mini",
+            "--temperatures",
+            "1,2",
+            "--slurm",
+        ],
+        cwd=tmp_path / "a",
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     copy = tmp_path / "b" / "copy"
     shutil.copytree(work, copy, symlinks=True)
     exp_dir = copy / "sweep" / "en-vi.mini.spm20"
@@ -255,34 +359,99 @@ def test_a_moved_or_copied_work_directory_uses_its_own_data(alt, tmp_path):
     assert exp["data"] == str(copy / "data" / "en-vi.spm20")
     info = alt_common.prepared(exp["data"])
     assert info["bin"] == str(copy / "data" / "en-vi.spm20" / "bin") and os.path.isdir(info["bin"])
-    proc = run(sys.executable, SWEEP, "run", "en-vi", "--work", copy, "--vocab", "20", "--preset", "mini",
-               "--temperatures", "1,2", "--dry-run", cwd=tmp_path)
+    proc = run(
+        sys.executable,
+        SWEEP,
+        "run",
+        "en-vi",
+        "--work",
+        copy,
+        "--vocab",
+        "20",
+        "--preset",
+        "mini",
+        "--temperatures",
+        "1,2",
+        "--dry-run",
+        cwd=tmp_path,
+    )
     assert f"fairseq-train {copy}/data/en-vi.spm20/bin " in proc.stdout
     # a file of an older version names the original's data by absolute path: refused, not used
     old = json.loads((exp_dir / "experiment.json").read_text())
     (exp_dir / "experiment.json").write_text(json.dumps(dict(old, data=str(work / "data" / "en-vi.spm20"))))
     with pytest.raises(alt_sweep.RunFailed, match="moved or copied"):
         alt_sweep.load_experiment(str(exp_dir))
-    assert "(moved or copied?)" in refused(sys.executable, SWEEP, "run", "en-vi", "--work", copy, "--vocab", "20",
-                                           "--preset", "mini", "--temperatures", "1,2", "--dry-run")
+    assert "(moved or copied?)" in refused(
+        sys.executable,
+        SWEEP,
+        "run",
+        "en-vi",
+        "--work",
+        copy,
+        "--vocab",
+        "20",
+        "--preset",
+        "mini",
+        "--temperatures",
+        "1,2",
+        "--dry-run",
+    )
     # prepare.json of an older version: paths relative to where prepare ran
     prepare_json = copy / "data" / "en-vi.spm20" / "prepare.json"
-    prepare_json.write_text(json.dumps(dict(json.loads(prepare_json.read_text()),
-                                            bin="work/data/en-vi.spm20/bin", raw="work/data/en-vi.spm20/raw")))
-    assert alt_common.prepared(str(copy / "data" / "en-vi.spm20"))["raw"] == str(copy / "data" / "en-vi.spm20" / "raw")
+    prepare_json.write_text(
+        json.dumps(
+            dict(
+                json.loads(prepare_json.read_text()),
+                bin="work/data/en-vi.spm20/bin",
+                raw="work/data/en-vi.spm20/raw",
+            )
+        )
+    )
+    assert alt_common.prepared(str(copy / "data" / "en-vi.spm20"))["raw"] == str(
+        copy / "data" / "en-vi.spm20" / "raw"
+    )
 
 
 # ----------------------------------------------------------------------------- sweeps
 
+
 def test_a_refused_sweep_writes_nothing(alt, tmp_path):
     work = copy_work(alt, tmp_path / "work")
     before = tree(work)
-    message = refused(sys.executable, SWEEP, "run", "en-vi", "en-ja", "--work", work, "--vocab", "20",
-                      "--preset", "mini", "--temperatures", "1,2")
+    message = refused(
+        sys.executable,
+        SWEEP,
+        "run",
+        "en-vi",
+        "en-ja",
+        "--work",
+        work,
+        "--vocab",
+        "20",
+        "--preset",
+        "mini",
+        "--temperatures",
+        "1,2",
+    )
     assert "en-ja" in message and "is not prepared" in message
     assert tree(work) == before  # en-vi's experiment.json was not written
-    proc = run(sys.executable, SWEEP, "run", "en-vi", "--work", work, "--vocab", "20", "--preset", "mini",
-               "--temperatures", "1,2", "--interval", "50", "--dry-run")  # other settings: not refused
+    proc = run(
+        sys.executable,
+        SWEEP,
+        "run",
+        "en-vi",
+        "--work",
+        work,
+        "--vocab",
+        "20",
+        "--preset",
+        "mini",
+        "--temperatures",
+        "1,2",
+        "--interval",
+        "50",
+        "--dry-run",
+    )  # other settings: not refused
     assert "2 runs, 2 to do" in proc.stdout
 
 
@@ -317,9 +486,31 @@ def alive(pid):
 def test_a_killed_sweep_takes_its_runs_with_it(alt, tmp_path):
     work = copy_work(alt, tmp_path / "work")
     sweep = subprocess.Popen(
-        [sys.executable, SWEEP, "run", "en-vi", "--work", str(work), "--vocab", "20", "--preset", "mini",
-         "--temperatures", "1,2", "--jobs", "2", "--no-finalize", "--max-update", "100000", "--", *MODEL],
-        env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            sys.executable,
+            SWEEP,
+            "run",
+            "en-vi",
+            "--work",
+            str(work),
+            "--vocab",
+            "20",
+            "--preset",
+            "mini",
+            "--temperatures",
+            "1,2",
+            "--jobs",
+            "2",
+            "--no-finalize",
+            "--max-update",
+            "100000",
+            "--",
+            *MODEL,
+        ],
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     runs = [work / "sweep" / "en-vi.mini.spm20" / f"T{t}-ls0.1-sem0" for t in (1, 2)]
     children = []
     try:
@@ -347,21 +538,30 @@ def test_a_killed_sweep_takes_its_runs_with_it(alt, tmp_path):
 # ----------------------------------------------------------------------------- averaging the last validations
 
 SAVED = "INFO | fairseq.checkpoint_utils | Saved checkpoint {} (epoch {} @ {} updates, score 1.0)\n"
-VALID = "INFO | valid | {{\"epoch\": {}, \"valid_bleu\": \"1.0\", \"valid_num_updates\": \"{}\"}}\n"
+VALID = 'INFO | valid | {{"epoch": {}, "valid_bleu": "1.0", "valid_num_updates": "{}"}}\n'
 
 
 def test_averaging_takes_exactly_the_last_validations(tmp_path):
     """Validations at 4 (interval file), 8 (an epoch end: checkpoint2.pt), 12 and 14 (the last, at
     --max-update: only checkpoint_last.pt); an older interval file must not stand in for any."""
     log = ""
-    for update, epoch, name in ((2, 1, "checkpoint_1_2.pt"), (4, 1, "checkpoint_1_4.pt"), (8, 2, "checkpoint2.pt"),
-                                (12, 3, "checkpoint_3_12.pt"), (14, 3, "checkpoint_last.pt")):
+    for update, epoch, name in (
+        (2, 1, "checkpoint_1_2.pt"),
+        (4, 1, "checkpoint_1_4.pt"),
+        (8, 2, "checkpoint2.pt"),
+        (12, 3, "checkpoint_3_12.pt"),
+        (14, 3, "checkpoint_last.pt"),
+    ):
         log += VALID.format(epoch, update) + SAVED.format(tmp_path / name, epoch, update)
         (tmp_path / name).write_bytes(b"")
     (tmp_path / "train.log").write_text(log)
     found = alt_sweep.last_validation_checkpoints(str(tmp_path), 4)
-    assert [os.path.basename(p) for p in found] == ["checkpoint_1_4.pt", "checkpoint2.pt", "checkpoint_3_12.pt",
-                                                    "checkpoint_last.pt"]
+    assert [os.path.basename(p) for p in found] == [
+        "checkpoint_1_4.pt",
+        "checkpoint2.pt",
+        "checkpoint_3_12.pt",
+        "checkpoint_last.pt",
+    ]
     with pytest.raises(alt_sweep.RunFailed, match="validated 5 time"):
         alt_sweep.last_validation_checkpoints(str(tmp_path), 6)
     os.remove(tmp_path / "checkpoint2.pt")
@@ -372,12 +572,42 @@ def test_averaging_takes_exactly_the_last_validations(tmp_path):
 def test_a_validation_at_an_epoch_end_keeps_its_checkpoint(alt, tmp_path):
     """The sweep's fairseq-train with validations every 3 updates, which are also the epoch ends
     (60 pairs, 20 a batch): stock fairseq with --no-epoch-checkpoints keeps only checkpoint_last."""
-    proc = run(sys.executable, SWEEP, "fairseq-train", alt["data"] / "bin", "--user-dir", alt_common.PLUGIN_DIR,
-               "--source-lang", "en", "--target-lang", "vi", "--save-dir", tmp_path, *TINY, "--criterion",
-               "tempered_ce", "--softmax-temperature", "2", "--batch-size", "20", "--required-batch-size-multiple",
-               "1", "--validate-interval-updates", "3", "--save-interval-updates", "3", "--keep-interval-updates",
-               "5", "--validate-interval", "1000000", "--save-interval", "1000000", "--no-epoch-checkpoints",
-               "--max-update", "6")
+    proc = run(
+        sys.executable,
+        SWEEP,
+        "fairseq-train",
+        alt["data"] / "bin",
+        "--user-dir",
+        alt_common.PLUGIN_DIR,
+        "--source-lang",
+        "en",
+        "--target-lang",
+        "vi",
+        "--save-dir",
+        tmp_path,
+        *TINY,
+        "--criterion",
+        "tempered_ce",
+        "--softmax-temperature",
+        "2",
+        "--batch-size",
+        "20",
+        "--required-batch-size-multiple",
+        "1",
+        "--validate-interval-updates",
+        "3",
+        "--save-interval-updates",
+        "3",
+        "--keep-interval-updates",
+        "5",
+        "--validate-interval",
+        "1000000",
+        "--save-interval",
+        "1000000",
+        "--no-epoch-checkpoints",
+        "--max-update",
+        "6",
+    )
     (tmp_path / "train.log").write_text(proc.stdout + proc.stderr)
     found = alt_sweep.last_validation_checkpoints(str(tmp_path), 2)
     assert [os.path.basename(p) for p in found] == ["checkpoint_1_3.pt", "checkpoint_2_6.pt"]

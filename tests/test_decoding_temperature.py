@@ -6,27 +6,54 @@ sampling, --score-reference, --print-alignment), fairseq-interactive, fairseq-ev
 (generate, sample, score, consecutive calls), SequenceGenerator / SequenceScorer built directly,
 --eval-bleu's generator and ensembles, for a stock model, tempered_ce models and a
 temperature-head LM."""
+
 import math
 import subprocess
 import sys
 
 import pytest
 import torch
-
 from conftest import PLUGIN_DIR, TINY_TRANSFORMER, TRAIN_DEFAULTS, RawModel, cli, run_cli
-
-import fairseq_ctemp  # noqa: F401  (the rule applies in this process too, as for any user script)
 from fairseq import checkpoint_utils
 from fairseq.sequence_generator import SequenceGenerator
 from fairseq.sequence_scorer import SequenceScorer
 
+import fairseq_ctemp  # noqa: F401  (the rule applies in this process too, as for any user script)
+
 pytestmark = pytest.mark.e2e
 T_A, T_B, T_LM = 3.0, 1.5, 2.0
-LM_COMMON = ["--task", "language_modeling", "--tokens-per-sample", "32", "--cpu", "--optimizer",
-             "adam", "--lr", "3e-3", "--max-tokens", "1024", "--seed", "1", "--num-workers", "0",
-             "--max-epoch", "2", "--no-epoch-checkpoints"]
-TINY_LM = ["--arch", "transformer_lm", "--decoder-layers", "1", "--decoder-embed-dim", "32",
-           "--decoder-ffn-embed-dim", "64", "--decoder-attention-heads", "2"]
+LM_COMMON = [
+    "--task",
+    "language_modeling",
+    "--tokens-per-sample",
+    "32",
+    "--cpu",
+    "--optimizer",
+    "adam",
+    "--lr",
+    "3e-3",
+    "--max-tokens",
+    "1024",
+    "--seed",
+    "1",
+    "--num-workers",
+    "0",
+    "--max-epoch",
+    "2",
+    "--no-epoch-checkpoints",
+]
+TINY_LM = [
+    "--arch",
+    "transformer_lm",
+    "--decoder-layers",
+    "1",
+    "--decoder-embed-dim",
+    "32",
+    "--decoder-ffn-embed-dim",
+    "64",
+    "--decoder-attention-heads",
+    "2",
+]
 ATOL = 1e-4  # full-precision scores (Python API) vs the float64 reference
 ATOL_CLI = 2e-3  # scores printed with 4 decimals in base 2
 
@@ -36,24 +63,48 @@ def ckpt(toy_data, tmp_path_factory):
     """Two tempered_ce translators (T=3, T=1.5), a stock one, a tempered_ce LM (T=2) and a
     contextual-temperature MoS LM, each trained for 2 epochs: {name: checkpoint path}."""
     runs = {
-        "A": (toy_data["bin"], [*TINY_TRANSFORMER, "--criterion", "tempered_ce",
-                                "--softmax-temperature", str(T_A), "--label-smoothing", "0.1"]),
-        "B": (toy_data["bin"], [*TINY_TRANSFORMER, "--criterion", "tempered_ce",
-                                "--softmax-temperature", str(T_B), "--seed", "2"]),
-        "S": (toy_data["bin"], [*TINY_TRANSFORMER, "--criterion", "label_smoothed_cross_entropy",
-                                "--label-smoothing", "0.1"]),
-        "L": (toy_data["lm_bin"], [*LM_COMMON, *TINY_LM, "--criterion", "tempered_ce",
-                                   "--softmax-temperature", str(T_LM)]),
-        "H": (toy_data["lm_bin"], [*LM_COMMON, "--arch", "ct_mos_lstm_lm_tiny",
-                                   "--criterion", "ct_cross_entropy"]),
+        "A": (
+            toy_data["bin"],
+            [
+                *TINY_TRANSFORMER,
+                "--criterion",
+                "tempered_ce",
+                "--softmax-temperature",
+                str(T_A),
+                "--label-smoothing",
+                "0.1",
+            ],
+        ),
+        "B": (
+            toy_data["bin"],
+            [
+                *TINY_TRANSFORMER,
+                "--criterion",
+                "tempered_ce",
+                "--softmax-temperature",
+                str(T_B),
+                "--seed",
+                "2",
+            ],
+        ),
+        "S": (
+            toy_data["bin"],
+            [*TINY_TRANSFORMER, "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1"],
+        ),
+        "L": (
+            toy_data["lm_bin"],
+            [*LM_COMMON, *TINY_LM, "--criterion", "tempered_ce", "--softmax-temperature", str(T_LM)],
+        ),
+        "H": (
+            toy_data["lm_bin"],
+            [*LM_COMMON, "--arch", "ct_mos_lstm_lm_tiny", "--criterion", "ct_cross_entropy"],
+        ),
     }
     paths = {}
     for name, (data, args) in runs.items():
         save_dir = tmp_path_factory.mktemp(f"decode-{name}")
-        defaults = [] if name in "LH" else [*TRAIN_DEFAULTS, "--max-epoch", "2",
-                                            "--no-epoch-checkpoints"]
-        run_cli("fairseq-train", data, "--user-dir", PLUGIN_DIR, *defaults, *args,
-                "--save-dir", save_dir)
+        defaults = [] if name in "LH" else [*TRAIN_DEFAULTS, "--max-epoch", "2", "--no-epoch-checkpoints"]
+        run_cli("fairseq-train", data, "--user-dir", PLUGIN_DIR, *defaults, *args, "--save-dir", save_dir)
         paths[name] = save_dir / "checkpoint_last.pt"
     return paths
 
@@ -63,16 +114,17 @@ def reference_scores(refs_and_t, tokens, src=None):
     """log of the ensemble's mean of softmax(D / t) at each token of ``tokens`` (teacher forced)."""
     eos = refs_and_t[0][0].dictionary.eos()
     prev = torch.cat([torch.tensor([eos]), tokens[:-1]])
-    per_model = [torch.log_softmax(ref.log_probs(prev, src) / t, dim=-1).gather(1, tokens[:, None])[:, 0]
-                 for ref, t in refs_and_t]
+    per_model = [
+        torch.log_softmax(ref.log_probs(prev, src) / t, dim=-1).gather(1, tokens[:, None])[:, 0]
+        for ref, t in refs_and_t
+    ]
     return torch.logsumexp(torch.stack(per_model), dim=0) - math.log(len(per_model))
 
 
 def assert_scored_at(scores, refs_and_t, tokens, src=None, atol=ATOL, base=math.e):
     """``scores`` are the reference at the given temperatures, and measurably not at T*X or 1."""
     expected = reference_scores(refs_and_t, tokens, src) / math.log(base)
-    torch.testing.assert_close(torch.as_tensor(scores, dtype=torch.float64), expected, atol=atol,
-                               rtol=0)
+    torch.testing.assert_close(torch.as_tensor(scores, dtype=torch.float64), expected, atol=atol, rtol=0)
     for wrong in ({t * 1.5 for _, t in refs_and_t} | {1.0}) - {t for _, t in refs_and_t}:
         other = reference_scores([(r, wrong) for r, _ in refs_and_t], tokens, src) / math.log(base)
         assert (other - expected).abs().max() > 20 * atol, "the check cannot tell t apart"
@@ -80,8 +132,10 @@ def assert_scored_at(scores, refs_and_t, tokens, src=None, atol=ATOL, base=math.
 
 @pytest.fixture(scope="module")
 def refs(ckpt, toy_data):
-    return {name: RawModel(path, toy_data["lm_bin"] if name in "LH" else toy_data["bin"])
-            for name, path in ckpt.items()}
+    return {
+        name: RawModel(path, toy_data["lm_bin"] if name in "LH" else toy_data["bin"])
+        for name, path in ckpt.items()
+    }
 
 
 # ------------------------------------------------------------------------------------ CLI output
@@ -105,10 +159,27 @@ def cli_hypotheses(output, dictionary):
 
 def generate(data, checkpoints, *extra, user_dir=True, env=None):
     plugin = ["--user-dir", PLUGIN_DIR] if user_dir else []
-    return run_cli("fairseq-generate", data, "--path", ":".join(map(str, checkpoints)), *plugin,
-                   "--cpu", "--batch-size", "16", "--max-len-a", "1.2", "--max-len-b", "8",
-                   "--gen-subset", "test", "--max-sentences", "16", "--skip-invalid-size-inputs-valid-test",
-                   *extra, env=env).stdout
+    return run_cli(
+        "fairseq-generate",
+        data,
+        "--path",
+        ":".join(map(str, checkpoints)),
+        *plugin,
+        "--cpu",
+        "--batch-size",
+        "16",
+        "--max-len-a",
+        "1.2",
+        "--max-len-b",
+        "8",
+        "--gen-subset",
+        "test",
+        "--max-sentences",
+        "16",
+        "--skip-invalid-size-inputs-valid-test",
+        *extra,
+        env=env,
+    ).stdout
 
 
 def check_cli(output, refs_and_t, n_expected, lm=False):
@@ -121,16 +192,37 @@ def check_cli(output, refs_and_t, n_expected, lm=False):
 @pytest.mark.parametrize("temperature", [None, 1.7])  # an explicit 1: test_interactive
 def test_generate_beam_nbest_lenpen_alignment(toy_data, ckpt, refs, temperature):
     extra = [] if temperature is None else ["--temperature", temperature]
-    out = generate(toy_data["bin"], [ckpt["A"]], "--beam", "3", "--nbest", "2", "--lenpen", "0.8",
-                   "--print-alignment", *extra)
+    out = generate(
+        toy_data["bin"],
+        [ckpt["A"]],
+        "--beam",
+        "3",
+        "--nbest",
+        "2",
+        "--lenpen",
+        "0.8",
+        "--print-alignment",
+        *extra,
+    )
     t = T_A if temperature is None else temperature
     check_cli(out, [(refs["A"], t)], n_expected=160)
     assert "A-0\t" in out
 
 
 def test_generate_sampling_with_an_explicit_temperature(toy_data, ckpt, refs):
-    out = generate(toy_data["bin"], [ckpt["A"]], "--sampling", "--sampling-topk", "5", "--beam", "1",
-                   "--temperature", "0.6", "--seed", "3")
+    out = generate(
+        toy_data["bin"],
+        [ckpt["A"]],
+        "--sampling",
+        "--sampling-topk",
+        "5",
+        "--beam",
+        "1",
+        "--temperature",
+        "0.6",
+        "--seed",
+        "3",
+    )
     check_cli(out, [(refs["A"], 0.6)], n_expected=80)
 
 
@@ -144,8 +236,9 @@ def test_score_reference(toy_data, ckpt, refs, temperature):
 def test_ensemble_of_checkpoints_with_different_training_temperatures(toy_data, ckpt, refs):
     out = generate(toy_data["bin"], [ckpt["A"], ckpt["B"]], "--beam", "2")
     check_cli(out, [(refs["A"], T_A), (refs["B"], T_B)], n_expected=80)
-    explicit = generate(toy_data["bin"], [ckpt["A"], ckpt["B"], ckpt["S"]], "--beam", "2",
-                        "--temperature", "1.3")
+    explicit = generate(
+        toy_data["bin"], [ckpt["A"], ckpt["B"], ckpt["S"]], "--beam", "2", "--temperature", "1.3"
+    )
     check_cli(explicit, [(refs["A"], 1.3), (refs["B"], 1.3), (refs["S"], 1.3)], n_expected=80)
 
 
@@ -153,43 +246,101 @@ def test_ensemble_of_checkpoints_with_different_training_temperatures(toy_data, 
 def test_stock_checkpoint_decodes_exactly_as_without_the_plugin(toy_data, ckpt, refs, temperature):
     extra = ["--beam", "3", "--nbest", "2"] + ([] if temperature is None else ["--temperature", temperature])
     with_plugin = generate(toy_data["bin"], [ckpt["S"]], *extra)
-    without = generate(toy_data["bin"], [ckpt["S"]], *extra, user_dir=False,
-                       env={"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"})
-    assert [line for line in with_plugin.splitlines() if line[:2] in ("H-", "P-")] == \
-        [line for line in without.splitlines() if line[:2] in ("H-", "P-")]
+    without = generate(
+        toy_data["bin"], [ckpt["S"]], *extra, user_dir=False, env={"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}
+    )
+    assert [line for line in with_plugin.splitlines() if line[:2] in ("H-", "P-")] == [
+        line for line in without.splitlines() if line[:2] in ("H-", "P-")
+    ]
     check_cli(with_plugin, [(refs["S"], temperature or 1.0)], n_expected=160)
 
 
 def test_interactive(toy_data, ckpt, refs):
     source = (toy_data["raw"] / "test.src").read_text().splitlines()[:4]
     for extra, t in (([], T_A), (["--temperature", "1"], 1.0)):
-        proc = subprocess.run([cli("fairseq-interactive"), str(toy_data["bin"]), "--path", str(ckpt["A"]),
-                               "--user-dir", PLUGIN_DIR, "--source-lang", "src", "--target-lang", "tgt",
-                               "--cpu", "--beam", "2", "--max-len-a", "1.2", "--max-len-b", "8", *extra],
-                              input="\n".join(source) + "\n", text=True, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT)
+        proc = subprocess.run(
+            [
+                cli("fairseq-interactive"),
+                str(toy_data["bin"]),
+                "--path",
+                str(ckpt["A"]),
+                "--user-dir",
+                PLUGIN_DIR,
+                "--source-lang",
+                "src",
+                "--target-lang",
+                "tgt",
+                "--cpu",
+                "--beam",
+                "2",
+                "--max-len-a",
+                "1.2",
+                "--max-len-b",
+                "8",
+                *extra,
+            ],
+            input="\n".join(source) + "\n",
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
         assert proc.returncode == 0, proc.stdout[-3000:]
         check_cli(proc.stdout, [(refs["A"], t)], n_expected=4)
 
 
 def test_interactive_lm_sampling_at_an_explicit_temperature_on_the_head(toy_data, ckpt, refs):
-    prompts = "\n".join(" ".join(line.split()[:3]) for line in
-                        (toy_data["raw"] / "test.tgt").read_text().splitlines()[:4]) + "\n"
-    for name, extra, t in (("H", ["--sampling", "--beam", "1", "--temperature", "0.7", "--seed", "2"], 0.7),
-                           ("H", ["--beam", "2"], 1.0), ("L", ["--beam", "2"], T_LM)):
-        proc = subprocess.run([cli("fairseq-interactive"), str(toy_data["lm_bin"]), "--user-dir",
-                               PLUGIN_DIR, "--task", "language_modeling", "--path", str(ckpt[name]),
-                               "--cpu", "--max-len-b", "8", *extra],
-                              input=prompts, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    prompts = (
+        "\n".join(
+            " ".join(line.split()[:3]) for line in (toy_data["raw"] / "test.tgt").read_text().splitlines()[:4]
+        )
+        + "\n"
+    )
+    for name, extra, t in (
+        ("H", ["--sampling", "--beam", "1", "--temperature", "0.7", "--seed", "2"], 0.7),
+        ("H", ["--beam", "2"], 1.0),
+        ("L", ["--beam", "2"], T_LM),
+    ):
+        proc = subprocess.run(
+            [
+                cli("fairseq-interactive"),
+                str(toy_data["lm_bin"]),
+                "--user-dir",
+                PLUGIN_DIR,
+                "--task",
+                "language_modeling",
+                "--path",
+                str(ckpt[name]),
+                "--cpu",
+                "--max-len-b",
+                "8",
+                *extra,
+            ],
+            input=prompts,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
         assert proc.returncode == 0, proc.stdout[-3000:]
         check_cli(proc.stdout, [(refs[name], t)], n_expected=4, lm=True)
 
 
 @pytest.mark.parametrize("name, t", [("L", T_LM), ("H", 1.0)])
 def test_eval_lm_scores_at_the_training_temperature(toy_data, ckpt, refs, name, t):
-    out = run_cli("fairseq-eval-lm", toy_data["lm_bin"], "--path", ckpt[name], "--user-dir",
-                  PLUGIN_DIR, "--cpu", "--gen-subset", "test", "--tokens-per-sample", "32",
-                  "--max-tokens", "1024").stdout
+    out = run_cli(
+        "fairseq-eval-lm",
+        toy_data["lm_bin"],
+        "--path",
+        ckpt[name],
+        "--user-dir",
+        PLUGIN_DIR,
+        "--cpu",
+        "--gen-subset",
+        "test",
+        "--tokens-per-sample",
+        "32",
+        "--max-tokens",
+        "1024",
+    ).stdout
     loss = float(out.split("Loss (base 2): ")[1].split(",")[0])
     assert abs(loss - refs[name].lm_nll("test", t)[0]) < 1e-3
     if name == "L":
@@ -201,8 +352,9 @@ def test_eval_lm_scores_at_the_training_temperature(toy_data, ckpt, refs, name, 
 def hub(ckpt, toy_data):
     from fairseq.models.transformer import TransformerModel
 
-    return TransformerModel.from_pretrained(str(ckpt["A"].parent), ckpt["A"].name, str(toy_data["bin"]),
-                                            user_dir=PLUGIN_DIR)
+    return TransformerModel.from_pretrained(
+        str(ckpt["A"].parent), ckpt["A"].name, str(toy_data["bin"]), user_dir=PLUGIN_DIR
+    )
 
 
 def hub_hypos(hub, sentence, **kwargs):
@@ -224,8 +376,7 @@ def test_hub_generate_default_explicit_untempered_and_no_leak(hub, refs, monkeyp
     for t in (1.0, 1.7):  # 1.0: the documented way to decode untempered
         check_hypos(hub_hypos(hub, sentence, beam=3, temperature=t)[1], [(refs["A"], t)], src)
         check_hypos(hub_hypos(hub, sentence, beam=3)[1], [(refs["A"], T_A)], src)  # no leak
-    check_hypos(hub_hypos(hub, sentence, beam=1, sampling=True, temperature=0.5)[1],
-                [(refs["A"], 0.5)], src)
+    check_hypos(hub_hypos(hub, sentence, beam=1, sampling=True, temperature=0.5)[1], [(refs["A"], 0.5)], src)
     # a host program's own command line is not a decoding option
     monkeypatch.setattr(sys, "argv", ["host-program", "--temperature", "5"])
     check_hypos(hub_hypos(hub, sentence, beam=3)[1], [(refs["A"], T_A)], src)
@@ -234,8 +385,9 @@ def test_hub_generate_default_explicit_untempered_and_no_leak(hub, refs, monkeyp
 def lm_hub(ckpt, toy_data, name):
     from fairseq.models.fairseq_model import BaseFairseqModel
 
-    return BaseFairseqModel.from_pretrained(str(ckpt[name].parent), ckpt[name].name,
-                                            str(toy_data["lm_bin"]), user_dir=PLUGIN_DIR)
+    return BaseFairseqModel.from_pretrained(
+        str(ckpt[name].parent), ckpt[name].name, str(toy_data["lm_bin"]), user_dir=PLUGIN_DIR
+    )
 
 
 def test_lm_hub_score_default_explicit_and_no_leak(ckpt, toy_data, refs):
@@ -249,8 +401,9 @@ def test_lm_hub_score_default_explicit_and_no_leak(ckpt, toy_data, refs):
 def test_hub_from_pretrained_with_an_explicit_temperature(ckpt, toy_data, refs):
     from fairseq.models.transformer import TransformerModel
 
-    hub = TransformerModel.from_pretrained(str(ckpt["A"].parent), ckpt["A"].name, str(toy_data["bin"]),
-                                           user_dir=PLUGIN_DIR, temperature=1.2)
+    hub = TransformerModel.from_pretrained(
+        str(ckpt["A"].parent), ckpt["A"].name, str(toy_data["bin"]), user_dir=PLUGIN_DIR, temperature=1.2
+    )
     src, hypos = hub_hypos(hub, "s5 s6 s7", beam=2)
     check_hypos(hypos, [(refs["A"], 1.2)], src)
 
@@ -270,13 +423,15 @@ def test_lm_hub_sample_then_score_does_not_leak(ckpt, toy_data, refs):
 @pytest.mark.parametrize("temperature", [None, 2.0])
 def test_generator_and_scorer_built_directly(ckpt, toy_data, refs, temperature):
     models, _, task = checkpoint_utils.load_model_ensemble_and_task(
-        [str(ckpt["A"])], arg_overrides={"data": str(toy_data["bin"])})
+        [str(ckpt["A"])], arg_overrides={"data": str(toy_data["bin"])}
+    )
     kwargs = {} if temperature is None else {"temperature": temperature}
     t = T_A if temperature is None else temperature
     src = task.source_dictionary.encode_line("s1 s2 s3 s4", add_if_not_exist=False).long()
     sample = {"net_input": {"src_tokens": src[None], "src_lengths": torch.tensor([len(src)])}}
-    generator = SequenceGenerator([m.eval() for m in models], task.target_dictionary, beam_size=2,
-                                  max_len_b=8, **kwargs)
+    generator = SequenceGenerator(
+        [m.eval() for m in models], task.target_dictionary, beam_size=2, max_len_b=8, **kwargs
+    )
     check_hypos(generator.generate(models, sample)[0], [(refs["A"], t)], src)
     target = task.target_dictionary.encode_line("s1 s2", add_if_not_exist=False).long()
     sample["target"] = target[None]
@@ -290,8 +445,10 @@ def test_eval_bleu_generator_decodes_at_the_training_temperature(ckpt, toy_data,
     from fairseq import tasks
 
     state = checkpoint_utils.load_checkpoint_to_cpu(str(ckpt["A"]))
-    for eval_args, t in (('{"beam": 2, "max_len_b": 8}', T_A),
-                         ('{"beam": 2, "max_len_b": 8, "temperature": 1.4}', 1.4)):
+    for eval_args, t in (
+        ('{"beam": 2, "max_len_b": 8}', T_A),
+        ('{"beam": 2, "max_len_b": 8, "temperature": 1.4}', 1.4),
+    ):
         cfg = state["cfg"]
         cfg.task.data, cfg.task.eval_bleu, cfg.task.eval_bleu_args = str(toy_data["bin"]), True, eval_args
         task = tasks.setup_task(cfg.task)
@@ -300,38 +457,61 @@ def test_eval_bleu_generator_decodes_at_the_training_temperature(ckpt, toy_data,
         task.build_criterion(cfg.criterion)
         src = task.source_dictionary.encode_line("s1 s2 s3", add_if_not_exist=False).long()
         sample = {"net_input": {"src_tokens": src[None], "src_lengths": torch.tensor([len(src)])}}
-        check_hypos(task.inference_step(task.sequence_generator, [model.eval()], sample)[0],
-                    [(refs["A"], t)], src)
+        check_hypos(
+            task.inference_step(task.sequence_generator, [model.eval()], sample)[0], [(refs["A"], t)], src
+        )
 
 
 def test_lm_ensemble_mixing_a_head_and_a_logits_model(ckpt, toy_data, refs):
     models, _, task = checkpoint_utils.load_model_ensemble_and_task(
-        [str(ckpt["H"]), str(ckpt["L"])], arg_overrides={"data": str(toy_data["lm_bin"])})
+        [str(ckpt["H"]), str(ckpt["L"])], arg_overrides={"data": str(toy_data["lm_bin"])}
+    )
     prompt = task.source_dictionary.encode_line(
-        " ".join((toy_data["raw"] / "test.tgt").read_text().split()[:3]), add_if_not_exist=False,
-        append_eos=False).long()
+        " ".join((toy_data["raw"] / "test.tgt").read_text().split()[:3]),
+        add_if_not_exist=False,
+        append_eos=False,
+    ).long()
     sample = {"net_input": {"src_tokens": prompt[None], "src_lengths": torch.tensor([len(prompt)])}}
     for kwargs, ts in (({}, (1.0, T_LM)), ({"temperature": 0.8}, (0.8, 0.8))):
-        generator = SequenceGenerator([m.eval() for m in models], task.target_dictionary, beam_size=2,
-                                      max_len_b=6, **kwargs)
-        hypos = generator.generate(models, sample, prefix_tokens=prompt[None],
-                                   bos_token=task.source_dictionary.eos())[0]
+        generator = SequenceGenerator(
+            [m.eval() for m in models], task.target_dictionary, beam_size=2, max_len_b=6, **kwargs
+        )
+        hypos = generator.generate(
+            models, sample, prefix_tokens=prompt[None], bos_token=task.source_dictionary.eos()
+        )[0]
         check_hypos(hypos, [(refs["H"], ts[0]), (refs["L"], ts[1])])
 
 
 @pytest.mark.parametrize("bad", [0, -1, float("inf"), float("nan"), "warm"])
 def test_bad_temperatures_are_refused_with_a_clear_error(ckpt, toy_data, bad):
     models, _, task = checkpoint_utils.load_model_ensemble_and_task(
-        [str(ckpt["A"])], arg_overrides={"data": str(toy_data["bin"])})
+        [str(ckpt["A"])], arg_overrides={"data": str(toy_data["bin"])}
+    )
     with pytest.raises(ValueError, match="temperature must be a finite number > 0"):
         SequenceGenerator(models, task.target_dictionary, temperature=bad)
 
 
 def test_a_bad_eval_bleu_args_temperature_stops_training_before_any_step(toy_data, tmp_path):
-    proc = run_cli("fairseq-train", toy_data["bin"], "--user-dir", PLUGIN_DIR, *TINY_TRANSFORMER,
-                   *TRAIN_DEFAULTS, "--criterion", "tempered_ce", "--softmax-temperature", "3",
-                   "--eval-bleu", "--eval-bleu-args", '{"beam": 1, "temperature": 0}', "--max-epoch", "1",
-                   "--save-dir", tmp_path, check=False)
+    proc = run_cli(
+        "fairseq-train",
+        toy_data["bin"],
+        "--user-dir",
+        PLUGIN_DIR,
+        *TINY_TRANSFORMER,
+        *TRAIN_DEFAULTS,
+        "--criterion",
+        "tempered_ce",
+        "--softmax-temperature",
+        "3",
+        "--eval-bleu",
+        "--eval-bleu-args",
+        '{"beam": 1, "temperature": 0}',
+        "--max-epoch",
+        "1",
+        "--save-dir",
+        tmp_path,
+        check=False,
+    )
     assert proc.returncode != 0
     assert "--temperature must be a finite number > 0" in proc.stdout and "--eval-bleu-args" in proc.stdout
     assert "begin training epoch" not in proc.stdout and not list(tmp_path.glob("*.pt"))

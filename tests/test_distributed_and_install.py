@@ -2,6 +2,7 @@
 process with --update-freq 2 (losses, gradient norms, batch sizes); its checkpoints load with torch's
 safe loading and resume on 2 processes; tempered_ce's metrics reach --tensorboard-logdir; the
 installed package works as --user-dir (bare name and `ctemp-user-dir`)."""
+
 import os
 import shutil
 import socket
@@ -9,13 +10,23 @@ import subprocess
 
 import pytest
 import torch
-
-from conftest import (PLUGIN_DIR, REPO, TINY_TRANSFORMER, TRAIN_DEFAULTS, cli, json_log_records,
-                      run_cli)
+from conftest import PLUGIN_DIR, REPO, TINY_TRANSFORMER, TRAIN_DEFAULTS, cli, json_log_records, run_cli
 
 pytestmark = pytest.mark.e2e
-TEMPERED = ["--criterion", "tempered_ce", "--softmax-temperature", "2", "--label-smoothing", "0.1",
-            "--sem-weight", "0.1", "--dropout", "0", "--max-epoch", "2"]
+TEMPERED = [
+    "--criterion",
+    "tempered_ce",
+    "--softmax-temperature",
+    "2",
+    "--label-smoothing",
+    "0.1",
+    "--sem-weight",
+    "0.1",
+    "--dropout",
+    "0",
+    "--max-epoch",
+    "2",
+]
 # per update: what the criterion logs, the gradient norm (a wrong gradient scale across ranks moves
 # it, while Adam leaves the losses almost unchanged) and the batch that made the update
 COMPARED = ("loss", "nll_loss", "nll_loss_untempered", "entropy", "entropy_untempered", "gnorm")
@@ -31,12 +42,27 @@ def free_port():
 
 def train_on_two_ranks(args, extra_dist=()):
     """fairseq on CPU: one process per rank, explicit ranks, gloo. Returns rank 0's output."""
-    dist = ["--distributed-world-size", "2", "--distributed-init-method",
-            f"tcp://127.0.0.1:{free_port()}", "--distributed-no-spawn", "--distributed-backend",
-            "gloo", *extra_dist]
+    dist = [
+        "--distributed-world-size",
+        "2",
+        "--distributed-init-method",
+        f"tcp://127.0.0.1:{free_port()}",
+        "--distributed-no-spawn",
+        "--distributed-backend",
+        "gloo",
+        *extra_dist,
+    ]
     env = {**ONE_THREAD, "PATH": "/usr/bin:/bin"}
-    ranks = [subprocess.Popen(args + dist + ["--distributed-rank", str(r)], env=env, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for r in (0, 1)]
+    ranks = [
+        subprocess.Popen(
+            args + dist + ["--distributed-rank", str(r)],
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        for r in (0, 1)
+    ]
     outputs = [p.communicate(timeout=300)[0] for p in ranks]
     assert all(p.returncode == 0 for p in ranks), outputs[0][-3000:] + outputs[1][-3000:]
     assert "training on 2 devices" in outputs[0]
@@ -63,21 +89,31 @@ def assert_same_updates(two, one, keys, exact=False):
 
 
 def tempered_args(data, *extra):
-    return [cli("fairseq-train"), str(data), "--user-dir", PLUGIN_DIR, *TINY_TRANSFORMER,
-            *TRAIN_DEFAULTS, *TEMPERED, *extra]
+    return [
+        cli("fairseq-train"),
+        str(data),
+        "--user-dir",
+        PLUGIN_DIR,
+        *TINY_TRANSFORMER,
+        *TRAIN_DEFAULTS,
+        *TEMPERED,
+        *extra,
+    ]
 
 
 @pytest.fixture(scope="module")
 def single_process(toy_data, tmp_path_factory):
     """One process, --update-freq 2, tensorboard logging on: (output, tensorboard dir)."""
     root = tmp_path_factory.mktemp("single")
-    args = tempered_args(toy_data["bin"], "--no-save", "--update-freq", "2",
-                         "--tensorboard-logdir", root / "tb")
+    args = tempered_args(
+        toy_data["bin"], "--no-save", "--update-freq", "2", "--tensorboard-logdir", root / "tb"
+    )
     return run_cli(*args, env=ONE_THREAD).stdout, root / "tb"
 
 
 def test_two_process_gloo_training_matches_one_process_and_its_checkpoints_resume(
-        toy_data, tmp_path, single_process):
+    toy_data, tmp_path, single_process
+):
     # the default --ddp-backend pytorch_ddp works on CPU with the plugin's compat fix (README,
     # "Distributed training"); epoch checkpoints saved
     whole = train_on_two_ranks(tempered_args(toy_data["bin"], "--save-dir", tmp_path / "dist"))
@@ -88,7 +124,9 @@ def test_two_process_gloo_training_matches_one_process_and_its_checkpoints_resum
     import fairseq_ctemp  # noqa: F401  (registers the globals fairseq checkpoints contain)
 
     state = torch.load(tmp_path / "dist" / "checkpoint1.pt", weights_only=True)
-    assert state["optimizer_history"][-1]["num_updates"] == int(json_log_records(whole, "train")[0]["train_num_updates"])
+    assert state["optimizer_history"][-1]["num_updates"] == int(
+        json_log_records(whole, "train")[0]["train_num_updates"]
+    )
     # ... and resume on 2 processes (rank 0 loads, then sends the state to rank 1 through
     # torch.load): epoch 2 repeats the uninterrupted run's
     (tmp_path / "resumed").mkdir()
@@ -110,21 +148,51 @@ def test_tempered_ce_metrics_reach_tensorboard(single_process):
             step = int(record[prefix + "num_updates"])
             for key in ("loss", "nll_loss", "nll_loss_untempered", "entropy", "entropy_untempered"):
                 logged = {e.step: e.value for e in events.Scalars(key)}  # tensorboard: unrounded
-                assert abs(logged[step] - float(record[prefix + key])) <= 5e-4 * abs(logged[step]) + 5e-4, (kind, key)
+                assert abs(logged[step] - float(record[prefix + key])) <= 5e-4 * abs(logged[step]) + 5e-4, (
+                    kind,
+                    key,
+                )
 
 
 def test_installed_package_works_as_user_dir(toy_data, tmp_path):
     site = tmp_path / "site"
-    run_cli(cli("python"), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-            "--target", site, REPO)
+    run_cli(
+        cli("python"),
+        "-m",
+        "pip",
+        "install",
+        "-q",
+        "--no-deps",
+        "--no-build-isolation",
+        "--target",
+        site,
+        REPO,
+    )
     installed = site / "fairseq_ctemp"
     # the console script prints the installed package directory, and fairseq-train takes it
-    user_dir = run_cli(site / "bin" / "ctemp-user-dir", cwd=tmp_path,
-                       env={"PYTHONPATH": str(site)}).stdout.strip().splitlines()[-1]
+    user_dir = (
+        run_cli(site / "bin" / "ctemp-user-dir", cwd=tmp_path, env={"PYTHONPATH": str(site)})
+        .stdout.strip()
+        .splitlines()[-1]
+    )
     assert user_dir == str(installed)
-    out = run_cli("fairseq-train", toy_data["bin"], "--user-dir", user_dir, *TINY_TRANSFORMER,
-                  *TRAIN_DEFAULTS, "--criterion", "tempered_ce", "--softmax-temperature", "2",
-                  "--max-update", "1", "--no-save", cwd=tmp_path, env={"PYTHONPATH": str(site)}).stdout
+    out = run_cli(
+        "fairseq-train",
+        toy_data["bin"],
+        "--user-dir",
+        user_dir,
+        *TINY_TRANSFORMER,
+        *TRAIN_DEFAULTS,
+        "--criterion",
+        "tempered_ce",
+        "--softmax-temperature",
+        "2",
+        "--max-update",
+        "1",
+        "--no-save",
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(site)},
+    ).stdout
     assert "TemperedCrossEntropyCriterion" in out and f"'user_dir': '{installed}'" in out
     # A regular install puts fairseq_ctemp next to fairseq, where fairseq also looks for a bare
     # --user-dir name: reproduce that layout with a fairseq package dir in the same directory
@@ -135,9 +203,22 @@ def test_installed_package_works_as_user_dir(toy_data, tmp_path):
     os.mkdir(site / "fairseq")
     for entry in os.listdir(real_fairseq):
         os.symlink(os.path.join(real_fairseq, entry), site / "fairseq" / entry)
-    out = run_cli("fairseq-train", toy_data["bin"], "--user-dir", "fairseq_ctemp", *TINY_TRANSFORMER,
-                  *TRAIN_DEFAULTS, "--criterion", "tempered_ce", "--softmax-temperature", "2",
-                  "--max-update", "1", "--no-save", cwd=tmp_path,
-                  env={"PYTHONPATH": str(site)}).stdout
+    out = run_cli(
+        "fairseq-train",
+        toy_data["bin"],
+        "--user-dir",
+        "fairseq_ctemp",
+        *TINY_TRANSFORMER,
+        *TRAIN_DEFAULTS,
+        "--criterion",
+        "tempered_ce",
+        "--softmax-temperature",
+        "2",
+        "--max-update",
+        "1",
+        "--no-save",
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(site)},
+    ).stdout
     assert "TemperedCrossEntropyCriterion" in out
-    assert f"'user_dir': 'fairseq_ctemp'" in out
+    assert "'user_dir': 'fairseq_ctemp'" in out

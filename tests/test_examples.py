@@ -1,5 +1,6 @@
 """The example recipe runs end to end (tiny model, tiny data) and does not redo finished steps; its
 average, decoding temperature and scores are checked against the files it wrote."""
+
 import json
 import os
 import re
@@ -7,24 +8,50 @@ import subprocess
 
 import pytest
 import torch
-from sacrebleu.metrics import BLEU, CHRF
-
 from conftest import BIN_DIR, REPO
+from sacrebleu.metrics import BLEU, CHRF
 
 pytestmark = pytest.mark.e2e
 SCRIPT = os.path.join(REPO, "examples", "softmax_tempering", "train_and_decode.sh")
-TINY = ["--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "32",
-        "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim",
-        "64", "--encoder-attention-heads", "2", "--decoder-attention-heads", "2",
-        "--warmup-updates", "10", "--num-workers", "0",
-        "--eval-bleu-args", '{"beam": 1, "max_len_a": 1.2, "max_len_b": 10}']
+TINY = [
+    "--encoder-layers",
+    "1",
+    "--decoder-layers",
+    "1",
+    "--encoder-embed-dim",
+    "32",
+    "--decoder-embed-dim",
+    "32",
+    "--encoder-ffn-embed-dim",
+    "64",
+    "--decoder-ffn-embed-dim",
+    "64",
+    "--encoder-attention-heads",
+    "2",
+    "--decoder-attention-heads",
+    "2",
+    "--warmup-updates",
+    "10",
+    "--num-workers",
+    "0",
+    "--eval-bleu-args",
+    '{"beam": 1, "max_len_a": 1.2, "max_len_b": 10}',
+]
 
 
 def test_train_and_decode_recipe(toy_data, tmp_path):
-    env = dict(os.environ, PATH=BIN_DIR + os.pathsep + os.environ["PATH"], MAX_EPOCH="2",
-               AVERAGE="2", LR="3e-3", MAX_TOKENS="2000", BEAM="2",
-               DEVICE_ARGS="--cpu", GENERATE_ARGS="--max-len-a 1.2 --max-len-b 10",
-               OMP_NUM_THREADS="1")
+    env = dict(
+        os.environ,
+        PATH=BIN_DIR + os.pathsep + os.environ["PATH"],
+        MAX_EPOCH="2",
+        AVERAGE="2",
+        LR="3e-3",
+        MAX_TOKENS="2000",
+        BEAM="2",
+        DEVICE_ARGS="--cpu",
+        GENERATE_ARGS="--max-len-a 1.2 --max-len-b 10",
+        OMP_NUM_THREADS="1",
+    )
     save = tmp_path / "ckpt"
     command = ["bash", SCRIPT, str(toy_data["bin"]), str(save), "3"] + TINY
     first = subprocess.run(command, env=env, text=True, capture_output=True)

@@ -1,6 +1,7 @@
 """ctemp-greedy-vs-beam on a tiny model trained with tempered_ce at T=2 (untrained in all but name:
 the tests check the plumbing, not the paper's claim). One run of the command (dev grid, save dir,
 JSON) is shared by the checks; the error cases fail before any decoding."""
+
 import contextlib
 import io
 import json
@@ -19,8 +20,17 @@ pytestmark = pytest.mark.e2e
 BIN = os.path.dirname(sys.executable)
 USER_DIR = gvb.PACKAGE_DIR  # the fairseq_ctemp package directory
 # Untrained models decode up to max length: keep that short so the suite stays fast.
-GENERATE_ARGS = ["--cpu", "--batch-size", "64", "--num-workers", "0", "--max-len-a", "1.2",
-                 "--max-len-b", "10"]
+GENERATE_ARGS = [
+    "--cpu",
+    "--batch-size",
+    "64",
+    "--num-workers",
+    "0",
+    "--max-len-a",
+    "1.2",
+    "--max-len-b",
+    "10",
+]
 SIZES = (("train", 600), ("valid", 60), ("test", 60))
 
 
@@ -46,9 +56,26 @@ def corpus(tmp_path_factory, one_thread):
     root = tmp_path_factory.mktemp("greedy_vs_beam")
     raw, data = str(root / "raw"), str(root / "bin")
     write_corpus(raw, SIZES)
-    run([f"{BIN}/fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--joined-dictionary",
-         "--workers", "1", "--trainpref", f"{raw}/train", "--validpref", f"{raw}/valid",
-         "--testpref", f"{raw}/test", "--destdir", data])
+    run(
+        [
+            f"{BIN}/fairseq-preprocess",
+            "--source-lang",
+            "src",
+            "--target-lang",
+            "tgt",
+            "--joined-dictionary",
+            "--workers",
+            "1",
+            "--trainpref",
+            f"{raw}/train",
+            "--validpref",
+            f"{raw}/valid",
+            "--testpref",
+            f"{raw}/test",
+            "--destdir",
+            data,
+        ]
+    )
     (root / "never_loaded.pt").write_bytes(b"")
     return {"root": root, "raw": raw, "data": data, "checkpoint": str(root / "never_loaded.pt")}
 
@@ -57,13 +84,54 @@ def corpus(tmp_path_factory, one_thread):
 def tiny(corpus):
     """A 1-layer transformer trained for 3 epochs with tempered_ce at T=2."""
     ckpt = str(corpus["root"] / "ckpt")
-    run([f"{BIN}/fairseq-train", corpus["data"], "--user-dir", USER_DIR, "--criterion", "tempered_ce",
-         "--softmax-temperature", "2", "--label-smoothing", "0.1", "--cpu", "--arch", "transformer",
-         "--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "32",
-         "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64",
-         "--encoder-attention-heads", "2", "--decoder-attention-heads", "2", "--share-all-embeddings",
-         "--optimizer", "adam", "--lr", "3e-3", "--max-tokens", "2000", "--max-epoch", "3",
-         "--no-epoch-checkpoints", "--num-workers", "0", "--save-dir", ckpt, "--no-progress-bar"])
+    run(
+        [
+            f"{BIN}/fairseq-train",
+            corpus["data"],
+            "--user-dir",
+            USER_DIR,
+            "--criterion",
+            "tempered_ce",
+            "--softmax-temperature",
+            "2",
+            "--label-smoothing",
+            "0.1",
+            "--cpu",
+            "--arch",
+            "transformer",
+            "--encoder-layers",
+            "1",
+            "--decoder-layers",
+            "1",
+            "--encoder-embed-dim",
+            "32",
+            "--decoder-embed-dim",
+            "32",
+            "--encoder-ffn-embed-dim",
+            "64",
+            "--decoder-ffn-embed-dim",
+            "64",
+            "--encoder-attention-heads",
+            "2",
+            "--decoder-attention-heads",
+            "2",
+            "--share-all-embeddings",
+            "--optimizer",
+            "adam",
+            "--lr",
+            "3e-3",
+            "--max-tokens",
+            "2000",
+            "--max-epoch",
+            "3",
+            "--no-epoch-checkpoints",
+            "--num-workers",
+            "0",
+            "--save-dir",
+            ckpt,
+            "--no-progress-bar",
+        ]
+    )
     return {**corpus, "checkpoint": f"{ckpt}/checkpoint_last.pt"}
 
 
@@ -73,9 +141,25 @@ def grid_run(tiny):
     real fairseq-generate): a 1 x 2 grid on valid with a raw --dev-ref, then greedy and the grid's
     best on test, scored against the T- lines."""
     out = tiny["root"] / "out"
-    argv = [tiny["data"], "--checkpoint", tiny["checkpoint"], "--grid-beams", "2", "--grid-lenpens", "0.5,3",
-            "--dev-subset", "valid", "--dev-ref", f"{tiny['raw']}/valid.tgt", "--save-dir", str(out),
-            "--json", str(out / "result.json"), "--", *GENERATE_ARGS]
+    argv = [
+        tiny["data"],
+        "--checkpoint",
+        tiny["checkpoint"],
+        "--grid-beams",
+        "2",
+        "--grid-lenpens",
+        "0.5,3",
+        "--dev-subset",
+        "valid",
+        "--dev-ref",
+        f"{tiny['raw']}/valid.tgt",
+        "--save-dir",
+        str(out),
+        "--json",
+        str(out / "result.json"),
+        "--",
+        *GENERATE_ARGS,
+    ]
     stdout = io.StringIO()
     with contextlib.redirect_stdout(stdout):
         assert gvb.main(argv) is None  # the console script exits with main()'s return value
@@ -92,8 +176,8 @@ def tagged(log, tag):
     """Text of the `tag`-N lines of a fairseq-generate log, by N (an independent parse)."""
     found = {}
     for line in log.split("\n"):
-        if line.startswith(tag + "-") and line.split("\t")[0][len(tag) + 1:].isdigit():
-            found.setdefault(int(line.split("\t")[0][len(tag) + 1:]), line.split("\t")[-1])
+        if line.startswith(tag + "-") and line.split("\t")[0][len(tag) + 1 :].isdigit():
+            found.setdefault(int(line.split("\t")[0][len(tag) + 1 :]), line.split("\t")[-1])
     return [found[i] for i in sorted(found)]
 
 
@@ -149,8 +233,21 @@ def test_compare_gives_a_p_value(grid_run, capsys):
         same = gvb.compare_systems(files["ref"], files["system"], files["system"], test, 200, "none")
         # sacrebleu alone says p = 1/(n+1) here ("significant"): no resampled difference is > 0
         assert same["identical"] and same["bleu"]["p_value"] == same["chrf"]["p_value"] == 1.0
-    gvb.main(["compare", "--ref", files["ref"], "--baseline", files["baseline"], "--system", files["system"],
-              "--n-samples", "100", "--sacrebleu-tokenize", "none"])
+    gvb.main(
+        [
+            "compare",
+            "--ref",
+            files["ref"],
+            "--baseline",
+            files["baseline"],
+            "--system",
+            files["system"],
+            "--n-samples",
+            "100",
+            "--sacrebleu-tokenize",
+            "none",
+        ]
+    )
     assert "p_value" in capsys.readouterr().out
 
 
@@ -166,8 +263,10 @@ def test_ref_with_the_wrong_number_of_lines_is_refused(corpus, tmp_path, capsys)
     short.write_text("".join(line + "\n" for line in lines(f"{corpus['raw']}/test.tgt")[:-1]))
     message = error_of([corpus["data"], "--checkpoint", corpus["checkpoint"], "--ref", str(short)], capsys)
     assert "--ref" in message and "59 lines" in message and "60 sentences" in message
-    message = error_of(["compare", "--ref", f"{corpus['raw']}/test.tgt", "--baseline", str(short),
-                        "--system", str(short)], capsys)
+    message = error_of(
+        ["compare", "--ref", f"{corpus['raw']}/test.tgt", "--baseline", str(short), "--system", str(short)],
+        capsys,
+    )
     assert "--baseline" in message and "59 lines" in message and "60 sentences" in message
 
 
@@ -180,17 +279,20 @@ def test_existing_outputs_are_not_overwritten(corpus, tmp_path, capsys):
     assert "already exists" in message and (tmp_path / "beam.hyp").read_text() == "keep me\n"
 
 
-@pytest.mark.parametrize("args, expected", [
-    (["--beam", "0"], "--beam must be an integer >= 1, got 0"),
-    (["--lenpen", "0"], "--lenpen must be a finite number > 0, got 0.0"),
-    (["--grid-beams", "4,0"], "--grid-beams must be integers >= 1, got 0"),
-    (["--grid-lenpens", "1,-1"], "--grid-lenpens must be finite numbers > 0, got -1.0"),
-    (["--temperature", "nan"], "--temperature must be finite and > 0, got nan"),
-    (["--sacrebleu-tokenize", "moses"], "--sacrebleu-tokenize must be one of none, "),
-    (["--", "--beam", "3"], "--beam cannot go to fairseq-generate after --"),
-    (["--dev-ref", "x"], "--dev-ref is only used with --grid-beams"),
-    (["--checkpoint", "missing.pt"], "--checkpoint missing.pt: no such file"),
-])
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--beam", "0"], "--beam must be an integer >= 1, got 0"),
+        (["--lenpen", "0"], "--lenpen must be a finite number > 0, got 0.0"),
+        (["--grid-beams", "4,0"], "--grid-beams must be integers >= 1, got 0"),
+        (["--grid-lenpens", "1,-1"], "--grid-lenpens must be finite numbers > 0, got -1.0"),
+        (["--temperature", "nan"], "--temperature must be finite and > 0, got nan"),
+        (["--sacrebleu-tokenize", "moses"], "--sacrebleu-tokenize must be one of none, "),
+        (["--", "--beam", "3"], "--beam cannot go to fairseq-generate after --"),
+        (["--dev-ref", "x"], "--dev-ref is only used with --grid-beams"),
+        (["--checkpoint", "missing.pt"], "--checkpoint missing.pt: no such file"),
+    ],
+)
 def test_bad_options_name_the_option_and_range(corpus, args, expected, capsys):
     message = error_of([corpus["data"], "--checkpoint", corpus["checkpoint"], *args], capsys)
     assert message.startswith("ctemp-greedy-vs-beam: error: " + expected)
@@ -229,7 +331,16 @@ def test_refuses_to_score_when_fairseq_drops_sentences(tiny, tmp_path):
     dropped = sum(n > limit for n in lengths)
     assert 0 < dropped < 60
     extra = GENERATE_ARGS + ["--skip-invalid-size-inputs-valid-test", "--max-source-positions", str(limit)]
-    with pytest.raises(gvb.UsageError, match=f"fairseq-generate translated {60 - dropped} of the 60 sentences of test"):
-        gvb.run_greedy_vs_beam(tiny["data"], tiny["checkpoint"], beam=2, extra_args=extra,
-                               save_dir=str(tmp_path / "out"), verbose=False, in_process=True)
+    with pytest.raises(
+        gvb.UsageError, match=f"fairseq-generate translated {60 - dropped} of the 60 sentences of test"
+    ):
+        gvb.run_greedy_vs_beam(
+            tiny["data"],
+            tiny["checkpoint"],
+            beam=2,
+            extra_args=extra,
+            save_dir=str(tmp_path / "out"),
+            verbose=False,
+            in_process=True,
+        )
     assert not (tmp_path / "out").exists()

@@ -1,24 +1,55 @@
 """Contextual-temperature LMs through the real CLIs: fairseq-train / fairseq-eval-lm /
 fairseq-interactive with --user-dir, for every head; eval-lm's perplexity is exp(unscaled NLL) of
 the normalised distribution over every corpus token; resume; 2-process CPU training with c10d."""
+
 import re
 import subprocess
 
 import pytest
 import torch
-
 from conftest import PLUGIN_DIR, RawModel, cli, json_log_records, run_cli
 from test_distributed_and_install import ONE_THREAD, assert_same_updates, train_on_two_ranks
 
 pytestmark = pytest.mark.e2e
-LM_TRAIN = ["--user-dir", PLUGIN_DIR, "--task", "language_modeling", "--tokens-per-sample", "64",
-            "--cpu", "--optimizer", "adam", "--lr", "3e-3", "--max-tokens", "1000", "--seed", "1",
-            "--log-format", "json", "--log-interval", "1", "--num-workers", "0",
-            "--criterion", "ct_cross_entropy", "--best-checkpoint-metric", "nll_loss"]
+LM_TRAIN = [
+    "--user-dir",
+    PLUGIN_DIR,
+    "--task",
+    "language_modeling",
+    "--tokens-per-sample",
+    "64",
+    "--cpu",
+    "--optimizer",
+    "adam",
+    "--lr",
+    "3e-3",
+    "--max-tokens",
+    "1000",
+    "--seed",
+    "1",
+    "--log-format",
+    "json",
+    "--log-interval",
+    "1",
+    "--num-workers",
+    "0",
+    "--criterion",
+    "ct_cross_entropy",
+    "--best-checkpoint-metric",
+    "nll_loss",
+]
 HEADS = {
     "transformer-adaptive-ct-learned": ["--arch", "ct_transformer_lm_tiny", "--ct-learn-alpha-beta"],
-    "transformer-softmax-constant": ["--arch", "ct_transformer_lm_tiny", "--output-head", "softmax",
-                                     "--ct-normalization", "constant", "--ct-constant", "2"],
+    "transformer-softmax-constant": [
+        "--arch",
+        "ct_transformer_lm_tiny",
+        "--output-head",
+        "softmax",
+        "--ct-normalization",
+        "constant",
+        "--ct-constant",
+        "2",
+    ],
     "lstm-softmax-plain": ["--arch", "lstm_lm_tiny"],
     "lstm-mos-ct": ["--arch", "ct_mos_lstm_lm_tiny"],
 }
@@ -29,8 +60,20 @@ def train(data, save_dir, *extra, epochs=1):
 
 
 def eval_lm(data, checkpoint, *extra):
-    out = run_cli("fairseq-eval-lm", data, "--user-dir", PLUGIN_DIR, "--path", checkpoint, "--cpu",
-                  "--gen-subset", "test", "--max-tokens", "4000", *extra).stdout
+    out = run_cli(
+        "fairseq-eval-lm",
+        data,
+        "--user-dir",
+        PLUGIN_DIR,
+        "--path",
+        checkpoint,
+        "--cpu",
+        "--gen-subset",
+        "test",
+        "--max-tokens",
+        "4000",
+        *extra,
+    ).stdout
     count = int(re.search(r"Evaluated ([\d,]+) tokens", out).group(1).replace(",", ""))
     loss, ppl = map(float, re.search(r"Loss \(base 2\): ([\d.]+), Perplexity: ([\d.]+)", out).groups())
     return out, count, loss, ppl
@@ -48,14 +91,17 @@ def trained(toy_data, tmp_path_factory):
     runs = {}
     for head, args in HEADS.items():
         save_dir = tmp_path_factory.mktemp(head)
-        runs[head] = save_dir, train(toy_data["lm_bin"], save_dir, *args, "--no-epoch-checkpoints",
-                                     epochs=2).stdout
+        runs[head] = (
+            save_dir,
+            train(toy_data["lm_bin"], save_dir, *args, "--no-epoch-checkpoints", epochs=2).stdout,
+        )
     return runs
 
 
 @pytest.mark.parametrize("head", sorted(HEADS))
 def test_every_head_trains_and_eval_lm_scores_every_token_of_the_normalised_distribution(
-        toy_data, trained, head):
+    toy_data, trained, head
+):
     save_dir, log = trained[head]
     valid = json_log_records(log, "valid")[-1]
     checkpoint = save_dir / "checkpoint_last.pt"
@@ -64,22 +110,28 @@ def test_every_head_trains_and_eval_lm_scores_every_token_of_the_normalised_dist
     assert count == corpus_tokens(toy_data["raw"] / "test.tgt")  # nothing dropped
     # from the raw outputs of fairseq's own loader: no plugin decoding code
     expected, expected_count = RawModel(checkpoint, toy_data["lm_bin"], tokens_per_sample=64).lm_nll(
-        "test", max_tokens=4000)
+        "test", max_tokens=4000
+    )
     assert expected_count == count
     assert abs(loss - expected) < 1e-3, (loss, expected)
-    assert abs(ppl - 2 ** loss) < 0.01 * ppl
+    assert abs(ppl - 2**loss) < 0.01 * ppl
     # the loss scale never reaches reported perplexity: the trained (scaled) loss is another number
     scale = float(valid["valid_loss_scale"])
     if scale != 1.0:
-        assert abs(float(valid["valid_loss"]) - scale * float(valid["valid_nll_loss"])) < 0.01 * float(valid["valid_loss"])
-        assert abs(float(valid["valid_ppl"]) - 2 ** float(valid["valid_nll_loss"])) < 0.01 * float(valid["valid_ppl"])
+        assert abs(float(valid["valid_loss"]) - scale * float(valid["valid_nll_loss"])) < 0.01 * float(
+            valid["valid_loss"]
+        )
+        assert abs(float(valid["valid_ppl"]) - 2 ** float(valid["valid_nll_loss"])) < 0.01 * float(
+            valid["valid_ppl"]
+        )
 
 
 def test_a_context_window_changes_the_conditioning_not_the_scored_tokens(toy_data, trained):
     checkpoint = trained["lstm-mos-ct"][0] / "checkpoint_last.pt"
     _, count, loss, _ = eval_lm(toy_data["lm_bin"], checkpoint, "--tokens-per-sample", "64")
-    _, windowed, windowed_loss, _ = eval_lm(toy_data["lm_bin"], checkpoint, "--tokens-per-sample", "64",
-                                            "--context-window", "32")
+    _, windowed, windowed_loss, _ = eval_lm(
+        toy_data["lm_bin"], checkpoint, "--tokens-per-sample", "64", "--context-window", "32"
+    )
     assert windowed == count and windowed_loss != loss
 
 
@@ -107,10 +159,21 @@ def test_resume_reproduces_the_uninterrupted_run(toy_data, trained, tmp_path):
 def test_two_process_cpu_training_with_c10d_matches_update_freq_2(toy_data, tmp_path):
     """The adaptive CT head runs every tail cluster at every step, so torch DDP (c10d) needs no
     unused-parameter search; fairseq's own adaptive_loss needs --ddp-backend legacy_ddp."""
-    args = [cli("fairseq-train"), str(toy_data["lm_bin"]), *LM_TRAIN, *HEADS["transformer-adaptive-ct-learned"],
-            "--dropout", "0", "--max-epoch", "1", "--no-save"]
+    args = [
+        cli("fairseq-train"),
+        str(toy_data["lm_bin"]),
+        *LM_TRAIN,
+        *HEADS["transformer-adaptive-ct-learned"],
+        "--dropout",
+        "0",
+        "--max-epoch",
+        "1",
+        "--no-save",
+    ]
     two = json_log_records(train_on_two_ranks(args, ["--ddp-backend", "pytorch_ddp"]), "train_inner")
-    one = json_log_records(run_cli("fairseq-train", *args[1:], "--update-freq", "2", env=ONE_THREAD).stdout, "train_inner")
+    one = json_log_records(
+        run_cli("fairseq-train", *args[1:], "--update-freq", "2", env=ONE_THREAD).stdout, "train_inner"
+    )
     assert len(two) > 3
     assert_same_updates(two, one, ("loss", "nll_loss", "tau_mean", "tau_min", "tau_max", "gnorm"))
 
@@ -118,34 +181,105 @@ def test_two_process_cpu_training_with_c10d_matches_update_freq_2(toy_data, tmp_
 def test_interactive_and_generate_with_a_prefix(toy_data, trained):
     """Scores of sampled / searched tokens against an independent computation, at default and
     explicit temperatures: test_decoding_temperature."""
-    prompts = "\n".join(" ".join(line.split()[:3]) for line in
-                        (toy_data["raw"] / "test.tgt").read_text().splitlines()[:3]) + "\n"
+    prompts = (
+        "\n".join(
+            " ".join(line.split()[:3]) for line in (toy_data["raw"] / "test.tgt").read_text().splitlines()[:3]
+        )
+        + "\n"
+    )
     checkpoint = trained["lstm-mos-ct"][0] / "checkpoint_last.pt"
-    proc = subprocess.run([cli("fairseq-interactive"), str(toy_data["lm_bin"]), "--user-dir", PLUGIN_DIR,
-                           "--task", "language_modeling", "--path", str(checkpoint), "--cpu",
-                           "--max-len-b", "8", "--beam", "2"],
-                          input=prompts, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.run(
+        [
+            cli("fairseq-interactive"),
+            str(toy_data["lm_bin"]),
+            "--user-dir",
+            PLUGIN_DIR,
+            "--task",
+            "language_modeling",
+            "--path",
+            str(checkpoint),
+            "--cpu",
+            "--max-len-b",
+            "8",
+            "--beam",
+            "2",
+        ],
+        input=prompts,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert sum(line.startswith("H-") for line in proc.stdout.splitlines()) == 3
-    generated = run_cli("fairseq-generate", toy_data["lm_bin"], "--user-dir", PLUGIN_DIR, "--task",
-                        "language_modeling", "--path", checkpoint, "--cpu", "--sampling", "--beam", "1",
-                        "--prefix-size", "3", "--max-len-b", "8", "--batch-size", "16", "--gen-subset",
-                        "test", "--sample-break-mode", "eos", "--required-batch-size-multiple", "1").stdout
+    generated = run_cli(
+        "fairseq-generate",
+        toy_data["lm_bin"],
+        "--user-dir",
+        PLUGIN_DIR,
+        "--task",
+        "language_modeling",
+        "--path",
+        checkpoint,
+        "--cpu",
+        "--sampling",
+        "--beam",
+        "1",
+        "--prefix-size",
+        "3",
+        "--max-len-b",
+        "8",
+        "--batch-size",
+        "16",
+        "--gen-subset",
+        "test",
+        "--sample-break-mode",
+        "eos",
+        "--required-batch-size-multiple",
+        "1",
+    ).stdout
     assert sum(line.startswith("H-") for line in generated.splitlines()) == 80
 
 
 def test_ct_cross_entropy_refuses_a_stock_model_before_training(toy_data, tmp_path):
-    proc = run_cli("fairseq-train", toy_data["lm_bin"], *LM_TRAIN, "--arch", "transformer_lm",
-                   "--decoder-layers", "1", "--decoder-embed-dim", "32", "--decoder-ffn-embed-dim", "64",
-                   "--decoder-attention-heads", "2", "--max-epoch", "1", "--save-dir", tmp_path,
-                   check=False)
+    proc = run_cli(
+        "fairseq-train",
+        toy_data["lm_bin"],
+        *LM_TRAIN,
+        "--arch",
+        "transformer_lm",
+        "--decoder-layers",
+        "1",
+        "--decoder-embed-dim",
+        "32",
+        "--decoder-ffn-embed-dim",
+        "64",
+        "--decoder-attention-heads",
+        "2",
+        "--max-epoch",
+        "1",
+        "--save-dir",
+        tmp_path,
+        check=False,
+    )
     assert proc.returncode != 0
     assert "--criterion ct_cross_entropy needs a model with a temperature head" in proc.stdout
     assert "train_inner" not in proc.stdout
 
 
 def test_bad_option_stops_fairseq_train_before_any_step(toy_data, tmp_path):
-    proc = run_cli("fairseq-train", toy_data["lm_bin"], *LM_TRAIN, "--arch", "ct_transformer_lm_tiny",
-                   "--ct-beta", "0", "--max-epoch", "1", "--save-dir", tmp_path, check=False)
+    proc = run_cli(
+        "fairseq-train",
+        toy_data["lm_bin"],
+        *LM_TRAIN,
+        "--arch",
+        "ct_transformer_lm_tiny",
+        "--ct-beta",
+        "0",
+        "--max-epoch",
+        "1",
+        "--save-dir",
+        tmp_path,
+        check=False,
+    )
     assert proc.returncode != 0 and "--ct-beta must be a finite number > 0, got 0" in proc.stdout
     assert not list(tmp_path.glob("*.pt"))

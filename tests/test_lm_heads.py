@@ -1,17 +1,18 @@
 """Contextual-temperature LMs, in process: the adaptive-softmax head against a slow reference, and
 the guards against impossible perplexities on the real registered models (normalisation over the
 full vocabulary for every head, causality, incremental = full decoding), the loss, bad options."""
+
 import math
 
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import PLUGIN_DIR
 from fairseq import options, tasks
 from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_loss
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.modules.adaptive_softmax import AdaptiveSoftmax
 
-from conftest import PLUGIN_DIR
 from fairseq_ctemp.modules import AdaptiveSoftmaxHead, ContextualTemperature
 from fairseq_ctemp.modules.adaptive_softmax_head import temperature_entries
 
@@ -22,9 +23,21 @@ V, D, CUTOFF = 50, 16, [10, 30]
 def adaptive_head(normalization, learn=False):
     torch.manual_seed(0)
     softmax = AdaptiveSoftmax(V, D, list(CUTOFF), dropout=0.0)
-    temperature = None if normalization is None else ContextualTemperature(
-        D, temperature_entries(V, CUTOFF), rank=4, normalization=normalization, alpha=0.3,
-        beta=0.7, learn_alpha_beta=learn, lam=3.0, constant=1.7)
+    temperature = (
+        None
+        if normalization is None
+        else ContextualTemperature(
+            D,
+            temperature_entries(V, CUTOFF),
+            rank=4,
+            normalization=normalization,
+            alpha=0.3,
+            beta=0.7,
+            learn_alpha_beta=learn,
+            lam=3.0,
+            constant=1.7,
+        )
+    )
     return AdaptiveSoftmaxHead(softmax, temperature).eval()
 
 
@@ -44,7 +57,7 @@ def reference_log_probs(head, h):
             mu = x @ t.down.weight.t() @ t.up.weight.t()  # all V + 2 entries
             head_size = c0 + 2
             mu_head = mu[:head_size]
-            mu_tail = [mu[head_size + bounds[k] - c0: head_size + bounds[k + 1] - c0] for k in range(2)]
+            mu_tail = [mu[head_size + bounds[k] - c0 : head_size + bounds[k + 1] - c0] for k in range(2)]
             if t.normalization == "softmax":
                 alpha, beta = t.alpha_beta()
                 q_head = torch.softmax(mu_head, 0)
@@ -117,10 +130,12 @@ def test_adaptive_head_gives_every_tail_cluster_a_gradient_even_without_targets_
         assert all(p.grad is not None for p in head.adaptive_softmax.tail[k].parameters())
 
 
-@pytest.mark.parametrize("cutoff,message", [([30, 10], "strictly increasing"), ([10, 60], r"\[1, 50\]"),
-                                            ([0, 10], r"\[1, 50\]")])
+@pytest.mark.parametrize(
+    "cutoff,message", [([30, 10], "strictly increasing"), ([10, 60], r"\[1, 50\]"), ([0, 10], r"\[1, 50\]")]
+)
 def test_bad_cutoffs_are_refused_with_the_option_name(cutoff, message):
     from fairseq_ctemp.modules.adaptive_softmax_head import check_cutoffs
+
     with pytest.raises(ValueError, match=r"--adaptive-softmax-cutoff must be .*" + message):
         check_cutoffs(cutoff, 50)
 
@@ -131,22 +146,49 @@ ARCHES = {
     "transformer-adaptive-ct": ["--arch", "ct_transformer_lm_tiny"],
     "transformer-adaptive-plain": ["--arch", "ct_transformer_lm_tiny", "--ct-normalization", "none"],
     "transformer-softmax-ct": ["--arch", "ct_transformer_lm_tiny", "--output-head", "softmax"],
-    "transformer-mos-ct-lambda": ["--arch", "ct_transformer_lm_tiny", "--output-head", "mos",
-                                  "--mos-components", "3", "--ct-normalization", "lambda_tanh"],
+    "transformer-mos-ct-lambda": [
+        "--arch",
+        "ct_transformer_lm_tiny",
+        "--output-head",
+        "mos",
+        "--mos-components",
+        "3",
+        "--ct-normalization",
+        "lambda_tanh",
+    ],
     "lstm-softmax": ["--arch", "lstm_lm_tiny"],
     "lstm-softmax-ct": ["--arch", "lstm_lm_tiny", "--ct-normalization", "softmax"],
     "lstm-mos-ct": ["--arch", "ct_mos_lstm_lm_tiny"],
     "lstm-mos-ct-learned": ["--arch", "ct_mos_lstm_lm_tiny", "--ct-learn-alpha-beta"],
-    "lstm-softmax-constant": ["--arch", "lstm_lm_tiny", "--ct-normalization", "constant",
-                              "--ct-constant", "0.5"],
+    "lstm-softmax-constant": [
+        "--arch",
+        "lstm_lm_tiny",
+        "--ct-normalization",
+        "constant",
+        "--ct-constant",
+        "0.5",
+    ],
 }
 
 
 def parse(data, *extra, criterion="ct_cross_entropy"):
     parser = options.get_training_parser()
-    return options.parse_args_and_arch(parser, [
-        str(data), "--user-dir", PLUGIN_DIR, "--task", "language_modeling", "--tokens-per-sample",
-        "32", "--criterion", criterion, "--cpu", *extra])
+    return options.parse_args_and_arch(
+        parser,
+        [
+            str(data),
+            "--user-dir",
+            PLUGIN_DIR,
+            "--task",
+            "language_modeling",
+            "--tokens-per-sample",
+            "32",
+            "--criterion",
+            criterion,
+            "--cpu",
+            *extra,
+        ],
+    )
 
 
 def build(data, *extra, criterion="ct_cross_entropy"):
@@ -196,7 +238,7 @@ def test_incremental_decoding_gives_the_full_forward_distribution(lm):
         full = model.get_normalized_probs(model(x), log_probs=True)
         state, steps = {}, []
         for t in range(x.size(1)):
-            out = model.decoder(x[:, :t + 1], incremental_state=state)
+            out = model.decoder(x[:, : t + 1], incremental_state=state)
             steps.append(model.get_normalized_probs((out[0][:, -1:], out[1]), log_probs=True))
     torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-5)
 
@@ -211,8 +253,11 @@ def loss_scale(args, model, features, vocab):
         return torch.full(shape, args.ct_constant, dtype=torch.float64)
     t = model.decoder.output_head.temperature
     if norm == "softmax":  # tau = (q + alpha) / beta with q summing to 1 over the V words
-        alpha, beta = ((F.softplus(t.alpha_raw.double()), F.softplus(t.beta_raw.double()))
-                       if args.ct_learn_alpha_beta else (args.ct_alpha, args.ct_beta))
+        alpha, beta = (
+            (F.softplus(t.alpha_raw.double()), F.softplus(t.beta_raw.double()))
+            if args.ct_learn_alpha_beta
+            else (args.ct_alpha, args.ct_beta)
+        )
         return torch.ones(shape, dtype=torch.float64) * (1.0 / vocab + alpha) / beta
     mu = features.double() @ t.down.weight.double().t() @ t.up.weight.double().t()
     tau = args.ct_lambda ** torch.tanh(mu) if norm == "lambda_tanh" else torch.tanh(mu) + args.ct_lambda
@@ -223,7 +268,9 @@ def test_loss_is_the_scaled_nll_and_nll_is_unscaled(lm, toy_data):
     name, task, model, criterion = lm
     args = parse(toy_data["lm_bin"], *ARCHES[name])
     task.load_dataset("valid")
-    batch = next(iter(task.get_batch_iterator(task.dataset("valid"), max_tokens=400).next_epoch_itr(shuffle=False)))
+    batch = next(
+        iter(task.get_batch_iterator(task.dataset("valid"), max_tokens=400).next_epoch_itr(shuffle=False))
+    )
     with torch.no_grad():
         loss, sample_size, log = criterion(model, batch)
         net_output = model(**batch["net_input"])
@@ -239,46 +286,83 @@ def test_loss_is_the_scaled_nll_and_nll_is_unscaled(lm, toy_data):
 
 
 def test_label_smoothing_is_fairseqs_times_the_scale(toy_data):
-    task, model, criterion = build(toy_data["lm_bin"], "--arch", "lstm_lm_tiny", "--ct-normalization",
-                                   "softmax", "--label-smoothing", "0.1")
+    task, model, criterion = build(
+        toy_data["lm_bin"],
+        "--arch",
+        "lstm_lm_tiny",
+        "--ct-normalization",
+        "softmax",
+        "--label-smoothing",
+        "0.1",
+    )
     model.eval()
     x = tokens(task, batch=2, length=9)
-    sample = {"net_input": {"src_tokens": x, "src_lengths": torch.full((2,), 9)}, "target": x.roll(-1, 1),
-              "ntokens": 18}
+    sample = {
+        "net_input": {"src_tokens": x, "src_lengths": torch.full((2,), 9)},
+        "target": x.roll(-1, 1),
+        "ntokens": 18,
+    }
     with torch.no_grad():
         loss, _, log = criterion(model, sample)
         lprobs = model.get_normalized_probs(model(x), log_probs=True)
-    ref, ref_nll = label_smoothed_nll_loss(lprobs.view(-1, lprobs.size(-1)), sample["target"].view(-1),
-                                           0.1, ignore_index=task.dictionary.pad(), reduce=False)
+    ref, ref_nll = label_smoothed_nll_loss(
+        lprobs.view(-1, lprobs.size(-1)),
+        sample["target"].view(-1),
+        0.1,
+        ignore_index=task.dictionary.pad(),
+        reduce=False,
+    )
     scale = (1 / len(task.dictionary) + 1.0) / 0.5  # mean_v tau at the defaults alpha = 1, beta = 0.5
     torch.testing.assert_close(loss, (ref.view(2, 9) * scale).sum())
     torch.testing.assert_close(log["nll_loss"], ref_nll.sum())
 
 
-@pytest.mark.parametrize("extra,message", [
-    (["--ct-alpha", "-0.1"], "--ct-alpha must be a finite number >= 0"),
-    (["--ct-beta", "0"], "--ct-beta must be a finite number > 0"),
-    (["--ct-normalization", "lambda_tanh", "--ct-lambda", "1"], "--ct-lambda must be a finite number > 1"),
-    (["--ct-rank", "0"], r"--ct-rank \(Q\) must be an integer >= 1"),
-    (["--ct-normalization", "constant", "--ct-constant", "0"], "--ct-constant must be a finite number > 0"),
-    (["--output-head", "mos", "--mos-components", "0"], r"--mos-components \(M\) must be an integer >= 1"),
-    (["--adaptive-softmax-cutoff", "60,20", "--adaptive-input-cutoff", "60,20"],
-     "--adaptive-softmax-cutoff must be strictly increasing"),
-    (["--adaptive-softmax-cutoff", "20,100000", "--adaptive-input-cutoff", "20,100000"],
-     r"--adaptive-softmax-cutoff must be .* in \[1, "),
-    (["--output-head", "softmax", "--adaptive-softmax-cutoff", "20"], "only used by --output-head adaptive"),
-])
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (["--ct-alpha", "-0.1"], "--ct-alpha must be a finite number >= 0"),
+        (["--ct-beta", "0"], "--ct-beta must be a finite number > 0"),
+        (
+            ["--ct-normalization", "lambda_tanh", "--ct-lambda", "1"],
+            "--ct-lambda must be a finite number > 1",
+        ),
+        (["--ct-rank", "0"], r"--ct-rank \(Q\) must be an integer >= 1"),
+        (
+            ["--ct-normalization", "constant", "--ct-constant", "0"],
+            "--ct-constant must be a finite number > 0",
+        ),
+        (
+            ["--output-head", "mos", "--mos-components", "0"],
+            r"--mos-components \(M\) must be an integer >= 1",
+        ),
+        (
+            ["--adaptive-softmax-cutoff", "60,20", "--adaptive-input-cutoff", "60,20"],
+            "--adaptive-softmax-cutoff must be strictly increasing",
+        ),
+        (
+            ["--adaptive-softmax-cutoff", "20,100000", "--adaptive-input-cutoff", "20,100000"],
+            r"--adaptive-softmax-cutoff must be .* in \[1, ",
+        ),
+        (
+            ["--output-head", "softmax", "--adaptive-softmax-cutoff", "20"],
+            "only used by --output-head adaptive",
+        ),
+    ],
+)
 def test_bad_options_fail_at_model_build(toy_data, extra, message):
     with pytest.raises(ValueError, match=message):
         build(toy_data["lm_bin"], "--arch", "ct_transformer_lm_tiny", *extra)
 
 
-@pytest.mark.parametrize("extra,message", [
-    (["--weight-dropout", "1"], r"--weight-dropout must be in \[0, 1\)"),
-    (["--lstm-hidden-sizes", "32,x"], "--lstm-hidden-sizes must be comma-separated integers"),
-    (["--output-head", "adaptive"], "ct_lstm_lm supports --output-head softmax or mos"),
-    (["--untie-embeddings", "--output-head", "softmax", "--lstm-hidden-sizes", "40"], None),
-])
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (["--weight-dropout", "1"], r"--weight-dropout must be in \[0, 1\)"),
+        (["--lstm-hidden-sizes", "32,x"], "--lstm-hidden-sizes must be comma-separated integers"),
+        (["--output-head", "adaptive"], "ct_lstm_lm supports --output-head softmax or mos"),
+        (["--untie-embeddings", "--output-head", "softmax", "--lstm-hidden-sizes", "40"], None),
+    ],
+)
 def test_bad_lstm_options_fail_at_model_build(toy_data, extra, message):
     if message is None:  # untied embeddings may have any output size
         build(toy_data["lm_bin"], "--arch", "lstm_lm_tiny", *extra)

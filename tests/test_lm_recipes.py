@@ -1,6 +1,7 @@
 """The language-model recipes (examples/language_model/) end to end on a tiny PTB-like corpus:
 prepare -> train -> evaluate (token-count check) -> plot / table, re-runs skip finished steps, and
 bad inputs fail with a clear message. No network: downloads are pointed at a closed local port."""
+
 import collections
 import json
 import math
@@ -9,7 +10,6 @@ import shutil
 import subprocess
 
 import pytest
-
 from conftest import BIN_DIR, REPO
 
 pytestmark = pytest.mark.e2e
@@ -19,12 +19,23 @@ NO_NETWORK = "http://127.0.0.1:9"  # the discard port: connection refused at onc
 
 
 def recipe(name, *args, env=None, cwd=None):
-    full_env = dict(os.environ, PATH=BIN_DIR + os.pathsep + os.environ["PATH"], OMP_NUM_THREADS="1",
-                    PTB_URL=f"{NO_NETWORK}/simple-examples.tgz", PTB_FALLBACK_URL=NO_NETWORK,
-                    WIKITEXT_URL_BASE=NO_NETWORK)
+    full_env = dict(
+        os.environ,
+        PATH=BIN_DIR + os.pathsep + os.environ["PATH"],
+        OMP_NUM_THREADS="1",
+        PTB_URL=f"{NO_NETWORK}/simple-examples.tgz",
+        PTB_FALLBACK_URL=NO_NETWORK,
+        WIKITEXT_URL_BASE=NO_NETWORK,
+    )
     full_env.update(env or {})
-    return subprocess.run(["bash", os.path.join(RECIPES, name), *map(str, args)], env=full_env,
-                          cwd=cwd, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    return subprocess.run(
+        ["bash", os.path.join(RECIPES, name), *map(str, args)],
+        env=full_env,
+        cwd=cwd,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
 
 
 def ok(proc):
@@ -84,13 +95,24 @@ def test_recipes_end_to_end(ptb_like):
 
     # Train CT-MoS (tiny) for 2 epochs with the recipe, json log teed into SAVE_DIR/train.log.
     save = root / "ct-mos"
-    train_env = dict(env, ARCH="ct_mos_lstm_lm_tiny", OPTIMIZER="adam", LR="3e-3", MAX_EPOCH="2",
-                     MAX_TOKENS="256", TOKENS_PER_SAMPLE="64", DEVICE_ARGS="--cpu", LOG_INTERVAL="5")
+    train_env = dict(
+        env,
+        ARCH="ct_mos_lstm_lm_tiny",
+        OPTIMIZER="adam",
+        LR="3e-3",
+        MAX_EPOCH="2",
+        MAX_TOKENS="256",
+        TOKENS_PER_SAMPLE="64",
+        DEVICE_ARGS="--cpu",
+        LOG_INTERVAL="5",
+    )
     ok(recipe("train.sh", "ptb", "ct-mos", save, env=train_env))
     assert (save / "checkpoint_best.pt").exists() and (save / "train.done").exists()
     log = (save / "train.log").read_text()
     assert "'output_head': mos" in log and "'ct_normalization': softmax" in log
-    assert "'_name': 'ct_mos_lstm_lm_tiny'" in log or "ct_mos_lstm_lm_tiny" in (save / "command.txt").read_text()
+    assert (
+        "'_name': 'ct_mos_lstm_lm_tiny'" in log or "ct_mos_lstm_lm_tiny" in (save / "command.txt").read_text()
+    )
     assert '"valid_ppl"' in log and '"train_tau_mean"' in log
     assert "skipping training" in ok(recipe("train.sh", "ptb", "ct-mos", save, env=train_env))
 
@@ -98,7 +120,10 @@ def test_recipes_end_to_end(ptb_like):
     good_counts = (data_bin / "counts.tsv").read_text()
     (data_bin / "counts.tsv").write_text(good_counts.replace("test\t70\t", "test\t70\t1"))
     try:
-        fails(recipe("evaluate.sh", save, "ptb", "test", env=env), "the perplexity would not be over the whole corpus")
+        fails(
+            recipe("evaluate.sh", save, "ptb", "test", env=env),
+            "the perplexity would not be over the whole corpus",
+        )
     finally:
         (data_bin / "counts.tsv").write_text(good_counts)
     assert not (save / "eval_test.json").exists()
@@ -116,12 +141,36 @@ def test_recipes_end_to_end(ptb_like):
 
     # Learning curves -> PNG, and the results table.
     png = root / "curves.png"
-    subprocess.run([PYTHON, os.path.join(RECIPES, "lm_results.py"), "plot", "--logs", str(save / "train.log"),
-                    "--labels", "ct-mos", "--output", str(png)], check=True)
+    subprocess.run(
+        [
+            PYTHON,
+            os.path.join(RECIPES, "lm_results.py"),
+            "plot",
+            "--logs",
+            str(save / "train.log"),
+            "--labels",
+            "ct-mos",
+            "--output",
+            str(png),
+        ],
+        check=True,
+    )
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     table = root / "table"
-    subprocess.run([PYTHON, os.path.join(RECIPES, "lm_results.py"), "table", "--runs", str(root),
-                    "--variants", "ct-mos", "--output", str(table)], check=True)
+    subprocess.run(
+        [
+            PYTHON,
+            os.path.join(RECIPES, "lm_results.py"),
+            "table",
+            "--runs",
+            str(root),
+            "--variants",
+            "ct-mos",
+            "--output",
+            str(table),
+        ],
+        check=True,
+    )
     row = (table.with_suffix(".csv")).read_text().splitlines()[1].split(",")
     assert row[0] == "ct-mos" and float(row[2]) == pytest.approx(result["ppl"], abs=0.01)
 
@@ -143,7 +192,10 @@ def test_bad_inputs(ptb_like, tmp_path):
     fails(recipe("prepare.sh", "ptb", raw, env=dict(env, EXPECTED_COUNTS="skip")), "refusing to overwrite")
 
     save = tmp_path / "run"
-    fails(recipe("train.sh", "ptb", "softmax", save, env={"DATA_BIN": str(tmp_path / "none")}), "no prepared corpus")
+    fails(
+        recipe("train.sh", "ptb", "softmax", save, env={"DATA_BIN": str(tmp_path / "none")}),
+        "no prepared corpus",
+    )
     fails(recipe("train.sh", "enwik8", "softmax", save), "unknown dataset 'enwik8'")
     fails(recipe("train.sh", "ptb", "sparsemax", save), "unknown variant 'sparsemax'")
     for bad in ("constant-0", "constant-x", "constant-"):

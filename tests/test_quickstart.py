@@ -1,12 +1,12 @@
 """The quickstart (`make demo`: scripts/quickstart.py) at its smallest size: corpus, two trainings,
 averaging, greedy and beam 5 at each training temperature, and the table it prints."""
+
 import json
 import os
 import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO
 
 pytestmark = pytest.mark.e2e
@@ -16,12 +16,19 @@ ENV = dict(os.environ, OMP_NUM_THREADS="1")
 
 def test_quickstart_table_is_its_results(tmp_path):
     work = tmp_path / "quickstart"
-    proc = subprocess.run([sys.executable, QUICKSTART, "--workdir", str(work), "--epochs", "1",
-                           "--train-pairs", "100"], env=ENV, text=True, capture_output=True)
+    proc = subprocess.run(
+        [sys.executable, QUICKSTART, "--workdir", str(work), "--epochs", "1", "--train-pairs", "100"],
+        env=ENV,
+        text=True,
+        capture_output=True,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "100 train / 10 valid / 10 test sentence pairs" in proc.stdout
-    rows = [line.strip("|").split("|") for line in proc.stdout.splitlines()
-            if line.startswith("| ") and line[2].isdigit()]
+    rows = [
+        line.strip("|").split("|")
+        for line in proc.stdout.splitlines()
+        if line.startswith("| ") and line[2].isdigit()
+    ]
     assert [row[0].strip() for row in rows] == ["1", "4"]
     for row, temperature in zip(rows, (1, 4)):
         result = json.loads((work / f"T{temperature}" / "greedy_vs_beam.json").read_text())
@@ -29,14 +36,25 @@ def test_quickstart_table_is_its_results(tmp_path):
         assert result["checkpoint"] == str(work / f"T{temperature}" / "checkpoint_avg1.pt")
         assert result["n_sentences"] == 10 and (greedy["beam"], beam["beam"]) == (1, 5)
         assert greedy["decoding_temperature"] == beam["decoding_temperature"] == temperature
-        shown = [f"{greedy['bleu']:.2f}", f"{beam['bleu']:.2f}", f"{greedy['chrf']:.2f}", f"{beam['chrf']:.2f}",
-                 f"{greedy['decode_seconds']:.2f}", f"{beam['decode_seconds']:.2f}", f"{result['speedup']:.2f}x"]
+        shown = [
+            f"{greedy['bleu']:.2f}",
+            f"{beam['bleu']:.2f}",
+            f"{greedy['chrf']:.2f}",
+            f"{beam['chrf']:.2f}",
+            f"{greedy['decode_seconds']:.2f}",
+            f"{beam['decode_seconds']:.2f}",
+            f"{result['speedup']:.2f}x",
+        ]
         assert [cell.strip() for cell in row[1:]] == shown
     assert f"BLEU signature: {result['signatures']['bleu']}" in proc.stdout
 
 
 def test_quickstart_refuses_zero_epochs(tmp_path):
-    proc = subprocess.run([sys.executable, QUICKSTART, "--workdir", str(tmp_path / "q"), "--epochs", "0"],
-                          env=ENV, text=True, capture_output=True)
+    proc = subprocess.run(
+        [sys.executable, QUICKSTART, "--workdir", str(tmp_path / "q"), "--epochs", "0"],
+        env=ENV,
+        text=True,
+        capture_output=True,
+    )
     assert proc.returncode == 2 and "--epochs must be >= 1, got 0" in proc.stderr
     assert not (tmp_path / "q").exists()

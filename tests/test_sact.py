@@ -1,6 +1,7 @@
 """SACT attention temperature and the sact_lstm translator: the formula against a
 slow reference, incremental = full decoding (with beam reordering), plain attention = fairseq's
 lstm, bad options, and train -> generate -> score -> resume -> heatmaps through the real CLIs."""
+
 import json
 import math
 import os
@@ -11,16 +12,24 @@ from types import SimpleNamespace
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import BIN_DIR, PLUGIN_DIR, REPO, TRAIN_DEFAULTS, hypotheses, json_log_records, run_cli
 from fairseq.data import Dictionary
 
-from conftest import (BIN_DIR, PLUGIN_DIR, REPO, TRAIN_DEFAULTS, hypotheses, json_log_records,
-                      run_cli)
 from fairseq_ctemp.models.sact_lstm import SactLSTMConfig, SactLSTMModel
 from fairseq_ctemp.modules import SactAttention
 
-TINY = dict(dropout=0.0, encoder_embed_dim=8, encoder_hidden_size=6, encoder_layers=2,
-            decoder_embed_dim=8, decoder_hidden_size=10, decoder_layers=2, decoder_out_embed_dim=7,
-            max_source_positions=1024, max_target_positions=1024)
+TINY = dict(
+    dropout=0.0,
+    encoder_embed_dim=8,
+    encoder_hidden_size=6,
+    encoder_layers=2,
+    decoder_embed_dim=8,
+    decoder_hidden_size=10,
+    decoder_layers=2,
+    decoder_out_embed_dim=7,
+    max_source_positions=1024,
+    max_target_positions=1024,
+)
 
 
 def dictionary(n=20):
@@ -34,8 +43,7 @@ def build(seed=0, vocab=None, **options):
     vocab = vocab or dictionary()
     torch.manual_seed(seed)
     cfg = SactLSTMConfig(**{**TINY, **options})
-    model = SactLSTMModel.build_model(cfg, SimpleNamespace(source_dictionary=vocab,
-                                                           target_dictionary=vocab))
+    model = SactLSTMModel.build_model(cfg, SimpleNamespace(source_dictionary=vocab, target_dictionary=vocab))
     for p in model.parameters():  # larger weights than the uniform(-0.1, 0.1) init: tau varies
         p.data.uniform_(-0.8, 0.8)
     return model.eval()
@@ -46,8 +54,9 @@ def batch(vocab, lengths=(7, 5, 2), tgt_len=6, seed=1):
     g = torch.Generator().manual_seed(seed)
     src = torch.full((len(lengths), max(lengths)), vocab.pad())
     for b, n in enumerate(lengths):
-        src[b, max(lengths) - n:] = torch.cat([torch.randint(vocab.nspecial, len(vocab), (n - 1,),
-                                                             generator=g), torch.tensor([vocab.eos()])])
+        src[b, max(lengths) - n :] = torch.cat(
+            [torch.randint(vocab.nspecial, len(vocab), (n - 1,), generator=g), torch.tensor([vocab.eos()])]
+        )
     prev = torch.randint(vocab.nspecial, len(vocab), (len(lengths), tgt_len), generator=g)
     prev[:, 0] = vocab.eos()
     return src, torch.tensor(lengths), prev
@@ -75,7 +84,7 @@ def reference_decoder(model, src_tokens, prev_output_tokens, lam):
             x = hiddens[i]
         s = hiddens[-1]
         beta = math.tanh(float(torch.dot(w_c, c_prev)) + float(torch.dot(u_s, s)))
-        tau = lam ** beta
+        tau = lam**beta
         query = att.input_proj.weight @ s
         e = [float(torch.dot(h[i], query)) for i in range(h.size(0))]
         z = [math.exp(v / tau) for v in e]
@@ -99,9 +108,10 @@ def test_sact_forward_matches_a_slow_reference_implementation_of_the_formula():
     assert taus.shape == (3, 6) and attn.shape == (3, 6, 7)
     assert taus.min() > 1 / lam and taus.max() < lam and taus.std() > 0.1  # tau really varies
     for b, n in enumerate(lengths.tolist()):
-        sentence = src[b, src.size(1) - n:]  # unpadded
-        for t, (ref_logits, ref_tau, ref_alpha) in enumerate(reference_decoder(model, sentence,
-                                                                               prev[b], lam)):
+        sentence = src[b, src.size(1) - n :]  # unpadded
+        for t, (ref_logits, ref_tau, ref_alpha) in enumerate(
+            reference_decoder(model, sentence, prev[b], lam)
+        ):
             assert abs(taus[b, t].item() - ref_tau) < 1e-5
             torch.testing.assert_close(attn[b, t, :n], torch.tensor(ref_alpha), atol=1e-5, rtol=0)
             assert attn[b, t, n:].abs().max() == 0 if n < 7 else True  # padding gets no attention
@@ -145,12 +155,22 @@ def test_plain_attention_is_fairseqs_lstm_with_the_same_weights():
 
     ours = build(attention_temperature="none")
     vocab = ours.decoder.dictionary
-    args = Namespace(encoder_bidirectional=True, encoder_embed_dim=8, encoder_hidden_size=6,
-                     encoder_layers=2, decoder_embed_dim=8, decoder_hidden_size=10, decoder_layers=2,
-                     decoder_out_embed_dim=7, dropout=0.0, criterion="cross_entropy")
+    args = Namespace(
+        encoder_bidirectional=True,
+        encoder_embed_dim=8,
+        encoder_hidden_size=6,
+        encoder_layers=2,
+        decoder_embed_dim=8,
+        decoder_hidden_size=10,
+        decoder_layers=2,
+        decoder_out_embed_dim=7,
+        dropout=0.0,
+        criterion="cross_entropy",
+    )
     base_architecture(args)
-    stock = LSTMModel.build_model(args, SimpleNamespace(source_dictionary=vocab,
-                                                        target_dictionary=vocab)).eval()
+    stock = LSTMModel.build_model(
+        args, SimpleNamespace(source_dictionary=vocab, target_dictionary=vocab)
+    ).eval()
     assert set(stock.state_dict()) == set(ours.state_dict())  # same parameters, same names
     stock.load_state_dict(ours.state_dict())
     src, lengths, prev = batch(vocab)
@@ -159,12 +179,16 @@ def test_plain_attention_is_fairseqs_lstm_with_the_same_weights():
     torch.testing.assert_close(extra["attn"], stock_attn, atol=1e-6, rtol=1e-5)
 
 
-@pytest.mark.parametrize("options", [
-    dict(attention_temperature="sact", sact_lambda=2.0),
-    dict(attention_temperature="sact_released"),
-    dict(attention_temperature="fixed", fixed_attention_temperature=0.8),
-    dict(attention_temperature="none"),
-], ids=lambda o: o["attention_temperature"])
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(attention_temperature="sact", sact_lambda=2.0),
+        dict(attention_temperature="sact_released"),
+        dict(attention_temperature="fixed", fixed_attention_temperature=0.8),
+        dict(attention_temperature="none"),
+    ],
+    ids=lambda o: o["attention_temperature"],
+)
 @torch.no_grad()
 def test_incremental_decoding_with_beam_reordering_equals_the_full_forward_pass(options):
     model = build(**options)
@@ -175,28 +199,32 @@ def test_incremental_decoding_with_beam_reordering_equals_the_full_forward_pass(
     reordered_prev = prev.index_select(0, new_order)
     encoder_out = model.encoder(src, lengths)
     full_logits, full_extra = model.decoder(  # the reordered batch, all steps at once
-        reordered_prev, encoder_out=model.encoder.reorder_encoder_out(encoder_out, new_order))
+        reordered_prev, encoder_out=model.encoder.reorder_encoder_out(encoder_out, new_order)
+    )
     state = {}
     steps = []
     for t in range(prev.size(1)):
         if t == after:
             encoder_out = model.encoder.reorder_encoder_out(encoder_out, new_order)
             model.decoder.reorder_incremental_state_scripting(state, new_order)
-        tokens = (prev if t < after else reordered_prev)[:, :t + 1]
+        tokens = (prev if t < after else reordered_prev)[:, : t + 1]
         logits, extra = model.decoder(tokens, encoder_out=encoder_out, incremental_state=state)
         assert logits.size(1) == 1  # one step at a time
         steps.append((logits[:, 0], extra))
     for t, (logits, extra) in enumerate(steps):
         rows = new_order if t < after else torch.arange(4)
-        torch.testing.assert_close(logits.index_select(0, rows) if t < after else logits,
-                                   full_logits[:, t], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            logits.index_select(0, rows) if t < after else logits, full_logits[:, t], atol=1e-5, rtol=1e-5
+        )
         attn = extra["attn"][:, 0]
-        torch.testing.assert_close(attn.index_select(0, rows) if t < after else attn,
-                                   full_extra["attn"][:, t], atol=1e-6, rtol=1e-5)
+        torch.testing.assert_close(
+            attn.index_select(0, rows) if t < after else attn, full_extra["attn"][:, t], atol=1e-6, rtol=1e-5
+        )
         if full_extra["attention_temperature"] is not None:
             tau = extra["attention_temperature"][:, 0]
-            torch.testing.assert_close(tau.index_select(0, rows) if t < after else tau,
-                                       full_extra["attention_temperature"][:, t])
+            torch.testing.assert_close(
+                tau.index_select(0, rows) if t < after else tau, full_extra["attention_temperature"][:, t]
+            )
 
 
 @torch.no_grad()
@@ -210,39 +238,65 @@ def test_beam_search_scores_are_the_teacher_forced_scores_of_its_hypotheses():
     results = generator.forward({"net_input": {"src_tokens": src, "src_lengths": lengths}})
     for b, nbest in enumerate(results):
         assert len(nbest) == 4
-        sentence = src[b:b + 1, src.size(1) - lengths[b]:]  # alone, without its padding
+        sentence = src[b : b + 1, src.size(1) - lengths[b] :]  # alone, without its padding
         for hyp in nbest:
             tokens = hyp["tokens"]
             prev = torch.cat([torch.tensor([vocab.eos()]), tokens[:-1]])[None]
-            logits, _ = model(sentence, lengths[b:b + 1], prev)
+            logits, _ = model(sentence, lengths[b : b + 1], prev)
             scored = torch.log_softmax(logits[0], -1).gather(1, tokens[:, None])[:, 0]
             torch.testing.assert_close(hyp["positional_scores"], scored, atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("options,message", [
-    (dict(sact_lambda=1.0), r"--sact-lambda must be a finite number > 1 .*got 1.0"),
-    (dict(sact_lambda=0.5, attention_temperature="sact_released"), r"--sact-lambda must be a finite number > 1"),
-    (dict(sact_lambda=float("inf")), r"--sact-lambda must be a finite number > 1"),
-    (dict(attention_temperature="fixed", fixed_attention_temperature=0.0),
-     r"--fixed-attention-temperature must be a finite number > 0 .*got 0.0"),
-    (dict(attention_temperature="fixed", fixed_attention_temperature=-1.0),
-     r"--fixed-attention-temperature must be a finite number > 0"),
-    (dict(attention_temperature="fixed"), r"--attention-temperature fixed needs --fixed-attention-temperature"),
-    (dict(fixed_attention_temperature=0.9), r"--fixed-attention-temperature is only used with "
-                                            r"--attention-temperature fixed, not sact"),
-    (dict(attention_temperature="none", sact_lambda=2.0), r"--sact-lambda is only used with"),
-    (dict(attention_temperature="sact_released", sact_released_dropout=1.0),
-     r"--sact-released-dropout must be in \[0, 1\)"),
-    (dict(attention_temperature="softmax"), r"--attention-temperature must be one of sact, "
-                                            r"sact_released, fixed, none"),
-    (dict(encoder_layers=1), r"--encoder-layers \(1\) must equal --decoder-layers \(2\)"),
-    (dict(decoder_hidden_size=0), r"--decoder-hidden-size must be an integer >= 1, got 0"),
-    (dict(share_all_embeddings=True, encoder_embed_dim=6),
-     r"--share-all-embeddings needs --encoder-embed-dim \(6\) == --decoder-embed-dim \(8\)"),
-    (dict(share_decoder_input_output_embed=True),
-     r"--decoder-embed-dim \(8\) == --decoder-out-embed-dim \(7\)"),
-    (dict(dropout=1.0), r"--dropout must be in \[0, 1\)"),
-], ids=lambda x: str(x)[:60] if isinstance(x, dict) else "")
+@pytest.mark.parametrize(
+    "options,message",
+    [
+        (dict(sact_lambda=1.0), r"--sact-lambda must be a finite number > 1 .*got 1.0"),
+        (
+            dict(sact_lambda=0.5, attention_temperature="sact_released"),
+            r"--sact-lambda must be a finite number > 1",
+        ),
+        (dict(sact_lambda=float("inf")), r"--sact-lambda must be a finite number > 1"),
+        (
+            dict(attention_temperature="fixed", fixed_attention_temperature=0.0),
+            r"--fixed-attention-temperature must be a finite number > 0 .*got 0.0",
+        ),
+        (
+            dict(attention_temperature="fixed", fixed_attention_temperature=-1.0),
+            r"--fixed-attention-temperature must be a finite number > 0",
+        ),
+        (
+            dict(attention_temperature="fixed"),
+            r"--attention-temperature fixed needs --fixed-attention-temperature",
+        ),
+        (
+            dict(fixed_attention_temperature=0.9),
+            r"--fixed-attention-temperature is only used with "
+            r"--attention-temperature fixed, not sact",
+        ),
+        (dict(attention_temperature="none", sact_lambda=2.0), r"--sact-lambda is only used with"),
+        (
+            dict(attention_temperature="sact_released", sact_released_dropout=1.0),
+            r"--sact-released-dropout must be in \[0, 1\)",
+        ),
+        (
+            dict(attention_temperature="softmax"),
+            r"--attention-temperature must be one of sact, "
+            r"sact_released, fixed, none",
+        ),
+        (dict(encoder_layers=1), r"--encoder-layers \(1\) must equal --decoder-layers \(2\)"),
+        (dict(decoder_hidden_size=0), r"--decoder-hidden-size must be an integer >= 1, got 0"),
+        (
+            dict(share_all_embeddings=True, encoder_embed_dim=6),
+            r"--share-all-embeddings needs --encoder-embed-dim \(6\) == --decoder-embed-dim \(8\)",
+        ),
+        (
+            dict(share_decoder_input_output_embed=True),
+            r"--decoder-embed-dim \(8\) == --decoder-out-embed-dim \(7\)",
+        ),
+        (dict(dropout=1.0), r"--dropout must be in \[0, 1\)"),
+    ],
+    ids=lambda x: str(x)[:60] if isinstance(x, dict) else "",
+)
 def test_bad_options_are_refused_at_build_time(options, message):
     with pytest.raises(ValueError, match=message):
         build(**options)
@@ -252,8 +306,9 @@ def test_share_all_embeddings_needs_a_joined_dictionary():
     src_dict, tgt_dict = dictionary(20), dictionary(21)
     cfg = SactLSTMConfig(**{**TINY, "decoder_out_embed_dim": 8, "share_all_embeddings": True})
     with pytest.raises(ValueError, match="--share-all-embeddings needs a joined dictionary"):
-        SactLSTMModel.build_model(cfg, SimpleNamespace(source_dictionary=src_dict,
-                                                       target_dictionary=tgt_dict))
+        SactLSTMModel.build_model(
+            cfg, SimpleNamespace(source_dictionary=src_dict, target_dictionary=tgt_dict)
+        )
 
 
 # ------------------------------------------- the real CLIs (through examples/sact) on the toy corpus
@@ -261,17 +316,42 @@ T_TRAIN = 2.0
 RECIPE = os.path.join(REPO, "examples", "sact")
 ONE_THREAD = {"OMP_NUM_THREADS": "1"}  # tiny models: threads only add spin-waiting on a busy machine
 # train.sh VARIANT sact + these: lambda 3, dropout (its RNG must survive a resume), tempered_ce.
-SACT_TRAIN = ["--sact-lambda", "3", "--dropout", "0.1", "--criterion", "tempered_ce",
-              "--softmax-temperature", str(T_TRAIN), "--max-tokens", "2000", "--log-format", "json",
-              "--log-interval", "1", "--num-workers", "0"]
+SACT_TRAIN = [
+    "--sact-lambda",
+    "3",
+    "--dropout",
+    "0.1",
+    "--criterion",
+    "tempered_ce",
+    "--softmax-temperature",
+    str(T_TRAIN),
+    "--max-tokens",
+    "2000",
+    "--log-format",
+    "json",
+    "--log-interval",
+    "1",
+    "--num-workers",
+    "0",
+]
 
 
 def recipe(script, *args, **env):
     """Run examples/sact/SCRIPT on the toy corpus (tiny model, CPU, one thread); returns stdout."""
-    full_env = dict(os.environ, PATH=BIN_DIR + os.pathsep + os.environ["PATH"], SRC="src", TGT="tgt",
-                    ARCH="sact_lstm_tiny", LR="3e-3", DEVICE_ARGS="--cpu", **ONE_THREAD, **env)
-    proc = subprocess.run(["bash", os.path.join(RECIPE, script), *map(str, args)], env=full_env,
-                          text=True, capture_output=True)
+    full_env = dict(
+        os.environ,
+        PATH=BIN_DIR + os.pathsep + os.environ["PATH"],
+        SRC="src",
+        TGT="tgt",
+        ARCH="sact_lstm_tiny",
+        LR="3e-3",
+        DEVICE_ARGS="--cpu",
+        **ONE_THREAD,
+        **env,
+    )
+    proc = subprocess.run(
+        ["bash", os.path.join(RECIPE, script), *map(str, args)], env=full_env, text=True, capture_output=True
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc.stdout
 
@@ -300,8 +380,14 @@ def test_train_with_validation_bleu_at_the_training_temperature(sact_run):
 def test_generate_with_beam_search_then_score_with_sacrebleu_once(sact_run, toy_data):
     """evaluate.sh: fairseq-generate (beam 4, at the training temperature, with the attention
     alignments) -> hypotheses in corpus order -> sacrebleu; a second call redoes nothing."""
-    args = ("evaluate.sh", toy_data["bin"], sact_run["dir"], "test", toy_data["raw"] / "test.tgt",
-            "--print-alignment")
+    args = (
+        "evaluate.sh",
+        toy_data["bin"],
+        sact_run["dir"],
+        "test",
+        toy_data["raw"] / "test.tgt",
+        "--print-alignment",
+    )
     bleu, chrf = json.loads(recipe(*args, BEAM="4"))
     assert bleu["name"] == "BLEU" and chrf["name"] == "chrF2" and 0 <= bleu["score"] <= 100
     output = (sact_run["dir"] / "test.beam4.log").read_text()
@@ -317,8 +403,7 @@ def test_generate_with_beam_search_then_score_with_sacrebleu_once(sact_run, toy_
 
 
 @pytest.mark.e2e
-def test_resume_from_checkpoint_gives_the_same_losses_as_an_uninterrupted_run(sact_run, toy_data,
-                                                                              tmp_path):
+def test_resume_from_checkpoint_gives_the_same_losses_as_an_uninterrupted_run(sact_run, toy_data, tmp_path):
     first = train(toy_data["bin"], tmp_path, 1)
     resumed = train(toy_data["bin"], tmp_path, 3)
     assert "Loaded checkpoint" in resumed and "(epoch 2 @" in resumed
@@ -329,15 +414,30 @@ def test_resume_from_checkpoint_gives_the_same_losses_as_an_uninterrupted_run(sa
         for key in ("train_loss", "train_nll_loss", "train_nll_loss_untempered", "train_gnorm"):
             assert a[key] == b[key], (a["epoch"], key)
     for key in ("valid_loss", "valid_bleu"):
-        assert ([r[key] for r in json_log_records(sact_run["log"], "valid")]
-                == [r[key] for r in json_log_records(first + resumed, "valid")])
+        assert [r[key] for r in json_log_records(sact_run["log"], "valid")] == [
+            r[key] for r in json_log_records(first + resumed, "valid")
+        ]
 
 
 @pytest.mark.e2e
 def test_bad_lambda_fails_before_any_training_step(toy_data, tmp_path):
-    proc = run_cli("fairseq-train", toy_data["bin"], "--user-dir", PLUGIN_DIR, "--arch",
-                   "sact_lstm_tiny", "--sact-lambda", "1", *TRAIN_DEFAULTS, "--max-epoch", "1",
-                   "--save-dir", tmp_path, check=False, env=ONE_THREAD)
+    proc = run_cli(
+        "fairseq-train",
+        toy_data["bin"],
+        "--user-dir",
+        PLUGIN_DIR,
+        "--arch",
+        "sact_lstm_tiny",
+        "--sact-lambda",
+        "1",
+        *TRAIN_DEFAULTS,
+        "--max-epoch",
+        "1",
+        "--save-dir",
+        tmp_path,
+        check=False,
+        env=ONE_THREAD,
+    )
     assert proc.returncode != 0
     assert "--sact-lambda must be a finite number > 1" in proc.stdout
     assert "begin training epoch" not in proc.stdout
@@ -348,7 +448,8 @@ def run_heatmap_script(*args):
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
-        "sact_attention_heatmaps", os.path.join(REPO, "scripts", "sact_attention_heatmaps.py"))
+        "sact_attention_heatmaps", os.path.join(REPO, "scripts", "sact_attention_heatmaps.py")
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     module.main([str(a) for a in args])
@@ -359,8 +460,21 @@ def test_heatmap_script_dumps_tau_and_attention_and_draws_them(sact_run, toy_dat
     sentences = tmp_path / "src.txt"
     sentences.write_text("\n".join((toy_data["raw"] / "test.src").read_text().splitlines()[:2]) + "\n")
     out = tmp_path / "heatmaps"
-    args = [toy_data["bin"], "--path", sact_run["dir"] / "checkpoint_last.pt", "--input", sentences,
-            "--out-dir", out, "--beam", "3", "-s", "src", "-t", "tgt"]
+    args = [
+        toy_data["bin"],
+        "--path",
+        sact_run["dir"] / "checkpoint_last.pt",
+        "--input",
+        sentences,
+        "--out-dir",
+        out,
+        "--beam",
+        "3",
+        "-s",
+        "src",
+        "-t",
+        "tgt",
+    ]
     run_heatmap_script(*args)
     dump = json.loads((out / "sact_attention.json").read_text())
     assert len(dump["sentences"]) == 2 and dump["lambda"] == 3.0 and dump["mode"] == "sact"
@@ -369,8 +483,9 @@ def test_heatmap_script_dumps_tau_and_attention_and_draws_them(sact_run, toy_dat
         assert len(tau) == len(sentence["target_tokens"]) == len(attention)
         assert sentence["target_tokens"][-1] == "</s>"
         assert all(1 / 3 < t < 3 for t in tau)
-        assert all(len(row) == len(sentence["source_tokens"]) and abs(sum(row) - 1) < 1e-4
-                   for row in attention)
+        assert all(
+            len(row) == len(sentence["source_tokens"]) and abs(sum(row) - 1) < 1e-4 for row in attention
+        )
         assert (out / f"sentence{i + 1}.png").read_bytes()[:4] == b"\x89PNG"
     assert "wrote" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="sact_attention.json already exists; refusing to overwrite"):

@@ -1,5 +1,6 @@
 """Output heads with contextual temperature: normalised over the full vocabulary, per position,
 and reducing to the plain softmax when they should (guards against impossible perplexities)."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -36,8 +37,9 @@ def test_distribution_at_a_position_depends_on_that_position_only(name):
 
 
 def test_constant_temperature_one_is_the_plain_softmax():
-    head = TemperedSoftmaxHead(16, 40, temperature=ContextualTemperature(
-        16, 40, normalization="constant", constant=1.0))
+    head = TemperedSoftmaxHead(
+        16, 40, temperature=ContextualTemperature(16, 40, normalization="constant", constant=1.0)
+    )
     h = torch.randn(5, 16)
     torch.testing.assert_close(head(h)[0], F.log_softmax(head.output(h), -1))
 

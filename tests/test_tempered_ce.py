@@ -1,4 +1,5 @@
 """tempered_ce, the specification as tests (the loss of fairseq_ctemp/criterions/tempered_ce.py)."""
+
 import math
 from types import SimpleNamespace
 
@@ -46,9 +47,15 @@ def random_batch(batch, length, vocab, seed, scale=3.0, dtype=torch.float32):
 
 
 def make_criterion(task, T=1.0, eps=0.0, w=0.0, rescale=True, **kw):
-    return TemperedCrossEntropyCriterion(task, sentence_avg=False, label_smoothing=eps,
-                                         softmax_temperature=T, sem_weight=w,
-                                         no_temperature_rescale=not rescale, **kw)
+    return TemperedCrossEntropyCriterion(
+        task,
+        sentence_avg=False,
+        label_smoothing=eps,
+        softmax_temperature=T,
+        sem_weight=w,
+        no_temperature_rescale=not rescale,
+        **kw,
+    )
 
 
 def loss_and_grad(criterion, logits, sample, dictionary):
@@ -81,13 +88,16 @@ def slow_reference(logits, target, T, eps, w, rescale=True):
     return loss, nll, ent, ent_untempered, nll_untempered
 
 
-@pytest.mark.parametrize("shape,T,eps,w,rescale", [
-    ((2, 5, 11), 1.0, 0.0, 0.0, True),
-    ((3, 4, 17), 2.5, 0.1, 0.0, True),
-    ((1, 7, 9), 0.5, 0.3, 0.3, True),
-    ((4, 3, 23), 4.0, 0.1, 1.0, True),
-    ((2, 6, 13), 7.0, 0.2, 0.5, False),
-])
+@pytest.mark.parametrize(
+    "shape,T,eps,w,rescale",
+    [
+        ((2, 5, 11), 1.0, 0.0, 0.0, True),
+        ((3, 4, 17), 2.5, 0.1, 0.0, True),
+        ((1, 7, 9), 0.5, 0.3, 0.3, True),
+        ((4, 3, 23), 4.0, 0.1, 1.0, True),
+        ((2, 6, 13), 7.0, 0.2, 0.5, False),
+    ],
+)
 def test_loss_gradients_and_logged_stats_match_slow_reference(shape, T, eps, w, rescale):
     task, dictionary = make_task(shape[-1])
     logits, sample = random_batch(*shape, seed=hash((shape, T)) % 1000)
@@ -105,11 +115,14 @@ def test_loss_gradients_and_logged_stats_match_slow_reference(shape, T, eps, w, 
     assert grad[sample["target"].eq(PAD)].abs().max() == 0
 
 
-@pytest.mark.parametrize("options", [
-    {},
-    {"report_accuracy": True},
-    {"ignore_prefix_size": 1},
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"report_accuracy": True},
+        {"ignore_prefix_size": 1},
+    ],
+)
 @pytest.mark.parametrize("eps", [0.0, 0.1])
 def test_equals_label_smoothed_cross_entropy_at_T1(options, eps):
     task, dictionary = make_task(19)
@@ -130,8 +143,9 @@ def test_equals_label_smoothed_cross_entropy_at_T1(options, eps):
 def test_sentence_avg_uses_sentences_as_sample_size():
     task, dictionary = make_task(13)
     logits, sample = random_batch(5, 4, 13, seed=3)
-    criterion = TemperedCrossEntropyCriterion(task, sentence_avg=True, label_smoothing=0.1,
-                                              softmax_temperature=2.0)
+    criterion = TemperedCrossEntropyCriterion(
+        task, sentence_avg=True, label_smoothing=0.1, softmax_temperature=2.0
+    )
     _, sample_size, log = criterion(LogitsModel(logits, dictionary), sample)
     assert sample_size == log["sample_size"] == 5
 
@@ -141,8 +155,9 @@ def test_loss_is_T_times_the_tempered_cross_entropy():
     logits, sample = random_batch(2, 5, 31, seed=11)
     for T in (0.7, 3.0):
         scaled, _, _ = loss_and_grad(make_criterion(task, T, 0.1, 0.2), logits, sample, dictionary)
-        plain, _, _ = loss_and_grad(make_criterion(task, T, 0.1, 0.2, rescale=False), logits,
-                                    sample, dictionary)
+        plain, _, _ = loss_and_grad(
+            make_criterion(task, T, 0.1, 0.2, rescale=False), logits, sample, dictionary
+        )
         torch.testing.assert_close(scaled, T * plain)
 
 
@@ -174,16 +189,19 @@ def test_extreme_logits_and_temperature_stay_finite_and_are_computed_in_fp32(dty
         assert all(torch.isfinite(log[k]) for k in ("nll_loss", "entropy", "nll_loss_untempered"))
 
 
-@pytest.mark.parametrize("option,kwargs,message", [
-    ("T", {"T": 0.0}, "--softmax-temperature must be a finite number > 0"),
-    ("T", {"T": -2.0}, "--softmax-temperature must be a finite number > 0"),
-    ("T", {"T": float("nan")}, "--softmax-temperature must be a finite number > 0"),
-    ("T", {"T": float("inf")}, "--softmax-temperature must be a finite number > 0"),
-    ("eps", {"eps": 1.0}, r"--label-smoothing must be in \[0, 1\)"),
-    ("eps", {"eps": -0.1}, r"--label-smoothing must be in \[0, 1\)"),
-    ("w", {"w": 1.5}, r"--sem-weight must be in \[0, 1\]"),
-    ("w", {"w": -0.5}, r"--sem-weight must be in \[0, 1\]"),
-])
+@pytest.mark.parametrize(
+    "option,kwargs,message",
+    [
+        ("T", {"T": 0.0}, "--softmax-temperature must be a finite number > 0"),
+        ("T", {"T": -2.0}, "--softmax-temperature must be a finite number > 0"),
+        ("T", {"T": float("nan")}, "--softmax-temperature must be a finite number > 0"),
+        ("T", {"T": float("inf")}, "--softmax-temperature must be a finite number > 0"),
+        ("eps", {"eps": 1.0}, r"--label-smoothing must be in \[0, 1\)"),
+        ("eps", {"eps": -0.1}, r"--label-smoothing must be in \[0, 1\)"),
+        ("w", {"w": 1.5}, r"--sem-weight must be in \[0, 1\]"),
+        ("w", {"w": -0.5}, r"--sem-weight must be in \[0, 1\]"),
+    ],
+)
 def test_bad_options_are_refused_when_the_criterion_is_built(option, kwargs, message):
     task, _ = make_task(10)
     with pytest.raises(ValueError, match=message):
@@ -208,8 +226,11 @@ def test_metrics_are_sums_so_they_reduce_correctly_across_workers():
     (l1, s1), (l2, s2) = random_batch(2, 5, 21, seed=1), random_batch(3, 5, 21, seed=2)
     _, _, log1 = criterion(LogitsModel(l1, dictionary), s1)
     _, _, log2 = criterion(LogitsModel(l2, dictionary), s2)
-    joint_sample = {"net_input": {}, "ntokens": s1["ntokens"] + s2["ntokens"],
-                    "target": torch.cat([s1["target"], s2["target"]])}
+    joint_sample = {
+        "net_input": {},
+        "ntokens": s1["ntokens"] + s2["ntokens"],
+        "target": torch.cat([s1["target"], s2["target"]]),
+    }
     _, _, joint = criterion(LogitsModel(torch.cat([l1, l2]), dictionary), joint_sample)
 
     def reduced(logs):
@@ -218,11 +239,19 @@ def test_metrics_are_sums_so_they_reduce_correctly_across_workers():
         return agg.get_smoothed_values()
 
     two_workers, one_worker = reduced([log1, log2]), reduced([joint])
-    for key in ("loss", "nll_loss", "ppl", "nll_loss_untempered", "ppl_untempered", "entropy",
-                "entropy_untempered"):
+    for key in (
+        "loss",
+        "nll_loss",
+        "ppl",
+        "nll_loss_untempered",
+        "ppl_untempered",
+        "entropy",
+        "entropy_untempered",
+    ):
         assert math.isclose(two_workers[key], one_worker[key], rel_tol=1e-3), key
-    assert math.isclose(one_worker["entropy"],
-                        float(joint["entropy"]) / joint["ntokens"] / math.log(2), rel_tol=1e-3)
+    assert math.isclose(
+        one_worker["entropy"], float(joint["entropy"]) / joint["ntokens"] / math.log(2), rel_tol=1e-3
+    )
 
 
 def test_fused_tempered_log_softmax_equals_autograd_through_the_division():
@@ -234,8 +263,8 @@ def test_fused_tempered_log_softmax_equals_autograd_through_the_division():
         fused = TemperedLogSoftmax.apply(x, 3.5)
         assert fused.dtype == torch.float32 and torch.equal(fused, reference)
         upstream = torch.randn_like(reference)
-        expected, = torch.autograd.grad(reference, x, upstream)
-        actual, = torch.autograd.grad(fused, x, upstream)
+        (expected,) = torch.autograd.grad(reference, x, upstream)
+        (actual,) = torch.autograd.grad(fused, x, upstream)
         assert actual.dtype == dtype
         torch.testing.assert_close(actual, expected)
 

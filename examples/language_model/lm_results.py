@@ -14,6 +14,7 @@
 
 For the temperatures themselves (tau per position, heat maps) see scripts/ct_analysis.py.
 """
+
 import argparse
 import csv
 import glob
@@ -31,7 +32,7 @@ def log_records(path, kind):
         for line in f:
             if marker in line and "{" in line:
                 try:
-                    records.append(json.loads(line[line.index("{"):]))
+                    records.append(json.loads(line[line.index("{") :]))
                 except json.JSONDecodeError:
                     continue
     return records
@@ -51,6 +52,7 @@ def curve(path, x_key, metric):
 
 def plot(args):
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -70,8 +72,15 @@ def plot(args):
             print(f"lm_results.py: warning: no valid_{args.metric} records in {path}", file=sys.stderr)
             continue
         xs, ys = zip(*points)
-        ax.plot(xs, ys, marker="o", markersize=3, linewidth=1.3, label=label,
-                linestyle=styles[plotted % len(styles)])
+        ax.plot(
+            xs,
+            ys,
+            marker="o",
+            markersize=3,
+            linewidth=1.3,
+            label=label,
+            linestyle=styles[plotted % len(styles)],
+        )
         plotted += 1
     if not plotted:
         sys.exit("lm_results.py: error: nothing to plot (train with --log-format json and keep the log)")
@@ -131,8 +140,21 @@ def run_summary(run_dir, eval_suffix):
     return row
 
 
-COLUMNS = ["variant", "valid_ppl", "test_ppl", "valid_tokens", "test_tokens", "eval_protocol",
-           "params", "updates", "train_seconds", "train_ppl", "tau_mean", "tau_min", "tau_max"]
+COLUMNS = [
+    "variant",
+    "valid_ppl",
+    "test_ppl",
+    "valid_tokens",
+    "test_tokens",
+    "eval_protocol",
+    "params",
+    "updates",
+    "train_seconds",
+    "train_ppl",
+    "tau_mean",
+    "tau_min",
+    "tau_max",
+]
 
 
 def fmt(value):
@@ -160,8 +182,21 @@ def table(args):
         writer = csv.DictWriter(f, COLUMNS)
         writer.writeheader()
         writer.writerows(rows)
-    header = ["variant", "valid ppl", "test ppl", "valid tokens", "test tokens", "eval blocks/context",
-              "params", "updates", "train time (s)", "last train ppl", "train τ mean", "τ min", "τ max"]
+    header = [
+        "variant",
+        "valid ppl",
+        "test ppl",
+        "valid tokens",
+        "test tokens",
+        "eval blocks/context",
+        "params",
+        "updates",
+        "train time (s)",
+        "last train ppl",
+        "train τ mean",
+        "τ min",
+        "τ max",
+    ]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
     for row in rows:
         lines.append("| " + " | ".join(fmt(row[c]) for c in COLUMNS) + " |")
@@ -171,17 +206,26 @@ def table(args):
 
 
 def protocols(args):
-    lines = ["| variant | eval-lm --tokens-per-sample | --context-window | scored per block | test ppl | evaluated tokens |",
-             "|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| variant | eval-lm --tokens-per-sample | --context-window | scored per block | test ppl | evaluated tokens |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     found = 0
     for variant in args.variants:
         run_dir = os.path.join(args.runs, variant)
-        results = [read_json(p) for p in glob.glob(os.path.join(run_dir, "protocol_*", "eval_test_checkpoint_last.json"))]
+        results = [
+            read_json(p)
+            for p in glob.glob(os.path.join(run_dir, "protocol_*", "eval_test_checkpoint_last.json"))
+        ]
         main = read_json(os.path.join(run_dir, "eval_test_checkpoint_last.json"))
         results = [r for r in results + [main] if r]
-        for r in sorted(results, key=lambda r: (r["tokens_per_sample"] - r["context_window"], r["context_window"])):
-            lines.append(f"| {variant} | {r['tokens_per_sample']} | {r['context_window']} | "
-                         f"{r['tokens_per_sample'] - r['context_window']} | {r['ppl']:.2f} | {r['evaluated_tokens']:,} |")
+        for r in sorted(
+            results, key=lambda r: (r["tokens_per_sample"] - r["context_window"], r["context_window"])
+        ):
+            lines.append(
+                f"| {variant} | {r['tokens_per_sample']} | {r['context_window']} | "
+                f"{r['tokens_per_sample'] - r['context_window']} | {r['ppl']:.2f} | {r['evaluated_tokens']:,} |"
+            )
             found += 1
     if not found:
         sys.exit("lm_results.py: error: no protocol results found")
@@ -191,7 +235,9 @@ def protocols(args):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("plot", help="validation curves from fairseq json logs -> PNG")
     p.add_argument("--logs", nargs="+", required=True)
@@ -204,7 +250,11 @@ def main(argv=None):
     t = sub.add_parser("table", help="results table (markdown + CSV) of several runs")
     t.add_argument("--runs", required=True)
     t.add_argument("--variants", nargs="+", required=True)
-    t.add_argument("--eval-suffix", default="", help="'' for eval_test.json, _checkpoint_last for eval_test_checkpoint_last.json")
+    t.add_argument(
+        "--eval-suffix",
+        default="",
+        help="'' for eval_test.json, _checkpoint_last for eval_test_checkpoint_last.json",
+    )
     t.add_argument("--output", required=True, help="output prefix: writes PREFIX.md and PREFIX.csv")
     t.set_defaults(func=table)
     r = sub.add_parser("protocols", help="test ppl of one checkpoint under several eval-lm settings")

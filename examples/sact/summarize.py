@@ -4,6 +4,7 @@ the last validation loss and update count (from train.log) and the training time
 
 Usage: python examples/sact/summarize.py WORK_DIR SUBSET BEAM VARIANT [VARIANT ...]
 """
+
 import json
 import os
 import re

@@ -13,6 +13,7 @@ different temperatures would silently decode at the first input's. --allow-mixed
 averages them anyway, says so, and records the inputs' criteria and temperatures in the output
 ("ctemp_average").
 """
+
 import argparse
 import collections
 import os
@@ -40,8 +41,10 @@ def last_n_checkpoints(directory, n, update_based=False, upper_bound=None):
         if match and (upper_bound is None or int(match.group(1)) <= upper_bound):
             found.append((int(match.group(1)), os.path.join(directory, name)))
     if len(found) < n:
-        raise AverageError(f"found {len(found)} {'checkpoint_E_U.pt' if update_based else 'checkpointN.pt'} "
-                           f"files in {directory}, need {n}")
+        raise AverageError(
+            f"found {len(found)} {'checkpoint_E_U.pt' if update_based else 'checkpointN.pt'} "
+            f"files in {directory}, need {n}"
+        )
     return [path for _, path in sorted(found, reverse=True)[:n]]
 
 
@@ -50,8 +53,10 @@ def load(path):
     if not os.path.exists(path):
         raise AverageError(f"--inputs {path}: no such file")
     if os.path.isdir(path):
-        raise AverageError(f"--inputs {path} is a directory: give checkpoint files, or one directory "
-                           "with --num-epoch-checkpoints / --num-update-checkpoints N")
+        raise AverageError(
+            f"--inputs {path} is a directory: give checkpoint files, or one directory "
+            "with --num-epoch-checkpoints / --num-update-checkpoints N"
+        )
     try:
         inputs.check_checkpoint(path)
     except inputs.InputError as e:
@@ -59,8 +64,9 @@ def load(path):
     try:
         state = torch.load(path, map_location="cpu")  # weights_only by default on torch >= 2.6
     except Exception as e:  # a damaged archive or unexpected objects: one line, not a traceback
-        raise AverageError(f"--inputs {path} cannot be loaded as a checkpoint: "
-                           f"{str(e).strip().splitlines()[0]}") from None
+        raise AverageError(
+            f"--inputs {path} cannot be loaded as a checkpoint: {str(e).strip().splitlines()[0]}"
+        ) from None
     if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
         raise AverageError(f"--inputs {path} is not a fairseq checkpoint (no 'model' parameters)")
     return state
@@ -72,8 +78,11 @@ def criterion_of(state):
     cfg = state.get("cfg")
     if cfg is not None:
         criterion = cfg.get("criterion") if isinstance(cfg, dict) else getattr(cfg, "criterion", None)
-        get = (criterion.get if isinstance(criterion, dict)
-               else lambda key, default=None: getattr(criterion, key, default))
+        get = (
+            criterion.get
+            if isinstance(criterion, dict)
+            else lambda key, default=None: getattr(criterion, key, default)
+        )
         name, temperature = get("_name"), get("softmax_temperature", 1.0)
     else:  # checkpoints of argparse-era fairseq
         args = state.get("args")
@@ -84,16 +93,25 @@ def criterion_of(state):
 def check_same_training(paths, trained, allow_mixed):
     """AverageError if the inputs, trained with trained[i] = (criterion, T), differ (unless
     allow_mixed); returns the "ctemp_average" record of the output."""
-    record = {"inputs": [os.path.basename(p) for p in paths], "criteria": [c for c, _ in trained],
-              "softmax_temperatures": [t for _, t in trained], "decodes_at_temperature": trained[0][1]}
+    record = {
+        "inputs": [os.path.basename(p) for p in paths],
+        "criteria": [c for c, _ in trained],
+        "softmax_temperatures": [t for _, t in trained],
+        "decodes_at_temperature": trained[0][1],
+    }
     if len(set(trained)) > 1:
         shown = ", ".join(f"{os.path.basename(p)}: {c} T={t:g}" for p, (c, t) in zip(paths, trained))
         if not allow_mixed:
-            raise AverageError(f"the inputs were trained with different criteria or temperatures ({shown}); "
-                               "their average would decode at the first one's T. Average checkpoints of "
-                               "one run, or pass --allow-mixed-temperatures")
-        print(f"warning: --allow-mixed-temperatures: averaging {shown}; the average decodes at "
-              f"T={trained[0][1]:g} ({trained[0][0]}, from {paths[0]})", file=sys.stderr)
+            raise AverageError(
+                f"the inputs were trained with different criteria or temperatures ({shown}); "
+                "their average would decode at the first one's T. Average checkpoints of "
+                "one run, or pass --allow-mixed-temperatures"
+            )
+        print(
+            f"warning: --allow-mixed-temperatures: averaging {shown}; the average decodes at "
+            f"T={trained[0][1]:g} ({trained[0][0]}, from {paths[0]})",
+            file=sys.stderr,
+        )
     return record
 
 
@@ -133,11 +151,15 @@ def check_parameters(path, params, first, shapes):
         raise AverageError(f"{path} has other parameters than {first}: {', '.join(differ[:5])}")
     for key, tensor in params.items():
         if tuple(tensor.shape) != shapes[key]:
-            raise AverageError(f"parameter {key} has shape {tuple(tensor.shape)} in {path} but "
-                               f"{shapes[key]} in {first}: not checkpoints of one model")
+            raise AverageError(
+                f"parameter {key} has shape {tuple(tensor.shape)} in {path} but "
+                f"{shapes[key]} in {first}: not checkpoints of one model"
+            )
         if tensor.is_floating_point() and not torch.isfinite(tensor).all():
-            raise AverageError(f"parameter {key} of {path} has NaN or infinite values: refusing to "
-                               "average a diverged checkpoint")
+            raise AverageError(
+                f"parameter {key} of {path} has NaN or infinite values: refusing to "
+                "average a diverged checkpoint"
+            )
 
 
 def write_average(paths, output, allow_mixed=False):
@@ -164,33 +186,52 @@ def write_average(paths, output, allow_mixed=False):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="ctemp-average-checkpoints", description=__doc__.split("\n\n")[0],
-                                     epilog=__doc__.split("\n\n", 2)[2],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--inputs", nargs="+", required=True,
-                        help="checkpoint files, or one directory with --num-*-checkpoints")
+    parser = argparse.ArgumentParser(
+        prog="ctemp-average-checkpoints",
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 2)[2],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--inputs",
+        nargs="+",
+        required=True,
+        help="checkpoint files, or one directory with --num-*-checkpoints",
+    )
     parser.add_argument("--output", required=True, help="where to write the average (must not exist)")
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--num-epoch-checkpoints", type=int, help="average the last N checkpointE.pt")
     which.add_argument("--num-update-checkpoints", type=int, help="average the last N checkpoint_E_U.pt")
-    parser.add_argument("--checkpoint-upper-bound", type=int,
-                        help="ignore checkpoints after this epoch (or update) number")
-    parser.add_argument("--allow-mixed-temperatures", action="store_true",
-                        help="average checkpoints of different criteria / softmax temperatures (the "
-                             "average decodes at the first input's T)")
+    parser.add_argument(
+        "--checkpoint-upper-bound", type=int, help="ignore checkpoints after this epoch (or update) number"
+    )
+    parser.add_argument(
+        "--allow-mixed-temperatures",
+        action="store_true",
+        help="average checkpoints of different criteria / softmax temperatures (the "
+        "average decodes at the first input's T)",
+    )
     args = parser.parse_args(argv)
 
     try:
-        count = (args.num_epoch_checkpoints if args.num_epoch_checkpoints is not None
-                 else args.num_update_checkpoints)
+        count = (
+            args.num_epoch_checkpoints
+            if args.num_epoch_checkpoints is not None
+            else args.num_update_checkpoints
+        )
         if count is not None:
-            option = "--num-epoch-checkpoints" if args.num_update_checkpoints is None else "--num-update-checkpoints"
+            option = (
+                "--num-epoch-checkpoints"
+                if args.num_update_checkpoints is None
+                else "--num-update-checkpoints"
+            )
             if count < 1:
                 raise AverageError(f"{option} must be >= 1, got {count}")
             if len(args.inputs) != 1 or not os.path.isdir(args.inputs[0]):
                 raise AverageError(f"{option} needs exactly one directory in --inputs")
-            paths = last_n_checkpoints(args.inputs[0], count, args.num_update_checkpoints is not None,
-                                       args.checkpoint_upper_bound)
+            paths = last_n_checkpoints(
+                args.inputs[0], count, args.num_update_checkpoints is not None, args.checkpoint_upper_bound
+            )
         elif args.checkpoint_upper_bound is not None:
             raise AverageError("--checkpoint-upper-bound only goes with --num-*-checkpoints")
         else:

@@ -19,6 +19,7 @@ tokenize=none ("tokenised" BLEU), or with --ref a raw reference file scored deto
 sacrebleu's 13a (comparable with published numbers). The grid decodes --dev-subset for every
 (beam, lenpen); the best dev BLEU is the beam system on --subset. Outputs are never overwritten.
 """
+
 import argparse
 import contextlib
 import glob
@@ -42,13 +43,34 @@ from . import inputs
 
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the --user-dir
 # Set here for every run; passing them after -- would make the two systems differ silently.
-OWN_OPTIONS = ("--path", "--beam", "--lenpen", "--gen-subset", "--temperature", "--user-dir",
-               "--results-path", "--quiet")
-TRANSLATED = re.compile(r"Translated ([\d,]+) sentences \(([\d,]+) tokens\) in ([\d.]+)s "
-                        r"\(([\d.]+) sentences/s, ([\d.]+) tokens/s\)")
+OWN_OPTIONS = (
+    "--path",
+    "--beam",
+    "--lenpen",
+    "--gen-subset",
+    "--temperature",
+    "--user-dir",
+    "--results-path",
+    "--quiet",
+)
+TRANSLATED = re.compile(
+    r"Translated ([\d,]+) sentences \(([\d,]+) tokens\) in ([\d.]+)s "
+    r"\(([\d.]+) sentences/s, ([\d.]+) tokens/s\)"
+)
 TRAINING_T = re.compile(r"decoding at training temperature T=([\d.eE+-]+)")
-SYSTEM_KEYS = ("beam", "lenpen", "bleu", "chrf", "n_sentences", "n_tokens", "decode_seconds",
-               "sentences_per_second", "tokens_per_second", "wall_seconds", "decoding_temperature")
+SYSTEM_KEYS = (
+    "beam",
+    "lenpen",
+    "bleu",
+    "chrf",
+    "n_sentences",
+    "n_tokens",
+    "decode_seconds",
+    "sentences_per_second",
+    "tokens_per_second",
+    "wall_seconds",
+    "decoding_temperature",
+)
 
 
 class UsageError(Exception):
@@ -80,7 +102,7 @@ def subset_size(data, subset):
 
     sizes = set()
     for index in glob.glob(os.path.join(data.split(":")[0], glob.escape(subset) + ".*-*.*.idx")):
-        dataset = data_utils.load_indexed_dataset(index[:-len(".idx")], None)
+        dataset = data_utils.load_indexed_dataset(index[: -len(".idx")], None)
         sizes.add(len(dataset) if dataset is not None else None)
     return sizes.pop() if len(sizes) == 1 else None
 
@@ -131,18 +153,35 @@ def generate_in_process(command):
     return subprocess.CompletedProcess(command, code, out.getvalue().encode(), err.getvalue().encode())
 
 
-def decode(data, checkpoint, subset, beam, lenpen, extra_args=(), temperature=None, expected=None,
-           in_process=False):
+def decode(
+    data, checkpoint, subset, beam, lenpen, extra_args=(), temperature=None, expected=None, in_process=False
+):
     """One fairseq-generate run (a subprocess, or generate_in_process): hypotheses and T- references
     sorted by id, timing and the log."""
-    command = [fairseq_generate(), data, "--path", checkpoint, "--user-dir", PACKAGE_DIR,
-               "--gen-subset", subset, "--beam", str(beam), "--lenpen", str(lenpen),
-               # fairseq 0.12 drops a last batch whose size is not a multiple of this (default 8)
-               "--required-batch-size-multiple", "1"]
+    command = [
+        fairseq_generate(),
+        data,
+        "--path",
+        checkpoint,
+        "--user-dir",
+        PACKAGE_DIR,
+        "--gen-subset",
+        subset,
+        "--beam",
+        str(beam),
+        "--lenpen",
+        str(lenpen),
+        # fairseq 0.12 drops a last batch whose size is not a multiple of this (default 8)
+        "--required-batch-size-multiple",
+        "1",
+    ]
     command += (["--temperature", str(temperature)] if temperature is not None else []) + list(extra_args)
     start = time.perf_counter()
-    proc = (generate_in_process(command) if in_process else
-            subprocess.run(command, capture_output=True, env={**os.environ, "PYTHONIOENCODING": "utf-8"}))
+    proc = (
+        generate_in_process(command)
+        if in_process
+        else subprocess.run(command, capture_output=True, env={**os.environ, "PYTHONIOENCODING": "utf-8"})
+    )
     wall = time.perf_counter() - start
     # Decoded here and split on "\n" only: a hypothesis may contain "\r" or U+2028.
     stdout, stderr = (out.decode("utf-8", errors="replace") for out in (proc.stdout, proc.stderr))
@@ -164,19 +203,32 @@ def decode(data, checkpoint, subset, beam, lenpen, extra_args=(), temperature=No
     ids = sorted(hyps)
     expected = expected if expected is not None else (ids[-1] + 1 if ids else 0)
     if ids != list(range(expected)):
-        raise UsageError(f"fairseq-generate translated {len(ids)} of the {expected} sentences of {subset} "
-                         "(--skip-invalid-size-inputs-valid-test or --required-batch-size-multiple > 1 "
-                         "drop sentences); the scores would not be comparable")
+        raise UsageError(
+            f"fairseq-generate translated {len(ids)} of the {expected} sentences of {subset} "
+            "(--skip-invalid-size-inputs-valid-test or --required-batch-size-multiple > 1 "
+            "drop sentences); the scores would not be comparable"
+        )
     sentences, tokens = (int(timing.group(i).replace(",", "")) for i in (1, 2))
     per_second = float(timing.group(4))  # printed with 2 decimals, the seconds with only 1
     trained_t = TRAINING_T.search(stderr + stdout)
-    return {"hyps": [hyps[i] for i in ids], "refs": [refs.get(i) for i in ids],
-            "log": f"{shown}\n{stdout}{stderr}",
-            "beam": beam, "lenpen": lenpen, "n_sentences": sentences, "n_tokens": tokens,
-            "decode_seconds": sentences / per_second if per_second else float(timing.group(3)),
-            "sentences_per_second": per_second, "tokens_per_second": float(timing.group(5)),
-            "wall_seconds": wall, "decoding_temperature": temperature if temperature is not None
-            else float(trained_t.group(1)) if trained_t else 1.0}
+    return {
+        "hyps": [hyps[i] for i in ids],
+        "refs": [refs.get(i) for i in ids],
+        "log": f"{shown}\n{stdout}{stderr}",
+        "beam": beam,
+        "lenpen": lenpen,
+        "n_sentences": sentences,
+        "n_tokens": tokens,
+        "decode_seconds": sentences / per_second if per_second else float(timing.group(3)),
+        "sentences_per_second": per_second,
+        "tokens_per_second": float(timing.group(5)),
+        "wall_seconds": wall,
+        "decoding_temperature": temperature
+        if temperature is not None
+        else float(trained_t.group(1))
+        if trained_t
+        else 1.0,
+    }
 
 
 def score(hyps, refs, tokenize):
@@ -188,10 +240,25 @@ def score(hyps, refs, tokenize):
     return scores, {"bleu": str(bleu.get_signature()), "chrf": str(chrf.get_signature())}
 
 
-def run_greedy_vs_beam(data, checkpoint, beam=5, subset="test", extra_args=(), lenpen=1.0, ref=None,
-                       temperature=None, tokenize=None, grid_beams=None, grid_lenpens=None,
-                       dev_subset="valid", dev_ref=None, save_dir=None, json_path=None, verbose=True,
-                       in_process=False):
+def run_greedy_vs_beam(
+    data,
+    checkpoint,
+    beam=5,
+    subset="test",
+    extra_args=(),
+    lenpen=1.0,
+    ref=None,
+    temperature=None,
+    tokenize=None,
+    grid_beams=None,
+    grid_lenpens=None,
+    dev_subset="valid",
+    dev_ref=None,
+    save_dir=None,
+    json_path=None,
+    verbose=True,
+    in_process=False,
+):
     """Decode `subset` with beam 1 and with `beam` (or the dev grid's best), score, print, save.
 
     Returns {"data", "checkpoint", "subset", "n_sentences", "references" ("T- lines" or the ref
@@ -215,8 +282,12 @@ def run_greedy_vs_beam(data, checkpoint, beam=5, subset="test", extra_args=(), l
     check("--lenpen", [lenpen], positive, "a finite number > 0")
     check("--grid-lenpens", grid_lenpens or [], positive, "finite numbers > 0")
     check("--temperature", [temperature] if temperature is not None else [], positive, "finite and > 0")
-    check("--sacrebleu-tokenize", [tokenize] if tokenize else [], BLEU.TOKENIZERS.__contains__,
-          f"one of {', '.join(BLEU.TOKENIZERS)}")
+    check(
+        "--sacrebleu-tokenize",
+        [tokenize] if tokenize else [],
+        BLEU.TOKENIZERS.__contains__,
+        f"one of {', '.join(BLEU.TOKENIZERS)}",
+    )
     grid = bool(grid_beams or grid_lenpens)
     if dev_ref and not grid:
         raise UsageError("--dev-ref is only used with --grid-beams / --grid-lenpens")
@@ -240,8 +311,10 @@ def run_greedy_vs_beam(data, checkpoint, beam=5, subset="test", extra_args=(), l
     # Keyed by role, not by subset name: --dev-subset may be the test subset itself.
     subsets, ref_options = {"test": subset, "dev": dev_subset}, {"test": "--ref", "dev": "--dev-ref"}
     sizes = {role: subset_size(data, subsets[role]) for role in (("test", "dev") if grid else ("test",))}
-    raw = {role: read_lines(path, ref_options[role], sizes[role]) if path else None
-           for role, path in (("test", ref), ("dev", dev_ref))}
+    raw = {
+        role: read_lines(path, ref_options[role], sizes[role]) if path else None
+        for role, path in (("test", ref), ("dev", dev_ref))
+    }
     tokenize_for = {role: tokenize or ("13a" if raw[role] else "none") for role in raw}
     for path in checkpoint.split(":"):
         try:
@@ -252,40 +325,59 @@ def run_greedy_vs_beam(data, checkpoint, beam=5, subset="test", extra_args=(), l
 
     def run(log_name, role, beam_, lenpen_):
         say(f"decoding {subsets[role]} with beam {beam_}, lenpen {lenpen_:g} ...")
-        out = decode(data, checkpoint, subsets[role], beam_, lenpen_, extra_args, temperature, sizes[role],
-                     in_process)
+        out = decode(
+            data, checkpoint, subsets[role], beam_, lenpen_, extra_args, temperature, sizes[role], in_process
+        )
         if raw[role] is not None and len(raw[role]) != len(out["hyps"]):  # size was not known up front
-            raise UsageError(f"{ref_options[role]} has {len(raw[role])} lines but {subsets[role]} has "
-                             f"{len(out['hyps'])} sentences")
+            raise UsageError(
+                f"{ref_options[role]} has {len(raw[role])} lines but {subsets[role]} has "
+                f"{len(out['hyps'])} sentences"
+            )
         out["refs"], logs[log_name] = raw[role] or out["refs"], out["log"]
         (out["bleu"], out["chrf"]), out["signatures"] = score(out["hyps"], out["refs"], tokenize_for[role])
-        say(f"  BLEU {out['bleu']:.2f}, {out['sentences_per_second']:.1f} sentences/s, "
-            f"T={out['decoding_temperature']:g}")
+        say(
+            f"  BLEU {out['bleu']:.2f}, {out['sentences_per_second']:.1f} sentences/s, "
+            f"T={out['decoding_temperature']:g}"
+        )
         return out
 
-    rows = [run(f"grid.beam{b}.lenpen{lp:g}.log", "dev", b, lp)
-            for b in grid_beams for lp in grid_lenpens] if grid else []
+    rows = (
+        [run(f"grid.beam{b}.lenpen{lp:g}.log", "dev", b, lp) for b in grid_beams for lp in grid_lenpens]
+        if grid
+        else []
+    )
     if rows:
         best = max(rows, key=lambda row: row["bleu"])  # ties: the first one, i.e. the smaller beam
         beam, lenpen = best["beam"], best["lenpen"]
     greedy, beamed = run("greedy.log", "test", 1, 1.0), run("beam.log", "test", beam, lenpen)
-    result = {"data": data, "checkpoint": checkpoint, "subset": subset, "n_sentences": len(greedy["hyps"]),
-              "references": ref or "T- lines", "tokenize": tokenize_for["test"],
-              "signatures": greedy["signatures"],
-              "systems": {name: {k: out[k] for k in SYSTEM_KEYS} for name, out in
-                          (("greedy", greedy), ("beam", beamed))},
-              "speedup": greedy["sentences_per_second"] / beamed["sentences_per_second"],
-              "speedup_wall": beamed["wall_seconds"] / greedy["wall_seconds"],
-              "grid": [{k: row[k] for k in SYSTEM_KEYS} for row in rows],
-              "grid_best": {"beam": beam, "lenpen": lenpen} if grid else None,
-              "dev_subset": dev_subset if grid else None,
-              "dev_tokenize": tokenize_for["dev"] if grid else None,
-              "extra_args": extra_args, "files": files}
+    result = {
+        "data": data,
+        "checkpoint": checkpoint,
+        "subset": subset,
+        "n_sentences": len(greedy["hyps"]),
+        "references": ref or "T- lines",
+        "tokenize": tokenize_for["test"],
+        "signatures": greedy["signatures"],
+        "systems": {
+            name: {k: out[k] for k in SYSTEM_KEYS} for name, out in (("greedy", greedy), ("beam", beamed))
+        },
+        "speedup": greedy["sentences_per_second"] / beamed["sentences_per_second"],
+        "speedup_wall": beamed["wall_seconds"] / greedy["wall_seconds"],
+        "grid": [{k: row[k] for k in SYSTEM_KEYS} for row in rows],
+        "grid_best": {"beam": beam, "lenpen": lenpen} if grid else None,
+        "dev_subset": dev_subset if grid else None,
+        "dev_tokenize": tokenize_for["dev"] if grid else None,
+        "extra_args": extra_args,
+        "files": files,
+    }
     lines = {"greedy.hyp": greedy["hyps"], "beam.hyp": beamed["hyps"], "ref": greedy["refs"]}
     for name, path in files.items():
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        text = (json.dumps(result, indent=2) + "\n" if name == "json"
-                else logs.get(name) or "".join(line + "\n" for line in lines[name]))
+        text = (
+            json.dumps(result, indent=2) + "\n"
+            if name == "json"
+            else logs.get(name) or "".join(line + "\n" for line in lines[name])
+        )
         with open(path, "x", encoding="utf-8") as f:  # "x": not even a file created meanwhile
             f.write(text)
     if verbose:
@@ -294,29 +386,39 @@ def run_greedy_vs_beam(data, checkpoint, beam=5, subset="test", extra_args=(), l
 
 
 def print_report(result):
-    row = ("{:<7} {beam:>4} {lenpen:>6.2f} {bleu:>6.2f} {chrf:>6.2f} {decode_seconds:>9.2f} "
-           "{sentences_per_second:>8.1f}")
+    row = (
+        "{:<7} {beam:>4} {lenpen:>6.2f} {bleu:>6.2f} {chrf:>6.2f} {decode_seconds:>9.2f} "
+        "{sentences_per_second:>8.1f}"
+    )
     header = f"{'system':<7} {'beam':>4} {'lenpen':>6} {'BLEU':>6} {'chrF':>6} {'decode s':>9} {'sent/s':>8}"
     if result["grid"]:
-        print(f"grid on {result['dev_subset']}, sacrebleu tokenize={result['dev_tokenize']} "
-              f"(* = best BLEU, the beam system below):\n{header}")
+        print(
+            f"grid on {result['dev_subset']}, sacrebleu tokenize={result['dev_tokenize']} "
+            f"(* = best BLEU, the beam system below):\n{header}"
+        )
         for system in result["grid"]:
             best = {k: system[k] for k in ("beam", "lenpen")} == result["grid_best"]
             print(row.format("dev", **system) + (" *" if best else ""))
         print()
     systems = result["systems"]
-    print(f"{result['subset']}: {result['n_sentences']} sentences, references: {result['references']}, "
-          f"sacrebleu tokenize={result['tokenize']}, T={systems['greedy']['decoding_temperature']:g}")
+    print(
+        f"{result['subset']}: {result['n_sentences']} sentences, references: {result['references']}, "
+        f"sacrebleu tokenize={result['tokenize']}, T={systems['greedy']['decoding_temperature']:g}"
+    )
     print(header)
     for name, system in systems.items():
         print(row.format(name, **system))
-    print(f"speed: greedy decodes {result['speedup']:.2f}x as fast as beam {systems['beam']['beam']} "
-          f"({result['speedup_wall']:.2f}x in wall time, fairseq start-up included)")
+    print(
+        f"speed: greedy decodes {result['speedup']:.2f}x as fast as beam {systems['beam']['beam']} "
+        f"({result['speedup_wall']:.2f}x in wall time, fairseq start-up included)"
+    )
     print(f"BLEU signature: {result['signatures']['bleu']}\nchrF signature: {result['signatures']['chrf']}")
     if "ref" in result["files"]:
         files = result["files"]
-        print(f"significance: ctemp-greedy-vs-beam compare --ref {files['ref']} --baseline "
-              f"{files['beam.hyp']} --system {files['greedy.hyp']} --sacrebleu-tokenize {result['tokenize']}")
+        print(
+            f"significance: ctemp-greedy-vs-beam compare --ref {files['ref']} --baseline "
+            f"{files['beam.hyp']} --system {files['greedy.hyp']} --sacrebleu-tokenize {result['tokenize']}"
+        )
 
 
 def compare_systems(ref, baseline, system, test="bs", n_samples=None, tokenize="13a"):
@@ -325,16 +427,31 @@ def compare_systems(ref, baseline, system, test="bs", n_samples=None, tokenize="
     "bleu": {"baseline", "system", "p_value"}, "chrf": {"baseline", "system", "p_value"}}."""
     check("--test", [test], ("bs", "ar").__contains__, "bs or ar")
     check("--n-samples", [n_samples] if n_samples is not None else [], lambda n: n >= 1, "an integer >= 1")
-    check("--sacrebleu-tokenize", [tokenize], BLEU.TOKENIZERS.__contains__,
-          f"one of {', '.join(BLEU.TOKENIZERS)}")
+    check(
+        "--sacrebleu-tokenize",
+        [tokenize],
+        BLEU.TOKENIZERS.__contains__,
+        f"one of {', '.join(BLEU.TOKENIZERS)}",
+    )
     refs = read_lines(ref, "--ref")
-    systems = [(name, read_lines(path, f"--{name}", len(refs)))
-               for name, path in (("baseline", baseline), ("system", system))]
-    paired = PairedTest(systems, {"bleu": BLEU(tokenize=tokenize), "chrf": CHRF()}, [refs],
-                        test_type=test, n_samples=n_samples or 0)
+    systems = [
+        (name, read_lines(path, f"--{name}", len(refs)))
+        for name, path in (("baseline", baseline), ("system", system))
+    ]
+    paired = PairedTest(
+        systems,
+        {"bleu": BLEU(tokenize=tokenize), "chrf": CHRF()},
+        [refs],
+        test_type=test,
+        n_samples=n_samples or 0,
+    )
     signatures, scores = paired()
-    result = {"test": test, "n_samples": paired.n_samples, "identical": systems[0][1] == systems[1][1],
-              "signatures": {}}
+    result = {
+        "test": test,
+        "n_samples": paired.n_samples,
+        "identical": systems[0][1] == systems[1][1],
+        "signatures": {},
+    }
     for key, name in zip(("bleu", "chrf"), [name for name in scores if name != "System"]):
         base, other = scores[name]
         # sacrebleu counts resampled differences strictly above the observed one, so with no
@@ -346,13 +463,19 @@ def compare_systems(ref, baseline, system, test="bs", n_samples=None, tokenize="
 
 
 def compare_main(argv):
-    parser = argparse.ArgumentParser(prog="ctemp-greedy-vs-beam compare",
-                                     description="Paired significance test (sacrebleu) of two systems.")
+    parser = argparse.ArgumentParser(
+        prog="ctemp-greedy-vs-beam compare",
+        description="Paired significance test (sacrebleu) of two systems.",
+    )
     parser.add_argument("--ref", required=True, help="references, one a line (e.g. SAVE_DIR/ref)")
     parser.add_argument("--baseline", required=True, help="baseline hypotheses (e.g. SAVE_DIR/beam.hyp)")
     parser.add_argument("--system", required=True, help="system hypotheses (e.g. SAVE_DIR/greedy.hyp)")
-    parser.add_argument("--test", choices=("bs", "ar"), default="bs",
-                        help="bs: paired bootstrap resampling (default), ar: approximate randomisation")
+    parser.add_argument(
+        "--test",
+        choices=("bs", "ar"),
+        default="bs",
+        help="bs: paired bootstrap resampling (default), ar: approximate randomisation",
+    )
     parser.add_argument("--n-samples", type=int, help="resamples / trials (default: bs 1000, ar 10000)")
     parser.add_argument("--sacrebleu-tokenize", default="13a", help="BLEU tokenizer (13a; none for T- refs)")
     parser.add_argument("--json", help="also write the result here (must not exist)")
@@ -360,12 +483,15 @@ def compare_main(argv):
     try:
         if args.json and os.path.exists(args.json):
             raise UsageError(f"--json {args.json} already exists; refusing to overwrite it")
-        result = compare_systems(args.ref, args.baseline, args.system, args.test, args.n_samples,
-                                 args.sacrebleu_tokenize)
+        result = compare_systems(
+            args.ref, args.baseline, args.system, args.test, args.n_samples, args.sacrebleu_tokenize
+        )
     except UsageError as e:
         parser.error(str(e))
-    print(f"paired {dict(bs='bootstrap resampling', ar='approximate randomisation')[args.test]}, "
-          f"n={result['n_samples']}, sacrebleu tokenize={args.sacrebleu_tokenize}")
+    print(
+        f"paired {dict(bs='bootstrap resampling', ar='approximate randomisation')[args.test]}, "
+        f"n={result['n_samples']}, sacrebleu tokenize={args.sacrebleu_tokenize}"
+    )
     print(f"{'':<9} {'BLEU':>8} {'chrF':>8}")
     for row in ("baseline", "system", "p_value"):
         print(f"{row:<9} " + " ".join(f"{result[key][row]:>8.4f}" for key in ("bleu", "chrf")))
@@ -389,12 +515,15 @@ def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["compare"]:
         return compare_main(argv[1:])
-    own, extra = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
-    parser = argparse.ArgumentParser(prog="ctemp-greedy-vs-beam", description=__doc__.split("\n\n")[0],
-                                     usage="%(prog)s DATA --checkpoint CKPT [options] [-- fairseq-generate "
-                                     "options]\n       %(prog)s compare --help",
-                                     epilog=__doc__.split("\n\n", 1)[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    own, extra = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
+    parser = argparse.ArgumentParser(
+        prog="ctemp-greedy-vs-beam",
+        description=__doc__.split("\n\n")[0],
+        usage="%(prog)s DATA --checkpoint CKPT [options] [-- fairseq-generate "
+        "options]\n       %(prog)s compare --help",
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("data", metavar="DATA", help="binarized data (fairseq-preprocess --destdir)")
     parser.add_argument("--checkpoint", "--path", required=True, help="checkpoint (a.pt:b.pt: an ensemble)")
     parser.add_argument("--beam", type=int, default=5, help="beam size of the beam system (default 5)")
@@ -411,9 +540,23 @@ def main(argv=None):
     parser.add_argument("--json", help="write all numbers and the signatures here (must not exist)")
     args = parser.parse_args(own)
     try:
-        run_greedy_vs_beam(args.data, args.checkpoint, args.beam, args.subset, extra, args.lenpen, args.ref,
-                           args.temperature, args.sacrebleu_tokenize, args.grid_beams, args.grid_lenpens,
-                           args.dev_subset, args.dev_ref, args.save_dir, args.json)
+        run_greedy_vs_beam(
+            args.data,
+            args.checkpoint,
+            args.beam,
+            args.subset,
+            extra,
+            args.lenpen,
+            args.ref,
+            args.temperature,
+            args.sacrebleu_tokenize,
+            args.grid_beams,
+            args.grid_lenpens,
+            args.dev_subset,
+            args.dev_ref,
+            args.save_dir,
+            args.json,
+        )
     except UsageError as e:
         parser.error(str(e))
 

@@ -1,5 +1,6 @@
 """Checks of input files shared by the command-line tools, made before any work: each raises
 InputError saying what is wrong, for an error line that names the option and the file."""
+
 import codecs
 import os
 import zipfile
@@ -16,8 +17,9 @@ def check_checkpoint(path):
     if os.path.getsize(path) == 0:
         raise InputError("is empty (0 bytes), not a checkpoint")
     if not zipfile.is_zipfile(path):  # what torch.save (>= 1.6) writes
-        raise InputError("is not a PyTorch checkpoint (no torch.save zip archive: truncated, or "
-                         "another kind of file?)")
+        raise InputError(
+            "is not a PyTorch checkpoint (no torch.save zip archive: truncated, or another kind of file?)"
+        )
 
 
 def read_utf8_lines(path):
@@ -25,10 +27,11 @@ def read_utf8_lines(path):
     with open(path, "rb") as f:
         data = f.read()
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) or b"\x00" in data[:4096]:
-        raise InputError("looks like UTF-16 (NUL bytes); it must be UTF-8: convert it, e.g. "
-                         "iconv -f UTF-16 -t UTF-8")
+        raise InputError(
+            "looks like UTF-16 (NUL bytes); it must be UTF-8: convert it, e.g. iconv -f UTF-16 -t UTF-8"
+        )
     if data.startswith(codecs.BOM_UTF8):
-        data = data[len(codecs.BOM_UTF8):]
+        data = data[len(codecs.BOM_UTF8) :]
     lines = data.split(b"\n")
     if lines[-1] == b"":
         lines.pop()
@@ -36,6 +39,8 @@ def read_utf8_lines(path):
         try:
             lines[number] = line.decode("utf-8").rstrip("\r")
         except UnicodeDecodeError as e:
-            raise InputError(f"line {number + 1} is not UTF-8 (byte 0x{line[e.start]:02x} at column "
-                             f"{e.start + 1}); convert the file, e.g. iconv -f <its encoding> -t UTF-8") from None
+            raise InputError(
+                f"line {number + 1} is not UTF-8 (byte 0x{line[e.start]:02x} at column "
+                f"{e.start + 1}); convert the file, e.g. iconv -f <its encoding> -t UTF-8"
+            ) from None
     return lines

@@ -8,6 +8,7 @@ words that translate to two target words, and local reordering (adjacent pairs s
 
 writes OUT_DIR/{train,valid,test}.{src,tgt}; refuses to overwrite existing files.
 """
+
 import argparse
 import os
 import random
@@ -71,8 +72,12 @@ def main(argv=None):
     if os.path.exists(args.out_dir) and not os.path.isdir(args.out_dir):
         parser.error(f"OUT_DIR {args.out_dir} is a file, not a directory")
     try:
-        write_corpus(args.out_dir, (("train", args.train), ("valid", args.valid), ("test", args.test)),
-                     args.vocab, args.seed)
+        write_corpus(
+            args.out_dir,
+            (("train", args.train), ("valid", args.valid), ("test", args.test)),
+            args.vocab,
+            args.seed,
+        )
     except FileExistsError as e:
         parser.error(str(e))
 

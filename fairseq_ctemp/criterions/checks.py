@@ -1,6 +1,7 @@
 """Option checks of the plugin's criteria that need the model's options too. They run when fairseq
 builds the criterion, before any training step: fairseq answers an error inside a step by writing
 crash.pt into the save directory, and a degenerate temperature trains silently to ``ppl inf``."""
+
 import argparse
 import math
 
@@ -16,9 +17,11 @@ def check_temperature(option, value):
         raise ValueError(f"{option} must be a finite number > 0, got {value}")
     low, high = TEMPERATURE_RANGE
     if not low <= value <= high:
-        raise ValueError(f"{option} must be in [{low:g}, {high:g}], got {value:g}: outside it the "
-                         "tempered softmax is degenerate in float32 (one-hot below: perplexity inf; "
-                         "uniform above: nothing is learnt)")
+        raise ValueError(
+            f"{option} must be in [{low:g}, {high:g}], got {value:g}: outside it the "
+            "tempered softmax is degenerate in float32 (one-hot below: perplexity inf; "
+            "uniform above: nothing is learnt)"
+        )
 
 
 def model_options(criterion_cfg):

@@ -17,6 +17,7 @@ any parameter that lowers mean_v(tau) whatever the fit: with --ct-learn-alpha-be
 dominates and drives alpha -> 0, beta -> infinity. So tau learns from the cross-entropy alone (and
 perplexity never uses the scale). With fixed alpha, beta it is the constant (alpha + 1/V)/beta.
 """
+
 import math
 from dataclasses import dataclass, field
 
@@ -33,10 +34,14 @@ from . import checks
 
 @dataclass
 class ContextualTemperatureCrossEntropyConfig(FairseqDataclass):
-    label_smoothing: float = field(default=0.0, metadata={
-        "help": "epsilon for label smoothing, 0 means none (not with --output-head adaptive)"})
-    no_loss_scaling: bool = field(default=False, metadata={
-        "help": "train on the plain cross-entropy instead of mean_v(tau) * cross-entropy"})
+    label_smoothing: float = field(
+        default=0.0,
+        metadata={"help": "epsilon for label smoothing, 0 means none (not with --output-head adaptive)"},
+    )
+    no_loss_scaling: bool = field(
+        default=False,
+        metadata={"help": "train on the plain cross-entropy instead of mean_v(tau) * cross-entropy"},
+    )
     sentence_avg: bool = II("optimization.sentence_avg")
 
 
@@ -69,8 +74,12 @@ class ContextualTemperatureCrossEntropy(FairseqCriterion):
         if self.eps > 0:
             lprobs, tau = head(net_output[0])
             losses, nll = label_smoothed_nll_loss(
-                lprobs.view(-1, lprobs.size(-1)), target.view(-1), self.eps,
-                ignore_index=self.padding_idx, reduce=False)
+                lprobs.view(-1, lprobs.size(-1)),
+                target.view(-1),
+                self.eps,
+                ignore_index=self.padding_idx,
+                reduce=False,
+            )
             losses, nll = losses.view(target.shape), nll.view(target.shape)
         else:
             target_lprobs, tau = head.score(net_output[0], target)
@@ -112,8 +121,9 @@ class ContextualTemperatureCrossEntropy(FairseqCriterion):
         for key in ("loss_scale", "tau_mean", "tau_min", "tau_max"):
             metrics.log_scalar(key, total(key) / ntokens, ntokens, round=4)
         if any("regularization" in log for log in logging_outputs):
-            metrics.log_scalar("regularization", total("regularization") / ntokens / math.log(2),
-                               ntokens, round=4)
+            metrics.log_scalar(
+                "regularization", total("regularization") / ntokens / math.log(2), ntokens, round=4
+            )
 
     @staticmethod
     def logging_outputs_can_be_summed() -> bool:
@@ -124,8 +134,12 @@ def check_model(model, label_smoothing):
     """A clear error on the first forward (before any update) for a model without a temperature head."""
     head = getattr(getattr(model, "decoder", None), "output_head", None)
     if head is None:
-        raise ValueError("--criterion ct_cross_entropy needs a model with a temperature head: "
-                         "--arch ct_transformer_lm*, ct_lstm_lm, *mos_lstm_lm* (see README)")
+        raise ValueError(
+            "--criterion ct_cross_entropy needs a model with a temperature head: "
+            "--arch ct_transformer_lm*, ct_lstm_lm, *mos_lstm_lm* (see README)"
+        )
     if label_smoothing > 0 and isinstance(head, AdaptiveSoftmaxHead):
-        raise ValueError("--label-smoothing needs the full distribution at every position; it is "
-                         "not supported with --output-head adaptive (use --label-smoothing 0)")
+        raise ValueError(
+            "--label-smoothing needs the full distribution at every position; it is "
+            "not supported with --output-head adaptive (use --label-smoothing 0)"
+        )

@@ -11,6 +11,7 @@ At T = 1, w = 0 this is exactly fairseq's ``label_smoothed_cross_entropy`` (same
 The temperature is stored in the checkpoint's criterion config, and ``fairseq_ctemp.decoding`` makes
 every fairseq decoding path use it.
 """
+
 import math
 from dataclasses import dataclass, field
 
@@ -31,20 +32,24 @@ from . import checks
 # batch): computing them on every position costs ~20% of a step. Validation uses every position.
 _TRAINING_DIAGNOSTIC_ROWS = 256
 # Validation computes them in chunks of this many logits, so they never hold a batch x vocab copy.
-_DIAGNOSTIC_CHUNK_ELEMENTS = 2 ** 22
+_DIAGNOSTIC_CHUNK_ELEMENTS = 2**22
 
 
 @dataclass
 class TemperedCrossEntropyConfig(LabelSmoothedCrossEntropyCriterionConfig):
     softmax_temperature: float = field(
         default=1.0,
-        metadata={"help": "T > 0: train on softmax(logits / T); checkpoints then decode at this T. "
-                          "The paper's best values on ALT are 3-5"},
+        metadata={
+            "help": "T > 0: train on softmax(logits / T); checkpoints then decode at this T. "
+            "The paper's best values on ALT are 3-5"
+        },
     )
     sem_weight: float = field(
         default=0.0,
-        metadata={"help": "weight w in [0, 1] of softmax-entropy maximisation: "
-                          "loss = T * ((1 - w) * label-smoothed CE + w * sum_v P_v log P_v)"},
+        metadata={
+            "help": "weight w in [0, 1] of softmax-entropy maximisation: "
+            "loss = T * ((1 - w) * label-smoothed CE + w * sum_v P_v log P_v)"
+        },
     )
     no_temperature_rescale: bool = field(
         default=False,
@@ -88,16 +93,18 @@ class NegativeEntropy(torch.autograd.Function):
         return p.addcmul_(p, lp).mul_(grad)
 
 
-def tempered_label_smoothed_nll_loss(lprobs, target, epsilon, temperature, sem_weight=0.0,
-                                     ignore_index=None, reduce=True, rescale=True):
+def tempered_label_smoothed_nll_loss(
+    lprobs, target, epsilon, temperature, sem_weight=0.0, ignore_index=None, reduce=True, rescale=True
+):
     """Loss of the module docstring, from ``lprobs`` = log softmax(D / T) (already tempered).
 
     Returns (loss, nll_loss, neg_entropy); nll_loss = -log P_y of the tempered distribution and
     neg_entropy = sum_v P_v log P_v (None when ``sem_weight`` is 0: it is then not needed for the
     gradient). Padding positions (target == ignore_index) contribute 0 to all three.
     """
-    loss, nll_loss = label_smoothed_nll_loss(lprobs, target, epsilon, ignore_index=ignore_index,
-                                             reduce=reduce)
+    loss, nll_loss = label_smoothed_nll_loss(
+        lprobs, target, epsilon, ignore_index=ignore_index, reduce=reduce
+    )
     neg_entropy = None
     if sem_weight > 0:
         neg_entropy = NegativeEntropy.apply(lprobs)
@@ -124,11 +131,25 @@ def check_options(softmax_temperature, label_smoothing, sem_weight):
 
 @register_criterion("tempered_ce", dataclass=TemperedCrossEntropyConfig)
 class TemperedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
-    def __init__(self, task, sentence_avg, label_smoothing, softmax_temperature=1.0, sem_weight=0.0,
-                 no_temperature_rescale=False, ignore_prefix_size=0, report_accuracy=False):
+    def __init__(
+        self,
+        task,
+        sentence_avg,
+        label_smoothing,
+        softmax_temperature=1.0,
+        sem_weight=0.0,
+        no_temperature_rescale=False,
+        ignore_prefix_size=0,
+        report_accuracy=False,
+    ):
         check_options(softmax_temperature, label_smoothing, sem_weight)
-        super().__init__(task, sentence_avg, label_smoothing, ignore_prefix_size=ignore_prefix_size,
-                         report_accuracy=report_accuracy)
+        super().__init__(
+            task,
+            sentence_avg,
+            label_smoothing,
+            ignore_prefix_size=ignore_prefix_size,
+            report_accuracy=report_accuracy,
+        )
         self.temperature = float(softmax_temperature)
         self.sem_weight = float(sem_weight)
         self.rescale = not no_temperature_rescale
@@ -171,8 +192,8 @@ class TemperedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
         lprobs = TemperedLogSoftmax.apply(net_output[0], self.temperature)
         target = model.get_targets(sample, net_output)
         if self.ignore_prefix_size > 0:
-            lprobs = lprobs[:, self.ignore_prefix_size:, :].contiguous()
-            target = target[:, self.ignore_prefix_size:].contiguous()
+            lprobs = lprobs[:, self.ignore_prefix_size :, :].contiguous()
+            target = target[:, self.ignore_prefix_size :].contiguous()
         return lprobs.view(-1, lprobs.size(-1)), target.view(-1)
 
     def compute_loss(self, model, net_output, sample, reduce=True):
@@ -182,8 +203,15 @@ class TemperedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
     def _loss_and_lprobs(self, model, net_output, sample, reduce):
         lprobs, target = self.get_lprobs_and_target(model, net_output, sample)
         loss, nll_loss, _ = tempered_label_smoothed_nll_loss(
-            lprobs, target, self.eps, self.temperature, self.sem_weight,
-            ignore_index=self.padding_idx, reduce=reduce, rescale=self.rescale)
+            lprobs,
+            target,
+            self.eps,
+            self.temperature,
+            self.sem_weight,
+            ignore_index=self.padding_idx,
+            reduce=reduce,
+            rescale=self.rescale,
+        )
         return loss, nll_loss, lprobs, target
 
     @torch.no_grad()
@@ -193,7 +221,7 @@ class TemperedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
         they are estimated from a few hundred evenly spaced positions, scaled to the batch."""
         logits = net_output[0]
         if self.ignore_prefix_size > 0:
-            logits = logits[:, self.ignore_prefix_size:, :]
+            logits = logits[:, self.ignore_prefix_size :, :]
         logits = logits.reshape(-1, logits.size(-1))
         keep = target.ne(self.padding_idx).nonzero().squeeze(-1)
         scale = 1.0
@@ -204,8 +232,11 @@ class TemperedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
         stats = torch.zeros(3, dtype=torch.float32, device=logits.device)
         for rows in keep.split(max(1, _DIAGNOSTIC_CHUNK_ELEMENTS // logits.size(-1))):
             tempered = lprobs.index_select(0, rows).float()
-            untempered = (tempered if self.temperature == 1.0
-                          else F.log_softmax(logits.index_select(0, rows).float(), dim=-1))
+            untempered = (
+                tempered
+                if self.temperature == 1.0
+                else F.log_softmax(logits.index_select(0, rows).float(), dim=-1)
+            )
             stats[0] -= (tempered.exp() * tempered).sum()
             stats[1] -= (untempered.exp() * untempered).sum()
             stats[2] -= untempered.gather(1, target.index_select(0, rows).unsqueeze(-1)).sum()
@@ -223,7 +254,8 @@ class TemperedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
             total = sum(log.get(key, 0) for log in logging_outputs)
             metrics.log_scalar(key, total / ntokens / math.log(2), ntokens, round=3)
         metrics.log_derived(
-            "ppl_untempered", lambda meters: utils.get_perplexity(meters["nll_loss_untempered"].avg))
+            "ppl_untempered", lambda meters: utils.get_perplexity(meters["nll_loss_untempered"].avg)
+        )
 
 
 def check_model_output(model):
@@ -234,7 +266,8 @@ def check_model_output(model):
         raise ValueError(
             "--criterion tempered_ce needs a model whose net_output[0] are logits; this model has "
             "a temperature head (ct_transformer_lm / ct_lstm_lm): use --criterion ct_cross_entropy "
-            "(--ct-normalization constant --ct-constant T is a fixed temperature T)")
+            "(--ct-normalization constant --ct-constant T is a fixed temperature T)"
+        )
     if getattr(decoder, "adaptive_softmax", None) is not None:
         raise ValueError(ADAPTIVE_SOFTMAX)
 
@@ -242,4 +275,5 @@ def check_model_output(model):
 ADAPTIVE_SOFTMAX = (
     "--criterion tempered_ce needs a full softmax output layer; this model has an adaptive "
     "softmax (--adaptive-softmax-cutoff). Train without --adaptive-softmax-cutoff, or use "
-    "the contextual-temperature LM heads of fairseq_ctemp for adaptive softmax.")
+    "the contextual-temperature LM heads of fairseq_ctemp for adaptive softmax."
+)

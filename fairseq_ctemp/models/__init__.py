@@ -1,4 +1,5 @@
 """Models registered with fairseq: every module in this folder is imported (and so registered)."""
+
 import importlib
 import os
 

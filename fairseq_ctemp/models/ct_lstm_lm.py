@@ -16,31 +16,54 @@ Not reproduced: ASGD/NT-ASGD and variable-length BPTT, and carrying the LSTM sta
 the next (fairseq batches are independent blocks of --tokens-per-sample tokens; every block starts
 from a zero state). See docs/contextual_temperature.md for what that means for perplexities.
 """
+
 from dataclasses import dataclass, field
 
 import torch.nn as nn
 import torch.nn.functional as F
-from torch import _VF
-from fairseq.models import (FairseqIncrementalDecoder, FairseqLanguageModel, register_model,
-                            register_model_architecture)
+from fairseq.models import (
+    FairseqIncrementalDecoder,
+    FairseqLanguageModel,
+    register_model,
+    register_model_architecture,
+)
 from fairseq.utils import safe_getattr
+from torch import _VF
 
-from .temperature_head import TemperatureHeadConfig, TemperatureHeadDecoderMixin, build_output_head, dataclass_defaults
+from .temperature_head import (
+    TemperatureHeadConfig,
+    TemperatureHeadDecoderMixin,
+    build_output_head,
+    dataclass_defaults,
+)
 
 
 @dataclass
 class CTLSTMLanguageModelConfig(TemperatureHeadConfig):
     embed_dim: int = field(default=400, metadata={"help": "word embedding dimension"})
     lstm_hidden_sizes: str = field(
-        default="1150,1150,400", metadata={"help": "comma-separated LSTM sizes, one per layer (the "
-                                                   "last one is the output size)"})
-    untie_embeddings: bool = field(default=False, metadata={
-        "help": "do not tie the output embedding to the input embedding (tied by default, as AWD-LSTM)"})
+        default="1150,1150,400",
+        metadata={"help": "comma-separated LSTM sizes, one per layer (the last one is the output size)"},
+    )
+    untie_embeddings: bool = field(
+        default=False,
+        metadata={
+            "help": "do not tie the output embedding to the input embedding (tied by default, as AWD-LSTM)"
+        },
+    )
     dropout: float = field(default=0.4, metadata={"help": "locked dropout on the last LSTM output"})
-    dropout_input: float = field(default=0.4, metadata={"help": "locked dropout on the embeddings (dropouti)"})
-    dropout_hidden: float = field(default=0.25, metadata={"help": "locked dropout between LSTM layers (dropouth)"})
-    dropout_embedding: float = field(default=0.1, metadata={"help": "word-type dropout on the embedding matrix (dropoute)"})
-    weight_dropout: float = field(default=0.5, metadata={"help": "DropConnect on hidden-to-hidden weights (wdrop)"})
+    dropout_input: float = field(
+        default=0.4, metadata={"help": "locked dropout on the embeddings (dropouti)"}
+    )
+    dropout_hidden: float = field(
+        default=0.25, metadata={"help": "locked dropout between LSTM layers (dropouth)"}
+    )
+    dropout_embedding: float = field(
+        default=0.1, metadata={"help": "word-type dropout on the embedding matrix (dropoute)"}
+    )
+    weight_dropout: float = field(
+        default=0.5, metadata={"help": "DropConnect on hidden-to-hidden weights (wdrop)"}
+    )
     activation_regularization: float = field(default=2.0, metadata={"help": "AR coefficient alpha"})
     temporal_activation_regularization: float = field(default=1.0, metadata={"help": "TAR coefficient beta"})
 
@@ -85,8 +108,9 @@ class CTLSTMDecoder(TemperatureHeadDecoderMixin, FairseqIncrementalDecoder):
         sizes = [cfg.embed_dim] + [int(s) for s in str(cfg.lstm_hidden_sizes).split(",")]
         self.embed_tokens = nn.Embedding(len(dictionary), cfg.embed_dim, padding_idx=dictionary.pad())
         nn.init.uniform_(self.embed_tokens.weight, -0.1, 0.1)
-        self.layers = nn.ModuleList(WeightDropLSTM(sizes[i], sizes[i + 1], cfg.weight_dropout)
-                                    for i in range(len(sizes) - 1))
+        self.layers = nn.ModuleList(
+            WeightDropLSTM(sizes[i], sizes[i + 1], cfg.weight_dropout) for i in range(len(sizes) - 1)
+        )
         tied = None if cfg.untie_embeddings else self.embed_tokens.weight
         self.output_head = build_output_head(cfg, sizes[-1], len(dictionary), tied_weight=tied)
 
@@ -152,13 +176,21 @@ def check_lstm_options(args):
     except ValueError:
         sizes = []
     if not sizes or min(sizes) < 1:
-        raise ValueError(f"--lstm-hidden-sizes must be comma-separated integers >= 1, got {args.lstm_hidden_sizes!r}")
+        raise ValueError(
+            f"--lstm-hidden-sizes must be comma-separated integers >= 1, got {args.lstm_hidden_sizes!r}"
+        )
     if args.embed_dim < 1:
         raise ValueError(f"--embed-dim must be >= 1, got {args.embed_dim}")
     if args.output_head == "adaptive":
         raise ValueError("ct_lstm_lm supports --output-head softmax or mos (adaptive: use ct_transformer_lm)")
-    for name in ("dropout", "dropout_input", "dropout_hidden", "dropout_embedding", "weight_dropout",
-                 "mos_latent_dropout"):
+    for name in (
+        "dropout",
+        "dropout_input",
+        "dropout_hidden",
+        "dropout_embedding",
+        "weight_dropout",
+        "mos_latent_dropout",
+    ):
         if not 0 <= getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be in [0, 1), got {getattr(args, name)}")
     for name in ("activation_regularization", "temporal_activation_regularization"):
@@ -166,8 +198,17 @@ def check_lstm_options(args):
             raise ValueError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
 
 
-def _lstm_defaults(args, embed_dim, sizes, dropout, dropout_input, dropout_hidden, output_head,
-                   ct_normalization, mos_latent_dropout=0.29):
+def _lstm_defaults(
+    args,
+    embed_dim,
+    sizes,
+    dropout,
+    dropout_input,
+    dropout_hidden,
+    output_head,
+    ct_normalization,
+    mos_latent_dropout=0.29,
+):
     args.embed_dim = safe_getattr(args, "embed_dim", embed_dim)
     args.lstm_hidden_sizes = safe_getattr(args, "lstm_hidden_sizes", sizes)
     args.dropout = safe_getattr(args, "dropout", dropout)

@@ -5,18 +5,23 @@ weight tying). The output layer is chosen by --output-head (softmax, mos, adapti
 logits by the temperature chosen by --ct-normalization (contextual by default; none, constant).
 With --output-head adaptive --ct-normalization none it is the stock adaptive softmax.
 """
+
 import contextlib
 from dataclasses import dataclass
 
 from fairseq import utils
-from fairseq.models import register_model, register_model_architecture
-from fairseq.models import transformer_lm
+from fairseq.models import register_model, register_model_architecture, transformer_lm
 from fairseq.models.transformer import TransformerDecoder
 from fairseq.models.transformer_lm import TransformerLanguageModel, TransformerLanguageModelConfig
 from fairseq.utils import safe_getattr
 
 from ..modules.adaptive_softmax_head import check_cutoffs
-from .temperature_head import TemperatureHeadConfig, TemperatureHeadDecoderMixin, build_output_head, head_defaults
+from .temperature_head import (
+    TemperatureHeadConfig,
+    TemperatureHeadDecoderMixin,
+    build_output_head,
+    head_defaults,
+)
 
 
 @dataclass
@@ -30,10 +35,16 @@ class CTTransformerDecoder(TemperatureHeadDecoderMixin, TransformerDecoder):
         adaptive = None
         if args.output_head == "adaptive":
             super().build_output_projection(cfg, dictionary, embed_tokens)  # fairseq's AdaptiveSoftmax
-            adaptive, self.adaptive_softmax = self.adaptive_softmax, None    # (its parameters only)
+            adaptive, self.adaptive_softmax = self.adaptive_softmax, None  # (its parameters only)
         tied = embed_tokens.weight if args.share_decoder_input_output_embed else None
-        self.output_head = build_output_head(args, self.output_embed_dim, len(dictionary),
-                                             tied_weight=tied, bias=False, adaptive_softmax=adaptive)
+        self.output_head = build_output_head(
+            args,
+            self.output_embed_dim,
+            len(dictionary),
+            tied_weight=tied,
+            bias=False,
+            adaptive_softmax=adaptive,
+        )
 
 
 @contextlib.contextmanager
@@ -66,15 +77,19 @@ def check_head_options(args, vocab_size):
             raise ValueError("--output-head adaptive needs --adaptive-softmax-cutoff (e.g. 20000,60000)")
         check_cutoffs(utils.eval_str_list(cutoff, type=int), vocab_size)
     elif cutoff:
-        raise ValueError(f"--adaptive-softmax-cutoff is only used by --output-head adaptive, "
-                         f"got --output-head {args.output_head}")
+        raise ValueError(
+            f"--adaptive-softmax-cutoff is only used by --output-head adaptive, "
+            f"got --output-head {args.output_head}"
+        )
     if args.adaptive_input and args.adaptive_input_cutoff:
         check_cutoffs(utils.eval_str_list(args.adaptive_input_cutoff, type=int), vocab_size)
     if args.tie_adaptive_weights and args.output_head != "adaptive":
         raise ValueError("--tie-adaptive-weights needs --output-head adaptive")
     if args.share_decoder_input_output_embed and args.output_head == "adaptive":
-        raise ValueError("--share-decoder-input-output-embed does not apply to --output-head "
-                         "adaptive; use --tie-adaptive-weights")
+        raise ValueError(
+            "--share-decoder-input-output-embed does not apply to --output-head "
+            "adaptive; use --tie-adaptive-weights"
+        )
 
 
 def _adaptive_defaults(args, cutoff):

@@ -5,6 +5,7 @@ Decoders using the mixin return the features h_t (not logits) in ``net_output[0]
 adaptive-softmax models; every consumer goes through ``get_normalized_probs`` (criteria,
 fairseq-eval-lm, fairseq-generate/interactive) or through the head itself (``ct_cross_entropy``).
 """
+
 import dataclasses
 from dataclasses import dataclass, field
 
@@ -21,22 +22,40 @@ CT_NORMALIZATIONS = ["none", *NORMALIZATIONS]  # none: no temperature head (tau 
 @dataclass
 class TemperatureHeadConfig(FairseqDataclass):
     output_head: ChoiceEnum(OUTPUT_HEADS) = field(
-        default="softmax", metadata={"help": "output layer: softmax, mos (Mixture of Softmaxes) or "
-                                             "adaptive (needs --adaptive-softmax-cutoff)"})
+        default="softmax",
+        metadata={
+            "help": "output layer: softmax, mos (Mixture of Softmaxes) or "
+            "adaptive (needs --adaptive-softmax-cutoff)"
+        },
+    )
     mos_components: int = field(default=15, metadata={"help": "number of softmaxes M (--output-head mos)"})
-    mos_latent_dropout: float = field(default=0.0, metadata={
-        "help": "locked dropout (one mask per sequence) on the MoS latent, as the MoS reference's dropoutl"})
+    mos_latent_dropout: float = field(
+        default=0.0,
+        metadata={
+            "help": "locked dropout (one mask per sequence) on the MoS latent, as the MoS reference's dropoutl"
+        },
+    )
     ct_normalization: ChoiceEnum(CT_NORMALIZATIONS) = field(
-        default="softmax", metadata={"help": "temperature: none (tau = 1), softmax: (softmax(mu) + "
-                                             "alpha)/beta, lambda_tanh: lambda^tanh(mu), "
-                                             "tanh_plus_lambda: tanh(mu) + lambda, constant"})
+        default="softmax",
+        metadata={
+            "help": "temperature: none (tau = 1), softmax: (softmax(mu) + "
+            "alpha)/beta, lambda_tanh: lambda^tanh(mu), "
+            "tanh_plus_lambda: tanh(mu) + lambda, constant"
+        },
+    )
     ct_rank: int = field(default=280, metadata={"help": "rank Q of mu = h W1 W2"})
     ct_alpha: float = field(default=1.0, metadata={"help": "alpha >= 0 of the softmax normalisation"})
     ct_beta: float = field(default=0.5, metadata={"help": "beta > 0 of the softmax normalisation"})
-    ct_learn_alpha_beta: bool = field(default=False, metadata={"help": "learn alpha and beta (kept > 0 by softplus)"})
-    ct_lambda: float = field(default=2.0, metadata={
-        "help": "lambda > 1 of lambda_tanh / tanh_plus_lambda (the AAAI paper's ablation used 4 for "
-                "lambda_tanh and 3 for tanh_plus_lambda)"})
+    ct_learn_alpha_beta: bool = field(
+        default=False, metadata={"help": "learn alpha and beta (kept > 0 by softplus)"}
+    )
+    ct_lambda: float = field(
+        default=2.0,
+        metadata={
+            "help": "lambda > 1 of lambda_tanh / tanh_plus_lambda (the AAAI paper's ablation used 4 for "
+            "lambda_tanh and 3 for tanh_plus_lambda)"
+        },
+    )
     ct_constant: float = field(default=1.0, metadata={"help": "tau of --ct-normalization constant"})
 
 
@@ -59,9 +78,16 @@ def build_temperature(args, input_dim, entries):
     if args.ct_normalization == "none":
         return None
     return ContextualTemperature(
-        input_dim, entries, rank=args.ct_rank, normalization=args.ct_normalization,
-        alpha=args.ct_alpha, beta=args.ct_beta, learn_alpha_beta=args.ct_learn_alpha_beta,
-        lam=args.ct_lambda, constant=args.ct_constant)
+        input_dim,
+        entries,
+        rank=args.ct_rank,
+        normalization=args.ct_normalization,
+        alpha=args.ct_alpha,
+        beta=args.ct_beta,
+        learn_alpha_beta=args.ct_learn_alpha_beta,
+        lam=args.ct_lambda,
+        constant=args.ct_constant,
+    )
 
 
 def build_output_head(args, input_dim, vocab_size, tied_weight=None, bias=True, adaptive_softmax=None):
@@ -73,12 +99,21 @@ def build_output_head(args, input_dim, vocab_size, tied_weight=None, bias=True, 
     temperature = build_temperature(args, input_dim, vocab_size)
     if args.output_head == "mos":
         latent_dim = tied_weight.size(1) if tied_weight is not None else input_dim
-        head = MixtureOfSoftmaxesHead(input_dim, vocab_size, args.mos_components, latent_dim,
-                                      temperature, bias=bias, latent_dropout=args.mos_latent_dropout)
+        head = MixtureOfSoftmaxesHead(
+            input_dim,
+            vocab_size,
+            args.mos_components,
+            latent_dim,
+            temperature,
+            bias=bias,
+            latent_dropout=args.mos_latent_dropout,
+        )
     else:
         if tied_weight is not None and tied_weight.size(1) != input_dim:
-            raise ValueError(f"tied input/output embeddings need the output dimension ({input_dim}) "
-                             f"to equal the embedding dimension ({tied_weight.size(1)})")
+            raise ValueError(
+                f"tied input/output embeddings need the output dimension ({input_dim}) "
+                f"to equal the embedding dimension ({tied_weight.size(1)})"
+            )
         head = TemperedSoftmaxHead(input_dim, vocab_size, temperature, bias=bias)
     if tied_weight is not None:
         head.output.weight = tied_weight

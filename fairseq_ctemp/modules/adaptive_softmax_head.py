@@ -27,6 +27,7 @@ distribution (``forward``) computes every cluster for every position (evaluation
 Every tail cluster is run at every step (on zero rows when no target falls in it), so all
 parameters receive a gradient and DistributedDataParallel needs no unused-parameter search.
 """
+
 import torch
 import torch.nn.functional as F
 
@@ -38,8 +39,10 @@ def check_cutoffs(cutoff, vocab_size):
     cutoff = [int(c) for c in cutoff]
     increasing = all(a < b for a, b in zip(cutoff, cutoff[1:]))
     if not cutoff or cutoff[0] < 1 or not increasing or cutoff[-1] > vocab_size:
-        raise ValueError(f"--adaptive-softmax-cutoff must be strictly increasing integers in "
-                         f"[1, {vocab_size}] (the vocabulary size), got {','.join(map(str, cutoff))}")
+        raise ValueError(
+            f"--adaptive-softmax-cutoff must be strictly increasing integers in "
+            f"[1, {vocab_size}] (the vocabulary size), got {','.join(map(str, cutoff))}"
+        )
     return cutoff
 
 
@@ -62,8 +65,10 @@ class AdaptiveSoftmaxHead(TemperatureHead):
         self.head_size = self.cutoff[0] + self.n_clusters
         self.temperature = temperature
         if temperature is not None and temperature.vocab_size != self.vocab_size + self.n_clusters:
-            raise ValueError(f"the adaptive softmax temperature needs {self.vocab_size} words + "
-                             f"{self.n_clusters} clusters entries, got {temperature.vocab_size}")
+            raise ValueError(
+                f"the adaptive softmax temperature needs {self.vocab_size} words + "
+                f"{self.n_clusters} clusters entries, got {temperature.vocab_size}"
+            )
         self.register_buffer("boundaries", torch.tensor(self.cutoff[:-1]), persistent=False)
 
     def forward(self, h):
@@ -71,7 +76,7 @@ class AdaptiveSoftmaxHead(TemperatureHead):
         flat = self.adaptive_softmax.dropout_module(h.reshape(-1, h.size(-1)))
         low_rank, up = self._low_rank(flat)
         head, state, taus = self._head(flat, low_rank, up)
-        parts = [head[:, :self.cutoff[0]]]
+        parts = [head[:, : self.cutoff[0]]]
         for k in range(self.n_clusters):
             tail, tau = self._tail(flat, k, self._entry_state(state, k), low_rank, up)
             taus.append(tau)
@@ -92,8 +97,13 @@ class AdaptiveSoftmaxHead(TemperatureHead):
         for k in range(self.n_clusters):
             rows = (cluster == k + 1).nonzero().squeeze(1)
             entry_state = self._entry_state(state, k, rows)
-            tail, tau = self._tail(flat.index_select(0, rows), k, entry_state,
-                                   None if low_rank is None else low_rank.index_select(0, rows), up)
+            tail, tau = self._tail(
+                flat.index_select(0, rows),
+                k,
+                entry_state,
+                None if low_rank is None else low_rank.index_select(0, rows),
+                up,
+            )
             taus.append(tau)
             in_cluster = (target.index_select(0, rows) - self.cutoff[k]).unsqueeze(1)
             scores = scores.index_add(0, rows, tail.gather(1, in_cluster).squeeze(1))
@@ -106,7 +116,7 @@ class AdaptiveSoftmaxHead(TemperatureHead):
         flat = h.reshape(-1, h.size(-1))
         low_rank, up = self._low_rank(flat)
         _, state, taus = self._head(flat, low_rank, up)
-        parts = [taus[0][:, :self.cutoff[0]]]
+        parts = [taus[0][:, : self.cutoff[0]]]
         for k in range(self.n_clusters):
             parts.append(self._tail(flat, k, self._entry_state(state, k), low_rank, up)[1])
         return torch.cat(parts, dim=-1).view(*h.shape[:-1], self.vocab_size)
@@ -138,8 +148,9 @@ class AdaptiveSoftmaxHead(TemperatureHead):
     def _tail(self, flat, k, entry_state, low_rank, up):
         """Within-cluster log-probs of tail cluster k and its tau."""
         logits = self.adaptive_softmax.tail[k](flat).float()
-        tau, _ = self._tau(logits, lambda norm, t: (
-            norm.adaptive_tail(t, F.linear(low_rank, up[k + 1]), entry_state), None))
+        tau, _ = self._tau(
+            logits, lambda norm, t: (norm.adaptive_tail(t, F.linear(low_rank, up[k + 1]), entry_state), None)
+        )
         return F.log_softmax(logits if tau is None else logits / tau, dim=-1), tau
 
     def _tau(self, logits, from_mu):

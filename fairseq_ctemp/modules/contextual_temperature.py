@@ -21,6 +21,7 @@ once, computes tau cluster by cluster and its loss scale.
 
 A plain nn.Module with no fairseq registry code, usable by any output head.
 """
+
 import math
 
 import torch
@@ -160,15 +161,28 @@ def check_lambda(lam):
 
 # ------------------------------------------------------------------------------- the layer
 class ContextualTemperature(nn.Module):
-    def __init__(self, input_dim, vocab_size, rank=280, normalization="softmax", alpha=1.0,
-                 beta=0.5, learn_alpha_beta=False, lam=2.0, constant=1.0):
+    def __init__(
+        self,
+        input_dim,
+        vocab_size,
+        rank=280,
+        normalization="softmax",
+        alpha=1.0,
+        beta=0.5,
+        learn_alpha_beta=False,
+        lam=2.0,
+        constant=1.0,
+    ):
         super().__init__()
         if normalization not in NORMALIZATIONS:
-            raise ValueError(f"--ct-normalization must be one of {', '.join(NORMALIZATIONS)}, "
-                             f"got {normalization!r}")
+            raise ValueError(
+                f"--ct-normalization must be one of {', '.join(NORMALIZATIONS)}, got {normalization!r}"
+            )
         if input_dim < 1 or vocab_size < 1:
-            raise ValueError(f"contextual temperature needs input_dim >= 1 and vocab_size >= 1, "
-                             f"got {input_dim}, {vocab_size}")
+            raise ValueError(
+                f"contextual temperature needs input_dim >= 1 and vocab_size >= 1, "
+                f"got {input_dim}, {vocab_size}"
+            )
         self.norm = NORMALIZATIONS[normalization]()
         if self.norm.uses_mu and (int(rank) != rank or rank < 1):
             raise ValueError(f"--ct-rank (Q) must be an integer >= 1, got {rank}")
@@ -181,9 +195,9 @@ class ContextualTemperature(nn.Module):
             self.register_buffer("constant", torch.tensor(float(constant)), persistent=False)
             return
         self.down = nn.Linear(input_dim, rank, bias=False)  # W1
-        self.up = nn.Linear(rank, vocab_size, bias=False)   # W2
-        nn.init.normal_(self.down.weight, std=input_dim ** -0.5)
-        nn.init.normal_(self.up.weight, std=rank ** -0.5)
+        self.up = nn.Linear(rank, vocab_size, bias=False)  # W2
+        nn.init.normal_(self.down.weight, std=input_dim**-0.5)
+        nn.init.normal_(self.up.weight, std=rank**-0.5)
         if learn_alpha_beta:
             self.alpha_raw = nn.Parameter(torch.tensor(_inverse_softplus(alpha)))
             self.beta_raw = nn.Parameter(torch.tensor(_inverse_softplus(beta)))

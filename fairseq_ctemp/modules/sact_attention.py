@@ -25,6 +25,7 @@ float rounding: batched matrix products instead of broadcast sums), with the sam
 
 A plain nn.Module with no fairseq registry code.
 """
+
 import math
 
 import torch
@@ -56,25 +57,36 @@ class SactAttention(nn.Module):
         released_dropout: dropout p in [0, 1) inside the "sact_released" temperature MLP.
     """
 
-    def __init__(self, query_dim, source_dim, output_dim, mode="sact", lam=math.e,
-                 fixed_temperature=1.0, released_dropout=0.0):
+    def __init__(
+        self,
+        query_dim,
+        source_dim,
+        output_dim,
+        mode="sact",
+        lam=math.e,
+        fixed_temperature=1.0,
+        released_dropout=0.0,
+    ):
         super().__init__()
-        check_options(query_dim, source_dim, output_dim, mode, lam, fixed_temperature,
-                      released_dropout)
+        check_options(query_dim, source_dim, output_dim, mode, lam, fixed_temperature, released_dropout)
         self.mode = mode
-        self.input_proj = _linear(query_dim, source_dim, bias=False)                 # W_in
+        self.input_proj = _linear(query_dim, source_dim, bias=False)  # W_in
         self.output_proj = _linear(query_dim + source_dim, output_dim, bias=False)  # W_out
         self.lam = float(lam) if mode in ("sact", "sact_released") else None
         self.log_lam = math.log(lam) if self.lam is not None else None
         self.fixed_temperature = float(fixed_temperature) if mode == "fixed" else None
         if mode == "sact":
             self.temperature_context_proj = _linear(source_dim, 1, bias=False)  # w_c
-            self.temperature_state_proj = _linear(query_dim, 1, bias=False)     # u_s
+            self.temperature_state_proj = _linear(query_dim, 1, bias=False)  # u_s
         elif mode == "sact_released":
             self.temperature_mlp = nn.Sequential(
-                _linear(query_dim + source_dim, query_dim, bias=True), nn.SELU(),
-                nn.Dropout(released_dropout), _linear(query_dim, 1, bias=True), nn.Tanh(),
-                nn.Dropout(released_dropout))
+                _linear(query_dim + source_dim, query_dim, bias=True),
+                nn.SELU(),
+                nn.Dropout(released_dropout),
+                _linear(query_dim, 1, bias=True),
+                nn.Tanh(),
+                nn.Dropout(released_dropout),
+            )
 
     @property
     def uses_previous_context(self):
@@ -88,11 +100,11 @@ class SactAttention(nn.Module):
         if self.mode == "fixed":
             return self.fixed_temperature
         if prev_context is None:
-            raise ValueError(f"attention temperature {self.mode!r} needs the previous context "
-                             "vector c_(t-1)")
+            raise ValueError(f"attention temperature {self.mode!r} needs the previous context vector c_(t-1)")
         if self.mode == "sact":
-            logit = (F.linear(prev_context.float(), self.temperature_context_proj.weight.float())
-                     + F.linear(query.float(), self.temperature_state_proj.weight.float()))
+            logit = F.linear(prev_context.float(), self.temperature_context_proj.weight.float()) + F.linear(
+                query.float(), self.temperature_state_proj.weight.float()
+            )
             beta = torch.tanh(logit)
         else:
             beta = self.temperature_mlp(torch.cat((query, prev_context), dim=1)).float()
@@ -129,20 +141,26 @@ class SactAttention(nn.Module):
         return "mode=none"
 
 
-def check_options(query_dim, source_dim, output_dim, mode, lam, fixed_temperature,
-                  released_dropout):
+def check_options(query_dim, source_dim, output_dim, mode, lam, fixed_temperature, released_dropout):
     """One clear error per bad option, raised when the model is built (names the CLI option)."""
     if mode not in MODES:
         raise ValueError(f"--attention-temperature must be one of {', '.join(MODES)}, got {mode!r}")
-    for name, value in (("--decoder-hidden-size", query_dim), ("encoder output size", source_dim),
-                        ("attention output size", output_dim)):
+    for name, value in (
+        ("--decoder-hidden-size", query_dim),
+        ("encoder output size", source_dim),
+        ("attention output size", output_dim),
+    ):
         if int(value) != value or value < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {value}")
     if mode in ("sact", "sact_released") and not (math.isfinite(lam) and lam > 1):
-        raise ValueError(f"--sact-lambda must be a finite number > 1 (tau_t = lambda ** beta_t lies "
-                         f"in (1/lambda, lambda)), got {lam}")
+        raise ValueError(
+            f"--sact-lambda must be a finite number > 1 (tau_t = lambda ** beta_t lies "
+            f"in (1/lambda, lambda)), got {lam}"
+        )
     if mode == "fixed" and not (math.isfinite(fixed_temperature) and fixed_temperature > 0):
-        raise ValueError(f"--fixed-attention-temperature must be a finite number > 0 (the paper's "
-                         f"ablation uses 0.8-1.2), got {fixed_temperature}")
+        raise ValueError(
+            f"--fixed-attention-temperature must be a finite number > 0 (the paper's "
+            f"ablation uses 0.8-1.2), got {fixed_temperature}"
+        )
     if mode == "sact_released" and not 0.0 <= released_dropout < 1.0:
         raise ValueError(f"--sact-released-dropout must be in [0, 1), got {released_dropout}")

@@ -13,6 +13,7 @@ Every head (these two and ``AdaptiveSoftmaxHead``) has the same interface:
     head.score(h, target)  -> (log p(target) (...), TauStats)  what training needs
     head.temperatures(h)   -> tau of every word (..., V), or None (analysis)
 """
+
 from typing import NamedTuple
 
 import torch
@@ -23,6 +24,7 @@ import torch.nn.functional as F
 class TauStats(NamedTuple):
     """Summary of the temperatures a head used: ``scale`` is, per position, the mean of tau over
     the vocabulary (the papers' loss scale); ``min``/``max`` are over every tau computed."""
+
     scale: torch.Tensor
     min: torch.Tensor
     max: torch.Tensor
@@ -74,8 +76,16 @@ class TemperedSoftmaxHead(TemperatureHead):
 
 
 class MixtureOfSoftmaxesHead(TemperatureHead):
-    def __init__(self, input_dim, vocab_size, n_components=15, latent_dim=None, temperature=None,
-                 bias=True, latent_dropout=0.0):
+    def __init__(
+        self,
+        input_dim,
+        vocab_size,
+        n_components=15,
+        latent_dim=None,
+        temperature=None,
+        bias=True,
+        latent_dropout=0.0,
+    ):
         super().__init__()
         if int(n_components) != n_components or n_components < 1:
             raise ValueError(f"--mos-components (M) must be an integer >= 1, got {n_components}")
@@ -89,10 +99,10 @@ class MixtureOfSoftmaxesHead(TemperatureHead):
 
     def forward(self, h):
         """h: (..., input_dim) -> (log_probs (..., V) fp32, TauStats)."""
-        log_prior = F.log_softmax(self.prior(h).float(), dim=-1)               # (..., M)
+        log_prior = F.log_softmax(self.prior(h).float(), dim=-1)  # (..., M)
         latent = torch.tanh(self.latent(h)).view(*h.shape[:-1], self.n_components, -1)
         latent = locked_dropout(latent, self.latent_dropout, self.training)
-        logits = self.output(latent).float()                                 # (..., M, V)
+        logits = self.output(latent).float()  # (..., M, V)
         tau = self.temperature(h) if self.temperature is not None else None
         if tau is not None:
             logits = logits / tau.unsqueeze(-2)  # one temperature per position, shared by components
