@@ -58,8 +58,8 @@ def test_selects_the_last_checkpoints_below_the_bound(checkpoints, tmp_path, cap
     )
 
 
-def test_too_few_checkpoints_below_the_bound_is_an_error(checkpoints, tmp_path):
-    with pytest.raises(SystemExit, match=f"found 2 checkpoints in {checkpoints}, need 3"):
+def test_too_few_checkpoints_below_the_bound_is_an_error(checkpoints, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
         average_checkpoints.main(
             [
                 "--inputs",
@@ -72,4 +72,6 @@ def test_too_few_checkpoints_below_the_bound_is_an_error(checkpoints, tmp_path):
                 str(tmp_path / "avg.pt"),
             ]
         )
+    assert exit_.value.code == 2
+    assert f"found 2 checkpoint_E_U.pt files in {checkpoints}, need 3" in capsys.readouterr().err
     assert not (tmp_path / "avg.pt").exists()
