@@ -258,7 +258,8 @@ def test_recipe_end_to_end_with_interruption(corpora):
         tune_dir = experiment / "final" / f"tune-T{tuned['temperature']:g}"
         for g in grid:  # each grid point rescored from its own fairseq-generate log
             log = (tune_dir / f"grid.beam{g['beam']}.lenpen{g['lenpen']:g}.log").read_text()
-            hyps = [text for _, text in sorted((int(i), text) for i, text in re.findall(r"^D-(\d+)\t\S+\t(.*)$", log, re.M))]
+            found = re.findall(r"^D-(\d+)\t\S+\t(.*)$", log, re.M)
+            hyps = [text for _, text in sorted((int(i), text) for i, text in found)]
             assert len(hyps) == 12 and g["bleu"] == pytest.approx(BLEU().corpus_score(hyps, [dev_refs]).score)
         best = max(grid, key=lambda g: g["bleu"])
         assert len({g["bleu"] for g in grid}) > 1, grid
@@ -283,7 +284,8 @@ def test_recipe_end_to_end_with_interruption(corpora):
         ja_run = json.loads((ja_experiment / f"T{t}-ls0.3-sem0.1" / "run.json").read_text())
         assert set(ja_run["eval"]) == {"valid"} and "tok:char" in ja_run["eval"]["valid"]["signature"]
         train_log = (ja_experiment / f"T{t}-ls0.3-sem0.1" / "train.log").read_text()
-        assert "'label_smoothing': 0.3," in train_log and f"'softmax_temperature': {t}.0, 'sem_weight': 0.1," in train_log
+        assert "'label_smoothing': 0.3," in train_log
+        assert f"'softmax_temperature': {t}.0, 'sem_weight': 0.1," in train_log
 
     before = snapshot(work / "sweep")
     for command in (sweep, ja_sweep):  # everything finished: nothing is redone

@@ -35,7 +35,8 @@ def test_selects_the_last_checkpoints_below_the_bound(checkpoints, tmp_path, cap
     expected = sum(FILES[name] for name in used) / len(used)
     torch.testing.assert_close(state["model"]["w"], torch.full((3,), expected))
     assert state["extra_state"] == {"name": used[0]}  # the rest is copied from the newest input
-    assert f"averaging {len(used)} checkpoints: " + " ".join(str(checkpoints / n) for n in used) in capsys.readouterr().err
+    listed = " ".join(str(checkpoints / name) for name in used)
+    assert f"averaging {len(used)} checkpoints: {listed}" in capsys.readouterr().err
 
 
 def test_too_few_checkpoints_below_the_bound_is_an_error(checkpoints, tmp_path):

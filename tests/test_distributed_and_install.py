@@ -88,7 +88,8 @@ def test_two_process_gloo_training_matches_one_process_and_its_checkpoints_resum
     import fairseq_ctemp  # noqa: F401  (registers the globals fairseq checkpoints contain)
 
     state = torch.load(tmp_path / "dist" / "checkpoint1.pt", weights_only=True)
-    assert state["optimizer_history"][-1]["num_updates"] == int(json_log_records(whole, "train")[0]["train_num_updates"])
+    first_epoch = json_log_records(whole, "train")[0]
+    assert state["optimizer_history"][-1]["num_updates"] == int(first_epoch["train_num_updates"])
     # ... and resume on 2 processes (rank 0 loads, then sends the state to rank 1 through
     # torch.load): epoch 2 repeats the uninterrupted run's
     (tmp_path / "resumed").mkdir()
