@@ -1311,8 +1311,10 @@ def fairseq_train(argv):
     """fairseq-train with the early-stopping state of a resumed run restored (single process;
     fairseq's own distributed training starts fresh processes, which count anew) and every
     validation's checkpoint kept under its interval name (save_epoch_end_validations)."""
-    from fairseq import checkpoint_utils
+    # isort: off
     from fairseq_cli import train  # first: it sets up fairseq's log format, which the recipes parse
+    from fairseq import checkpoint_utils
+    # isort: on
 
     save_epoch_end_validations(checkpoint_utils)
     if os.environ.get("ALT_PATIENCE_BEST"):

@@ -81,7 +81,7 @@ def test_train_and_decode_recipe(toy_data, tmp_path):
         assert len(hyps) == 80 and system["beam"] == beam and system["decoding_temperature"] == 3.0
         assert system["bleu"] == pytest.approx(BLEU(tokenize="none").corpus_score(hyps, [refs]).score)
         assert system["chrf"] == pytest.approx(CHRF().corpus_score(hyps, [refs]).score)
-        assert "decoding at its training temperature T=3" in (save / "eval" / f"{name}.log").read_text()
+        assert "decoding at training temperature T=3" in (save / "eval" / f"{name}.log").read_text()
 
     finished = {p: p.stat().st_mtime_ns for p in (save / "checkpoint_avg.pt", save / "greedy_vs_beam.json")}
     second = subprocess.run(command, env=env, text=True, capture_output=True)
