@@ -1462,6 +1462,12 @@ def main(argv=None):
             "gpus_per_run": args.gpus_per_run,
         }
         failed = []
+        for exp_dir in args.exp_dirs:  # all checked before any writes its final.log
+            if not os.path.isfile(os.path.join(exp_dir, "experiment.json")):
+                raise AltError(
+                    f"EXPERIMENT_DIR {exp_dir} has no experiment.json: give a directory "
+                    "WORK/sweep/<direction>.<preset>.<data> made by `alt_sweep.py run`"
+                )
         for exp_dir in args.exp_dirs:
             with open(
                 os.path.join(exp_dir, "final.log"), "a", encoding="utf-8"

@@ -89,6 +89,8 @@ def read_text(path, lines=None):
 def check_outputs(paths, force):
     """Refuse (before any work) to overwrite an existing output unless --force."""
     for path in paths:
+        if path and path != "-" and os.path.isdir(path):
+            raise AnalysisError(f"{path} is a directory; give a file name")
         if path and path != "-" and os.path.exists(path) and not force:
             raise AnalysisError(f"{path} exists; refusing to overwrite it (use --force)")
 

@@ -441,6 +441,12 @@ CASES = [
         "has no config.json",
     ),
     (
+        "sweep: finalize of a directory that is no experiment",
+        SWEEP,
+        ["finalize", "{root}/work/sweep-nowhere"],
+        "EXPERIMENT_DIR {root}/work/sweep-nowhere has no experiment.json",
+    ),
+    (
         "sweep.sh: --gpus-per-run 0",
         ["bash", os.path.join(ALT, "sweep.sh")],
         [*SWEEP_OK, "--gpus", "0", "--gpus-per-run", "0"],
@@ -551,6 +557,29 @@ CASES = [
         greedy_vs_beam,
         ["{toy}/bin", "--checkpoint", "{ckpt}/random.pt", *GVB[3:]],
         "--checkpoint {ckpt}/random.pt is not a PyTorch checkpoint",
+    ),
+    (
+        "greedy-vs-beam: DATA is a file",
+        greedy_vs_beam,
+        ["{root}/a-file", "--checkpoint", "{ckpt}/a.pt"],
+        "DATA {root}/a-file: no such directory",
+    ),
+    (
+        "ct_analysis: --output is a directory",
+        ct_analysis,
+        [
+            "dump",
+            "--path",
+            "{ckpt}/a.pt",
+            "--data",
+            "{toy}/lm-bin",
+            "--text",
+            "{toy}/raw/test.tgt",
+            "--output",
+            "{root}/mine",
+            "--force",
+        ],
+        "{root}/mine is a directory; give a file name",
     ),
     (
         "greedy-vs-beam: --save-dir is a file",

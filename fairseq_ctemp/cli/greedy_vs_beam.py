@@ -188,7 +188,11 @@ def decode(
     shown = f"$ {shlex.join(command)}"
     if proc.returncode != 0:
         tail = "\n".join(stderr.strip().split("\n")[-12:])
-        raise UsageError(f"fairseq-generate failed (exit {proc.returncode}):\n{shown}\n{tail}")
+        raise UsageError(
+            f"fairseq-generate failed (exit {proc.returncode}):\n{shown}\n{tail}\n"
+            f"(fairseq-generate failed to decode {subset} of {data} with --checkpoint "
+            f"{checkpoint}: its error is above)"
+        )
     hyps, refs = {}, {}
     for line in stdout.split("\n"):
         tag, _, rest = line.partition("\t")
@@ -274,7 +278,7 @@ def run_greedy_vs_beam(
     say = (lambda text: print(text, file=sys.stderr, flush=True)) if verbose else (lambda text: None)
     for option, paths in (("DATA", data), ("--checkpoint", checkpoint)):
         for path in paths.split(":"):
-            if not os.path.exists(path):
+            if not (os.path.isdir(path) if option == "DATA" else os.path.exists(path)):
                 raise UsageError(f"{option} {path}: no such {'directory' if option == 'DATA' else 'file'}")
     integer = lambda b: isinstance(b, int) and b >= 1  # noqa: E731
     check("--beam", [beam], integer, "an integer >= 1")
