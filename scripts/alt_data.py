@@ -15,7 +15,7 @@ Corpus sources (a flag, else the environment variable ALT_RELEASE / ALT_LOCAL):
                   lines are "SNT.<urlid>.<sentid>\\t<text>", URL lists "URL.<urlid>\\t<url>"). The
                   split is by URL: 18,088 / 1,000 / 1,018 sentences.
   --local DIR     an already split copy: DIR/{train,dev[,test]}.<lang>, one sentence a line, aligned
-                  by line (e.g. ../shared/data/alt: en and vi, train and dev only). Without test
+                  by line (e.g. a local ALT copy with en and vi, train and dev only). Without test
                   files the recipes score the dev set and say so.
   --download      fetch the release into W/download first (needs the network).
 

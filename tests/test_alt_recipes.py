@@ -97,7 +97,7 @@ def snapshot(path):
 
 
 def write_local_copy(dest, with_test=False):
-    """An already split en/ja copy like ../shared/data/alt: no ids, CRLF, train/dev only."""
+    """An already split en/ja copy like a local ALT copy: no ids, CRLF, train/dev only."""
     sys.path.insert(0, os.path.join(REPO, "scripts"))
     from alt_data import toy_language_pair
 
@@ -349,7 +349,7 @@ def test_recipe_end_to_end_with_interruption(corpora):
     ) in run_log
     log = (first / "train.log").read_text()
     assert f"@ {killed_at} updates)" in log.split("Loaded checkpoint")[1].split("\n")[0]
-    # the resumed run's first session ran the reference's command, and stopped where it stopped
+    # the resumed run's first part ran the reference's command, and stopped where it stopped
     started = shlex.split(log.split(" $ ", 1)[1].split("\n")[0])
     assert started[2] == "fairseq-train" and started[3:] == [
         str(first) if a.endswith("uninterrupted") else a for a in command[1:]
