@@ -6,8 +6,7 @@
    cross-entropy) and T=HOT (softmax tempering), with fairseq-train and --user-dir fairseq_ctemp;
 3. averages each run's last checkpoints (ctemp-average-checkpoints);
 4. decodes the test set greedy and with beam 5 at each model's training temperature and scores it
-   with sacrebleu (ctemp-greedy-vs-beam, with fairseq-generate run in this process), then prints one
-   table.
+   with sacrebleu (ctemp-greedy-vs-beam), then prints one table.
 
 Everything goes to ./quickstart/ (or --workdir). A finished step is reused, never overwritten, so
 re-running prints the table again; delete the folder to start over.
@@ -199,8 +198,7 @@ def main():
                 ref=os.path.join(raw, "test.tgt"),
                 json_path=result_path,
                 verbose=False,
-                in_process=True,
-            )  # one fairseq import
+            )  # a process per decode: in one process only the first would pay the start-up costs
         rows.append((temperature, result))
 
     print(
