@@ -14,48 +14,21 @@ PLUGIN_DIR = os.path.join(REPO, "fairseq_ctemp")
 BIN_DIR = os.path.dirname(sys.executable)
 
 # A transformer small enough that a few epochs on the toy corpus take seconds on 2 CPU cores.
-TINY_TRANSFORMER = [
-    "--arch",
-    "transformer",
-    "--encoder-layers",
-    "1",
-    "--decoder-layers",
-    "1",
-    "--encoder-embed-dim",
-    "32",
-    "--decoder-embed-dim",
-    "32",
-    "--encoder-ffn-embed-dim",
-    "64",
-    "--decoder-ffn-embed-dim",
-    "64",
-    "--encoder-attention-heads",
-    "2",
-    "--decoder-attention-heads",
-    "2",
-    "--share-all-embeddings",
-]
-TRAIN_DEFAULTS = [
-    "--cpu",
-    "--optimizer",
-    "adam",
-    "--lr",
-    "3e-3",
-    "--lr-scheduler",
-    "inverse_sqrt",
-    "--warmup-updates",
-    "10",
-    "--max-tokens",
-    "2000",
-    "--seed",
-    "1",
-    "--log-format",
-    "json",
-    "--log-interval",
-    "1",
-    "--num-workers",
-    "0",
-]
+TINY_DIMS = (
+    "--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 32 --decoder-embed-dim 32 "
+    "--encoder-ffn-embed-dim 64 --decoder-ffn-embed-dim 64 --encoder-attention-heads 2 "
+    "--decoder-attention-heads 2"
+).split()
+TINY_TRANSFORMER = ["--arch", "transformer", *TINY_DIMS, "--share-all-embeddings"]
+# The language-model counterpart (fairseq's transformer_lm).
+TINY_LM = (
+    "--arch transformer_lm --decoder-layers 1 --decoder-embed-dim 32 --decoder-ffn-embed-dim 64 "
+    "--decoder-attention-heads 2"
+).split()
+TRAIN_DEFAULTS = (
+    "--cpu --optimizer adam --lr 3e-3 --lr-scheduler inverse_sqrt --warmup-updates 10 "
+    "--max-tokens 2000 --seed 1 --log-format json --log-interval 1 --num-workers 0"
+).split()
 # Untrained models decode up to 200 tokens per sentence; bound it so generation stays fast.
 FAST_DECODE = ["--cpu", "--batch-size", "64", "--max-len-a", "1.2", "--max-len-b", "10"]
 

@@ -13,7 +13,7 @@ import sys
 import time
 
 import pytest
-from conftest import BIN_DIR, REPO, json_log_records
+from conftest import BIN_DIR, REPO, TINY_DIMS, json_log_records
 from sacrebleu.metrics import BLEU
 
 pytestmark = pytest.mark.e2e
@@ -21,22 +21,7 @@ ALT = os.path.join(REPO, "examples", "alt")
 DATA = os.path.join(REPO, "scripts", "alt_data.py")
 SWEEP = os.path.join(REPO, "scripts", "alt_sweep.py")
 TINY = [
-    "--encoder-layers",
-    "1",
-    "--decoder-layers",
-    "1",
-    "--encoder-embed-dim",
-    "32",
-    "--decoder-embed-dim",
-    "32",
-    "--encoder-ffn-embed-dim",
-    "64",
-    "--decoder-ffn-embed-dim",
-    "64",
-    "--encoder-attention-heads",
-    "2",
-    "--decoder-attention-heads",
-    "2",
+    *TINY_DIMS,
     "--max-tokens",
     "120",
     "--warmup-updates",

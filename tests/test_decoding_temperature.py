@@ -13,7 +13,7 @@ import sys
 
 import pytest
 import torch
-from conftest import PLUGIN_DIR, TINY_TRANSFORMER, TRAIN_DEFAULTS, RawModel, cli, run_cli
+from conftest import PLUGIN_DIR, TINY_LM, TINY_TRANSFORMER, TRAIN_DEFAULTS, RawModel, cli, run_cli
 from fairseq import checkpoint_utils
 from fairseq.sequence_generator import SequenceGenerator
 from fairseq.sequence_scorer import SequenceScorer
@@ -41,18 +41,6 @@ LM_COMMON = [
     "--max-epoch",
     "2",
     "--no-epoch-checkpoints",
-]
-TINY_LM = [
-    "--arch",
-    "transformer_lm",
-    "--decoder-layers",
-    "1",
-    "--decoder-embed-dim",
-    "32",
-    "--decoder-ffn-embed-dim",
-    "64",
-    "--decoder-attention-heads",
-    "2",
 ]
 ATOL = 1e-4  # full-precision scores (Python API) vs the float64 reference
 ATOL_CLI = 2e-3  # scores printed with 4 decimals in base 2

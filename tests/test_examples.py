@@ -8,28 +8,13 @@ import subprocess
 
 import pytest
 import torch
-from conftest import BIN_DIR, REPO
+from conftest import BIN_DIR, REPO, TINY_DIMS
 from sacrebleu.metrics import BLEU, CHRF
 
 pytestmark = pytest.mark.e2e
 SCRIPT = os.path.join(REPO, "examples", "softmax_tempering", "train_and_decode.sh")
 TINY = [
-    "--encoder-layers",
-    "1",
-    "--decoder-layers",
-    "1",
-    "--encoder-embed-dim",
-    "32",
-    "--decoder-embed-dim",
-    "32",
-    "--encoder-ffn-embed-dim",
-    "64",
-    "--decoder-ffn-embed-dim",
-    "64",
-    "--encoder-attention-heads",
-    "2",
-    "--decoder-attention-heads",
-    "2",
+    *TINY_DIMS,
     "--warmup-updates",
     "10",
     "--num-workers",

@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import TINY_TRANSFORMER
 from sacrebleu.metrics import BLEU, CHRF
 
 from fairseq_ctemp.cli import greedy_vs_beam as gvb
@@ -97,25 +98,7 @@ def tiny(corpus):
             "--label-smoothing",
             "0.1",
             "--cpu",
-            "--arch",
-            "transformer",
-            "--encoder-layers",
-            "1",
-            "--decoder-layers",
-            "1",
-            "--encoder-embed-dim",
-            "32",
-            "--decoder-embed-dim",
-            "32",
-            "--encoder-ffn-embed-dim",
-            "64",
-            "--decoder-ffn-embed-dim",
-            "64",
-            "--encoder-attention-heads",
-            "2",
-            "--decoder-attention-heads",
-            "2",
-            "--share-all-embeddings",
+            *TINY_TRANSFORMER,
             "--optimizer",
             "adam",
             "--lr",
