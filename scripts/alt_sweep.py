@@ -407,7 +407,6 @@ def greedy_vs_beam(exp, checkpoint, out_dir, device, subset, beam, grid=None):
             save_dir=tmp,
             json_path=os.path.join(tmp, "result.json"),
             verbose=False,
-            in_process=True,
         )
     except gvb.UsageError as e:
         raise RunFailed(f"ctemp-greedy-vs-beam: {e}") from None
