@@ -1,6 +1,5 @@
 """Shared helpers: run the real fairseq CLIs with --user-dir on tiny generated data."""
 
-import json
 import math
 import os
 import subprocess
@@ -56,13 +55,11 @@ def run_cli(name, *args, cwd=None, env=None, check=True):
 
 
 def json_log_records(output, kind):
-    """fairseq --log-format json lines of one kind ("train", "valid", "train_inner")."""
-    records = []
-    for line in output.splitlines():
-        marker = f"| {kind} | "
-        if marker in line and "{" in line:
-            records.append(json.loads(line[line.index("{") :]))
-    return records
+    """fairseq --log-format json records of one kind ("train", "valid", "train_inner"), numbers as
+    floats (fairseq_ctemp.logs, tested in test_cli_end_to_end)."""
+    from fairseq_ctemp import logs
+
+    return logs.parse(output, kind)
 
 
 def hypotheses(generate_output):
