@@ -25,6 +25,35 @@ TINY_LM = (
     "--arch transformer_lm --decoder-layers 1 --decoder-embed-dim 32 --decoder-ffn-embed-dim 64 "
     "--decoder-attention-heads 2"
 ).split()
+# The language models with a temperature head, one per head and normalisation (test_lm_heads,
+# test_cuda): the tiny architectures of fairseq_ctemp/models.
+LM_HEAD_ARCHES = {
+    "transformer-adaptive-ct": ["--arch", "ct_transformer_lm_tiny"],
+    "transformer-adaptive-plain": ["--arch", "ct_transformer_lm_tiny", "--ct-normalization", "none"],
+    "transformer-softmax-ct": ["--arch", "ct_transformer_lm_tiny", "--output-head", "softmax"],
+    "transformer-mos-ct-lambda": [
+        "--arch",
+        "ct_transformer_lm_tiny",
+        "--output-head",
+        "mos",
+        "--mos-components",
+        "3",
+        "--ct-normalization",
+        "lambda_tanh",
+    ],
+    "lstm-softmax": ["--arch", "lstm_lm_tiny"],
+    "lstm-softmax-ct": ["--arch", "lstm_lm_tiny", "--ct-normalization", "softmax"],
+    "lstm-mos-ct": ["--arch", "ct_mos_lstm_lm_tiny"],
+    "lstm-mos-ct-learned": ["--arch", "ct_mos_lstm_lm_tiny", "--ct-learn-alpha-beta"],
+    "lstm-softmax-constant": [
+        "--arch",
+        "lstm_lm_tiny",
+        "--ct-normalization",
+        "constant",
+        "--ct-constant",
+        "0.5",
+    ],
+}
 TRAIN_DEFAULTS = (
     "--cpu --optimizer adam --lr 3e-3 --lr-scheduler inverse_sqrt --warmup-updates 10 "
     "--max-tokens 2000 --seed 1 --log-format json --log-interval 1 --num-workers 0"

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import PLUGIN_DIR
+from conftest import LM_HEAD_ARCHES, PLUGIN_DIR
 from fairseq import options, tasks
 from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_loss
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
@@ -142,33 +142,7 @@ def test_bad_cutoffs_are_refused_with_the_option_name(cutoff, message):
 
 # ---- the registered models, built through fairseq's own argument parsing ----
 
-ARCHES = {
-    "transformer-adaptive-ct": ["--arch", "ct_transformer_lm_tiny"],
-    "transformer-adaptive-plain": ["--arch", "ct_transformer_lm_tiny", "--ct-normalization", "none"],
-    "transformer-softmax-ct": ["--arch", "ct_transformer_lm_tiny", "--output-head", "softmax"],
-    "transformer-mos-ct-lambda": [
-        "--arch",
-        "ct_transformer_lm_tiny",
-        "--output-head",
-        "mos",
-        "--mos-components",
-        "3",
-        "--ct-normalization",
-        "lambda_tanh",
-    ],
-    "lstm-softmax": ["--arch", "lstm_lm_tiny"],
-    "lstm-softmax-ct": ["--arch", "lstm_lm_tiny", "--ct-normalization", "softmax"],
-    "lstm-mos-ct": ["--arch", "ct_mos_lstm_lm_tiny"],
-    "lstm-mos-ct-learned": ["--arch", "ct_mos_lstm_lm_tiny", "--ct-learn-alpha-beta"],
-    "lstm-softmax-constant": [
-        "--arch",
-        "lstm_lm_tiny",
-        "--ct-normalization",
-        "constant",
-        "--ct-constant",
-        "0.5",
-    ],
-}
+ARCHES = LM_HEAD_ARCHES  # every head and normalisation (tests/conftest.py)
 
 
 def parse(data, *extra, criterion="ct_cross_entropy"):
