@@ -1,6 +1,7 @@
 """Smoke tests of the three benchmarks at toy sizes: each runs and prints every model and ratio
 (no assertion on speed: this only checks that the benchmarks still work)."""
 
+import json
 import os
 import re
 
@@ -59,9 +60,19 @@ def run_main(bench, argv, capsys):
     return capsys.readouterr().out
 
 
-def test_bench_tempered_ce_smoke(benchmarks, capsys):
+def read_json(path, out, ratio_pattern):
+    """The --json results, with the words/s ratio the printed RATIO line shows."""
+    with open(path) as f:
+        result = json.load(f)
+    printed = float(re.search(ratio_pattern, out, re.M).group(1))
+    return result, printed
+
+
+def test_bench_tempered_ce_smoke(benchmarks, capsys, tmp_path):
     out = run_main(
-        benchmarks["bench_tempered_ce"], ["--ffn", "64", "--heads", "2", "--max-tokens", "256"], capsys
+        benchmarks["bench_tempered_ce"],
+        ["--ffn", "64", "--heads", "2", "--max-tokens", "256", "--json", str(tmp_path / "r.json")],
+        capsys,
     )
     assert "A = --criterion label_smoothed_cross_entropy" in out
     assert "B = --criterion tempered_ce --softmax-temperature 4.0" in out
@@ -75,9 +86,14 @@ def test_bench_tempered_ce_smoke(benchmarks, capsys):
         out,
         re.M,
     ), out
+    result, printed = read_json(tmp_path / "r.json", out, r"^RATIO tempered/stock: words/s ([\d.]+)x")
+    assert set(result["models"]) == {"stock", "tempered"} and result["cuda_max_memory_allocated_mib"] is None
+    ratio = result["ratios"]["tempered/stock"]
+    assert round(ratio["words_per_s"], 3) == printed and ratio["peak_memory"] > 0
+    assert result["environment"]["device"] == "cpu" and result["config"]["vocab"] == 300
 
 
-def test_bench_sact_smoke(benchmarks, capsys):
+def test_bench_sact_smoke(benchmarks, capsys, tmp_path):
     out = run_main(
         benchmarks["bench_sact"],
         [
@@ -91,6 +107,8 @@ def test_bench_sact_smoke(benchmarks, capsys):
             "4",
             "--gen-len",
             "5",
+            "--json",
+            str(tmp_path / "r.json"),
         ],
         capsys,
     )
@@ -107,6 +125,10 @@ def test_bench_sact_smoke(benchmarks, capsys):
         out,
         re.M,
     ), out
+    result, printed = read_json(tmp_path / "r.json", out, r"^RATIO sact/stock: training words/s ([\d.]+)x")
+    assert set(result["models"]) == {"stock", "none", "sact"}
+    assert round(result["ratios"]["sact/stock"]["training_words_per_s"], 3) == printed
+    assert set(result["ratios"]) == {"sact/stock", "sact/none"}
 
 
 @pytest.mark.parametrize("name", ["bench_sact", "bench_tempered_ce"])
@@ -117,12 +139,9 @@ def test_benchmarks_refuse_fp16_without_cuda(benchmarks, name):
         benchmarks[name].parse_args(["--device", "cpu", "--fp16"])
 
 
-def test_bench_ct_lm_smoke(bench_ct_lm, capsys):
-    out = run_main(
-        bench_ct_lm,
-        ["--ffn", "64", "--heads", "2", "--tokens-per-sample", "32", "--max-tokens", "128", "--ct-rank", "8"],
-        capsys,
-    )
+def test_bench_ct_lm_smoke(bench_ct_lm, capsys, tmp_path):
+    options = "--ffn 64 --heads 2 --tokens-per-sample 32 --max-tokens 128 --ct-rank 8".split()
+    out = run_main(bench_ct_lm, [*options, "--json", str(tmp_path / "r.json")], capsys)
     assert out.startswith("command: bench_ct_lm.main(")
     assert "cutoffs=18,90" in out  # 2000,10000 scaled to the vocabulary
     for name, label in (("A", "stock"), ("B", "ct-ada"), ("C", "ct-full"), ("D", "ada-noT")):
@@ -133,6 +152,22 @@ def test_bench_ct_lm_smoke(bench_ct_lm, capsys):
     for ratio in ("B/A", "C/A", "B/C", "D/A", "B/D"):
         assert re.search(rf"^RATIO {ratio} +[\d.]+x +[\d.]+x +[\d.]+x \[", out, re.M), f"{ratio}:\n{out}"
     assert "target >= 0.8:" in out
+    result, printed = read_json(tmp_path / "r.json", out, r"^RATIO B/A +([\d.]+)x")
+    assert list(result["models"]) == ["A stock", "B ct-ada", "C ct-full", "D ada-noT"]
+    assert list(result["ratios"]) == ["B/A", "C/A", "B/C", "D/A", "B/D"]
+    assert round(result["ratios"]["B/A"]["words_per_s"], 3) == printed
+    verdict = re.search(r"^RATIO B/A .*target >= 0.8: (OK|MISSED)$", out, re.M).group(1)
+    assert result["ratios"]["B/A"]["met"] == (verdict == "OK")
+
+
+def test_benchmarks_refuse_an_existing_json_target_before_any_work(benchmarks, tmp_path, capsys):
+    existing = tmp_path / "r.json"
+    existing.write_text("{}")
+    for bench in benchmarks.values():
+        with pytest.raises(SystemExit):
+            bench.parse_args(["--device", "cpu", "--json", str(existing)])
+        assert f"--json {existing} exists; refusing to overwrite it" in capsys.readouterr().err
+    assert existing.read_text() == "{}"
 
 
 def test_bench_ct_lm_options(bench_ct_lm):

@@ -136,9 +136,9 @@ LOSS_SCALE_FLOOR = 1.0
 PROGRESS_TOLERANCE = 0.25
 
 
-def train_tempered(data, save_dir, T, *extra):
-    """200 updates of the tiny transformer with tempered_ce (dropout 0: the runs compared differ only
-    in precision and device), logged every 10 updates, checkpoint saved at the end only."""
+def train_tempered(data, save_dir, T, *extra, updates=UPDATES):
+    """`updates` updates of the tiny transformer with tempered_ce (dropout 0: the runs compared differ
+    only in precision and device), logged every 10 updates, checkpoint saved at the end only."""
     train_defaults = [a for a in TRAIN_DEFAULTS if a != "--cpu"]
     proc = run_cli(
         "fairseq-train",
@@ -156,7 +156,7 @@ def train_tempered(data, save_dir, T, *extra):
         "--label-smoothing",
         "0.1",
         "--max-update",
-        UPDATES,
+        updates,
         "--log-interval",
         "10",
         "--disable-validation",
@@ -170,20 +170,18 @@ def train_tempered(data, save_dir, T, *extra):
     )
     assert proc.returncode == 0, proc.stdout[-4000:]
     records = json_log_records(proc.stdout, "train_inner")
-    assert int(records[-1]["num_updates"]) == UPDATES
+    assert int(records[-1]["num_updates"]) == updates
     return records, proc.stdout
 
 
 @pytest.fixture(scope="module")
 def fp32_cpu_runs(toy_data, tmp_path_factory):
-    """The reference: each temperature's run in fp32 on the CPU, trained once."""
+    """The reference: each temperature's run in fp32 on the CPU (its logged records), trained once."""
     runs = {}
 
     def run(T):
         if T not in runs:
-            save_dir = tmp_path_factory.mktemp(f"fp32-T{T:g}")
-            records, _ = train_tempered(toy_data["bin"], save_dir, T, "--cpu")
-            runs[T] = {"records": records, "checkpoint": save_dir / "checkpoint_last.pt"}
+            runs[T], _ = train_tempered(toy_data["bin"], tmp_path_factory.mktemp(f"fp32-T{T:g}"), T, "--cpu")
         return runs[T]
 
     return run
@@ -203,7 +201,7 @@ def test_fairseq_train_in_half_precision_trains_like_fp32(toy_data, fp32_cpu_run
     if precision == "fp16":
         scales = [float(r["loss_scale"]) for r in records]
         assert min(scales) >= LOSS_SCALE_FLOOR, (scales, log.count("gradient overflow detected"))
-    reference = [float(r["loss"]) for r in fp32_cpu_runs(T)["records"]]
+    reference = [float(r["loss"]) for r in fp32_cpu_runs(T)]
     fall = reference[0] - reference[-1]
     assert fall > 0
     assert losses[0] - losses[-1] >= (1 - PROGRESS_TOLERANCE) * fall, (losses, reference)
@@ -340,12 +338,14 @@ def test_model_in_half_precision(toy_data, name, precision):
 # ---- greedy decoding on CUDA = on the CPU, at the training temperature ----
 
 
-def test_greedy_decoding_on_cuda_equals_the_cpu(toy_data, fp32_cpu_runs):
-    """A tempered_ce checkpoint (T = 4, fp32 CPU training above) decoded greedily by fairseq-generate
-    at its training temperature: the same hypotheses on both devices, scores within 1e-4."""
+def test_greedy_decoding_on_cuda_equals_the_cpu(toy_data, tmp_path):
+    """A tempered_ce checkpoint (T = 4; 800 fp32 updates on CUDA, enough for a different hypothesis
+    for nearly every test sentence) decoded greedily by fairseq-generate at its training temperature:
+    the same hypotheses on both devices, scores within 1e-4 (fp32 on both: ~1e-6 apart)."""
     if ON_CPU:
         pytest.skip("compares CUDA with the CPU")
-    checkpoint = fp32_cpu_runs(4.0)["checkpoint"]
+    train_tempered(toy_data["bin"], tmp_path, 4.0, updates=800)
+    checkpoint = tmp_path / "checkpoint_last.pt"
     outputs = {}
     for device in ("cpu", "cuda"):
         decode = FAST_DECODE if device == "cpu" else [a for a in FAST_DECODE if a != "--cpu"]
@@ -366,7 +366,7 @@ def test_greedy_decoding_on_cuda_equals_the_cpu(toy_data, fp32_cpu_runs):
         outputs[device] = hypotheses(proc.stdout)
     cpu, cuda = outputs["cpu"], outputs["cuda"]
     assert len(cpu) == 80 and set(cuda) == set(cpu)
-    assert len({text for _, text in cpu.values()}) > 40  # a model that tells sentences apart
+    assert len({text for _, text in cpu.values()}) > 60  # a model that tells sentences apart
     for i in cpu:
         assert cuda[i][1] == cpu[i][1], i
         assert abs(cuda[i][0] - cpu[i][0]) < 1e-4, i
