@@ -22,6 +22,10 @@ $pip install -q -U pip setuptools wheel
 if ! "$venv/bin/python" -c "import torch" 2>/dev/null; then
   $pip install "${TORCH_SPEC:-torch==2.13.0}"
 fi
+# From here on pip must keep that torch: a constraint makes it fail rather than replace it.
+keep_torch=$venv/.fairseq_ctemp_keep_torch.txt
+"$venv/bin/python" -c "import torch; print('torch==' + torch.__version__)" > "$keep_torch"
+export PIP_CONSTRAINT=$keep_torch
 $pip install -q numpy cython
 if ! "$venv/bin/python" -c "import fairseq" 2>/dev/null; then
   # --no-deps: fairseq-fixed declares torchaudio, which would drag in a CUDA torch.

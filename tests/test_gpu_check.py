@@ -58,15 +58,13 @@ def test_make_gpu_check_stops_at_once_without_cuda_before_the_set_up(tmp_path):
     assert not out.exists()
 
 
-def test_report_on_the_cpu_has_every_cuda_test_skipped_and_a_benchmark(gpu_check, tmp_path, capsys):
+def test_report_on_the_cpu_has_every_cuda_test_skipped_and_a_benchmark(
+    gpu_check, tmp_path, capsys, monkeypatch
+):
     out = tmp_path / "report"
     argv = ["--allow-cpu", "--smoke", "--benchmarks", "tempered_ce", "--tests", "tests/test_cuda.py"]
-    cwd = os.getcwd()
-    os.chdir(REPO)  # as make runs it
-    try:
-        assert gpu_check.main([*argv, "--out", str(out)]) == 0
-    finally:
-        os.chdir(cwd)
+    monkeypatch.chdir(REPO)  # as make runs it
+    assert gpu_check.main([*argv, "--out", str(out)]) == 0
     assert sorted(os.listdir(out)) == [
         ".gpu-check",
         "bench_tempered_ce.json",
