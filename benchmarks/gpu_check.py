@@ -72,8 +72,8 @@ def parse_args(argv=None):
     )
     p.add_argument(
         "--tests",
-        default="tests",
-        help="pytest target whose `cuda`-marked tests run (default %(default)s)",
+        default=os.path.join(REPO, "tests"),
+        help="pytest target whose `cuda`-marked tests run (default: the checkout's tests/)",
     )
     p.add_argument(
         "--test-timeout", type=float, default=360, help="seconds for all the tests (default %(default)s)"
@@ -204,6 +204,15 @@ def environment():
     return env
 
 
+def kill_group(proc):
+    """Kill a child started with start_new_session=True and everything it started."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:  # already gone
+        pass
+    proc.wait()
+
+
 def run_logged(command, log_path, timeout, env=None):
     """Run a command in its own process group, stdout + stderr to log_path; kill the whole group
     (pytest's fairseq-train children included) at the timeout. Returns (returncode or None, seconds)."""
@@ -217,10 +226,12 @@ def run_logged(command, log_path, timeout, env=None):
         try:
             returncode = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            kill_group(proc)
             returncode = None
             log.write(f"\ngpu-check: stopped after {timeout:g} s\n")
+        except BaseException:  # Ctrl-C: its own session would outlive us otherwise
+            kill_group(proc)
+            raise
     return returncode, time.monotonic() - start
 
 

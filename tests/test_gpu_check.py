@@ -206,3 +206,34 @@ def test_an_existing_directory_or_file_not_written_by_gpu_check_is_refused(gpu_c
             status, err = refusal(gpu_check, capsys, "--allow-cpu", "--out", out, *extra)
             assert status == 2 and f"--out {out} exists and {reason}" in err
     assert (theirs / "report.json").read_text() == "{}" and afile.read_text() == "x"
+
+
+def test_a_step_past_its_time_limit_is_stopped_and_reported(gpu_check, tmp_path):
+    """The tests' process (and what it started: here a child sleeping for a minute) is killed at
+    --test-timeout; the report says timeout and the run is not OK."""
+    tests, pid_file = tmp_path / "test_slow.py", tmp_path / "sleep.pid"
+    tests.write_text(
+        "import subprocess, pytest\n"
+        "@pytest.mark.cuda\n"
+        "def test_slow():\n"
+        "    child = subprocess.Popen(['sleep', '60'])\n"
+        f"    open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "    child.wait()\n"
+    )
+    out = tmp_path / "report"
+    argv = ["--allow-cpu", "--benchmarks", "none", "--tests", str(tests), "--test-timeout", "3"]
+    assert gpu_check.main([*argv, "--out", str(out)]) == 1
+    report = json.loads((out / "report.json").read_text())
+    assert report["tests"]["status"] == "timeout" and report["tests"]["returncode"] is None
+    assert report["problems"] == ["tests timeout"] and report["tests"]["seconds"] < 30
+    assert (out / "pytest.log").read_text().endswith("gpu-check: stopped after 3 s\n")
+    assert not running(int(pid_file.read_text()))  # the child of the killed pytest was killed too
+
+
+def running(pid):
+    """Whether a process exists and is not a zombie waiting to be reaped (Linux /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
