@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Create (or reuse) a virtualenv with CPU torch, fairseq and this plugin, without ever letting pip
-# resolve torch/torchaudio itself (that would pull a multi-GB CUDA build).
+# resolve torch/torchaudio itself (that would pull a multi-GB CUDA build). A torch already in the venv
+# (a GPU user's CUDA build, README "GPU set-up") is kept: every later install is constrained to it.
 #
 # Usage: scripts/setup_venv.sh [VENV_DIR]      (default: .venv inside the checkout)
 # Env:   TORCH_SPEC   torch requirement to install if torch is missing (default torch==2.13.0)
