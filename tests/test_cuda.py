@@ -317,6 +317,7 @@ def test_model_in_half_precision(toy_data, name, precision):
     tolerance = dict(atol=HALF_LOGPROB_ATOL * ROUNDOFF[dtype], rtol=HALF_LOGPROB_RTOL * ROUNDOFF[dtype])
     torch.testing.assert_close(full.cpu(), expected, **tolerance)
     torch.testing.assert_close(incremental.cpu(), expected, **tolerance)
+    torch.testing.assert_close(incremental, full, **tolerance)  # incremental = full, in half precision
 
     grads = {}
     for key, m, inputs, y in (

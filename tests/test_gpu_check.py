@@ -59,6 +59,7 @@ def test_make_gpu_check_stops_at_once_without_cuda_before_the_set_up(tmp_path):
     assert not out.exists()
 
 
+@NO_CUDA  # with a GPU the same call runs the real check: `make gpu-check` itself
 def test_report_on_the_cpu_has_every_cuda_test_skipped_and_a_benchmark(
     gpu_check, tmp_path, capsys, monkeypatch
 ):
