@@ -219,6 +219,8 @@ def load_state(checkpoint):
         state = checkpoint_utils.load_checkpoint_to_cpu(checkpoint)
     except inputs.InputError as e:
         raise CalibrationError(f"--path {checkpoint} {e}") from None
+    except KeyError as e:  # fairseq's upgrade of a state that lacks what fairseq-train saves
+        raise CalibrationError(f"--path {checkpoint} is not a checkpoint of fairseq-train (no {e})") from None
     except Exception as e:  # a damaged archive or unexpected objects: one line, not a traceback
         raise CalibrationError(f"--path {checkpoint} cannot be loaded: {first_line(e)}") from None
     if not isinstance(state, dict) or not isinstance(state.get("model"), dict) or not state.get("cfg"):

@@ -25,6 +25,7 @@ import torch
 
 import fairseq_ctemp  # noqa: F401  (registers the safe globals for torch.load)
 
+from .. import decoding
 from . import inputs
 
 
@@ -124,6 +125,7 @@ def average_checkpoints(paths, allow_mixed=False):
     sums, dtypes, first_state, shapes, trained = collections.OrderedDict(), {}, None, None, []
     for path in paths:
         state = load(path)
+        check_not_calibrated(path, state)
         params = state["model"]
         if shapes is None:
             first_state, shapes = state, {k: tuple(v.shape) for k, v in params.items()}
@@ -142,6 +144,17 @@ def average_checkpoints(paths, allow_mixed=False):
     first_state["model"] = averaged
     first_state["ctemp_average"] = record
     return first_state
+
+
+def check_not_calibrated(path, state):
+    """A t* fitted for one checkpoint's parameters does not hold for an average (whose cfg, t*
+    included, would be copied from the first input)."""
+    t_star = decoding.calibrated_temperature(state.get("cfg"))
+    if t_star is not None:
+        raise AverageError(
+            f"--inputs {path} was calibrated by ctemp-calibrate (t*={t_star:g}) for its own parameters: "
+            "average the uncalibrated checkpoints, then calibrate the average"
+        )
 
 
 def check_parameters(path, params, first, shapes):
