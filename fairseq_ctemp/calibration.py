@@ -26,7 +26,6 @@ import dataclasses
 import glob
 import math
 import os
-import tempfile
 from typing import List, Optional
 
 import torch
@@ -59,7 +58,6 @@ class Pass:
     gap: float  # sum of max D - D_y: d nll / d beta as beta -> infinity
     confidence: torch.Tensor  # per token: top-1 probability at beta = confidence_at
     correct: torch.Tensor  # per token: the top-1 prediction is the target
-    confidence_at: float
 
 
 def moments(D, beta):
@@ -98,7 +96,6 @@ def scan(chunks, betas, confidence_at):
         gap,
         torch.cat(confidence) if confidence else torch.zeros(0, dtype=torch.float64),
         torch.cat(correct) if correct else torch.zeros(0, dtype=torch.bool),
-        confidence_at,
     )
 
 
@@ -185,6 +182,7 @@ class Calibration:
     accuracy: float  # top-1 accuracy (the same at every t)
     decoding_temperature: float  # t the checkpoint decodes at by default: nll and ece are there
     temperature_trained: Optional[float]  # T of a tempered_ce checkpoint, else None
+    temperature_calibrated: Optional[float]  # t* recorded in the checkpoint by ctemp-calibrate, else None
     nll: float  # nats per token
     ece: float  # a fraction
     fitted_temperature: float  # t*, absolute (replaces T)
@@ -255,8 +253,9 @@ def check_not_empty(data, subset):
         raise CalibrationError(f"--gen-subset {subset} of {data} is empty: nothing to calibrate on")
 
 
-def load(checkpoint, data, subset, task=None, overrides=None, state=None, cpu=False):
-    """(model, task, dataset, checkpoint cfg), every input checked before any pass."""
+def load_model(checkpoint, data, task=None, overrides=None, state=None, cpu=False):
+    """(model, fairseq task, checkpoint cfg) by fairseq's loader (the plugin's: it sets the
+    model's own temperature), with ``overrides`` of the checkpoint's options."""
     from fairseq import checkpoint_utils
     from fairseq.dataclass.utils import overwrite_args_by_name
 
@@ -278,6 +277,14 @@ def load(checkpoint, data, subset, task=None, overrides=None, state=None, cpu=Fa
         raise CalibrationError(
             f"--path {checkpoint} cannot be loaded with DATA {data} (task {trained_for}): {first_line(e)}"
         ) from None
+    model = models[0].eval()
+    if torch.cuda.is_available() and not cpu:
+        model.cuda()
+    return model, fairseq_task, cfg
+
+
+def load_subset(fairseq_task, data, subset):
+    """The subset's dataset; CalibrationError if it is missing or empty."""
     check_not_empty(data, subset)
     try:
         fairseq_task.load_dataset(subset, combine=False, epoch=1)
@@ -290,10 +297,7 @@ def load(checkpoint, data, subset, task=None, overrides=None, state=None, cpu=Fa
     dataset = fairseq_task.dataset(subset)
     if len(dataset) == 0:
         raise CalibrationError(f"--gen-subset {subset} of {data} is empty: nothing to calibrate on")
-    model = models[0].eval()
-    if torch.cuda.is_available() and not cpu:
-        model.cuda()
-    return model, fairseq_task, dataset, cfg
+    return dataset
 
 
 def batches(model, task, dataset, max_tokens=None, batch_size=None, skip_invalid_size=False):
@@ -361,7 +365,8 @@ def calibrate(
     and measure them again there: a ``Calibration``. ``task``: the task the checkpoint must have;
     ``overrides``: fairseq options replacing those of the checkpoint's cfg ({"source_lang": ...});
     ``progress``: tqdm bars on stderr. Raises CalibrationError."""
-    model, fairseq_task, dataset, cfg = load(checkpoint, data, subset, task, overrides, state, cpu)
+    model, fairseq_task, cfg = load_model(checkpoint, data, task, overrides, state, cpu)
+    dataset = load_subset(fairseq_task, data, subset)
     epoch_itr = batches(model, fairseq_task, dataset, max_tokens, batch_size, skip_invalid_size)
     pad, seen, passes = fairseq_task.target_dictionary.pad(), set(), []
 
@@ -392,6 +397,7 @@ def calibrate(
         accuracy=first.correct.double().mean().item(),
         decoding_temperature=own,
         temperature_trained=decoding.training_temperature(cfg),
+        temperature_calibrated=decoding.calibrated_temperature(cfg),
         nll=first.nll[0].item() / n,
         ece=expected_calibration_error(bins),
         fitted_temperature=1 / beta,
@@ -436,16 +442,28 @@ def write_calibrated_checkpoint(checkpoint, output, temperature, signature):
     cfg = OmegaConf.to_container(cfg) if OmegaConf.is_config(cfg) else dict(cfg)
     cfg[decoding.CALIBRATION_GROUP] = {"temperature": float(temperature), "signature": signature}
     state["cfg"] = cfg
-    directory = os.path.dirname(os.path.abspath(output))
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(output)}.", suffix=".tmp", dir=directory)
+    tmp = os.path.join(
+        os.path.dirname(os.path.abspath(output)), f".{os.path.basename(output)}.{os.getpid()}.tmp"
+    )
+    f = open(tmp, "xb")
     try:
-        with os.fdopen(fd, "wb") as f:
+        with f:
             torch.save(state, f)
-        try:
-            os.link(tmp, output)  # fails if output appeared meanwhile: nothing is replaced
-        except FileExistsError:
+        link_into_place(tmp, output)
+    finally:
+        if os.path.exists(tmp):  # ours (opened "x"); renamed away on a file system without links
+            os.remove(tmp)
+
+
+def link_into_place(tmp, output):
+    """Give the finished file ``tmp`` its name ``output`` without ever replacing a file."""
+    try:
+        os.link(tmp, output)  # fails if output appeared meanwhile
+    except FileExistsError:
+        raise CalibrationError(f"--write-checkpoint {output} appeared meanwhile; not replacing it") from None
+    except OSError:  # a file system without hard links: check, then rename
+        if os.path.lexists(output):
             raise CalibrationError(
                 f"--write-checkpoint {output} appeared meanwhile; not replacing it"
             ) from None
-    finally:
-        os.remove(tmp)
+        os.replace(tmp, output)

@@ -11,7 +11,8 @@ one model (same parameter names and shapes, finite values) trained with one crit
 softmax temperature: a tempered_ce checkpoint decodes at the T in its cfg, so an average of
 different temperatures would silently decode at the first input's. --allow-mixed-temperatures
 averages them anyway, says so, and records the inputs' criteria and temperatures in the output
-("ctemp_average").
+("ctemp_average"). A checkpoint calibrated by ctemp-calibrate is refused: its t* fits its own
+parameters; calibrate the average instead.
 """
 
 import argparse

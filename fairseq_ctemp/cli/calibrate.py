@@ -101,14 +101,19 @@ def percent(x):
 def summary(result, files):
     """The one-screen report."""
     r = result
-    trained = f", tempered_ce T={r.temperature_trained:g}" if r.temperature_trained is not None else ""
+    if r.temperature_calibrated is not None:
+        rule = "decoding rule (recorded t*)"
+    elif r.temperature_trained is not None:
+        rule = "decoding rule (tempered_ce T)"
+    else:
+        rule = "decoding rule"
     lines = [
         f"{r.checkpoint} on {r.subset} of {r.data}: {r.samples} samples, {r.tokens} target tokens "
         f"(EOS included), top-1 accuracy {percent(r.accuracy)}%"
         + (f", {r.samples_skipped} samples skipped (too long)" if r.samples_skipped else ""),
-        f"{'':<26} {'t':>9} {'NLL nats/tok':>13} {'ECE %':>7}",
-        f"{'decoding rule' + trained:<26} {r.decoding_temperature:>9.4f} {r.nll:>13.4f} {percent(r.ece):>7}",
-        f"{'fitted t*':<26} {r.fitted_temperature:>9.4f} {r.nll_fitted:>13.4f} {percent(r.ece_fitted):>7}",
+        f"{'':<28} {'t':>9} {'NLL nats/tok':>13} {'ECE %':>7}",
+        f"{rule:<28} {r.decoding_temperature:>9.4f} {r.nll:>13.4f} {percent(r.ece):>7}",
+        f"{'fitted t*':<28} {r.fitted_temperature:>9.4f} {r.nll_fitted:>13.4f} {percent(r.ece_fitted):>7}",
         f"reliability ({calibration.N_BINS} bins): tokens, accuracy %, mean confidence %",
         f"  {'confidence':<14} {f'at t={r.decoding_temperature:.4g}':>24}   {f'at t*={r.fitted_temperature:.4g}':>24}",
     ]
