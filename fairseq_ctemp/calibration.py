@@ -154,18 +154,23 @@ def fit(first, evaluate, tolerance=TOLERANCE, max_passes=MAX_PASSES):
     i = min(range(len(first.betas)), key=lambda j: first.nll[j].item())
     beta, grad, curv, at = first.betas[i], first.grad[i].item(), first.curv[i].item(), None
     for _ in range(max_passes):
-        if curv <= 0:
-            raise CalibrationError("the model's distribution is flat over the vocabulary; nothing to fit")
-        step = grad / curv
-        if at is not None and abs(step) <= tolerance * beta:
+        if at is not None and curv > 0 and abs(grad / curv) <= tolerance * beta:
             return beta, at
-        candidate = beta - step
-        if not lo < candidate < hi:  # Newton left the bracket: bisect (or widen an open one)
-            candidate = (lo + hi) / 2 if math.isfinite(hi) else 4 * max(beta, lo)
+        candidate = beta - grad / curv if curv > 0 else math.nan
+        if not lo < candidate < hi:  # Newton left the bracket, or has no curvature to go by
+            candidate = split(lo, hi)
         at = evaluate(candidate)
         beta, grad, curv = candidate, at.grad[0].item(), at.curv[0].item()
         lo, hi = (beta, hi) if grad < 0 else (lo, beta)
     raise CalibrationError(f"the temperature fit did not converge in {max_passes} passes")
+
+
+def split(lo, hi):
+    """A point inside the bracket (lo, hi): its geometric mean (a bracket may span decades of
+    beta), or beyond lo while no upper end is known."""
+    if math.isinf(hi):
+        return 4 * lo
+    return hi / 4 if lo == 0 else math.sqrt(lo * hi)
 
 
 # -------------------------------------------------------------------------- the fairseq side

@@ -166,6 +166,24 @@ def test_fit_against_a_dense_grid_on_synthetic_scores(scale):
     assert passes <= 12
 
 
+@pytest.mark.parametrize("beta_star", [3.0, 100.0])  # inside the first grid, and beyond it
+def test_fit_bisects_where_newton_overshoots(beta_star):
+    """On f(beta) = sqrt(s^2 + (beta - beta*)^2) Newton jumps to -x^3 / s^2: only the bracket
+    brings it back. Far below beta* the curvature is 0 (as for one-hot distributions): no Newton
+    step at all there."""
+    s = 0.01
+
+    def at(betas):
+        x = torch.tensor(betas, dtype=torch.float64) - beta_star
+        r = torch.sqrt(s**2 + x**2)
+        curv = torch.where(x < -50, 0.0, s**2 / r**3)
+        no_tokens = torch.zeros(0)
+        return calibration.Pass(list(betas), 1, r, x / r, curv, 1.0, no_tokens, no_tokens.bool())
+
+    beta, fitted = calibration.fit(at([1.0, *calibration.GRID]), lambda b: at([b]))
+    assert beta == pytest.approx(beta_star, rel=1e-6) and fitted.betas == [beta]
+
+
 @pytest.mark.parametrize(
     "case, message",
     [("all right", "every top-1 prediction of the subset is right"), ("worse", "no better than the uniform")],
