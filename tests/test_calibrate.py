@@ -180,8 +180,10 @@ def test_fit_bisects_where_newton_overshoots(beta_star):
         no_tokens = torch.zeros(0)
         return calibration.Pass(list(betas), 1, r, x / r, curv, 1.0, no_tokens, no_tokens.bool())
 
-    beta, fitted = calibration.fit(at([1.0, *calibration.GRID]), lambda b: at([b]))
+    passes = []
+    beta, fitted = calibration.fit(at([1.0, *calibration.GRID]), lambda b: passes.append(b) or at([b]))
     assert beta == pytest.approx(beta_star, rel=1e-6) and fitted.betas == [beta]
+    assert len(passes) <= 25  # each is a pass over the subset: bisect decades geometrically
 
 
 @pytest.mark.parametrize(
