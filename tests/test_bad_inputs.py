@@ -583,6 +583,12 @@ CASES = [
         "--write-checkpoint {ckpt}/b.pt already exists; refusing to overwrite it",
     ),
     (
+        "calibrate: --plot and --json one file",
+        calibrate,
+        ["{toy}/bin", "--path", "{ckpt}/a.pt", "--json", "{root}/r.out", "--plot", "{root}/r.out"],
+        "--plot {root}/r.out is also --json",
+    ),
+    (
         "calibrate: --plot in a missing directory",
         calibrate,
         ["{toy}/bin", "--path", "{ckpt}/a.pt", "--plot", "{root}/nowhere/r.png"],
