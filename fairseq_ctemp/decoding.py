@@ -210,8 +210,7 @@ def build_generator(self, models, args, *rest, **kwargs):
             )
         elif explicit is not None and own_temperature(model) != 1.0:
             logger.info(
-                f"model {i}: explicit temperature {explicit:g} replaces its "
-                f"{own_temperature_source(model)}"
+                f"model {i}: explicit temperature {explicit:g} replaces its {own_temperature_source(model)}"
             )
         elif explicit is None and own_temperature(model) != 1.0:
             logger.info(f"model {i}: decoding at {own_temperature_source(model)}")
