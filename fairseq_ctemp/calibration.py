@@ -389,7 +389,10 @@ def calibrate(
 
     own = decoding.own_temperature(model)
     first = run([1 / own, *GRID], 1 / own, f"NLL at t={own:g} and {len(GRID)} temperatures")
-    beta, fitted = fit(first, lambda b: run([b], b, f"Newton step, t={1 / b:.6g}"))
+    try:
+        beta, fitted = fit(first, lambda b: run([b], b, f"Newton step, t={1 / b:.6g}"))
+    except CalibrationError as e:  # the fit speaks of the model: say which one, on which data
+        raise CalibrationError(f"--path {checkpoint} on {subset} of {data}: {e}") from None
     n, samples = first.tokens, len(seen)
     bins, bins_fitted = (reliability_bins(p.confidence, p.correct) for p in (first, fitted))
     return Calibration(

@@ -432,7 +432,7 @@ def test_bad_input_is_one_line_before_any_work(bad, toy_checkpoint, toy_data, ca
     assert code != 0 and "Traceback" not in output
     last = output.strip().splitlines()[-1]
     assert last.startswith("ctemp-calibrate: error: " + expected.format(**places)), last
-    assert "pass 1" not in output and tree(bad["root"]) == before
+    assert "pass 1" not in output and tree(bad["root"]) == before  # no pass began
 
 
 def test_a_non_finite_output_names_the_checkpoint_and_the_sample(bad, toy_data):
