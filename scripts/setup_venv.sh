@@ -36,6 +36,8 @@ fi
 # fairseq's real runtime deps (scikit-learn: `import fairseq` needs it) plus ours.
 $pip install -q "hydra-core==1.3.2" "omegaconf==2.3.0" regex sacrebleu tqdm bitarray packaging \
   scikit-learn sentencepiece subword-nmt matplotlib tensorboard pytest pytest-xdist ruff
+# torchmetrics (the tests' reference ECE) declares torch: --no-deps, with its one other dependency.
+$pip install -q --no-deps torchmetrics lightning-utilities
 # The plugin itself, editable, never resolving dependencies (see pyproject.toml).
 $pip install -q --no-deps --no-build-isolation -e "$root"
 "$venv/bin/python" -c "import fairseq, fairseq_ctemp, torch; print('fairseq', fairseq.__version__, '| torch', torch.__version__)"

@@ -58,6 +58,31 @@ TRAIN_DEFAULTS = (
     "--cpu --optimizer adam --lr 3e-3 --lr-scheduler inverse_sqrt --warmup-updates 10 "
     "--max-tokens 2000 --seed 1 --log-format json --log-interval 1 --num-workers 0"
 ).split()
+# Training temperatures of the toy checkpoints (``toy_checkpoint``).
+T_A, T_B, T_LM = 3.0, 1.5, 2.0
+LM_COMMON = (
+    "--task language_modeling --tokens-per-sample 32 --cpu --optimizer adam --lr 3e-3 --max-tokens 1024 "
+    "--seed 1 --num-workers 0 --max-epoch 2 --no-epoch-checkpoints"
+).split()
+# name: (toy_data key, fairseq-train options), each trained for 2 epochs: two tempered_ce translators
+# (A, B), a stock one (S), a tempered_ce LM (L) and a contextual-temperature MoS LM (H).
+TOY_RUNS = {
+    "A": (
+        "bin",
+        [*TINY_TRANSFORMER, "--criterion", "tempered_ce", "--softmax-temperature", str(T_A)]
+        + ["--label-smoothing", "0.1"],
+    ),
+    "B": (
+        "bin",
+        [*TINY_TRANSFORMER, "--criterion", "tempered_ce", "--softmax-temperature", str(T_B), "--seed", "2"],
+    ),
+    "S": (
+        "bin",
+        [*TINY_TRANSFORMER, "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1"],
+    ),
+    "L": ("lm_bin", [*LM_COMMON, *TINY_LM, "--criterion", "tempered_ce", "--softmax-temperature", str(T_LM)]),
+    "H": ("lm_bin", [*LM_COMMON, "--arch", "ct_mos_lstm_lm_tiny", "--criterion", "ct_cross_entropy"]),
+}
 # Untrained models decode up to 200 tokens per sentence; bound it so generation stays fast.
 FAST_DECODE = ["--cpu", "--batch-size", "64", "--max-len-a", "1.2", "--max-len-b", "10"]
 
@@ -190,3 +215,32 @@ def toy_data(tmp_path_factory):
         "1",
     )
     return {"raw": raw, "bin": root / "bin", "lm_bin": root / "lm-bin"}
+
+
+@pytest.fixture(scope="session")
+def toy_checkpoint(toy_data, tmp_path_factory):
+    """toy_checkpoint(name): the checkpoint_last.pt of TOY_RUNS[name], trained on first use only,
+    so that the test files of one session share them."""
+    trained = {}
+
+    def get(name):
+        if name not in trained:
+            data, args = TOY_RUNS[name]
+            save_dir = tmp_path_factory.mktemp(f"toy-{name}")
+            defaults = (
+                [] if data == "lm_bin" else [*TRAIN_DEFAULTS, "--max-epoch", "2", "--no-epoch-checkpoints"]
+            )
+            run_cli(
+                "fairseq-train",
+                toy_data[data],
+                "--user-dir",
+                PLUGIN_DIR,
+                *defaults,
+                *args,
+                "--save-dir",
+                save_dir,
+            )
+            trained[name] = save_dir / "checkpoint_last.pt"
+        return trained[name]
+
+    return get

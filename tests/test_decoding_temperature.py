@@ -13,7 +13,7 @@ import sys
 
 import pytest
 import torch
-from conftest import PLUGIN_DIR, TINY_LM, TINY_TRANSFORMER, TRAIN_DEFAULTS, RawModel, cli, run_cli
+from conftest import PLUGIN_DIR, T_A, T_B, T_LM, TINY_TRANSFORMER, TRAIN_DEFAULTS, RawModel, cli, run_cli
 from fairseq import checkpoint_utils
 from fairseq.sequence_generator import SequenceGenerator
 from fairseq.sequence_scorer import SequenceScorer
@@ -21,80 +21,15 @@ from fairseq.sequence_scorer import SequenceScorer
 import fairseq_ctemp  # noqa: F401  (the rule applies in this process too, as for any user script)
 
 pytestmark = pytest.mark.e2e
-T_A, T_B, T_LM = 3.0, 1.5, 2.0
-LM_COMMON = [
-    "--task",
-    "language_modeling",
-    "--tokens-per-sample",
-    "32",
-    "--cpu",
-    "--optimizer",
-    "adam",
-    "--lr",
-    "3e-3",
-    "--max-tokens",
-    "1024",
-    "--seed",
-    "1",
-    "--num-workers",
-    "0",
-    "--max-epoch",
-    "2",
-    "--no-epoch-checkpoints",
-]
 ATOL = 1e-4  # full-precision scores (Python API) vs the float64 reference
 ATOL_CLI = 2e-3  # scores printed with 4 decimals in base 2
 
 
 @pytest.fixture(scope="module")
-def ckpt(toy_data, tmp_path_factory):
+def ckpt(toy_checkpoint):
     """Two tempered_ce translators (T=3, T=1.5), a stock one, a tempered_ce LM (T=2) and a
-    contextual-temperature MoS LM, each trained for 2 epochs: {name: checkpoint path}."""
-    runs = {
-        "A": (
-            toy_data["bin"],
-            [
-                *TINY_TRANSFORMER,
-                "--criterion",
-                "tempered_ce",
-                "--softmax-temperature",
-                str(T_A),
-                "--label-smoothing",
-                "0.1",
-            ],
-        ),
-        "B": (
-            toy_data["bin"],
-            [
-                *TINY_TRANSFORMER,
-                "--criterion",
-                "tempered_ce",
-                "--softmax-temperature",
-                str(T_B),
-                "--seed",
-                "2",
-            ],
-        ),
-        "S": (
-            toy_data["bin"],
-            [*TINY_TRANSFORMER, "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1"],
-        ),
-        "L": (
-            toy_data["lm_bin"],
-            [*LM_COMMON, *TINY_LM, "--criterion", "tempered_ce", "--softmax-temperature", str(T_LM)],
-        ),
-        "H": (
-            toy_data["lm_bin"],
-            [*LM_COMMON, "--arch", "ct_mos_lstm_lm_tiny", "--criterion", "ct_cross_entropy"],
-        ),
-    }
-    paths = {}
-    for name, (data, args) in runs.items():
-        save_dir = tmp_path_factory.mktemp(f"decode-{name}")
-        defaults = [] if name in "LH" else [*TRAIN_DEFAULTS, "--max-epoch", "2", "--no-epoch-checkpoints"]
-        run_cli("fairseq-train", data, "--user-dir", PLUGIN_DIR, *defaults, *args, "--save-dir", save_dir)
-        paths[name] = save_dir / "checkpoint_last.pt"
-    return paths
+    contextual-temperature MoS LM (conftest.TOY_RUNS): {name: checkpoint path}."""
+    return {name: toy_checkpoint(name) for name in "ABSLH"}
 
 
 # ----------------------------------------------------------------------- the independent reference
