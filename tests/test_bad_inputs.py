@@ -637,6 +637,14 @@ CASES = [
         "fairseq-train: error: --ct-constant must be in [0.01, 100], got 1e-30",
     ),
     (
+        "train: tempered_ce with the contextual-temperature translator",
+        ["fairseq-train"],
+        [*TRAIN, "tempered_ce", "--arch", "ct_transformer_tiny", "--softmax-temperature", "2"],
+        "fairseq-train: error: --criterion tempered_ce needs a model whose net_output[0] are logits; "
+        "this model has a temperature head (ct_transformer, ct_transformer_lm, ct_lstm_lm): use "
+        "--criterion ct_cross_entropy",
+    ),
+    (
         "train: tempered_ce with an adaptive softmax",
         ["fairseq-train"],
         [

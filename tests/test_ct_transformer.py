@@ -6,16 +6,27 @@ training and exact resume, safe checkpoint loading, and every decoding path agai
 of fairseq's own loader (greedy = step-by-step argmax of full forward passes)."""
 
 import argparse
+import contextlib
+import io
+import math
 import os
+import shutil
 import sys
 
 import pytest
 import torch
 import torch.nn.functional as F
 from conftest import (
+    FAST_DECODE,
     PLUGIN_DIR,
     REPO,
     TINY_DIMS,
+    TRAIN_DEFAULTS,
+    RawModel,
+    assert_scored_at,
+    cli_hypotheses,
+    json_log_records,
+    run_cli,
 )
 from fairseq import options, tasks
 from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_loss
@@ -368,3 +379,182 @@ def test_an_unknown_normalisation_is_refused_by_the_parser(toy_data, capsys):
     with pytest.raises(SystemExit):
         parse(toy_data["bin"], *TINY, "--ct-normalization", "sigmoid")
     assert "argument --ct-normalization: invalid choice: 'sigmoid'" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------- through the real CLIs
+TRAIN = [
+    "--user-dir",
+    PLUGIN_DIR,
+    *TINY,
+    "--share-all-embeddings",
+    "--criterion",
+    "ct_cross_entropy",
+    "--label-smoothing",
+    "0.1",
+    *TRAIN_DEFAULTS,
+]
+ATOL_CLI = 2e-3  # scores printed with 4 decimals in base 2
+
+
+def train(data, save_dir, epochs):
+    return run_cli("fairseq-train", data, *TRAIN, "--max-epoch", epochs, "--save-dir", save_dir).stdout
+
+
+@pytest.fixture(scope="module")
+def trained(toy_data, tmp_path_factory):
+    """ct_transformer_tiny trained for 2 epochs, and resumed for the 2nd epoch from a copy of the
+    checkpoint that run saved after the 1st, as its checkpoint_last.pt:
+    {name: (save dir, fairseq-train output)}."""
+    whole, resumed = tmp_path_factory.mktemp("ct-whole"), tmp_path_factory.mktemp("ct-resumed")
+    whole_log = train(toy_data["bin"], whole, 2)
+    shutil.copyfile(whole / "checkpoint1.pt", resumed / "checkpoint_last.pt")
+    return {"whole": (whole, whole_log), "resumed": (resumed, train(toy_data["bin"], resumed, 2))}
+
+
+@pytest.mark.e2e
+def test_training_logs_the_loss_scale_and_tau_and_resumes_exactly(trained):
+    _, whole = trained["whole"]
+    _, resumed = trained["resumed"]
+    assert "Loaded checkpoint" in resumed and "Loaded checkpoint" not in whole
+    first_epoch = json_log_records(whole, "train")[0]
+    assert first_epoch["epoch"] == 1 and json_log_records(resumed, "train_inner")[0]["epoch"] == 2
+    assert (
+        int(json_log_records(resumed, "train_inner")[0]["num_updates"])
+        == int(first_epoch["train_num_updates"]) + 1
+    )
+    a, b = json_log_records(whole, "train")[-1], json_log_records(resumed, "train")[-1]
+    assert a["epoch"] == b["epoch"] == 2
+    for key in ("loss", "nll_loss", "loss_scale", "tau_mean", "tau_min", "tau_max"):
+        assert a[f"train_{key}"] == b[f"train_{key}"], key
+    valid = json_log_records(whole, "valid")[-1]
+    alpha, beta = 1.0, 0.5  # the defaults: tau in [alpha / beta, (1 + alpha) / beta]
+    assert alpha / beta <= float(valid["valid_tau_min"]) < float(valid["valid_tau_max"]) <= (1 + alpha) / beta
+    assert float(valid["valid_loss_scale"]) == pytest.approx(float(valid["valid_tau_mean"]))
+    assert float(valid["valid_ppl"]) == pytest.approx(2 ** float(valid["valid_nll_loss"]), rel=0.01)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("name", ["checkpoint_last.pt", "checkpoint_best.pt"])
+def test_checkpoints_load_under_torchs_safe_loading(trained, name):
+    state = torch.load(trained["resumed"][0] / name, weights_only=True)  # both written by a resumed run
+    assert state["args"] is None and state["cfg"]["model"].arch == "ct_transformer_tiny"
+    assert "decoder.output_head.temperature.up.weight" in state["model"]
+
+
+@pytest.fixture(scope="module")
+def checkpoint(trained):
+    return trained["whole"][0] / "checkpoint_last.pt"
+
+
+@pytest.fixture(scope="module")
+def reference(checkpoint, toy_data):
+    return RawModel(checkpoint, toy_data["bin"])
+
+
+def in_process(command, argv):
+    """stdout of a fairseq console script run in this process, through the cli_main() it runs (a
+    subprocess costs a Python + torch + fairseq start, ~5 s; one path below runs as a subprocess)."""
+    from fairseq_cli import generate, interactive
+
+    main = {"fairseq-generate": generate.cli_main, "fairseq-interactive": interactive.cli_main}[command]
+    saved, sys.argv = sys.argv, [command, *map(str, argv)]
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            main()
+    finally:
+        sys.argv = saved
+    return out.getvalue()
+
+
+def generate(toy_data, checkpoint, *extra, subprocess=False):
+    argv = [toy_data["bin"], "--path", checkpoint, "--user-dir", PLUGIN_DIR, "--gen-subset", "test"]
+    argv += [*FAST_DECODE, *extra]
+    if subprocess:
+        return run_cli("fairseq-generate", *argv).stdout
+    return in_process("fairseq-generate", argv)
+
+
+def check_scores(output, reference, t, n_expected):
+    """Every token fairseq reports is scored at log softmax(log p / t) of the float64 reference."""
+    hypos = cli_hypotheses(output, reference.dictionary)
+    assert len(hypos) == n_expected, output[-3000:]
+    for _, src, tokens, scores in hypos:
+        assert_scored_at(scores, [(reference, t)], tokens, src, atol=ATOL_CLI, base=2)
+    return hypos
+
+
+GENERATE = {  # name: (options, temperature of the rule, hypotheses)
+    "beam-nbest": (["--beam", "4", "--nbest", "2"], 1.0, 160),
+    "beam-explicit": (["--beam", "4", "--temperature", "0.5"], 0.5, 80),
+    "sampling-explicit": (
+        ["--sampling", "--sampling-topk", "5", "--beam", "1", "--temperature", "1.6", "--seed", "3"],
+        1.6,
+        80,
+    ),
+    "score-reference-explicit": (["--score-reference", "--temperature", "2"], 2.0, 80),
+}
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("path", sorted(GENERATE))
+def test_fairseq_generate_follows_the_decoding_rule(toy_data, checkpoint, reference, path):
+    extra, t, n = GENERATE[path]
+    output = generate(toy_data, checkpoint, *extra, subprocess=path == "beam-nbest")
+    check_scores(output, reference, t, n)
+
+
+def greedy_reference(reference, src, max_len):
+    """Greedy decoding by full forward passes of the growing prefix (no incremental state), with
+    fairseq's constraints: never pad, no end before the first token, end at max_len."""
+    d = reference.dictionary
+    prefix = [d.eos()]
+    for step in range(max_len + 1):
+        log_probs = reference.log_probs(torch.tensor(prefix), src)[-1].clone()
+        log_probs[d.pad()] = -math.inf
+        if step == 0:
+            log_probs[d.eos()] = -math.inf
+        if step >= max_len:
+            log_probs[torch.arange(len(d)) != d.eos()] = -math.inf
+        prefix.append(int(log_probs.argmax()))
+        if prefix[-1] == d.eos():
+            break
+    return prefix[1:]
+
+
+@pytest.mark.e2e
+def test_greedy_fairseq_generate_is_the_step_by_step_argmax_of_full_forward_passes(
+    toy_data, checkpoint, reference
+):
+    max_len = 12
+    out = generate(toy_data, checkpoint, "--beam", "1", "--max-len-a", "0", "--max-len-b", max_len)
+    hypos = check_scores(out, reference, 1.0, 80)
+    for i, src, tokens, _ in hypos:
+        assert tokens.tolist() == greedy_reference(reference, src, max_len), i
+
+
+@pytest.mark.e2e
+def test_fairseq_interactive_follows_the_decoding_rule(toy_data, checkpoint, reference, tmp_path):
+    source = tmp_path / "input.src"
+    source.write_text("\n".join((toy_data["raw"] / "test.src").read_text().splitlines()[:4]) + "\n")
+    argv = [toy_data["bin"], "--path", checkpoint, "--user-dir", PLUGIN_DIR, "-s", "src", "-t", "tgt"]
+    argv += ["--input", source, "--cpu", "--max-len-b", "10", "--beam", "2", "--temperature", "1.5"]
+    check_scores(in_process("fairseq-interactive", argv), reference, 1.5, 4)
+
+
+@pytest.mark.e2e
+def test_the_hub_follows_the_decoding_rule_call_by_call(toy_data, checkpoint, reference):
+    hub = TransformerModel.from_pretrained(
+        str(checkpoint.parent), checkpoint.name, str(toy_data["bin"]), user_dir=PLUGIN_DIR
+    )
+    src = hub.encode("s1 s2 s3 s4 s5")
+    for kwargs, t in (
+        ({}, 1.0),
+        ({"temperature": 0.7}, 0.7),
+        ({}, 1.0),
+        ({"beam": 1, "sampling": True, "temperature": 2.5}, 2.5),
+    ):
+        hypos = hub.generate([src], **{"beam": 3, "max_len_b": 8, **kwargs})[0]
+        for hypo in hypos:
+            assert_scored_at(hypo["positional_scores"], [(reference, t)], hypo["tokens"], src)
+    assert isinstance(hub.translate("s1 s2 s3"), str)
