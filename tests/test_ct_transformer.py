@@ -387,6 +387,13 @@ TRAIN = [
     PLUGIN_DIR,
     *TINY,
     "--share-all-embeddings",
+    # tau in (1/4, 4), varying from the start: decoding at an explicit X by p^(1/X) can be told
+    # apart from dividing the decoder's features by X (with the softmax normalisation's
+    # tau = (q + 1) / 0.5 and a near-uniform q, tau is almost the constant 2, and the two agree)
+    "--ct-normalization",
+    "lambda_tanh",
+    "--ct-lambda",
+    "4",
     "--criterion",
     "ct_cross_entropy",
     "--label-smoothing",
@@ -427,8 +434,13 @@ def test_training_logs_the_loss_scale_and_tau_and_resumes_exactly(trained):
     for key in ("loss", "nll_loss", "loss_scale", "tau_mean", "tau_min", "tau_max"):
         assert a[f"train_{key}"] == b[f"train_{key}"], key
     valid = json_log_records(whole, "valid")[-1]
-    alpha, beta = 1.0, 0.5  # the defaults: tau in [alpha / beta, (1 + alpha) / beta]
-    assert alpha / beta <= float(valid["valid_tau_min"]) < float(valid["valid_tau_max"]) <= (1 + alpha) / beta
+    assert (
+        1 / 4
+        < float(valid["valid_tau_min"])
+        < float(valid["valid_tau_mean"])
+        < float(valid["valid_tau_max"])
+        < 4
+    )
     assert float(valid["valid_loss_scale"]) == pytest.approx(float(valid["valid_tau_mean"]))
     assert float(valid["valid_ppl"]) == pytest.approx(2 ** float(valid["valid_nll_loss"]), rel=0.01)
 
@@ -475,12 +487,29 @@ def generate(toy_data, checkpoint, *extra, subprocess=False):
     return in_process("fairseq-generate", argv)
 
 
+def features_divided(reference, tokens, src, t):
+    """log2 p of ``tokens`` if X divided the decoder's output (features, for this model) as fairseq
+    alone would do: the head's distribution of features / X, not p^(1/X)."""
+    prev = torch.cat([torch.tensor([reference.dictionary.eos()]), tokens[:-1]])
+    with torch.no_grad():
+        features = reference.model(src[None], torch.tensor([len(src)]), prev[None])[0]
+        log_probs = reference.model.decoder.output_head(features / t)[0][0].double()
+    return log_probs.gather(1, tokens[:, None])[:, 0] / math.log(2)
+
+
 def check_scores(output, reference, t, n_expected):
-    """Every token fairseq reports is scored at log softmax(log p / t) of the float64 reference."""
+    """Every token fairseq reports is scored at log softmax(log p / t) of the float64 reference,
+    measurably not at t * 1.5 or 1 and not at the head's distribution of the features / t."""
     hypos = cli_hypotheses(output, reference.dictionary)
     assert len(hypos) == n_expected, output[-3000:]
     for _, src, tokens, scores in hypos:
         assert_scored_at(scores, [(reference, t)], tokens, src, atol=ATOL_CLI, base=2)
+    if t != 1:
+        wrong = [
+            torch.tensor(scores) - features_divided(reference, tokens, src, t)
+            for _, src, tokens, scores in hypos
+        ]
+        assert torch.cat(wrong).abs().max() > 20 * ATOL_CLI, "the check cannot tell the paths apart"
     return hypos
 
 
@@ -556,5 +585,9 @@ def test_the_hub_follows_the_decoding_rule_call_by_call(toy_data, checkpoint, re
     ):
         hypos = hub.generate([src], **{"beam": 3, "max_len_b": 8, **kwargs})[0]
         for hypo in hypos:
-            assert_scored_at(hypo["positional_scores"], [(reference, t)], hypo["tokens"], src)
+            scores, tokens = hypo["positional_scores"].double(), hypo["tokens"]
+            assert_scored_at(scores, [(reference, t)], tokens, src)
+            if t != 1:  # natural log here: the features-divided path is measurably elsewhere
+                wrong = scores - features_divided(reference, tokens, src, t) * math.log(2)
+                assert wrong.abs().max() > 20 * 1e-4
     assert isinstance(hub.translate("s1 s2 s3"), str)
