@@ -407,15 +407,17 @@ def train(data, save_dir, epochs):
     return run_cli("fairseq-train", data, *TRAIN, "--max-epoch", epochs, "--save-dir", save_dir).stdout
 
 
+EPOCHS, RESUME_AT = 8, 4  # after 8 epochs (~50 updates) most greedy translations end before max_len
+
+
 @pytest.fixture(scope="module")
 def trained(toy_data, tmp_path_factory):
-    """ct_transformer_tiny trained for 2 epochs, and resumed for the 2nd epoch from a copy of the
-    checkpoint that run saved after the 1st, as its checkpoint_last.pt:
-    {name: (save dir, fairseq-train output)}."""
+    """ct_transformer_tiny trained for EPOCHS epochs, and resumed from a copy of the checkpoint that
+    run saved after epoch RESUME_AT, as checkpoint_last.pt: {name: (save dir, fairseq-train output)}."""
     whole, resumed = tmp_path_factory.mktemp("ct-whole"), tmp_path_factory.mktemp("ct-resumed")
-    whole_log = train(toy_data["bin"], whole, 2)
-    shutil.copyfile(whole / "checkpoint1.pt", resumed / "checkpoint_last.pt")
-    return {"whole": (whole, whole_log), "resumed": (resumed, train(toy_data["bin"], resumed, 2))}
+    whole_log = train(toy_data["bin"], whole, EPOCHS)
+    shutil.copyfile(whole / f"checkpoint{RESUME_AT}.pt", resumed / "checkpoint_last.pt")
+    return {"whole": (whole, whole_log), "resumed": (resumed, train(toy_data["bin"], resumed, EPOCHS))}
 
 
 @pytest.mark.e2e
@@ -423,14 +425,12 @@ def test_training_logs_the_loss_scale_and_tau_and_resumes_exactly(trained):
     _, whole = trained["whole"]
     _, resumed = trained["resumed"]
     assert "Loaded checkpoint" in resumed and "Loaded checkpoint" not in whole
-    first_epoch = json_log_records(whole, "train")[0]
-    assert first_epoch["epoch"] == 1 and json_log_records(resumed, "train_inner")[0]["epoch"] == 2
-    assert (
-        int(json_log_records(resumed, "train_inner")[0]["num_updates"])
-        == int(first_epoch["train_num_updates"]) + 1
-    )
+    saved = json_log_records(whole, "train")[RESUME_AT - 1]
+    first = json_log_records(resumed, "train_inner")[0]
+    assert saved["epoch"] == RESUME_AT and first["epoch"] == RESUME_AT + 1
+    assert int(first["num_updates"]) == int(saved["train_num_updates"]) + 1
     a, b = json_log_records(whole, "train")[-1], json_log_records(resumed, "train")[-1]
-    assert a["epoch"] == b["epoch"] == 2
+    assert a["epoch"] == b["epoch"] == EPOCHS
     for key in ("loss", "nll_loss", "loss_scale", "tau_mean", "tau_min", "tau_max"):
         assert a[f"train_{key}"] == b[f"train_{key}"], key
     valid = json_log_records(whole, "valid")[-1]
@@ -555,11 +555,13 @@ def greedy_reference(reference, src, max_len):
 def test_greedy_fairseq_generate_is_the_step_by_step_argmax_of_full_forward_passes(
     toy_data, checkpoint, reference
 ):
-    max_len = 12
+    max_len = 30
     out = generate(toy_data, checkpoint, "--beam", "1", "--max-len-a", "0", "--max-len-b", max_len)
     hypos = check_scores(out, reference, 1.0, 80)
     for i, src, tokens, _ in hypos:
         assert tokens.tolist() == greedy_reference(reference, src, max_len), i
+    ended = sum(len(tokens) <= max_len for _, _, tokens, _ in hypos)  # chose </s> (batch shrinks)
+    assert 40 <= ended < 80, ended  # and some ran to max_len
 
 
 @pytest.mark.e2e
