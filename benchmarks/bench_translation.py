@@ -8,7 +8,7 @@ transformer of the same size, in one process.
   sact_transformer     --arch sact_transformer_alt_<preset>, label_smoothed_cross_entropy
 A model whose architecture is not registered is skipped with a note. Every model gets the
 Transformer options (layers, dimensions, heads, dropout, tied decoder embeddings) that
-ct_transformer_alt_<preset> resolves to, plus --fairseq-args; all use label smoothing 0.1.
+ct_transformer_alt_<preset> and --fairseq-args resolve to; all use label smoothing 0.1.
 
 Training: one fairseq Trainer per model (Adam, clip-norm 1), the same random batches (fairseq's
 LanguagePairDataset, batch_by_size, collater), the models in rotating order over the rounds after
@@ -101,7 +101,8 @@ def parse_args(argv=None):
     p.add_argument(
         "--fairseq-args",
         default="",
-        help='more fairseq-train options for every model, e.g. --fairseq-args="--ct-rank 64"',
+        help="more fairseq-train options of ct_transformer(_none); the other models take the Transformer "
+        'options (sizes, dropout, tying) from it, e.g. --fairseq-args="--ct-rank 64 --encoder-layers 1"',
     )
     args = p.parse_args(argv)
     resolve_device(p, args, CPU_DEFAULTS, GPU_DEFAULTS)
@@ -164,7 +165,7 @@ def training_args(args, data_dir, name):
         str(args.seed),
         *(["--fp16"] if args.fp16 else []),
         *([] if args.device == "cuda" else ["--cpu"]),
-        *args.fairseq_args.split(),
+        *(args.fairseq_args.split() if name.startswith("ct_transformer") else []),
     ]
     return options.parse_args_and_arch(options.get_training_parser(), argv)
 
@@ -178,16 +179,18 @@ def transformer_options():
     return [a.dest for a in parser._actions if a.dest != "help"]
 
 
-def forward_macs(a, src_per_tgt, src_len, tgt_len, beam=None):
-    """Multiply-accumulates of the linear layers and attention, per target token of training
-    (teacher forcing) or, with ``beam``, per sentence of beam search (the encoder and the cross
-    attention's keys / values once per hypothesis row, then every step of every hypothesis).
-    Returns (body, output projection d x V, temperature d x Q + Q x V)."""
+def forward_macs(a, src_per_tgt, src_len, tgt_len, beam=None, attention=True):
+    """Multiply-accumulates of the linear layers and (``attention``) of the attention scores and
+    weighted sums, per target token of training (teacher forcing) or, with ``beam``, per sentence
+    of beam search (the encoder and the cross attention's keys / values once per hypothesis row,
+    then every step of every hypothesis). Returns (body, output projection d x V, temperature
+    d x Q + Q x V)."""
     d, f, v = a.encoder_embed_dim, a.encoder_ffn_embed_dim, a.vocab
     dd, df = a.decoder_embed_dim, a.decoder_ffn_embed_dim
-    encoder_token = a.encoder_layers * (4 * d * d + 2 * d * f + 2 * src_len * d)
+    att = 2 if attention else 0  # q.k and weights.v: one product of the model dimension each
+    encoder_token = a.encoder_layers * (4 * d * d + 2 * d * f + att * src_len * d)
     cross_kv_token = a.decoder_layers * 2 * dd * d  # per source token, per decoder layer
-    step = a.decoder_layers * (4 * dd * dd + 2 * dd * dd + 2 * dd * df + 2 * tgt_len * dd + 2 * src_len * dd)
+    step = a.decoder_layers * (6 * dd * dd + 2 * dd * df + att * (tgt_len + src_len) * dd)
     output, temperature = dd * v, dd * a.ct_rank + a.ct_rank * v
     if beam is None:
         body = src_per_tgt * (encoder_token + cross_kv_token) + step

@@ -199,6 +199,10 @@ def bench_tempered_ce(argv):
     script(os.path.join(REPO, "benchmarks", "bench_tempered_ce.py")).parse_args(argv)
 
 
+def bench_translation(argv):
+    script(os.path.join(REPO, "benchmarks", "bench_translation.py")).parse_args(argv)
+
+
 PY = [sys.executable]
 DATA, SWEEP, RESULTS = (
     PY + [os.path.join(SCRIPTS, f"alt_{name}.py")] for name in ("data", "sweep", "results")
@@ -753,6 +757,13 @@ CASES = [
         "--models must include stock and sact",
     ),
     (
+        "bench_translation: --models without the stock transformer",
+        bench_translation,
+        ["--models", "ct_transformer", "--device", "cpu"],
+        "--models must be a comma-separated subset of transformer,ct_transformer,ct_transformer_none,"
+        "sact_transformer with transformer, got ['ct_transformer']",
+    ),
+    (
         "bench_tempered_ce: --temperature 0",
         bench_tempered_ce,
         ["--temperature", "0", "--device", "cpu"],
@@ -887,6 +898,7 @@ def test_the_suite_covers_every_tool():
         "bench_ct_lm.py": bench_ct_lm,
         "bench_sact.py": bench_sact,
         "bench_tempered_ce.py": bench_tempered_ce,
+        "bench_translation.py": bench_translation,
     }
     for folder in ("scripts", "examples", "benchmarks"):
         for d, _, files in os.walk(os.path.join(REPO, folder)):
