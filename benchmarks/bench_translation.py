@@ -267,7 +267,7 @@ def main(argv=None):
         arch, extra, criterion = MODELS[name]
         total, head = sizes[name]
         print(
-            f"{name:20} --arch {arch.format(preset=args.preset)} {' '.join(extra)} --criterion {criterion}: "
+            f"{name:20} {' '.join(['--arch', arch.format(preset=args.preset), *extra, '--criterion', criterion])}: "
             f"{total / 1e6:.3f}M parameters ({head / 1e6:.3f}M in the temperature)"
         )
     print(
