@@ -460,7 +460,19 @@ def checkpoint(trained):
 
 @pytest.fixture(scope="module")
 def reference(checkpoint, toy_data):
-    return RawModel(checkpoint, toy_data["bin"])
+    """The checkpoint through fairseq's own loader; its float64 log-probabilities of a (target
+    prefix, source) pair are computed once (each is checked at several temperatures)."""
+    reference, cache = RawModel(checkpoint, toy_data["bin"]), {}
+    log_probs = reference.log_probs
+
+    def cached(prev, src=None):
+        key = (tuple(prev.tolist()), None if src is None else tuple(src.tolist()))
+        if key not in cache:
+            cache[key] = log_probs(prev, src)
+        return cache[key]
+
+    reference.log_probs = cached
+    return reference
 
 
 def in_process(command, argv):
@@ -481,7 +493,7 @@ def in_process(command, argv):
 
 def generate(toy_data, checkpoint, *extra, subprocess=False):
     argv = [toy_data["bin"], "--path", checkpoint, "--user-dir", PLUGIN_DIR, "--gen-subset", "test"]
-    argv += [*FAST_DECODE, *extra]
+    argv += [*FAST_DECODE, "--num-workers", "0", *extra]  # no loader process forked from this one
     if subprocess:
         return run_cli("fairseq-generate", *argv).stdout
     return in_process("fairseq-generate", argv)
@@ -569,7 +581,8 @@ def test_fairseq_interactive_follows_the_decoding_rule(toy_data, checkpoint, ref
     source = tmp_path / "input.src"
     source.write_text("\n".join((toy_data["raw"] / "test.src").read_text().splitlines()[:4]) + "\n")
     argv = [toy_data["bin"], "--path", checkpoint, "--user-dir", PLUGIN_DIR, "-s", "src", "-t", "tgt"]
-    argv += ["--input", source, "--cpu", "--max-len-b", "10", "--beam", "2", "--temperature", "1.5"]
+    argv += ["--input", source, "--cpu", "--num-workers", "0", "--max-len-b", "10", "--beam", "2"]
+    argv += ["--temperature", "1.5"]
     check_scores(in_process("fairseq-interactive", argv), reference, 1.5, 4)
 
 
