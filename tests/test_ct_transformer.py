@@ -433,6 +433,9 @@ def test_training_logs_the_loss_scale_and_tau_and_resumes_exactly(trained):
     assert a["epoch"] == b["epoch"] == EPOCHS
     for key in ("loss", "nll_loss", "loss_scale", "tau_mean", "tau_min", "tau_max"):
         assert a[f"train_{key}"] == b[f"train_{key}"], key
+    weights = [torch.load(trained[n][0] / "checkpoint_last.pt", weights_only=True)["model"] for n in trained]
+    assert weights[0].keys() == weights[1].keys()
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
     valid = json_log_records(whole, "valid")[-1]
     assert (
         1 / 4
