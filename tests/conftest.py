@@ -174,6 +174,50 @@ def fairseq_loader(*args, **kwargs):
     return decoding._load_model_ensemble_and_task(*args, **kwargs)
 
 
+# ----------------------------------------------- decoding scores against the independent reference
+ATOL = 1e-4  # full-precision scores (Python API) vs the float64 reference
+
+
+def reference_scores(refs_and_t, tokens, src=None):
+    """log of the ensemble's mean of softmax(D / t) at each token of ``tokens`` (teacher forced),
+    for [(RawModel, t)]."""
+    eos = refs_and_t[0][0].dictionary.eos()
+    prev = torch.cat([torch.tensor([eos]), tokens[:-1]])
+    per_model = [
+        torch.log_softmax(ref.log_probs(prev, src) / t, dim=-1).gather(1, tokens[:, None])[:, 0]
+        for ref, t in refs_and_t
+    ]
+    return torch.logsumexp(torch.stack(per_model), dim=0) - math.log(len(per_model))
+
+
+def assert_scored_at(scores, refs_and_t, tokens, src=None, atol=ATOL, base=math.e):
+    """``scores`` are the reference at the given temperatures, and measurably not at T*X or 1."""
+    expected = reference_scores(refs_and_t, tokens, src) / math.log(base)
+    torch.testing.assert_close(torch.as_tensor(scores, dtype=torch.float64), expected, atol=atol, rtol=0)
+    for wrong in ({t * 1.5 for _, t in refs_and_t} | {1.0}) - {t for _, t in refs_and_t}:
+        other = reference_scores([(r, wrong) for r, _ in refs_and_t], tokens, src) / math.log(base)
+        assert (other - expected).abs().max() > 20 * atol, "the check cannot tell t apart"
+
+
+def cli_hypotheses(output, dictionary):
+    """[(id, source tokens or None, hypothesis tokens, positional scores in base 2)] from the
+    S-/H-/P- lines of fairseq-generate or fairseq-interactive."""
+    sources, result, pending = {}, [], None
+    for line in output.splitlines():
+        key, _, rest = line.partition("\t")
+        if key.startswith("S-"):
+            sources[int(key[2:])] = rest
+        elif key.startswith("H-"):
+            pending = (int(key[2:]), rest.split("\t")[-1])
+        elif key.startswith("P-") and pending is not None:
+            i, text = pending
+            encode = lambda s: dictionary.encode_line(s, add_if_not_exist=False).long()  # noqa: E731
+            src = encode(sources[i]) if i in sources else None
+            result.append((i, src, encode(text), [float(x) for x in rest.split()]))
+            pending = None
+    return result
+
+
 @pytest.fixture(scope="session")
 def toy_data(tmp_path_factory):
     """A binarized toy translation corpus (src -> tgt) and an LM corpus on its target side."""

@@ -205,6 +205,10 @@ def bench_tempered_ce(argv):
     script(os.path.join(REPO, "benchmarks", "bench_tempered_ce.py")).parse_args(argv)
 
 
+def bench_translation(argv):
+    script(os.path.join(REPO, "benchmarks", "bench_translation.py")).parse_args(argv)
+
+
 PY = [sys.executable]
 DATA, SWEEP, RESULTS = (
     PY + [os.path.join(SCRIPTS, f"alt_{name}.py")] for name in ("data", "sweep", "results")
@@ -692,6 +696,14 @@ CASES = [
         "fairseq-train: error: --ct-constant must be in [0.01, 100], got 1e-30",
     ),
     (
+        "train: tempered_ce with the contextual-temperature translator",
+        ["fairseq-train"],
+        [*TRAIN, "tempered_ce", "--arch", "ct_transformer_tiny", "--softmax-temperature", "2"],
+        "fairseq-train: error: --criterion tempered_ce needs a model whose net_output[0] are logits; "
+        "this model has a temperature head (ct_transformer, ct_transformer_lm, ct_lstm_lm): use "
+        "--criterion ct_cross_entropy",
+    ),
+    (
         "train: tempered_ce with an adaptive softmax",
         ["fairseq-train"],
         [
@@ -798,6 +810,13 @@ CASES = [
         bench_sact,
         ["--models", "stock", "none", "--device", "cpu"],
         "--models must include stock and sact",
+    ),
+    (
+        "bench_translation: --models without the stock transformer",
+        bench_translation,
+        ["--models", "ct_transformer", "--device", "cpu"],
+        "--models must be a comma-separated subset of transformer,ct_transformer,ct_transformer_none,"
+        "sact_transformer with transformer, got ['ct_transformer']",
     ),
     (
         "bench_tempered_ce: --temperature 0",
@@ -934,6 +953,7 @@ def test_the_suite_covers_every_tool():
         "bench_ct_lm.py": bench_ct_lm,
         "bench_sact.py": bench_sact,
         "bench_tempered_ce.py": bench_tempered_ce,
+        "bench_translation.py": bench_translation,
     }
     for folder in ("scripts", "examples", "benchmarks"):
         for d, _, files in os.walk(os.path.join(REPO, folder)):

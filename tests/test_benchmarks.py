@@ -1,4 +1,4 @@
-"""Smoke tests of the three benchmarks at toy sizes: each runs and prints every model and ratio
+"""Smoke tests of the benchmarks at toy sizes: each runs and prints every model and ratio
 (no assertion on speed: this only checks that the benchmarks still work)."""
 
 import json
@@ -12,13 +12,19 @@ BENCH_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file_
 
 @pytest.fixture
 def benchmarks(monkeypatch):
-    """The three benchmark modules by name (they live in benchmarks/, not in the package)."""
+    """The benchmark modules by name (they live in benchmarks/, not in the package)."""
     monkeypatch.syspath_prepend(BENCH_DIR)
     import bench_ct_lm
     import bench_sact
     import bench_tempered_ce
+    import bench_translation
 
-    return {"bench_ct_lm": bench_ct_lm, "bench_sact": bench_sact, "bench_tempered_ce": bench_tempered_ce}
+    return {
+        "bench_ct_lm": bench_ct_lm,
+        "bench_sact": bench_sact,
+        "bench_tempered_ce": bench_tempered_ce,
+        "bench_translation": bench_translation,
+    }
 
 
 @pytest.fixture
@@ -177,3 +183,88 @@ def test_bench_ct_lm_options(bench_ct_lm):
         bench_ct_lm.parse_args(["--device", "cpu", "--models", "A,E"])
     with pytest.raises(SystemExit):
         bench_ct_lm.parse_args(["--device", "cpu", "--fp16"])
+
+
+TINY_TRANSLATOR = (
+    "--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 32 --decoder-embed-dim 32 "
+    "--encoder-ffn-embed-dim 64 --decoder-ffn-embed-dim 64 --encoder-attention-heads 2 "
+    "--decoder-attention-heads 2 --ct-rank 8"
+)
+
+
+def test_bench_translation_smoke(benchmarks, capsys):
+    import logging
+
+    import torch
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    threads = torch.get_num_threads()
+    models = "transformer,ct_transformer,ct_transformer_none,sact_transformer"
+    argv = ["--device", "cpu", "--vocab", "300", "--rounds", "1", "--warmup", "0", "--batches", "1"]
+    argv += ["--max-tokens", "256", "--beam", "2", "--gen-sentences", "8", "--gen-batch-size", "4"]
+    argv += ["--gen-len", "5", "--threads", "1", "--models", models, f"--fairseq-args={TINY_TRANSLATOR}"]
+    try:
+        benchmarks["bench_translation"].main(argv)
+    finally:  # main() sets these process-wide
+        torch.set_num_threads(threads)
+        logging.disable(logging.NOTSET)
+    out = capsys.readouterr().out
+    names = ["transformer", "ct_transformer", "ct_transformer_none"]
+    if "sact_transformer_alt_mini" in ARCH_MODEL_REGISTRY:
+        names.append("sact_transformer")
+    else:
+        assert "note: sact_transformer skipped: --arch sact_transformer_alt_mini is not registered" in out
+    params = {}
+    for name in names:
+        row = re.search(
+            rf"^{name} +--arch \S+ .*: ([\d.]+)M parameters \(([\d.]+)M in the temperature\)", out, re.M
+        )
+        assert row, f"{name}:\n{out}"
+        params[name] = (float(row.group(1)), float(row.group(2)))
+        assert re.search(rf"^{name} +\d+ \[ *\d+ \.\. *\d+\] +\d+ +[\d.]+ \[", out, re.M), f"{name}:\n{out}"
+    assert "1+1 layers, 32-d, FFN 64, 2 heads" in out and "Q = 8" in out  # --fairseq-args reach the size
+    assert params["transformer"] == params["ct_transformer_none"]  # the same size, our output layer
+    total, temperature = params["ct_transformer"]
+    assert temperature == pytest.approx((32 * 8 + 8 * 300) / 1e6, abs=1e-3)
+    assert total == pytest.approx(params["transformer"][0] + temperature, abs=2e-3)
+    assert re.search(
+        r"^RATIO ct_transformer/transformer: training words/s [\d.]+x .* beam-2 sentences/s [\d.]+x .*"
+        r"analytic bound [\d.]+ / [\d.]+: \d+% / \d+% of it \(target >= 90%: (OK|MISSED) / (OK|MISSED)\)",
+        out,
+        re.M,
+    ), out
+
+
+def test_bench_translation_analytic_macs_are_torchs_flop_count(benchmarks):
+    """The multiply-accumulates of the linear layers, which the benchmark's bound is made of, per
+    target token, against torch's own FLOP counter on a forward pass of the real models (a batch
+    without padding). The counter does not see the attention products inside CPU
+    scaled_dot_product_attention, so those are left out of the comparison."""
+    import argparse
+    import tempfile
+
+    import torch
+    from fairseq import tasks
+    from torch.utils.flop_counter import FlopCounterMode
+
+    bench = benchmarks["bench_translation"]
+    args = bench.parse_args(["--device", "cpu", "--vocab", "300", f"--fairseq-args={TINY_TRANSLATOR}"])
+    flops, S, T, B = {}, 7, 5, 3
+    with tempfile.TemporaryDirectory() as data_dir:
+        for side in ("src", "tgt"):
+            with open(os.path.join(data_dir, f"dict.{side}.txt"), "w") as f:
+                f.writelines(f"w{i} 1\n" for i in range(args.vocab - 4))
+        for name in ("ct_transformer", "ct_transformer_none"):
+            ns = bench.training_args(args, data_dir, name)
+            task = tasks.setup_task(ns)
+            model = task.build_model(ns).eval()
+            src, prev = torch.randint(4, 300, (B, S)), torch.randint(4, 300, (B, T))
+            with torch.no_grad(), FlopCounterMode(display=False) as counter:
+                model.get_normalized_probs(model(src, torch.full((B,), S), prev), log_probs=True)
+            counts = {str(op): n for op, n in counter.get_flop_counts()["Global"].items()}
+            flops[name] = (counts["aten.mm"] + counts["aten.addmm"]) / 2 / (B * T)  # MACs per target token
+    size = argparse.Namespace(**vars(ns), vocab=300)
+    body, output, temperature = bench.forward_macs(size, S / T, S, T, attention=False)
+    assert flops["ct_transformer_none"] == body + output
+    assert flops["ct_transformer"] == body + output + temperature
+    assert temperature == 32 * 8 + 8 * 300 and output == 32 * 300
