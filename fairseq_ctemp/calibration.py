@@ -379,7 +379,9 @@ def calibrate(
         def bar(itr):
             from tqdm import tqdm
 
-            return tqdm(itr, desc=f"pass {len(passes) + 1}: {description}", leave=False)
+            return tqdm(
+                itr, desc=f"pass {len(passes) + 1}: {description}", leave=False, disable=None
+            )  # None: no bars when stderr is not a terminal
 
         chunks = teacher_forced(
             model, epoch_itr, pad, f"--path {checkpoint}", seen, bar if progress else None
