@@ -36,7 +36,17 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from bench_sact import generation_batches  # noqa: E402  (random sources, collated like fairseq)
-from bench_tempered_ce import PLUGIN_DIR, random_batches, resolve_device  # noqa: E402
+from bench_tempered_ce import (  # noqa: E402  (the same batches, device choice and JSON report)
+    PLUGIN_DIR,
+    add_json_option,
+    check_json_target,
+    cuda_max_memory_mib,
+    environment,
+    random_batches,
+    resolve_device,
+    speed_summary,
+    write_json,
+)
 
 CPU_DEFAULTS = dict(vocab=8000, max_tokens=2048, preset="mini")  # the ALT mini preset's batch
 GPU_DEFAULTS = dict(vocab=16000, max_tokens=4096, preset="base")
@@ -104,7 +114,9 @@ def parse_args(argv=None):
         help="more fairseq-train options of ct_transformer(_none); the other models take the Transformer "
         'options (sizes, dropout, tying) from it, e.g. --fairseq-args="--ct-rank 64 --encoder-layers 1"',
     )
+    add_json_option(p)
     args = p.parse_args(argv)
+    check_json_target(p, args)
     resolve_device(p, args, CPU_DEFAULTS, GPU_DEFAULTS)
     args.models = [m.strip() for m in args.models.split(",") if m.strip()]
     if not args.models or any(m not in MODELS for m in args.models) or STOCK not in args.models:
@@ -343,6 +355,7 @@ def main(argv=None):
             f"{med(g):12.2f} [{min(g):7.2f} .. {max(g):7.2f}] {med(gen_cpu[name]):10.2f}"
         )
     print(f"\nloadavg at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    summaries = {}
     for name in names:
         if name == STOCK:
             continue
@@ -356,13 +369,47 @@ def main(argv=None):
             f"[{min(paired):.3f} .. {max(paired):.3f}]) | beam-{args.beam} sentences/s {g:.3f}x | per CPU-second "
             f"{tc:.3f}x / {gc:.3f}x"
         )
+        summary = {
+            "training_words_per_s": t,
+            "generation_sentences_per_s": g,
+            "training_words_per_cpu_s": tc,
+            "generation_sentences_per_cpu_s": gc,
+            "target": None,
+            "met": None,
+        }
         if name == "ct_transformer":
             verdict = lambda x, b: "OK" if x >= BOUND_SHARE * b else "MISSED"  # noqa: E731
             line += (
                 f" | analytic bound {bound:.3f} / {gen_bound:.3f}: {t / bound:.0%} / {g / gen_bound:.0%} of it "
                 f"(target >= {BOUND_SHARE:.0%}: {verdict(t, bound)} / {verdict(g, gen_bound)})"
             )
+            summary.update(
+                analytic_bound_training=bound,
+                analytic_bound_generation=gen_bound,
+                target=f"training words/s and sentences/s >= {BOUND_SHARE:.0%} of the analytic bound",
+                met=t >= BOUND_SHARE * bound and g >= BOUND_SHARE * gen_bound,
+            )
+        summaries[f"{name}/{STOCK}"] = summary
         print(line)
+    result = {
+        "benchmark": "bench_translation",
+        "environment": environment(args),
+        "config": vars(args),
+        "models": {
+            name: {
+                **speed_summary(train_wall[name], train_cpu[name]),
+                "sentences_per_s": med(gen_wall[name]),
+                "sentences_per_cpu_s": med(gen_cpu[name]),
+                "parameters": sizes[name][0],
+                "temperature_parameters": sizes[name][1],
+            }
+            for name in names
+        },
+        "ratios": summaries,
+        "cuda_max_memory_allocated_mib": cuda_max_memory_mib(cuda),
+    }
+    write_json(args.json, result)
+    return result
 
 
 if __name__ == "__main__":

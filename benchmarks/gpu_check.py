@@ -1,11 +1,11 @@
 #!/usr/bin/env python
-"""`make gpu-check`: the CUDA tests and the three benchmarks on one GPU, in one report.
+"""`make gpu-check`: the CUDA tests and the four benchmarks on one GPU, in one report.
 
 1. pytest on the tests marked `cuda` (tests/test_cuda.py: tempered_ce against its float64 reference,
    fairseq-train --fp16 / --bf16 at T = 1, 4, 100, every temperature head and SACT in half
    precision, greedy decoding on CUDA = on the CPU), each test's outcome read from pytest's JUnit XML;
-2. bench_tempered_ce.py, bench_ct_lm.py and bench_sact.py with their CUDA defaults (--fp16, base
-   sizes) and short rounds, each in its own process (its own torch.cuda.max_memory_allocated);
+2. bench_tempered_ce.py, bench_ct_lm.py, bench_sact.py and bench_translation.py with their CUDA
+   defaults (--fp16, base sizes) and short rounds, each in its own process (its own torch.cuda.max_memory_allocated);
 3. OUT/report.json and OUT/report.md: device, torch / CUDA / cuDNN versions, every test's outcome,
    every benchmark's ratios and CUDA memory (the format: docs/gpu.md).
 
@@ -33,16 +33,20 @@ import xml.etree.ElementTree as ET
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 MARKER = ".gpu-check"  # in every directory gpu-check writes; nothing else is ever replaced
-BENCHMARKS = ("tempered_ce", "ct_lm", "sact")
+BENCHMARKS = ("tempered_ce", "ct_lm", "sact", "translation")
 # The names gpu-check writes into OUT: --overwrite refuses a directory holding anything else.
 OWN_FILES = re.compile(r"(\.gpu-check|report\.(json|md)|pytest\.log|pytest-junit\.xml|bench_\w+\.(json|log))")
 SHORT_ROUNDS = ["--rounds", "3", "--warmup", "1"]
-SMOKE = {  # toy sizes: seconds on a CPU (the benchmarks' own smoke tests use the same)
+SMOKE = {  # toy sizes, shell words: seconds on a CPU (the benchmarks' own smoke tests use the same)
     "tempered_ce": "--vocab 300 --layers 1 --dim 32 --ffn 64 --heads 2 --max-tokens 256",
     "ct_lm": "--vocab 300 --layers 1 --dim 32 --ffn 64 --heads 2 --tokens-per-sample 32 --max-tokens 128 "
     "--ct-rank 8",
     "sact": "--vocab 300 --layers 1 --dim 32 --max-tokens 256 --beam 2 --gen-sentences 8 --gen-batch-size 4 "
     "--gen-len 5",
+    "translation": "--vocab 300 --max-tokens 256 --beam 2 --gen-sentences 8 --gen-batch-size 4 --gen-len 5 "
+    "'--fairseq-args=--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 32 --decoder-embed-dim 32 "
+    "--encoder-ffn-embed-dim 64 --decoder-ffn-embed-dim 64 --encoder-attention-heads 2 "
+    "--decoder-attention-heads 2 --ct-rank 8'",
 }
 SMOKE_ROUNDS = ["--rounds", "1", "--warmup", "0", "--batches", "1"]
 
@@ -297,7 +301,7 @@ def run_tests(args, out):
 def run_benchmark(name, args, out, cuda):
     script = f"bench_{name}.py"
     json_path = os.path.join(out, f"bench_{name}.json")
-    sizes = (SMOKE[name].split() + SMOKE_ROUNDS) if args.smoke else SHORT_ROUNDS
+    sizes = (shlex.split(SMOKE[name]) + SMOKE_ROUNDS) if args.smoke else SHORT_ROUNDS
     command = [
         sys.executable,
         os.path.join(HERE, script),

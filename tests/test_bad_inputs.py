@@ -819,6 +819,12 @@ CASES = [
         "sact_transformer with transformer, got ['ct_transformer']",
     ),
     (
+        "gpu_check: unknown benchmark",
+        PY + [os.path.join(REPO, "benchmarks", "gpu_check.py")],
+        ["--allow-cpu", "--benchmarks", "tempered_ce,bogus", "--out", "{root}/gpu-report"],
+        "--benchmarks must be a comma-separated subset of tempered_ce,ct_lm,sact,translation or 'none'",
+    ),
+    (
         "bench_tempered_ce: --temperature 0",
         bench_tempered_ce,
         ["--temperature", "0", "--device", "cpu"],

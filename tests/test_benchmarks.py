@@ -192,7 +192,7 @@ TINY_TRANSLATOR = (
 )
 
 
-def test_bench_translation_smoke(benchmarks, capsys):
+def test_bench_translation_smoke(benchmarks, capsys, tmp_path):
     import logging
 
     import torch
@@ -203,6 +203,7 @@ def test_bench_translation_smoke(benchmarks, capsys):
     argv = ["--device", "cpu", "--vocab", "300", "--rounds", "1", "--warmup", "0", "--batches", "1"]
     argv += ["--max-tokens", "256", "--beam", "2", "--gen-sentences", "8", "--gen-batch-size", "4"]
     argv += ["--gen-len", "5", "--threads", "1", "--models", models, f"--fairseq-args={TINY_TRANSLATOR}"]
+    argv += ["--json", str(tmp_path / "r.json")]
     try:
         benchmarks["bench_translation"].main(argv)
     finally:  # main() sets these process-wide
@@ -233,6 +234,13 @@ def test_bench_translation_smoke(benchmarks, capsys):
         out,
         re.M,
     ), out
+    result, printed = read_json(
+        tmp_path / "r.json", out, r"^RATIO ct_transformer/transformer: training words/s ([\d.]+)x"
+    )
+    assert set(result["models"]) == set(names)
+    assert round(result["ratios"]["ct_transformer/transformer"]["training_words_per_s"], 3) == printed
+    assert result["models"]["ct_transformer"]["temperature_parameters"] == 32 * 8 + 8 * 300
+    assert set(result["ratios"]) == {f"{n}/transformer" for n in names if n != "transformer"}
 
 
 def test_bench_translation_analytic_macs_are_torchs_flop_count(benchmarks):
