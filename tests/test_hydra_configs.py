@@ -1,0 +1,149 @@
+"""The fairseq-hydra-train configs (fairseq_ctemp/configs/*.yaml): each one is what
+scripts/export_hydra_configs.py makes of its recipe today (ALT PRESETS, the LM and SACT shell
+recipes' DRY_RUN command), fairseq-hydra-train reads it as fairseq-train reads the recipe's options,
+and alt_mini trains end to end through the real fairseq-hydra-train at an overridden T and label
+smoothing, then decodes at that T."""
+
+import math
+import os
+import sys
+
+import pytest
+import torch
+import yaml
+from conftest import PLUGIN_DIR, REPO, RawModel, json_log_records, run_cli
+from omegaconf import OmegaConf
+
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+import export_hydra_configs as export  # noqa: E402
+
+CONFIG_DIR = os.path.join(PLUGIN_DIR, "configs")
+
+
+def committed(name):
+    with open(os.path.join(CONFIG_DIR, name + ".yaml"), encoding="utf-8") as f:
+        return f.read()
+
+
+def test_every_shipped_config_has_a_recipe():
+    shipped = sorted(f[: -len(".yaml")] for f in os.listdir(CONFIG_DIR) if f.endswith(".yaml"))
+    assert shipped == sorted(export.CONFIGS)
+
+
+@pytest.mark.parametrize("name", list(export.CONFIGS))
+def test_config_is_what_its_recipe_gives(name):
+    text = committed(name)
+    assert text == export.render(name), f"run scripts/export_hydra_configs.py {name}"
+    # what the file says, read as fairseq-hydra-train reads it, against fairseq-train's own reading
+    # of the recipe's options
+    options = export.CONFIGS[name][1]()
+    cli = export.fairseq_train_config(options)
+    hydra = export.hydra_train_config(yaml.safe_load(text), export.FILLED)
+    assert export.differences(cli, hydra) == []
+
+
+def test_recipe_dry_runs_print_the_command_and_write_nothing(tmp_path):
+    save = tmp_path / "save"
+    for script, args in (
+        (export.LM_TRAIN, ["ptb", "ct-mos", save]),
+        (export.SACT_TRAIN, [tmp_path / "no-data", save, "sact"]),
+    ):
+        options = export.recipe_options(script, *map(str, args))
+        assert "--criterion" in options and "--save-dir" not in options
+    assert not save.exists() and os.listdir(tmp_path) == []
+
+
+# ------------------------------------------------------------- alt_mini through fairseq-hydra-train
+T, LS = 2.5, 0.2
+TINY = {  # a few updates on the toy corpus; everything else is the config's
+    "optimization.max_update": "3",
+    "common.log_interval": "1",
+    "criterion.softmax_temperature": str(T),
+    "criterion.label_smoothing": str(LS),
+}
+
+
+@pytest.fixture(scope="module")
+def hydra_run(toy_data, tmp_path_factory):
+    work = tmp_path_factory.mktemp("hydra")  # the working directory (hydra.run.dir: .)
+    overrides = {
+        "task.data": toy_data["bin"],
+        "common.user_dir": PLUGIN_DIR,
+        "checkpoint.save_dir": work / "ckpt",
+        **TINY,
+    }
+    proc = run_cli(
+        "fairseq-hydra-train",
+        "--config-dir",
+        CONFIG_DIR,
+        "--config-name",
+        "alt_mini",
+        *(f"{k}={v}" for k, v in overrides.items()),
+        cwd=work,
+    )
+    return {"log": proc.stdout, "checkpoint": work / "ckpt" / "checkpoint_last.pt", "work": work}
+
+
+@pytest.mark.e2e
+def test_alt_mini_trains_with_tempered_ce_at_the_overridden_t(hydra_run, toy_data):
+    inner = json_log_records(hydra_run["log"], "train_inner")
+    assert [r["num_updates"] for r in inner] == ["1", "2", "3"]
+    assert all("nll_loss_untempered" in r for r in inner)  # logged by tempered_ce only
+    assert not (hydra_run["work"] / "outputs").exists()  # ran in the working directory
+    state = torch.load(hydra_run["checkpoint"], map_location="cpu", weights_only=True)
+    saved = export.as_built(OmegaConf.create(state["cfg"]))
+    assert saved["criterion"]["_name"] == "tempered_ce"
+    assert saved["criterion"]["softmax_temperature"] == T and saved["criterion"]["label_smoothing"] == LS
+    # the whole run as fairseq-train runs the preset with the same overrides as options
+    options = [
+        *export.alt_options("mini"),
+        *("--max-update 3 --log-interval 1 --softmax-temperature 2.5 --label-smoothing 0.2".split()),
+    ]
+    expected = export.fairseq_train_config(options)
+    for group in ("model", "criterion", "optimizer", "lr_scheduler", "optimization", "dataset"):
+        assert saved[group] == expected[group], group
+    assert {k: v for k, v in saved["task"].items() if k != "data"} == {
+        k: v for k, v in expected["task"].items() if k != "data"
+    }
+
+
+@pytest.mark.e2e
+def test_alt_mini_checkpoint_decodes_at_its_training_t(hydra_run, toy_data):
+    out = run_cli(
+        "fairseq-generate",
+        toy_data["bin"],
+        "--user-dir",
+        PLUGIN_DIR,
+        "--path",
+        hydra_run["checkpoint"],
+        "--cpu",
+        "--beam",
+        "1",
+        "--max-len-a",
+        "1.2",
+        "--max-len-b",
+        "8",
+        "--gen-subset",
+        "test",
+        "--max-sentences",
+        "8",
+    ).stdout
+    assert f"decoding at training temperature T={T:g}" in out
+    # positional scores (base 2) of the greedy hypotheses against log softmax(D / T) of a teacher-
+    # forced forward pass of the checkpoint loaded by fairseq's own loader
+    ref = RawModel(hydra_run["checkpoint"], toy_data["bin"])
+    lines = dict(line.split("\t", 1) for line in out.splitlines() if line[:2] in ("S-", "H-", "P-"))
+    ids = [k[2:] for k in lines if k.startswith("H-")]
+    assert len(ids) == 80
+    encode = lambda s: ref.dictionary.encode_line(s, add_if_not_exist=False).long()  # noqa: E731
+    for i in ids[:8]:
+        src, hyp = encode(lines[f"S-{i}"]), encode(lines[f"H-{i}"].split("\t")[-1])
+        prev = torch.cat([torch.tensor([ref.dictionary.eos()]), hyp[:-1]])
+        logits = ref.log_probs(prev, src)
+        scores = torch.tensor([float(x) for x in lines[f"P-{i}"].split()], dtype=torch.float64)
+
+        def at(t):
+            return torch.log_softmax(logits / t, -1).gather(1, hyp[:, None])[:, 0] / math.log(2)  # noqa: B023
+
+        torch.testing.assert_close(scores, at(T), atol=2e-3, rtol=0)
+        assert (at(1.0) - at(T)).abs().max() > 0.05  # the check tells T from 1
