@@ -43,6 +43,19 @@ def test_config_is_what_its_recipe_gives(name):
     assert export.differences(cli, hydra) == []
 
 
+def test_check_mode_fails_on_a_file_that_differs_from_its_recipe(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(export, "CONFIG_DIR", str(tmp_path))
+    stale = tmp_path / "alt_mini.yaml"
+    stale.write_text(committed("alt_mini").replace("warmup_updates: 200", "warmup_updates: 100"))
+    with pytest.raises(SystemExit, match=r"differ from their recipes .*alt_mini\.yaml"):
+        export.main(["--check", "alt_mini"])
+    assert "warmup_updates: 100" in stale.read_text()  # --check writes nothing
+    export.main(["alt_mini"])  # rewrites it from the recipe
+    assert stale.read_text() == committed("alt_mini")
+    assert "wrote" in capsys.readouterr().out
+    export.main(["--check", "alt_mini"])  # and now agrees
+
+
 def test_recipe_dry_runs_print_the_command_and_write_nothing(tmp_path):
     save = tmp_path / "save"
     for script, args in (
