@@ -10,7 +10,8 @@ every setting keeps one source:
 
 A config holds what fairseq-train makes of those options and differs from what fairseq-hydra-train
 makes of the config's model, task, criterion, optimizer and scheduler names alone, plus every option
-of the criterion (so that T and label smoothing can be set from the command line). Before writing,
+of the criterion and a translation task's languages (so that T, label smoothing and the direction
+can be set from the command line without a `+`). Before writing,
 the composed config is checked against fairseq-train's own reading of the options, field by field.
 
     python scripts/export_hydra_configs.py           # (re)write them
@@ -293,6 +294,11 @@ def to_config(options):
     for k, v in criterion.items():
         if k != "_name" and not interpolated("criterion", criterion["_name"], k):
             config["criterion"][k] = v
+    # a translation task's direction, so that it can be set without a `+` (ALT's en-vi and vi-en
+    # share one data directory)
+    for k in ("source_lang", "target_lang"):
+        if k in target["task"]:
+            config["task"][k] = target["task"][k]
     # then what differs, in passes: options given on the command line first (so that what an
     # architecture derives from them, e.g. decoder_output_dim, stays derived), then other fields
     # of their own, then fields that default to another one (fairseq's II(...), e.g. optimizer.lr)

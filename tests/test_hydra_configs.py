@@ -8,6 +8,7 @@ import argparse
 import json
 import math
 import os
+import shlex
 import sys
 
 import pytest
@@ -54,6 +55,51 @@ def test_check_mode_fails_on_a_file_that_differs_from_its_recipe(tmp_path, monke
     assert stale.read_text() == committed("alt_mini")
     assert "wrote" in capsys.readouterr().out
     export.main(["--check", "alt_mini"])  # and now agrees
+
+
+def documented_commands():
+    """[(file, command words)] of every fairseq-hydra-train command in the docs and READMEs."""
+    found = []
+    for folder in ("", "docs", "examples/alt", "examples/language_model", "examples/sact"):
+        for name in sorted(os.listdir(os.path.join(REPO, folder))):
+            if not name.endswith(".md"):
+                continue
+            path = os.path.join(folder, name)
+            with open(os.path.join(REPO, path), encoding="utf-8") as f:
+                text = f.read().replace("\\\n", " ")
+            for block in text.split("```")[1::2]:  # the code blocks
+                for line in block.splitlines():
+                    if line.startswith("fairseq-hydra-train "):
+                        words = shlex.split(line.replace("$(ctemp-user-dir)", PLUGIN_DIR))
+                        found.append((path, words))
+    return found
+
+
+def test_documented_commands_compose():
+    """Every fairseq-hydra-train command of the docs names a shipped config and overrides that
+    fairseq-hydra-train accepts, and each override reaches the composed config."""
+    commands = documented_commands()
+    assert {p for p, _ in commands} >= {
+        "README.md",
+        "docs/hydra.md",
+        "examples/alt/README.md",
+        "examples/language_model/README.md",
+        "examples/sact/README.md",
+    }
+    for path, words in commands:
+        options = dict(zip(words[1::2], words[2::2]))
+        assert options.get("--config-dir") == CONFIG_DIR, (path, words)
+        overrides = [w for w in words[1:] if "=" in w and not w.startswith("-")]
+        assert {"common.user_dir=" + PLUGIN_DIR} <= set(overrides) and any(
+            o.startswith("task.data=") for o in overrides
+        )
+        config = yaml.safe_load(committed(options["--config-name"]))
+        composed = export.hydra_train_config(config, overrides)
+        for override in overrides:
+            key, value = override.lstrip("+").split("=", 1)
+            group, field = key.split(".")
+            if group in composed and field != "data":
+                assert composed[group][field] == yaml.safe_load(value), (path, override)
 
 
 def test_recipe_dry_runs_print_the_command_and_write_nothing(tmp_path):
