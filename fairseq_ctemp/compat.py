@@ -48,6 +48,10 @@ call, without changing what the call does:
   ``version_base``: four hydra deprecation warnings. It gets ``hydra.initialize(version_base="1.1")``
   (what an unspecified version base means) and ``hydra.compose``, applying ``strict`` as hydra's
   own ``compose`` does (the struct flag).
+- fairseq's ``train_step`` enters ``torch.cuda.amp.autocast(enabled=...)`` at every update and its
+  ``--amp`` optimizer makes a ``torch.cuda.amp.GradScaler``, both deprecated (FutureWarning) for
+  ``torch.amp.autocast("cuda", ...)`` and ``torch.amp.GradScaler("cuda", ...)``, which the old
+  names only call. fairseq's two modules get the new names with the old defaults.
 
 Two hydra warnings of the same call cannot be fixed outside fairseq: "Usage of deprecated keyword in
 package header '# @package _group_'" names the header of fairseq's own ``fairseq/config/config.yaml``
@@ -265,6 +269,40 @@ def attention_masks_of_one_type():
     )
 
 
+def cuda_autocast(enabled=True, dtype=torch.float16, cache_enabled=True):
+    """torch.cuda.amp.autocast as torch spells it now (what the old name calls)."""
+    return torch.amp.autocast("cuda", enabled=enabled, dtype=dtype, cache_enabled=cache_enabled)
+
+
+def cuda_grad_scaler(
+    init_scale=2.0**16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000, enabled=True
+):
+    """torch.cuda.amp.GradScaler as torch spells it now (what the old name calls)."""
+    return torch.amp.GradScaler(
+        "cuda",
+        init_scale=init_scale,
+        growth_factor=growth_factor,
+        backoff_factor=backoff_factor,
+        growth_interval=growth_interval,
+        enabled=enabled,
+    )
+
+
+def amp_without_deprecated_cuda_names():
+    from fairseq.optim import amp_optimizer
+    from fairseq.tasks import fairseq_task
+
+    if not hasattr(torch.amp, "GradScaler"):  # torch < 2.3: the torch.cuda.amp names are current
+        return
+    for module, name, replacement in (
+        (fairseq_task, "autocast", cuda_autocast),
+        (amp_optimizer, "GradScaler", cuda_grad_scaler),
+    ):
+        if not isinstance(module.torch, _ModuleView):
+            amp = _ModuleView(torch.cuda.amp, **{name: replacement})
+            module.torch = _ModuleView(torch, cuda=_ModuleView(torch.cuda, amp=amp))
+
+
 def hydra_initialize(config_path, job_name=None, caller_stack_depth=1):
     """hydra.experimental.initialize without its deprecation warnings: hydra.initialize at the
     version base that an unspecified one means (1.1); config_path stays relative to the caller."""
@@ -315,4 +353,5 @@ def apply():
     numpy_compat_long()
     pin_memory_only_with_an_accelerator()
     attention_masks_of_one_type()
+    amp_without_deprecated_cuda_names()
     hydra_without_experimental_api()

@@ -120,6 +120,34 @@ def test_only_a_bool_padding_mask_next_to_a_float_mask_is_converted(monkeypatch)
             assert given is padding
 
 
+# ------------------------------------------------------------------- torch.cuda.amp
+def test_fairseq_amp_uses_torch_amp(monkeypatch):
+    from fairseq.optim import amp_optimizer
+    from fairseq.tasks import fairseq_task
+
+    def state(context):
+        return context.device, context.fast_dtype, context._enabled, context._cache_enabled
+
+    for kwargs in ({"enabled": False}, {"enabled": True, "dtype": torch.bfloat16, "cache_enabled": False}):
+        ours, messages = recorded(lambda: fairseq_task.torch.cuda.amp.autocast(**kwargs))  # noqa: B023
+        theirs, old = recorded(lambda: torch.cuda.amp.autocast(**kwargs))  # noqa: B023
+        assert state(ours) == state(theirs)
+        assert not [m for m in messages if "deprecated" in m] and [m for m in old if "deprecated" in m]
+    ours, messages = recorded(
+        lambda: amp_optimizer.torch.cuda.amp.GradScaler(init_scale=4.0, growth_interval=7)
+    )
+    theirs, old = recorded(lambda: torch.cuda.amp.GradScaler(init_scale=4.0, growth_interval=7))
+    assert ours.state_dict() == theirs.state_dict() and ours.is_enabled() == theirs.is_enabled()
+    settings = ("_device", "_init_scale", "_growth_factor", "_backoff_factor", "_growth_interval")
+    settings = settings if theirs.is_enabled() else settings[:1]  # without CUDA it keeps no settings
+    assert [getattr(ours, k) for k in settings] == [getattr(theirs, k) for k in settings]
+    assert not [m for m in messages if "deprecated" in m] and [m for m in old if "deprecated" in m]
+    assert (
+        fairseq_task.torch.no_grad is torch.no_grad
+        and fairseq_task.torch.cuda.is_available is torch.cuda.is_available
+    )
+
+
 # ---------------------------------------------------------------------------- hydra
 # The two that come from fairseq's own files and hydra_init (see compat.py; ignored in pytest.ini).
 FAIRSEQ_FILES = [
