@@ -239,13 +239,11 @@ def hydra_train_config(config, overrides=()):
         with open(os.path.join(tmp, name + ".yaml"), "w", encoding="utf-8") as f:
             yaml.safe_dump(config, f)
         GlobalHydra.instance().clear()
+        # as fairseq-hydra-train: the schema stored under the config's own name validates the file
+        # (hydra >= 1.1 warns that this matching is deprecated; fairseq-hydra-train warns too)
         hydra_init(name)
-        with warnings.catch_warnings():
-            # fairseq's hydra_init stores its schema under the config's own name, which hydra >= 1.1
-            # reports as deprecated on every composition (fairseq-hydra-train prints it too)
-            warnings.filterwarnings("ignore", message=r"[\s\S]*validated against ConfigStore schema")
-            with initialize_config_dir(config_dir=tmp, version_base="1.1"):
-                cfg = compose(name, overrides=list(overrides))
+        with initialize_config_dir(config_dir=tmp, version_base="1.1"):
+            cfg = compose(name, overrides=list(overrides))
         GlobalHydra.instance().clear()
     add_defaults(cfg)
     return as_built(OmegaConf.create(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)))
@@ -376,4 +374,13 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    # Each composition repeats the two hydra deprecation warnings that fairseq's own config file and
+    # schema cause (fairseq_ctemp/compat.py says why the plugin cannot fix them; pytest.ini ignores
+    # the same two); the command line shows neither, and nothing else is hidden.
+    warnings.filterwarnings(
+        "ignore", r"In 'config'. Usage of deprecated keyword in package header", UserWarning
+    )
+    warnings.filterwarnings(
+        "ignore", r"\s*'\w+' is validated against ConfigStore schema with the same", UserWarning
+    )
     main()

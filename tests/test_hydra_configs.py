@@ -1,8 +1,9 @@
 """The fairseq-hydra-train configs (fairseq_ctemp/config/*.yaml): each one is what
 scripts/export_hydra_configs.py makes of its recipe today (ALT PRESETS, the LM and SACT shell
 recipes' DRY_RUN command), fairseq-hydra-train reads it as fairseq-train reads the recipe's options,
-and alt_mini trains end to end through the real fairseq-hydra-train at an overridden T and label
-smoothing, then decodes at that T."""
+alt_mini trains end to end through the real fairseq-hydra-train at an overridden T and label smoothing
+exactly as fairseq-train trains the preset (same config, losses, weights), then decodes at that T,
+and every fairseq-hydra-train command of the docs composes."""
 
 import argparse
 import json
