@@ -848,6 +848,12 @@ CASES = [
         "unknown variant 'ct-large'",
     ),
     (
+        "language_model/ptb_converged_experiment.sh: unknown step",
+        ["bash", os.path.join(EXAMPLES, "language_model", "ptb_converged_experiment.sh")],
+        ["evaluate"],
+        "unknown step 'evaluate' (expected train or results)",
+    ),
+    (
         "language_model/prepare.sh: unknown dataset",
         ["bash", os.path.join(EXAMPLES, "language_model", "prepare.sh")],
         ["wikitext-3"],
