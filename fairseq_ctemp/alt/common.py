@@ -32,8 +32,6 @@ PAPER_LANGUAGES = ("bn", "fil", "id", "ja", "km", "lo", "ms", "my", "th", "vi", 
 OFFICIAL_SIZES = {"train": 18088, "dev": 1000, "test": 1018}
 SPLITS = ("train", "dev", "test")
 FAIRSEQ_SUBSET = {"train": "train", "dev": "valid", "test": "test"}  # fairseq-preprocess names
-# tempered_ce's --softmax-temperature range (fairseq_ctemp/criterions/checks.py; a test keeps them equal)
-TEMPERATURE_RANGE = (0.01, 100.0)
 NICT = "https://www2.nict.go.jp/astrec-att/member/mutiyama/ALT"
 RELEASE_ZIP = "ALT-Parallel-Corpus-20191206.zip"
 

@@ -10,10 +10,10 @@ import shlex
 import threading
 
 from .. import translate
+from ..criterions.checks import TEMPERATURE_RANGE
 from .children import call, child_env, sweep_command
 from .common import (
     PLUGIN_DIR,
-    TEMPERATURE_RANGE,
     AltError,
     RunFailed,
     bleu_tokenize,
