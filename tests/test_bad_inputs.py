@@ -1011,6 +1011,8 @@ def test_every_command_runs_as_python_m(console, module, monkeypatch, capsys):
     """python -m MODULE --help (what a checkout without the console scripts runs): the module's
     __main__ block calls main, whose usage names the console script."""
     monkeypatch.setattr(sys, "argv", [module, "--help"])
+    # as a fresh `python -m` finds it: not yet imported (runpy warns about one that is)
+    monkeypatch.delitem(sys.modules, module, raising=False)
     with pytest.raises(SystemExit) as exit_info:
         runpy.run_module(module, run_name="__main__", alter_sys=True)
     assert exit_info.value.code == 0
