@@ -44,33 +44,30 @@ if [ -z "${DEVICE_ARGS+set}" ]; then
   "$(python_bin)" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' 2>/dev/null || device=--cpu
 fi
 
-command=("$(tool fairseq-eval-lm)" "$data" --user-dir "$user_dir" --path "$save/$checkpoint"
+eval_args=("$data" --user-dir "$user_dir" --path "$save/$checkpoint"
   --gen-subset "$subset" --tokens-per-sample "$tps" --context-window "$context"
   --max-tokens "${MAX_TOKENS:-8000}" --num-workers 0 $device)
 log_file=$save/$name.log
-printf '%q ' "${command[@]}" > "$log_file.cmd"
-"${command[@]}" > "$log_file" 2>&1 || { tail -20 "$log_file" >&2; die "fairseq-eval-lm failed (log: $log_file)"; }
-
-"$(python_bin)" - "$log_file" "$result" "$expected" "$dataset" "$subset" "$save/$checkpoint" "$tps" "$context" "$log_file.cmd" <<'EOF'
-import json, re, sys, time
-log, result, expected, dataset, subset, checkpoint, tps, context, cmd = sys.argv[1:]
-text = open(log).read()
-n = re.findall(r"Evaluated ([\d,]+) tokens", text)
-loss = re.findall(r"Loss \(base 2\): ([\d.]+), Perplexity: ([\d.]+)", text)
-if not n or not loss:
-    sys.exit(f"evaluate.sh: error: could not find the result lines in {log}")
-n = int(n[-1].replace(",", ""))
-if n != int(expected):
-    sys.exit(f"evaluate.sh: error: evaluated {n:,} tokens but {subset} has {int(expected):,} "
+# fairseq-eval-lm through its Python API (fairseq_ctemp.lm_eval): typed results and the count of
+# scored tokens, not its log text.
+PYTHONPATH="$repo_root${PYTHONPATH:+:$PYTHONPATH}" "$(python_bin)" - "$result" "$expected" "$dataset" "$subset" \
+  "$save/$checkpoint" "$tps" "$context" "${eval_args[@]}" > "$log_file" 2>&1 <<'EOF' || { tail -20 "$log_file" >&2; die "evaluation failed (log: $log_file)"; }
+import json, shlex, sys, time
+from fairseq_ctemp import lm_eval
+result, expected, dataset, subset, checkpoint, tps, context, *eval_args = sys.argv[1:]
+scored = lm_eval.evaluate(eval_args)
+if scored.tokens != int(expected):
+    sys.exit(f"evaluate.sh: error: evaluated {scored.tokens:,} tokens but {subset} has {int(expected):,} "
              f"(tokens + </s>): the perplexity would not be over the whole corpus; not writing {result}")
 record = {"dataset": dataset, "subset": subset, "checkpoint": checkpoint,
           "tokens_per_sample": int(tps), "context_window": int(context),
-          "evaluated_tokens": n, "expected_tokens": int(expected),
-          "loss_base2": float(loss[-1][0]), "ppl": float(loss[-1][1]),
-          "command": open(cmd).read().strip(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+          "evaluated_tokens": scored.tokens, "expected_tokens": int(expected),
+          "loss_base2": scored.loss_base2, "ppl": scored.perplexity,
+          "command": shlex.join(["fairseq-eval-lm", *eval_args]),
+          "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 with open(result, "x") as f:
     json.dump(record, f, indent=1)
     f.write("\n")
 print(json.dumps(record))
 EOF
-rm -f "$log_file.cmd"
+cat "$result"
