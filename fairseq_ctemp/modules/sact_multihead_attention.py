@@ -115,33 +115,27 @@ class SactMultiheadAttention(MultiheadAttention):
         assert static_kv and attn_mask is None and not before_softmax, "SACT is the encoder-decoder attention"
         need_weights = need_weights or need_head_weights
         tgt_len, bsz, _ = query.size()
-        # fairseq's projections, key/value cache and padding mask; the scores come back unnormalised
+        # fairseq's projections and key/value cache. The padding mask is applied here, after the
+        # division by tau: -inf / tau would give tau an infinite (0 * inf = NaN) gradient.
         scores, v = super().forward(
-            query,
-            key,
-            value,
-            key_padding_mask=key_padding_mask,
-            incremental_state=incremental_state,
-            static_kv=True,
-            before_softmax=True,
+            query, key, value, incremental_state=incremental_state, static_kv=True, before_softmax=True
         )
         heads, src_len = self.num_heads, scores.size(-1)
         kv_bsz = v.size(0) // heads  # bsz / beam: fairseq keeps one copy of the source per beam
+        scores = scores.view(bsz, heads, tgt_len, src_len).float()
+        padding = None if key_padding_mask is None else key_padding_mask.to(torch.bool)[:, None, None, :]
         if self.mode == "fixed":
             tau = None
-            probs = F.softmax(scores.float() / self.fixed_temperature, dim=-1)
+            probs = F.softmax(_masked(scores / self.fixed_temperature, padding), dim=-1)
         else:
             probs, tau = self._sact_softmax(
-                query,
-                scores.view(bsz, heads, tgt_len, src_len).float(),
-                v.view(kv_bsz, heads, src_len, self.head_dim),
-                incremental_state,
+                query, scores, padding, v.view(kv_bsz, heads, src_len, self.head_dim), incremental_state
             )
-            probs = probs.view(bsz * heads, tgt_len, src_len)
+        probs = probs.view(bsz * heads, tgt_len, src_len)
         self.last_temperature = tau.detach() if tau is not None else None
 
         # from here on fairseq's MultiheadAttention.forward after its softmax
-        attn_probs = self.dropout_module(probs.type_as(scores))
+        attn_probs = self.dropout_module(probs.type_as(v))
         if bsz != kv_bsz:
             attn = torch.einsum(
                 "bxhts,bhsd->bxhtd",
@@ -158,29 +152,33 @@ class SactMultiheadAttention(MultiheadAttention):
                 weights = weights.mean(dim=0)
         return attn, weights
 
-    def _sact_softmax(self, query, scores, v, incremental_state):
+    def _sact_softmax(self, query, scores, padding, v, incremental_state):
         """softmax(e / tau) (bsz x H x T x S, fp32) and tau (bsz x T x K) of mode "sact";
-        scores: bsz x H x T x S (fp32), v: kv_bsz x H x S x d_head."""
-        bsz, heads, tgt_len, src_len = scores.shape
-        kv_bsz = v.size(0)
+        scores: bsz x H x T x S (fp32, unmasked), padding: bsz x 1 x 1 x S (True at padding) or
+        None, v: kv_bsz x H x S x d_head."""
+        bsz, heads, tgt_len, _ = scores.shape
         k = self.temperature_state_proj.out_features
         state_logit = F.linear(query.float(), self.temperature_state_proj.weight.float()).transpose(0, 1)
-        w_c = self.temperature_context_proj.weight.float().view(k, heads, self.head_dim)
-        g = torch.einsum("bhsd,khd->bhsk", v.float(), w_c).unsqueeze(1)  # kv_bsz x 1 x H x S x K
+        cached = self.get_incremental_state(incremental_state, "sact_state")
+        if cached is None:
+            # g (bsz x H x S x K): static like the keys and values, so cached for incremental decoding
+            w_c = self.temperature_context_proj.weight.float().view(k, heads, self.head_dim)
+            g = torch.einsum("bhsd,khd->bhsk", v.float(), w_c)
+            if v.size(0) != bsz:  # one row per hypothesis, reordered with them (fairseq shares v)
+                g = g.repeat_interleave(bsz // v.size(0), dim=0)
+            g = g.flatten(1, 2)  # bsz x (H S) x K
+            prev = scores.new_zeros(bsz, 1, k)  # W_c c_{-1} = 0
+        else:  # W_c c_{t-1} of the position before the first one computed here
+            g, prev = cached["g"], cached["prev_context_logit"]
 
         def context_logit(alpha):  # W_c c for weights alpha (bsz x H x T' x S) -> bsz x T' x K
-            steps = alpha.size(2)
-            per_head = torch.matmul(alpha.view(kv_bsz, -1, heads, steps, src_len), g)
-            return per_head.sum(2).view(bsz, steps, k)
+            return torch.bmm(alpha.transpose(1, 2).flatten(2), g)
 
         def divide(e, tau):  # e: bsz x H x T' x S; tau: bsz x T' x K, K = 1 or H
-            return e / tau.transpose(1, 2).unsqueeze(-1)
+            return _masked(e / tau.transpose(1, 2).unsqueeze(-1), padding)
 
-        cached = self.get_incremental_state(incremental_state, "sact_state")
-        # W_c c_{t-1} of the position before the first one computed here (c_{-1} = 0)
-        prev = cached["prev_context_logit"] if cached is not None else scores.new_zeros(bsz, 1, k)
         if self.previous_context == "untempered":
-            contexts = context_logit(F.softmax(scores, dim=-1))  # at tau = 1, every position at once
+            contexts = context_logit(F.softmax(_masked(scores, padding), dim=-1))  # tau = 1, all at once
             tau = lambda_tanh(torch.cat([prev, contexts[:, :-1]], dim=1) + state_logit, self.log_lam)
             probs = F.softmax(divide(scores, tau), dim=-1)
             last = contexts[:, -1:]
@@ -194,15 +192,15 @@ class SactMultiheadAttention(MultiheadAttention):
                 taus.append(tau_t)
             probs, tau, last = torch.cat(steps, dim=2), torch.cat(taus, dim=1), prev
         if incremental_state is not None:
-            self.set_incremental_state(incremental_state, "sact_state", {"prev_context_logit": last})
+            self.set_incremental_state(incremental_state, "sact_state", {"g": g, "prev_context_logit": last})
         return probs, tau
 
     def reorder_incremental_state(self, incremental_state, new_order):
-        """fairseq's key/value cache, and W_c c_{t-1}: one row per hypothesis."""
+        """fairseq's key/value cache, and g and W_c c_{t-1}: one row per hypothesis."""
         incremental_state = super().reorder_incremental_state(incremental_state, new_order)
         cached = self.get_incremental_state(incremental_state, "sact_state")
         if cached is not None:
-            reordered = {"prev_context_logit": cached["prev_context_logit"].index_select(0, new_order)}
+            reordered = {key: value.index_select(0, new_order) for key, value in cached.items()}
             self.set_incremental_state(incremental_state, "sact_state", reordered)
         return incremental_state
 
@@ -210,3 +208,8 @@ class SactMultiheadAttention(MultiheadAttention):
         if self.mode == "fixed":
             return f"mode=fixed, temperature={self.fixed_temperature:g}"
         return f"mode=sact, lambda={self.lam:g}, scope={self.scope}, previous_context={self.previous_context}"
+
+
+def _masked(scores, padding):
+    """-inf at padding positions (fp32, as fairseq's MultiheadAttention masks)."""
+    return scores if padding is None else scores.masked_fill(padding, float("-inf"))
