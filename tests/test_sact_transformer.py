@@ -437,6 +437,8 @@ TRAIN = [
     "--softmax-temperature",
     str(T_TRAIN),
     *TRAIN_DEFAULTS,
+    "--max-tokens",
+    "500",  # 28 updates an epoch
 ]
 
 
@@ -460,7 +462,7 @@ def train(data, save_dir, epochs, *extra, check=True):
 @pytest.fixture(scope="module")
 def trained(toy_data, tmp_path_factory):
     save_dir = tmp_path_factory.mktemp("sact-transformer")
-    return {"dir": save_dir, "log": train(toy_data["bin"], save_dir, 3).stdout}
+    return {"dir": save_dir, "log": train(toy_data["bin"], save_dir, 2).stdout}
 
 
 @pytest.mark.e2e
@@ -471,18 +473,18 @@ def test_training_with_tempered_ce_learns(trained):
         and "mode=sact, lambda=3, scope=layer, previous_context=untempered" in log
     )
     valid = json_log_records(log, "valid")
-    assert [r["epoch"] for r in valid] == [1, 2, 3]
-    assert float(valid[-1]["valid_nll_loss"]) < float(valid[0]["valid_nll_loss"]) - 0.5
+    assert [r["epoch"] for r in valid] == [1, 2]
+    assert float(valid[1]["valid_loss"]) < float(valid[0]["valid_loss"]) - 0.5
 
 
 @pytest.mark.e2e
 def test_resume_from_checkpoint_gives_the_same_losses_as_an_uninterrupted_run(trained, toy_data, tmp_path):
     first = train(toy_data["bin"], tmp_path, 1).stdout
-    resumed = train(toy_data["bin"], tmp_path, 3).stdout
+    resumed = train(toy_data["bin"], tmp_path, 2).stdout
     assert "Loaded checkpoint" in resumed and "(epoch 2 @" in resumed
     interrupted = json_log_records(first + resumed, "train")
     uninterrupted = json_log_records(trained["log"], "train")
-    assert [r["epoch"] for r in interrupted] == [r["epoch"] for r in uninterrupted] == [1, 2, 3]
+    assert [r["epoch"] for r in interrupted] == [r["epoch"] for r in uninterrupted] == [1, 2]
     for a, b in zip(uninterrupted, interrupted):
         for key in ("train_loss", "train_nll_loss", "train_gnorm"):
             assert a[key] == b[key], (a["epoch"], key)
@@ -536,8 +538,8 @@ def test_generate_decodes_at_the_training_temperature(trained, toy_data, raw_mod
 
 @pytest.mark.e2e
 def test_generate_in_batches_equals_one_sentence_at_a_time(trained, toy_data):
-    """Beam reordering, shared encoder states and finished sentences leaving the batch must not
-    change any sentence's result."""
+    """Beam reordering, shared encoder states, padding and finished sentences leaving the batch
+    must not change any sentence's result."""
 
     def generate(batch_size):
         out = run_cli(
@@ -556,13 +558,25 @@ def test_generate_in_batches_equals_one_sentence_at_a_time(trained, toy_data):
             *FAST_DECODE,
             "--batch-size",
             batch_size,
+            "--required-batch-size-multiple",
+            "1",  # fairseq 0.12 loses sentences with --batch-size < its default multiple 8
             env=ONE_THREAD,
         ).stdout
-        lines = sorted(line for line in out.splitlines() if line[:2] in ("H-", "P-"))
-        assert len(lines) == 2 * 2 * 80
-        return lines
+        result = {}  # id -> [(hypothesis, score, positional scores)]
+        for line in out.splitlines():
+            key, *fields = line.split("\t")
+            if key.startswith("H-"):
+                result.setdefault(int(key[2:]), []).append([fields[1], float(fields[0])])
+            elif key.startswith("P-"):
+                result[int(key[2:])][-1].append([float(x) for x in fields[0].split()])
+        assert sorted(result) == list(range(80)) and all(len(h) == 2 for h in result.values())
+        return result
 
-    assert generate(64) == generate(1)
+    batched, alone = generate(64), generate(1)
+    for i in range(80):
+        for (text, score, positional), (text_1, score_1, positional_1) in zip(batched[i], alone[i]):
+            assert text == text_1 and abs(score - score_1) < 1e-5, i
+            assert max(abs(a - b) for a, b in zip(positional, positional_1)) < 1.5e-4, i  # 4 decimals
 
 
 def run_heatmap_script(*args):
@@ -617,9 +631,8 @@ def test_heatmap_script_plots_tau_per_layer_and_target_token(trained, toy_data, 
             ["--attention-temperature", "fixed", "--fixed-attention-temperature", "0.9"],
             "--sact-lambda is only used with --attention-temperature sact, not fixed",
         ),
-        (["--sact-temperature-scope", "token"], "invalid choice: 'token'"),
     ],
-    ids=["lambda", "conflict", "choice"],
+    ids=["lambda", "conflict"],
 )
 def test_bad_options_end_fairseq_train_with_one_line_before_training(toy_data, tmp_path, options, message):
     proc = train(toy_data["bin"], tmp_path, 1, *options, check=False)
