@@ -1,8 +1,9 @@
 # The two commands of the README: `make demo` and `make test`. Both set up .venv first if needed.
+# `make gpu-check` (docs/gpu.md): the CUDA tests and benchmarks on a GPU, one report.
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup demo test lint bench
+.PHONY: setup demo test lint bench gpu-check
 setup:
 	@bash scripts/setup_venv.sh $(VENV)
 
@@ -21,3 +22,12 @@ lint: setup
 
 bench: setup
 	$(PY) benchmarks/bench_tempered_ce.py
+
+# The device check runs first whenever the venv already has torch (without CUDA it stops at once,
+# before a set-up), then the set-up (which keeps the venv's CUDA torch), then the check itself.
+# Options: make gpu-check GPU_CHECK_ARGS="--out DIR --overwrite" (benchmarks/gpu_check.py --help).
+GPU_CHECK_ARGS ?=
+gpu-check:
+	@if [ -x $(PY) ]; then $(PY) benchmarks/gpu_check.py --preflight $(GPU_CHECK_ARGS); fi
+	@bash scripts/setup_venv.sh $(VENV)
+	$(PY) benchmarks/gpu_check.py $(GPU_CHECK_ARGS)

@@ -34,7 +34,17 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_tempered_ce import PLUGIN_DIR, peak_bytes, resolve_device  # noqa: E402  (peak_bytes: profiler memory events)
+from bench_tempered_ce import (  # noqa: E402  (peak_bytes: profiler memory events)
+    PLUGIN_DIR,
+    add_json_option,
+    check_json_target,
+    cuda_max_memory_mib,
+    environment,
+    peak_bytes,
+    resolve_device,
+    speed_summary,
+    write_json,
+)
 
 WT2_VOCAB = 33278  # WikiText-2's vocabulary
 CPU_DEFAULTS = dict(max_tokens=1024, tokens_per_sample=256, layers=2, dim=256, ffn=1024, heads=4)
@@ -122,7 +132,9 @@ def parse_args(argv=None):
         help="more fairseq-train options for all models, "
         'e.g. --fairseq-args="--adaptive-softmax-dropout 0.1"',
     )
+    add_json_option(p)
     args = p.parse_args(argv)
+    check_json_target(p, args)
     resolve_device(p, args, CPU_DEFAULTS, GPU_DEFAULTS)
     if args.cutoffs is None:
         args.cutoffs = ",".join(str(max(1, round(c * args.vocab / WT2_VOCAB))) for c in (2000, 10000))
@@ -368,7 +380,10 @@ def main(argv=None):
             if r >= args.warmup:
                 wall[name].append(words / (time.perf_counter() - start))
                 cpu[name].append(words / (time.process_time() - cpu_start))
+    cuda_peak = cuda_max_memory_mib(cuda)  # before step_memory resets the statistics
     peaks = {name: max(step_memory(trainers[name], b, cuda) for b in batches) for name in names}
+    if cuda:  # the high-water mark of the whole process: one of the measured steps' at the latest
+        cuda_peak = max(cuda_peak, torch.cuda.max_memory_allocated() / 2**20)
 
     med = statistics.median
     print(f"{'':11} {'words/s median [min .. max]':>29} {'words/CPU-s':>11} {'peak MiB':>9} {'step MiB':>9}")
@@ -385,12 +400,15 @@ def main(argv=None):
     )
     print(
         f"process max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB | "
-        f"loadavg at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}\n"
+        f"loadavg at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+        + (f" | CUDA max_memory_allocated {cuda_peak:.1f} MiB" if cuda else "")
+        + "\n"
     )
     print(
         f"{'ratio':13} {'words/s':>8} {'words/CPU-s':>11} {'paired per-round words/s [min .. max]':>38} "
         f"{'peak mem':>9} {'step mem':>9}"
     )
+    ratios = {}
     for x, y, target in RATIOS:
         if x not in names or y not in names:
             continue
@@ -404,6 +422,35 @@ def main(argv=None):
             f" {peak_x / peak_y:8.3f}x {(peak_x - rest_x) / (peak_y - rest_y):8.3f}x"
             f"   ({MODELS[x][0]} / {MODELS[y][0]}){verdict}"
         )
+        ratios[f"{x}/{y}"] = {
+            "label": f"{MODELS[x][0]} / {MODELS[y][0]}",
+            "words_per_s": speed,
+            "words_per_cpu_s": med(cpu[x]) / med(cpu[y]),
+            "paired_words_per_s_median": med(paired),
+            "peak_memory": peak_x / peak_y,
+            "step_memory": (peak_x - rest_x) / (peak_y - rest_y),
+            "target": None if target is None else f"words/s >= {target}",
+            "met": None if target is None else speed >= target,
+        }
+    result = {
+        "benchmark": "bench_ct_lm",
+        "command": command,
+        "environment": environment(args),
+        "config": vars(args),
+        "memory_method": method,
+        "models": {
+            f"{name} {MODELS[name][0]}": {
+                **speed_summary(wall[name], cpu[name]),
+                "peak_mib": peaks[name][0] / 2**20,
+                "step_mib": (peaks[name][0] - peaks[name][1]) / 2**20,
+            }
+            for name in names
+        },
+        "ratios": ratios,
+        "cuda_max_memory_allocated_mib": cuda_peak,
+    }
+    write_json(args.json, result)
+    return result
 
 
 if __name__ == "__main__":

@@ -28,7 +28,17 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_tempered_ce import PLUGIN_DIR, random_batches, resolve_device  # noqa: E402  (the same batch maker)
+from bench_tempered_ce import (  # noqa: E402  (the same batch maker)
+    PLUGIN_DIR,
+    add_json_option,
+    check_json_target,
+    cuda_max_memory_mib,
+    environment,
+    random_batches,
+    resolve_device,
+    speed_summary,
+    write_json,
+)
 
 CPU_DEFAULTS = dict(vocab=8000, max_tokens=2000, layers=1, dim=256)
 GPU_DEFAULTS = dict(vocab=16000, max_tokens=4096, layers=2, dim=512)  # the paper's 512-d, 2 layers
@@ -86,7 +96,9 @@ def parse_args(argv=None):
     p.add_argument("--gen-len", type=int, default=25, help="target tokens decoded per sentence (default 25)")
     p.add_argument("--threads", type=int, default=torch.get_num_threads(), help="(default %(default)s)")
     p.add_argument("--seed", type=int, default=1)
+    add_json_option(p)
     args = p.parse_args(argv)
+    check_json_target(p, args)
     resolve_device(p, args, CPU_DEFAULTS, GPU_DEFAULTS)
     if not {"stock", "sact"} <= set(args.models):
         p.error("--models must include stock and sact")
@@ -272,7 +284,11 @@ def main(argv=None):
             f"{name:14} {med(w):12.0f} [{min(w):8.0f} .. {max(w):8.0f}] {med(train_cpu[name]):11.0f}   "
             f"{med(g):12.2f} [{min(g):7.2f} .. {max(g):7.2f}] {med(gen_cpu[name]):10.2f}"
         )
-    print(f"\nloadavg at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    cuda_peak = cuda_max_memory_mib(cuda)
+    print(
+        f"\nloadavg at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+        + (f" | CUDA max_memory_allocated {cuda_peak:.1f} MiB" if cuda else "")
+    )
 
     def ratios(a, b):
         return (
@@ -282,9 +298,22 @@ def main(argv=None):
             med(gen_cpu[a]) / med(gen_cpu[b]),
         )
 
+    def ratio_summary(a, b, target=None):
+        t, g, tc, gc = ratios(a, b)
+        return {
+            "training_words_per_s": t,
+            "generation_sentences_per_s": g,
+            "training_words_per_cpu_s": tc,
+            "generation_sentences_per_cpu_s": gc,
+            "target": None if target is None else f"training words/s and sentences/s >= {target}",
+            "met": None if target is None else t >= target and g >= target,
+        }
+
     train_ratio, gen_ratio, train_cpu_ratio, gen_cpu_ratio = ratios("sact", "stock")
+    summaries = {"sact/stock": ratio_summary("sact", "stock", 0.85)}
     for other in [n for n in names if n not in ("stock", "sact")]:
         t, g, tc, gc = ratios("sact", other)
+        summaries[f"sact/{other}"] = ratio_summary("sact", other)
         print(
             f"ratio sact/{other}: training words/s {t:.3f}x | beam-{args.beam} sentences/s {g:.3f}x "
             f"| per CPU-second {tc:.3f}x / {gc:.3f}x"
@@ -295,6 +324,23 @@ def main(argv=None):
         f"(target >= 0.85: {'OK' if gen_ratio >= 0.85 else 'MISSED'}) | per CPU-second "
         f"{train_cpu_ratio:.3f}x / {gen_cpu_ratio:.3f}x"
     )
+    result = {
+        "benchmark": "bench_sact",
+        "environment": environment(args),
+        "config": vars(args),
+        "models": {
+            name: {
+                **speed_summary(train_wall[name], train_cpu[name]),
+                "sentences_per_s": med(gen_wall[name]),
+                "sentences_per_cpu_s": med(gen_cpu[name]),
+            }
+            for name in names
+        },
+        "ratios": summaries,
+        "cuda_max_memory_allocated_mib": cuda_peak,
+    }
+    write_json(args.json, result)
+    return result
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ process-wide and monotonic: it cannot tell the two criteria apart).
 """
 
 import argparse
+import json
 import logging
 import os
 import resource
@@ -49,6 +50,57 @@ def resolve_device(p, args, cpu_defaults, gpu_defaults):
         p.error("--fp16 needs CUDA (fairseq's fp16 trainer moves the model to the GPU)")
 
 
+def add_json_option(p):
+    p.add_argument(
+        "--json",
+        metavar="PATH",
+        help="also write the results as JSON to PATH (refused if it exists); make gpu-check reads it",
+    )
+
+
+def check_json_target(p, args):
+    """Refuse an existing --json target before any work (a finished result is never overwritten)."""
+    if args.json is not None and os.path.lexists(args.json):
+        p.error(f"--json {args.json} exists; refusing to overwrite it")
+
+
+def write_json(path, result):
+    """The results of one benchmark run (plain dicts, numbers and strings) as JSON."""
+    if path is not None:
+        with open(path, "x", encoding="utf-8") as f:
+            json.dump(result, f, indent=2)
+            f.write("\n")
+
+
+def environment(args):
+    import fairseq
+
+    cuda = args.device == "cuda"
+    return {
+        "torch": torch.__version__,
+        "fairseq": fairseq.__version__,
+        "python": sys.version.split()[0],
+        "device": torch.cuda.get_device_name() if cuda else "cpu",
+        "cuda": torch.version.cuda if cuda else None,
+        "torch_threads": torch.get_num_threads(),
+    }
+
+
+def cuda_max_memory_mib(cuda):
+    """torch.cuda.max_memory_allocated of the process so far, in MiB (None on CPU)."""
+    return torch.cuda.max_memory_allocated() / 2**20 if cuda else None
+
+
+def speed_summary(wall, cpu):
+    """Words/s (median, min, max) and words/CPU-s (median) of one model's timed segments."""
+    return {
+        "words_per_s": statistics.median(wall),
+        "words_per_s_min": min(wall),
+        "words_per_s_max": max(wall),
+        "words_per_cpu_s": statistics.median(cpu),
+    }
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
@@ -84,7 +136,9 @@ def parse_args(argv=None):
         default="",
         help='more fairseq-train options, e.g. --fairseq-args="--share-all-embeddings"',
     )
+    add_json_option(p)
     args = p.parse_args(argv)
+    check_json_target(p, args)
     resolve_device(p, args, CPU_DEFAULTS, GPU_DEFAULTS)
     if args.batches < 1 or args.rounds < 1 or args.warmup < 0:
         p.error("--batches and --rounds must be >= 1, --warmup >= 0")
@@ -269,6 +323,7 @@ def main(argv=None):
             if r >= args.warmup:
                 wall[name].append(words / (time.perf_counter() - start))
                 cpu[name].append(words / (time.process_time() - cpu_start))
+    cuda_peak = cuda_max_memory_mib(cuda)  # before peak_bytes resets the statistics
     peaks = {}
     for name in ("stock", "tempered"):  # a step's memory is deterministic: one pass, largest peak
         use(name)
@@ -287,9 +342,12 @@ def main(argv=None):
     (peak_s, rest_s), (peak_t, rest_t) = peaks["stock"], peaks["tempered"]
     method = "torch.cuda.max_memory_allocated" if cuda else "torch.profiler memory events + resting tensors"
     print(f"\npeak: tensor high-water mark ({method}); step: peak minus resting params/grads/optimizer state")
+    if cuda:  # the process's high-water mark: the timed rounds', or one of the measured steps'
+        cuda_peak = max(cuda_peak, *(peak / 2**20 for peak, _ in peaks.values()))
     print(
         f"process max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB | "
         f"loadavg at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+        + (f" | CUDA max_memory_allocated {cuda_peak:.1f} MiB" if cuda else "")
     )
     print(
         f"paired per-round words/s ratios: {' '.join(f'{x:.3f}' for x in paired)} (median {med(paired):.3f})"
@@ -299,6 +357,34 @@ def main(argv=None):
         f"peak memory {peak_t / peak_s:.3f}x (target <= 1.05: {'OK' if peak_t <= 1.05 * peak_s else 'MISSED'})"
         f" | words/CPU-s {cpu_speed:.3f}x | step memory {(peak_t - rest_t) / (peak_s - rest_s):.3f}x"
     )
+    models = {
+        name: {
+            **speed_summary(wall[name], cpu[name]),
+            "peak_mib": peaks[name][0] / 2**20,
+            "step_mib": (peaks[name][0] - peaks[name][1]) / 2**20,
+        }
+        for name in ("stock", "tempered")
+    }
+    ratio = {
+        "words_per_s": speed,
+        "words_per_cpu_s": cpu_speed,
+        "paired_words_per_s_median": med(paired),
+        "peak_memory": peak_t / peak_s,
+        "step_memory": (peak_t - rest_t) / (peak_s - rest_s),
+        "target": "words/s >= 0.97, peak memory <= 1.05",
+        "met": speed >= 0.97 and peak_t <= 1.05 * peak_s,
+    }
+    result = {
+        "benchmark": "bench_tempered_ce",
+        "environment": environment(args),
+        "config": vars(args),
+        "memory_method": method,
+        "models": models,
+        "ratios": {"tempered/stock": ratio},
+        "cuda_max_memory_allocated_mib": cuda_peak,
+    }
+    write_json(args.json, result)
+    return result
 
 
 if __name__ == "__main__":

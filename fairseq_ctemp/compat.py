@@ -26,6 +26,12 @@ dataset for inference (fairseq-interactive / hub ``sample`` with --task language
 ``LanguagePairDataset.num_tokens_vec``. We restore that one alias (``np.int64``, its numpy-1 value
 on 64-bit Linux) when it is missing.
 
+fairseq 0.12 makes ``--bf16`` imply ``--tpu`` (``options.parse_args_and_arch``), so ``fairseq-train
+--bf16`` on a GPU (or with ``--cpu``) asks torch_xla for a TPU and fails. Without torch_xla there can
+be no TPU: ``--bf16`` then means bfloat16 on the training device, as ``--fp16`` does. We undo the
+implied ``--tpu`` where fairseq first reads it (``distributed_utils.call_main``, used by every
+training CLI, and the ``Trainer``, for Python API users); with torch_xla installed nothing changes.
+
 Importing fairseq runs ``logging.basicConfig(level=DEBUG)`` (fairseq/tasks/text_to_speech.py), so
 matplotlib and PIL would print hundreds of DEBUG lines in any plotting script; we keep those two
 loggers at WARNING.
@@ -33,6 +39,7 @@ loggers at WARNING.
 
 import argparse
 import collections
+import importlib.util
 import logging
 import types
 import typing
@@ -146,6 +153,34 @@ def cpu_pytorch_ddp():
     dfm.DistributedDataParallel = DistributedDataParallel
 
 
+def bf16_is_not_tpu(cfg):
+    """Clear the --tpu that fairseq's --bf16 implies when torch_xla (hence any TPU) is absent."""
+    common = getattr(cfg, "common", cfg)
+    if getattr(common, "bf16", False) and getattr(common, "tpu", False):
+        if importlib.util.find_spec("torch_xla") is None:
+            common.tpu = False
+    return cfg
+
+
+def bf16_without_tpu():
+    from fairseq import trainer
+    from fairseq.distributed import utils as distributed_utils
+
+    if getattr(distributed_utils.call_main, "_ctemp_patched", False):
+        return
+    call_main, trainer_init = distributed_utils.call_main, trainer.Trainer.__init__
+
+    def patched_call_main(cfg, main, **kwargs):
+        return call_main(bf16_is_not_tpu(cfg), main, **kwargs)
+
+    def patched_trainer_init(self, cfg, *args, **kwargs):
+        trainer_init(self, bf16_is_not_tpu(cfg), *args, **kwargs)
+
+    patched_call_main._ctemp_patched = True
+    distributed_utils.call_main = patched_call_main
+    trainer.Trainer.__init__ = patched_trainer_init
+
+
 def quiet_plotting_debug_logs():
     for name in ("matplotlib", "PIL"):
         logging.getLogger(name).setLevel(logging.WARNING)
@@ -155,5 +190,6 @@ def apply():
     quiet_plotting_debug_logs()
     allow_fairseq_checkpoint_globals()
     cpu_pytorch_ddp()
+    bf16_without_tpu()
     batches_independent_of_resume_epoch()
     numpy_compat_long()

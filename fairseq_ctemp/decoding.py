@@ -3,7 +3,8 @@
     Every distribution that fairseq decodes or scores is softmax(D / t), where
     D are the model's logits (for a temperature-head LM: the log of its final distribution),
     t = X when the user gives a temperature X explicitly, and otherwise
-    t = the model's own temperature: T of a checkpoint trained with ``tempered_ce``, 1 for any other.
+    t = the model's own temperature: the t* that ``ctemp-calibrate --write-checkpoint`` recorded in
+        the checkpoint, else T of a checkpoint trained with ``tempered_ce``, else 1.
 
 Never T * X, never a silent T = 1. "Explicitly" means the call or the configuration carries a value:
 fairseq's ``--temperature`` (and ``GenerationConfig.temperature``) defaults to ``None``, "the model's
@@ -11,9 +12,10 @@ own", instead of 1.0, so ``--temperature 1`` / ``generate(temperature=1.0)`` dec
 leaving it out decodes at T. Nothing here reads ``sys.argv``.
 
 How every path reaches the rule:
-- a model's ``get_normalized_probs`` applies t (``follow_the_rule``); T is set on models loaded by
-  ``checkpoint_utils.load_model_ensemble_and_task`` (fairseq-generate / -interactive / -eval-lm, the
-  hub) from the checkpoint's saved criterion, and on the ``--eval-bleu`` model by ``tempered_ce``;
+- a model's ``get_normalized_probs`` applies t (``follow_the_rule``); T and t* are set on models
+  loaded by ``checkpoint_utils.load_model_ensemble_and_task`` (fairseq-generate / -interactive /
+  -eval-lm, the hub) from the checkpoint's saved criterion and its ``ctemp_calibration`` cfg group,
+  and T on the ``--eval-bleu`` model by ``tempered_ce``;
 - an explicit X is an argument of the generator or scorer (``SequenceGenerator(temperature=X)``,
   ``SequenceScorer(temperature=X)``, which ``task.build_generator`` fills from ``--temperature``,
   ``--eval-bleu-args`` or a hub keyword); it holds only while that generator runs
@@ -41,6 +43,9 @@ from fairseq.tasks import FairseqTask
 logger = logging.getLogger("fairseq_ctemp.decoding")
 
 TEMPERED_CRITERIA = ("tempered_ce",)
+# The cfg group where ctemp-calibrate records t* ({"temperature": t*, "signature": ...}): fairseq's
+# loader keeps every group of the saved cfg, and no fairseq component reads this one.
+CALIBRATION_GROUP = "ctemp_calibration"
 ALLOWED = (
     'a finite number > 0 (--temperature, a hub temperature= keyword or the "temperature" '
     "of --eval-bleu-args); leave it out to decode at the model's own temperature"
@@ -74,8 +79,20 @@ def explicit_temperature(value):
 
 
 def own_temperature(model):
-    """The temperature a model decodes at when none is given: its tempered_ce training T, else 1."""
-    return getattr(model, "ctemp_training_temperature", None) or 1.0
+    """The temperature a model decodes at when none is given: its calibrated t*, else its
+    tempered_ce training T, else 1."""
+    return (
+        getattr(model, "ctemp_calibrated_temperature", None)
+        or getattr(model, "ctemp_training_temperature", None)
+        or 1.0
+    )
+
+
+def own_temperature_source(model):
+    """How the log names a model's own temperature."""
+    if getattr(model, "ctemp_calibrated_temperature", None):
+        return f"calibrated temperature t*={own_temperature(model):g} (ctemp-calibrate)"
+    return f"training temperature T={own_temperature(model):g}"
 
 
 def has_temperature_head(model):
@@ -86,12 +103,12 @@ def _get_normalized_probs(self, net_output, log_probs, sample=None):
     """softmax(D / t) of the rule, in place of the model's own ``get_normalized_probs``."""
     stock = type(self).get_normalized_probs
     explicit = _explicit.get()
-    if has_temperature_head(self):  # net_output[0] are features: temper the final distribution
-        if explicit is None or explicit == 1.0:
-            return stock(self, net_output, log_probs, sample)
-        lprobs = F.log_softmax(stock(self, net_output, True, sample).float() / explicit, dim=-1)
-        return lprobs if log_probs else lprobs.exp()
     t = explicit if explicit is not None else own_temperature(self)
+    if has_temperature_head(self):  # net_output[0] are features: temper the final distribution
+        if t == 1.0:
+            return stock(self, net_output, log_probs, sample)
+        lprobs = F.log_softmax(stock(self, net_output, True, sample).float() / t, dim=-1)
+        return lprobs if log_probs else lprobs.exp()
     if t != 1.0:  # logits (or fairseq's adaptive softmax features, linear in its logits)
         net_output = (net_output[0] / t, *net_output[1:])
     return stock(self, net_output, log_probs, sample)
@@ -106,14 +123,25 @@ def follow_the_rule(model):
     return model
 
 
-def set_training_temperature(model, temperature, name="model"):
-    """Record that ``model`` was trained with tempered_ce at T (it then decodes at T by default)."""
+def set_own_temperature(model, training=None, calibrated=None, name="model"):
+    """Record that ``model`` was trained with tempered_ce at T and / or calibrated by ctemp-calibrate
+    at t*: it then decodes at t*, else at T, unless a temperature is given explicitly."""
     follow_the_rule(model)
-    model.ctemp_training_temperature = float(temperature)
-    logger.info(
-        f"{name}: trained with tempered_ce at T={temperature:g}; decodes at T={temperature:g}"
-        f" unless a temperature is given explicitly"
-    )
+    said = []
+    if training is not None:
+        model.ctemp_training_temperature = float(training)
+        said.append(f"trained with tempered_ce at T={training:g}")
+    if calibrated is not None:
+        model.ctemp_calibrated_temperature = float(calibrated)
+        said.append(f"calibrated by ctemp-calibrate at t*={calibrated:g}")
+    own = f"t*={calibrated:g}" if calibrated is not None else f"T={training:g}"
+    logger.info(f"{name}: {'; '.join(said)}; decodes at {own} unless a temperature is given explicitly")
+
+
+def calibrated_temperature(cfg):
+    """t* recorded in a checkpoint's cfg by ctemp-calibrate, or None."""
+    temperature = _get(_get(cfg, CALIBRATION_GROUP), "temperature")
+    return None if temperature is None else float(temperature)
 
 
 def training_temperature(cfg):
@@ -151,11 +179,11 @@ def load_model_ensemble_and_task(
             num_shards=num_shards,
             state=state if i == 0 else None,
         )
-        temperature = training_temperature(cfg)
+        temperature, calibrated = training_temperature(cfg), calibrated_temperature(cfg)
         for model in models:  # a stock model follows it too: it applies an explicit X only
             follow_the_rule(model)
-            if temperature is not None:
-                set_training_temperature(model, temperature, name=filename)
+            if temperature is not None or calibrated is not None:
+                set_own_temperature(model, temperature, calibrated, name=filename)
         ensemble.extend(models)
     # A checkpoint's saved generation config holds training-time defaults, never a decoding choice;
     # the hub decodes with it, so its temperature must mean "the model's own".
@@ -182,11 +210,10 @@ def build_generator(self, models, args, *rest, **kwargs):
             )
         elif explicit is not None and own_temperature(model) != 1.0:
             logger.info(
-                f"model {i}: explicit temperature {explicit:g} replaces its training "
-                f"temperature {own_temperature(model):g}"
+                f"model {i}: explicit temperature {explicit:g} replaces its {own_temperature_source(model)}"
             )
         elif explicit is None and own_temperature(model) != 1.0:
-            logger.info(f"model {i}: decoding at training temperature T={own_temperature(model):g}")
+            logger.info(f"model {i}: decoding at {own_temperature_source(model)}")
     return generator
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Create (or reuse) a virtualenv with CPU torch, fairseq and this plugin, without ever letting pip
-# resolve torch/torchaudio itself (that would pull a multi-GB CUDA build).
+# resolve torch/torchaudio itself (that would pull a multi-GB CUDA build). A torch already in the venv
+# (a GPU user's CUDA build, README "GPU set-up") is kept: every later install is constrained to it.
 #
 # Usage: scripts/setup_venv.sh [VENV_DIR]      (default: .venv inside the checkout)
 # Env:   TORCH_SPEC   torch requirement to install if torch is missing (default torch==2.13.0)
@@ -22,6 +23,10 @@ $pip install -q -U pip setuptools wheel
 if ! "$venv/bin/python" -c "import torch" 2>/dev/null; then
   $pip install "${TORCH_SPEC:-torch==2.13.0}"
 fi
+# From here on pip must keep that torch: a constraint makes it fail rather than replace it.
+keep_torch=$venv/.fairseq_ctemp_keep_torch.txt
+"$venv/bin/python" -c "import torch; print('torch==' + torch.__version__)" > "$keep_torch"
+export PIP_CONSTRAINT=$keep_torch
 $pip install -q numpy cython
 if ! "$venv/bin/python" -c "import fairseq" 2>/dev/null; then
   # --no-deps: fairseq-fixed declares torchaudio, which would drag in a CUDA torch.
@@ -31,6 +36,8 @@ fi
 # fairseq's real runtime deps (scikit-learn: `import fairseq` needs it) plus ours.
 $pip install -q "hydra-core==1.3.2" "omegaconf==2.3.0" regex sacrebleu tqdm bitarray packaging \
   scikit-learn sentencepiece subword-nmt matplotlib tensorboard pytest pytest-xdist ruff
+# torchmetrics (the tests' reference ECE) declares torch: --no-deps, with its one other dependency.
+$pip install -q --no-deps torchmetrics lightning-utilities
 # The plugin itself, editable, never resolving dependencies (see pyproject.toml).
 $pip install -q --no-deps --no-build-isolation -e "$root"
 "$venv/bin/python" -c "import fairseq, fairseq_ctemp, torch; print('fairseq', fairseq.__version__, '| torch', torch.__version__)"

@@ -25,10 +25,64 @@ TINY_LM = (
     "--arch transformer_lm --decoder-layers 1 --decoder-embed-dim 32 --decoder-ffn-embed-dim 64 "
     "--decoder-attention-heads 2"
 ).split()
+# The language models with a temperature head, one per head and normalisation (test_lm_heads,
+# test_cuda): the tiny architectures of fairseq_ctemp/models.
+LM_HEAD_ARCHES = {
+    "transformer-adaptive-ct": ["--arch", "ct_transformer_lm_tiny"],
+    "transformer-adaptive-plain": ["--arch", "ct_transformer_lm_tiny", "--ct-normalization", "none"],
+    "transformer-softmax-ct": ["--arch", "ct_transformer_lm_tiny", "--output-head", "softmax"],
+    "transformer-mos-ct-lambda": [
+        "--arch",
+        "ct_transformer_lm_tiny",
+        "--output-head",
+        "mos",
+        "--mos-components",
+        "3",
+        "--ct-normalization",
+        "lambda_tanh",
+    ],
+    "lstm-softmax": ["--arch", "lstm_lm_tiny"],
+    "lstm-softmax-ct": ["--arch", "lstm_lm_tiny", "--ct-normalization", "softmax"],
+    "lstm-mos-ct": ["--arch", "ct_mos_lstm_lm_tiny"],
+    "lstm-mos-ct-learned": ["--arch", "ct_mos_lstm_lm_tiny", "--ct-learn-alpha-beta"],
+    "lstm-softmax-constant": [
+        "--arch",
+        "lstm_lm_tiny",
+        "--ct-normalization",
+        "constant",
+        "--ct-constant",
+        "0.5",
+    ],
+}
 TRAIN_DEFAULTS = (
     "--cpu --optimizer adam --lr 3e-3 --lr-scheduler inverse_sqrt --warmup-updates 10 "
     "--max-tokens 2000 --seed 1 --log-format json --log-interval 1 --num-workers 0"
 ).split()
+# Training temperatures of the toy checkpoints (``toy_checkpoint``).
+T_A, T_B, T_LM = 3.0, 1.5, 2.0
+LM_COMMON = (
+    "--task language_modeling --tokens-per-sample 32 --cpu --optimizer adam --lr 3e-3 --max-tokens 1024 "
+    "--seed 1 --num-workers 0 --max-epoch 2 --no-epoch-checkpoints"
+).split()
+# name: (toy_data key, fairseq-train options), each trained for 2 epochs: two tempered_ce translators
+# (A, B), a stock one (S), a tempered_ce LM (L) and a contextual-temperature MoS LM (H).
+TOY_RUNS = {
+    "A": (
+        "bin",
+        [*TINY_TRANSFORMER, "--criterion", "tempered_ce", "--softmax-temperature", str(T_A)]
+        + ["--label-smoothing", "0.1"],
+    ),
+    "B": (
+        "bin",
+        [*TINY_TRANSFORMER, "--criterion", "tempered_ce", "--softmax-temperature", str(T_B), "--seed", "2"],
+    ),
+    "S": (
+        "bin",
+        [*TINY_TRANSFORMER, "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1"],
+    ),
+    "L": ("lm_bin", [*LM_COMMON, *TINY_LM, "--criterion", "tempered_ce", "--softmax-temperature", str(T_LM)]),
+    "H": ("lm_bin", [*LM_COMMON, "--arch", "ct_mos_lstm_lm_tiny", "--criterion", "ct_cross_entropy"]),
+}
 # Untrained models decode up to 200 tokens per sentence; bound it so generation stays fast.
 FAST_DECODE = ["--cpu", "--batch-size", "64", "--max-len-a", "1.2", "--max-len-b", "10"]
 
@@ -120,6 +174,50 @@ def fairseq_loader(*args, **kwargs):
     return decoding._load_model_ensemble_and_task(*args, **kwargs)
 
 
+# ----------------------------------------------- decoding scores against the independent reference
+ATOL = 1e-4  # full-precision scores (Python API) vs the float64 reference
+
+
+def reference_scores(refs_and_t, tokens, src=None):
+    """log of the ensemble's mean of softmax(D / t) at each token of ``tokens`` (teacher forced),
+    for [(RawModel, t)]."""
+    eos = refs_and_t[0][0].dictionary.eos()
+    prev = torch.cat([torch.tensor([eos]), tokens[:-1]])
+    per_model = [
+        torch.log_softmax(ref.log_probs(prev, src) / t, dim=-1).gather(1, tokens[:, None])[:, 0]
+        for ref, t in refs_and_t
+    ]
+    return torch.logsumexp(torch.stack(per_model), dim=0) - math.log(len(per_model))
+
+
+def assert_scored_at(scores, refs_and_t, tokens, src=None, atol=ATOL, base=math.e):
+    """``scores`` are the reference at the given temperatures, and measurably not at T*X or 1."""
+    expected = reference_scores(refs_and_t, tokens, src) / math.log(base)
+    torch.testing.assert_close(torch.as_tensor(scores, dtype=torch.float64), expected, atol=atol, rtol=0)
+    for wrong in ({t * 1.5 for _, t in refs_and_t} | {1.0}) - {t for _, t in refs_and_t}:
+        other = reference_scores([(r, wrong) for r, _ in refs_and_t], tokens, src) / math.log(base)
+        assert (other - expected).abs().max() > 20 * atol, "the check cannot tell t apart"
+
+
+def cli_hypotheses(output, dictionary):
+    """[(id, source tokens or None, hypothesis tokens, positional scores in base 2)] from the
+    S-/H-/P- lines of fairseq-generate or fairseq-interactive."""
+    sources, result, pending = {}, [], None
+    for line in output.splitlines():
+        key, _, rest = line.partition("\t")
+        if key.startswith("S-"):
+            sources[int(key[2:])] = rest
+        elif key.startswith("H-"):
+            pending = (int(key[2:]), rest.split("\t")[-1])
+        elif key.startswith("P-") and pending is not None:
+            i, text = pending
+            encode = lambda s: dictionary.encode_line(s, add_if_not_exist=False).long()  # noqa: E731
+            src = encode(sources[i]) if i in sources else None
+            result.append((i, src, encode(text), [float(x) for x in rest.split()]))
+            pending = None
+    return result
+
+
 @pytest.fixture(scope="session")
 def toy_data(tmp_path_factory):
     """A binarized toy translation corpus (src -> tgt) and an LM corpus on its target side."""
@@ -161,3 +259,32 @@ def toy_data(tmp_path_factory):
         "1",
     )
     return {"raw": raw, "bin": root / "bin", "lm_bin": root / "lm-bin"}
+
+
+@pytest.fixture(scope="session")
+def toy_checkpoint(toy_data, tmp_path_factory):
+    """toy_checkpoint(name): the checkpoint_last.pt of TOY_RUNS[name], trained on first use only,
+    so that the test files of one session share them."""
+    trained = {}
+
+    def get(name):
+        if name not in trained:
+            data, args = TOY_RUNS[name]
+            save_dir = tmp_path_factory.mktemp(f"toy-{name}")
+            defaults = (
+                [] if data == "lm_bin" else [*TRAIN_DEFAULTS, "--max-epoch", "2", "--no-epoch-checkpoints"]
+            )
+            run_cli(
+                "fairseq-train",
+                toy_data[data],
+                "--user-dir",
+                PLUGIN_DIR,
+                *defaults,
+                *args,
+                "--save-dir",
+                save_dir,
+            )
+            trained[name] = save_dir / "checkpoint_last.pt"
+        return trained[name]
+
+    return get

@@ -40,13 +40,12 @@ def script(path):
     return module
 
 
-def checkpoint(path, weights, temperature=2.0):
+def checkpoint(path, weights, temperature=2.0, calibrated=None):
+    cfg = {"criterion": {"_name": "tempered_ce", "softmax_temperature": temperature}}
+    if calibrated is not None:  # as ctemp-calibrate --write-checkpoint records it
+        cfg["ctemp_calibration"] = {"temperature": calibrated, "signature": "subset:valid"}
     torch.save(
-        {
-            "model": collections.OrderedDict((k, torch.tensor(v)) for k, v in weights.items()),
-            "cfg": {"criterion": {"_name": "tempered_ce", "softmax_temperature": temperature}},
-        },
-        path,
+        {"model": collections.OrderedDict((k, torch.tensor(v)) for k, v in weights.items()), "cfg": cfg}, path
     )
 
 
@@ -98,6 +97,7 @@ def inputs(tmp_path_factory, toy_data):
     checkpoint(ckpt / "t1.pt", {"w": [3.0, 4.0]}, temperature=1.0)
     checkpoint(ckpt / "shape.pt", {"w": [1.0, 2.0, 3.0]})
     checkpoint(ckpt / "nan.pt", {"w": [1.0, float("nan")]})
+    checkpoint(ckpt / "calibrated.pt", {"w": [3.0, 4.0]}, calibrated=1.7)
     write(str(ckpt / "empty.pt"), b"")
     write(str(ckpt / "random.pt"), os.urandom(4096))
     write(str(ckpt / "text.pt"), b"this is not a checkpoint\n")
@@ -153,6 +153,12 @@ def average(argv):
     average_checkpoints.main(argv)
 
 
+def calibrate(argv):
+    from fairseq_ctemp.cli import calibrate
+
+    calibrate.main(argv)
+
+
 def greedy_vs_beam(argv):
     from fairseq_ctemp.cli import greedy_vs_beam
 
@@ -197,6 +203,10 @@ def bench_sact(argv):
 
 def bench_tempered_ce(argv):
     script(os.path.join(REPO, "benchmarks", "bench_tempered_ce.py")).parse_args(argv)
+
+
+def bench_translation(argv):
+    script(os.path.join(REPO, "benchmarks", "bench_translation.py")).parse_args(argv)
 
 
 PY = [sys.executable]
@@ -539,6 +549,55 @@ CASES = [
         ["--inputs", "{ckpt}/a.pt", "{ckpt}/b.pt", "--output", "{ckpt}/t1.pt"],
         "--output {ckpt}/t1.pt already exists; refusing to overwrite it",
     ),
+    (
+        "average: a calibrated input",
+        average,
+        ["--inputs", "{ckpt}/a.pt", "{ckpt}/calibrated.pt", "--output", "{root}/avg.pt"],
+        "--inputs {ckpt}/calibrated.pt was calibrated by ctemp-calibrate (t*=1.7)",
+    ),
+    # ctemp-calibrate (cases that need a trained model: tests/test_calibrate.py)
+    (
+        "calibrate: no such checkpoint",
+        calibrate,
+        ["{toy}/bin", "--path", "{root}/none.pt"],
+        "--path {root}/none.pt: no such file",
+    ),
+    (
+        "calibrate: a text file as checkpoint",
+        calibrate,
+        ["{toy}/bin", "--path", "{ckpt}/text.pt"],
+        "--path {ckpt}/text.pt is not a PyTorch checkpoint",
+    ),
+    (
+        "calibrate: not a checkpoint of fairseq-train",
+        calibrate,
+        ["{toy}/bin", "--path", "{ckpt}/a.pt"],
+        "--path {ckpt}/a.pt is not a checkpoint of fairseq-train (no 'best_loss')",
+    ),
+    (
+        "calibrate: existing --json",
+        calibrate,
+        ["{toy}/bin", "--path", "{ckpt}/a.pt", "--json", "{root}/mine/notes.txt"],
+        "--json {root}/mine/notes.txt already exists; refusing to overwrite it",
+    ),
+    (
+        "calibrate: existing --write-checkpoint",
+        calibrate,
+        ["{toy}/bin", "--path", "{ckpt}/a.pt", "--write-checkpoint", "{ckpt}/b.pt"],
+        "--write-checkpoint {ckpt}/b.pt already exists; refusing to overwrite it",
+    ),
+    (
+        "calibrate: --plot and --json one file",
+        calibrate,
+        ["{toy}/bin", "--path", "{ckpt}/a.pt", "--json", "{root}/r.out", "--plot", "{root}/r.out"],
+        "--plot {root}/r.out is also --json",
+    ),
+    (
+        "calibrate: --plot in a missing directory",
+        calibrate,
+        ["{toy}/bin", "--path", "{ckpt}/a.pt", "--plot", "{root}/nowhere/r.png"],
+        "--plot {root}/nowhere/r.png: directory {root}/nowhere does not exist",
+    ),
     # ctemp-greedy-vs-beam
     (
         "greedy-vs-beam: non-UTF-8 --ref",
@@ -635,6 +694,14 @@ CASES = [
             "ct_cross_entropy",
         ],
         "fairseq-train: error: --ct-constant must be in [0.01, 100], got 1e-30",
+    ),
+    (
+        "train: tempered_ce with the contextual-temperature translator",
+        ["fairseq-train"],
+        [*TRAIN, "tempered_ce", "--arch", "ct_transformer_tiny", "--softmax-temperature", "2"],
+        "fairseq-train: error: --criterion tempered_ce needs a model whose net_output[0] are logits; "
+        "this model has a temperature head (ct_transformer, ct_transformer_lm, ct_lstm_lm): use "
+        "--criterion ct_cross_entropy",
     ),
     (
         "train: tempered_ce with an adaptive softmax",
@@ -743,6 +810,19 @@ CASES = [
         bench_sact,
         ["--models", "stock", "none", "--device", "cpu"],
         "--models must include stock and sact",
+    ),
+    (
+        "bench_translation: --models without the stock transformer",
+        bench_translation,
+        ["--models", "ct_transformer", "--device", "cpu"],
+        "--models must be a comma-separated subset of transformer,ct_transformer,ct_transformer_none,"
+        "sact_transformer with transformer, got ['ct_transformer']",
+    ),
+    (
+        "gpu_check: unknown benchmark",
+        PY + [os.path.join(REPO, "benchmarks", "gpu_check.py")],
+        ["--allow-cpu", "--benchmarks", "tempered_ce,bogus", "--out", "{root}/gpu-report"],
+        "--benchmarks must be a comma-separated subset of tempered_ce,ct_lm,sact,translation or 'none'",
     ),
     (
         "bench_tempered_ce: --temperature 0",
@@ -859,7 +939,7 @@ def test_the_suite_covers_every_tool():
     covered = " ".join(" ".join(map(str, c[1])) if isinstance(c[1], list) else c[1].__name__ for c in CASES)
     with open(os.path.join(REPO, "pyproject.toml"), encoding="utf-8") as f:
         consoles = re.findall(r'^(ctemp-[\w-]+) = "fairseq_ctemp\.cli\.(\w+):main"', f.read(), re.M)
-    assert len(consoles) == 4
+    assert len(consoles) == 5
     for console, module in consoles:
         assert console in covered or module in covered, console
     not_covered = {  # relative to the repository: why it has no case of its own
@@ -879,6 +959,7 @@ def test_the_suite_covers_every_tool():
         "bench_ct_lm.py": bench_ct_lm,
         "bench_sact.py": bench_sact,
         "bench_tempered_ce.py": bench_tempered_ce,
+        "bench_translation.py": bench_translation,
     }
     for folder in ("scripts", "examples", "benchmarks"):
         for d, _, files in os.walk(os.path.join(REPO, folder)):

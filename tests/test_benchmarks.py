@@ -1,6 +1,7 @@
-"""Smoke tests of the three benchmarks at toy sizes: each runs and prints every model and ratio
+"""Smoke tests of the benchmarks at toy sizes: each runs and prints every model and ratio
 (no assertion on speed: this only checks that the benchmarks still work)."""
 
+import json
 import os
 import re
 
@@ -11,13 +12,19 @@ BENCH_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file_
 
 @pytest.fixture
 def benchmarks(monkeypatch):
-    """The three benchmark modules by name (they live in benchmarks/, not in the package)."""
+    """The benchmark modules by name (they live in benchmarks/, not in the package)."""
     monkeypatch.syspath_prepend(BENCH_DIR)
     import bench_ct_lm
     import bench_sact
     import bench_tempered_ce
+    import bench_translation
 
-    return {"bench_ct_lm": bench_ct_lm, "bench_sact": bench_sact, "bench_tempered_ce": bench_tempered_ce}
+    return {
+        "bench_ct_lm": bench_ct_lm,
+        "bench_sact": bench_sact,
+        "bench_tempered_ce": bench_tempered_ce,
+        "bench_translation": bench_translation,
+    }
 
 
 @pytest.fixture
@@ -59,9 +66,19 @@ def run_main(bench, argv, capsys):
     return capsys.readouterr().out
 
 
-def test_bench_tempered_ce_smoke(benchmarks, capsys):
+def read_json(path, out, ratio_pattern):
+    """The --json results, with the words/s ratio the printed RATIO line shows."""
+    with open(path) as f:
+        result = json.load(f)
+    printed = float(re.search(ratio_pattern, out, re.M).group(1))
+    return result, printed
+
+
+def test_bench_tempered_ce_smoke(benchmarks, capsys, tmp_path):
     out = run_main(
-        benchmarks["bench_tempered_ce"], ["--ffn", "64", "--heads", "2", "--max-tokens", "256"], capsys
+        benchmarks["bench_tempered_ce"],
+        ["--ffn", "64", "--heads", "2", "--max-tokens", "256", "--json", str(tmp_path / "r.json")],
+        capsys,
     )
     assert "A = --criterion label_smoothed_cross_entropy" in out
     assert "B = --criterion tempered_ce --softmax-temperature 4.0" in out
@@ -75,9 +92,14 @@ def test_bench_tempered_ce_smoke(benchmarks, capsys):
         out,
         re.M,
     ), out
+    result, printed = read_json(tmp_path / "r.json", out, r"^RATIO tempered/stock: words/s ([\d.]+)x")
+    assert set(result["models"]) == {"stock", "tempered"} and result["cuda_max_memory_allocated_mib"] is None
+    ratio = result["ratios"]["tempered/stock"]
+    assert round(ratio["words_per_s"], 3) == printed and ratio["peak_memory"] > 0
+    assert result["environment"]["device"] == "cpu" and result["config"]["vocab"] == 300
 
 
-def test_bench_sact_smoke(benchmarks, capsys):
+def test_bench_sact_smoke(benchmarks, capsys, tmp_path):
     out = run_main(
         benchmarks["bench_sact"],
         [
@@ -91,6 +113,8 @@ def test_bench_sact_smoke(benchmarks, capsys):
             "4",
             "--gen-len",
             "5",
+            "--json",
+            str(tmp_path / "r.json"),
         ],
         capsys,
     )
@@ -107,6 +131,10 @@ def test_bench_sact_smoke(benchmarks, capsys):
         out,
         re.M,
     ), out
+    result, printed = read_json(tmp_path / "r.json", out, r"^RATIO sact/stock: training words/s ([\d.]+)x")
+    assert set(result["models"]) == {"stock", "none", "sact"}
+    assert round(result["ratios"]["sact/stock"]["training_words_per_s"], 3) == printed
+    assert set(result["ratios"]) == {"sact/stock", "sact/none"}
 
 
 @pytest.mark.parametrize("name", ["bench_sact", "bench_tempered_ce"])
@@ -117,12 +145,9 @@ def test_benchmarks_refuse_fp16_without_cuda(benchmarks, name):
         benchmarks[name].parse_args(["--device", "cpu", "--fp16"])
 
 
-def test_bench_ct_lm_smoke(bench_ct_lm, capsys):
-    out = run_main(
-        bench_ct_lm,
-        ["--ffn", "64", "--heads", "2", "--tokens-per-sample", "32", "--max-tokens", "128", "--ct-rank", "8"],
-        capsys,
-    )
+def test_bench_ct_lm_smoke(bench_ct_lm, capsys, tmp_path):
+    options = "--ffn 64 --heads 2 --tokens-per-sample 32 --max-tokens 128 --ct-rank 8".split()
+    out = run_main(bench_ct_lm, [*options, "--json", str(tmp_path / "r.json")], capsys)
     assert out.startswith("command: bench_ct_lm.main(")
     assert "cutoffs=18,90" in out  # 2000,10000 scaled to the vocabulary
     for name, label in (("A", "stock"), ("B", "ct-ada"), ("C", "ct-full"), ("D", "ada-noT")):
@@ -133,6 +158,22 @@ def test_bench_ct_lm_smoke(bench_ct_lm, capsys):
     for ratio in ("B/A", "C/A", "B/C", "D/A", "B/D"):
         assert re.search(rf"^RATIO {ratio} +[\d.]+x +[\d.]+x +[\d.]+x \[", out, re.M), f"{ratio}:\n{out}"
     assert "target >= 0.8:" in out
+    result, printed = read_json(tmp_path / "r.json", out, r"^RATIO B/A +([\d.]+)x")
+    assert list(result["models"]) == ["A stock", "B ct-ada", "C ct-full", "D ada-noT"]
+    assert list(result["ratios"]) == ["B/A", "C/A", "B/C", "D/A", "B/D"]
+    assert round(result["ratios"]["B/A"]["words_per_s"], 3) == printed
+    verdict = re.search(r"^RATIO B/A .*target >= 0.8: (OK|MISSED)$", out, re.M).group(1)
+    assert result["ratios"]["B/A"]["met"] == (verdict == "OK")
+
+
+def test_benchmarks_refuse_an_existing_json_target_before_any_work(benchmarks, tmp_path, capsys):
+    existing = tmp_path / "r.json"
+    existing.write_text("{}")
+    for bench in benchmarks.values():
+        with pytest.raises(SystemExit):
+            bench.parse_args(["--device", "cpu", "--json", str(existing)])
+        assert f"--json {existing} exists; refusing to overwrite it" in capsys.readouterr().err
+    assert existing.read_text() == "{}"
 
 
 def test_bench_ct_lm_options(bench_ct_lm):
@@ -142,3 +183,96 @@ def test_bench_ct_lm_options(bench_ct_lm):
         bench_ct_lm.parse_args(["--device", "cpu", "--models", "A,E"])
     with pytest.raises(SystemExit):
         bench_ct_lm.parse_args(["--device", "cpu", "--fp16"])
+
+
+TINY_TRANSLATOR = (
+    "--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 32 --decoder-embed-dim 32 "
+    "--encoder-ffn-embed-dim 64 --decoder-ffn-embed-dim 64 --encoder-attention-heads 2 "
+    "--decoder-attention-heads 2 --ct-rank 8"
+)
+
+
+def test_bench_translation_smoke(benchmarks, capsys, tmp_path):
+    import logging
+
+    import torch
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    threads = torch.get_num_threads()
+    models = "transformer,ct_transformer,ct_transformer_none,sact_transformer"
+    argv = ["--device", "cpu", "--vocab", "300", "--rounds", "1", "--warmup", "0", "--batches", "1"]
+    argv += ["--max-tokens", "256", "--beam", "2", "--gen-sentences", "8", "--gen-batch-size", "4"]
+    argv += ["--gen-len", "5", "--threads", "1", "--models", models, f"--fairseq-args={TINY_TRANSLATOR}"]
+    argv += ["--json", str(tmp_path / "r.json")]
+    try:
+        benchmarks["bench_translation"].main(argv)
+    finally:  # main() sets these process-wide
+        torch.set_num_threads(threads)
+        logging.disable(logging.NOTSET)
+    out = capsys.readouterr().out
+    names = ["transformer", "ct_transformer", "ct_transformer_none"]
+    if "sact_transformer_alt_mini" in ARCH_MODEL_REGISTRY:
+        names.append("sact_transformer")
+    else:
+        assert "note: sact_transformer skipped: --arch sact_transformer_alt_mini is not registered" in out
+    params = {}
+    for name in names:
+        row = re.search(
+            rf"^{name} +--arch \S+ .*: ([\d.]+)M parameters \(([\d.]+)M in the temperature\)", out, re.M
+        )
+        assert row, f"{name}:\n{out}"
+        params[name] = (float(row.group(1)), float(row.group(2)))
+        assert re.search(rf"^{name} +\d+ \[ *\d+ \.\. *\d+\] +\d+ +[\d.]+ \[", out, re.M), f"{name}:\n{out}"
+    assert "1+1 layers, 32-d, FFN 64, 2 heads" in out and "Q = 8" in out  # --fairseq-args reach the size
+    assert params["transformer"] == params["ct_transformer_none"]  # the same size, our output layer
+    total, temperature = params["ct_transformer"]
+    assert temperature == pytest.approx((32 * 8 + 8 * 300) / 1e6, abs=1e-3)
+    assert total == pytest.approx(params["transformer"][0] + temperature, abs=2e-3)
+    assert re.search(
+        r"^RATIO ct_transformer/transformer: training words/s [\d.]+x .* beam-2 sentences/s [\d.]+x .*"
+        r"analytic bound [\d.]+ / [\d.]+: \d+% / \d+% of it \(target >= 90%: (OK|MISSED) / (OK|MISSED)\)",
+        out,
+        re.M,
+    ), out
+    result, printed = read_json(
+        tmp_path / "r.json", out, r"^RATIO ct_transformer/transformer: training words/s ([\d.]+)x"
+    )
+    assert set(result["models"]) == set(names)
+    assert round(result["ratios"]["ct_transformer/transformer"]["training_words_per_s"], 3) == printed
+    assert result["models"]["ct_transformer"]["temperature_parameters"] == 32 * 8 + 8 * 300
+    assert set(result["ratios"]) == {f"{n}/transformer" for n in names if n != "transformer"}
+
+
+def test_bench_translation_analytic_macs_are_torchs_flop_count(benchmarks):
+    """The multiply-accumulates of the linear layers, which the benchmark's bound is made of, per
+    target token, against torch's own FLOP counter on a forward pass of the real models (a batch
+    without padding). The counter does not see the attention products inside CPU
+    scaled_dot_product_attention, so those are left out of the comparison."""
+    import argparse
+    import tempfile
+
+    import torch
+    from fairseq import tasks
+    from torch.utils.flop_counter import FlopCounterMode
+
+    bench = benchmarks["bench_translation"]
+    args = bench.parse_args(["--device", "cpu", "--vocab", "300", f"--fairseq-args={TINY_TRANSLATOR}"])
+    flops, S, T, B = {}, 7, 5, 3
+    with tempfile.TemporaryDirectory() as data_dir:
+        for side in ("src", "tgt"):
+            with open(os.path.join(data_dir, f"dict.{side}.txt"), "w") as f:
+                f.writelines(f"w{i} 1\n" for i in range(args.vocab - 4))
+        for name in ("ct_transformer", "ct_transformer_none"):
+            ns = bench.training_args(args, data_dir, name)
+            task = tasks.setup_task(ns)
+            model = task.build_model(ns).eval()
+            src, prev = torch.randint(4, 300, (B, S)), torch.randint(4, 300, (B, T))
+            with torch.no_grad(), FlopCounterMode(display=False) as counter:
+                model.get_normalized_probs(model(src, torch.full((B,), S), prev), log_probs=True)
+            counts = {str(op): n for op, n in counter.get_flop_counts()["Global"].items()}
+            flops[name] = (counts["aten.mm"] + counts["aten.addmm"]) / 2 / (B * T)  # MACs per target token
+    size = argparse.Namespace(**vars(ns), vocab=300)
+    body, output, temperature = bench.forward_macs(size, S / T, S, T, attention=False)
+    assert flops["ct_transformer_none"] == body + output
+    assert flops["ct_transformer"] == body + output + temperature
+    assert temperature == 32 * 8 + 8 * 300 and output == 32 * 300

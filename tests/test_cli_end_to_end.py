@@ -1,6 +1,8 @@
 """The real fairseq CLIs with --user-dir on tiny generated data: train (with --eval-bleu) -> resume
 -> average -> generate; bad options. Decoding temperatures on every path: test_decoding_temperature."""
 
+import math
+
 import pytest
 import torch
 from conftest import (
@@ -210,3 +212,30 @@ def test_tempered_ce_refuses_an_adaptive_softmax_before_any_update(toy_data, tmp
     assert refused.returncode != 0
     assert "tempered_ce needs a full softmax output layer" in refused.stdout
     assert "num_updates" not in refused.stdout  # no update happened
+
+
+def test_bf16_trains_in_bfloat16_without_torch_xla(toy_data, tmp_path):
+    """fairseq 0.12 makes --bf16 imply --tpu; without torch_xla the plugin undoes that (compat.py),
+    so --bf16 trains in bfloat16 (fairseq's Trainer casts the model when bf16 is set) on the device
+    given, here --cpu, instead of failing (it asked torch_xla for a TPU)."""
+    proc = train(toy_data["bin"], tmp_path, "--bf16", "--max-update", "3", "--disable-validation")
+    records = json_log_records(proc.stdout, "train_inner")
+    assert records[-1]["num_updates"] == "3" and all(math.isfinite(float(r["loss"])) for r in records)
+    common = torch.load(tmp_path / "checkpoint_last.pt")["cfg"]["common"]  # saved in fp32 by fairseq
+    assert common["bf16"] is True and common["tpu"] is False and common["cpu"] is True
+
+
+def test_bf16_keeps_its_tpu_where_torch_xla_is_installed(monkeypatch):
+    import importlib.util
+    from types import SimpleNamespace
+
+    from fairseq_ctemp import compat
+
+    cfg = SimpleNamespace(common=SimpleNamespace(bf16=True, tpu=True))
+    assert compat.bf16_is_not_tpu(cfg).common.tpu is False  # this machine has no torch_xla
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: name == "torch_xla" or find_spec(name))
+    cfg.common.tpu = True
+    assert compat.bf16_is_not_tpu(cfg).common.tpu is True
+    fp32 = SimpleNamespace(common=SimpleNamespace(bf16=False, tpu=True))  # an explicit --tpu
+    assert compat.bf16_is_not_tpu(fp32).common.tpu is True

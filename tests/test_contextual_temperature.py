@@ -76,3 +76,14 @@ def test_temperature_of_a_position_depends_on_that_position_only():
 def test_bad_options_are_refused_at_build_time(kwargs, message):
     with pytest.raises(ValueError, match=message):
         ContextualTemperature(8, 30, **kwargs)
+
+
+def test_the_fused_softmax_temperature_against_numerical_gradients():
+    """tau = (softmax(mu) + alpha) / beta computed in mu's buffer: value against the formula,
+    gradient against finite differences, in float64."""
+    from fairseq_ctemp.modules.contextual_temperature import SoftmaxTemperature
+
+    mu = (torch.randn(3, 4, 9, dtype=torch.float64) * 3).requires_grad_()
+    fused = lambda mu: SoftmaxTemperature.apply(mu.clone(), 0.3, 0.7)  # noqa: E731  (it writes into mu)
+    torch.testing.assert_close(fused(mu), (torch.softmax(mu, -1) + 0.3) / 0.7, rtol=0, atol=1e-12)
+    assert torch.autograd.gradcheck(fused, (mu,))

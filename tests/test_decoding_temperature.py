@@ -7,13 +7,24 @@ sampling, --score-reference, --print-alignment), fairseq-interactive, fairseq-ev
 --eval-bleu's generator and ensembles, for a stock model, tempered_ce models and a
 temperature-head LM."""
 
-import math
 import subprocess
 import sys
 
 import pytest
 import torch
-from conftest import PLUGIN_DIR, TINY_LM, TINY_TRANSFORMER, TRAIN_DEFAULTS, RawModel, cli, run_cli
+from conftest import (
+    PLUGIN_DIR,
+    T_A,
+    T_B,
+    T_LM,
+    TINY_TRANSFORMER,
+    TRAIN_DEFAULTS,
+    RawModel,
+    assert_scored_at,
+    cli,
+    cli_hypotheses,
+    run_cli,
+)
 from fairseq import checkpoint_utils
 from fairseq.sequence_generator import SequenceGenerator
 from fairseq.sequence_scorer import SequenceScorer
@@ -21,101 +32,14 @@ from fairseq.sequence_scorer import SequenceScorer
 import fairseq_ctemp  # noqa: F401  (the rule applies in this process too, as for any user script)
 
 pytestmark = pytest.mark.e2e
-T_A, T_B, T_LM = 3.0, 1.5, 2.0
-LM_COMMON = [
-    "--task",
-    "language_modeling",
-    "--tokens-per-sample",
-    "32",
-    "--cpu",
-    "--optimizer",
-    "adam",
-    "--lr",
-    "3e-3",
-    "--max-tokens",
-    "1024",
-    "--seed",
-    "1",
-    "--num-workers",
-    "0",
-    "--max-epoch",
-    "2",
-    "--no-epoch-checkpoints",
-]
-ATOL = 1e-4  # full-precision scores (Python API) vs the float64 reference
 ATOL_CLI = 2e-3  # scores printed with 4 decimals in base 2
 
 
 @pytest.fixture(scope="module")
-def ckpt(toy_data, tmp_path_factory):
+def ckpt(toy_checkpoint):
     """Two tempered_ce translators (T=3, T=1.5), a stock one, a tempered_ce LM (T=2) and a
-    contextual-temperature MoS LM, each trained for 2 epochs: {name: checkpoint path}."""
-    runs = {
-        "A": (
-            toy_data["bin"],
-            [
-                *TINY_TRANSFORMER,
-                "--criterion",
-                "tempered_ce",
-                "--softmax-temperature",
-                str(T_A),
-                "--label-smoothing",
-                "0.1",
-            ],
-        ),
-        "B": (
-            toy_data["bin"],
-            [
-                *TINY_TRANSFORMER,
-                "--criterion",
-                "tempered_ce",
-                "--softmax-temperature",
-                str(T_B),
-                "--seed",
-                "2",
-            ],
-        ),
-        "S": (
-            toy_data["bin"],
-            [*TINY_TRANSFORMER, "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1"],
-        ),
-        "L": (
-            toy_data["lm_bin"],
-            [*LM_COMMON, *TINY_LM, "--criterion", "tempered_ce", "--softmax-temperature", str(T_LM)],
-        ),
-        "H": (
-            toy_data["lm_bin"],
-            [*LM_COMMON, "--arch", "ct_mos_lstm_lm_tiny", "--criterion", "ct_cross_entropy"],
-        ),
-    }
-    paths = {}
-    for name, (data, args) in runs.items():
-        save_dir = tmp_path_factory.mktemp(f"decode-{name}")
-        defaults = [] if name in "LH" else [*TRAIN_DEFAULTS, "--max-epoch", "2", "--no-epoch-checkpoints"]
-        run_cli("fairseq-train", data, "--user-dir", PLUGIN_DIR, *defaults, *args, "--save-dir", save_dir)
-        paths[name] = save_dir / "checkpoint_last.pt"
-    return paths
-
-
-# ----------------------------------------------------------------------- the independent reference
-def reference_scores(refs_and_t, tokens, src=None):
-    """log of the ensemble's mean of softmax(D / t) at each token of ``tokens`` (teacher forced)."""
-    eos = refs_and_t[0][0].dictionary.eos()
-    prev = torch.cat([torch.tensor([eos]), tokens[:-1]])
-    per_model = [
-        torch.log_softmax(ref.log_probs(prev, src) / t, dim=-1).gather(1, tokens[:, None])[:, 0]
-        for ref, t in refs_and_t
-    ]
-    return torch.logsumexp(torch.stack(per_model), dim=0) - math.log(len(per_model))
-
-
-def assert_scored_at(scores, refs_and_t, tokens, src=None, atol=ATOL, base=math.e):
-    """``scores`` are the reference at the given temperatures, and measurably not at T*X or 1."""
-    expected = reference_scores(refs_and_t, tokens, src) / math.log(base)
-    torch.testing.assert_close(torch.as_tensor(scores, dtype=torch.float64), expected, atol=atol, rtol=0)
-    for wrong in ({t * 1.5 for _, t in refs_and_t} | {1.0}) - {t for _, t in refs_and_t}:
-        other = reference_scores([(r, wrong) for r, _ in refs_and_t], tokens, src) / math.log(base)
-        assert (other - expected).abs().max() > 20 * atol, "the check cannot tell t apart"
+    contextual-temperature MoS LM (conftest.TOY_RUNS): {name: checkpoint path}."""
+    return {name: toy_checkpoint(name) for name in "ABSLH"}
 
 
 @pytest.fixture(scope="module")
@@ -127,24 +51,6 @@ def refs(ckpt, toy_data):
 
 
 # ------------------------------------------------------------------------------------ CLI output
-def cli_hypotheses(output, dictionary):
-    """[(id, source tokens or None, hypothesis tokens, positional scores in base 2)] from H-/P-."""
-    sources, result, pending = {}, [], None
-    for line in output.splitlines():
-        key, _, rest = line.partition("\t")
-        if key.startswith("S-"):
-            sources[int(key[2:])] = rest
-        elif key.startswith("H-"):
-            pending = (int(key[2:]), rest.split("\t")[-1])
-        elif key.startswith("P-") and pending is not None:
-            i, text = pending
-            encode = lambda s: dictionary.encode_line(s, add_if_not_exist=False).long()  # noqa: E731
-            src = encode(sources[i]) if i in sources else None
-            result.append((i, src, encode(text), [float(x) for x in rest.split()]))
-            pending = None
-    return result
-
-
 def generate(data, checkpoints, *extra, user_dir=True, env=None):
     plugin = ["--user-dir", PLUGIN_DIR] if user_dir else []
     return run_cli(

@@ -263,7 +263,7 @@ def test_ct_cross_entropy_refuses_a_stock_model_before_training(toy_data, tmp_pa
     )
     assert proc.returncode != 0
     assert "--criterion ct_cross_entropy needs a model with a temperature head" in proc.stdout
-    assert "train_inner" not in proc.stdout
+    assert "train_inner" not in proc.stdout and not list(tmp_path.glob("*.pt"))  # no crash.pt
 
 
 def test_bad_option_stops_fairseq_train_before_any_step(toy_data, tmp_path):

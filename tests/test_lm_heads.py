@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import PLUGIN_DIR
+from conftest import LM_HEAD_ARCHES, PLUGIN_DIR
 from fairseq import options, tasks
 from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_loss
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
@@ -142,33 +142,7 @@ def test_bad_cutoffs_are_refused_with_the_option_name(cutoff, message):
 
 # ---- the registered models, built through fairseq's own argument parsing ----
 
-ARCHES = {
-    "transformer-adaptive-ct": ["--arch", "ct_transformer_lm_tiny"],
-    "transformer-adaptive-plain": ["--arch", "ct_transformer_lm_tiny", "--ct-normalization", "none"],
-    "transformer-softmax-ct": ["--arch", "ct_transformer_lm_tiny", "--output-head", "softmax"],
-    "transformer-mos-ct-lambda": [
-        "--arch",
-        "ct_transformer_lm_tiny",
-        "--output-head",
-        "mos",
-        "--mos-components",
-        "3",
-        "--ct-normalization",
-        "lambda_tanh",
-    ],
-    "lstm-softmax": ["--arch", "lstm_lm_tiny"],
-    "lstm-softmax-ct": ["--arch", "lstm_lm_tiny", "--ct-normalization", "softmax"],
-    "lstm-mos-ct": ["--arch", "ct_mos_lstm_lm_tiny"],
-    "lstm-mos-ct-learned": ["--arch", "ct_mos_lstm_lm_tiny", "--ct-learn-alpha-beta"],
-    "lstm-softmax-constant": [
-        "--arch",
-        "lstm_lm_tiny",
-        "--ct-normalization",
-        "constant",
-        "--ct-constant",
-        "0.5",
-    ],
-}
+ARCHES = LM_HEAD_ARCHES  # every head and normalisation (tests/conftest.py)
 
 
 def parse(data, *extra, criterion="ct_cross_entropy"):
@@ -406,9 +380,21 @@ def test_an_explicit_temperature_acts_on_the_final_distribution_and_only_while_g
     torch.testing.assert_close(after, base, rtol=0, atol=0)
 
 
-def test_tempered_ce_refuses_temperature_head_models(toy_data):
-    task, model, criterion = build(toy_data["lm_bin"], "--arch", "lstm_lm_tiny", criterion="tempered_ce")
-    x = tokens(task)
-    sample = {"net_input": {"src_tokens": x, "src_lengths": torch.full((3,), 12)}, "target": x, "ntokens": 36}
-    with pytest.raises(ValueError, match="use --criterion ct_cross_entropy"):
-        criterion(model, sample)
+def test_tempered_ce_refuses_temperature_head_models_when_it_is_built(toy_data):
+    for arch in ("lstm_lm_tiny", "ct_transformer_lm_tiny"):
+        with pytest.raises(ValueError, match="use --criterion ct_cross_entropy"):
+            build(toy_data["lm_bin"], "--arch", arch, criterion="tempered_ce")
+
+
+def test_a_tied_softmax_head_loads_its_own_state_dict(toy_data):
+    """fairseq's transformer decoder adds output_projection.weight to a tied state dict on load."""
+    _, model, _ = build(
+        toy_data["lm_bin"],
+        *ARCHES["transformer-softmax-ct"],
+        "--share-decoder-input-output-embed",
+    )
+    head = model.decoder.output_head
+    assert head.output.weight is model.decoder.embed_tokens.weight
+    state = {k: v + 1 for k, v in model.state_dict().items()}
+    model.load_state_dict(state)  # strict, after fairseq's upgrade_state_dict
+    torch.testing.assert_close(head.output.weight, state["decoder.embed_tokens.weight"], rtol=0, atol=0)

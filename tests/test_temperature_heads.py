@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from fairseq_ctemp.modules import ContextualTemperature, MixtureOfSoftmaxesHead, TemperedSoftmaxHead
+from fairseq_ctemp.modules.temperature_heads import DividedLogSoftmax
 
 
 def heads(dim=16, vocab=40):
@@ -68,3 +69,15 @@ def test_mos_latent_dropout_is_locked_over_time():
     torch.testing.assert_close(log_probs.exp().sum(-1), torch.ones(4, 6), rtol=0, atol=1e-5)
     head.eval()
     assert torch.equal(head(h)[0][0], head(h)[0][1])
+
+
+@pytest.mark.parametrize("tau_shape", [(3, 4, 7), (3, 1, 7)])  # per entry; shared by components (MoS)
+def test_divided_log_softmax_against_numerical_gradients(tau_shape):
+    """The fused log_softmax(z / tau): value against the unfused expression, gradients against
+    finite differences, in float64."""
+    g = torch.Generator().manual_seed(0)
+    z = (torch.randn(3, 4, 7, generator=g, dtype=torch.float64) * 3).requires_grad_()
+    tau = (torch.rand(tau_shape, generator=g, dtype=torch.float64) * 3 + 0.2).requires_grad_()
+    fused = lambda z, tau: DividedLogSoftmax.apply(z.clone(), tau)  # noqa: E731  (it writes into z)
+    torch.testing.assert_close(fused(z, tau), F.log_softmax(z / tau, -1), rtol=0, atol=1e-12)
+    assert torch.autograd.gradcheck(fused, (z, tau))

@@ -11,7 +11,8 @@ one model (same parameter names and shapes, finite values) trained with one crit
 softmax temperature: a tempered_ce checkpoint decodes at the T in its cfg, so an average of
 different temperatures would silently decode at the first input's. --allow-mixed-temperatures
 averages them anyway, says so, and records the inputs' criteria and temperatures in the output
-("ctemp_average").
+("ctemp_average"). A checkpoint calibrated by ctemp-calibrate is refused: its t* fits its own
+parameters; calibrate the average instead.
 """
 
 import argparse
@@ -25,6 +26,7 @@ import torch
 
 import fairseq_ctemp  # noqa: F401  (registers the safe globals for torch.load)
 
+from .. import decoding
 from . import inputs
 
 
@@ -124,6 +126,7 @@ def average_checkpoints(paths, allow_mixed=False):
     sums, dtypes, first_state, shapes, trained = collections.OrderedDict(), {}, None, None, []
     for path in paths:
         state = load(path)
+        check_not_calibrated(path, state)
         params = state["model"]
         if shapes is None:
             first_state, shapes = state, {k: tuple(v.shape) for k, v in params.items()}
@@ -142,6 +145,17 @@ def average_checkpoints(paths, allow_mixed=False):
     first_state["model"] = averaged
     first_state["ctemp_average"] = record
     return first_state
+
+
+def check_not_calibrated(path, state):
+    """A t* fitted for one checkpoint's parameters does not hold for an average (whose cfg, t*
+    included, would be copied from the first input)."""
+    t_star = decoding.calibrated_temperature(state.get("cfg"))
+    if t_star is not None:
+        raise AverageError(
+            f"--inputs {path} was calibrated by ctemp-calibrate (t*={t_star:g}) for its own parameters: "
+            "average the uncalibrated checkpoints, then calibrate the average"
+        )
 
 
 def check_parameters(path, params, first, shapes):

@@ -57,7 +57,8 @@ TRANSLATED = re.compile(
     r"Translated ([\d,]+) sentences \(([\d,]+) tokens\) in ([\d.]+)s "
     r"\(([\d.]+) sentences/s, ([\d.]+) tokens/s\)"
 )
-TRAINING_T = re.compile(r"decoding at training temperature T=([\d.eE+-]+)")
+# the model's own temperature, as fairseq_ctemp.decoding logs it: a training T or a calibrated t*
+OWN_T = re.compile(r"decoding at (?:training temperature T|calibrated temperature t\*)=([\d.eE+-]+)")
 SYSTEM_KEYS = (
     "beam",
     "lenpen",
@@ -214,7 +215,7 @@ def decode(
         )
     sentences, tokens = (int(timing.group(i).replace(",", "")) for i in (1, 2))
     per_second = float(timing.group(4))  # printed with 2 decimals, the seconds with only 1
-    trained_t = TRAINING_T.search(stderr + stdout)
+    own_t = OWN_T.search(stderr + stdout)
     return {
         "hyps": [hyps[i] for i in ids],
         "refs": [refs.get(i) for i in ids],
@@ -229,8 +230,8 @@ def decode(
         "wall_seconds": wall,
         "decoding_temperature": temperature
         if temperature is not None
-        else float(trained_t.group(1))
-        if trained_t
+        else float(own_t.group(1))
+        if own_t
         else 1.0,
     }
 

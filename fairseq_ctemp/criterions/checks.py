@@ -35,3 +35,13 @@ def model_options(criterion_cfg):
 
 def option(options, name, default=None):
     return getattr(options, name, default) if options is not None else default
+
+
+def builds_temperature_head(model_options):
+    """Whether the run's --arch builds a model with a temperature head (its class says so with
+    ``has_temperature_head``), or None when the architecture is unknown here."""
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    arch = option(model_options, "arch") or option(model_options, "_name")
+    model_class = ARCH_MODEL_REGISTRY.get(arch)
+    return None if model_class is None else bool(getattr(model_class, "has_temperature_head", False))

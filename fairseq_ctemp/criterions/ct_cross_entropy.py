@@ -4,7 +4,7 @@
     s_t  = mean_v tau_t(v)   the papers' "loss scaling" (--no-loss-scaling: s_t = 1)
     CE_t = -log p_t(y_t), or fairseq's label-smoothed cross-entropy with --label-smoothing
 
-for models with a temperature head (ct_transformer_lm, ct_lstm_lm). Logged: ``loss`` (what is
+for models with a temperature head (ct_transformer, ct_transformer_lm, ct_lstm_lm). Logged: ``loss`` (what is
 trained, scaled), ``nll_loss`` (the unscaled NLL of the normalised distribution; ``ppl`` is derived
 from it and only from it), ``loss_scale`` (mean s_t), ``tau_mean`` / ``tau_min`` / ``tau_max``
 (mean over positions of mean_v tau; smallest and largest tau computed, averaged over batches) and
@@ -59,6 +59,8 @@ class ContextualTemperatureCrossEntropy(FairseqCriterion):
     @classmethod
     def build_criterion(cls, cfg, task):
         model = checks.model_options(cfg)  # a degenerate fixed tau: refused now, not as ppl inf
+        if checks.builds_temperature_head(model) is False:
+            raise ValueError(NO_TEMPERATURE_HEAD)  # now, not in the first step (which leaves crash.pt)
         if checks.option(model, "ct_normalization") == "constant":
             checks.check_temperature("--ct-constant", checks.option(model, "ct_constant", 1.0))
         return super().build_criterion(cfg, task)
@@ -130,14 +132,18 @@ class ContextualTemperatureCrossEntropy(FairseqCriterion):
         return True
 
 
+NO_TEMPERATURE_HEAD = (
+    "--criterion ct_cross_entropy needs a model with a temperature head: --arch ct_transformer* "
+    "(translation), ct_transformer_lm*, ct_lstm_lm, *mos_lstm_lm* (see README)"
+)
+
+
 def check_model(model, label_smoothing):
-    """A clear error on the first forward (before any update) for a model without a temperature head."""
+    """A clear error on the first forward (before any update) for a model without a temperature
+    head that ``build_criterion`` could not recognise from its options."""
     head = getattr(getattr(model, "decoder", None), "output_head", None)
     if head is None:
-        raise ValueError(
-            "--criterion ct_cross_entropy needs a model with a temperature head: "
-            "--arch ct_transformer_lm*, ct_lstm_lm, *mos_lstm_lm* (see README)"
-        )
+        raise ValueError(NO_TEMPERATURE_HEAD)
     if label_smoothing > 0 and isinstance(head, AdaptiveSoftmaxHead):
         raise ValueError(
             "--label-smoothing needs the full distribution at every position; it is "

@@ -159,8 +159,11 @@ class TemperedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
 
     @classmethod
     def build_criterion(cls, cfg, task):
-        if checks.option(checks.model_options(cfg), "adaptive_softmax_cutoff"):
-            raise ValueError(ADAPTIVE_SOFTMAX)  # now, not in the first step (which would leave crash.pt)
+        model = checks.model_options(cfg)  # now, not in the first step (which would leave crash.pt)
+        if checks.builds_temperature_head(model):
+            raise ValueError(TEMPERATURE_HEAD)
+        if checks.option(model, "adaptive_softmax_cutoff"):
+            raise ValueError(ADAPTIVE_SOFTMAX)
         return super().build_criterion(cfg, task)
 
     def forward(self, model, sample, reduce=True):
@@ -263,15 +266,16 @@ def check_model_output(model):
     there and normalises them itself, so tempering would silently do the wrong thing."""
     decoder = getattr(model, "decoder", model)
     if getattr(decoder, "output_head", None) is not None:
-        raise ValueError(
-            "--criterion tempered_ce needs a model whose net_output[0] are logits; this model has "
-            "a temperature head (ct_transformer_lm / ct_lstm_lm): use --criterion ct_cross_entropy "
-            "(--ct-normalization constant --ct-constant T is a fixed temperature T)"
-        )
+        raise ValueError(TEMPERATURE_HEAD)
     if getattr(decoder, "adaptive_softmax", None) is not None:
         raise ValueError(ADAPTIVE_SOFTMAX)
 
 
+TEMPERATURE_HEAD = (
+    "--criterion tempered_ce needs a model whose net_output[0] are logits; this model has a "
+    "temperature head (ct_transformer, ct_transformer_lm, ct_lstm_lm): use --criterion "
+    "ct_cross_entropy (--ct-normalization constant --ct-constant T is a fixed temperature T)"
+)
 ADAPTIVE_SOFTMAX = (
     "--criterion tempered_ce needs a full softmax output layer; this model has an adaptive "
     "softmax (--adaptive-softmax-cutoff). Train without --adaptive-softmax-cutoff, or use "

@@ -164,6 +164,8 @@ class CTLSTMDecoder(TemperatureHeadDecoderMixin, FairseqIncrementalDecoder):
 # --arch ct_lstm_lm: the config defaults (AWD-LSTM on PTB, plain softmax with contextual temperature)
 @register_model("ct_lstm_lm", dataclass=CTLSTMLanguageModelConfig)
 class CTLSTMLanguageModel(FairseqLanguageModel):
+    has_temperature_head = True  # read by the criteria before the model exists
+
     @classmethod
     def build_model(cls, args, task):
         check_lstm_options(args)

@@ -62,6 +62,8 @@ def _decoder_class(decoder_class):
 # --arch ct_transformer_lm: the config defaults (transformer_lm base, softmax head, contextual temperature)
 @register_model("ct_transformer_lm", dataclass=CTTransformerLanguageModelConfig)
 class CTTransformerLanguageModel(TransformerLanguageModel):
+    has_temperature_head = True  # read by the criteria before the model exists
+
     @classmethod
     def build_model(cls, args, task):
         check_head_options(args, len(task.target_dictionary))

@@ -131,3 +131,14 @@ class TemperatureHeadDecoderMixin:
     def get_normalized_probs(self, net_output, log_probs, sample=None):
         lprobs, _ = self.output_head(net_output[0])
         return lprobs if log_probs else lprobs.exp()
+
+    def upgrade_state_dict_named(self, state_dict, name):
+        """fairseq's transformer decoder copies a tied input embedding to ``output_projection.weight``
+        when a state dict has none; these decoders have no such layer (the key would make every
+        strict load, hence every resume and decoding, fail)."""
+        key = f"{name}.output_projection.weight"
+        had = key in state_dict
+        state_dict = super().upgrade_state_dict_named(state_dict, name)
+        if not had:
+            state_dict.pop(key, None)
+        return state_dict

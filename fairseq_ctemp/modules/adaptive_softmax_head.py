@@ -31,7 +31,7 @@ parameters receive a gradient and DistributedDataParallel needs no unused-parame
 import torch
 import torch.nn.functional as F
 
-from .temperature_heads import TauStats, TemperatureHead
+from .temperature_heads import TauStats, TemperatureHead, divided_log_softmax
 
 
 def check_cutoffs(cutoff, vocab_size):
@@ -142,8 +142,7 @@ class AdaptiveSoftmaxHead(TemperatureHead):
         """Head log-probs, the normalisation's state of the head (or None) and [tau_head]."""
         logits = self.adaptive_softmax.head(flat).float()
         tau, state = self._tau(logits, lambda norm, t: norm.adaptive_head(t, F.linear(low_rank, up[0])))
-        log_probs = F.log_softmax(logits if tau is None else logits / tau, dim=-1)
-        return log_probs, state, [tau]
+        return divided_log_softmax(logits, tau), state, [tau]
 
     def _tail(self, flat, k, entry_state, low_rank, up):
         """Within-cluster log-probs of tail cluster k and its tau."""
@@ -151,7 +150,7 @@ class AdaptiveSoftmaxHead(TemperatureHead):
         tau, _ = self._tau(
             logits, lambda norm, t: (norm.adaptive_tail(t, F.linear(low_rank, up[k + 1]), entry_state), None)
         )
-        return F.log_softmax(logits if tau is None else logits / tau, dim=-1), tau
+        return divided_log_softmax(logits, tau), tau
 
     def _tau(self, logits, from_mu):
         """(tau for these logits, state): none, a constant, or the normalisation of mu."""

@@ -91,7 +91,10 @@ class SoftmaxNormalization(Normalization):
             raise ValueError(f"--ct-beta must be a finite number > 0, got {beta}")
 
     def tau(self, layer, mu):
-        return layer.from_probabilities(torch.softmax(mu, dim=-1))
+        alpha, beta = layer.alpha_beta()
+        if layer.learn_alpha_beta or alpha / beta < TAU_FLOOR:
+            return layer.from_probabilities(torch.softmax(mu, dim=-1))
+        return SoftmaxTemperature.apply(mu, alpha, beta)  # the floor cannot bind: tau >= alpha / beta
 
     # q is itself an adaptive softmax over mu with the same clusters: a distribution over all V
     # words, so tau keeps its range and mean_v(tau) = (alpha + 1/V) / beta exactly.
@@ -105,6 +108,29 @@ class SoftmaxNormalization(Normalization):
     def adaptive_loss_scale(self, layer, tau_head, vocab_size):
         alpha, beta = layer.alpha_beta()
         return (alpha + 1.0 / vocab_size) / beta * tau_head.new_ones(tau_head.shape[:-1])
+
+
+class SoftmaxTemperature(torch.autograd.Function):
+    """tau = (softmax(mu) + alpha) / beta for fixed alpha, beta, written into mu (a fresh matmul
+    output): on CPU each fresh vocabulary-sized tensor costs about as much as the arithmetic on it.
+    The backward recovers q = beta * tau - alpha from tau."""
+
+    @staticmethod
+    def forward(ctx, mu, alpha, beta):
+        q = torch._softmax(mu, -1, False, out=mu)  # row-wise, in place
+        tau = q.mul_(1.0 / beta).add_(alpha / beta)
+        ctx.mark_dirty(mu)
+        ctx.save_for_backward(tau)
+        ctx.alpha, ctx.beta = alpha, beta
+        return tau
+
+    @staticmethod
+    def backward(ctx, grad):
+        (tau,) = ctx.saved_tensors
+        q = tau.mul(ctx.beta).sub_(ctx.alpha)
+        q_grad = q * grad  # softmax backward of grad / beta: q * (grad - sum(q * grad)) / beta
+        q_grad.sub_(q.mul_(q_grad.sum(-1, keepdim=True))).mul_(1.0 / ctx.beta)
+        return q_grad, None, None
 
 
 @register_normalization

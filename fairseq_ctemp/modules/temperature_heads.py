@@ -37,6 +37,42 @@ class TauStats(NamedTuple):
         return cls(tau.mean(-1), tau.min().detach(), tau.max().detach())
 
 
+class DividedLogSoftmax(torch.autograd.Function):
+    """log_softmax(z / tau) over the last dimension (tau broadcast to z), written into z, with one
+    backward for both inputs. Autograd through ``z / tau`` and ``log_softmax`` allocates several
+    vocabulary-sized tensors each way, and on CPU a fresh one costs as much as the arithmetic on it
+    (its pages are faulted in): measured, a third of a ct_transformer training step. Saves the
+    output, tau and each row's log-sum-exp (z / tau = output + log-sum-exp)."""
+
+    @staticmethod
+    def forward(ctx, z, tau):
+        y = z.div_(tau)
+        top, where = y.max(dim=-1, keepdim=True)
+        out = torch._log_softmax(y, -1, False, out=y)  # row-wise, in place
+        lse = top - out.gather(-1, where)  # at the row's largest entry: the most accurate
+        ctx.mark_dirty(z)
+        ctx.save_for_backward(out, tau, lse)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        out, tau, lse = ctx.saved_tensors
+        grad_y = out.exp().mul_(-grad.sum(-1, keepdim=True)).add_(grad)  # log_softmax backward
+        grad_tau = torch.sub(-lse, out) if ctx.needs_input_grad[1] else None  # -(z / tau)
+        grad_z = grad_y.div_(tau)  # d/dz (z / tau) = 1 / tau
+        if grad_tau is not None:  # d/dtau (z / tau) = -(z / tau) / tau
+            grad_tau = grad_tau.mul_(grad_z).sum_to_size(tau.shape)
+        return grad_z, grad_tau
+
+
+def divided_log_softmax(logits, tau):
+    """log_softmax(logits / tau) in fp32 (tau None: log_softmax(logits)). Overwrites ``logits``
+    when it is fp32 already: pass a tensor nothing else reads (a layer's fresh output)."""
+    if tau is None:
+        return F.log_softmax(logits.float(), dim=-1)
+    return DividedLogSoftmax.apply(logits.float(), tau.float())
+
+
 def locked_dropout(x, p, training):
     """Dropout with one mask per sequence, shared over time (dim 1 of (batch, time, ...)): the
     MoS reference's LockedDropout on the latent ("dropoutl"). Inputs without a time axis get
@@ -69,9 +105,8 @@ class TemperedSoftmaxHead(TemperatureHead):
 
     def forward(self, h):
         """h: (..., input_dim) -> (log_probs (..., V) fp32, TauStats)."""
-        logits = self.output(h).float()
         tau = self.temperature(h) if self.temperature is not None else None
-        log_probs = F.log_softmax(logits / tau if tau is not None else logits, dim=-1)
+        log_probs = divided_log_softmax(self.output(h), tau)
         return log_probs, TauStats.of(tau, h.shape[:-1], h.device)
 
 
@@ -102,9 +137,9 @@ class MixtureOfSoftmaxesHead(TemperatureHead):
         log_prior = F.log_softmax(self.prior(h).float(), dim=-1)  # (..., M)
         latent = torch.tanh(self.latent(h)).view(*h.shape[:-1], self.n_components, -1)
         latent = locked_dropout(latent, self.latent_dropout, self.training)
-        logits = self.output(latent).float()  # (..., M, V)
+        logits = self.output(latent)  # (..., M, V)
         tau = self.temperature(h) if self.temperature is not None else None
-        if tau is not None:
-            logits = logits / tau.unsqueeze(-2)  # one temperature per position, shared by components
-        log_probs = torch.logsumexp(log_prior.unsqueeze(-1) + F.log_softmax(logits, dim=-1), dim=-2)
+        # one temperature per position, shared by the components
+        components = divided_log_softmax(logits, None if tau is None else tau.unsqueeze(-2))
+        log_probs = torch.logsumexp(log_prior.unsqueeze(-1) + components, dim=-2)
         return log_probs, TauStats.of(tau, h.shape[:-1], h.device)

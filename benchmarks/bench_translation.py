@@ -1,0 +1,416 @@
+#!/usr/bin/env python
+"""Training words/s and beam-search sentences/s of the plugin's translators against fairseq's stock
+transformer of the same size, in one process.
+
+  transformer          --arch transformer, label_smoothed_cross_entropy   (fairseq's own)
+  ct_transformer       --arch ct_transformer_alt_<preset>, ct_cross_entropy (contextual temperature)
+  ct_transformer_none  the same with --ct-normalization none (our output layer without tau)
+  sact_transformer     --arch sact_transformer_alt_<preset>, label_smoothed_cross_entropy
+A model whose architecture is not registered is skipped with a note. Every model gets the
+Transformer options (layers, dimensions, heads, dropout, tied decoder embeddings) that
+ct_transformer_alt_<preset> and --fairseq-args resolve to; all use label smoothing 0.1.
+
+Training: one fairseq Trainer per model (Adam, clip-norm 1), the same random batches (fairseq's
+LanguagePairDataset, batch_by_size, collater), the models in rotating order over the rounds after
+discarded warm-up rounds; target words/s (fairseq's wps). Generation: fairseq's SequenceGenerator
+(beam 5) after make_generation_fast_, as fairseq-generate, on random sources with min_len = max_len
+so that every model decodes the same number of steps.
+
+The analytic bound of ct_transformer / transformer is the ratio of their multiply-accumulates per
+target token (forward; the backward pass of a linear layer costs twice its forward, so training has
+the same ratio): the temperature's mu = h W1 W2 (d x Q, Q x V) is a second vocabulary-sized layer
+beside the output projection (d x V). Element-wise work (the softmaxes over V) is not counted.
+"""
+
+import argparse
+import logging
+import os
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from bench_sact import generation_batches  # noqa: E402  (random sources, collated like fairseq)
+from bench_tempered_ce import (  # noqa: E402  (the same batches, device choice and JSON report)
+    PLUGIN_DIR,
+    add_json_option,
+    check_json_target,
+    cuda_max_memory_mib,
+    environment,
+    random_batches,
+    resolve_device,
+    speed_summary,
+    write_json,
+)
+
+CPU_DEFAULTS = dict(vocab=8000, max_tokens=2048, preset="mini")  # the ALT mini preset's batch
+GPU_DEFAULTS = dict(vocab=16000, max_tokens=4096, preset="base")
+HELP = dict(
+    vocab="dictionary size (source and target)",
+    max_tokens="tokens per training batch (--max-tokens)",
+    preset="size: ALT mini (2+2 layers, 128/512, 4 heads) or base (Transformer base)",
+)
+STOCK = "transformer"
+MODELS = {  # name: (architecture, options, criterion)
+    STOCK: ("transformer", [], "label_smoothed_cross_entropy"),
+    "ct_transformer": ("ct_transformer_alt_{preset}", [], "ct_cross_entropy"),
+    "ct_transformer_none": (
+        "ct_transformer_alt_{preset}",
+        ["--ct-normalization", "none"],
+        "ct_cross_entropy",
+    ),
+    "sact_transformer": ("sact_transformer_alt_{preset}", [], "label_smoothed_cross_entropy"),
+}
+BOUND_SHARE = 0.9  # target: ct_transformer reaches this share of its analytic bound
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    for key, text in HELP.items():
+        p.add_argument(
+            "--" + key.replace("_", "-"),
+            type=int if key != "preset" else str,
+            choices=["mini", "base"] if key == "preset" else None,
+            help=f"{text} (default: CPU {CPU_DEFAULTS[key]}, GPU {GPU_DEFAULTS[key]})",
+        )
+    p.add_argument(
+        "--models",
+        default="transformer,ct_transformer,sact_transformer",
+        help=f"comma-separated, from {', '.join(MODELS)} (default %(default)s; {STOCK} is needed for the ratios)",
+    )
+    p.add_argument(
+        "--fp16",
+        action=argparse.BooleanOptionalAction,
+        help="fairseq --fp16 (default: on for CUDA, off for CPU)",
+    )
+    p.add_argument("--batches", type=int, default=2, help="training batches per timed segment (default 2)")
+    p.add_argument("--rounds", type=int, default=5, help="timed rounds (default 5)")
+    p.add_argument("--warmup", type=int, default=1, help="discarded rounds first (default 1)")
+    p.add_argument(
+        "--lengths",
+        type=int,
+        nargs=2,
+        default=[8, 40],
+        metavar=("MIN", "MAX"),
+        help="sentence lengths, uniform in [MIN, MAX] (default 8 40)",
+    )
+    p.add_argument("--beam", type=int, default=5, help="beam size (default 5)")
+    p.add_argument("--gen-sentences", type=int, default=64, help="sentences decoded per round (default 64)")
+    p.add_argument(
+        "--gen-batch-size", type=int, default=32, help="sentences per generation batch (default 32)"
+    )
+    p.add_argument("--gen-len", type=int, default=25, help="target tokens decoded per sentence (default 25)")
+    p.add_argument("--threads", type=int, default=torch.get_num_threads(), help="(default %(default)s)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument(
+        "--fairseq-args",
+        default="",
+        help="more fairseq-train options of ct_transformer(_none); the other models take the Transformer "
+        'options (sizes, dropout, tying) from it, e.g. --fairseq-args="--ct-rank 64 --encoder-layers 1"',
+    )
+    add_json_option(p)
+    args = p.parse_args(argv)
+    check_json_target(p, args)
+    resolve_device(p, args, CPU_DEFAULTS, GPU_DEFAULTS)
+    args.models = [m.strip() for m in args.models.split(",") if m.strip()]
+    if not args.models or any(m not in MODELS for m in args.models) or STOCK not in args.models:
+        p.error(
+            f"--models must be a comma-separated subset of {','.join(MODELS)} with {STOCK}, got {args.models}"
+        )
+    for name in (
+        "batches",
+        "rounds",
+        "beam",
+        "gen_sentences",
+        "gen_batch_size",
+        "gen_len",
+        "vocab",
+        "max_tokens",
+    ):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.warmup < 0 or not 2 <= args.lengths[0] <= args.lengths[1]:
+        p.error("--warmup must be >= 0 and --lengths MIN MAX with 2 <= MIN <= MAX")
+    torch.set_num_threads(args.threads)
+    return args
+
+
+def training_args(args, data_dir, name):
+    """fairseq-train's namespace for one model (its architecture resolved)."""
+    from fairseq import options
+
+    arch, extra, criterion = MODELS[name]
+    argv = [
+        data_dir,
+        "--user-dir",
+        os.path.abspath(PLUGIN_DIR),
+        "--task",
+        "translation",
+        "-s",
+        "src",
+        "-t",
+        "tgt",
+        "--arch",
+        arch.format(preset=args.preset),
+        *extra,
+        "--criterion",
+        criterion,
+        "--label-smoothing",
+        "0.1",
+        "--optimizer",
+        "adam",
+        "--adam-betas",
+        "(0.9, 0.98)",
+        "--lr",
+        "5e-4",
+        "--clip-norm",
+        "1.0",
+        "--max-tokens",
+        str(args.max_tokens),
+        "--seed",
+        str(args.seed),
+        *(["--fp16"] if args.fp16 else []),
+        *([] if args.device == "cuda" else ["--cpu"]),
+        *(args.fairseq_args.split() if name.startswith("ct_transformer") else []),
+    ]
+    return options.parse_args_and_arch(options.get_training_parser(), argv)
+
+
+def transformer_options():
+    """The destinations of fairseq's transformer options (layers, dims, heads, dropout, tying, ...)."""
+    from fairseq.models.transformer import TransformerModel
+
+    parser = argparse.ArgumentParser()
+    TransformerModel.add_args(parser)
+    return [a.dest for a in parser._actions if a.dest != "help"]
+
+
+def forward_macs(a, src_per_tgt, src_len, tgt_len, beam=None, attention=True):
+    """Multiply-accumulates of the linear layers and (``attention``) of the attention scores and
+    weighted sums, per target token of training (teacher forcing) or, with ``beam``, per sentence
+    of beam search (the encoder and the cross attention's keys / values once per hypothesis row,
+    then every step of every hypothesis). Returns (body, output projection d x V, temperature
+    d x Q + Q x V)."""
+    d, f, v = a.encoder_embed_dim, a.encoder_ffn_embed_dim, a.vocab
+    dd, df = a.decoder_embed_dim, a.decoder_ffn_embed_dim
+    att = 2 if attention else 0  # q.k and weights.v: one product of the model dimension each
+    encoder_token = a.encoder_layers * (4 * d * d + 2 * d * f + att * src_len * d)
+    cross_kv_token = a.decoder_layers * 2 * dd * d  # per source token, per decoder layer
+    step = a.decoder_layers * (6 * dd * dd + 2 * dd * df + att * (tgt_len + src_len) * dd)
+    output, temperature = dd * v, dd * a.ct_rank + a.ct_rank * v
+    if beam is None:
+        body = src_per_tgt * (encoder_token + cross_kv_token) + step
+        return body, output, temperature
+    steps = beam * tgt_len
+    body = src_len * encoder_token + beam * src_len * cross_kv_token + steps * step
+    return body, steps * output, steps * temperature
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    logging.disable(logging.INFO)  # fairseq and hydra chatter, and fairseq's deprecation warnings
+    for category in (UserWarning, FutureWarning):
+        warnings.simplefilter("ignore", category)
+    import fairseq.tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq.models import ARCH_MODEL_REGISTRY
+    from fairseq.sequence_generator import SequenceGenerator
+    from fairseq.trainer import Trainer
+    from fairseq.utils import import_user_module
+
+    cuda = args.device == "cuda"
+    import_user_module(argparse.Namespace(user_dir=os.path.abspath(PLUGIN_DIR)))  # registers ct_transformer
+    names = []
+    for name in args.models:
+        arch = MODELS[name][0].format(preset=args.preset)
+        if arch in ARCH_MODEL_REGISTRY:
+            names.append(name)
+        else:
+            print(f"note: {name} skipped: --arch {arch} is not registered")
+    with tempfile.TemporaryDirectory() as data_dir:
+        for side in ("src", "tgt"):  # fairseq adds 4 specials: len(dictionary) == --vocab
+            with open(os.path.join(data_dir, f"dict.{side}.txt"), "w") as f:
+                f.writelines(f"w{i} 1\n" for i in range(args.vocab - 4))
+        size = training_args(args, data_dir, "ct_transformer")  # the preset, resolved
+        namespaces = {}
+        for name in names:
+            namespaces[name] = training_args(args, data_dir, name)
+            if not name.startswith("ct_transformer"):  # the same size as ct_transformer_alt_<preset>
+                for dest in transformer_options():
+                    if getattr(size, dest, None) is not None:
+                        setattr(namespaces[name], dest, getattr(size, dest))
+        cfgs = {name: convert_namespace_to_omegaconf(ns) for name, ns in namespaces.items()}
+        task = fairseq.tasks.setup_task(cfgs[STOCK].task)
+    trainers, sizes = {}, {}
+    for name, cfg in cfgs.items():
+        torch.manual_seed(args.seed)
+        model = task.build_model(cfg.model)
+        head = sum(p.numel() for n, p in model.named_parameters() if "output_head.temperature" in n)
+        sizes[name] = (sum(p.numel() for p in model.parameters()), head)
+        trainers[name] = Trainer(cfg, task, model, task.build_criterion(cfg.criterion))
+    batches = random_batches(args, task)
+    words = sum(b["ntokens"] for b in batches)
+    src_words = sum(int(b["net_input"]["src_lengths"].sum()) for b in batches)
+    sentences = sum(b["nsentences"] for b in batches)
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+
+    print(
+        f"torch {torch.__version__} | fairseq {fairseq.__version__} | python {sys.version.split()[0]} | "
+        f"device {torch.cuda.get_device_name() if cuda else 'cpu'} | torch threads {torch.get_num_threads()}"
+        f" | loadavg at start {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
+    print(
+        "config:",
+        " ".join(f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}" for k, v in vars(args).items()),
+    )
+    print(
+        f"size (ct_transformer_alt_{args.preset}): {size.encoder_layers}+{size.decoder_layers} layers, "
+        f"{size.encoder_embed_dim}-d, FFN {size.encoder_ffn_embed_dim}, {size.encoder_attention_heads} heads, "
+        f"tied decoder embeddings {size.share_decoder_input_output_embed}, dropout {size.dropout}; "
+        f"vocab {args.vocab}, Q = {size.ct_rank}, {'fp16' if args.fp16 else 'fp32'}, adam, label smoothing 0.1"
+    )
+    for name in names:
+        arch, extra, criterion = MODELS[name]
+        total, head = sizes[name]
+        print(
+            f"{name:20} {' '.join(['--arch', arch.format(preset=args.preset), *extra, '--criterion', criterion])}: "
+            f"{total / 1e6:.3f}M parameters ({head / 1e6:.3f}M in the temperature)"
+        )
+    print(
+        f"training batches: {len(batches)}, {sentences} sentences, {words} target / {src_words} source words "
+        f"per segment, padded target shapes {[tuple(b['target'].shape) for b in batches]}"
+    )
+
+    a = argparse.Namespace(**vars(size), vocab=args.vocab)
+    tgt_len, src_len = words / sentences, src_words / sentences
+    body, output, temperature = forward_macs(a, src_words / words, src_len, tgt_len)
+    bound = (body + output) / (body + output + temperature)
+    g_body, g_output, g_temperature = forward_macs(a, 1.0, src_len, args.gen_len, beam=args.beam)
+    gen_bound = (g_body + g_output) / (g_body + g_output + g_temperature)
+    print(
+        f"analytic MACs per target token of training (forward; backward x2 for all): body {body / 1e6:.3f}M + "
+        f"output projection {output / 1e6:.3f}M + temperature {temperature / 1e6:.3f}M -> bound "
+        f"ct_transformer/transformer = {bound:.3f}"
+    )
+    print(
+        f"analytic MACs per sentence of beam-{args.beam} search ({args.gen_len} steps): body {g_body / 1e6:.1f}M + "
+        f"output projection {g_output / 1e6:.1f}M + temperature {g_temperature / 1e6:.1f}M -> bound {gen_bound:.3f}"
+    )
+
+    train_wall, train_cpu = {n: [] for n in names}, {n: [] for n in names}
+    for r in range(args.warmup + args.rounds):
+        for name in names[r % len(names) :] + names[: r % len(names)]:  # rotating order
+            sync()
+            start, cpu_start = time.perf_counter(), time.process_time()
+            for sample in batches:
+                trainers[name].train_step([sample])
+            sync()
+            if r >= args.warmup:
+                train_wall[name].append(words / (time.perf_counter() - start))
+                train_cpu[name].append(words / (time.process_time() - cpu_start))
+
+    gen_batches = generation_batches(args, task.source_dictionary, "cuda" if cuda else "cpu")
+    generators = {}
+    for name in names:
+        model = trainers[name].model
+        model.make_generation_fast_(need_attn=False)  # as fairseq-generate without --print-alignment
+        model.eval()
+        generators[name] = SequenceGenerator(
+            [model],
+            task.target_dictionary,
+            beam_size=args.beam,
+            max_len_a=0,
+            max_len_b=args.gen_len,
+            min_len=args.gen_len,
+        )
+    gen_wall, gen_cpu, steps = {n: [] for n in names}, {n: [] for n in names}, {}
+    with torch.no_grad():
+        for r in range(args.warmup + args.rounds):
+            for name in names[r % len(names) :] + names[: r % len(names)]:
+                sync()
+                start, cpu_start = time.perf_counter(), time.process_time()
+                outputs = [generators[name].forward(b) for b in gen_batches]
+                sync()
+                if r >= args.warmup:
+                    gen_wall[name].append(args.gen_sentences / (time.perf_counter() - start))
+                    gen_cpu[name].append(args.gen_sentences / (time.process_time() - cpu_start))
+                steps[name] = {len(h[0]["tokens"]) for out in outputs for h in out}
+    assert all(s == {args.gen_len + 1} for s in steps.values()), steps  # same work for every model
+
+    med = statistics.median
+    print(
+        f"\n{'':20} {'train words/s median [min .. max]':>34} {'words/CPU-s':>11}   "
+        f"{f'beam-{args.beam} sentences/s [min .. max]':>33} {'sent/CPU-s':>10}"
+    )
+    for name in names:
+        w, g = train_wall[name], gen_wall[name]
+        print(
+            f"{name:20} {med(w):12.0f} [{min(w):8.0f} .. {max(w):8.0f}] {med(train_cpu[name]):11.0f}   "
+            f"{med(g):12.2f} [{min(g):7.2f} .. {max(g):7.2f}] {med(gen_cpu[name]):10.2f}"
+        )
+    print(f"\nloadavg at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    summaries = {}
+    for name in names:
+        if name == STOCK:
+            continue
+        t = med(train_wall[name]) / med(train_wall[STOCK])
+        g = med(gen_wall[name]) / med(gen_wall[STOCK])
+        paired = [x / y for x, y in zip(train_wall[name], train_wall[STOCK])]
+        tc = med(train_cpu[name]) / med(train_cpu[STOCK])
+        gc = med(gen_cpu[name]) / med(gen_cpu[STOCK])
+        line = (
+            f"RATIO {name}/{STOCK}: training words/s {t:.3f}x (paired per round {med(paired):.3f}x "
+            f"[{min(paired):.3f} .. {max(paired):.3f}]) | beam-{args.beam} sentences/s {g:.3f}x | per CPU-second "
+            f"{tc:.3f}x / {gc:.3f}x"
+        )
+        summary = {
+            "training_words_per_s": t,
+            "generation_sentences_per_s": g,
+            "training_words_per_cpu_s": tc,
+            "generation_sentences_per_cpu_s": gc,
+            "target": None,
+            "met": None,
+        }
+        if name == "ct_transformer":
+            verdict = lambda x, b: "OK" if x >= BOUND_SHARE * b else "MISSED"  # noqa: E731
+            line += (
+                f" | analytic bound {bound:.3f} / {gen_bound:.3f}: {t / bound:.0%} / {g / gen_bound:.0%} of it "
+                f"(target >= {BOUND_SHARE:.0%}: {verdict(t, bound)} / {verdict(g, gen_bound)})"
+            )
+            summary.update(
+                analytic_bound_training=bound,
+                analytic_bound_generation=gen_bound,
+                target=f"training words/s and sentences/s >= {BOUND_SHARE:.0%} of the analytic bound",
+                met=t >= BOUND_SHARE * bound and g >= BOUND_SHARE * gen_bound,
+            )
+        summaries[f"{name}/{STOCK}"] = summary
+        print(line)
+    result = {
+        "benchmark": "bench_translation",
+        "environment": environment(args),
+        "config": vars(args),
+        "models": {
+            name: {
+                **speed_summary(train_wall[name], train_cpu[name]),
+                "sentences_per_s": med(gen_wall[name]),
+                "sentences_per_cpu_s": med(gen_cpu[name]),
+                "parameters": sizes[name][0],
+                "temperature_parameters": sizes[name][1],
+            }
+            for name in names
+        },
+        "ratios": summaries,
+        "cuda_max_memory_allocated_mib": cuda_max_memory_mib(cuda),
+    }
+    write_json(args.json, result)
+    return result
+
+
+if __name__ == "__main__":
+    main()

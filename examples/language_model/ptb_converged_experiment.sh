@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# PTB language models trained to convergence on a CPU: every run ends by fairseq's early stopping
+# on validation perplexity (not by a fixed budget), then is scored on valid and test.
+#
+# Usage: examples/language_model/ptb_converged_experiment.sh [train|results]
+#   train    (default) trains and evaluates every variant of VARIANTS in EXP_DIR, one run at a time;
+#            re-running resumes the unfinished run from its checkpoint_last.pt and skips finished ones
+#   results  the table (RESULTS.md / .csv) and the validation curves (RESULTS_valid_curves.png) of
+#            the runs that have finished
+# Variants: softmax, constant-T (a fixed temperature T, loss scaled by T), ct (contextual
+#   temperature), mos and ct-mos (MOS_COMPONENTS softmaxes), each optionally suffixed @SEED for
+#   another seed (default seed 1), e.g. "ct@2". The default list is the comparison's first pass.
+# Env: EXP_DIR (runs/ptb_converged: data-bin/ptb and runs/<variant>), PTB_DIR (a local copy of
+#      ptb.{train,valid,test}.txt; without it prepare.sh downloads PTB), VARIANTS,
+#      EMBED_DIM (128), HIDDEN_SIZES (256,128), CT_RANK (64), MOS_COMPONENTS (2), LR (3e-3),
+#      PATIENCE (3: epochs without a better validation loss before stopping),
+#      MAX_EPOCH (40, a safety net: a run that reaches it is reported as not converged),
+#      RESULTS (examples/language_model/results/ptb_converged), DEVICE_ARGS (--cpu)
+# Schedule: Adam, one validation per epoch (fairseq's reduce-on-plateau only sees end-of-epoch
+# validations), lr x 0.5 after an epoch without improvement; interrupted runs resume from the last
+# finished epoch. The checkpoint with the best validation loss is evaluated (checkpoint_best.pt) with evaluate.sh's protocol
+# (140/70, every test token scored once, token count checked).
+# Run it with OMP_NUM_THREADS=1: the sizes above were chosen so that one run converges in about two
+# hours of one thread of a 2-core x86 CPU (see examples/language_model/README.md).
+set -euo pipefail
+usage() { sed -n '2,/^set -euo/{/^#/p;}' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[ $# -le 1 ] || usage
+step=${1:-train}
+case $step in train|results) ;; *) usage ;; esac
+here=$(cd "$(dirname "$0")" && pwd)
+exp=${EXP_DIR:-runs/ptb_converged}
+export DATA_BIN=$exp/data-bin/ptb DEVICE_ARGS=${DEVICE_ARGS---cpu}
+results=${RESULTS:-$here/results/ptb_converged}
+variants=${VARIANTS:-softmax ct mos ct-mos constant-0.5 constant-2}
+
+if [ "$step" = train ]; then
+  bash "$here/prepare.sh" ptb ${PTB_DIR:+"$PTB_DIR"}
+  model=(--embed-dim "${EMBED_DIM:-128}" --lstm-hidden-sizes "${HIDDEN_SIZES:-256,128}" --dropout 0.2
+         --dropout-input 0.2 --dropout-hidden 0.1 --dropout-embedding 0 --weight-dropout 0.2
+         --ct-rank "${CT_RANK:-64}" --mos-components "${MOS_COMPONENTS:-2}")
+  schedule=(--no-epoch-checkpoints)
+  for run in $variants; do
+    variant=${run%@*} seed=1
+    [[ $run == *@* ]] && seed=${run#*@}
+    save=$exp/runs/$run
+    ARCH=ct_lstm_lm OPTIMIZER=adam LR=${LR:-3e-3} MAX_UPDATE=0 MAX_EPOCH=${MAX_EPOCH:-40} \
+      PATIENCE=${PATIENCE:-3} MAX_TOKENS=1400 TOKENS_PER_SAMPLE=70 SEED=$seed LOG_INTERVAL=50 \
+      SCHEDULER="--lr-scheduler reduce_lr_on_plateau --lr-shrink 0.5 --lr-patience 0" \
+      bash "$here/train.sh" ptb "$variant" "$save" "${model[@]}" "${schedule[@]}" > /dev/null
+    for subset in valid test; do
+      bash "$here/evaluate.sh" "$save" ptb "$subset" > /dev/null
+    done
+  done
+  exit 0
+fi
+
+finished=()
+for run in $variants; do
+  [ -f "$exp/runs/$run/eval_test.json" ] && finished+=("$run")
+done
+[ ${#finished[@]} -gt 0 ] || { echo "no finished run in $exp/runs" >&2; exit 1; }
+mkdir -p "$(dirname "$results")"
+python=$([ -x "$here/../../.venv/bin/python" ] && echo "$here/../../.venv/bin/python" || echo python3)
+"$python" "$here/lm_results.py" table --runs "$exp/runs" --variants "${finished[@]}" --output "$results"
+"$python" "$here/lm_results.py" plot --logs $(for v in "${finished[@]}"; do echo "$exp/runs/$v/train.log"; done) \
+  --labels "${finished[@]}" --x epoch --title "PTB, LSTM to early stopping: validation perplexity" \
+  --output "${results}_valid_curves.png"

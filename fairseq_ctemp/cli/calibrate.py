@@ -1,0 +1,219 @@
+"""Post-hoc temperature scaling: NLL and calibration (ECE) of a checkpoint on a subset, teacher
+forced, at the temperature it decodes at and at the fitted t* = argmin_t NLL (Guo et al., 2017).
+
+    ctemp-calibrate DATA_BIN --user-dir fairseq_ctemp --path CKPT [--gen-subset valid] \\
+        [--json OUT.json] [--plot OUT.png] [--write-checkpoint NEW.pt] [fairseq options]
+
+The task and its options come from the checkpoint; fairseq's data options (--task, --source-lang,
+--max-tokens, --batch-size, --cpu, ...) replace them. Every target token counts (EOS included,
+padding excluded). --write-checkpoint writes a copy of CKPT that every decoding path decodes at t*
+by default (an explicit --temperature still replaces it). Outputs are never overwritten.
+Definitions and the JSON keys: docs/calibration.md.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+from .. import calibration
+from ..calibration import CalibrationError
+
+OWN_OPTIONS = ("path", "json", "plot", "write_checkpoint")
+OUTPUTS = (("json", "--json"), ("plot", "--plot"), ("write_checkpoint", "--write-checkpoint"))
+
+
+def add_own_options(parser, required=True):
+    group = parser.add_argument_group("ctemp-calibrate")
+    group.add_argument("--path", metavar="CKPT", required=required, help="the checkpoint to calibrate")
+    group.add_argument("--json", metavar="OUT.json", help="write every number here (must not exist)")
+    group.add_argument(
+        "--plot", metavar="OUT.png", help="draw the reliability diagrams, before and at t* (must not exist)"
+    )
+    group.add_argument(
+        "--write-checkpoint",
+        metavar="NEW.pt",
+        help="write a copy of CKPT that decodes at t* by default (must not exist)",
+    )
+
+
+def fairseq_parser(task):
+    """fairseq's parser for ``task`` (its data options and the dataset / batching ones) and ours."""
+    from fairseq import options
+
+    parser = options.get_parser("ctemp-calibrate", default_task=task)
+    parser.prog, parser.description = "ctemp-calibrate", __doc__.split("\n\n")[0]
+    parser.epilog, parser.formatter_class = __doc__.split("\n\n", 1)[1], argparse.RawDescriptionHelpFormatter
+    options.add_dataset_args(parser, gen=True)
+    parser.set_defaults(gen_subset="valid")
+    add_own_options(parser)
+    return parser
+
+
+def check_outputs(known):
+    """Every output can be created (before any work), and no two are one file."""
+    paths = {}
+    for key, option in OUTPUTS:
+        path = getattr(known, key)
+        if path is None:
+            continue
+        calibration.check_output(path, option)
+        for other in (known.path, *paths):
+            if other is not None and os.path.realpath(path) == os.path.realpath(other):
+                raise CalibrationError(f"{option} {path} is also {paths.get(other, '--path')}")
+        paths[path] = option
+    if known.plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise CalibrationError("--plot needs matplotlib: pip install matplotlib") from None
+
+
+def parse(argv):
+    """(args, fairseq overrides, checkpoint state): checks made before the model is built."""
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    add_own_options(pre, required=False)
+    pre.add_argument("--task")
+    known, _ = pre.parse_known_args(argv)
+    state = None
+    if known.path is not None and not {"-h", "--help"} & set(argv):
+        check_outputs(known)
+        state = calibration.load_state(known.path)
+        if known.write_checkpoint:
+            calibration.check_writable(state, known.path)
+    task = known.task or (calibration.task_of(state) if state else "translation")
+    from fairseq import options
+
+    args = options.parse_args_and_arch(fairseq_parser(task), argv)
+    explicit = options.parse_args_and_arch(fairseq_parser(task), argv, suppress_defaults=True)
+    if args.fp16 or args.bf16 or args.memory_efficient_fp16:
+        raise CalibrationError("--fp16 / --bf16 are not supported: the model runs in float32 here")
+    overrides = {
+        k: v for k, v in vars(explicit).items() if k not in (*OWN_OPTIONS, "data", "task", "user_dir")
+    }
+    return args, overrides, state
+
+
+def percent(x):
+    return "-" if x is None else f"{100 * x:.1f}"
+
+
+def summary(result, files):
+    """The one-screen report."""
+    r = result
+    if r.temperature_calibrated is not None:
+        rule = "decoding rule (recorded t*)"
+    elif r.temperature_trained is not None:
+        rule = "decoding rule (tempered_ce T)"
+    else:
+        rule = "decoding rule"
+    lines = [
+        f"{r.checkpoint} on {r.subset} of {r.data}: {r.samples} samples, {r.tokens} target tokens "
+        f"(EOS included), top-1 accuracy {percent(r.accuracy)}%"
+        + (f", {r.samples_skipped} samples skipped (too long)" if r.samples_skipped else ""),
+        f"{'':<28} {'t':>9} {'NLL nats/tok':>13} {'ECE %':>7}",
+        f"{rule:<28} {r.decoding_temperature:>9.4f} {r.nll:>13.4f} {percent(r.ece):>7}",
+        f"{'fitted t*':<28} {r.fitted_temperature:>9.4f} {r.nll_fitted:>13.4f} {percent(r.ece_fitted):>7}",
+        f"reliability ({calibration.N_BINS} bins): tokens, accuracy %, mean confidence %",
+        f"  {'confidence':<14} {f'at t={r.decoding_temperature:.4g}':>24}   {f'at t*={r.fitted_temperature:.4g}':>24}",
+    ]
+    for before, after in zip(r.bins, r.bins_fitted):
+        if before["count"] or after["count"]:
+            lo, hi = before["range"]
+            cells = [
+                f"{b['count']:>8} {percent(b['accuracy']):>7} {percent(b['confidence']):>7}"
+                for b in (before, after)
+            ]
+            lines.append(f"  [{lo:.2f}, {hi:.2f}{']' if hi == 1 else ')'}   {cells[0]}   {cells[1]}")
+    lines.append(f"signature: {r.signature} ({r.passes} passes)")
+    for option, path in files:
+        lines.append(f"wrote {option} {path}")
+    return "\n".join(lines)
+
+
+def plot(result, path):
+    """Reliability diagrams at the decoding temperature and at t*, side by side."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(9, 4.4), sharey=True)
+    panels = (
+        (result.bins, result.decoding_temperature, result.ece, result.nll, "decoding rule"),
+        (result.bins_fitted, result.fitted_temperature, result.ece_fitted, result.nll_fitted, "fitted t*"),
+    )
+    for ax, (bins, t, ece, nll, name) in zip(axes, panels):
+        filled = [b for b in bins if b["count"]]
+        left = [b["range"][0] for b in filled]
+        width = [b["range"][1] - b["range"][0] for b in filled]
+        ax.bar(
+            left, [b["accuracy"] for b in filled], width, align="edge", edgecolor="black", label="accuracy"
+        )
+        ax.plot(
+            [b["confidence"] for b in filled],
+            [b["confidence"] for b in filled],
+            "o",
+            color="tab:red",
+            label="mean confidence",
+        )
+        ax.plot([0, 1], [0, 1], "--", color="gray", linewidth=1)
+        ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="confidence of the top-1 prediction")
+        ax.set_title(f"{name}: t={t:.4g}, ECE {100 * ece:.1f}%, NLL {nll:.3f}", fontsize=9)
+    axes[0].set_ylabel("accuracy")
+    axes[0].legend(loc="upper left", fontsize=8)
+    fig.suptitle(
+        f"{os.path.basename(result.checkpoint)} on {result.subset} ({result.tokens} tokens)", fontsize=10
+    )
+    fig.tight_layout()
+    with open(path, "xb") as f:  # "x": not even a file created meanwhile
+        fig.savefig(f, format="png", dpi=120)
+    plt.close(fig)
+
+
+def run(argv):
+    args, overrides, state = parse(argv)
+    result = calibration.calibrate(
+        args.path,
+        args.data,
+        args.gen_subset,
+        task=args.task,
+        overrides=overrides,
+        max_tokens=args.max_tokens,
+        batch_size=args.batch_size,
+        skip_invalid_size=args.skip_invalid_size_inputs_valid_test,
+        cpu=args.cpu,
+        progress=not args.no_progress_bar,
+        state=state,
+    )
+    files = []
+    if args.json:
+        with open(args.json, "x", encoding="utf-8") as f:
+            json.dump(result.to_dict(), f, indent=2)
+            f.write("\n")
+        files.append(("--json", args.json))
+    if args.plot:
+        plot(result, args.plot)
+        files.append(("--plot", args.plot))
+    if args.write_checkpoint:
+        calibration.write_calibrated_checkpoint(
+            args.path, args.write_checkpoint, result.fitted_temperature, result.signature
+        )
+        files.append(
+            ("--write-checkpoint", f"{args.write_checkpoint} (decodes at t*={result.fitted_temperature:g})")
+        )
+    print(summary(result, files))
+    return result
+
+
+def main(argv=None):
+    """Console script: errors end the program with one line and exit status 1."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        run(argv)
+    except CalibrationError as e:
+        sys.exit(f"ctemp-calibrate: error: {e}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,373 @@
+"""The CUDA paths (marker `cuda`; every test skips without a GPU, at no cost): tempered_ce against its
+float64 CPU reference, fairseq-train --fp16 / --bf16 at T = 1, 4, 100 against an fp32 CPU run,
+every temperature head and SACT in half precision against an fp32 CPU forward, and greedy decoding
+on CUDA against the CPU. `make gpu-check` runs them and reports (docs/gpu.md, with the tolerances).
+
+CTEMP_CUDA_TESTS_ON_CPU=1 runs them on the CPU instead: a dry run of the tests' own code for
+machines without a GPU (bf16 and fp16 on the CPU; fairseq's fp16 trainer and the CUDA-vs-CPU
+comparison still need CUDA and skip). It is never what the gpu-check report is about.
+"""
+
+import copy
+import math
+import os
+
+import pytest
+import torch
+from conftest import (
+    FAST_DECODE,
+    LM_HEAD_ARCHES,
+    PLUGIN_DIR,
+    TINY_TRANSFORMER,
+    TRAIN_DEFAULTS,
+    hypotheses,
+    json_log_records,
+    run_cli,
+)
+
+ON_CPU = os.environ.get("CTEMP_CUDA_TESTS_ON_CPU") == "1"
+DEVICE = "cpu" if ON_CPU else "cuda"
+NO_CUDA = f"no CUDA device (torch {torch.__version__}, CUDA build {torch.version.cuda or 'none'})"
+pytestmark = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(not ON_CPU and not torch.cuda.is_available(), reason=NO_CUDA),
+]
+HALF = {"fp16": torch.float16, "bf16": torch.bfloat16}
+# Unit roundoff of each dtype (half the spacing of numbers in [1, 2)).
+ROUNDOFF = {torch.float16: 2.0**-11, torch.bfloat16: 2.0**-8}
+
+
+def skip_unless_supported(precision):
+    if precision == "bf16" and not ON_CPU and not torch.cuda.is_bf16_supported():
+        pytest.skip(f"bf16 not supported by {torch.cuda.get_device_name()}")
+
+
+# ---- tempered_ce: loss, gradients and logged statistics against the float64 CPU reference ----
+
+CRITERION_CASES = [  # (T, label smoothing, SEM weight)
+    (1.0, 0.1, 0.0),
+    (1.0, 0.1, 0.3),
+    (4.0, 0.1, 0.0),
+    (4.0, 0.1, 0.3),
+    (100.0, 0.1, 0.0),
+    (100.0, 0.2, 0.5),
+]
+# Small vocabularies take CUDA's one-warp-per-row softmax kernels; 32003 takes the block kernels
+# (and, being odd, their unaligned-row path), which the fused in-place log-softmax must survive.
+SHAPES = [(3, 4, 17), (4, 8, 32003)]
+STATS = ("nll_loss", "entropy", "entropy_untempered", "nll_loss_untempered")
+
+
+def criterion_on_device(shape, T, eps, w, dtype):
+    """(loss, logits gradient, logged stats) on DEVICE, and the float64 CPU reference
+    (tests/test_tempered_ce.py) computed from the same logits, rounded to `dtype` first."""
+    import test_tempered_ce as ref
+
+    task, dictionary = ref.make_task(shape[-1])
+    logits, sample = ref.random_batch(*shape, seed=int(T) + shape[-1])
+    logits = logits.to(dtype)
+    model = ref.LogitsModel(logits.clone(), dictionary).to(DEVICE)
+    on_device = {**sample, "target": sample["target"].to(DEVICE)}
+    loss, _, log = ref.make_criterion(task, T, eps, w)(model, on_device)
+    loss.backward()
+
+    exact = logits.double().requires_grad_()
+    expected = ref.slow_reference(exact, sample["target"], T, eps, w)
+    expected[0].backward()
+    padding = sample["target"].eq(ref.PAD).to(DEVICE)
+    # fp32 keeps ~7 digits of each token's terms, of size up to T ln V; SEM at a high T cancels most
+    # of them (T * ((1 - w) * ~ln V - w * ~ln V)), so the loss gets an absolute tolerance of 1e-6 of
+    # their sum.
+    loss_atol = 1e-6 * T * sample["ntokens"] * math.log(shape[-1])
+    return (loss, model.logits.grad, log), (expected[0], exact.grad, expected[1:]), padding, loss_atol
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"V{s[-1]}")
+@pytest.mark.parametrize("T,eps,w", CRITERION_CASES)
+def test_tempered_ce_fp32_equals_the_float64_reference(shape, T, eps, w):
+    (loss, grad, log), (ref_loss, ref_grad, ref_stats), padding, loss_atol = criterion_on_device(
+        shape, T, eps, w, torch.float32
+    )
+    assert loss.device.type == DEVICE and grad.dtype == torch.float32
+    # fp32 arithmetic throughout: the CPU test's relative tolerances (tests/test_tempered_ce.py);
+    # absolute ones from the size of the terms (loss: criterion_on_device; gradient: 2^-24, the fp32
+    # rounding of probabilities <= 1).
+    torch.testing.assert_close(loss.double().cpu(), ref_loss.detach(), rtol=1e-5, atol=loss_atol)
+    torch.testing.assert_close(grad.double().cpu(), ref_grad, rtol=1e-4, atol=2.0**-24)
+    for key, value in zip(STATS, ref_stats):
+        torch.testing.assert_close(log[key].double().cpu(), value.detach(), rtol=1e-5, atol=1e-5)
+    assert grad[padding].abs().max() == 0  # padding: no gradient
+
+
+@pytest.mark.parametrize("precision", sorted(HALF))
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"V{s[-1]}")
+@pytest.mark.parametrize("T,eps,w", CRITERION_CASES)
+def test_tempered_ce_half_precision_logits_are_computed_in_fp32(shape, T, eps, w, precision):
+    """Half-precision logits (as --fp16 / --bf16 models return them) are converted to fp32 before
+    the division by T: the loss and statistics must equal the float64 reference of the same (rounded)
+    logits to fp32 accuracy, as above. The gradient is returned in the logits' dtype, so it may differ
+    from the reference by that rounding: 2 unit roundoffs relative (fp16 2^-10, bf16 2^-7), and 2^-24
+    absolute (the step of fp16's subnormals, which gradients of 1/V at V = 32003 are; also the fp32
+    rounding of the gradient's terms)."""
+    skip_unless_supported(precision)
+    dtype = HALF[precision]
+    (loss, grad, log), (ref_loss, ref_grad, ref_stats), padding, loss_atol = criterion_on_device(
+        shape, T, eps, w, dtype
+    )
+    assert loss.dtype == torch.float32 and grad.dtype == dtype
+    assert torch.isfinite(loss) and torch.isfinite(grad).all()
+    torch.testing.assert_close(loss.double().cpu(), ref_loss.detach(), rtol=1e-5, atol=loss_atol)
+    torch.testing.assert_close(grad.double().cpu(), ref_grad, rtol=2 * ROUNDOFF[dtype], atol=2.0**-24)
+    for key, value in zip(STATS, ref_stats):
+        torch.testing.assert_close(log[key].double().cpu(), value.detach(), rtol=1e-5, atol=1e-5)
+    assert grad[padding].abs().max() == 0
+
+
+# ---- fairseq-train --fp16 / --bf16 with tempered_ce, against the same run in fp32 on the CPU ----
+
+UPDATES = 200
+# fairseq's fp16 loss scale starts at 128 and halves at each overflow (the update is skipped); it
+# only grows after 2**14 clean updates, so in 200 updates it can only fall. Above 1 means at most 7
+# overflows; a collapsing scale (overflow at every step) falls below it within 7 updates, and
+# fairseq stops at 1e-4 ("Minimum loss scale reached").
+LOSS_SCALE_FLOOR = 1.0
+# The loss must fall as in fp32: by at least 3/4 of the fp32 run's fall, and end within 1/4 of that
+# fall of the fp32 run's loss (measured on the CPU in bf16: within 3% of the fall at T = 1, 4, 100).
+PROGRESS_TOLERANCE = 0.25
+
+
+def train_tempered(data, save_dir, T, *extra, updates=UPDATES):
+    """`updates` updates of the tiny transformer with tempered_ce (dropout 0: the runs compared differ
+    only in precision and device), logged every 10 updates, checkpoint saved at the end only."""
+    train_defaults = [a for a in TRAIN_DEFAULTS if a != "--cpu"]
+    proc = run_cli(
+        "fairseq-train",
+        data,
+        "--user-dir",
+        PLUGIN_DIR,
+        *TINY_TRANSFORMER,
+        *train_defaults,
+        "--dropout",
+        "0",
+        "--criterion",
+        "tempered_ce",
+        "--softmax-temperature",
+        T,
+        "--label-smoothing",
+        "0.1",
+        "--max-update",
+        updates,
+        "--log-interval",
+        "10",
+        "--disable-validation",
+        "--save-interval",
+        "1000",
+        "--no-epoch-checkpoints",
+        "--save-dir",
+        save_dir,
+        *extra,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    records = json_log_records(proc.stdout, "train_inner")
+    assert int(records[-1]["num_updates"]) == updates
+    return records, proc.stdout
+
+
+@pytest.fixture(scope="module")
+def fp32_cpu_runs(toy_data, tmp_path_factory):
+    """The reference: each temperature's run in fp32 on the CPU (its logged records), trained once."""
+    runs = {}
+
+    def run(T):
+        if T not in runs:
+            runs[T], _ = train_tempered(toy_data["bin"], tmp_path_factory.mktemp(f"fp32-T{T:g}"), T, "--cpu")
+        return runs[T]
+
+    return run
+
+
+@pytest.mark.parametrize("T", [1.0, 4.0, 100.0])
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_fairseq_train_in_half_precision_trains_like_fp32(toy_data, fp32_cpu_runs, tmp_path, precision, T):
+    skip_unless_supported(precision)
+    if ON_CPU and precision == "fp16":
+        pytest.skip("fairseq's fp16 trainer needs CUDA (trainer.py calls .cuda() after an overflow)")
+    extra = ["--cpu"] if ON_CPU else []
+    records, log = train_tempered(toy_data["bin"], tmp_path, T, f"--{precision}", "--no-save", *extra)
+    assert "Minimum loss scale reached" not in log
+    losses = [float(r["loss"]) for r in records]
+    assert all(math.isfinite(x) for x in losses), losses
+    if precision == "fp16":
+        scales = [float(r["loss_scale"]) for r in records]
+        assert min(scales) >= LOSS_SCALE_FLOOR, (scales, log.count("gradient overflow detected"))
+    reference = [float(r["loss"]) for r in fp32_cpu_runs(T)]
+    fall = reference[0] - reference[-1]
+    assert fall > 0
+    assert losses[0] - losses[-1] >= (1 - PROGRESS_TOLERANCE) * fall, (losses, reference)
+    assert abs(losses[-1] - reference[-1]) <= PROGRESS_TOLERANCE * fall, (losses, reference)
+
+
+# ---- every temperature head and SACT in half precision ----
+
+# Translation models: SACT's three attention temperatures, and the transformer translators with
+# contextual temperature and with SACT once their architectures are registered.
+TRANSLATION_ARCHES = {
+    "sact_lstm-sact": ["--arch", "sact_lstm_tiny", "--attention-temperature", "sact"],
+    "sact_lstm-sact_released": ["--arch", "sact_lstm_tiny", "--attention-temperature", "sact_released"],
+    "sact_lstm-fixed": [
+        "--arch",
+        "sact_lstm_tiny",
+        "--attention-temperature",
+        "fixed",
+        "--fixed-attention-temperature",
+        "0.5",
+    ],
+    "ct_transformer": ["--arch", "ct_transformer_tiny"],
+    "sact_transformer": ["--arch", "sact_transformer_tiny"],
+}
+MODELS = {**{f"lm:{k}": v for k, v in LM_HEAD_ARCHES.items()}, **TRANSLATION_ARCHES}
+# Tolerance on log-probabilities of the half-precision model against the fp32 CPU forward of the
+# same (rounded) weights, in unit roundoffs of the dtype: each activation is rounded ~10-20 times on
+# its way through these 1-2 layer models (32 absolute), and a log-probability carries the relative
+# error of logits of its own size (8 relative; adaptive softmax tails reach -35). Measured on the
+# CPU: at most 30 roundoffs, at a log-probability of -35 (tolerance 312 there).
+HALF_LOGPROB_ATOL, HALF_LOGPROB_RTOL = 32, 8
+
+
+def build_model(data, name):
+    from fairseq import options, tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    import fairseq_ctemp  # noqa: F401  (registers the architectures)
+
+    arch = MODELS[name][MODELS[name].index("--arch") + 1]
+    if arch not in ARCH_MODEL_REGISTRY:
+        pytest.skip(f"architecture not registered: {arch}")
+    lm = name.startswith("lm:")
+    task_args = (
+        ["--task", "language_modeling", "--tokens-per-sample", "32"] if lm else ["-s", "src", "-t", "tgt"]
+    )
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(
+        parser, [str(data), "--user-dir", PLUGIN_DIR, *task_args, "--dropout", "0", *MODELS[name]]
+    )
+    cfg = convert_namespace_to_omegaconf(args)
+    task = tasks.setup_task(cfg.task)
+    torch.manual_seed(1)
+    return task, task.build_model(cfg.model).eval()
+
+
+def model_inputs(task, lm, device):
+    """(net_input for the full forward, the decoder's input tokens, targets): an LM block of 3 x 9
+    tokens, or 3 left-padded source sentences (lengths 7, 5, 2) and 6-token target prefixes."""
+    g = torch.Generator().manual_seed(0)
+    d = task.target_dictionary
+    if lm:
+        tokens = torch.randint(d.nspecial, len(d), (3, 9), generator=g)
+        net_input = {"src_tokens": tokens.to(device)}
+        return net_input, tokens.to(device), tokens.roll(-1, 1).to(device)
+    src = torch.full((3, 7), d.pad())
+    for b, n in enumerate((7, 5, 2)):
+        src[b, 7 - n :] = torch.randint(d.nspecial, len(d), (n,), generator=g)
+        src[b, -1] = d.eos()
+    prev = torch.randint(d.nspecial, len(d), (3, 6), generator=g)
+    prev[:, 0] = d.eos()
+    net_input = {
+        "src_tokens": src.to(device),
+        "src_lengths": torch.tensor([7, 5, 2]).to(device),
+        "prev_output_tokens": prev.to(device),
+    }
+    return net_input, prev.to(device), prev.roll(-1, 1).to(device)
+
+
+def full_and_incremental(model, net_input, prev, lm):
+    """Log-probabilities of every position from one forward pass and from step-by-step decoding."""
+    full = model.get_normalized_probs(model(**net_input), log_probs=True)
+    encoder_out = None if lm else model.encoder(net_input["src_tokens"], src_lengths=net_input["src_lengths"])
+    state, steps = {}, []
+    for t in range(prev.size(1)):
+        kwargs = {} if lm else {"encoder_out": encoder_out}
+        out = model.decoder(prev[:, : t + 1], incremental_state=state, **kwargs)
+        steps.append(model.get_normalized_probs((out[0][:, -1:], out[1]), log_probs=True))
+    return full, torch.cat(steps, 1)
+
+
+@pytest.mark.parametrize("precision", sorted(HALF))
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_model_in_half_precision(toy_data, name, precision):
+    """Normalised, finite log-probabilities and gradients; the full forward and step-by-step decoding
+    both within HALF_LOGPROB_ATOL / _RTOL of the fp32 CPU forward; gradients in the direction of fp32's."""
+    skip_unless_supported(precision)
+    dtype, lm = HALF[precision], name.startswith("lm:")
+    task, model = build_model(toy_data["lm_bin" if lm else "bin"], name)
+    model = model.to(DEVICE, dtype)
+    reference = copy.deepcopy(model).to("cpu", torch.float32)  # the same rounded weights, in fp32
+    net_input, prev, target = model_inputs(task, lm, DEVICE)
+
+    with torch.no_grad():
+        full, incremental = full_and_incremental(model, net_input, prev, lm)
+        cpu_input = {k: v.cpu() for k, v in net_input.items()}
+        expected, _ = full_and_incremental(reference, cpu_input, prev.cpu(), lm)
+    assert full.dtype == torch.float32 and full.shape[-1] == len(task.target_dictionary)
+    assert torch.isfinite(full).all() and torch.isfinite(incremental).all()
+    ones = torch.ones(full.shape[:-1], device=full.device)
+    torch.testing.assert_close(full.exp().sum(-1), ones, atol=1e-3, rtol=0)
+    tolerance = dict(atol=HALF_LOGPROB_ATOL * ROUNDOFF[dtype], rtol=HALF_LOGPROB_RTOL * ROUNDOFF[dtype])
+    torch.testing.assert_close(full.cpu(), expected, **tolerance)
+    torch.testing.assert_close(incremental.cpu(), expected, **tolerance)
+    torch.testing.assert_close(incremental, full, **tolerance)  # incremental = full, in half precision
+
+    grads = {}
+    for key, m, inputs, y in (
+        ("half", model, net_input, target),
+        ("fp32", reference, cpu_input, target.cpu()),
+    ):
+        lp = m.get_normalized_probs(m(**inputs), log_probs=True)
+        (-lp.gather(-1, y[..., None]).mean()).backward()
+        grads[key] = [(n, p.grad) for n, p in m.named_parameters() if p.requires_grad and p.grad is not None]
+    assert [n for n, _ in grads["half"]] == [n for n, _ in grads["fp32"]]
+    for n, g in grads["half"]:
+        assert g.dtype == dtype and torch.isfinite(g).all(), n
+    half = torch.cat([g.float().flatten().cpu() for _, g in grads["half"]])
+    fp32 = torch.cat([g.flatten() for _, g in grads["fp32"]])
+    assert half.abs().max() > 0
+    assert torch.nn.functional.cosine_similarity(half, fp32, dim=0) > 0.99
+
+
+# ---- greedy decoding on CUDA = on the CPU, at the training temperature ----
+
+
+def test_greedy_decoding_on_cuda_equals_the_cpu(toy_data, tmp_path):
+    """A tempered_ce checkpoint (T = 4; 800 fp32 updates on CUDA, enough for a different hypothesis
+    for nearly every test sentence) decoded greedily by fairseq-generate at its training temperature:
+    the same hypotheses on both devices, scores within 1e-4 (fp32 on both: ~1e-6 apart)."""
+    if ON_CPU:
+        pytest.skip("compares CUDA with the CPU")
+    train_tempered(toy_data["bin"], tmp_path, 4.0, updates=800)
+    checkpoint = tmp_path / "checkpoint_last.pt"
+    outputs = {}
+    for device in ("cpu", "cuda"):
+        decode = FAST_DECODE if device == "cpu" else [a for a in FAST_DECODE if a != "--cpu"]
+        proc = run_cli(
+            "fairseq-generate",
+            toy_data["bin"],
+            "--path",
+            checkpoint,
+            "--user-dir",
+            PLUGIN_DIR,
+            *decode,
+            "--beam",
+            "1",
+            "--gen-subset",
+            "test",
+        )
+        assert "decoding at training temperature T=4" in proc.stdout
+        outputs[device] = hypotheses(proc.stdout)
+    cpu, cuda = outputs["cpu"], outputs["cuda"]
+    assert len(cpu) == 80 and set(cuda) == set(cpu)
+    assert len({text for _, text in cpu.values()}) > 60  # a model that tells sentences apart
+    for i in cpu:
+        assert cuda[i][1] == cpu[i][1], i
+        assert abs(cuda[i][0] - cpu[i][0]) < 1e-4, i
