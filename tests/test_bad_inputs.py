@@ -193,6 +193,10 @@ def sact_summarize(argv):
     script(os.path.join(REPO, "examples", "sact", "summarize.py")).main(argv)
 
 
+def export_hydra_configs(argv):
+    script(os.path.join(SCRIPTS, "export_hydra_configs.py")).main(argv)
+
+
 def bench_ct_lm(argv):
     script(os.path.join(REPO, "benchmarks", "bench_ct_lm.py")).parse_args(argv)
 
@@ -804,6 +808,12 @@ CASES = [
         ["{root}/nowhere", "test", "5", "sact"],
         "WORK_DIR {root}/nowhere: no such directory",
     ),
+    (
+        "export_hydra_configs: unknown config",
+        export_hydra_configs,
+        ["--check", "alt_mini", "alt_huge"],
+        "unknown config(s) alt_huge; known: alt_base, alt_small, alt_mini, lm_ptb_ct_mos,",
+    ),
     ("bench_ct_lm: --rounds 0", bench_ct_lm, ["--rounds", "0", "--device", "cpu"], "--rounds must be >= 1"),
     (
         "bench_sact: --models without sact",
@@ -836,6 +846,12 @@ CASES = [
         ["bash", os.path.join(EXAMPLES, "language_model", "train.sh")],
         ["ptb", "ct-large", "{root}/new"],
         "unknown variant 'ct-large'",
+    ),
+    (
+        "language_model/ptb_converged_experiment.sh: unknown step",
+        ["bash", os.path.join(EXAMPLES, "language_model", "ptb_converged_experiment.sh")],
+        ["evaluate"],
+        "unknown step 'evaluate' (expected train or results)",
     ),
     (
         "language_model/prepare.sh: unknown dataset",
@@ -954,6 +970,7 @@ def test_the_suite_covers_every_tool():
         "ct_analysis.py": ct_analysis,
         "sact_attention_heatmaps.py": sact_heatmaps,
         "quickstart.py": quickstart,
+        "export_hydra_configs.py": export_hydra_configs,
         "lm_results.py": lm_results,
         "summarize.py": sact_summarize,
         "bench_ct_lm.py": bench_ct_lm,

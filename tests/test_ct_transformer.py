@@ -102,7 +102,7 @@ def alpha_beta(model, args):
     if not args.ct_learn_alpha_beta:
         return args.ct_alpha, args.ct_beta
     t = model.decoder.output_head.temperature
-    return F.softplus(t.alpha_raw.double()), F.softplus(t.beta_raw.double())
+    return F.softplus(t.alpha_raw.detach().double()), F.softplus(t.beta_raw.detach().double())
 
 
 def head_reference(model, features, args):

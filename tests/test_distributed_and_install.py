@@ -176,6 +176,9 @@ def test_installed_package_works_as_user_dir(toy_data, tmp_path):
         .splitlines()[-1]
     )
     assert user_dir == str(installed)
+    # with the fairseq-hydra-train configs (docs/hydra.md)
+    shipped = sorted(f for f in os.listdir(os.path.join(PLUGIN_DIR, "config")) if f.endswith(".yaml"))
+    assert shipped and sorted(os.listdir(installed / "config")) == shipped
     out = run_cli(
         "fairseq-train",
         toy_data["bin"],

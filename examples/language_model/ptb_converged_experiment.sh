@@ -24,14 +24,19 @@
 # hours of one thread of a 2-core x86 CPU (see examples/language_model/README.md).
 set -euo pipefail
 usage() { sed -n '2,/^set -euo/{/^#/p;}' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+die() { echo "ptb_converged_experiment.sh: error: $*" >&2; exit 2; }
 [ $# -le 1 ] || usage
 step=${1:-train}
-case $step in train|results) ;; *) usage ;; esac
+case $step in train|results) ;; -h|--help) usage ;; *) die "unknown step '$step' (expected train or results)" ;; esac
 here=$(cd "$(dirname "$0")" && pwd)
 exp=${EXP_DIR:-runs/ptb_converged}
 export DATA_BIN=$exp/data-bin/ptb DEVICE_ARGS=${DEVICE_ARGS---cpu}
 results=${RESULTS:-$here/results/ptb_converged}
 variants=${VARIANTS:-softmax ct mos ct-mos constant-0.5 constant-2}
+for run in $variants; do  # checked before any work
+  [[ $run =~ ^(softmax|ct|mos|ct-mos|constant-([0-9]+\.?[0-9]*|\.[0-9]+))(@[0-9]+)?$ ]] ||
+    die "VARIANTS: bad entry '$run' (expected softmax, ct, mos, ct-mos or constant-T, optionally @SEED)"
+done
 
 if [ "$step" = train ]; then
   bash "$here/prepare.sh" ptb ${PTB_DIR:+"$PTB_DIR"}

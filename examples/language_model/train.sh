@@ -18,6 +18,7 @@
 #   SCHEDULER          the whole --lr-scheduler option block (ptb/wt2: reduce_lr_on_plateau, lr x 0.25
 #                      after a validation without improvement; wt103: cosine with 4000 warm-up updates)
 #   SEED (1), LOG_INTERVAL (100), DEVICE_ARGS (e.g. --cpu, or --fp16 on GPUs)
+#   DRY_RUN=1          print the fairseq-train command and stop (nothing is checked or written)
 # Extra arguments are appended last, so they override any default above (e.g. --lr-scheduler ...).
 # Logs go to SAVE_DIR/train.log (--log-format json, appended). Re-running resumes from
 # SAVE_DIR/checkpoint_last.pt; a finished run (SAVE_DIR/train.done) is skipped.
@@ -88,12 +89,6 @@ case $optimizer in
   *) opt=(--optimizer "$optimizer" --lr "${LR:-$lr_default}") ;;
 esac
 
-[ -f "$data/dict.txt" ] || die "no prepared corpus in $data (run: prepare.sh $dataset [DATA_DIR], or set DATA_BIN)"
-if [ -f "$save/train.done" ]; then
-  log "$save is finished ($(cat "$save/train.done")); skipping training"
-  exit 0
-fi
-mkdir -p "$save"
 command=("$(tool fairseq-train)" "$data" --user-dir "$user_dir" --task language_modeling
   --save-dir "$save" --arch "${ARCH:-$arch_default}" "${preset[@]}" --output-head "$head" "${ct[@]}"
   --criterion ct_cross_entropy --best-checkpoint-metric nll_loss
@@ -103,6 +98,17 @@ command=("$(tool fairseq-train)" "$data" --user-dir "$user_dir" --task language_
   --max-epoch "$max_epoch" --max-update "$max_update" --patience "$patience"
   --seed "${SEED:-1}" --log-format json --log-interval "${LOG_INTERVAL:-100}" --num-workers 0
   ${DEVICE_ARGS:-} "$@")
+if [ -n "${DRY_RUN:-}" ]; then
+  printf '%q ' "${command[@]}"; echo
+  exit 0
+fi
+
+[ -f "$data/dict.txt" ] || die "no prepared corpus in $data (run: prepare.sh $dataset [DATA_DIR], or set DATA_BIN)"
+if [ -f "$save/train.done" ]; then
+  log "$save is finished ($(cat "$save/train.done")); skipping training"
+  exit 0
+fi
+mkdir -p "$save"
 printf '%q ' "${command[@]}" >> "$save/command.txt"; echo >> "$save/command.txt"
 log "training $dataset/$variant in $save (log: $save/train.log)"
 start=$(date +%s)

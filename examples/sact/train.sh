@@ -12,6 +12,7 @@
 #        epoch from this epoch, as the authors' code), SEED (1), EVAL_BLEU (1: validation BLEU picks
 #        checkpoint_best.pt; 0: validation loss does), BPE (sentencepiece for the ALT data, empty for
 #        word-level IWSLT), PATIENCE (10), DEVICE_ARGS (e.g. --cpu or --fp16)
+#        DRY_RUN=1 prints the fairseq-train command and stops (nothing is written)
 # Training resumes from SAVE_DIR/checkpoint_last.pt; a finished run is left as it is.
 # The log is appended to SAVE_DIR/train.log.
 set -euo pipefail
@@ -33,11 +34,16 @@ if [ "${EVAL_BLEU:-1}" = 1 ]; then
              --eval-bleu-detok space ${BPE:+--eval-bleu-remove-bpe "$BPE"}
              --best-checkpoint-metric bleu --maximize-best-checkpoint-metric)
 fi
+command=(fairseq-train "$data" --user-dir "$user_dir" --task translation -s "${SRC:-en}" -t "${TGT:-vi}"
+  --arch "${ARCH:-sact_lstm_iwslt_en_vi}" "${temperature[@]}"
+  --criterion cross_entropy --optimizer adam --lr "${LR:-3e-4}" --clip-norm "${CLIP_NORM:-10}"
+  --lr-scheduler fixed --force-anneal "${DECAY_FROM:-12}" --lr-shrink 0.8
+  --batch-size "${BATCH_SIZE:-64}" --max-epoch "${MAX_EPOCH:-30}" --max-update "${MAX_UPDATE:-0}"
+  --seed "${SEED:-1}" "${selection[@]}" --patience "${PATIENCE:-10}" --no-epoch-checkpoints
+  --save-dir "$save" --log-format simple --log-interval 50 ${DEVICE_ARGS:-} "$@")
+if [ -n "${DRY_RUN:-}" ]; then
+  printf '%q ' "${command[@]}"; echo
+  exit 0
+fi
 mkdir -p "$save"
-fairseq-train "$data" --user-dir "$user_dir" --task translation -s "${SRC:-en}" -t "${TGT:-vi}" \
-  --arch "${ARCH:-sact_lstm_iwslt_en_vi}" "${temperature[@]}" \
-  --criterion cross_entropy --optimizer adam --lr "${LR:-3e-4}" --clip-norm "${CLIP_NORM:-10}" \
-  --lr-scheduler fixed --force-anneal "${DECAY_FROM:-12}" --lr-shrink 0.8 \
-  --batch-size "${BATCH_SIZE:-64}" --max-epoch "${MAX_EPOCH:-30}" --max-update "${MAX_UPDATE:-0}" \
-  --seed "${SEED:-1}" "${selection[@]}" --patience "${PATIENCE:-10}" --no-epoch-checkpoints \
-  --save-dir "$save" --log-format simple --log-interval 50 ${DEVICE_ARGS:-} "$@" 2>&1 | tee -a "$save/train.log"
+"${command[@]}" 2>&1 | tee -a "$save/train.log"

@@ -1,0 +1,201 @@
+"""The warning fixes of fairseq_ctemp/compat.py: each warning is gone from the fairseq call that
+caused it, and the call does what it did before (compared with the call as fairseq makes it)."""
+
+import argparse
+import warnings
+
+import pytest
+import torch
+from conftest import PLUGIN_DIR
+
+import fairseq_ctemp  # noqa: F401  (applies the fixes)
+from fairseq_ctemp import compat
+
+
+def recorded(call):
+    """(result, [warning messages, first line]) of call()."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = call()
+    return result, [str(w.message).strip().splitlines()[0] for w in caught]
+
+
+# ------------------------------------------------------------------------- pin_memory
+class Numbers(torch.utils.data.Dataset):
+    def __len__(self):
+        return 10
+
+    def __getitem__(self, i):
+        return torch.tensor([i, i * i])
+
+
+def epoch_batches():
+    from fairseq.data import iterators
+
+    itr = iterators.EpochBatchIterator(
+        Numbers(), collate_fn=torch.stack, batch_sampler=[[0, 1, 2], [3, 4], [5, 6, 7, 8, 9]], seed=1
+    )
+    return [b.tolist() for b in itr.next_epoch_itr(shuffle=True)]
+
+
+PIN_WARNING = "'pin_memory' argument is set as true but no accelerator is found"
+
+
+def test_fairseq_data_loaders_pin_memory_only_with_an_accelerator(monkeypatch):
+    from fairseq.data import iterators
+
+    batches, messages = recorded(epoch_batches)
+    assert not [m for m in messages if PIN_WARNING in m]
+    monkeypatch.setattr(iterators, "torch", torch)  # fairseq's own call
+    before, messages = recorded(epoch_batches)
+    assert batches == before and len(batches) == 3
+    if not compat._accelerator_available():
+        assert [m for m in messages if PIN_WARNING in m]  # what the fix removes
+    # pinned exactly where torch can pin; everything else of torch as it is
+    for available in (True, False):
+        monkeypatch.setattr(compat, "_accelerator_available", lambda: available)  # noqa: B023
+        assert compat.data_loader(Numbers(), pin_memory=True).pin_memory is available
+        assert compat.data_loader(Numbers()).pin_memory is False
+    monkeypatch.undo()
+    assert (
+        iterators.torch.cuda is torch.cuda and iterators.torch.utils.data.Dataset is torch.utils.data.Dataset
+    )
+
+
+# ------------------------------------------------------------------ attention masks
+MASK_WARNING = "Support for mismatched key_padding_mask and attn_mask is deprecated"
+
+
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_fairseq_attention_gets_masks_of_one_type(need_weights, monkeypatch):
+    from fairseq import utils
+    from fairseq.modules import multihead_attention
+
+    torch.manual_seed(0)
+    attention = multihead_attention.MultiheadAttention(16, 4, dropout=0.0, self_attention=True).train()
+    x = torch.randn(6, 3, 16)
+    padding = torch.zeros(3, 6, dtype=torch.bool)
+    padding[1, 4:], padding[2, 1] = True, True
+    future = torch.triu(utils.fill_with_neg_inf(torch.zeros(6, 6)), 1)  # the decoder's mask
+
+    def forward():
+        x.grad = None
+        attention.zero_grad()
+        out, weights = attention(
+            x, x, x, key_padding_mask=padding, attn_mask=future, need_weights=need_weights
+        )
+        out.pow(2).sum().backward()
+        return out.detach(), weights, [p.grad.clone() for p in attention.parameters()]
+
+    (out, weights, grads), messages = recorded(forward)
+    assert not [m for m in messages if MASK_WARNING in m]
+    monkeypatch.setattr(multihead_attention, "F", torch.nn.functional)  # fairseq's own call
+    (out0, weights0, grads0), messages = recorded(forward)
+    assert [m for m in messages if MASK_WARNING in m]  # what the fix removes
+    assert torch.equal(out, out0)
+    assert (weights is None) == (weights0 is None) and (weights is None or torch.equal(weights, weights0))
+    assert all(torch.equal(a, b) for a, b in zip(grads, grads0))
+    assert out.isfinite().all()  # padded keys masked, not every key of a row
+
+
+def test_only_a_bool_padding_mask_next_to_a_float_mask_is_converted(monkeypatch):
+    seen = []
+    fake = lambda *a, **k: seen.append(compat._MHA_SIGNATURE.bind(*a, **k).arguments)  # noqa: E731
+    monkeypatch.setattr(torch.nn.functional, "multi_head_attention_forward", fake)
+    bool_mask, float_mask = torch.tensor([[False, True]]), torch.tensor([[0.0, float("-inf")]])
+    mha = compat.multi_head_attention_forward
+    for padding, attn_mask in (
+        (bool_mask, float_mask),
+        (bool_mask, None),
+        (float_mask, float_mask),
+        (None, float_mask),
+    ):
+        seen.clear()
+        args = [None] * 14  # query ... training, as fairseq passes them
+        mha(*args, key_padding_mask=padding, need_weights=False, attn_mask=attn_mask)
+        given = seen[0].get("key_padding_mask", None)
+        if padding is bool_mask and attn_mask is not None:
+            assert given.dtype == float_mask.dtype and torch.equal(given, float_mask)
+        else:
+            assert given is padding
+
+
+# ------------------------------------------------------------------- torch.cuda.amp
+def test_fairseq_amp_uses_torch_amp(monkeypatch):
+    from fairseq.optim import amp_optimizer
+    from fairseq.tasks import fairseq_task
+
+    def state(context):
+        return context.device, context.fast_dtype, context._enabled, context._cache_enabled
+
+    for kwargs in ({"enabled": False}, {"enabled": True, "dtype": torch.bfloat16, "cache_enabled": False}):
+        ours, messages = recorded(lambda: fairseq_task.torch.cuda.amp.autocast(**kwargs))  # noqa: B023
+        theirs, old = recorded(lambda: torch.cuda.amp.autocast(**kwargs))  # noqa: B023
+        assert state(ours) == state(theirs)
+        assert not [m for m in messages if "deprecated" in m] and [m for m in old if "deprecated" in m]
+    ours, messages = recorded(
+        lambda: amp_optimizer.torch.cuda.amp.GradScaler(init_scale=4.0, growth_interval=7)
+    )
+    theirs, old = recorded(lambda: torch.cuda.amp.GradScaler(init_scale=4.0, growth_interval=7))
+    assert ours.state_dict() == theirs.state_dict() and ours.is_enabled() == theirs.is_enabled()
+    settings = ("_device", "_init_scale", "_growth_factor", "_backoff_factor", "_growth_interval")
+    settings = settings if theirs.is_enabled() else settings[:1]  # without CUDA it keeps no settings
+    assert [getattr(ours, k) for k in settings] == [getattr(theirs, k) for k in settings]
+    assert not [m for m in messages if "deprecated" in m] and [m for m in old if "deprecated" in m]
+    assert (
+        fairseq_task.torch.no_grad is torch.no_grad
+        and fairseq_task.torch.cuda.is_available is torch.cuda.is_available
+    )
+
+
+# ---------------------------------------------------------------------------- hydra
+# The two that come from fairseq's own files and hydra_init (see compat.py; ignored in pytest.ini).
+FAIRSEQ_FILES = [
+    "In 'config': Usage of deprecated keyword in package header '# @package _group_'.",
+    "'config' is validated against ConfigStore schema with the same name.",
+]
+
+
+def as_plain(cfg):
+    from omegaconf import OmegaConf
+
+    return {
+        k: vars(v)
+        if isinstance(v, argparse.Namespace)
+        else OmegaConf.to_container(v)
+        if v is not None
+        else None
+        for k, v in cfg.items()
+    }
+
+
+@pytest.mark.parametrize(
+    "arch", [["--arch", "transformer"], ["--arch", "ct_transformer_lm_tiny", "--task", "language_modeling"]]
+)
+def test_fairseq_config_conversion_without_hydra_experimental(arch, monkeypatch):
+    from fairseq import options
+    from fairseq.dataclass import utils
+    from hydra.experimental import compose, initialize
+
+    parser = options.get_training_parser()
+    argv = [
+        "DATA",
+        "--user-dir",
+        PLUGIN_DIR,
+        *arch,
+        "--criterion",
+        "tempered_ce",
+        "--optimizer",
+        "adam",
+        "--lr",
+        "1e-3",
+    ]
+    args = options.parse_args_and_arch(parser, input_args=argv)
+    cfg, messages = recorded(lambda: utils.convert_namespace_to_omegaconf(args))
+    assert messages == FAIRSEQ_FILES
+    monkeypatch.setattr(utils, "initialize", initialize)  # fairseq's own calls
+    monkeypatch.setattr(utils, "compose", compose)
+    cfg0, messages = recorded(lambda: utils.convert_namespace_to_omegaconf(args))
+    assert len(messages) == 6 and set(FAIRSEQ_FILES) <= set(messages)
+    assert as_plain(cfg) == as_plain(cfg0)
+    assert cfg.criterion.softmax_temperature == 1.0 and cfg.model._name == arch[1]
