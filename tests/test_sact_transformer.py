@@ -75,13 +75,17 @@ def softmax_list(values):
     return [x / sum(z) for x in z]
 
 
-def reference_attention(layer, s, h, lam, previous_context):
+def reference_attention(layer, s, h, lam, previous_context, fixed=None):
     """The module docstring's equations for one unpadded sentence, in float64, one target position,
-    head and source word at a time. s: T x D query states, h: S x D_k encoder states.
+    head and source word at a time. s: T x D query states, h: S x D_k encoder states; ``fixed``: the
+    constant tau of mode "fixed" (then lam and previous_context are unused).
     Returns (outputs T x D, alpha T x H x S, tau T x K)."""
     P = {name: p.detach().double() for name, p in layer.named_parameters()}
     heads, hd = layer.num_heads, layer.head_dim
-    w_c, u_s = P["temperature_context_proj.weight"], P["temperature_state_proj.weight"]
+    if fixed is None:
+        w_c, u_s = P["temperature_context_proj.weight"], P["temperature_state_proj.weight"]
+    else:  # one tau for every position and head: lambda ** 1 with lambda = the fixed tau
+        w_c, u_s, lam = torch.zeros(1, layer.embed_dim, dtype=torch.float64), None, fixed
     k_taus = w_c.size(0)
     s, h = s.double(), h.double()
     q = [(P["q_proj.weight"] @ x + P["q_proj.bias"]) / math.sqrt(hd) for x in s]
@@ -95,7 +99,10 @@ def reference_attention(layer, s, h, lam, previous_context):
     prev = torch.zeros(w_c.size(1), dtype=torch.float64)  # c_{-1} = 0
     outs, alphas, taus = [], [], []
     for t in range(len(s)):
-        tau = [lam ** math.tanh(float(w_c[j] @ prev + u_s[j] @ s[t])) for j in range(k_taus)]
+        tau = [
+            lam ** (1.0 if fixed is not None else math.tanh(float(w_c[j] @ prev + u_s[j] @ s[t])))
+            for j in range(k_taus)
+        ]
         scores = [[float(q[t][head[j]] @ k[i][head[j]]) for i in range(len(h))] for j in range(heads)]
         alpha = [
             softmax_list([e / tau[j if k_taus == heads else 0] for e in scores[j]]) for j in range(heads)
@@ -142,6 +149,31 @@ def test_attention_matches_a_slow_reference_of_the_formula(scope, previous_conte
             alpha[:, b, :, max(lengths) - n :].double(), ref_alpha.transpose(0, 1), atol=1e-5, rtol=0
         )
         assert alpha[:, b, :, : max(lengths) - n].abs().max() == 0 if n < max(lengths) else True  # padding
+        torch.testing.assert_close(out[:, b].double(), ref_out, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("tau", [0.3, 1.7])
+@torch.no_grad()
+def test_fixed_temperature_matches_the_slow_reference(tau):
+    """Mode "fixed" (the paper's ablation): every score divided by one constant tau."""
+    lengths, tgt_len = (7, 5, 2), 4
+    torch.manual_seed(0)
+    layer = SactMultiheadAttention(12, 3, kdim=10, vdim=10, mode="fixed", fixed_temperature=tau).eval()
+    for p in layer.parameters():
+        p.data.uniform_(-0.6, 0.6)
+    query, source = torch.randn(tgt_len, len(lengths), 12), torch.randn(max(lengths), len(lengths), 10)
+    padding = torch.tensor([[i < max(lengths) - n for i in range(max(lengths))] for n in lengths])
+    out, alpha = layer(
+        query, source, source, key_padding_mask=padding, static_kv=True, need_head_weights=True
+    )
+    assert layer.last_temperature is None
+    for b, n in enumerate(lengths):
+        ref_out, ref_alpha, _ = reference_attention(
+            layer, query[:, b], source[max(lengths) - n :, b], None, None, fixed=tau
+        )
+        torch.testing.assert_close(
+            alpha[:, b, :, max(lengths) - n :].double(), ref_alpha.transpose(0, 1), atol=1e-5, rtol=0
+        )
         torch.testing.assert_close(out[:, b].double(), ref_out, atol=1e-5, rtol=1e-5)
 
 
@@ -632,8 +664,16 @@ def test_heatmap_script_plots_tau_per_layer_and_target_token(trained, toy_data, 
             ["--attention-temperature", "fixed", "--fixed-attention-temperature", "0.9"],
             "--sact-lambda is only used with --attention-temperature sact, not fixed",
         ),
+        (
+            ["--sact-temperature-scope", "token"],
+            "argument --sact-temperature-scope: invalid choice: 'token' (choose from 'layer', 'head')",
+        ),
+        (
+            ["--attention-temperature", "sact_released"],
+            "argument --attention-temperature: invalid choice: 'sact_released'",
+        ),
     ],
-    ids=["lambda", "conflict"],
+    ids=["lambda", "conflict", "unknown-scope", "unknown-variant"],
 )
 def test_bad_options_end_fairseq_train_with_one_line_before_training(toy_data, tmp_path, options, message):
     proc = train(toy_data["bin"], tmp_path, 1, *options, check=False)
