@@ -126,7 +126,7 @@ class SactMultiheadAttention(MultiheadAttention):
         padding = None if key_padding_mask is None else key_padding_mask.to(torch.bool)[:, None, None, :]
         if self.mode == "fixed":
             tau = None
-            probs = F.softmax(_masked(scores / self.fixed_temperature, padding), dim=-1)
+            probs = F.softmax(_masked(scores / self.fixed_temperature, padding, inplace=True), dim=-1)
         else:
             probs, tau = self._sact_softmax(
                 query, scores, padding, v.view(kv_bsz, heads, src_len, self.head_dim), incremental_state
@@ -175,11 +175,12 @@ class SactMultiheadAttention(MultiheadAttention):
             return torch.bmm(alpha.transpose(1, 2).flatten(2), g)
 
         def divide(e, tau):  # e: bsz x H x T' x S; tau: bsz x T' x K, K = 1 or H
-            return _masked(e / tau.transpose(1, 2).unsqueeze(-1), padding)
+            return _masked(e / tau.transpose(1, 2).unsqueeze(-1), padding, inplace=True)
 
         if self.previous_context == "untempered":
             contexts = context_logit(F.softmax(_masked(scores, padding), dim=-1))  # tau = 1, all at once
-            tau = lambda_tanh(torch.cat([prev, contexts[:, :-1]], dim=1) + state_logit, self.log_lam)
+            previous = prev if tgt_len == 1 else torch.cat([prev, contexts[:, :-1]], dim=1)  # W_c c_{t-1}
+            tau = lambda_tanh(previous + state_logit, self.log_lam)
             probs = F.softmax(divide(scores, tau), dim=-1)
             last = contexts[:, -1:]
         else:  # the paper's recurrence c_{t-1} -> tau_t -> c_t, one position at a time
@@ -210,6 +211,11 @@ class SactMultiheadAttention(MultiheadAttention):
         return f"mode=sact, lambda={self.lam:g}, scope={self.scope}, previous_context={self.previous_context}"
 
 
-def _masked(scores, padding):
-    """-inf at padding positions (fp32, as fairseq's MultiheadAttention masks)."""
-    return scores if padding is None else scores.masked_fill(padding, float("-inf"))
+def _masked(scores, padding, inplace=False):
+    """-inf at padding positions (fp32, as fairseq's MultiheadAttention masks); ``inplace`` for a
+    fresh tensor that nothing else reads (a quotient: its backward needs only its inputs)."""
+    if padding is None:
+        return scores
+    return (
+        scores.masked_fill_(padding, float("-inf")) if inplace else scores.masked_fill(padding, float("-inf"))
+    )
