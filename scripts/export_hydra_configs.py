@@ -36,13 +36,9 @@ DATA = "DATA"  # stands for task.data while configs are compared
 
 
 def alt_presets():
-    """The ALT sweep's PRESETS: from the package where the ALT tools are moving, else from
-    scripts/alt_sweep.py next to this script."""
-    try:
-        from fairseq_ctemp.alt.presets import PRESETS
-    except ModuleNotFoundError:
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        from alt_sweep import PRESETS
+    """The ALT sweep's PRESETS (fairseq_ctemp/alt/presets.py)."""
+    from fairseq_ctemp.alt.presets import PRESETS
+
     return PRESETS
 
 
@@ -84,15 +80,15 @@ SACT_TRAIN = "examples/sact/train.sh"
 # name: (where its options come from, a function giving them)
 CONFIGS = {
     "alt_base": (
-        "the ALT sweep's preset base (PRESETS in scripts/alt_sweep.py)",
+        "the ALT sweep's preset base (PRESETS in fairseq_ctemp/alt/presets.py)",
         lambda: alt_options("base"),
     ),
     "alt_small": (
-        "the ALT sweep's preset small (PRESETS in scripts/alt_sweep.py)",
+        "the ALT sweep's preset small (PRESETS in fairseq_ctemp/alt/presets.py)",
         lambda: alt_options("small"),
     ),
     "alt_mini": (
-        "the ALT sweep's preset mini (PRESETS in scripts/alt_sweep.py)",
+        "the ALT sweep's preset mini (PRESETS in fairseq_ctemp/alt/presets.py)",
         lambda: alt_options("mini"),
     ),
     "lm_ptb_ct_mos": (

@@ -1,12 +1,18 @@
 """Shared helpers: run the real fairseq CLIs with --user-dir on tiny generated data."""
 
-import json
+import contextlib
+import importlib.util
+import io
+import logging
 import math
 import os
 import subprocess
 import sys
+import traceback
+from unittest import mock
 
 import pytest
+import tomllib
 import torch
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -92,12 +98,29 @@ def cli(name):
     return path if os.path.exists(path) else name
 
 
+def console_scripts():
+    """{console script: its module} of this package (pyproject.toml's [project.scripts])."""
+    with open(os.path.join(REPO, "pyproject.toml"), "rb") as f:
+        scripts = tomllib.load(f)["project"]["scripts"]
+    return {name: target.split(":")[0] for name, target in scripts.items()}
+
+
+def command(name):
+    """The argv start of a console command: the installed script, else for this package's
+    commands `python -m` their module (a venv installed before a command was added lacks it)."""
+    path = os.path.join(BIN_DIR, name)
+    if os.path.exists(path):
+        return [path]
+    module = console_scripts().get(name)
+    return [sys.executable, "-m", module] if module else [name]
+
+
 def run_cli(name, *args, cwd=None, env=None, check=True):
     """Run a console command; returns its CompletedProcess with stdout+stderr merged in .stdout."""
     full_env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"))
     full_env.update(env or {})
     proc = subprocess.run(
-        [cli(name), *map(str, args)],
+        [*command(name), *map(str, args)],
         cwd=cwd,
         env=full_env,
         text=True,
@@ -109,14 +132,75 @@ def run_cli(name, *args, cwd=None, env=None, check=True):
     return proc
 
 
+def run_main(main, *args, env=None, check=True):
+    """A command's main(argv) run in this process, as its console script would run it (without the
+    ~4 s start-up of Python, torch and fairseq): a CompletedProcess with the exit status and the
+    stdout and stderr text. env: the whole environment during the call (default: unchanged)."""
+    out, err, code = io.StringIO(), io.StringIO(), 0
+    with contextlib.ExitStack() as stack:
+        if env is not None:
+            stack.enter_context(mock.patch.dict(os.environ, env, clear=True))
+        stack.enter_context(contextlib.redirect_stdout(out))
+        stack.enter_context(contextlib.redirect_stderr(err))
+        try:
+            main([str(a) for a in args])
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) or e.code is None else 1
+            if not isinstance(e.code, int) and e.code is not None:
+                print(e.code, file=sys.stderr)  # what the interpreter prints for SystemExit("text")
+    proc = subprocess.CompletedProcess(args, code or 0, out.getvalue(), err.getvalue())
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"{main.__module__} {args[:2]} failed ({proc.returncode}):\n{proc.stderr[-4000:]}"
+        )
+    return proc
+
+
+def fairseq_generate_in_process(argv):
+    """fairseq-generate run in this process, as the console script (without its start-up of ~5 s):
+    a CompletedProcess with the exit status, the stdout text and the log (stderr) text."""
+    from fairseq import options
+    from fairseq_cli import generate
+
+    out, err = io.StringIO(), io.StringIO()
+    handler = logging.StreamHandler(err)
+    handler.setFormatter(logging.Formatter("%(asctime)s | %(levelname)s | %(name)s | %(message)s"))
+    root = logging.getLogger()
+    level, saved_argv, code = root.level, sys.argv, 0
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    sys.argv = ["fairseq-generate", *map(str, argv)]  # fairseq's get_parser reads --user-dir there
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            parser = options.get_generation_parser()
+            parser.add_argument("--arch", "-a", default="wav2vec2")  # as fairseq-generate's cli_main
+            generate.main(options.parse_args_and_arch(parser, input_args=list(map(str, argv))))
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    except Exception:  # reported like a failed fairseq-generate
+        err.write(traceback.format_exc())
+        code = 1
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+        sys.argv = saved_argv
+    return subprocess.CompletedProcess(["fairseq-generate", *argv], code, out.getvalue(), err.getvalue())
+
+
+def example_script(path):
+    """A script of scripts/, examples/ or benchmarks/ (not a package) as a module, loaded from its file."""
+    spec = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(path))[0], path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def json_log_records(output, kind):
-    """fairseq --log-format json lines of one kind ("train", "valid", "train_inner")."""
-    records = []
-    for line in output.splitlines():
-        marker = f"| {kind} | "
-        if marker in line and "{" in line:
-            records.append(json.loads(line[line.index("{") :]))
-    return records
+    """fairseq --log-format json records of one kind ("train", "valid", "train_inner"), numbers as
+    floats (fairseq_ctemp.logs, tested in test_cli_end_to_end)."""
+    from fairseq_ctemp import logs
+
+    return logs.parse(output, kind)
 
 
 def hypotheses(generate_output):

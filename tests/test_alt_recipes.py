@@ -1,6 +1,8 @@
-"""The ALT recipes (examples/alt/, scripts/alt_*.py) end to end on a tiny corpus in the release's
-layout: prepare -> sweep (killed mid-training, then resumed) -> finalize -> results; a local copy
-without a test split; SLURM submission with a stand-in sbatch; dry runs; every bad corpus."""
+"""The ALT recipes (examples/alt/, ctemp-alt-data / -sweep / -results) end to end on a tiny corpus
+in the release's layout: prepare -> sweep (killed mid-training, then resumed) -> finalize -> results;
+a local copy without a test split; SLURM submission with a stand-in sbatch; dry runs; every bad
+corpus. The shell recipes run as processes; the other commands mostly run their main() in this
+process (conftest.run_main: the same code as the console script, without a torch start-up each)."""
 
 import csv
 import json
@@ -13,13 +15,16 @@ import sys
 import time
 
 import pytest
-from conftest import BIN_DIR, REPO, TINY_DIMS, json_log_records
+from conftest import BIN_DIR, REPO, TINY_DIMS, json_log_records, run_main
 from sacrebleu.metrics import BLEU
+
+from fairseq_ctemp.alt import results as alt_results
+from fairseq_ctemp.alt.data import toy_language_pair
+from fairseq_ctemp.cli import alt_data, alt_sweep
+from fairseq_ctemp.cli import alt_results as results_command
 
 pytestmark = pytest.mark.e2e
 ALT = os.path.join(REPO, "examples", "alt")
-DATA = os.path.join(REPO, "scripts", "alt_data.py")
-SWEEP = os.path.join(REPO, "scripts", "alt_sweep.py")
 TINY = [
     *TINY_DIMS,
     "--max-tokens",
@@ -73,6 +78,16 @@ def run(*command, check=True, env=None):
     return proc
 
 
+def data(*args, check=True, env=None):
+    """ctemp-alt-data in this process."""
+    return run_main(alt_data.main, *args, check=check, env=env or ENV)
+
+
+def sweep_run(*args, check=True, env=None):
+    """ctemp-alt-sweep run in this process."""
+    return run_main(alt_sweep.main, "run", *args, check=check, env=env or ENV)
+
+
 def snapshot(path):
     return {
         os.path.join(d, f): os.stat(os.path.join(d, f)).st_mtime_ns
@@ -83,9 +98,6 @@ def snapshot(path):
 
 def write_local_copy(dest, with_test=False):
     """An already split en/ja copy like a local ALT copy: no ids, CRLF, train/dev only."""
-    sys.path.insert(0, os.path.join(REPO, "scripts"))
-    from alt_data import toy_language_pair
-
     toy = toy_language_pair(seed=3)
     os.makedirs(dest)
     for split, count in (("train", 60), ("dev", 12)) + ((("test", 12),) if with_test else ()):
@@ -99,7 +111,7 @@ def write_local_copy(dest, with_test=False):
 @pytest.fixture(scope="module")
 def corpora(tmp_path_factory):
     root = tmp_path_factory.mktemp("alt")
-    run(sys.executable, DATA, "toy-release", root / "release")
+    data("toy-release", root / "release")
     write_local_copy(str(root / "local"))
     return {"root": root, "release": root / "release", "local": root / "local"}
 
@@ -221,20 +233,9 @@ def test_recipe_end_to_end_with_interruption(corpora):
             ]
     assert "@@ " in (vi_data / "tok" / "train.en").read_text()  # subword-nmt's BPE
     before = snapshot(vi_data)
-    proc = run(
-        "bash",
-        os.path.join(ALT, "prepare.sh"),
-        "en-vi",
-        "--release",
-        corpora["release"],
-        "--work",
-        work,
-        *VI_DATA,
-    )
+    proc = data("prepare", "en-vi", "--release", corpora["release"], "--work", work, *VI_DATA)
     assert "nothing to do" in proc.stderr and snapshot(vi_data) == before  # never overwritten
-    proc = run(
-        sys.executable,
-        DATA,
+    proc = data(
         "prepare",
         "en-vi",
         "--release",
@@ -248,9 +249,7 @@ def test_recipe_end_to_end_with_interruption(corpora):
     assert proc.returncode == 2 and "was prepared with" in proc.stderr
 
     # The reference: T=1 trained uninterrupted, with exactly the fairseq-train command the plan shows.
-    sweep = [
-        "bash",
-        os.path.join(ALT, "sweep.sh"),
+    options = [
         "vi-en",
         "--work",
         str(work),
@@ -262,12 +261,11 @@ def test_recipe_end_to_end_with_interruption(corpora):
         *SWEEP_OPTIONS,
         "--max-update",
         "48",
-        "--",
-        *TINY,
     ]
+    sweep = ["bash", os.path.join(ALT, "sweep.sh"), *options, "--", *TINY]
     experiment = work / "sweep" / "vi-en.mini.bpe200.n52"
     first = experiment / "T1-ls0.1-sem0"
-    plan = run(*sweep[: -len(TINY) - 1], "--dry-run", "--", *TINY).stdout.splitlines()
+    plan = sweep_run(*options, "--dry-run", "--", *TINY).stdout.splitlines()
     command = shlex.split(
         plan[[i for i, line in enumerate(plan) if "fairseq-train of T1-ls0.1-sem0" in line][0] + 1]
     )
@@ -315,15 +313,16 @@ def test_recipe_end_to_end_with_interruption(corpora):
     log = (first / "train.log").read_text(encoding="utf-8")
     cut = log.rindex("\n", 0, log.rindex("Saved checkpoint")) + 1
     (first / "train.log").write_text(log[:cut] + log[log.index("\n", cut) + 1 :], encoding="utf-8")
-    proc = run(*sweep[: -len(TINY) - 1], "--dry-run", "--", *TINY)  # the plan shows the interrupted run
+    proc = sweep_run(*options, "--dry-run", "--", *TINY)  # the plan shows the interrupted run
     assert f"interrupted: resumes from checkpoint_last.pt (update {killed_at})" in proc.stdout
-    proc = run("bash", os.path.join(ALT, "results.sh"), "--work", work)  # a sweep in progress
+    proc = run_main(results_command.main, "--work", work)  # a sweep in progress
     assert "no finished direction yet" in proc.stdout
     runs_csv = (work / "results" / "runs.csv").read_text()
     assert re.search(r"^vi-en\.mini\.bpe200\.n52,vi-en,1,0\.1,0,[1-9]\d*,\(not finished\),", runs_csv, re.M)
     assert (work / "results" / "curves.vi-en.mini.bpe200.n52.png").exists()
 
-    proc = run(*sweep[:5], "--jobs", "2", *sweep[7:])  # the killed run resumes alongside the others
+    # the killed run resumes alongside the others (this process runs the sweep: ctemp-alt-sweep run)
+    proc = sweep_run(*options[:3], "--jobs", "2", *options[5:], "--", *TINY)
     run_log = (first / "run.log").read_text()
     assert f"checkpoint_last.pt is missing, incomplete or older than {newest.name}" in run_log
     best, since = patience_after(history, killed_at)
@@ -336,9 +335,8 @@ def test_recipe_end_to_end_with_interruption(corpora):
     assert f"@ {killed_at} updates)" in log.split("Loaded checkpoint")[1].split("\n")[0]
     # the resumed run's first part ran the reference's command, and stopped where it stopped
     started = shlex.split(log.split(" $ ", 1)[1].split("\n")[0])
-    assert started[2] == "fairseq-train" and started[3:] == [
-        str(first) if a.endswith("uninterrupted") else a for a in command[1:]
-    ]
+    assert started[1:4] == ["-m", "fairseq_ctemp.cli.alt_sweep", "fairseq-train"]
+    assert started[4:] == [str(first) if a.endswith("uninterrupted") else a for a in command[1:]]
     result = json.loads((first / "run.json").read_text())
     assert [tuple(v) for v in result["training"]["valid_bleu"]] == history
     assert result["training"]["num_updates"] == stop and result["training"]["stop_reason"] == "early stop"
@@ -375,14 +373,8 @@ def test_recipe_end_to_end_with_interruption(corpora):
         tuned, grid = final["systems"][system], final["systems"][system]["grid"]
         assert [(g["beam"], g["lenpen"]) for g in grid] == [(1, 0.5), (1, 2.0), (2, 0.5), (2, 2.0)]
         tune_dir = experiment / "final" / f"tune-T{tuned['temperature']:g}"
-        for g in grid:  # each grid point rescored from its own fairseq-generate log
-            log = (tune_dir / f"grid.beam{g['beam']}.lenpen{g['lenpen']:g}.log").read_text()
-            hyps = [
-                text
-                for _, text in sorted(
-                    (int(i), text) for i, text in re.findall(r"^D-(\d+)\t\S+\t(.*)$", log, re.M)
-                )
-            ]
+        for g in grid:  # each grid point rescored from its saved hypotheses
+            hyps = (tune_dir / f"grid.beam{g['beam']}.lenpen{g['lenpen']:g}.hyp").read_text().splitlines()
             assert len(hyps) == 12 and g["bleu"] == pytest.approx(BLEU().corpus_score(hyps, [dev_refs]).score)
         best = max(grid, key=lambda g: g["bleu"])
         assert len({g["bleu"] for g in grid}) > 1, grid
@@ -436,7 +428,7 @@ def test_recipe_end_to_end_with_interruption(corpora):
 
     before = snapshot(work / "sweep")
     for command in (sweep, ja_sweep):  # everything finished: nothing is redone
-        proc = run(*command)
+        proc = sweep_run(*command[2:])
         assert "0 to do" in proc.stdout and "started" not in proc.stderr
     assert snapshot(work / "sweep") == before
 
@@ -485,9 +477,6 @@ def test_table34_configurations():
     """Tables 3/4 over a full T x LS x SEM sweep (run results made up so that each configuration has
     its own winner): a row reports the run with the best dev greedy BLEU among the runs it allows
     (fixed values: T=1, the primary LS and SEM), scored on test; test BLEU never picks."""
-    sys.path.insert(0, os.path.join(REPO, "scripts"))
-    import alt_results
-
     dev = {
         (1, 0.1, 0): 10,
         (1, 0.3, 0): 11,
@@ -541,9 +530,7 @@ def test_table34_configurations():
 
 def test_slurm_submission_and_gpu_plan(corpora, tmp_path):
     work = corpora["root"] / "slurm-work"
-    run(
-        sys.executable,
-        DATA,
+    data(
         "prepare",
         "en-vi",
         "--release",
@@ -562,51 +549,26 @@ def test_slurm_submission_and_gpu_plan(corpora, tmp_path):
     (fake / "sbatch").chmod(0o755)
     env = dict(ENV, PATH=f"{fake}{os.pathsep}{ENV['PATH']}")
     options = ["en-vi", "--work", work, "--subwords", "bpe", "--vocab", "20", "--temperatures", "1,3"]
-    proc = run(
-        "bash",
-        os.path.join(ALT, "sweep.sh"),
-        *options,
-        "--gpus",
-        "0,1,2,3",
-        "--gpus-per-run",
-        "2",
-        "--dry-run",
-        env=env,
-    )
+    proc = sweep_run(*options, "--gpus", "0,1,2,3", "--gpus-per-run", "2", "--dry-run", env=env)
     assert "GPUs 0,1,2,3, 2 per run (2 runs at a time)" in proc.stdout
     assert "--distributed-world-size 2" in proc.stdout and "--cpu" not in proc.stdout
     assert "--eval-bleu-remove-bpe subword_nmt" in proc.stdout
-    proc = run("bash", os.path.join(ALT, "sweep.sh"), *options, "--slurm", "--dry-run", env=env)
+    proc = sweep_run(*options, "--slurm", "--dry-run", env=env)
     assert "#SBATCH --array=0-1" in proc.stdout and not calls.exists()
-    proc = run(
-        "bash",
-        os.path.join(ALT, "sweep.sh"),
-        *options,
-        "--slurm",
-        "--slurm-args",
-        "--partition gpu --time 24:00:00",
-        env=env,
-    )
+    proc = sweep_run(*options, "--slurm", "--slurm-args", "--partition gpu --time 24:00:00", env=env)
     submitted = calls.read_text().splitlines()
     assert len(submitted) == 2 and submitted[0].startswith("--parsable --partition gpu --time 24:00:00")
     assert "--dependency=afterok:12345" in submitted[1] and submitted[1].endswith("finalize.sbatch")
     array = open(submitted[0].split()[-1]).read()
-    assert "#SBATCH --gres=gpu:1" in array and "run-one" in array and "--gpus-per-run 1" in array
+    assert "#SBATCH --gres=gpu:1" in array and "--gpus-per-run 1" in array
+    # the tasks run this package's ctemp-alt-sweep by this Python, with the package on PYTHONPATH
+    assert f"{sys.executable} -m fairseq_ctemp.cli.alt_sweep run-one" in array
+    assert f"export PYTHONPATH={REPO}" in array
     runs = open(os.path.join(os.path.dirname(submitted[0].split()[-1]), "runs.txt")).read().split()
     assert [os.path.basename(r) for r in runs] == ["T1-ls0.1-sem0", "T3-ls0.1-sem0"]
     assert "submitted job array 12345" in proc.stdout
     # a later call with other training options for the same runs is refused
-    proc = run(
-        "bash",
-        os.path.join(ALT, "sweep.sh"),
-        *options,
-        "--slurm",
-        "--",
-        "--dropout",
-        "0.2",
-        env=env,
-        check=False,
-    )
+    proc = sweep_run(*options, "--slurm", "--", "--dropout", "0.2", env=env, check=False)
     assert proc.returncode == 2 and "was started with other fairseq-train options" in proc.stderr
 
 
@@ -655,9 +617,7 @@ def test_bad_release(corpora, tmp_path, case):
     path = release / "ALT-Parallel-Corpus-20191206" / "data_vi.txt"
     path.write_bytes(transform(f"SNT.{url}.2")(path.read_bytes()))
     work = tmp_path / "work"
-    proc = run(
-        sys.executable,
-        DATA,
+    proc = data(
         "prepare",
         "en-vi",
         "--release",
@@ -672,7 +632,7 @@ def test_bad_release(corpora, tmp_path, case):
     assert message in proc.stderr.split("error: ", 1)[1] and "Traceback" not in proc.stderr
     assert not (work / "data").exists() or not os.listdir(work / "data")  # nothing half-made
     if case in ("misaligned", "empty"):
-        proc = run(sys.executable, DATA, "check", "en-vi", "--release", release, "--drop-incomplete")
+        proc = data("check", "en-vi", "--release", release, "--drop-incomplete")
         assert (
             "en-vi: OK, train 59, dev 12, test 12; dropped {'train': 1, 'dev': 0, 'test': 0}" in proc.stdout
         )
@@ -685,7 +645,7 @@ def test_bad_inputs_and_other_sources(corpora, tmp_path):
     release = corpora["release"]
 
     def fails(*args, env=None):
-        proc = run(sys.executable, DATA, *map(str, args), check=False, env=env)
+        proc = data(*args, check=False, env=env)
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
         return proc.stderr
 
@@ -705,16 +665,16 @@ def test_bad_inputs_and_other_sources(corpora, tmp_path):
             z.write(release / "ALT-Parallel-Corpus-20191206" / name, f"ALT-Parallel-Corpus-20191206/{name}")
     for split in ("train", "dev", "test"):
         shutil.copy(release / f"URL-{split}.txt", tmp_path)
-    proc = run(sys.executable, DATA, "check", "ja-en", "--release", archive)
+    proc = data("check", "ja-en", "--release", archive)
     assert "en-ja: OK, train 60, dev 12, test 12" in proc.stdout
     assert "has no data_bg.txt (Bengali)" in fails("check", "bn-en", "--release", archive)
     # ALT_RELEASE instead of the flag
-    proc = run(sys.executable, DATA, "check", "en-vi", env=dict(ENV, ALT_RELEASE=str(archive)))
+    proc = data("check", "en-vi", env=dict(ENV, ALT_RELEASE=str(archive)))
     assert "en-vi: OK" in proc.stdout
 
     local = tmp_path / "local"
     write_local_copy(str(local), with_test=True)
-    proc = run(sys.executable, DATA, "check", "en-ja", "--local", local)
+    proc = data("check", "en-ja", "--local", local)
     assert "en-ja: OK, train 60, dev 12, test 12" in proc.stdout
     assert "has no train.vi (Vietnamese); its languages: en ja" in fails("check", "en-vi", "--local", local)
     with open(local / "train.ja", "ab") as f:

@@ -2,18 +2,17 @@
 names the option or file and what is wrong, without a traceback, before any work, changing no file
 (checksums of every input and output location before and after).
 
-The commands that need no torch run as subprocesses; the package's console scripts (ctemp-*) and the
-scripts that import torch anyway run in this process through the same main() their console script
-calls (a fresh Python + torch + fairseq start costs ~5 s), except one of each kind as a
-subprocess; fairseq-train runs as itself. All inputs are tiny and rejected before any training."""
+The package's console scripts (ctemp-*) and the scripts that import torch anyway run in this process
+through the same main() their console script calls (a fresh Python + torch + fairseq start costs
+~5 s), except a few as subprocesses (the installed script, else python -m its module); the shell
+recipes and fairseq-train run as themselves. All inputs are tiny and rejected before any training.
+Every console script also runs as python -m with --help."""
 
 import collections
 import contextlib
 import hashlib
-import importlib.util
 import io
 import os
-import re
 import runpy
 import shutil
 import subprocess
@@ -21,7 +20,8 @@ import sys
 
 import pytest
 import torch
-from conftest import BIN_DIR, PLUGIN_DIR, REPO, cli
+from conftest import BIN_DIR, PLUGIN_DIR, REPO, console_scripts, example_script
+from conftest import command as console_command
 
 pytestmark = pytest.mark.e2e
 SCRIPTS = os.path.join(REPO, "scripts")
@@ -30,14 +30,6 @@ ENV = dict(
 )
 for key in ("ALT_RELEASE", "ALT_LOCAL", "ALT_WORK"):
     ENV.pop(key, None)
-
-
-def script(path):
-    """A script's module, loaded from its file (the scripts are not a package)."""
-    spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def checkpoint(path, weights, temperature=2.0, calibrated=None):
@@ -60,12 +52,11 @@ def inputs(tmp_path_factory, toy_data):
     """Every input the cases refer to, under one root: the toy release and a work directory
     prepared from it, bad corpora, checkpoints (good, damaged, diverged, mismatched), references."""
     root = tmp_path_factory.mktemp("bad-inputs")
-    data = os.path.join(SCRIPTS, "alt_data.py")
-    for command in (
+    for argv in (
         ["toy-release", root / "release"],
         ["prepare", "en-vi", "--release", root / "release", "--work", root / "work", "--vocab", "20"],
     ):
-        subprocess.run([sys.executable, data, *map(str, command)], env=ENV, check=True, capture_output=True)
+        assert in_process(alt_data, [str(a) for a in argv])[0] == 0
     # an already split en/ja copy (CRLF, like the shared ALT copy) and its damaged variants
     lines = {split: [f"s{i} s{i + 1} s{i + 2}" for i in range(n)] for split, n in (("train", 20), ("dev", 4))}
     for name, damage in (("local", None), ("cr-only", "cr"), ("empty-dev", "dev"), ("utf16", "utf16")):
@@ -178,45 +169,65 @@ def user_dir(argv):
 
 
 def ct_analysis(argv):
-    script(os.path.join(SCRIPTS, "ct_analysis.py")).main(argv)
+    from fairseq_ctemp.cli import ct_analysis
+
+    ct_analysis.main(argv)
 
 
 def sact_heatmaps(argv):
-    script(os.path.join(SCRIPTS, "sact_attention_heatmaps.py")).main(argv)
+    from fairseq_ctemp.cli import sact_heatmaps
+
+    sact_heatmaps.main(argv)
+
+
+def alt_data(argv):
+    from fairseq_ctemp.cli import alt_data
+
+    alt_data.main(argv)
+
+
+def alt_sweep(argv):
+    from fairseq_ctemp.cli import alt_sweep
+
+    alt_sweep.main(argv)
+
+
+def alt_results(argv):
+    from fairseq_ctemp.cli import alt_results
+
+    alt_results.main(argv)
 
 
 def lm_results(argv):
-    script(os.path.join(REPO, "examples", "language_model", "lm_results.py")).main(argv)
+    example_script(os.path.join(REPO, "examples", "language_model", "lm_results.py")).main(argv)
 
 
 def sact_summarize(argv):
-    script(os.path.join(REPO, "examples", "sact", "summarize.py")).main(argv)
+    example_script(os.path.join(REPO, "examples", "sact", "summarize.py")).main(argv)
 
 
 def export_hydra_configs(argv):
-    script(os.path.join(SCRIPTS, "export_hydra_configs.py")).main(argv)
+    example_script(os.path.join(SCRIPTS, "export_hydra_configs.py")).main(argv)
 
 
 def bench_ct_lm(argv):
-    script(os.path.join(REPO, "benchmarks", "bench_ct_lm.py")).parse_args(argv)
+    example_script(os.path.join(REPO, "benchmarks", "bench_ct_lm.py")).parse_args(argv)
 
 
 def bench_sact(argv):
-    script(os.path.join(REPO, "benchmarks", "bench_sact.py")).parse_args(argv)
+    example_script(os.path.join(REPO, "benchmarks", "bench_sact.py")).parse_args(argv)
 
 
 def bench_tempered_ce(argv):
-    script(os.path.join(REPO, "benchmarks", "bench_tempered_ce.py")).parse_args(argv)
+    example_script(os.path.join(REPO, "benchmarks", "bench_tempered_ce.py")).parse_args(argv)
 
 
 def bench_translation(argv):
-    script(os.path.join(REPO, "benchmarks", "bench_translation.py")).parse_args(argv)
+    example_script(os.path.join(REPO, "benchmarks", "bench_translation.py")).parse_args(argv)
 
 
 PY = [sys.executable]
-DATA, SWEEP, RESULTS = (
-    PY + [os.path.join(SCRIPTS, f"alt_{name}.py")] for name in ("data", "sweep", "results")
-)
+DATA, SWEEP, RESULTS = alt_data, alt_sweep, alt_results
 EXAMPLES = os.path.join(REPO, "examples")
 ALT = os.path.join(EXAMPLES, "alt")
 SWEEP_OK = ["en-vi", "--work", "{root}/work", "--vocab", "20", "--preset", "mini", "--temperatures", "1,2"]
@@ -279,7 +290,7 @@ LM_TRAIN = [
 
 # (name, command (a list: a subprocess; a function: in-process main), arguments, the last line has)
 CASES = [
-    # scripts/alt_data.py and examples/alt/prepare.sh
+    # ctemp-alt-data and examples/alt/prepare.sh
     (
         "data: CR-only line ends",
         DATA,
@@ -329,7 +340,7 @@ CASES = [
     ),
     (
         "data: same language twice",
-        DATA,
+        ["ctemp-alt-data"],  # a subprocess
         ["check", "en-en", "--release", "{root}/release"],
         "source and target are the same language",
     ),
@@ -373,7 +384,7 @@ CASES = [
         ["en-vi", "--release", "{root}/release", "--subwords", "wordpiece"],
         "argument --subwords: invalid choice",
     ),
-    # scripts/alt_sweep.py and examples/alt/sweep.sh, run_all.sh
+    # ctemp-alt-sweep and examples/alt/sweep.sh, run_all.sh
     (
         "sweep: --eval-beam 0",
         SWEEP,
@@ -431,6 +442,12 @@ CASES = [
         "--decode-args: --beam is set by the sweep",
     ),
     (
+        "sweep: --decode-args fairseq's decoding API does not take",
+        SWEEP,
+        ["run", *SWEEP_OK, "--decode-args", "--nbest 2"],
+        "--decode-args: --nbest is not a decoding option this tool passes on to fairseq's API",
+    ),
+    (
         "sweep: unknown --sacrebleu-tokenize",
         SWEEP,
         ["run", *SWEEP_OK, "--sacrebleu-tokenize", "moses"],
@@ -446,7 +463,7 @@ CASES = [
         "sweep: direction not prepared",
         SWEEP,
         ["run", "en-ja", *SWEEP_OK[1:]],
-        "is not prepared: run examples/alt",
+        "is not prepared: run ctemp-alt-data prepare en-ja",
     ),
     (
         "sweep: run-one without config.json",
@@ -472,18 +489,18 @@ CASES = [
         ["english", "--local", "{root}/local"],
         "'english' is not a direction",
     ),
-    # scripts/alt_results.py
+    # ctemp-alt-results
     (
         "results: --out is the work directory",
         RESULTS,
         ["--work", "{root}/results-work", "--out", "{root}/results-work"],
-        "was not written by alt_results.py",
+        "was not written by ctemp-alt-results",
     ),
     (
         "results: --out holds a user's files",
         RESULTS,
         ["--work", "{root}/results-work", "--out", "{root}/mine"],
-        "mine exists and was not written by alt_results.py",
+        "mine exists and was not written by ctemp-alt-results",
     ),
     (
         "results: --out is a file",
@@ -643,6 +660,12 @@ CASES = [
             "--force",
         ],
         "{root}/mine is a directory; give a file name",
+    ),
+    (
+        "greedy-vs-beam: a fairseq-generate option outside the decoding API",
+        greedy_vs_beam,
+        [*GVB[:5], "--", "--cpu", "--sampling"],
+        "after --: --sampling is not a decoding option this tool passes on to fairseq's API",
     ),
     (
         "greedy-vs-beam: --save-dir is a file",
@@ -943,7 +966,7 @@ def test_bad_input(inputs, name, command, argv, expected, monkeypatch):
         code, output = in_process(command, argv)
     else:
         if not os.path.isabs(command[0]) and command[0] != "bash":
-            command = [cli(command[0])]
+            command = console_command(command[0]) + command[1:]
         proc = subprocess.run(
             command + argv,
             env=ENV,
@@ -967,22 +990,18 @@ def test_the_suite_covers_every_tool():
     """Every console script of pyproject.toml and every Python or shell entry point in scripts/,
     examples/ and benchmarks/ has a case, or is named here with the reason it has none."""
     covered = " ".join(" ".join(map(str, c[1])) if isinstance(c[1], list) else c[1].__name__ for c in CASES)
-    with open(os.path.join(REPO, "pyproject.toml"), encoding="utf-8") as f:
-        consoles = re.findall(r'^(ctemp-[\w-]+) = "fairseq_ctemp\.cli\.(\w+):main"', f.read(), re.M)
-    assert len(consoles) == 5
-    for console, module in consoles:
-        assert console in covered or module in covered, console
+    consoles = console_scripts()
+    assert len(consoles) == 10
+    for console, module in consoles.items():
+        assert console in covered or module.rsplit(".", 1)[1] in covered, console
     not_covered = {  # relative to the repository: why it has no case of its own
-        "scripts/greedy_vs_beam.py": "runs ctemp-greedy-vs-beam's main",
         "scripts/setup_venv.sh": "set-up of the environment",
         "examples/alt/common.sh": "sourced by the other ALT scripts",
-        "examples/alt/results.sh": "execs alt_results.py (covered)",
+        "examples/alt/results.sh": "execs ctemp-alt-results (covered)",
         "examples/language_model/common.sh": "sourced by the other LM scripts",
         "examples/language_model/ptb_small_experiment.sh": "no arguments; runs train.sh and evaluate.sh",
     }
     function = {
-        "ct_analysis.py": ct_analysis,
-        "sact_attention_heatmaps.py": sact_heatmaps,
         "quickstart.py": quickstart,
         "export_hydra_configs.py": export_hydra_configs,
         "lm_results.py": lm_results,
@@ -996,6 +1015,19 @@ def test_the_suite_covers_every_tool():
         for d, _, files in os.walk(os.path.join(REPO, folder)):
             for f in files:
                 path = os.path.relpath(os.path.join(d, f), REPO)
-                if f.endswith((".py", ".sh")) and path not in not_covered and not f.startswith("alt_common"):
+                if f.endswith((".py", ".sh")) and path not in not_covered:
                     name = function[f].__name__ if f in function else os.path.join(REPO, path)
                     assert name in covered, f"{path} has no bad-input case"
+
+
+@pytest.mark.parametrize("console, module", sorted(console_scripts().items()))
+def test_every_command_runs_as_python_m(console, module, monkeypatch, capsys):
+    """python -m MODULE --help (what a checkout without the console scripts runs): the module's
+    __main__ block calls main, whose usage names the console script."""
+    monkeypatch.setattr(sys, "argv", [module, "--help"])
+    # as a fresh `python -m` finds it: not yet imported (runpy warns about one that is)
+    monkeypatch.delitem(sys.modules, module, raising=False)
+    with pytest.raises(SystemExit) as exit_info:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.startswith(f"usage: {console}")

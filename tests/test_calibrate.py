@@ -18,12 +18,11 @@ import sys
 import numpy as np
 import pytest
 import torch
-from conftest import BIN_DIR, PLUGIN_DIR, T_A, RawModel, hypotheses, run_cli
+from conftest import BIN_DIR, PLUGIN_DIR, T_A, RawModel, fairseq_generate_in_process, hypotheses, run_cli
 from torchmetrics.functional.classification import binary_calibration_error
 
 from fairseq_ctemp import calibration
 from fairseq_ctemp.cli import calibrate as calibrate_cli
-from fairseq_ctemp.cli.greedy_vs_beam import generate_in_process
 
 pytestmark = pytest.mark.e2e
 ATOL = 1e-5  # batched float32 model outputs (the tool) vs one sample at a time (the reference)
@@ -287,10 +286,8 @@ def test_the_command_on_a_tempered_checkpoint(command_run, reference):
 
 
 def generate(data, checkpoint, *extra):
-    """(log, H- and P- lines) of fairseq-generate run in this process (ctemp-greedy-vs-beam's way,
-    tested equal to the console script), without a start-up per run."""
+    """(log, H- and P- lines) of fairseq-generate run in this process, without a start-up per run."""
     command = [
-        "fairseq-generate",
         data,
         "--path",
         checkpoint,
@@ -300,8 +297,8 @@ def generate(data, checkpoint, *extra):
         "test",
     ]
     command += ["--cpu", "--beam", "2", "--max-len-a", "1.2", "--max-len-b", "8", *extra]
-    proc = generate_in_process([str(a) for a in command])
-    out, log = proc.stdout.decode(), proc.stderr.decode()
+    proc = fairseq_generate_in_process(command)
+    out, log = proc.stdout, proc.stderr
     assert proc.returncode == 0, log[-3000:]
     return out + log, [line for line in out.splitlines() if line[:2] in ("H-", "P-")]
 

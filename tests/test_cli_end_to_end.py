@@ -1,6 +1,11 @@
 """The real fairseq CLIs with --user-dir on tiny generated data: train (with --eval-bleu) -> resume
--> average -> generate; bad options. Decoding temperatures on every path: test_decoding_temperature."""
+-> average -> generate; bad options; the training log read back (fairseq_ctemp.logs). Decoding
+temperatures on every path: test_decoding_temperature."""
 
+import collections
+import io
+import json
+import logging
 import math
 
 import pytest
@@ -15,6 +20,8 @@ from conftest import (
     json_log_records,
     run_cli,
 )
+
+from fairseq_ctemp import logs
 
 pytestmark = pytest.mark.e2e
 T_TRAIN = 3.0
@@ -98,6 +105,68 @@ def test_validation_bleu_decodes_at_the_training_temperature(tempered_run):
         "train_ppl_untempered",
     ):
         assert key in train_stats
+
+
+def reference_records(text, kind):
+    """The json records of one kind, parsed line by line here (the slow, obvious way)."""
+    found = []
+    for line in text.split("\n"):
+        fields = line.split(" | ")
+        if len(fields) == 4 and fields[2] == kind and fields[3].startswith("{"):
+            found.append({k: float(v) for k, v in json.loads(fields[3]).items()})
+    return found
+
+
+def test_training_log_read_back(tempered_run):
+    """fairseq_ctemp.logs on a real fairseq-train log: every record, numbers as numbers, and the
+    log's own bookkeeping: one train_inner record per update, epoch records at the epochs' ends."""
+    text = tempered_run["log"]
+    for kind in logs.KINDS:
+        assert logs.parse(text, kind) == reference_records(text, kind) != []
+    inner, train, valid = (logs.parse(text.splitlines(True), kind) for kind in logs.KINDS)
+    assert [r["num_updates"] for r in inner] == list(range(1, len(inner) + 1))
+    assert [r["epoch"] for r in train] == [r["epoch"] for r in valid] == [1, 2, 3, 4]
+    ends = [max(r["num_updates"] for r in inner if r["epoch"] == e) for e in (1, 2, 3, 4)]
+    assert [r["train_num_updates"] for r in train] == [r["valid_num_updates"] for r in valid] == ends
+    assert all(isinstance(r["valid_bleu"], float) for r in valid)
+    path = tempered_run["dir"] / "copy.log"
+    path.write_text(text + '2024-01-01 00:00:00 | INFO | valid | {"epoch": 5, "valid_lo', encoding="utf-8")
+    assert logs.read(path, "valid") == valid  # a line cut by a kill is skipped
+    # a run resumed from an earlier checkpoint logs updates again: the latest record of each wins
+    again = [dict(r, loss=r["loss"] + 1) for r in inner[len(inner) // 2 :]]
+    latest = logs.by_update(inner + again, "num_updates")
+    assert latest == inner[: len(inner) // 2] + again
+    with pytest.raises(ValueError, match="kind must be one of train_inner, train, valid"):
+        logs.parse(text, "validation")
+
+
+def test_simple_format_reads_as_json(tempered_run):
+    """A validation printed by fairseq's own progress bars in --log-format simple reads back as the
+    same record as in json (the SACT recipe's logs are simple)."""
+    from fairseq.logging import progress_bar
+
+    record = logs.parse(tempered_run["log"], "valid")[-1]
+    stats = collections.OrderedDict((k[len("valid_") :], v) for k, v in record.items() if k != "epoch")
+    lines = {}
+    for log_format in ("json", "simple"):
+        stream = io.StringIO()
+        handler = logging.StreamHandler(stream)
+        handler.setFormatter(logging.Formatter("%(asctime)s | %(levelname)s | %(name)s | %(message)s"))
+        logger = logging.getLogger(progress_bar.__name__)
+        level = logger.level
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        try:
+            bar = progress_bar.progress_bar(
+                [], log_format=log_format, epoch=int(record["epoch"]), prefix="valid on 'valid' subset"
+            )
+            bar.print(stats, tag="valid", step=int(record["valid_num_updates"]))
+        finally:
+            logger.removeHandler(handler)
+            logger.setLevel(level)
+        lines[log_format] = stream.getvalue()
+    assert "| valid | epoch 004 | valid on 'valid' subset | loss " in lines["simple"]
+    assert logs.parse(lines["simple"], "valid") == logs.parse(lines["json"], "valid") == [record]
 
 
 def test_bad_decoding_temperature_is_refused(tempered_run):
@@ -220,7 +289,7 @@ def test_bf16_trains_in_bfloat16_without_torch_xla(toy_data, tmp_path):
     given, here --cpu, instead of failing (it asked torch_xla for a TPU)."""
     proc = train(toy_data["bin"], tmp_path, "--bf16", "--max-update", "3", "--disable-validation")
     records = json_log_records(proc.stdout, "train_inner")
-    assert records[-1]["num_updates"] == "3" and all(math.isfinite(float(r["loss"])) for r in records)
+    assert records[-1]["num_updates"] == 3 and all(math.isfinite(r["loss"]) for r in records)
     common = torch.load(tmp_path / "checkpoint_last.pt")["cfg"]["common"]  # saved in fp32 by fairseq
     assert common["bf16"] is True and common["tpu"] is False and common["cpu"] is True
 

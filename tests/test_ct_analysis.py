@@ -1,4 +1,4 @@
-"""scripts/ct_analysis.py on tiny models trained on the toy LM corpus (a CT-MoS LSTM for 3 epochs,
+"""ctemp-ct-analysis (fairseq_ctemp/cli/ct_analysis.py) on tiny models trained on the toy LM corpus (a CT-MoS LSTM for 3 epochs,
 its no-temperature baseline and a CT transformer with adaptive softmax for 1 epoch each).
 
 Each subcommand runs once through the real command line (subprocess); the numbers it writes are
@@ -7,7 +7,6 @@ against fairseq's own language-modeling samples (what fairseq-eval-lm --sample-b
 scores). The error cases run in-process through ``main`` (same code path, no second import)."""
 
 import csv
-import importlib.util
 import json
 import math
 import os
@@ -17,13 +16,13 @@ import sys
 import numpy as np
 import pytest
 import torch
-from conftest import PLUGIN_DIR, REPO
+from conftest import PLUGIN_DIR, command
 from fairseq import checkpoint_utils
 
 import fairseq_ctemp  # noqa: F401  (registers the models)
+from fairseq_ctemp.cli import ct_analysis
 
 pytestmark = pytest.mark.e2e
-SCRIPT = os.path.join(REPO, "scripts", "ct_analysis.py")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 TRAIN = [
     "--task",
@@ -48,27 +47,17 @@ TRAIN = [
 ]
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location("ct_analysis", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-ct_analysis = load_script()
-
-
 def analysis(*args, check=True):
     """The real command line, one thread (2 shared cores)."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
     proc = subprocess.run(
-        [sys.executable, SCRIPT, *map(str, args)],
+        [*command("ctemp-ct-analysis"), *map(str, args)],
         env=env,
         text=True,
         capture_output=True,
     )
     if check and proc.returncode != 0:
-        pytest.fail(f"ct_analysis.py {args[0]} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+        pytest.fail(f"ctemp-ct-analysis {args[0]} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     return proc
 
 

@@ -9,7 +9,6 @@ import argparse
 import contextlib
 import io
 import math
-import os
 import shutil
 import sys
 
@@ -19,7 +18,6 @@ import torch.nn.functional as F
 from conftest import (
     FAST_DECODE,
     PLUGIN_DIR,
-    REPO,
     TINY_DIMS,
     TRAIN_DEFAULTS,
     RawModel,
@@ -264,17 +262,14 @@ def test_ct_cross_entropy_on_translation_batches(variant, toy_data, label_smooth
         assert 0 < log["tau_min"] < log["tau_max"]
 
 
-# The ALT recipe's presets (scripts/alt_sweep.py) and the ct_transformer architectures named after them
+# The ALT recipe's presets (fairseq_ctemp/alt/presets.py) and the ct_transformer architectures named after them
 PRESET_ARCHES = {"mini": "ct_transformer_alt_mini", "base": "ct_transformer_alt_base"}
 
 
 def alt_presets():
-    sys.path.insert(0, os.path.join(REPO, "scripts"))
-    try:
-        import alt_sweep
-    finally:
-        sys.path.pop(0)
-    return alt_sweep.PRESETS
+    from fairseq_ctemp.alt.presets import PRESETS
+
+    return PRESETS
 
 
 @pytest.mark.parametrize("preset", sorted(PRESET_ARCHES))

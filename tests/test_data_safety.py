@@ -22,19 +22,18 @@ import time
 
 import pytest
 import torch
-from conftest import BIN_DIR, REPO
+from conftest import BIN_DIR, run_main
 
-sys.path.insert(0, os.path.join(REPO, "scripts"))
-import alt_common  # noqa: E402
-import alt_sweep  # noqa: E402
-
-from fairseq_ctemp.cli import average_checkpoints  # noqa: E402
-from fairseq_ctemp.criterions import checks  # noqa: E402
+from fairseq_ctemp.alt import common as alt_common
+from fairseq_ctemp.alt import sweep as alt_sweep
+from fairseq_ctemp.alt import training
+from fairseq_ctemp.cli import alt_data, alt_results, average_checkpoints
+from fairseq_ctemp.cli import alt_sweep as sweep_cli
 
 pytestmark = pytest.mark.e2e
-DATA = os.path.join(REPO, "scripts", "alt_data.py")
-SWEEP = os.path.join(REPO, "scripts", "alt_sweep.py")
-RESULTS = os.path.join(REPO, "scripts", "alt_results.py")
+# the commands' main(): run in this process (conftest.run_main); SWEEP_COMMAND where a process is needed
+DATA, SWEEP, RESULTS = alt_data.main, sweep_cli.main, alt_results.main
+SWEEP_COMMAND = [sys.executable, "-m", "fairseq_ctemp.cli.alt_sweep"]
 ENV = dict(
     os.environ, PATH=BIN_DIR + os.pathsep + os.environ["PATH"], OMP_NUM_THREADS="1", PYTHON=sys.executable
 )
@@ -77,6 +76,8 @@ TINY = [
 
 
 def run(*command, check=True, cwd=None):
+    if callable(command[0]):  # a command's main, in this process
+        return run_main(command[0], *command[1:], check=check, env=ENV)
     proc = subprocess.run([str(c) for c in command], env=ENV, text=True, capture_output=True, cwd=cwd)
     if check and proc.returncode != 0:
         raise AssertionError(
@@ -106,9 +107,8 @@ def tree(path):
 def alt(tmp_path_factory):
     """The toy release and a work directory with en-vi prepared from it (vocab 20)."""
     root = tmp_path_factory.mktemp("safety")
-    run(sys.executable, DATA, "toy-release", root / "release")
+    run(DATA, "toy-release", root / "release")
     run(
-        sys.executable,
         DATA,
         "prepare",
         "en-vi",
@@ -152,28 +152,28 @@ def test_results_out_replaces_only_a_directory_it_wrote(tmp_path):
     (tmp_path / "a-file").write_text("keep")
     before = tree(tmp_path)
     for out, message in (
-        (work, "was not written by alt_results.py"),  # the work directory itself
-        (tmp_path / "mine", "was not written by alt_results.py"),
-        (tmp_path, "was not written by alt_results.py"),
+        (work, "was not written by ctemp-alt-results"),  # the work directory itself
+        (tmp_path / "mine", "was not written by ctemp-alt-results"),
+        (tmp_path, "was not written by ctemp-alt-results"),
         (tmp_path / "a-file", "is not a directory"),
     ):
-        assert message in refused(sys.executable, RESULTS, "--work", work, "--out", out)
+        assert message in refused(RESULTS, "--work", work, "--out", out)
         assert tree(tmp_path) == before  # nothing deleted, renamed or written
     out = tmp_path / "results"
     for sibling in ("results.tmp", "results.old"):  # a user's, next to OUT: never touched
         (tmp_path / sibling).mkdir()
         (tmp_path / sibling / "x").write_text(sibling)
-    run(sys.executable, RESULTS, "--work", work, "--out", out)
+    run(RESULTS, "--work", work, "--out", out)
     first = set(os.listdir(out))
     assert {".alt_results", "alt_results.md", "runs.csv", "table1.csv"} <= first
-    run(sys.executable, RESULTS, "--work", work, "--out", out)  # its own directory: replaced
+    run(RESULTS, "--work", work, "--out", out)  # its own directory: replaced
     assert set(os.listdir(out)) == first
     assert (tmp_path / "results.tmp" / "x").read_text() == "results.tmp"
     assert (tmp_path / "results.old" / "x").read_text() == "results.old"
     assert [p for p in os.listdir(tmp_path) if p.startswith(".results")] == []  # no temporary left
     (out / "my-plot.png").write_bytes(b"mine")  # a file the tool did not write: the whole OUT is kept
-    assert "has files alt_results.py did not write (my-plot.png)" in refused(
-        sys.executable, RESULTS, "--work", work, "--out", out
+    assert "has files ctemp-alt-results did not write (my-plot.png)" in refused(
+        RESULTS, "--work", work, "--out", out
     )
     assert (out / "my-plot.png").read_bytes() == b"mine"
 
@@ -246,7 +246,6 @@ def test_prepare_resumed_with_other_options_is_refused(alt, tmp_path):
     os.remove(data / "prepare.json")  # killed just before its last write: every step is done
     before = tree(work)
     message = refused(
-        sys.executable,
         DATA,
         "prepare",
         "en-vi",
@@ -261,9 +260,7 @@ def test_prepare_resumed_with_other_options_is_refused(alt, tmp_path):
     )
     assert "was started with other options (spm_model_type: 'unigram', now 'bpe')" in message
     assert tree(work) == before  # not a prepare.json describing sub/ models it did not make
-    proc = run(
-        sys.executable, DATA, "prepare", "en-vi", "--release", alt["release"], "--work", work, "--vocab", "20"
-    )
+    proc = run(DATA, "prepare", "en-vi", "--release", alt["release"], "--work", work, "--vocab", "20")
     assert "sub/ exists: skipped" in proc.stderr
     assert json.loads((data / "prepare.json").read_text())["options"]["spm_model_type"] == "unigram"
 
@@ -281,9 +278,7 @@ def test_prepare_refuses_another_corpus_for_a_prepared_directory(alt, tmp_path):
         if partly:
             os.remove(work / "data" / "en-vi.spm20" / "prepare.json")
             before = tree(work)
-        message = refused(
-            sys.executable, DATA, "prepare", "en-vi", "--release", release, "--work", work, "--vocab", "20"
-        )
+        message = refused(DATA, "prepare", "en-vi", "--release", release, "--work", work, "--vocab", "20")
         assert "was prepared from another corpus than" in message and "raw/" in message
         assert tree(work) == before
 
@@ -296,7 +291,6 @@ def test_two_prepares_on_one_directory(alt, tmp_path):
     os.remove(data / "prepare.json")
     with alt_common.Lock(str(data)):  # this process is "the other prepare"
         message = refused(
-            sys.executable,
             DATA,
             "prepare",
             "en-vi",
@@ -333,8 +327,7 @@ def test_a_moved_or_copied_work_directory_uses_its_own_data(alt, tmp_path):
     env = dict(ENV, PATH=f"{fake}{os.pathsep}{ENV['PATH']}")
     subprocess.run(
         [
-            sys.executable,
-            SWEEP,
+            *SWEEP_COMMAND,
             "run",
             "en-vi",
             "--work",
@@ -355,12 +348,11 @@ def test_a_moved_or_copied_work_directory_uses_its_own_data(alt, tmp_path):
     copy = tmp_path / "b" / "copy"
     shutil.copytree(work, copy, symlinks=True)
     exp_dir = copy / "sweep" / "en-vi.mini.spm20"
-    exp = alt_sweep.load_experiment(str(exp_dir))
+    exp = alt_common.load_experiment(str(exp_dir))
     assert exp["data"] == str(copy / "data" / "en-vi.spm20")
     info = alt_common.prepared(exp["data"])
     assert info["bin"] == str(copy / "data" / "en-vi.spm20" / "bin") and os.path.isdir(info["bin"])
     proc = run(
-        sys.executable,
         SWEEP,
         "run",
         "en-vi",
@@ -373,16 +365,14 @@ def test_a_moved_or_copied_work_directory_uses_its_own_data(alt, tmp_path):
         "--temperatures",
         "1,2",
         "--dry-run",
-        cwd=tmp_path,
     )
     assert f"fairseq-train {copy}/data/en-vi.spm20/bin " in proc.stdout
     # a file of an older version names the original's data by absolute path: refused, not used
     old = json.loads((exp_dir / "experiment.json").read_text())
     (exp_dir / "experiment.json").write_text(json.dumps(dict(old, data=str(work / "data" / "en-vi.spm20"))))
-    with pytest.raises(alt_sweep.RunFailed, match="moved or copied"):
-        alt_sweep.load_experiment(str(exp_dir))
+    with pytest.raises(alt_common.RunFailed, match="moved or copied"):
+        alt_common.load_experiment(str(exp_dir))
     assert "(moved or copied?)" in refused(
-        sys.executable,
         SWEEP,
         "run",
         "en-vi",
@@ -419,7 +409,6 @@ def test_a_refused_sweep_writes_nothing(alt, tmp_path):
     work = copy_work(alt, tmp_path / "work")
     before = tree(work)
     message = refused(
-        sys.executable,
         SWEEP,
         "run",
         "en-vi",
@@ -436,7 +425,6 @@ def test_a_refused_sweep_writes_nothing(alt, tmp_path):
     assert "en-ja" in message and "is not prepared" in message
     assert tree(work) == before  # en-vi's experiment.json was not written
     proc = run(
-        sys.executable,
         SWEEP,
         "run",
         "en-vi",
@@ -487,8 +475,7 @@ def test_a_killed_sweep_takes_its_runs_with_it(alt, tmp_path):
     work = copy_work(alt, tmp_path / "work")
     sweep = subprocess.Popen(
         [
-            sys.executable,
-            SWEEP,
+            *SWEEP_COMMAND,
             "run",
             "en-vi",
             "--work",
@@ -555,26 +542,25 @@ def test_averaging_takes_exactly_the_last_validations(tmp_path):
         log += VALID.format(epoch, update) + SAVED.format(tmp_path / name, epoch, update)
         (tmp_path / name).write_bytes(b"")
     (tmp_path / "train.log").write_text(log)
-    found = alt_sweep.last_validation_checkpoints(str(tmp_path), 4)
+    found = training.last_validation_checkpoints(str(tmp_path), 4)
     assert [os.path.basename(p) for p in found] == [
         "checkpoint_1_4.pt",
         "checkpoint2.pt",
         "checkpoint_3_12.pt",
         "checkpoint_last.pt",
     ]
-    with pytest.raises(alt_sweep.RunFailed, match="validated 5 time"):
-        alt_sweep.last_validation_checkpoints(str(tmp_path), 6)
+    with pytest.raises(alt_common.RunFailed, match="validated 5 time"):
+        training.last_validation_checkpoints(str(tmp_path), 6)
     os.remove(tmp_path / "checkpoint2.pt")
-    with pytest.raises(alt_sweep.RunFailed, match=r"no checkpoint of the validation\(s\) at update\(s\) 8 "):
-        alt_sweep.last_validation_checkpoints(str(tmp_path), 4)
+    with pytest.raises(alt_common.RunFailed, match=r"no checkpoint of the validation\(s\) at update\(s\) 8 "):
+        training.last_validation_checkpoints(str(tmp_path), 4)
 
 
 def test_a_validation_at_an_epoch_end_keeps_its_checkpoint(alt, tmp_path):
     """The sweep's fairseq-train with validations every 3 updates, which are also the epoch ends
     (60 pairs, 20 a batch): stock fairseq with --no-epoch-checkpoints keeps only checkpoint_last."""
     proc = run(
-        sys.executable,
-        SWEEP,
+        *SWEEP_COMMAND,
         "fairseq-train",
         alt["data"] / "bin",
         "--user-dir",
@@ -609,14 +595,13 @@ def test_a_validation_at_an_epoch_end_keeps_its_checkpoint(alt, tmp_path):
         "6",
     )
     (tmp_path / "train.log").write_text(proc.stdout + proc.stderr)
-    found = alt_sweep.last_validation_checkpoints(str(tmp_path), 2)
+    found = training.last_validation_checkpoints(str(tmp_path), 2)
     assert [os.path.basename(p) for p in found] == ["checkpoint_1_3.pt", "checkpoint_2_6.pt"]
     for path, update in zip(found, (3, 6)):
         assert torch.load(path)["optimizer_history"][-1]["num_updates"] == update
 
 
-def test_temperature_ranges_agree():
-    assert alt_common.TEMPERATURE_RANGE == checks.TEMPERATURE_RANGE
+def test_sweep_decoding_options_cover_greedy_vs_beam():
     from fairseq_ctemp.cli.greedy_vs_beam import OWN_OPTIONS
 
     assert set(OWN_OPTIONS) <= set(alt_sweep.DECODING_OPTIONS)

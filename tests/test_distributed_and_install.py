@@ -179,6 +179,14 @@ def test_installed_package_works_as_user_dir(toy_data, tmp_path):
     # with the fairseq-hydra-train configs (docs/hydra.md)
     shipped = sorted(f for f in os.listdir(os.path.join(PLUGIN_DIR, "config")) if f.endswith(".yaml"))
     assert shipped and sorted(os.listdir(installed / "config")) == shipped
+    # every subpackage of the checkout (the ALT pipeline's included), and its commands run
+    for package in ("alt", "cli", "criterions", "models", "modules"):
+        ours = sorted(f for f in os.listdir(os.path.join(PLUGIN_DIR, package)) if f.endswith(".py"))
+        assert sorted(f for f in os.listdir(installed / package) if f.endswith(".py")) == ours, package
+    usage = run_cli(
+        site / "bin" / "ctemp-alt-sweep", "run", "--help", cwd=tmp_path, env={"PYTHONPATH": str(site)}
+    )
+    assert "usage: ctemp-alt-sweep run" in usage.stdout
     out = run_cli(
         "fairseq-train",
         toy_data["bin"],

@@ -1,19 +1,22 @@
-"""ctemp-greedy-vs-beam on a tiny model trained with tempered_ce at T=2 (untrained in all but name:
-the tests check the plumbing, not the paper's claim). One run of the command (dev grid, save dir,
-JSON) is shared by the checks; the error cases fail before any decoding."""
+"""ctemp-greedy-vs-beam and the decoding API under it (fairseq_ctemp.translate) on a tiny model
+trained with tempered_ce at T=2 (untrained in all but name: the tests check the plumbing, not the
+paper's claim). The API's hypotheses, scores and references are those of the real fairseq-generate
+(one process runs its console entry point for every configuration); one run of the command (dev
+grid, save dir, JSON) is shared by the checks; the error cases fail before any decoding."""
 
 import contextlib
 import io
 import json
+import math
 import os
-import runpy
 import subprocess
 import sys
 
 import pytest
-from conftest import TINY_TRANSFORMER
+from conftest import REPO, TINY_TRANSFORMER
 from sacrebleu.metrics import BLEU, CHRF
 
+from fairseq_ctemp import translate
 from fairseq_ctemp.cli import greedy_vs_beam as gvb
 from fairseq_ctemp.cli.toy_translation import write_corpus
 
@@ -120,9 +123,8 @@ def tiny(corpus):
 
 @pytest.fixture(scope="module")
 def grid_run(tiny):
-    """The command end to end (in-process: a second fairseq import would cost ~6 s; decoding is the
-    real fairseq-generate): a 1 x 2 grid on valid with a raw --dev-ref, then greedy and the grid's
-    best on test, scored against the T- lines."""
+    """The command end to end (in-process: a second fairseq import would cost ~6 s): a 1 x 2 grid on
+    valid with a raw --dev-ref, then greedy and the grid's best on test, scored against the T- lines."""
     out = tiny["root"] / "out"
     argv = [
         tiny["data"],
@@ -155,28 +157,112 @@ def lines(path):
         return f.read().split("\n")[:-1]
 
 
+# fairseq-generate's console entry point, run once per argv in one process (one start-up)
+GENERATE_ALL = """
+import json, sys
+from fairseq_cli.generate import cli_main
+for argv in json.loads(sys.argv[1]):
+    sys.argv = ["fairseq-generate", *argv]
+    cli_main()
+"""
+# (beam, lenpen, --temperature): greedy and beam with a length penalty, at the training T and at an
+# explicit temperature (which changes beam search's choices and every score)
+CONFIGS = [(1, 1.0, None), (3, 0.5, None), (1, 1.0, 0.5), (3, 0.5, 0.5)]
+
+
+@pytest.fixture(scope="module")
+def generated(tiny):
+    """{(beam, lenpen, temperature): fairseq-generate's output} of the test set, --user-dir fairseq_ctemp."""
+    root = tiny["root"] / "generate"
+    argvs = []
+    for n, (beam, lenpen, temperature) in enumerate(CONFIGS):
+        argvs.append(
+            [tiny["data"], "--user-dir", USER_DIR, "--path", tiny["checkpoint"], "--gen-subset", "test"]
+            + ["--beam", str(beam), "--lenpen", str(lenpen), "--results-path", str(root / str(n))]
+            + (["--temperature", str(temperature)] if temperature else [])
+            + ["--required-batch-size-multiple", "1", *GENERATE_ARGS]
+        )
+    run([sys.executable, "-c", GENERATE_ALL, json.dumps(argvs)])
+    return {
+        config: (root / str(n) / "generate-test.txt").read_text(encoding="utf-8")
+        for n, config in enumerate(CONFIGS)
+    }
+
+
 def tagged(log, tag):
-    """Text of the `tag`-N lines of a fairseq-generate log, by N (an independent parse)."""
+    """The `tag`-N lines of fairseq-generate's output by N: (text, ...) or (score, text) of H/D."""
     found = {}
     for line in log.split("\n"):
-        if line.startswith(tag + "-") and line.split("\t")[0][len(tag) + 1 :].isdigit():
-            found.setdefault(int(line.split("\t")[0][len(tag) + 1 :]), line.split("\t")[-1])
+        head, _, rest = line.partition("\t")
+        if head[: len(tag) + 1] == tag + "-" and head[len(tag) + 1 :].isdigit():
+            found[int(head[len(tag) + 1 :])] = rest
     return [found[i] for i in sorted(found)]
 
 
-def test_scores_equal_sacrebleu_on_the_saved_files(grid_run, tiny):
+def test_translation_equals_fairseq_generate(tiny, generated):
+    """Hypotheses (D- lines), their scores (H- lines, base 2) and references (T- lines) of the API
+    are fairseq-generate's, at the checkpoint's training T and at an explicit temperature; BLEU too."""
+    translator = translate.Translator(tiny["data"], [tiny["checkpoint"]])
+    options = translate.decoding_options(GENERATE_ARGS).translate_options()
+    scores = {}
+    for (beam, lenpen, temperature), output in generated.items():
+        out = translator.translate("test", beam=beam, lenpen=lenpen, temperature=temperature, **options)
+        hyps = [rest.split("\t", 1)[1] for rest in tagged(output, "D")]
+        assert len(hyps) == 60 and out.hypotheses == hyps
+        assert out.references == tagged(output, "T")
+        expected = [float(rest.split("\t")[0]) for rest in tagged(output, "H")]
+        assert [s / math.log(2) for s in out.scores] == pytest.approx(expected, abs=1e-5)
+        assert out.temperatures == [temperature or 2.0]
+        bleu = BLEU(tokenize="none")
+        assert (
+            bleu.corpus_score(out.hypotheses, [out.references]).score
+            == bleu.corpus_score(hyps, [tagged(output, "T")]).score
+        )
+        tokens = sum(len(rest.split("\t")[1].split()) + 1 for rest in tagged(output, "H"))  # + </s>
+        assert out.n_tokens == tokens and out.n_sentences == 60 and out.decode_seconds > 0
+        scores[beam, temperature] = out.scores
+    # the explicit temperature made a difference the comparison could see
+    assert scores[1, None] != pytest.approx(scores[1, 0.5]) and scores[3, None] != pytest.approx(
+        scores[3, 0.5]
+    )
+
+
+def test_the_temperature_is_the_models_own(tiny):
+    """The temperature reported is read from the model, and is the one the generator applied: a
+    model whose own temperature is changed decodes (and reports) as at that explicit temperature."""
+    translator = translate.Translator(tiny["data"], [tiny["checkpoint"]])
+    options = dict(translate.decoding_options(GENERATE_ARGS).translate_options(), beam=3)
+    assert translator.temperatures() == [2.0] and translator.temperatures(0.7) == [0.7]
+    at_two = translator.translate("test", **options)
+    explicit = translator.translate("test", temperature=0.7, **options)
+    translator.models[0].ctemp_training_temperature = 0.7
+    own = translator.translate("test", **options)
+    assert own.temperatures == explicit.temperatures == [0.7] and at_two.temperatures == [2.0]
+    assert own.scores == explicit.scores and own.hypotheses == explicit.hypotheses
+    assert own.scores != pytest.approx(at_two.scores)
+    del translator.models[0].ctemp_training_temperature  # a stock model: its own temperature is 1
+    assert translator.translate("test", **options).temperatures == [1.0]
+    # nothing reads the decoding temperature from fairseq's log text any more
+    for d, _, files in os.walk(os.path.join(REPO, "fairseq_ctemp")):
+        for name in files:
+            if name.endswith(".py"):
+                with open(os.path.join(d, name), encoding="utf-8") as f:
+                    assert 're.compile(r"decoding at training temperature' not in f.read(), name
+
+
+def test_scores_equal_sacrebleu_on_the_saved_files(grid_run, tiny, generated):
     result, out = grid_run["result"], grid_run["out"]
     refs = lines(out / "ref")
-    assert refs == tagged((out / "greedy.log").read_text(encoding="utf-8"), "T")  # OOVs: <<unk>>
+    assert refs == tagged(generated[1, 1.0, None], "T")  # fairseq-generate's T- lines, OOVs as <<unk>>
     assert result["tokenize"] == "none" and "tok:none" in result["signatures"]["bleu"]
     for name in ("greedy", "beam"):
         hyps = lines(out / f"{name}.hyp")
         assert len(hyps) == result["n_sentences"] == 60  # every sentence, not 56 (fairseq's batch bug)
-        assert hyps == tagged((out / f"{name}.log").read_text(encoding="utf-8"), "D")
         system = result["systems"][name]
         assert system["bleu"] == pytest.approx(BLEU(tokenize="none").corpus_score(hyps, [refs]).score)
         assert system["chrf"] == pytest.approx(CHRF().corpus_score(hyps, [refs]).score)
         assert system["decode_seconds"] > 0 and system["n_sentences"] == 60
+    assert lines(out / "greedy.hyp") == [t.split("\t", 1)[1] for t in tagged(generated[1, 1.0, None], "D")]
     assert result["systems"]["greedy"]["beam"] == 1
     speeds = [result["systems"][name]["sentences_per_second"] for name in ("greedy", "beam")]
     assert result["speedup"] == pytest.approx(speeds[0] / speeds[1])
@@ -185,8 +271,9 @@ def test_scores_equal_sacrebleu_on_the_saved_files(grid_run, tiny):
 
 def test_decodes_at_the_training_temperature(grid_run):
     for name in ("greedy", "beam"):
-        assert "decoding at training temperature T=2" in (grid_run["out"] / f"{name}.log").read_text()
         assert grid_run["result"]["systems"][name]["decoding_temperature"] == 2.0
+        assert grid_run["result"]["systems"][name]["decoding_temperatures"] == [2.0]
+    assert ", T=2\n" in grid_run["stdout"]
 
 
 def test_grid_picks_the_argmax_and_uses_it_on_test(grid_run, tiny):
@@ -196,8 +283,8 @@ def test_grid_picks_the_argmax_and_uses_it_on_test(grid_run, tiny):
     assert result["dev_tokenize"] == "13a"  # --dev-ref: raw text, sacrebleu's default tokenizer
     dev_refs = lines(f"{tiny['raw']}/valid.tgt")
     for row, lenpen in zip(grid, ("0.5", "3")):
-        hyps = tagged((grid_run["out"] / f"grid.beam2.lenpen{lenpen}.log").read_text(encoding="utf-8"), "D")
-        assert row["bleu"] == pytest.approx(BLEU().corpus_score(hyps, [dev_refs]).score)
+        hyps = lines(grid_run["out"] / f"grid.beam2.lenpen{lenpen}.hyp")
+        assert len(hyps) == 60 and row["bleu"] == pytest.approx(BLEU().corpus_score(hyps, [dev_refs]).score)
     best = max(grid, key=lambda row: row["bleu"])
     assert result["grid_best"] == {"beam": best["beam"], "lenpen": best["lenpen"]}
     beam_system = result["systems"]["beam"]
@@ -271,7 +358,7 @@ def test_existing_outputs_are_not_overwritten(corpus, tmp_path, capsys):
         (["--grid-lenpens", "1,-1"], "--grid-lenpens must be finite numbers > 0, got -1.0"),
         (["--temperature", "nan"], "--temperature must be finite and > 0, got nan"),
         (["--sacrebleu-tokenize", "moses"], "--sacrebleu-tokenize must be one of none, "),
-        (["--", "--beam", "3"], "--beam cannot go to fairseq-generate after --"),
+        (["--", "--beam", "3"], "--beam cannot go after --: this command sets it"),
         (["--dev-ref", "x"], "--dev-ref is only used with --grid-beams"),
         (["--checkpoint", "missing.pt"], "--checkpoint missing.pt: no such file"),
     ],
@@ -286,44 +373,63 @@ def test_missing_data_dir_is_named(corpus, capsys):
     assert "DATA" in message and "no such directory" in message
 
 
-def test_script_runs_from_a_checkout(monkeypatch):
-    script = os.path.join(os.path.dirname(__file__), "..", "scripts", "greedy_vs_beam.py")
-    monkeypatch.setattr(sys, "argv", [script, "--help"])
-    with pytest.raises(SystemExit) as exit_info:
-        runpy.run_path(script, run_name="__main__")
-    assert exit_info.value.code == 0
-
-
-def test_in_process_decoding_equals_the_console_script(tiny):
-    """decode(in_process=True), which the ALT sweep uses for its grids, is fairseq-generate itself:
-    the same hypotheses, references and training-temperature decoding as the subprocess."""
-    args = (tiny["data"], tiny["checkpoint"], "test", 2, 1.0, GENERATE_ARGS)
-    console, in_process = gvb.decode(*args), gvb.decode(*args, in_process=True)
-    assert in_process["hyps"] == console["hyps"] and in_process["refs"] == console["refs"]
-    assert in_process["decoding_temperature"] == console["decoding_temperature"] == 2.0
-    assert in_process["n_sentences"] == console["n_sentences"] == 60
-    with pytest.raises(gvb.UsageError, match="fairseq-generate failed"):  # a failure is an error, not an exit
-        gvb.decode(tiny["data"], tiny["checkpoint"], "no_such_subset", 1, 1.0, GENERATE_ARGS, in_process=True)
-
-
-def test_refuses_to_score_when_fairseq_drops_sentences(tiny, tmp_path):
-    """With --skip-invalid-size-inputs-valid-test fairseq-generate silently skips the sentences
-    longer than --max-source-positions: the command refuses to score the others, writes nothing."""
+def test_refuses_sentences_too_long_for_the_model(tiny, tmp_path):
+    """A sentence longer than the model's positions cannot be translated (fairseq-generate would
+    skip it with --skip-invalid-size-inputs-valid-test): the command refuses to score the others and
+    writes nothing."""
     lengths = [len(line.split()) + 1 for line in lines(f"{tiny['raw']}/test.src")]  # + </s>
     limit = max(lengths) - 1
-    dropped = sum(n > limit for n in lengths)
-    assert 0 < dropped < 60
-    extra = GENERATE_ARGS + ["--skip-invalid-size-inputs-valid-test", "--max-source-positions", str(limit)]
-    with pytest.raises(
-        gvb.UsageError, match=f"fairseq-generate translated {60 - dropped} of the 60 sentences of test"
-    ):
+    too_long = sum(n > limit for n in lengths)
+    assert 0 < too_long < 60
+    translator = gvb.load_translator(tiny["data"], tiny["checkpoint"], GENERATE_ARGS)
+    translator.models[0].encoder.max_source_positions = limit
+    with pytest.raises(gvb.UsageError, match=f"{too_long} of the 60 sentences of test are longer than"):
         gvb.run_greedy_vs_beam(
             tiny["data"],
             tiny["checkpoint"],
             beam=2,
-            extra_args=extra,
+            extra_args=GENERATE_ARGS,
             save_dir=str(tmp_path / "out"),
             verbose=False,
-            in_process=True,
+            translator=translator,
         )
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--sampling"], "--sampling is not a decoding option this tool passes on to fairseq's API"),
+        (
+            ["--skip-invalid-size-inputs-valid-test"],
+            "--skip-invalid-size-inputs-valid-test is not a decoding",
+        ),
+        (["--remove-bpe", "bytes"], "--remove-bpe bytes: not one of fairseq's post-processing options"),
+        (["--max-len-a", "x"], "argument --max-len-a: invalid float value: 'x'"),
+        (["--batch-size", "0"], "--batch-size must be >= 1, got 0"),
+    ],
+)
+def test_decoding_options_outside_the_api_are_refused(corpus, args, expected, capsys):
+    message = error_of([corpus["data"], "--checkpoint", corpus["checkpoint"], "--", *args], capsys)
+    assert message.startswith("ctemp-greedy-vs-beam: error: after --: " + expected)
+
+
+def test_decoding_options_map_onto_the_api():
+    options = translate.decoding_options(
+        [
+            "-s",
+            "en",
+            "--target-lang=vi",
+            "--cpu",
+            "--remove-bpe",
+            "--max-len-a",
+            "1.5",
+            "--max-sentences",
+            "8",
+        ]
+    )
+    assert options == translate.DecodingOptions(
+        source_lang="en", target_lang="vi", cpu=True, post_process="subword_nmt", max_len_a=1.5, batch_size=8
+    )
+    assert translate.decoding_options(["--remove-bpe", "sentencepiece"]).post_process == "sentencepiece"
+    assert translate.decoding_options([]) == translate.DecodingOptions()

@@ -6,7 +6,6 @@ exactly as fairseq-train trains the preset (same config, losses, weights), then 
 and every fairseq-hydra-train command of the docs composes."""
 
 import argparse
-import json
 import math
 import os
 import shlex
@@ -16,6 +15,8 @@ import pytest
 import torch
 import yaml
 from conftest import PLUGIN_DIR, REPO, RawModel, json_log_records, run_cli
+
+from fairseq_ctemp import logs
 
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 import export_hydra_configs as export  # noqa: E402
@@ -117,13 +118,11 @@ def test_recipe_dry_runs_print_the_command_and_write_nothing(tmp_path):
 # ------------------------------------------------------------- alt_mini through fairseq-hydra-train
 def hydra_log_records(output, kind):
     """--log-format json records of one kind ("train_inner", "valid") in fairseq-hydra-train's log,
-    where hydra's logging writes them as `[time][train_inner][INFO] - {...}`."""
-    marker = f"][{kind}][INFO] - {{"
-    return [
-        json.loads(line[line.index(marker) + len(marker) - 1 :])
-        for line in output.splitlines()
-        if marker in line
-    ]
+    where hydra's logging writes them as `[time][train_inner][INFO] - {...}`: read as
+    json_log_records reads fairseq-train's (fairseq_ctemp.logs, numbers as floats)."""
+    marker = f"][{kind}][INFO] - "
+    lines = [f"| {kind} | " + line.split(marker, 1)[1] for line in output.splitlines() if marker in line]
+    return logs.parse(lines, kind)
 
 
 T, LS = 2.5, 0.2
@@ -180,7 +179,7 @@ TIMINGS = ("wps", "ups", "wpb", "bsz", "train_wall", "wall", "gb_free")
 @pytest.mark.e2e
 def test_alt_mini_trains_with_tempered_ce_at_the_overridden_t(hydra_run, cli_run):
     inner = hydra_log_records(hydra_run["log"], "train_inner")
-    assert [r["num_updates"] for r in inner] == ["1", "2", "3"]
+    assert [r["num_updates"] for r in inner] == [1, 2, 3]
     assert all("nll_loss_untempered" in r for r in inner)  # logged by tempered_ce only
     assert not (hydra_run["work"] / "outputs").exists()  # ran in the working directory
     hydra, cli = (

@@ -10,11 +10,10 @@ import shutil
 import subprocess
 
 import pytest
-from conftest import BIN_DIR, REPO
+from conftest import BIN_DIR, REPO, example_script, run_main
 
 pytestmark = pytest.mark.e2e
 RECIPES = os.path.join(REPO, "examples", "language_model")
-PYTHON = os.path.join(BIN_DIR, "python")
 NO_NETWORK = "http://127.0.0.1:9"  # the discard port: connection refused at once
 
 
@@ -141,36 +140,11 @@ def test_recipes_end_to_end(ptb_like):
 
     # Learning curves -> PNG, and the results table.
     png = root / "curves.png"
-    subprocess.run(
-        [
-            PYTHON,
-            os.path.join(RECIPES, "lm_results.py"),
-            "plot",
-            "--logs",
-            str(save / "train.log"),
-            "--labels",
-            "ct-mos",
-            "--output",
-            str(png),
-        ],
-        check=True,
-    )
+    lm_results = example_script(os.path.join(RECIPES, "lm_results.py"))  # in this process
+    run_main(lm_results.main, "plot", "--logs", save / "train.log", "--labels", "ct-mos", "--output", png)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     table = root / "table"
-    subprocess.run(
-        [
-            PYTHON,
-            os.path.join(RECIPES, "lm_results.py"),
-            "table",
-            "--runs",
-            str(root),
-            "--variants",
-            "ct-mos",
-            "--output",
-            str(table),
-        ],
-        check=True,
-    )
+    run_main(lm_results.main, "table", "--runs", root, "--variants", "ct-mos", "--output", table)
     row = (table.with_suffix(".csv")).read_text().splitlines()[1].split(",")
     assert row[0] == "ct-mos" and float(row[2]) == pytest.approx(result["ppl"], abs=0.01)
 

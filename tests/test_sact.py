@@ -444,15 +444,10 @@ def test_bad_lambda_fails_before_any_training_step(toy_data, tmp_path):
 
 
 def run_heatmap_script(*args):
-    """scripts/sact_attention_heatmaps.py in this process (saves a Python + fairseq start-up)."""
-    import importlib.util
+    """ctemp-sact-heatmaps in this process (saves a Python + fairseq start-up)."""
+    from fairseq_ctemp.cli import sact_heatmaps
 
-    spec = importlib.util.spec_from_file_location(
-        "sact_attention_heatmaps", os.path.join(REPO, "scripts", "sact_attention_heatmaps.py")
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.main([str(a) for a in args])
+    sact_heatmaps.main([str(a) for a in args])
 
 
 @pytest.mark.e2e

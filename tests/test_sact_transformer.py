@@ -7,13 +7,12 @@ fairseq-generate at the training temperature, batched = one sentence at a time, 
 import argparse
 import json
 import math
-import os
 from types import SimpleNamespace
 
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import FAST_DECODE, PLUGIN_DIR, REPO, TRAIN_DEFAULTS, RawModel, json_log_records, run_cli
+from conftest import FAST_DECODE, PLUGIN_DIR, TRAIN_DEFAULTS, RawModel, json_log_records, run_cli
 from fairseq.data import Dictionary
 from fairseq.models.transformer import TransformerModel
 from fairseq.sequence_generator import SequenceGenerator
@@ -409,15 +408,11 @@ def test_bad_options_are_refused_before_the_model_is_built(options, message):
 
 
 def test_alt_architectures_are_the_alt_sweep_presets_with_sact():
-    """sact_transformer_alt_{mini,base} give the model of scripts/alt_sweep.py's transformer presets
+    """sact_transformer_alt_{mini,base} give the model of the ALT recipe's transformer presets
     (every model option the same as with --arch transformer and the preset's flags)."""
-    import importlib.util
-
     from fairseq import options
 
-    spec = importlib.util.spec_from_file_location("alt_sweep", os.path.join(REPO, "scripts", "alt_sweep.py"))
-    alt_sweep = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(alt_sweep)
+    from fairseq_ctemp.alt.presets import PRESETS
 
     def model_args(argv):
         parsed = options.parse_args_and_arch(
@@ -430,7 +425,7 @@ def test_alt_architectures_are_the_alt_sweep_presets_with_sact():
     model_options = [a.dest for a in parser._actions if a.dest != "help"]
     assert "encoder_ffn_embed_dim" in model_options and "share_decoder_input_output_embed" in model_options
     for preset in ("mini", "base"):
-        flags = alt_sweep.PRESETS[preset]["train"]
+        flags = list(PRESETS[preset]["train"])
         arch_at = flags.index("--arch")
         assert flags[arch_at + 1] == "transformer"
         stock = model_args(flags)
@@ -613,14 +608,9 @@ def test_generate_in_batches_equals_one_sentence_at_a_time(trained, toy_data):
 
 
 def run_heatmap_script(*args):
-    import importlib.util
+    from fairseq_ctemp.cli import sact_heatmaps
 
-    spec = importlib.util.spec_from_file_location(
-        "sact_attention_heatmaps", os.path.join(REPO, "scripts", "sact_attention_heatmaps.py")
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.main([str(a) for a in args])
+    sact_heatmaps.main([str(a) for a in args])
 
 
 @pytest.mark.e2e

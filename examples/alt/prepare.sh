@@ -10,7 +10,7 @@
 #   --download    fetch the release from NICT into WORK/download
 # Env:   ALT_RELEASE / ALT_LOCAL (instead of the flags), ALT_WORK (default runs/alt)
 # Output: WORK/data/<pair>.<spm8192|...>/{raw,sub,tok,bin,prepare.json}. Finished steps are skipped,
-# never overwritten. Details: examples/alt/README.md, scripts/alt_data.py --help.
+# never overwritten. Details: examples/alt/README.md, ctemp-alt-data prepare --help.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
-exec "$python" "$repo/scripts/alt_data.py" prepare "$@"
+exec "$python" -m fairseq_ctemp.cli.alt_data prepare "$@"

@@ -6,4 +6,4 @@
 set -euo pipefail
 [ "${1:-}" = "" ] && set -- --work "${ALT_WORK:-runs/alt}"
 source "$(dirname "$0")/common.sh"
-exec "$python" "$repo/scripts/alt_results.py" "$@"
+exec "$python" -m fairseq_ctemp.cli.alt_results "$@"

@@ -47,7 +47,7 @@ if [ $dry = 1 ]; then
     i=$((i + 1))
   done
   if [ $download = 1 ]; then echo "(--download: the release would be fetched first)"
-  else "$python" "$repo/scripts/alt_data.py" check "${dirs[@]}" ${check[@]+"${check[@]}"}; fi
+  else "$python" -m fairseq_ctemp.cli.alt_data check "${dirs[@]}" ${check[@]+"${check[@]}"}; fi
 else
   echo "== stage 1: data"
   "$here/prepare.sh" "${dirs[@]}" --work "$work" ${data[@]+"${data[@]}"} ${shared[@]+"${shared[@]}"}

@@ -10,7 +10,7 @@
 #            [--jobs N] [--gpus 0,1,2,3 [--gpus-per-run G]] [--slurm [--slurm-args "..."]]
 #            [--dry-run] [-- extra fairseq-train options]
 # Re-running the same command resumes: finished runs are skipped, interrupted ones continue from
-# their last checkpoint. All options: scripts/alt_sweep.py run --help; examples/alt/README.md.
+# their last checkpoint. All options: ctemp-alt-sweep run --help; examples/alt/README.md.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
-exec "$python" "$repo/scripts/alt_sweep.py" run "$@"
+exec "$python" -m fairseq_ctemp.cli.alt_sweep run "$@"

@@ -12,7 +12,7 @@
       test perplexity of the same checkpoint under different eval-lm block / context settings
       (RUNS_DIR/<variant>/protocol_<block>_<context>/eval_test_checkpoint_last.json).
 
-For the temperatures themselves (tau per position, heat maps) see scripts/ct_analysis.py.
+For the temperatures themselves (tau per position, heat maps) see ctemp-ct-analysis.
 """
 
 import argparse
@@ -23,26 +23,14 @@ import os
 import re
 import sys
 
-
-def log_records(path, kind):
-    """fairseq --log-format json records of one kind ("valid", "train", "train_inner") in a log."""
-    marker = f"| {kind} | "
-    records = []
-    with open(path, errors="replace") as f:
-        for line in f:
-            if marker in line and "{" in line:
-                try:
-                    records.append(json.loads(line[line.index("{") :]))
-                except json.JSONDecodeError:
-                    continue
-    return records
+from fairseq_ctemp import logs
 
 
 def curve(path, x_key, metric):
     """[(x, y)] of valid_<metric> against valid_num_updates / epoch; a resumed run's repeated
     points keep the latest value."""
     points = {}
-    for record in log_records(path, "valid"):
+    for record in logs.read(path, "valid"):
         x = record.get("valid_num_updates" if x_key == "update" else "epoch")
         y = record.get(f"valid_{metric}")
         if x is not None and y is not None:
@@ -127,14 +115,14 @@ def run_summary(run_dir, eval_suffix):
         seconds = re.findall(r"done training in ([\d.]+) seconds", text)
         if seconds:
             row["train_seconds"] = round(float(seconds[-1]))
-        inner = log_records(log, "train_inner")
+        inner = logs.read(log, "train_inner")
         if inner:
             last = inner[-1]
             row["updates"] = int(float(last.get("num_updates", 0)))
             row["train_ppl"] = float(last["ppl"]) if "ppl" in last else None
             for key in ("tau_mean", "tau_min", "tau_max"):
                 row[key] = float(last[key]) if key in last else None
-        train = log_records(log, "train")
+        train = logs.read(log, "train")
         if train and "train_num_updates" in train[-1]:
             row["updates"] = int(float(train[-1]["train_num_updates"]))
     return row

@@ -62,6 +62,7 @@ done
 
 mkdir -p "$(dirname "$results")" "$here/img"
 python=$([ -x "$here/../../.venv/bin/python" ] && echo "$here/../../.venv/bin/python" || echo python3)
+export PYTHONPATH="$here/../..${PYTHONPATH:+:$PYTHONPATH}"  # lm_results.py imports this checkout's fairseq_ctemp
 "$python" "$here/lm_results.py" table --runs "$exp/runs" --variants $variants \
   --eval-suffix _checkpoint_last --output "$results"
 "$python" "$here/lm_results.py" protocols --runs "$exp/runs" --variants softmax \

@@ -39,4 +39,6 @@ for variant in $variants; do
   SRC=en TGT=vi CHECKPOINT=checkpoint_last.pt BPE=sentencepiece DEVICE_ARGS=--cpu \
     bash "$here/evaluate.sh" "$data/bin" "$save" valid "$data/raw/dev.vi" > /dev/null
 done
-python "$here/summarize.py" "$work" valid 5 $variants | tee "$work/summary.txt"
+# summarize.py reads the logs with this checkout's fairseq_ctemp
+PYTHONPATH="$here/../..${PYTHONPATH:+:$PYTHONPATH}" python "$here/summarize.py" "$work" valid 5 $variants \
+  | tee "$work/summary.txt"

@@ -28,5 +28,6 @@ for variant in $variants; do
       bash "$here/evaluate.sh" "$work/data/bin" "$save" "${subset%%:*}" "$work/data/raw/${subset#*:}.vi" > /dev/null
   done
 done
+export PYTHONPATH="$here/../..${PYTHONPATH:+:$PYTHONPATH}"  # summarize.py reads the logs with this fairseq_ctemp
 { python "$here/summarize.py" "$work" test 5 $variants; echo
   python "$here/summarize.py" "$work" valid 5 $variants; } | tee "$work/summary.txt"

@@ -7,8 +7,9 @@ Usage: python examples/sact/summarize.py WORK_DIR SUBSET BEAM VARIANT [VARIANT .
 
 import json
 import os
-import re
 import sys
+
+from fairseq_ctemp import logs
 
 
 def main(argv):
@@ -30,9 +31,10 @@ def main(argv):
             bleu, chrf = json.load(f)
         signatures = bleu["signature"], chrf["signature"]
         log = os.path.join(run, "train.log")
-        text = open(log, errors="replace").read() if os.path.exists(log) else ""
-        valid = re.findall(r"\| valid on 'valid' subset \| loss ([\d.]+) .*?num_updates (\d+)", text)
-        loss, updates = valid[-1] if valid else ("?", "?")
+        valid = logs.read(log, "valid") if os.path.exists(log) else []  # json or simple format
+        loss, updates = (
+            (f"{valid[-1]['valid_loss']:g}", int(valid[-1]["valid_num_updates"])) if valid else ("?", "?")
+        )
         timing = os.path.join(run, "time.txt")
         timing = open(timing).read().strip() if os.path.exists(timing) else ""
         print(f"{variant:<14} {bleu['score']:>6.2f} {chrf['score']:>6.2f} {loss:>10} {updates:>7}  {timing}")

@@ -9,40 +9,37 @@ of a tempered model matches beam search of an untempered one, 1.5-3.5x faster).
     ctemp-greedy-vs-beam compare --ref out/ref --baseline out/beam.hyp --system out/greedy.hyp \\
         [--test bs|ar] [--n-samples 1000] [--sacrebleu-tokenize none]
 
-Each system is one run of the real fairseq-generate with --user-dir fairseq_ctemp, so a checkpoint
-trained with tempered_ce decodes at its training T (--temperature replaces it); options after --
-go to fairseq-generate, after --required-batch-size-multiple 1 (with fairseq's default 8, a last
-batch of another size is silently not translated). Decode time is fairseq's own "Translated ..." timing (start-up excluded).
-Hypotheses are the D- lines (after --remove-bpe/--bpe/--tokenizer), sorted by id. References are
-the T- lines (post-processed like the hypotheses, OOVs as <<unk>>) scored as they are, sacrebleu
-tokenize=none ("tokenised" BLEU), or with --ref a raw reference file scored detokenised with
-sacrebleu's 13a (comparable with published numbers). The grid decodes --dev-subset for every
-(beam, lenpen); the best dev BLEU is the beam system on --subset. Outputs are never overwritten.
+The checkpoint is loaded once and decoded through fairseq's Python API (fairseq_ctemp.translate:
+task.build_generator, task.inference_step), exactly as fairseq-generate with --user-dir
+fairseq_ctemp decodes it: a checkpoint trained with tempered_ce decodes at its training T
+(--temperature replaces it), every sentence is translated, and the temperature used is read from
+the model. Options after -- are fairseq-generate's that map onto that API: -s/-t, --cpu, --fp16,
+--remove-bpe [X] (--post-process), --max-len-a, --max-len-b, --min-len, --batch-size, --max-tokens,
+--num-workers; any other is refused. Decode time is the time inside task.inference_step (as
+fairseq-generate's "Translated ..." line; loading and post-processing excluded). Hypotheses are
+post-processed like fairseq-generate's D- lines. References are the target side post-processed the
+same way (its T- lines, OOVs as <<unk>>) scored as they are, sacrebleu tokenize=none ("tokenised"
+BLEU), or with --ref a raw reference file scored detokenised with sacrebleu's 13a (comparable with
+published numbers). The grid decodes --dev-subset for every (beam, lenpen); the best dev BLEU is
+the beam system on --subset. Outputs are never overwritten.
 """
 
 import argparse
-import contextlib
 import glob
-import io
 import json
-import logging
 import math
 import os
-import re
-import shlex
-import shutil
-import subprocess
 import sys
-import time
-import traceback
 
 from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.significance import PairedTest
 
+from .. import translate
+from ..progress import progress_bar
 from . import inputs
 
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the --user-dir
-# Set here for every run; passing them after -- would make the two systems differ silently.
+# Set by this command for every decoding; after -- they would make the two systems differ silently.
 OWN_OPTIONS = (
     "--path",
     "--beam",
@@ -53,12 +50,6 @@ OWN_OPTIONS = (
     "--results-path",
     "--quiet",
 )
-TRANSLATED = re.compile(
-    r"Translated ([\d,]+) sentences \(([\d,]+) tokens\) in ([\d.]+)s "
-    r"\(([\d.]+) sentences/s, ([\d.]+) tokens/s\)"
-)
-# the model's own temperature, as fairseq_ctemp.decoding logs it: a training T or a calibrated t*
-OWN_T = re.compile(r"decoding at (?:training temperature T|calibrated temperature t\*)=([\d.eE+-]+)")
 SYSTEM_KEYS = (
     "beam",
     "lenpen",
@@ -71,11 +62,12 @@ SYSTEM_KEYS = (
     "tokens_per_second",
     "wall_seconds",
     "decoding_temperature",
+    "decoding_temperatures",
 )
 
 
 class UsageError(Exception):
-    """Bad input, existing output or a failed fairseq-generate: main() prints it as one error."""
+    """Bad input, existing output or a failed decoding: main() prints it as one error."""
 
 
 def check(option, values, ok, allowed):
@@ -86,14 +78,6 @@ def check(option, values, ok, allowed):
 
 def positive(x):
     return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
-
-
-def fairseq_generate():
-    local = os.path.join(os.path.dirname(sys.executable), "fairseq-generate")
-    found = local if os.access(local, os.X_OK) else shutil.which("fairseq-generate")
-    if not found:
-        raise UsageError(f"fairseq-generate is neither next to {sys.executable} nor on PATH")
-    return found
 
 
 def subset_size(data, subset):
@@ -122,118 +106,73 @@ def read_lines(path, option, expected=None):
     return lines
 
 
-def generate_in_process(command):
-    """fairseq-generate `command` (its argv, program first) run in this process, with the same stdout
-    and log text as the console script; saves importing torch and fairseq for every decoding of a
-    grid. Returns a subprocess.CompletedProcess (bytes), a failure as a non-zero returncode."""
-    from fairseq import options
-    from fairseq_cli import generate
-
-    out, err = io.StringIO(), io.StringIO()
-    handler = logging.StreamHandler(err)
-    handler.setFormatter(logging.Formatter("%(asctime)s | %(levelname)s | %(name)s | %(message)s"))
-    root = logging.getLogger()
-    level, argv, code = root.level, sys.argv, 0
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
-    sys.argv = ["fairseq-generate"] + list(command[1:])  # fairseq's get_parser reads --user-dir there
+def decoding_options(extra_args):
+    """The options after -- as translate.DecodingOptions; UsageError for any this command sets or
+    the API does not take."""
+    for option in (arg.split("=")[0] for arg in extra_args):
+        if option in OWN_OPTIONS:
+            raise UsageError(f"{option} cannot go after --: this command sets it")
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            parser = options.get_generation_parser()
-            parser.add_argument("--arch", "-a", default="wav2vec2")  # as fairseq-generate's cli_main
-            generate.main(options.parse_args_and_arch(parser, input_args=list(command[1:])))
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 1
-    except Exception:  # reported like a failed fairseq-generate
-        err.write(traceback.format_exc())
-        code = 1
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(level)
-        sys.argv = argv
-    return subprocess.CompletedProcess(command, code, out.getvalue().encode(), err.getvalue().encode())
+        return translate.decoding_options(extra_args)
+    except translate.TranslateError as e:
+        raise UsageError(f"after --: {e}") from None
 
 
-def decode(
-    data, checkpoint, subset, beam, lenpen, extra_args=(), temperature=None, expected=None, in_process=False
-):
-    """One fairseq-generate run (a subprocess, or generate_in_process): hypotheses and T- references
-    sorted by id, timing and the log."""
-    command = [
-        fairseq_generate(),
-        data,
-        "--path",
-        checkpoint,
-        "--user-dir",
-        PACKAGE_DIR,
-        "--gen-subset",
-        subset,
-        "--beam",
-        str(beam),
-        "--lenpen",
-        str(lenpen),
-        # fairseq 0.12 drops a last batch whose size is not a multiple of this (default 8)
-        "--required-batch-size-multiple",
-        "1",
-    ]
-    command += (["--temperature", str(temperature)] if temperature is not None else []) + list(extra_args)
-    start = time.perf_counter()
-    proc = (
-        generate_in_process(command)
-        if in_process
-        else subprocess.run(command, capture_output=True, env={**os.environ, "PYTHONIOENCODING": "utf-8"})
-    )
-    wall = time.perf_counter() - start
-    # Decoded here and split on "\n" only: a hypothesis may contain "\r" or U+2028.
-    stdout, stderr = (out.decode("utf-8", errors="replace") for out in (proc.stdout, proc.stderr))
-    shown = f"$ {shlex.join(command)}"
-    if proc.returncode != 0:
-        tail = "\n".join(stderr.strip().split("\n")[-12:])
+def load_translator(data, checkpoint, extra_args=()):
+    """The checkpoint(s) (a.pt:b.pt, an ensemble) loaded once for any number of decodings."""
+    for path in checkpoint.split(":"):
+        if not os.path.exists(path):
+            raise UsageError(f"--checkpoint {path}: no such file")
+        try:
+            inputs.check_checkpoint(path)
+        except inputs.InputError as e:
+            raise UsageError(f"--checkpoint {path} {e}") from None
+    options = decoding_options(extra_args)
+    try:
+        return translate.Translator(data, checkpoint.split(":"), **options.load_options())
+    except Exception as e:  # e.g. a checkpoint of another vocabulary than DATA's: one line, no traceback
         raise UsageError(
-            f"fairseq-generate failed (exit {proc.returncode}):\n{shown}\n{tail}\n"
-            f"(fairseq-generate failed to decode {subset} of {data} with --checkpoint "
-            f"{checkpoint}: its error is above)"
+            f"could not load --checkpoint {checkpoint} with the data {data}: {type(e).__name__}: {e}"
+        ) from None
+
+
+def decode(translator, subset, beam, lenpen, extra_args=(), temperature=None, progress=True):
+    """One decoding of `subset` by a loaded translator: hypotheses and references in sentence
+    order, with the numbers of SYSTEM_KEYS (but BLEU and chrF)."""
+    try:
+        out = translator.translate(
+            subset,
+            beam=beam,
+            lenpen=lenpen,
+            temperature=temperature,
+            progress=progress,
+            **decoding_options(extra_args).translate_options(),
         )
-    hyps, refs = {}, {}
-    for line in stdout.split("\n"):
-        tag, _, rest = line.partition("\t")
-        if tag[:2] in ("D-", "T-") and tag[2:].isdigit():
-            if tag[0] == "D":
-                hyps.setdefault(int(tag[2:]), rest.partition("\t")[2])  # the first is the best (--nbest)
-            else:
-                refs[int(tag[2:])] = rest
-    timing = TRANSLATED.search(stderr) or TRANSLATED.search(stdout)
-    if timing is None:
-        raise UsageError(f"no 'Translated N sentences' line in the log of {shown}")
-    ids = sorted(hyps)
-    expected = expected if expected is not None else (ids[-1] + 1 if ids else 0)
-    if ids != list(range(expected)):
-        raise UsageError(
-            f"fairseq-generate translated {len(ids)} of the {expected} sentences of {subset} "
-            "(--skip-invalid-size-inputs-valid-test or --required-batch-size-multiple > 1 "
-            "drop sentences); the scores would not be comparable"
-        )
-    sentences, tokens = (int(timing.group(i).replace(",", "")) for i in (1, 2))
-    per_second = float(timing.group(4))  # printed with 2 decimals, the seconds with only 1
-    own_t = OWN_T.search(stderr + stdout)
+    except translate.TranslateError as e:
+        raise UsageError(f"cannot decode {subset}: {e}") from None
+    temperatures = out.temperatures
     return {
-        "hyps": [hyps[i] for i in ids],
-        "refs": [refs.get(i) for i in ids],
-        "log": f"{shown}\n{stdout}{stderr}",
+        "hyps": out.hypotheses,
+        "refs": out.references,
         "beam": beam,
         "lenpen": lenpen,
-        "n_sentences": sentences,
-        "n_tokens": tokens,
-        "decode_seconds": sentences / per_second if per_second else float(timing.group(3)),
-        "sentences_per_second": per_second,
-        "tokens_per_second": float(timing.group(5)),
-        "wall_seconds": wall,
-        "decoding_temperature": temperature
-        if temperature is not None
-        else float(own_t.group(1))
-        if own_t
-        else 1.0,
+        "n_sentences": out.n_sentences,
+        "n_tokens": out.n_tokens,
+        "decode_seconds": out.decode_seconds,
+        "sentences_per_second": out.sentences_per_second,
+        "tokens_per_second": out.tokens_per_second,
+        "wall_seconds": out.wall_seconds,
+        # one number when all models of an ensemble decode at the same temperature
+        "decoding_temperature": temperatures[0] if len(set(temperatures)) == 1 else None,
+        "decoding_temperatures": temperatures,
     }
+
+
+def temperature_text(system):
+    """T=2, or T=2,1 for an ensemble whose models decode at different temperatures."""
+    return "T=" + ",".join(
+        f"{t:g}" for t in system.get("decoding_temperatures") or [system["decoding_temperature"]]
+    )
 
 
 def score(hyps, refs, tokenize):
@@ -262,25 +201,29 @@ def run_greedy_vs_beam(
     save_dir=None,
     json_path=None,
     verbose=True,
-    in_process=False,
+    translator=None,
+    progress=True,
 ):
     """Decode `subset` with beam 1 and with `beam` (or the dev grid's best), score, print, save.
 
     Returns {"data", "checkpoint", "subset", "n_sentences", "references" ("T- lines" or the ref
     path), "tokenize", "signatures": {"bleu", "chrf"}, "systems": {"greedy": S, "beam": S},
-    "speedup" (greedy / beam sentences per second, fairseq's decode time), "speedup_wall" (beam /
-    greedy subprocess wall time, start-up included), "grid" (list of S on dev_subset; [] without
-    a grid), "grid_best" ({"beam", "lenpen"} or None), "dev_subset", "dev_tokenize", "extra_args",
-    "files" (name -> path written)}, where S = {"beam", "lenpen", "bleu", "chrf", "n_sentences",
-    "n_tokens", "decode_seconds", "sentences_per_second", "tokens_per_second", "wall_seconds",
-    "decoding_temperature"}. in_process: run fairseq-generate in this process (no start-up per
-    decoding; wall_seconds then excludes it). Raises UsageError (bad option, existing output, failed
-    decoding)."""
+    "speedup" (greedy / beam sentences per second, decode time), "speedup_wall" (beam / greedy
+    wall time of the decodings, batching and post-processing included), "grid" (list of S on
+    dev_subset; [] without a grid), "grid_best" ({"beam", "lenpen"} or None), "dev_subset",
+    "dev_tokenize", "extra_args", "files" (name -> path written)}, where S = {"beam", "lenpen",
+    "bleu", "chrf", "n_sentences", "n_tokens", "decode_seconds", "sentences_per_second",
+    "tokens_per_second", "wall_seconds", "decoding_temperature" (None if the models of an ensemble
+    differ), "decoding_temperatures" (per model)}. translator: the checkpoint already loaded
+    (load_translator), e.g. to decode it several times; loaded here otherwise. progress: tqdm bars
+    on a terminal. Raises UsageError (bad option, existing output, failed decoding)."""
     say = (lambda text: print(text, file=sys.stderr, flush=True)) if verbose else (lambda text: None)
-    for option, paths in (("DATA", data), ("--checkpoint", checkpoint)):
-        for path in paths.split(":"):
-            if not (os.path.isdir(path) if option == "DATA" else os.path.exists(path)):
-                raise UsageError(f"{option} {path}: no such {'directory' if option == 'DATA' else 'file'}")
+    for path in data.split(":"):
+        if not os.path.isdir(path):
+            raise UsageError(f"DATA {path}: no such directory")
+    for path in checkpoint.split(":"):
+        if not os.path.exists(path):
+            raise UsageError(f"--checkpoint {path}: no such file")
     integer = lambda b: isinstance(b, int) and b >= 1  # noqa: E731
     check("--beam", [beam], integer, "an integer >= 1")
     check("--grid-beams", grid_beams or [], integer, "integers >= 1")
@@ -297,12 +240,10 @@ def run_greedy_vs_beam(
     if dev_ref and not grid:
         raise UsageError("--dev-ref is only used with --grid-beams / --grid-lenpens")
     extra_args = list(extra_args)
-    for option in (arg.split("=")[0] for arg in extra_args):
-        if option in OWN_OPTIONS:
-            raise UsageError(f"{option} cannot go to fairseq-generate after --: this command sets it")
+    decoding_options(extra_args)  # refused here, before anything is read or loaded
     grid_beams, grid_lenpens = list(grid_beams or [beam]), list(grid_lenpens or [lenpen])
-    names = ["greedy.hyp", "beam.hyp", "ref", "greedy.log", "beam.log"]
-    names += [f"grid.beam{b}.lenpen{lp:g}.log" for b in grid_beams for lp in grid_lenpens] if grid else []
+    grid_points = [(b, lp) for b in grid_beams for lp in grid_lenpens] if grid else []
+    names = ["greedy.hyp", "beam.hyp", "ref"] + [f"grid.beam{b}.lenpen{lp:g}.hyp" for b, lp in grid_points]
     files = {name: os.path.join(save_dir, name) for name in names} if save_dir else {}
     files.update({"json": json_path} if json_path else {})
     for path in files.values():
@@ -321,40 +262,34 @@ def run_greedy_vs_beam(
         for role, path in (("test", ref), ("dev", dev_ref))
     }
     tokenize_for = {role: tokenize or ("13a" if raw[role] else "none") for role in raw}
-    for path in checkpoint.split(":"):
-        try:
-            inputs.check_checkpoint(path)
-        except inputs.InputError as e:
-            raise UsageError(f"--checkpoint {path} {e}") from None
-    logs = {}
+    translator = translator or load_translator(data, checkpoint, extra_args)
+    lines = {}
 
-    def run(log_name, role, beam_, lenpen_):
+    def run(role, beam_, lenpen_):
         say(f"decoding {subsets[role]} with beam {beam_}, lenpen {lenpen_:g} ...")
-        out = decode(
-            data, checkpoint, subsets[role], beam_, lenpen_, extra_args, temperature, sizes[role], in_process
-        )
+        out = decode(translator, subsets[role], beam_, lenpen_, extra_args, temperature, progress)
         if raw[role] is not None and len(raw[role]) != len(out["hyps"]):  # size was not known up front
             raise UsageError(
                 f"{ref_options[role]} has {len(raw[role])} lines but {subsets[role]} has "
                 f"{len(out['hyps'])} sentences"
             )
-        out["refs"], logs[log_name] = raw[role] or out["refs"], out["log"]
+        out["refs"] = raw[role] or out["refs"]
         (out["bleu"], out["chrf"]), out["signatures"] = score(out["hyps"], out["refs"], tokenize_for[role])
         say(
-            f"  BLEU {out['bleu']:.2f}, {out['sentences_per_second']:.1f} sentences/s, "
-            f"T={out['decoding_temperature']:g}"
+            f"  BLEU {out['bleu']:.2f}, {out['sentences_per_second']:.1f} sentences/s, {temperature_text(out)}"
         )
         return out
 
-    rows = (
-        [run(f"grid.beam{b}.lenpen{lp:g}.log", "dev", b, lp) for b in grid_beams for lp in grid_lenpens]
-        if grid
-        else []
-    )
+    rows = []
+    for b, lp in progress_bar(
+        grid_points, f"grid on {dev_subset}", enabled=progress and len(grid_points) > 1
+    ):
+        rows.append(run("dev", b, lp))
+        lines[f"grid.beam{b}.lenpen{lp:g}.hyp"] = rows[-1]["hyps"]
     if rows:
         best = max(rows, key=lambda row: row["bleu"])  # ties: the first one, i.e. the smaller beam
         beam, lenpen = best["beam"], best["lenpen"]
-    greedy, beamed = run("greedy.log", "test", 1, 1.0), run("beam.log", "test", beam, lenpen)
+    greedy, beamed = run("test", 1, 1.0), run("test", beam, lenpen)
     result = {
         "data": data,
         "checkpoint": checkpoint,
@@ -375,13 +310,13 @@ def run_greedy_vs_beam(
         "extra_args": extra_args,
         "files": files,
     }
-    lines = {"greedy.hyp": greedy["hyps"], "beam.hyp": beamed["hyps"], "ref": greedy["refs"]}
+    lines.update({"greedy.hyp": greedy["hyps"], "beam.hyp": beamed["hyps"], "ref": greedy["refs"]})
     for name, path in files.items():
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         text = (
             json.dumps(result, indent=2) + "\n"
             if name == "json"
-            else logs.get(name) or "".join(line + "\n" for line in lines[name])
+            else "".join(line + "\n" for line in lines[name])
         )
         with open(path, "x", encoding="utf-8") as f:  # "x": not even a file created meanwhile
             f.write(text)
@@ -408,14 +343,14 @@ def print_report(result):
     systems = result["systems"]
     print(
         f"{result['subset']}: {result['n_sentences']} sentences, references: {result['references']}, "
-        f"sacrebleu tokenize={result['tokenize']}, T={systems['greedy']['decoding_temperature']:g}"
+        f"sacrebleu tokenize={result['tokenize']}, {temperature_text(systems['greedy'])}"
     )
     print(header)
     for name, system in systems.items():
         print(row.format(name, **system))
     print(
         f"speed: greedy decodes {result['speedup']:.2f}x as fast as beam {systems['beam']['beam']} "
-        f"({result['speedup_wall']:.2f}x in wall time, fairseq start-up included)"
+        f"({result['speedup_wall']:.2f}x in wall time, batching and post-processing included)"
     )
     print(f"BLEU signature: {result['signatures']['bleu']}\nchrF signature: {result['signatures']['chrf']}")
     if "ref" in result["files"]:
@@ -525,7 +460,7 @@ def main(argv=None):
         prog="ctemp-greedy-vs-beam",
         description=__doc__.split("\n\n")[0],
         usage="%(prog)s DATA --checkpoint CKPT [options] [-- fairseq-generate "
-        "options]\n       %(prog)s compare --help",
+        "decoding options]\n       %(prog)s compare --help",
         epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -541,8 +476,11 @@ def main(argv=None):
     parser.add_argument("--grid-lenpens", type=float_list, help="e.g. 0.6,0.8,1.0,1.2,1.4")
     parser.add_argument("--dev-subset", default="valid", help="subset the grid decodes (default valid)")
     parser.add_argument("--dev-ref", help="raw reference file of --dev-subset")
-    parser.add_argument("--save-dir", help="write greedy.hyp, beam.hyp, ref and fairseq-generate's logs here")
+    parser.add_argument("--save-dir", help="write greedy.hyp, beam.hyp, ref (and the grid's .hyp) here")
     parser.add_argument("--json", help="write all numbers and the signatures here (must not exist)")
+    parser.add_argument(
+        "--no-progress-bar", action="store_true", help="no progress bars (none off a terminal)"
+    )
     args = parser.parse_args(own)
     try:
         run_greedy_vs_beam(
@@ -561,6 +499,7 @@ def main(argv=None):
             args.dev_ref,
             args.save_dir,
             args.json,
+            progress=not args.no_progress_bar,
         )
     except UsageError as e:
         parser.error(str(e))

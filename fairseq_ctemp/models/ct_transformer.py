@@ -117,7 +117,7 @@ def ct_transformer_tiny(args):
     ct_transformer(args)
 
 
-# The Transformer presets of the ALT recipe (scripts/alt_sweep.py PRESETS "mini" and "base", whose
+# The Transformer presets of the ALT recipe (fairseq_ctemp/alt/presets.py PRESETS "mini" and "base", whose
 # values are stated here once more; tests/test_ct_transformer.py keeps the two equal).
 @register_model_architecture("ct_transformer", "ct_transformer_alt_mini")
 def ct_transformer_alt_mini(args):

@@ -220,8 +220,8 @@ def sact_transformer_tiny(args):
 
 @register_model_architecture("sact_transformer", "sact_transformer_alt_mini")
 def sact_transformer_alt_mini(args):
-    """The model of scripts/alt_sweep.py's "mini" preset (CPU): 2+2 layers, 128/512, 4 heads,
-    tied decoder input/output embeddings, dropout 0.1."""
+    """The model of the ALT recipe's "mini" preset (fairseq_ctemp/alt/presets.py; CPU): 2+2 layers,
+    128/512, 4 heads, tied decoder input/output embeddings, dropout 0.1."""
     _defaults(
         args,
         encoder_layers=2,
@@ -239,8 +239,7 @@ def sact_transformer_alt_mini(args):
 
 @register_model_architecture("sact_transformer", "sact_transformer_alt_base")
 def sact_transformer_alt_base(args):
-    """The model of scripts/alt_sweep.py's "base" preset: Transformer base (6+6 layers, 512/2048,
-    8 heads), tied decoder input/output embeddings, dropout, attention and activation dropout 0.1."""
+    """The model of the ALT recipe's "base" preset: Transformer base (6+6 layers, 512/2048, 8 heads), tied decoder input/output embeddings, dropout, attention and activation dropout 0.1."""
     _defaults(
         args,
         share_decoder_input_output_embed=True,

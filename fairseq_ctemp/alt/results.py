@@ -1,36 +1,17 @@
-#!/usr/bin/env python
-"""Tables and plots of finished ALT sweeps (scripts/alt_sweep.py), shaped like the paper's.
+"""Tables and plots of ALT sweeps, shaped like the paper's (ctemp-alt-results; what it writes: its
+--help). OUT is written as a whole into a new directory, which replaces an existing OUT only if this
+tool wrote that one (its MARKER file lists the files) and it holds nothing else."""
 
-    alt_results.py [--work runs/alt] [--out WORK/results]
-
-Writes OUT/ (regenerated as a whole, replaced only once complete; an existing OUT is replaced only
-if this tool wrote it, as its .alt_results file records, and holds nothing else):
-  alt_results.md   every table below, the plots, sacrebleu signatures, what is missing
-  table1.csv       per direction: T_opt (by dev greedy BLEU), greedy and tuned-beam BLEU of T_opt
-                   and of T=1, paired bootstrap p-values, greedy / beam 4 / beam 10 decoding seconds
-  table34.csv      per direction: the best greedy BLEU (picked on dev) with softmax tempering,
-                   label smoothing and SEM alone and combined (the paper's Tables 3 and 4)
-  runs.csv         every run: T, LS, SEM, updates, stop reason, dev/test greedy and beam BLEU, chrF
-  bleu_vs_T.<experiment>.png     greedy and beam BLEU against T (Figure 1), per LS/SEM group
-  bleu_vs_LS.<experiment>.png, bleu_vs_SEM.<experiment>.png   (when swept; Figures 2 and 3)
-  curves.<experiment>.png        learning curves: validation BLEU, dev and train NLL against updates
-  entropy.<experiment>.png       training entropy of softmax(D/T) and of softmax(D) (Figure 4)
-  gnorm.<experiment>.png         training gradient norm (Figure 5)
-Numbers are on the test set when the data has one, else on dev (marked "dev").
-"""
-
-import argparse
 import csv
 import glob
 import io
 import os
 import shutil
-import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from alt_common import AltError, fmt, read_json, run_main, say  # noqa: E402
-from alt_sweep import log_records, training_summary  # noqa: E402
+from ..progress import progress_bar
+from .common import AltError, fmt, read_json
+from .training import training_steps, training_summary, validations
 
 MARKER = ".alt_results"  # in every OUT this tool writes: the names of the files it wrote
 SHORT = {"temperature": "T", "label_smoothing": "LS", "sem_weight": "SEM"}
@@ -280,7 +261,7 @@ def plots(e, out):
     in_primary = [r for r in runs + e["pending"] if r["label_smoothing"] == ls0 and r["sem_weight"] == sem0]
     curve_runs = sorted(in_primary or runs + e["pending"], key=lambda r: r["temperature"])
     # each train.log is parsed once, for the learning curves and the entropy / gradient-norm plots
-    logs = {r["name"]: log_records(os.path.join(r["dir"], "train.log"), "train_inner") for r in curve_runs}
+    logs = {r["name"]: training_steps(r["dir"]) for r in curve_runs}
     name = learning_curves(plt, e, curve_runs, logs, out)
     if name:
         made.append(name)
@@ -339,10 +320,7 @@ def plots(e, out):
     sweep_plot("sem_weight", ("temperature", "label_smoothing"), "SEM weight", f"bleu_vs_SEM.{e['name']}.png")
 
     group = [r for r in runs if r["label_smoothing"] == ls0 and r["sem_weight"] == sem0] or runs
-    logs = {
-        r["name"]: logs.get(r["name"]) or log_records(os.path.join(r["dir"], "train.log"), "train_inner")
-        for r in group
-    }
+    logs = {r["name"]: logs.get(r["name"]) or training_steps(r["dir"]) for r in group}
     for panels, name in (
         (
             [
@@ -383,11 +361,11 @@ def learning_curves(plt, e, group, logs, out):
     each run's best validation (the early-stopping reference). Not softmax(D): a tempered model
     learns logits ~T times larger, so its untempered NLL grows while it learns. Unfinished runs are
     drawn dashed, as far as they have got. `logs`: the runs' train_inner records."""
-    valid_logs = {r["name"]: log_records(os.path.join(r["dir"], "train.log"), "valid") for r in group}
+    valid_logs = {r["name"]: validations(r["dir"]) for r in group}
     pending = {r["name"] for r in e["pending"]}
     panels = [
-        (valid_logs, "bleu", "dev BLEU (greedy, validation)"),
-        (valid_logs, "nll_loss", "dev NLL of softmax(D/T) (bits/token)"),
+        (valid_logs, "valid_bleu", "dev BLEU (greedy, validation)"),
+        (valid_logs, "valid_nll_loss", "dev NLL of softmax(D/T) (bits/token)"),
         (logs, "nll_loss", "train NLL of softmax(D/T) (bits/token)"),
     ]
     if not any(valid_logs.values()):
@@ -398,7 +376,8 @@ def learning_curves(plt, e, group, logs, out):
             records = [x for x in source[r["name"]] if field in x]
             if not records:
                 continue
-            xs, ys = [x["num_updates"] for x in records], [x[field] for x in records]
+            update = "valid_num_updates" if field.startswith("valid_") else "num_updates"
+            xs, ys = [x[update] for x in records], [x[field] for x in records]
             unfinished = r["name"] in pending
             ax.plot(
                 xs,
@@ -407,7 +386,7 @@ def learning_curves(plt, e, group, logs, out):
                 color=f"C{i}",
                 label=f"T={fmt(r['temperature'])}" + (" (not finished)" if unfinished else ""),
             )
-            if field == "bleu":
+            if field == "valid_bleu":
                 best = max(range(len(ys)), key=ys.__getitem__)  # first of equal maxima, as fairseq
                 ax.plot(xs[best], ys[best], "*", color=f"C{i}", markersize=11)
         ax.set_xlabel("updates")
@@ -430,7 +409,7 @@ def report(experiments, out):
     write_csv(os.path.join(out, "runs.csv"), *tr)
     md = io.StringIO()
     md.write(
-        "# ALT softmax-tempering results\n\n(generated by scripts/alt_results.py; † = p < 0.05 "
+        "# ALT softmax-tempering results\n\n(generated by ctemp-alt-results; † = p < 0.05 "
         "against T=1, sacrebleu paired bootstrap, 1000 samples)\n\n"
     )
     md.write("## Table 1: T_opt vs T=1, greedy and tuned beam\n\n")
@@ -450,7 +429,7 @@ def report(experiments, out):
         "the same runs as an earlier row is left out.\n\n"
     )
     md.write("## All runs\n\n" + (markdown_table(*tr) if tr[1] else "(none finished)") + "\n\n")
-    for e in experiments:
+    for e in progress_bar(experiments, "plots"):
         md.write(f"## {e['name']}\n\n")
         if e["pending"]:
             md.write(f"Not finished: {', '.join(r['name'] for r in e['pending'])}\n\n")
@@ -474,7 +453,7 @@ def check_out(out):
     marker = os.path.join(out, MARKER)
     if not os.path.isfile(marker):
         raise AltError(
-            f"--out {out} exists and was not written by alt_results.py (it has no {MARKER}); "
+            f"--out {out} exists and was not written by ctemp-alt-results (it has no {MARKER}); "
             "refusing to replace it: choose a new directory"
         )
     with open(marker, encoding="utf-8") as f:
@@ -482,7 +461,7 @@ def check_out(out):
     others = sorted(set(os.listdir(out)) - ours)
     if others:
         raise AltError(
-            f"--out {out} has files alt_results.py did not write ({', '.join(others[:5])}"
+            f"--out {out} has files ctemp-alt-results did not write ({', '.join(others[:5])}"
             f"{', ...' if len(others) > 5 else ''}); move them away or choose another --out"
         )
 
@@ -511,31 +490,3 @@ def replace_dir(out, write):
     else:
         os.replace(tmp, out)
     return result
-
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        epilog=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--work", default=os.environ.get("ALT_WORK", "runs/alt"), help="(env ALT_WORK)")
-    parser.add_argument(
-        "--out", help="default WORK/results; an existing one is replaced only if this tool wrote it"
-    )
-    args = parser.parse_args(argv)
-    out = os.path.abspath(args.out or os.path.join(args.work, "results"))
-    check_out(out)
-    experiments = load(args.work)
-    if not experiments:
-        raise AltError(f"no sweep in {args.work}/sweep: run examples/alt/sweep.sh first")
-    header, rows = replace_dir(out, lambda tmp: report(experiments, tmp))
-    print(markdown_table(header, rows) if rows else "no finished direction yet (see runs.csv)")
-    say(
-        f"wrote {out}/alt_results.md, table1.csv, table34.csv, runs.csv and "
-        f"{len(glob.glob(os.path.join(out, '*.png')))} plots"
-    )
-
-
-if __name__ == "__main__":
-    run_main(main)

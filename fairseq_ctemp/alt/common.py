@@ -1,17 +1,14 @@
-"""Shared by the ALT recipes (scripts/alt_data.py, alt_sweep.py, alt_results.py): language codes,
-directory layout, tools, atomic writes. Not a command itself."""
+"""Shared by the ALT pipeline (data, sweep, results): language codes, directory layout, tools,
+atomic writes, locks, errors. Not a command itself."""
 
-import ctypes
 import fcntl
 import json
 import os
 import shutil
-import signal
 import socket
 import sys
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PLUGIN_DIR = os.path.join(REPO, "fairseq_ctemp")
+PLUGIN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the --user-dir
 
 # Our language codes -> the code in the release's file names (data_<code>.txt) and the name.
 # The release calls Bengali "bg" (not Bulgarian) and Khmer "khm"; both spellings are accepted.
@@ -35,14 +32,16 @@ PAPER_LANGUAGES = ("bn", "fil", "id", "ja", "km", "lo", "ms", "my", "th", "vi", 
 OFFICIAL_SIZES = {"train": 18088, "dev": 1000, "test": 1018}
 SPLITS = ("train", "dev", "test")
 FAIRSEQ_SUBSET = {"train": "train", "dev": "valid", "test": "test"}  # fairseq-preprocess names
-# tempered_ce's --softmax-temperature range (fairseq_ctemp/criterions/checks.py; a test keeps them equal)
-TEMPERATURE_RANGE = (0.01, 100.0)
 NICT = "https://www2.nict.go.jp/astrec-att/member/mutiyama/ALT"
 RELEASE_ZIP = "ALT-Parallel-Corpus-20191206.zip"
 
 
 class AltError(Exception):
-    """A user-facing error: main() prints it as one line and exits with status 2."""
+    """A user-facing error: the commands print it as one line and exit with status 2."""
+
+
+class RunFailed(Exception):
+    """A step of a run or of finalize failed (the sweep reports it and goes on with the others)."""
 
 
 def language(code):
@@ -119,8 +118,10 @@ def tool(name):
 
 
 def tool_env(threads=None, extra=None):
+    """The environment of a child process: it imports this very package (e.g. a checkout's)."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = REPO + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    here = os.path.dirname(PLUGIN_DIR)
+    env["PYTHONPATH"] = here + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["PYTHONIOENCODING"] = "utf-8"
     env["PYTHONUNBUFFERED"] = "1"  # logs complete up to the moment a run is killed
     if threads:
@@ -202,28 +203,49 @@ class Lock:
         self.file.close()
 
 
-PARENT_PID = "ALT_PARENT_PID"  # set by a recipe for the child processes it starts
-
-
-def die_with_parent():
-    """In a child process of a recipe (PARENT_PID set): receive SIGTERM when the parent dies, even
-    by SIGKILL (Linux PR_SET_PDEATHSIG), so that a killed sweep leaves no run training on, holding
-    its lock. Exits at once if the parent is already gone."""
-    parent = os.environ.pop(PARENT_PID, None)
-    if parent is None:
-        return
+def run_main(main, argv=None):
+    """A command's main(argv): AltError -> 'error: ...' on stderr and exit status 2."""
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass  # not Linux: the parent's SIGTERM handler still stops its children
-    if os.getppid() != int(parent):
-        sys.exit("error: the process that started this one has died; not starting")
-
-
-def run_main(main):
-    """Console entry: AltError -> 'error: ...' and status 2."""
-    try:
-        return main()
+        return main(argv)
     except AltError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
+
+
+def device_args(device, training):
+    """fairseq options for where a run goes: CPU, or the GPUs it was given (several: fairseq's own
+    distributed training, one process per GPU)."""
+    args = ["--cpu"] if device.get("cpu") else []
+    if device.get("fp16") and not device.get("cpu"):
+        args.append("--fp16")
+    if training and not device.get("cpu") and device.get("gpus_per_run", 1) > 1:
+        args += ["--distributed-world-size", str(device["gpus_per_run"])]
+    return args
+
+
+def load_experiment(exp_dir):
+    """experiment.json with "data" resolved to the data directory of the work directory exp_dir is
+    in (stored relative to exp_dir). Older files store it absolute: a moved or copied work
+    directory would then train on the original's data, so that is refused."""
+    exp = read_json(os.path.join(exp_dir, "experiment.json"))
+    if exp is None:
+        raise RunFailed(f"{exp_dir} has no experiment.json: plan it with `ctemp-alt-sweep run` first")
+    exp["data"] = check_data_location(exp_dir, exp, RunFailed)
+    return exp
+
+
+def check_data_location(exp_dir, exp, error):
+    """The data directory of an experiment; `error` if experiment.json names another one."""
+    here = os.path.normpath(
+        os.path.join(
+            exp_dir, "..", "..", "data", f"{'-'.join(pair(exp['src'], exp['tgt']))}.{exp['data_tag']}"
+        )
+    )
+    named = os.path.normpath(os.path.join(exp_dir, exp["data"]))
+    if os.path.realpath(named) != os.path.realpath(here):
+        raise error(
+            f"{exp_dir}/experiment.json names the data {named}, not this work directory's {here} "
+            f'(moved or copied?): set its "data" to "{os.path.relpath(here, exp_dir)}" if '
+            "that is the data it was trained on"
+        )
+    return here

@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """Analyses of contextual temperatures (tau) of fairseq-ctemp language models, as in the papers.
 
     dump          tau and p(target) at every position of a text          -> TSV / JSON lines (+ .npy)
@@ -37,14 +36,14 @@ from typing import List, Optional
 
 import numpy as np
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)  # run from a checkout without installing the plugin
+from ..progress import progress_bar
+from . import inputs
 
-PROG = "ct_analysis.py"
+PROG = "ctemp-ct-analysis"
 
 
 class AnalysisError(Exception):
-    """A user error: printed as ``ct_analysis.py <command>: error: ...``, exit status 2."""
+    """A user error: printed as ``ctemp-ct-analysis <command>: error: ...``, exit status 2."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -62,8 +61,6 @@ def read_text(path, lines=None):
     """Non-blank lines of ``path`` as Sentences; ``lines`` (1-based numbers) selects some."""
     if not os.path.isfile(path):
         raise AnalysisError(f"--text {path}: no such file")
-    from fairseq_ctemp.cli import inputs
-
     try:
         all_lines = inputs.read_utf8_lines(path)
     except inputs.InputError as e:
@@ -157,9 +154,6 @@ def load_model(path, data, cpu=False):
     import torch
     from fairseq import checkpoint_utils
     from fairseq.models import FairseqLanguageModel
-
-    import fairseq_ctemp  # noqa: F401  (registers the models, patches the loader)
-    from fairseq_ctemp.cli import inputs
 
     if not os.path.isfile(path):
         raise AnalysisError(f"--path {path}: no such checkpoint")
@@ -300,7 +294,8 @@ def score(lm, sentences, columns=None, full=False, topk=0, final_eos=True, batch
         lm.require_temperature("this analysis")
     sentences = fitting(lm, sentences, final_eos=final_eos)
     with torch.no_grad():
-        for start in range(0, len(sentences), batch_size):
+        starts = range(0, len(sentences), batch_size)
+        for start in progress_bar(starts, f"scoring {os.path.basename(lm.path)}"):
             batch = sentences[start : start + batch_size]
             encoded = [encode(lm, s, final_eos) for s in batch]
             yield from _score_batch(lm, batch, encoded, columns, full, topk, need_tau)
@@ -994,18 +989,20 @@ def check_numbers(args):
 
 
 def main(argv=None):
+    """ctemp-ct-analysis (python -m fairseq_ctemp.cli.ct_analysis)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    # before fairseq is imported: one of its modules calls logging.basicConfig(level=DEBUG)
-    logging.basicConfig(
-        format="%(levelname)s | %(name)s | %(message)s", level=logging.WARNING, stream=sys.stderr
-    )
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.WARNING)  # importing fairseq set it to DEBUG: its chatter is not wanted here
     try:
         check_numbers(args)
         args.func(args)
     except AnalysisError as e:
         print(f"{PROG} {args.command}: error: {e}", file=sys.stderr)
         sys.exit(2)
+    finally:
+        root.setLevel(level)
 
 
 if __name__ == "__main__":

@@ -1,61 +1,27 @@
-#!/usr/bin/env python
-"""ALT data for the softmax-tempering recipes: the official train/dev/test split of any language
-pair, normalised, checked, subword-segmented and binarised for fairseq.
+"""ALT data for the softmax-tempering recipes (ctemp-alt-data): the official train/dev/test split of
+any language pair from the release or a local copy, normalised, checked, subword-segmented and
+binarised for fairseq; every step written under a temporary name and never overwritten. The layout
+and the checks: ctemp-alt-data --help."""
 
-    alt_data.py prepare en-vi [ja-en ...] --work W (--release PATH | --local DIR | --download)
-                [--subwords spm|bpe] [--vocab 8192] [--train-subset N] [--drop-incomplete]
-    alt_data.py check en-vi (--release PATH | --local DIR)       # the checks only, writes nothing
-    alt_data.py download DIR                                     # the NICT release + split lists
-    alt_data.py languages
-    alt_data.py toy-release DIR                                  # a tiny fake release (tests, demo)
-
-Corpus sources (a flag, else the environment variable ALT_RELEASE / ALT_LOCAL):
-  --release PATH  the official release: ALT-Parallel-Corpus-20191206.zip, or the directory it unzips
-                  to, with URL-train.txt, URL-dev.txt, URL-test.txt next to it (data_<lang>.txt
-                  lines are "SNT.<urlid>.<sentid>\\t<text>", URL lists "URL.<urlid>\\t<url>"). The
-                  split is by URL: 18,088 / 1,000 / 1,018 sentences.
-  --local DIR     an already split copy: DIR/{train,dev[,test]}.<lang>, one sentence a line, aligned
-                  by line (e.g. a local ALT copy with en and vi, train and dev only). Without test
-                  files the recipes score the dev set and say so.
-  --download      fetch the release into W/download first (needs the network).
-
-Each pair gets W/data/<pair>.<spm8192|bpe8192>[.nN]/ (one for both directions: en-vi = vi-en):
-  raw/{train,dev[,test]}.<lang>  normalised text (NFC, CR/LF stripped, whitespace runs -> one
-                                 space), the references the recipes score against
-  sub/                           subword models: spm.<lang>.model (sentencepiece, one per language,
-                                 --vocab pieces each) or bpe.<lang>.codes (subword-nmt, --vocab merges)
-  tok/                           segmented text;  bin/  fairseq-preprocess output (dev = "valid")
-  options.json, prepare.json     the options (written first); options, sources, sentence counts,
-                                 whether there is a test split (written last; paths relative to it)
-Each step writes to a temporary name and renames it when complete; a finished step is skipped and
-never overwritten (delete its directory to redo it). Before any step is skipped the options and the
-corpus are checked against the directory's: other options or another corpus are refused. A lock
-keeps two prepares off one directory. Misaligned sentences, empty sentences, bytes that are not
-UTF-8, CR-only line ends, a split with no pair, a language the corpus lacks and malformed lines are
-errors that name the file and line; --drop-incomplete instead drops pairs with an empty or missing
-side (reported).
-"""
-
-import argparse
 import codecs
 import os
 import random
 import re
 import shutil
 import subprocess
-import sys
 import unicodedata
 import urllib.request
 import zipfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from alt_common import (
+from ..cli.toy_translation import ToyLanguagePair
+from ..progress import progress_bar
+from .common import (
     FAIRSEQ_SUBSET,
     LANGUAGES,
     NICT,
     OFFICIAL_SIZES,
     RELEASE_ZIP,
-    SPLITS,  # noqa: E402
+    SPLITS,
     AltError,
     Lock,
     data_dir,
@@ -64,7 +30,6 @@ from alt_common import (
     fresh_dir,
     pair,
     read_json,
-    run_main,
     say,
     tool,
     tool_env,
@@ -182,7 +147,7 @@ class Release:
             if found is None:
                 raise AltError(
                     f"--release {path}: {name} (the official split) not found next to "
-                    f"the corpus; get it from {NICT}/{name} (alt_data.py download does)"
+                    f"the corpus; get it from {NICT}/{name} (ctemp-alt-data download does)"
                 )
             self.url_files[split] = ("file", found)
 
@@ -593,7 +558,9 @@ def prepare_pair(dest, a, b, texts, stats, options, args):
         write_raw(tmp, texts)
         write_json(os.path.join(tmp, "stats.json"), stats)
 
+    bar = progress_bar(None, f"{a}-{b}: raw text", total=4)  # the four steps
     step(raw, make_raw)
+    bar.update()
     stats = read_json(os.path.join(raw, "stats.json"))
     sizes, has_test = stats["sizes"], "test" in stats["sizes"]
     say(
@@ -608,12 +575,19 @@ def prepare_pair(dest, a, b, texts, stats, options, args):
         and [sizes.get(s) for s in SPLITS] != [OFFICIAL_SIZES[s] for s in SPLITS]
     ):
         say(f"  note: the official split has {OFFICIAL_SIZES}; this release gives {sizes}")
+    bar.set_description(f"{a}-{b}: subword models")
     if args.subwords == "spm":
         step(sub, lambda tmp: train_spm(tmp, raw, (a, b), args.vocab, args.spm_model_type, args.workers))
     else:
         step(sub, lambda tmp: train_bpe(tmp, raw, (a, b), args.vocab))
+    bar.update()
+    bar.set_description(f"{a}-{b}: segmenting")
     step(tok, lambda tmp: encode(tmp, raw, sub, (a, b), args.subwords))
+    bar.update()
+    bar.set_description(f"{a}-{b}: fairseq-preprocess")
     step(os.path.join(dest, "bin"), lambda tmp: binarise(tmp, tok, a, b, has_test, args.workers))
+    bar.update()
+    bar.close()
     write_json(
         os.path.join(dest, "prepare.json"),
         {
@@ -629,7 +603,7 @@ def prepare_pair(dest, a, b, texts, stats, options, args):
             "bin": "bin",
             "raw": "raw",
         },
-    )  # in this directory (alt_common.prepared), so it can move
+    )  # in this directory (common.prepared), so it can move
     say(f"  ready: {dest}/bin ({'train/valid/test' if has_test else 'train/valid, no test'})")
 
 
@@ -647,20 +621,8 @@ def check(args):
 
 
 def toy_language_pair(seed):
-    """fairseq_ctemp.cli.toy_translation's synthetic pair, loaded from its file: importing the
-    package would import fairseq and torch, which a text generator does not need."""
-    import importlib.util
-
-    path = os.path.join(
-        os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-        "fairseq_ctemp",
-        "cli",
-        "toy_translation.py",
-    )
-    spec = importlib.util.spec_from_file_location("_alt_toy_translation", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.ToyLanguagePair(vocab=40, seed=seed)
+    """ctemp-toy-translation's synthetic pair, with a small vocabulary."""
+    return ToyLanguagePair(vocab=40, seed=seed)
 
 
 def toy_release(dest, sizes=(("train", 60), ("dev", 12), ("test", 12)), per_url=4, seed=1):
@@ -692,67 +654,3 @@ def toy_release(dest, sizes=(("train", 60), ("dev", 12), ("test", 12)), per_url=
         with open(os.path.join(dest, f"URL-{split}.txt"), "w", encoding="utf-8", newline="") as f:
             f.writelines(rows)
     return dest
-
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        epilog=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    commands = parser.add_subparsers(dest="command", required=True)
-
-    def corpus_options(p):
-        p.add_argument("directions", nargs="+", metavar="DIRECTION", help="e.g. en-vi vi-en ja-en")
-        p.add_argument("--release", help="the official release zip or directory (env ALT_RELEASE)")
-        p.add_argument("--local", help="an already split copy (env ALT_LOCAL)")
-        p.add_argument(
-            "--drop-incomplete",
-            action="store_true",
-            help="drop sentence pairs with an empty or missing side instead of failing",
-        )
-
-    p = commands.add_parser("prepare", help="split, normalise, subwords, binarise")
-    corpus_options(p)
-    p.add_argument("--work", default=os.environ.get("ALT_WORK", "runs/alt"), help="(env ALT_WORK)")
-    p.add_argument("--download", action="store_true", help="download the release into WORK/download")
-    p.add_argument("--subwords", choices=("spm", "bpe"), default="spm")
-    p.add_argument(
-        "--vocab",
-        type=int,
-        default=8192,
-        help="sentencepiece pieces (or BPE merges) per language (default 8192, the paper's)",
-    )
-    p.add_argument("--spm-model-type", choices=("unigram", "bpe"), default="unigram")
-    p.add_argument("--train-subset", type=int, help="keep only the first N training pairs")
-    p.add_argument("--workers", type=int, default=1, help="threads for sentencepiece / fairseq-preprocess")
-    p = commands.add_parser("check", help="run the corpus checks only")
-    corpus_options(p)
-    p.set_defaults(work=None)
-    p = commands.add_parser("download", help="download the release and split lists")
-    p.add_argument("dest")
-    commands.add_parser("languages", help="list the language codes")
-    p = commands.add_parser("toy-release", help="write a tiny fake release (en, vi, ja)")
-    p.add_argument("dest")
-    args = parser.parse_args(argv)
-
-    if args.command == "prepare":
-        for option in ("vocab", "train_subset", "workers"):
-            if getattr(args, option) is not None and getattr(args, option) < 1:
-                parser.error(f"--{option.replace('_', '-')} must be >= 1, got {getattr(args, option)}")
-        prepare(args)
-    elif args.command == "check":
-        check(args)
-    elif args.command == "download":
-        print(download(args.dest))
-    elif args.command == "languages":
-        for code, (file_code, name) in LANGUAGES.items():
-            print(f"{code:<4} {name:<11} data_{file_code}.txt")
-    else:
-        if os.path.exists(args.dest):
-            raise AltError(f"{args.dest} exists; refusing to overwrite it")
-        print(toy_release(args.dest))
-
-
-if __name__ == "__main__":
-    run_main(main)

@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """Dump the attention temperatures tau_t and the attention weights of a sact_lstm or sact_transformer
 checkpoint for given sentences, and draw the paper's heatmaps (Lin et al., EMNLP 2018, Figure 2) as
 PNG: tau_t per target token (red: softer attention, blue: harder; one row per decoder layer, or per
@@ -10,7 +9,7 @@ checkpoints), or force-decoded on --references; the translation is then scored i
 pass, which gives exactly the tau_t and alpha_t of incremental decoding. Input lines must be in the
 model's input format (e.g. sentencepiece pieces), or pass --source-spm to encode raw text.
 
-    python scripts/sact_attention_heatmaps.py DATA_BIN --path CKPT --input SENTENCES \\
+    ctemp-sact-heatmaps DATA_BIN --path CKPT --input SENTENCES \\
         --out-dir DIR [-s en -t vi] [--references REFS] [--beam 5] [--source-spm spm.en.model]
 
 Writes DIR/sact_attention.json ({"mode", "lambda", "tau_rows", "sentences": [{"source_tokens",
@@ -24,15 +23,15 @@ import argparse
 import json
 import logging
 import os
-import sys
 
 import torch
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from . import inputs
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(
+        prog="ctemp-sact-heatmaps",
         description=__doc__.split("\n\n")[0],
         epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -57,8 +56,6 @@ def parse_args(argv=None):
 
 
 def read_lines(path, option, spm_model, limit):
-    from fairseq_ctemp.cli import inputs
-
     if not os.path.isfile(path):
         raise SystemExit(f"error: {option} {path}: no such file")
     try:
@@ -76,13 +73,10 @@ def read_lines(path, option, spm_model, limit):
 
 
 def load(args):
-    sys.path.insert(0, REPO)
-    from fairseq import checkpoint_utils
+    from fairseq import checkpoint_utils  # the plugin's loader: the package is imported
 
-    import fairseq_ctemp  # noqa: F401  (registers the models; compat fixes; training-T decoding)
-    from fairseq_ctemp.cli import inputs
-    from fairseq_ctemp.models.sact_lstm import SactLSTMModel
-    from fairseq_ctemp.models.sact_transformer import SactTransformerModel
+    from ..models.sact_lstm import SactLSTMModel
+    from ..models.sact_transformer import SactTransformerModel
 
     for option, path in (("DATA_BIN", args.data), ("--path", args.path)):
         if not os.path.exists(path):
@@ -206,12 +200,19 @@ def draw(sentence, lam, rows, path, title):
 
 
 def main(argv=None):
-    args = parse_args(argv)
+    """ctemp-sact-heatmaps (python -m fairseq_ctemp.cli.sact_heatmaps)."""
+    logging.disable(logging.INFO)  # fairseq's chatter
+    try:
+        heatmaps(parse_args(argv))
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+def heatmaps(args):
     if args.beam < 1 or args.max_sentences < 1:
         raise SystemExit(
             f"error: --beam and --max-sentences must be >= 1, got {args.beam}, {args.max_sentences}"
         )
-    sys.path.insert(0, REPO)
     sources = read_lines(args.input, "--input", args.source_spm, args.max_sentences)
     references = (
         read_lines(args.references, "--references", args.target_spm, args.max_sentences)
@@ -260,5 +261,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    logging.disable(logging.INFO)  # fairseq's chatter
     main()

@@ -1,0 +1,106 @@
+"""The processes a sweep starts: logged, and stopped with it however it dies."""
+
+import ctypes
+import datetime
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+
+from .common import RunFailed
+
+PARENT_PID = "ALT_PARENT_PID"  # set by the sweep for the child processes it starts
+SWEEP_MODULE = __name__.rsplit(".", 2)[0] + ".cli.alt_sweep"  # ctemp-alt-sweep
+
+
+def sweep_command(*args):
+    """ctemp-alt-sweep ARGS run by this Python, as `python -m` (no console script needed)."""
+    return [sys.executable, "-m", SWEEP_MODULE, *args]
+
+
+def die_with_parent():
+    """In a child process of a sweep (PARENT_PID set): receive SIGTERM when the parent dies, even
+    by SIGKILL (Linux PR_SET_PDEATHSIG), so that a killed sweep leaves no run training on, holding
+    its lock. Exits at once if the parent is already gone."""
+    parent = os.environ.pop(PARENT_PID, None)
+    if parent is None:
+        return
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: the parent's SIGTERM handler still stops its children
+    if os.getppid() != int(parent):
+        sys.exit("error: the process that started this one has died; not starting")
+
+
+CHILDREN = set()  # running subprocesses, terminated if the sweep itself is stopped
+
+
+CHILDREN_LOCK = threading.Lock()
+
+
+def child_env(env):
+    """env for a child process of this script: it dies with this process (die_with_parent)."""
+    return dict(env, **{PARENT_PID: str(os.getpid())})
+
+
+def call(command, env, log_path=None, what=None):
+    """Run a command; its output goes to log_path (appended) or is returned. Raises RunFailed."""
+    out = open(log_path, "a", encoding="utf-8") if log_path else subprocess.PIPE
+    try:
+        if log_path:
+            out.write(f"# {datetime.datetime.now():%Y-%m-%d %H:%M:%S} $ {shlex.join(command)}\n")
+            out.flush()
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, text=True)
+        with CHILDREN_LOCK:
+            CHILDREN.add(proc)
+        output, _ = proc.communicate()
+        with CHILDREN_LOCK:
+            CHILDREN.discard(proc)
+    finally:
+        if log_path:
+            out.close()
+    if proc.returncode != 0:
+        tail = (
+            (output or "")
+            if not log_path
+            else "".join(open(log_path, encoding="utf-8", errors="replace").readlines()[-15:])
+        )
+        raise RunFailed(f"{what or command[0]} failed (exit {proc.returncode}):\n{tail.rstrip()}")
+    return output
+
+
+def stop_children(signum, frame):
+    with CHILDREN_LOCK:
+        for proc in CHILDREN:
+            if proc.poll() is None:
+                proc.terminate()
+    raise SystemExit(128 + signum)
+
+
+class stopping_children:
+    """While the block runs, SIGTERM stops the children too (the handler before it is restored)."""
+
+    def __enter__(self):
+        self.previous = signal.signal(signal.SIGTERM, stop_children)
+        return self
+
+    def __exit__(self, *exc):
+        signal.signal(signal.SIGTERM, self.previous)
+
+
+class Tee:
+    def __init__(self, *streams):
+        self.streams = streams
+
+    def write(self, text):
+        for stream in self.streams:
+            stream.write(text)
+            stream.flush()
+        return len(text)
+
+    def flush(self):
+        for stream in self.streams:
+            stream.flush()

@@ -1,0 +1,96 @@
+"""Decoding and scoring of a run's averaged checkpoint (ctemp-greedy-vs-beam's Python API): greedy
+and beam on a subset, or finalize's dev grid, written into a directory that appears only complete."""
+
+import os
+
+from ..cli import greedy_vs_beam as gvb
+from .common import RunFailed, device_args, fresh_dir, prepared, read_json, say
+
+
+class Decoder:
+    """An averaged checkpoint of an experiment, loaded once (when a decoding of it is still to do)
+    for all of its decodings: dev and test of a run, finalize's grid and timings."""
+
+    def __init__(self, exp, checkpoint, device):
+        self.exp, self.checkpoint = exp, checkpoint
+        self.data = prepared(exp["data"])
+        # fairseq-generate's options, mapped onto the decoding API (recorded in result.json)
+        self.options = (
+            [
+                "--source-lang",
+                exp["src"],
+                "--target-lang",
+                exp["tgt"],
+                "--remove-bpe",
+                self.data["remove_bpe"],
+            ]
+            + ["--batch-size", str(exp["decode_batch"])]
+            + exp["decode_args"]
+            + device_args(device, training=False)
+        )
+        self.translator = None
+
+    def greedy_vs_beam(self, out_dir, subset, beam, grid=None):
+        """ctemp-greedy-vs-beam (its Python API) into out_dir: greedy and `beam` (or the dev grid's
+        best) on `subset`, written under a temporary name and renamed when complete; skipped when
+        done."""
+        if os.path.exists(os.path.join(out_dir, "result.json")):
+            return moved_result(out_dir)
+        raw = {
+            "valid": os.path.join(self.data["raw"], f"dev.{self.exp['tgt']}"),
+            "test": os.path.join(self.data["raw"], f"test.{self.exp['tgt']}"),
+        }
+        say(
+            f"  decoding {subset} with {os.path.join(*self.checkpoint.split(os.sep)[-3:])}: greedy and "
+            + (f"beams {grid[0]} x lenpens {grid[1]} on dev" if grid else f"beam {beam}")
+        )
+        tmp = fresh_dir(out_dir + ".tmp")
+        try:
+            if self.translator is None:
+                self.translator = gvb.load_translator(self.data["bin"], self.checkpoint, self.options)
+            gvb.run_greedy_vs_beam(
+                self.data["bin"],
+                self.checkpoint,
+                beam=beam,
+                subset=subset,
+                extra_args=self.options,
+                ref=raw[subset],
+                tokenize=self.exp["bleu_tokenize"],
+                grid_beams=grid[0] if grid else None,
+                grid_lenpens=grid[1] if grid else None,
+                dev_subset="valid",
+                dev_ref=raw["valid"] if grid else None,
+                save_dir=tmp,
+                json_path=os.path.join(tmp, "result.json"),
+                verbose=False,
+                translator=self.translator,
+            )
+        except gvb.UsageError as e:
+            raise RunFailed(f"ctemp-greedy-vs-beam: {e}") from None
+        if os.path.isdir(out_dir):
+            raise RunFailed(f"{out_dir} appeared while decoding; not replacing it")
+        os.replace(tmp, out_dir)
+        return moved_result(out_dir)
+
+
+def moved_result(out_dir):
+    """result.json names its files under the temporary directory they were written to."""
+    result = read_json(os.path.join(out_dir, "result.json"))
+    result["files"] = {k: os.path.join(out_dir, os.path.basename(p)) for k, p in result["files"].items()}
+    return result
+
+
+def system_row(result, name):
+    s = result["systems"][name]
+    return {
+        k: s[k]
+        for k in (
+            "beam",
+            "lenpen",
+            "bleu",
+            "chrf",
+            "decode_seconds",
+            "sentences_per_second",
+            "decoding_temperature",
+        )
+    }

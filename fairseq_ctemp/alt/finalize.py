@@ -1,0 +1,116 @@
+"""Per experiment, once its runs are done: T_opt, beam and length penalty tuned on dev for T_opt and
+T=1, paired significance, greedy / beam timings -> final/final.json."""
+
+import glob
+import os
+
+from ..cli import greedy_vs_beam as gvb
+from . import evaluate
+from .common import Lock, RunFailed, fmt, load_experiment, read_json, say, write_json
+
+
+def finalize(exp_dir, device):
+    """T_opt (best dev greedy BLEU among T != 1) and T=1 in the primary (LS, SEM) group: beam and
+    length penalty tuned on dev, greedy and tuned beam on test (dev without a test split), paired
+    significance (sacrebleu), greedy / beam timings. Returns final.json, or None if runs are missing."""
+    exp_dir = os.path.abspath(exp_dir)
+    exp = load_experiment(exp_dir)
+    final_dir = os.path.join(exp_dir, "final")
+    if os.path.exists(os.path.join(final_dir, "final.json")):
+        return read_json(os.path.join(final_dir, "final.json"))
+    ls, sem = exp["primary"]
+    group = {}
+    for path in glob.glob(os.path.join(exp_dir, "*", "config.json")):
+        config = read_json(path)
+        if config["label_smoothing"] == ls and config["sem_weight"] == sem:
+            group[config["temperature"]] = os.path.dirname(path)
+    if 1.0 not in group or len(group) < 2:
+        say(
+            f"{os.path.basename(exp_dir)}: no finalize: it needs T=1 and another T at label smoothing "
+            f"{fmt(ls)}, SEM weight {fmt(sem)}"
+        )
+        return None
+    runs = {t: read_json(os.path.join(d, "run.json")) for t, d in group.items()}
+    missing = [os.path.basename(group[t]) for t, r in runs.items() if r is None]
+    if missing:
+        say(f"{os.path.basename(exp_dir)}: finalize waits for {', '.join(sorted(missing))}")
+        return None
+    tempered = {t: r for t, r in runs.items() if t != 1.0}
+    t_opt = max(sorted(tempered), key=lambda t: tempered[t]["eval"]["valid"]["greedy"]["bleu"])
+    subset = "test" if "test" in exp["subsets"] else "valid"
+    os.makedirs(final_dir, exist_ok=True)
+    with Lock(final_dir, RunFailed):
+        systems, speed = {}, {}
+        for label, t in (("untempered", 1.0), ("tempered", t_opt)):
+            # one loaded checkpoint for the grid and the timings
+            decoder = evaluate.Decoder(exp, os.path.join(group[t], "checkpoint_avg.pt"), device)
+            tuned = decoder.greedy_vs_beam(
+                os.path.join(final_dir, f"tune-T{fmt(t)}"),
+                subset,
+                exp["eval_beam"],
+                grid=(exp["grid_beams"], exp["grid_lenpens"]),
+            )
+            systems[label] = {
+                "temperature": t,
+                "greedy": evaluate.system_row(tuned, "greedy"),
+                "beam": evaluate.system_row(tuned, "beam"),
+                "files": tuned["files"],
+                "grid": tuned["grid"],
+                "signature": tuned["signatures"]["bleu"],
+            }
+            speed[label] = {"temperature": t, "greedy_seconds": tuned["systems"]["greedy"]["decode_seconds"]}
+            for beam in exp["speed_beams"]:
+                timed = decoder.greedy_vs_beam(
+                    os.path.join(final_dir, f"speed-T{fmt(t)}-beam{beam}"), subset, beam
+                )
+                speed[label][f"beam{beam}_seconds"] = timed["systems"]["beam"]["decode_seconds"]
+                speed[label][f"greedy_seconds_with_beam{beam}"] = timed["systems"]["greedy"]["decode_seconds"]
+        significance = {}  # sacrebleu's paired bootstrap resampling (1000 samples)
+        comparisons = {
+            "greedy": ("untempered", "greedy.hyp", "tempered", "greedy.hyp"),
+            "beam": ("untempered", "beam.hyp", "tempered", "beam.hyp"),
+            "tempered_greedy_vs_untempered_beam": ("untempered", "beam.hyp", "tempered", "greedy.hyp"),
+        }
+        for name, (base, base_file, other, other_file) in comparisons.items():
+            path = os.path.join(final_dir, f"significance-{name}.json")
+            if not os.path.exists(path):
+                files = systems[base]["files"]
+                try:  # ctemp-greedy-vs-beam compare
+                    write_json(
+                        path,
+                        gvb.compare_systems(
+                            files["ref"],
+                            files[base_file],
+                            systems[other]["files"][other_file],
+                            "bs",
+                            None,
+                            exp["bleu_tokenize"],
+                        ),
+                    )
+                except gvb.UsageError as e:
+                    raise RunFailed(f"significance test: {e}") from None
+            significance[name] = read_json(path)
+        result = {
+            "direction": f"{exp['src']}-{exp['tgt']}",
+            "experiment": os.path.basename(exp_dir),
+            "preset": exp["preset"],
+            "label_smoothing": ls,
+            "sem_weight": sem,
+            "t_opt": t_opt,
+            "t_opt_chosen_by": "dev greedy BLEU among T != 1",
+            "dev_greedy_bleu": {
+                fmt(t): r["eval"]["valid"]["greedy"]["bleu"] for t, r in sorted(runs.items())
+            },
+            "scored_subset": subset,
+            "tuned_on": "valid",
+            "systems": systems,
+            "speed": speed,
+            "significance": significance,
+        }
+        write_json(os.path.join(final_dir, "final.json"), result)
+        say(
+            f"{os.path.basename(exp_dir)}: T_opt = {fmt(t_opt)}; {subset} BLEU greedy "
+            f"{systems['tempered']['greedy']['bleu']:.2f} vs {systems['untempered']['greedy']['bleu']:.2f} (T=1), "
+            f"tuned beam {systems['tempered']['beam']['bleu']:.2f} vs {systems['untempered']['beam']['bleu']:.2f}"
+        )
+        return result

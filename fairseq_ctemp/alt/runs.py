@@ -1,0 +1,110 @@
+"""One run of a sweep, resumable: train (fairseq-train with tempered_ce, early stopping) -> average
+the checkpoints of the last validations -> greedy and beam on dev (and test) -> run.json."""
+
+import datetime
+import os
+
+from ..cli import average_checkpoints
+from . import evaluate, training
+from .children import call, child_env, sweep_command
+from .common import (
+    PLUGIN_DIR,
+    Lock,
+    RunFailed,
+    device_args,
+    load_experiment,
+    prepared,
+    read_json,
+    say,
+    tool_env,
+    write_json,
+)
+
+
+def run_one(run_dir, device):
+    """Train -> average -> decode one run; idempotent and resumable. Returns its run.json."""
+    run_dir = os.path.abspath(run_dir)
+    if os.path.exists(os.path.join(run_dir, "run.json")):
+        return read_json(os.path.join(run_dir, "run.json"))
+    config = read_json(os.path.join(run_dir, "config.json"))
+    if config is None:
+        raise RunFailed(f"{run_dir} has no config.json: plan it with `ctemp-alt-sweep run` first")
+    exp = load_experiment(os.path.dirname(run_dir))
+    data = prepared(exp["data"])
+    env = tool_env(device.get("threads"), device.get("extra_env"))
+    with Lock(run_dir, RunFailed):
+        train_json = os.path.join(run_dir, "train.json")
+        if not os.path.exists(train_json):
+            training.repair_last_checkpoint(run_dir)
+            resume = (
+                training.patience_state(run_dir)
+                if os.path.exists(os.path.join(run_dir, "checkpoint_last.pt"))
+                else None
+            )
+            command = sweep_command(
+                "fairseq-train",
+                data["bin"],
+                "--user-dir",
+                PLUGIN_DIR,
+                "--source-lang",
+                exp["src"],
+                "--target-lang",
+                exp["tgt"],
+                "--save-dir",
+                run_dir,
+            )
+            command += config["train_args"] + device_args(device, training=True)
+            train_env = child_env(env)
+            if resume:
+                last, best, since = resume
+                train_env.update(ALT_PATIENCE_BEST=repr(best), ALT_PATIENCE_RUNS=str(since))
+                say(
+                    f"{config['name']}: resuming from checkpoint_last.pt (update {last}; best dev "
+                    f"BLEU {best:g}, {since} validation(s) without improvement)"
+                )
+            start = datetime.datetime.now()
+            call(command, train_env, os.path.join(run_dir, "train.log"), "fairseq-train")
+            summary = training.training_summary(run_dir, exp["patience"])
+            summary["finished"] = f"{datetime.datetime.now():%Y-%m-%d %H:%M:%S}"
+            summary["last_session_seconds"] = (datetime.datetime.now() - start).total_seconds()
+            write_json(train_json, summary)
+        summary = read_json(train_json)
+        average = os.path.join(run_dir, "checkpoint_avg.pt")
+        average_json = os.path.join(run_dir, "average.json")
+        if not os.path.exists(average_json):
+            inputs = training.last_validation_checkpoints(run_dir, exp["average"])
+            say(
+                f"{config['name']}: averaging the checkpoints of the last {len(inputs)} validations: "
+                + ", ".join(os.path.basename(p) for p in inputs)
+            )
+            if os.path.exists(average):
+                os.remove(average)  # an average without average.json is from an interrupted try
+            try:  # ctemp-average-checkpoints, in this process (it writes atomically)
+                average_checkpoints.write_average(inputs, average)
+            except average_checkpoints.AverageError as e:
+                raise RunFailed(f"ctemp-average-checkpoints: {e}") from None
+            write_json(
+                average_json, {"inputs": [os.path.basename(p) for p in inputs], "requested": exp["average"]}
+            )
+        evals, decoder = {}, evaluate.Decoder(exp, average, device)
+        for subset in exp["subsets"]:
+            result = decoder.greedy_vs_beam(os.path.join(run_dir, "eval", subset), subset, exp["eval_beam"])
+            evals[subset] = {
+                "greedy": evaluate.system_row(result, "greedy"),
+                "beam": evaluate.system_row(result, "beam"),
+                "signature": result["signatures"]["bleu"],
+                "n_sentences": result["n_sentences"],
+            }
+        result = {
+            "name": config["name"],
+            "direction": f"{exp['src']}-{exp['tgt']}",
+            "temperature": config["temperature"],
+            "label_smoothing": config["label_smoothing"],
+            "sem_weight": config["sem_weight"],
+            "training": summary,
+            "averaged": read_json(average_json)["inputs"],
+            "eval": evals,
+            "has_test": data["has_test"],
+        }
+        write_json(os.path.join(run_dir, "run.json"), result)
+        return result

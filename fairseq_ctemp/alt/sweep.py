@@ -1,0 +1,574 @@
+"""Planning and running a sweep: every option checked before anything is written, experiment.json
+and each run's config.json, the plan, then the runs (locally, a few at a time, on CPU or GPUs, each
+in its own process) and finalize, or a SLURM job array."""
+
+import concurrent.futures
+import datetime
+import json
+import os
+import shlex
+import threading
+
+from .. import translate
+from ..criterions.checks import TEMPERATURE_RANGE
+from .children import call, child_env, sweep_command
+from .common import (
+    PLUGIN_DIR,
+    AltError,
+    RunFailed,
+    bleu_tokenize,
+    check_data_location,
+    data_dir,
+    data_tag,
+    device_args,
+    direction,
+    fmt,
+    prepared,
+    read_json,
+    say,
+    tool,
+    tool_env,
+    write_json,
+)
+from .presets import MAX_LEN, PRESETS
+from .training import last_saved_update
+
+
+def run_name(t, ls, sem):
+    return f"T{fmt(t)}-ls{fmt(ls)}-sem{fmt(sem)}"
+
+
+# fairseq-train options the sweep sets itself (after --, fairseq would silently take the last one)
+SWEEP_TRAIN_OPTIONS = {
+    "--criterion": "each run's",
+    "--softmax-temperature": "--temperatures",
+    "--label-smoothing": "--label-smoothing",
+    "--sem-weight": "--sem-weights",
+    "--save-dir": "each run's directory",
+    "--user-dir": "the plugin",
+    "--source-lang": "the direction",
+    "-s": "the direction",
+    "--target-lang": "the direction",
+    "-t": "the direction",
+    "--seed": "--seed",
+    "--patience": "--patience",
+    "--max-update": "--max-update",
+    "--validate-interval-updates": "--interval",
+    "--save-interval-updates": "--interval",
+    "--keep-interval-updates": "--average",
+    "--log-format": "json, parsed by the recipes",
+    "--log-interval": "--log-interval",
+}
+
+
+# fairseq-generate options every decoding sets (ctemp-greedy-vs-beam's OWN_OPTIONS and the sweep's)
+DECODING_OPTIONS = (
+    "--path",
+    "--beam",
+    "--lenpen",
+    "--gen-subset",
+    "--temperature",
+    "--user-dir",
+    "--results-path",
+    "--quiet",
+    "--batch-size",
+    "--remove-bpe",
+    "--source-lang",
+    "--target-lang",
+    "-s",
+    "-t",
+)
+
+
+def check_settings(args, preset):
+    """Every option of a sweep, including those only used after training (decoding, finalize),
+    checked before anything is written or started. Returns (temperatures, scalar settings)."""
+    temperatures = args.temperatures or preset["temperatures"]
+    low, high = TEMPERATURE_RANGE
+    for option, values, ok, allowed in (
+        (
+            "--temperatures",
+            temperatures,
+            lambda t: low <= t <= high,
+            f"in [{low:g}, {high:g}] (tempered_ce's range)",
+        ),
+        ("--label-smoothing", args.label_smoothing, lambda e: 0 <= e < 1, "in [0, 1)"),
+        ("--sem-weights", args.sem_weights, lambda w: 0 <= w <= 1, "in [0, 1]"),
+    ):
+        bad = [v for v in values if not ok(v)]
+        if bad or not values:
+            raise AltError(f"{option} must be {allowed}, got {', '.join(map(fmt, bad)) or 'no values'}")
+        names = [fmt(v) for v in values]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise AltError(
+                f"{option}: {', '.join(str(v) for v in values if fmt(v) in twice)} name the same "
+                f"run ({', '.join(twice)}); give each value once"
+            )
+    scalar = {
+        k: getattr(args, k) if getattr(args, k) is not None else preset[k]
+        for k in (
+            "interval",
+            "patience",
+            "average",
+            "max_update",
+            "eval_beam",
+            "grid_beams",
+            "grid_lenpens",
+            "speed_beams",
+            "log_interval",
+            "decode_batch",
+        )
+    }
+    for key, least in (
+        ("interval", 1),
+        ("patience", 1),
+        ("average", 1),
+        ("max_update", 0),
+        ("eval_beam", 1),
+        ("log_interval", 1),
+        ("decode_batch", 1),
+        ("jobs", 1),
+        ("threads", 1),
+        ("gpus_per_run", 1),
+        ("slurm_cpus", 1),
+    ):
+        value = scalar[key] if key in scalar else getattr(args, key)
+        if value is not None and value < least:
+            raise AltError(f"--{key.replace('_', '-')} must be >= {least}, got {value}")
+    for key in ("grid_beams", "speed_beams"):
+        if (key == "grid_beams" and not scalar[key]) or any(b < 1 for b in scalar[key]):
+            raise AltError(
+                f"--{key.replace('_', '-')} must be integers >= 1, got "
+                f"{','.join(map(str, scalar[key])) or 'none'}"
+            )
+    if not scalar["grid_lenpens"] or not all(0 < x < float("inf") for x in scalar["grid_lenpens"]):
+        raise AltError(
+            f"--grid-lenpens must be finite numbers > 0, got "
+            f"{','.join(map(fmt, scalar['grid_lenpens'])) or 'none'}"
+        )
+    check_finalize_group(args, temperatures)
+    check_decoding_options(args)
+    for option in (arg.split("=")[0] for arg in args.fairseq_args):
+        if option in SWEEP_TRAIN_OPTIONS:
+            raise AltError(
+                f"{option} after -- is set by the sweep ({SWEEP_TRAIN_OPTIONS[option]}); "
+                "fairseq would silently use one value for every run"
+            )
+    return temperatures, scalar
+
+
+def check_finalize_group(args, temperatures):
+    """finalize compares T=1 with the other temperatures at the primary LS / SEM: the sweep must
+    train them (else --no-finalize)."""
+    if args.no_finalize:
+        return
+    for option, value, values, listed in (
+        (
+            "--primary-label-smoothing",
+            args.primary_label_smoothing,
+            args.label_smoothing,
+            "--label-smoothing",
+        ),
+        ("--primary-sem-weight", args.primary_sem_weight, args.sem_weights, "--sem-weights"),
+    ):
+        if fmt(value) not in map(fmt, values):
+            raise AltError(
+                f"{option} {fmt(value)} is not among {listed} {','.join(map(fmt, values))}: finalize "
+                "could not run; add it, or pass --no-finalize"
+            )
+    if "1" not in map(fmt, temperatures) or len(temperatures) < 2:
+        raise AltError(
+            f"finalize compares T=1 with the other temperatures: --temperatures "
+            f"{','.join(map(fmt, temperatures))} needs 1 and another T (or pass --no-finalize)"
+        )
+
+
+def check_decoding_options(args):
+    from sacrebleu.metrics import BLEU
+
+    if args.sacrebleu_tokenize and args.sacrebleu_tokenize not in BLEU.TOKENIZERS:
+        raise AltError(
+            f"--sacrebleu-tokenize must be one of {', '.join(BLEU.TOKENIZERS)}, "
+            f"got {args.sacrebleu_tokenize!r}"
+        )
+    if args.decode_args is None:
+        return
+    try:
+        decode_args = shlex.split(args.decode_args)
+    except ValueError as e:
+        raise AltError(f"--decode-args {args.decode_args!r}: {e}") from None
+    own = [a for a in decode_args if a.split("=")[0] in DECODING_OPTIONS]
+    if own:
+        raise AltError(
+            f"--decode-args: {', '.join(own)} is set by the sweep (--eval-beam, --grid-*, "
+            "--decode-batch, the data)"
+        )
+    try:
+        translate.decoding_options(decode_args)
+    except translate.TranslateError as e:
+        raise AltError(f"--decode-args: {e}") from None
+
+
+def plan(args):
+    """Check every setting, then create / check experiment.json and each run's config.json (not in
+    a dry run; nothing is written unless everything is valid). Returns
+    [(exp_dir, exp, [(run_dir, config, state)])]."""
+    preset = PRESETS[args.preset]
+    temperatures, scalar = check_settings(args, preset)
+    tag = data_tag(args.subwords, args.vocab, args.train_subset)
+    experiments, writes = [], {}
+    for text in args.directions:
+        src, tgt = direction(text)
+        ddir = os.path.abspath(data_dir(args.work, src, tgt, tag))
+        data = prepared(ddir)
+        if data is None:
+            message = (
+                f"{src}-{tgt}: {ddir} is not prepared: run ctemp-alt-data prepare {src}-{tgt} "
+                f"--work {args.work}"
+                + (f" --vocab {args.vocab}" if args.vocab != 8192 else "")
+                + (f" --subwords {args.subwords}" if args.subwords != "spm" else "")
+                + (f" --train-subset {args.train_subset}" if args.train_subset else "")
+            )
+            if not args.dry_run:
+                raise AltError(message)
+            say("warning: " + message)
+            data = {
+                "has_test": None,
+                "remove_bpe": "sentencepiece" if args.subwords == "spm" else "subword_nmt",
+            }
+        exp_dir = os.path.abspath(os.path.join(args.work, "sweep", f"{src}-{tgt}.{args.preset}.{tag}"))
+        if any(exp_dir == e[0] for e in experiments):
+            continue  # the direction given twice
+        exp = {
+            "src": src,
+            "tgt": tgt,
+            "preset": args.preset,
+            "data": os.path.relpath(ddir, exp_dir),
+            "data_tag": tag,
+            "subsets": ["valid", "test"] if data["has_test"] else ["valid"],
+            "bleu_tokenize": args.sacrebleu_tokenize or bleu_tokenize(tgt),
+            "decode_args": shlex.split(args.decode_args) if args.decode_args is not None else MAX_LEN,
+            "primary": [args.primary_label_smoothing, args.primary_sem_weight],
+            **scalar,
+        }
+        check_experiment(exp_dir, exp, writes)
+        runs = []
+        for t in temperatures:
+            for ls in args.label_smoothing:
+                for sem in args.sem_weights:
+                    config = run_config(run_name(t, ls, sem), t, ls, sem, preset, scalar, data, args)
+                    run_dir = os.path.join(exp_dir, config["name"])
+                    old = read_json(os.path.join(run_dir, "config.json"))
+                    if old is not None and old != config:
+                        raise AltError(
+                            f"{run_dir} was started with other fairseq-train options:\n  "
+                            f"{shlex.join(old['train_args'])}\nnow:\n  {shlex.join(config['train_args'])}\n"
+                            "use another --work, or the options it was started with"
+                        )
+                    if old is None:
+                        writes[os.path.join(run_dir, "config.json")] = config
+                    runs.append((run_dir, config, run_state(run_dir)))
+        experiments.append((exp_dir, dict(exp, data=ddir), runs))
+    if not args.dry_run:
+        for path, obj in writes.items():
+            write_json(path, obj)
+    return experiments
+
+
+def check_experiment(exp_dir, exp, writes):
+    """An existing experiment.json must hold these settings (its data in this work directory);
+    a new one is queued in `writes`."""
+    existing = read_json(os.path.join(exp_dir, "experiment.json"))
+    if existing is None:
+        writes[os.path.join(exp_dir, "experiment.json")] = exp
+        return
+    check_data_location(exp_dir, existing, AltError)
+    existing["data"] = exp["data"]  # the same directory, maybe named by an absolute path
+    if existing != exp:
+        diff = sorted(k for k in set(exp) | set(existing) if exp.get(k) != existing.get(k))
+        raise AltError(
+            f"{exp_dir} was started with other settings ({', '.join(diff)}: "
+            f"{ {k: existing.get(k) for k in diff} }); use another --work or the same options"
+        )
+
+
+def run_config(name, t, ls, sem, preset, scalar, data, args):
+    train_args = preset["train"] + [
+        "--criterion",
+        "tempered_ce",
+        "--softmax-temperature",
+        fmt(t),
+        "--label-smoothing",
+        fmt(ls),
+        "--sem-weight",
+        fmt(sem),
+        "--eval-bleu",
+        "--eval-bleu-args",
+        json.dumps({"beam": 1, "max_len_a": float(MAX_LEN[1]), "max_len_b": int(MAX_LEN[3])}),
+        "--eval-bleu-remove-bpe",
+        data["remove_bpe"],
+        "--best-checkpoint-metric",
+        "bleu",
+        "--maximize-best-checkpoint-metric",
+        "--patience",
+        str(scalar["patience"]),
+        "--validate-interval-updates",
+        str(scalar["interval"]),
+        "--save-interval-updates",
+        str(scalar["interval"]),
+        "--keep-interval-updates",
+        str(max(scalar["average"], 1)),
+        # validate and save every `interval` updates only (not also at epoch ends)
+        "--validate-interval",
+        "1000000",
+        "--save-interval",
+        "1000000",
+        "--no-epoch-checkpoints",
+        "--seed",
+        str(args.seed),
+        "--log-format",
+        "json",
+        "--log-interval",
+        str(scalar["log_interval"]),
+    ]
+    if scalar["max_update"]:
+        train_args += ["--max-update", str(scalar["max_update"])]
+    train_args += args.fairseq_args
+    return {
+        "name": name,
+        "temperature": t,
+        "label_smoothing": ls,
+        "sem_weight": sem,
+        "train_args": train_args,
+    }
+
+
+def run_state(run_dir):
+    if os.path.exists(os.path.join(run_dir, "run.json")):
+        r = read_json(os.path.join(run_dir, "run.json"))
+        return f"done (dev greedy BLEU {r['eval']['valid']['greedy']['bleu']:.2f})"
+    if os.path.exists(os.path.join(run_dir, "train.json")):
+        return "trained; averaging / decoding to do"
+    if os.path.exists(os.path.join(run_dir, "checkpoint_last.pt")):
+        log = os.path.join(run_dir, "train.log")
+        text = open(log, encoding="utf-8", errors="replace").read() if os.path.exists(log) else ""
+        update = last_saved_update(run_dir, text)
+        return (
+            f"interrupted: resumes from checkpoint_last.pt (update {update if update is not None else '?'})"
+        )
+    return "to train"
+
+
+def print_plan(experiments, args, device):
+    where = (
+        "SLURM: a job array of the runs to do, then one finalize job per direction"
+        if args.slurm
+        else f"GPUs {args.gpus}, {args.gpus_per_run} per run ({len(gpu_slots(args))} runs at a time)"
+        if args.gpus
+        else f"CPU, {args.jobs} run(s) at a time, {device.get('threads') or 'default'} thread(s) each"
+    )
+    print(f"plan ({'dry run: nothing is started' if args.dry_run else 'starting'}): {where}")
+    for exp_dir, exp, runs in experiments:
+        todo = [r for r in runs if not r[2].startswith("done")]
+        shown = " and ".join({"valid": "dev", "test": "test"}[x] for x in exp["subsets"])
+        print(
+            f"\n{os.path.basename(exp_dir)}  ({exp_dir})\n  data {exp['data']}; scores "
+            f"{shown}"
+            + ("" if "test" in exp["subsets"] else " (no test split: dev numbers only)")
+            + f"; sacrebleu tokenize={exp['bleu_tokenize']}\n  {len(runs)} runs, {len(todo)} to do:"
+        )
+        for _, config, state in runs:
+            print(f"    {config['name']:<22} {state}")
+        if todo:
+            run_dir, config, _ = todo[0]
+            print(
+                f"  fairseq-train of {config['name']} (the others differ in T / LS / SEM):\n    "
+                + shlex.join(
+                    [
+                        "fairseq-train",
+                        exp["data"] + "/bin",
+                        "--user-dir",
+                        PLUGIN_DIR,
+                        "--source-lang",
+                        exp["src"],
+                        "--target-lang",
+                        exp["tgt"],
+                        "--save-dir",
+                        run_dir,
+                    ]
+                    + config["train_args"]
+                    + device_args(device, True)
+                )
+            )
+        print(
+            f"  then per run: average the last {exp['average']} checkpoints; greedy and beam "
+            f"{exp['eval_beam']} on {shown}"
+        )
+        print(
+            f"  then finalize: T_opt by dev greedy BLEU (LS {fmt(exp['primary'][0])}, SEM "
+            f"{fmt(exp['primary'][1])}); beams {exp['grid_beams']} x lenpens {exp['grid_lenpens']} "
+            f"on dev for T_opt and T=1; paired bootstrap; timing of beams {exp['speed_beams']}"
+        )
+
+
+def gpu_slots(args):
+    gpus = [g for g in args.gpus.split(",") if g.strip()]
+    n = args.gpus_per_run
+    if n < 1 or len(gpus) < n:
+        raise AltError(f"--gpus-per-run {n} with {len(gpus)} GPU(s) in --gpus {args.gpus}")
+    return [",".join(gpus[i : i + n]) for i in range(0, len(gpus) - n + 1, n)]
+
+
+def child_options(device):
+    """run-one / finalize options for a device."""
+    options = ["--cpu"] if device.get("cpu") else ["--gpus-per-run", str(device.get("gpus_per_run", 1))]
+    options += ["--threads", str(device["threads"])] if device.get("threads") else []
+    return options + (["--fp16"] if device.get("fp16") else [])
+
+
+def execute_local(experiments, args, device):
+    """Each run in its own `ctemp-alt-sweep run-one` process (log: RUN/run.log), len(slots) at a
+    time; then `ctemp-alt-sweep finalize` per experiment (log: EXPERIMENT/final.log)."""
+    slots = gpu_slots(args) if args.gpus else [None] * args.jobs
+    free, free_lock, failures = list(slots), threading.Lock(), []
+
+    def child(command, slot, log, what):
+        env = child_env(tool_env(device.get("threads"), {"CUDA_VISIBLE_DEVICES": slot} if slot else None))
+        call(sweep_command(*command, *child_options(device)), env, log, what)
+
+    def work(run_dir, name):
+        with free_lock:
+            slot = free.pop()
+        try:
+            say(f"{name}: started" + (f" on GPU {slot}" if slot else ""))
+            child(["run-one", run_dir], slot, os.path.join(run_dir, "run.log"), "run")
+            result = read_json(os.path.join(run_dir, "run.json"))
+            say(
+                f"{name}: done, dev greedy BLEU {result['eval']['valid']['greedy']['bleu']:.2f}, beam "
+                f"{result['eval']['valid']['beam']['bleu']:.2f} ({result['training']['num_updates']} updates, "
+                f"{result['training']['stop_reason']})"
+            )
+        except RunFailed as e:
+            failures.append(f"{name}: {e}")
+            say(f"{name}: FAILED: {e}")
+        finally:
+            with free_lock:
+                free.append(slot)
+
+    todo = [
+        (run_dir, f"{os.path.basename(exp_dir)}/{config['name']}")
+        for exp_dir, _, runs in experiments
+        for run_dir, config, state in runs
+        if not state.startswith("done")
+    ]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(slots)) as pool:
+        list(pool.map(lambda item: work(*item), todo))
+    pending = [
+        exp_dir
+        for exp_dir, _, _ in experiments
+        if not os.path.exists(os.path.join(exp_dir, "final", "final.json"))
+    ]
+    if pending and not args.no_finalize:
+        try:  # one process for all experiments (logs: EXPERIMENT/final.log)
+            child(
+                ["finalize", *pending],
+                slots[0].split(",")[0] if args.gpus else None,
+                os.path.join(os.path.dirname(pending[0]), "finalize.log"),
+                "finalize",
+            )
+        except RunFailed as e:
+            failures.append(f"finalize: {e}")
+        for exp_dir in pending:
+            log = os.path.join(exp_dir, "final.log")
+            lines = [line.rstrip() for line in open(log, encoding="utf-8")] if os.path.exists(log) else []
+            lines = [line for line in lines if line.startswith(os.path.basename(exp_dir) + ":")]
+            say(lines[-1] if lines else f"{os.path.basename(exp_dir)}: finalize did not finish")
+    if failures:
+        raise AltError(
+            f"{len(failures)} step(s) failed (re-run the same command to retry):\n" + "\n".join(failures)
+        )
+
+
+def submit_slurm(experiments, args, device):
+    stamp = f"{datetime.datetime.now():%Y%m%d-%H%M%S}"
+    sdir = os.path.abspath(os.path.join(args.work, "sweep", "slurm", stamp))
+    todo = [
+        run_dir for _, _, runs in experiments for run_dir, _, state in runs if not state.startswith("done")
+    ]
+    run_options = child_options(device)
+    resources = ([f"#SBATCH --gres=gpu:{args.gpus_per_run}"] if not device.get("cpu") else []) + [
+        f"#SBATCH --cpus-per-task={args.slurm_cpus or (device.get('threads') or 1 if device.get('cpu') else 4 * args.gpus_per_run)}"
+    ]
+    # the jobs import the package this sweep runs from (e.g. a checkout)
+    python_path = f"export PYTHONPATH={shlex.quote(tool_env()['PYTHONPATH'])}"
+    head = ["#!/bin/bash"] + resources
+    scripts = {}
+    if todo:
+        scripts["runs.txt"] = "".join(r + "\n" for r in todo)
+        scripts["runs.sbatch"] = (
+            "\n".join(
+                head
+                + [
+                    "#SBATCH --job-name=alt-runs",
+                    f"#SBATCH --array=0-{len(todo) - 1}",
+                    f"#SBATCH --output={sdir}/run-%A_%a.out",
+                    "set -euo pipefail",
+                    python_path,
+                    f'run=$(sed -n "$((SLURM_ARRAY_TASK_ID + 1))p" {shlex.quote(sdir)}/runs.txt)',
+                    f'exec {shlex.join(sweep_command("run-one"))} "$run" ' + shlex.join(run_options),
+                ]
+            )
+            + "\n"
+        )
+    if not args.no_finalize:
+        scripts["finalize.sbatch"] = (
+            "\n".join(
+                head
+                + [
+                    "#SBATCH --job-name=alt-finalize",
+                    f"#SBATCH --output={sdir}/finalize-%j.out",
+                    "set -euo pipefail",
+                    python_path,
+                    "exec "
+                    + shlex.join(
+                        sweep_command("finalize", *[exp_dir for exp_dir, _, _ in experiments], *run_options)
+                    ),
+                ]
+            )
+            + "\n"
+        )
+    extra = shlex.split(args.slurm_args or "")
+    if args.dry_run:
+        for name, text in scripts.items():
+            print(f"\n--- {sdir}/{name}\n{text}", end="")
+        print(
+            f"\nwould submit: sbatch --parsable {shlex.join(extra)} runs.sbatch; then "
+            "sbatch --dependency=afterok:<its id> finalize.sbatch"
+        )
+        return
+    os.makedirs(sdir)
+    for name, text in scripts.items():
+        with open(os.path.join(sdir, name), "w", encoding="utf-8") as f:
+            f.write(text)
+    sbatch = tool("sbatch")
+    job = None
+    if todo:
+        job = (
+            call([sbatch, "--parsable", *extra, os.path.join(sdir, "runs.sbatch")], tool_env(), what="sbatch")
+            .strip()
+            .split(";")[0]
+        )
+        print(f"submitted job array {job}: {len(todo)} runs ({sdir}/runs.txt)")
+    if "finalize.sbatch" in scripts:
+        dependency = [f"--dependency=afterok:{job}"] if job else []
+        final = (
+            call(
+                [sbatch, "--parsable", *extra, *dependency, os.path.join(sdir, "finalize.sbatch")],
+                tool_env(),
+                what="sbatch",
+            )
+            .strip()
+            .split(";")[0]
+        )
+        print(f"submitted finalize job {final}" + (f" (after {job})" if job else ""))

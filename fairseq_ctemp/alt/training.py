@@ -1,0 +1,198 @@
+"""Training one run with fairseq-train: its log read back (validations, patience, the update it
+resumes from), its checkpoints (interval checkpoints, an interrupted copy repaired, those of the
+last validations), and fairseq-train itself with the patience of a resumed run restored."""
+
+import glob
+import logging
+import os
+import re
+import shutil
+import sys
+import zipfile
+
+from .. import logs
+from .common import RunFailed, say
+
+SAVED = re.compile(r"Saved checkpoint \S+ \(epoch \d+ @ (\d+) updates")
+
+
+def validations(run_dir):
+    """The run's validations ("valid_bleu", "valid_num_updates", ...), one per update (the latest,
+    after a resume), oldest first."""
+    log = os.path.join(run_dir, "train.log")
+    return logs.by_update(logs.read(log, "valid"), "valid_num_updates") if os.path.exists(log) else []
+
+
+def training_steps(run_dir):
+    """The run's per-update records ("nll_loss", "entropy", "gnorm", ...), as validations()."""
+    log = os.path.join(run_dir, "train.log")
+    return logs.by_update(logs.read(log, "train_inner"), "num_updates") if os.path.exists(log) else []
+
+
+def training_summary(run_dir, patience):
+    log = os.path.join(run_dir, "train.log")
+    text = open(log, encoding="utf-8", errors="replace").read() if os.path.exists(log) else ""
+    valid = [r for r in validations(run_dir) if "valid_bleu" in r]
+    reason = (
+        "early stop"
+        if "early stop since valid performance hasn't improved" in text
+        else "max update"
+        if "Stopping training due to num_updates" in text
+        else "max epoch / other"
+    )
+    best = max(valid, key=lambda r: r["valid_bleu"]) if valid else None
+    return {
+        "num_updates": int(valid[-1]["valid_num_updates"]) if valid else 0,
+        "stop_reason": reason,
+        "patience": patience,
+        "validations": len(valid),
+        "best_valid_bleu": best["valid_bleu"] if best else None,
+        "best_valid_update": int(best["valid_num_updates"]) if best else None,
+        "valid_bleu": [[int(r["valid_num_updates"]), r["valid_bleu"]] for r in valid],
+    }
+
+
+def last_saved_update(run_dir, log_text):
+    """The update a resumed run starts from. fairseq logs "Saved checkpoint" only after copying
+    checkpoint_<e>_<u>.pt to checkpoint_last.pt, so after a kill during that copy the newest interval
+    checkpoint (which repair_last_checkpoint resumes from) is not in the log yet."""
+    found = [int(u) for u in SAVED.findall(log_text)][-1:]
+    found += [int(re.search(r"_(\d+)\.pt$", p).group(1)) for p in interval_checkpoints(run_dir)[-1:]]
+    return max(found) if found else None
+
+
+def patience_state(run_dir):
+    """(best BLEU, validations since it) over the validations up to checkpoint_last.pt's update,
+    so that a resumed run stops where an uninterrupted one would (fairseq keeps this in memory)."""
+    log = os.path.join(run_dir, "train.log")
+    text = open(log, encoding="utf-8", errors="replace").read()
+    last = last_saved_update(run_dir, text)
+    if last is None:
+        return None
+    best, since = None, 0
+    for record in validations(run_dir):
+        if record["valid_num_updates"] > last or "valid_bleu" not in record:
+            continue
+        if best is None or record["valid_bleu"] > best:
+            best, since = record["valid_bleu"], 0
+        else:
+            since += 1
+    return (last, best, since) if best is not None else None
+
+
+SAVED_FILE = re.compile(r"Saved checkpoint (\S+) \(epoch \d+ @ (\d+) updates")
+
+
+def last_validation_checkpoints(run_dir, n):
+    """The checkpoints of the run's last n validations, oldest first: checkpoint_E_U.pt by its
+    name; checkpointE.pt (fairseq's name for a save at an epoch end) and checkpoint_last.pt by the
+    update their save was logged at. RunFailed, naming what is missing, if any has none."""
+    log = os.path.join(run_dir, "train.log")
+    updates = [int(r["valid_num_updates"]) for r in validations(run_dir)][-n:]
+    if len(updates) < n:
+        raise RunFailed(
+            f"averaging needs the checkpoints of the last {n} validations (--average), but "
+            f"{os.path.basename(run_dir)} validated {len(updates)} time(s): train longer "
+            "(--max-update) or use a smaller --average in a new --work"
+        )
+    saved_at = {}  # file name -> update of its latest save
+    with open(log, encoding="utf-8", errors="replace") as f:
+        for path, update in SAVED_FILE.findall(f.read()):
+            saved_at[os.path.basename(path)] = saved_at["checkpoint_last.pt"] = int(update)
+    found = {}
+    for path in interval_checkpoints(run_dir):
+        found[int(re.search(r"_(\d+)\.pt$", path).group(1))] = path
+    for name in sorted(saved_at, key=lambda name: name == "checkpoint_last.pt"):  # named ones first
+        path = os.path.join(run_dir, name)
+        if re.fullmatch(r"checkpoint(\d+|_last)\.pt", name) and os.path.exists(path):
+            found.setdefault(saved_at[name], path)
+    missing = [u for u in updates if u not in found]
+    if missing:
+        raise RunFailed(
+            f"no checkpoint of the validation(s) at update(s) {', '.join(map(str, missing))} "
+            f"in {run_dir}: refusing to average fewer than the last {n} validations "
+            f"(updates {', '.join(map(str, updates))})"
+        )
+    return [found[u] for u in updates]
+
+
+def interval_checkpoints(run_dir):
+    """checkpoint_<epoch>_<update>.pt, oldest first."""
+    return sorted(
+        glob.glob(os.path.join(run_dir, "checkpoint_*_*.pt")),
+        key=lambda p: int(re.search(r"_(\d+)\.pt$", p).group(1)),
+    )
+
+
+def repair_last_checkpoint(run_dir):
+    """fairseq writes checkpoint_<e>_<u>.pt atomically, then copies it to checkpoint_last.pt (not
+    atomically): after a kill during that copy, resume from the newest interval checkpoint."""
+    found = interval_checkpoints(run_dir)
+    last = os.path.join(run_dir, "checkpoint_last.pt")
+    if not found:
+        return
+    newest = found[-1]
+    # torch.save writes a zip archive: a truncated copy has no valid end of archive
+    if (
+        os.path.exists(last)
+        and zipfile.is_zipfile(last)
+        and os.path.getmtime(last) >= os.path.getmtime(newest)
+    ):
+        return
+    say(
+        f"{os.path.basename(run_dir)}: checkpoint_last.pt is missing, incomplete or older than "
+        f"{os.path.basename(newest)} (interrupted save): resuming from the latter"
+    )
+    tmp = last + ".repair"
+    shutil.copyfile(newest, tmp)
+    os.replace(tmp, last)
+
+
+def fairseq_train(argv):
+    """fairseq-train with the early-stopping state of a resumed run restored (single process;
+    fairseq's own distributed training starts fresh processes, which count anew) and every
+    validation's checkpoint kept under its interval name (save_epoch_end_validations)."""
+    from fairseq import checkpoint_utils
+    from fairseq_cli import train
+
+    # fairseq-train's log format (the recipes read it back): fairseq_cli.train sets it when imported
+    # first, but importing the plugin imported fairseq, which set another one.
+    logging.basicConfig(
+        format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
+        datefmt="%Y-%m-%d %H:%M:%S",
+        level=os.environ.get("LOGLEVEL", "INFO").upper(),
+        stream=sys.stdout,
+        force=True,
+    )
+    save_epoch_end_validations(checkpoint_utils)
+    if os.environ.get("ALT_PATIENCE_BEST"):
+        train.should_stop_early.best = float(os.environ["ALT_PATIENCE_BEST"])
+        train.should_stop_early.num_runs = int(os.environ["ALT_PATIENCE_RUNS"])
+    sys.argv = ["fairseq-train"] + argv
+    train.cli_main()
+
+
+def save_epoch_end_validations(checkpoint_utils):
+    """fairseq names a save at an epoch end checkpointE.pt (with --no-epoch-checkpoints: not at all)
+    even when it is an interval save; copy it to checkpoint_E_U.pt like every other validation's,
+    so that the last --average validations all have their checkpoint."""
+    original = checkpoint_utils.save_checkpoint
+
+    def save_checkpoint(cfg, trainer, epoch_itr, val_loss):
+        result = original(cfg, trainer, epoch_itr, val_loss)
+        updates, last = trainer.get_num_updates(), os.path.join(cfg.save_dir, "checkpoint_last.pt")
+        if (
+            epoch_itr.end_of_epoch()
+            and cfg.save_interval_updates > 0
+            and updates > 0
+            and updates % cfg.save_interval_updates == 0
+            and trainer.should_save_checkpoint_on_current_rank
+            and not cfg.no_save
+            and os.path.exists(last)
+        ):
+            target = os.path.join(cfg.save_dir, f"checkpoint_{epoch_itr.epoch}_{updates}.pt")
+            shutil.copy2(last, target + ".part")  # same mtime: not "newer than checkpoint_last.pt"
+            os.replace(target + ".part", target)
+        return result
+
+    checkpoint_utils.save_checkpoint = save_checkpoint

@@ -1,0 +1,60 @@
+"""Tables and plots of ALT sweeps (ctemp-alt-sweep), shaped like the paper's.
+
+    ctemp-alt-results [--work runs/alt] [--out WORK/results]
+
+Writes OUT/ (regenerated as a whole, replaced only once complete; an existing OUT is replaced only
+if this tool wrote it, as its .alt_results file records, and holds nothing else):
+  alt_results.md   every table below, the plots, sacrebleu signatures, what is missing
+  table1.csv       per direction: T_opt (by dev greedy BLEU), greedy and tuned-beam BLEU of T_opt
+                   and of T=1, paired bootstrap p-values, greedy / beam 4 / beam 10 decoding seconds
+  table34.csv      per direction: the best greedy BLEU (picked on dev) with softmax tempering,
+                   label smoothing and SEM alone and combined (the paper's Tables 3 and 4)
+  runs.csv         every run: T, LS, SEM, updates, stop reason, dev/test greedy and beam BLEU, chrF
+  bleu_vs_T.<experiment>.png     greedy and beam BLEU against T (Figure 1), per LS/SEM group
+  bleu_vs_LS.<experiment>.png, bleu_vs_SEM.<experiment>.png   (when swept; Figures 2 and 3)
+  curves.<experiment>.png        learning curves: validation BLEU, dev and train NLL against updates
+  entropy.<experiment>.png       training entropy of softmax(D/T) and of softmax(D) (Figure 4)
+  gnorm.<experiment>.png         training gradient norm (Figure 5)
+Numbers are on the test set when the data has one, else on dev (marked "dev").
+"""
+
+import argparse
+import glob
+import os
+
+from ..alt.common import AltError, run_main, say
+from ..alt.results import check_out, load, markdown_table, replace_dir, report
+
+
+def main(argv=None):
+    """ctemp-alt-results (python -m fairseq_ctemp.cli.alt_results)."""
+    return run_main(results_main, argv)
+
+
+def results_main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="ctemp-alt-results",
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--work", default=os.environ.get("ALT_WORK", "runs/alt"), help="(env ALT_WORK)")
+    parser.add_argument(
+        "--out", help="default WORK/results; an existing one is replaced only if this tool wrote it"
+    )
+    args = parser.parse_args(argv)
+    out = os.path.abspath(args.out or os.path.join(args.work, "results"))
+    check_out(out)
+    experiments = load(args.work)
+    if not experiments:
+        raise AltError(f"no sweep in {args.work}/sweep: run ctemp-alt-sweep (examples/alt/sweep.sh) first")
+    header, rows = replace_dir(out, lambda tmp: report(experiments, tmp))
+    print(markdown_table(header, rows) if rows else "no finished direction yet (see runs.csv)")
+    say(
+        f"wrote {out}/alt_results.md, table1.csv, table34.csv, runs.csv and "
+        f"{len(glob.glob(os.path.join(out, '*.png')))} plots"
+    )
+
+
+if __name__ == "__main__":
+    main()

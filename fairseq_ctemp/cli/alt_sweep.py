@@ -1,0 +1,217 @@
+"""Softmax-tempering sweeps on ALT: train (tempered_ce, validation BLEU, early stopping) -> average
+the last checkpoints -> greedy and beam at the training temperature, then per direction T_opt,
+beam/length-penalty tuning, significance and decoding speed. Resumable; CPU, GPUs or SLURM.
+The presets: fairseq_ctemp.alt.presets.PRESETS.
+
+    ctemp-alt-sweep run en-vi [vi-en ...] [--preset base|small|mini] [--temperatures 1,2,3]
+                    [--label-smoothing 0.1] [--sem-weights 0] [--jobs N] [--gpus 0,1 [--gpus-per-run G]]
+                    [--slurm] [--dry-run] [-- extra fairseq-train options]
+    ctemp-alt-sweep run-one RUN_DIR [--cpu] [--threads K] [--gpus-per-run G]   (one run; SLURM tasks)
+    ctemp-alt-sweep finalize EXPERIMENT_DIR... [--cpu]                        (T_opt etc.; after the runs)
+
+Layout: WORK/sweep/<src>-<tgt>.<preset>.<data tag>/ (an "experiment": experiment.json) with one
+directory per run, T<T>-ls<eps>-sem<w>/ : config.json (its fairseq-train options), train.log
+(fairseq's json log; appended on resume), checkpoints, train.json (how training ended),
+checkpoint_avg.pt, eval/<valid|test>/ (ctemp-greedy-vs-beam: greedy and beam --eval-beam) and
+run.json, written last. final/ holds T_opt's and T=1's tuned beam (dev grid), the significance tests
+and the greedy / beam 4 / beam 10 timings; final.json is written last.
+
+Resuming: run the same command again. Finished runs (run.json) are skipped, an interrupted run
+resumes from its checkpoint_last.pt (fairseq) with the early-stopping count restored from its log,
+interrupted averaging/decoding is redone from scratch, and every result file appears only complete.
+A run directory is locked while a process works on it, so two sweeps never run the same run; the
+processes a sweep starts die with it (even by kill -9). A run whose options differ from what its
+directory was started with is refused. Every option is checked before anything is written.
+"""
+
+import argparse
+import contextlib
+import json
+import os
+import shlex
+import sys
+
+from ..alt.children import Tee, die_with_parent, stopping_children
+from ..alt.common import AltError, RunFailed, run_main, say
+from ..alt.finalize import finalize
+from ..alt.presets import MAX_LEN, PRESETS
+from ..alt.runs import run_one
+from ..alt.sweep import execute_local, plan, print_plan, submit_slurm
+from ..alt.training import fairseq_train
+
+
+def float_list(text):
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+
+
+def int_list(text):
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def main(argv=None):
+    """ctemp-alt-sweep (python -m fairseq_ctemp.cli.alt_sweep)."""
+    return run_main(sweep_main, argv)
+
+
+def sweep_main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] in (["fairseq-train"], ["run-one"], ["finalize"]):
+        die_with_parent()  # started by a sweep: stop with it
+    if argv[:1] == ["fairseq-train"]:
+        return fairseq_train(argv[1:])
+    own, extra = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
+    parser = argparse.ArgumentParser(
+        prog="ctemp-alt-sweep",
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    def device_options(p):
+        p.add_argument("--cpu", action="store_true", help="train and decode on CPU")
+        p.add_argument("--threads", type=int, help="OMP/MKL threads per run (mini: 1)")
+        p.add_argument("--fp16", action="store_true", help="fairseq --fp16 (GPUs)")
+
+    p = commands.add_parser("run", help="plan, train, decode, finalize (or --dry-run / --slurm)")
+    p.add_argument("directions", nargs="+", metavar="DIRECTION", help="e.g. en-vi vi-en")
+    p.add_argument("--work", default=os.environ.get("ALT_WORK", "runs/alt"), help="(env ALT_WORK)")
+    p.add_argument("--preset", choices=sorted(PRESETS), default="base")
+    p.add_argument(
+        "--temperatures", type=float_list, help="default: the paper's 1,1.2,...,2,3,4,5,10 (mini: 1,2,3,4,5)"
+    )
+    p.add_argument(
+        "--label-smoothing", type=float_list, default=[0.1], help="e.g. 0,0.05,0.1,...,0.5 (default 0.1)"
+    )
+    p.add_argument("--sem-weights", type=float_list, default=[0.0], help="e.g. 0,0.1,0.3,0.5 (default 0)")
+    p.add_argument(
+        "--primary-label-smoothing",
+        type=float,
+        default=0.1,
+        help="the LS of the Table 1 comparison (T_opt vs T=1; default 0.1)",
+    )
+    p.add_argument("--primary-sem-weight", type=float, default=0.0)
+    p.add_argument("--subwords", choices=("spm", "bpe"), default="spm", help="which prepared data")
+    p.add_argument("--vocab", type=int, default=8192, help="which prepared data")
+    p.add_argument("--train-subset", type=int, help="which prepared data")
+    p.add_argument("--seed", type=int, default=1)
+    for name, kind, what in (
+        ("interval", int, "validate (BLEU) and save every N updates"),
+        ("patience", int, "stop after N validations without improvement"),
+        ("average", int, "average the last N interval checkpoints"),
+        ("max-update", int, "cap on updates (mini: 8000; 0: none)"),
+        ("eval-beam", int, "beam of every run's beam decoding (4)"),
+        ("log-interval", int, "fairseq --log-interval"),
+        ("decode-batch", int, "fairseq-generate --batch-size"),
+    ):
+        p.add_argument(f"--{name}", type=kind, help=f"{what} (default: the preset's)")
+    p.add_argument("--grid-beams", type=int_list, help="dev grid for T_opt and T=1 (base: 2,4,...,12)")
+    p.add_argument("--grid-lenpens", type=float_list, help="(base: 0.6,0.7,...,1.4)")
+    p.add_argument("--speed-beams", type=int_list, help="beams timed against greedy (4,10)")
+    p.add_argument(
+        "--decode-args", help=f"fairseq-generate options for every decoding (default: {shlex.join(MAX_LEN)})"
+    )
+    p.add_argument(
+        "--sacrebleu-tokenize", help="default by target language: zh, ja-mecab/char, char (th lo km), 13a"
+    )
+    p.add_argument("--jobs", type=int, default=1, help="runs at a time on CPU")
+    p.add_argument("--gpus", help="GPU ids for local runs, e.g. 0,1,2,3 (one run per --gpus-per-run GPUs)")
+    p.add_argument(
+        "--gpus-per-run", type=int, default=1, help="GPUs per run (> 1: fairseq's own distributed training)"
+    )
+    p.add_argument("--slurm", action="store_true", help="submit a job array (+ finalize job) with sbatch")
+    p.add_argument("--slurm-args", help='extra sbatch options, e.g. "--partition gpu --time 24:00:00"')
+    p.add_argument("--slurm-cpus", type=int, help="--cpus-per-task of each job")
+    p.add_argument(
+        "--slurm-cpu",
+        dest="slurm_gpus",
+        action="store_false",
+        help="SLURM jobs on CPU nodes (default: one node's GPUs, --gpus-per-run)",
+    )
+    p.add_argument("--dry-run", action="store_true", help="print the plan and commands; start nothing")
+    p.add_argument("--no-finalize", action="store_true", help="runs only")
+    device_options(p)
+    p.set_defaults(slurm_gpus=None)
+    p = commands.add_parser("run-one", help="one run (what the SLURM array tasks call)")
+    p.add_argument("run_dir")
+    p.add_argument("--gpus-per-run", type=int, default=1)
+    device_options(p)
+    p = commands.add_parser("finalize", help="T_opt, tuning, significance, speed of experiments")
+    p.add_argument("exp_dirs", nargs="+", metavar="EXPERIMENT_DIR")
+    p.add_argument("--gpus-per-run", type=int, default=1)
+    device_options(p)
+    args = parser.parse_args(own)
+    if extra and args.command != "run":
+        parser.error("options after -- (for fairseq-train) only go with `run`")
+
+    if args.command == "run-one":
+        device = {
+            "cpu": args.cpu,
+            "threads": args.threads,
+            "fp16": args.fp16,
+            "gpus_per_run": args.gpus_per_run,
+        }
+        try:
+            with stopping_children():
+                result = run_one(args.run_dir, device)
+        except RunFailed as e:
+            raise AltError(str(e)) from None
+        print(json.dumps(result["eval"], indent=2))
+        return
+    if args.command == "finalize":
+        device = {
+            "cpu": args.cpu,
+            "threads": args.threads,
+            "fp16": args.fp16,
+            "gpus_per_run": args.gpus_per_run,
+        }
+        failed = []
+        for exp_dir in args.exp_dirs:  # all checked before any writes its final.log
+            if not os.path.isfile(os.path.join(exp_dir, "experiment.json")):
+                raise AltError(
+                    f"EXPERIMENT_DIR {exp_dir} has no experiment.json: give a directory "
+                    "WORK/sweep/<direction>.<preset>.<data> made by `ctemp-alt-sweep run`"
+                )
+        for exp_dir in args.exp_dirs:
+            with open(
+                os.path.join(exp_dir, "final.log"), "a", encoding="utf-8"
+            ) as log, contextlib.redirect_stderr(Tee(sys.stderr, log)), stopping_children():
+                try:
+                    finalize(exp_dir, device)
+                except RunFailed as e:
+                    failed.append(exp_dir)
+                    say(f"{os.path.basename(os.path.abspath(exp_dir))}: finalize failed: {e}")
+        if failed:
+            raise AltError(f"finalize failed for {', '.join(failed)}")
+        return
+
+    args.fairseq_args = extra
+    if args.slurm and args.gpus:
+        parser.error("--gpus is for local runs; with --slurm each job gets --gpus-per-run GPUs from SLURM")
+    preset = PRESETS[args.preset]
+    on_cpu = args.cpu or (not args.gpus and not args.slurm) or (args.slurm and args.slurm_gpus is False)
+    device = {
+        "cpu": on_cpu,
+        "threads": args.threads or (preset["threads"] if on_cpu else None),
+        "fp16": args.fp16,
+        "gpus_per_run": args.gpus_per_run,
+    }
+    experiments = plan(args)
+    print_plan(experiments, args, device)
+    if args.slurm:
+        return submit_slurm(experiments, args, device)
+    if args.dry_run:
+        return
+    with stopping_children():
+        execute_local(experiments, args, device)
+    print("\nall runs done; tables and plots: ctemp-alt-results --work " + args.work)
+
+
+if __name__ == "__main__":
+    main()
