@@ -301,7 +301,7 @@ def test_bf16_keeps_its_tpu_where_torch_xla_is_installed(monkeypatch):
     from fairseq_ctemp import compat
 
     cfg = SimpleNamespace(common=SimpleNamespace(bf16=True, tpu=True))
-    assert compat.bf16_is_not_tpu(cfg).common.tpu is False  # this machine has no torch_xla
+    assert compat.bf16_is_not_tpu(cfg).common.tpu is False  # no torch_xla installed
     find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: name == "torch_xla" or find_spec(name))
     cfg.common.tpu = True

@@ -14,7 +14,7 @@ import torch
 from conftest import REPO
 
 BENCH_DIR = os.path.join(REPO, "benchmarks")
-NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device")
+NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present")
 
 
 @pytest.fixture
