@@ -75,3 +75,19 @@ def test_too_few_checkpoints_below_the_bound_is_an_error(checkpoints, tmp_path, 
     assert exit_.value.code == 2
     assert f"found 2 checkpoint_E_U.pt files in {checkpoints}, need 3" in capsys.readouterr().err
     assert not (tmp_path / "avg.pt").exists()
+
+
+def test_the_average_gets_the_mode_of_an_ordinary_file(checkpoints, tmp_path):
+    """Written under a private temporary name, the average still ends with the mode the umask gives
+    any new file (not mkstemp's 0600), like the checkpoints fairseq writes next to it."""
+    import os
+
+    old = os.umask(0o022)
+    try:
+        output = tmp_path / "avg.pt"
+        average_checkpoints.main(
+            ["--inputs", str(checkpoints), "--num-epoch-checkpoints", "2", "--output", str(output)]
+        )
+    finally:
+        os.umask(old)
+    assert output.stat().st_mode & 0o777 == 0o644

@@ -190,6 +190,7 @@ def write_average(paths, output, allow_mixed=False):
     try:
         with os.fdopen(fd, "wb") as f:
             torch.save(state, f)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 -> the mode an ordinary file gets
         if os.path.lexists(output):  # appeared while averaging
             raise AverageError(f"--output {output} appeared while averaging; not replacing it")
         os.replace(tmp, output)  # never leave a half-written average behind
@@ -197,6 +198,12 @@ def write_average(paths, output, allow_mixed=False):
         if os.path.exists(tmp):
             os.remove(tmp)
     print(f"wrote {output}", file=sys.stderr)
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def main(argv=None):
