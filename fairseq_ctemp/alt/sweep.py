@@ -24,18 +24,43 @@ from .common import (
     direction,
     fmt,
     prepared,
+    read_config,
     read_json,
     say,
     tool,
     tool_env,
     write_json,
 )
-from .presets import MAX_LEN, PRESETS
+from .finalize import pending as finalize_pending
+from .presets import DEFAULT_VARIANT, MAX_LEN, PRESETS, VARIANTS, variant_model
 from .training import last_saved_update
 
 
-def run_name(t, ls, sem):
-    return f"T{fmt(t)}-ls{fmt(ls)}-sem{fmt(sem)}"
+def run_name(t, ls, sem, variant=DEFAULT_VARIANT):
+    """T1-ls0.1-sem0 for the preset's Transformer (the names of sweeps before variants), else with
+    the variant first: ct_transformer-T1-ls0.1-sem0."""
+    name = f"T{fmt(t)}-ls{fmt(ls)}-sem{fmt(sem)}"
+    return name if variant == DEFAULT_VARIANT else f"{variant}-{name}"
+
+
+def experiment_dir(work, src, tgt, preset, tag, seed):
+    """WORK/sweep/<src>-<tgt>.<preset>.<tag> for seed 1, with .seed<N> for another seed; a
+    directory of an older version, which kept one seed per WORK under the plain name, is used for
+    the seed its runs were trained with."""
+    base = os.path.abspath(os.path.join(work, "sweep", f"{src}-{tgt}.{preset}.{tag}"))
+    named = f"{base}.seed{seed}"
+    if seed == 1 or (not os.path.exists(named) and experiment_seed(base) == seed):
+        return base
+    return named
+
+
+def experiment_seed(exp_dir):
+    """The --seed of the runs in an experiment directory (None: no run yet)."""
+    for name in sorted(os.listdir(exp_dir)) if os.path.isdir(exp_dir) else []:
+        config = read_config(os.path.join(exp_dir, name, "config.json"))
+        if config is not None:
+            return config["seed"]
+    return None
 
 
 # fairseq-train options the sweep sets itself (after --, fairseq would silently take the last one)
@@ -51,6 +76,8 @@ SWEEP_TRAIN_OPTIONS = {
     "--target-lang": "the direction",
     "-t": "the direction",
     "--seed": "--seed",
+    "--arch": "--preset and --variants",
+    "--attention-temperature": "--variants",
     "--patience": "--patience",
     "--max-update": "--max-update",
     "--validate-interval-updates": "--interval",
@@ -82,8 +109,15 @@ DECODING_OPTIONS = (
 
 def check_settings(args, preset):
     """Every option of a sweep, including those only used after training (decoding, finalize),
-    checked before anything is written or started. Returns (temperatures, scalar settings)."""
-    temperatures = args.temperatures or preset["temperatures"]
+    checked before anything is written or started. Returns (temperatures, scalar settings, variants)."""
+    variants = list(dict.fromkeys(args.variants or [DEFAULT_VARIANT]))
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown or not variants:
+        raise AltError(
+            f"--variants: unknown {', '.join(unknown) or 'empty list'}; choose from {', '.join(VARIANTS)}"
+        )
+    tempered = DEFAULT_VARIANT in variants
+    temperatures = args.temperatures or (preset["temperatures"] if tempered else [1.0])
     low, high = TEMPERATURE_RANGE
     for option, values, ok, allowed in (
         (
@@ -147,7 +181,11 @@ def check_settings(args, preset):
             f"--grid-lenpens must be finite numbers > 0, got "
             f"{','.join(map(fmt, scalar['grid_lenpens'])) or 'none'}"
         )
-    check_finalize_group(args, temperatures)
+    seeds = args.seeds or [1]
+    if any(seed < 0 for seed in seeds) or len(set(seeds)) < len(seeds):
+        raise AltError(f"--seed must be distinct integers >= 0, got {','.join(map(str, seeds))}")
+    check_variants(args, variants, temperatures)
+    check_finalize_group(args, temperatures, variants)
     check_decoding_options(args)
     for option in (arg.split("=")[0] for arg in args.fairseq_args):
         if option in SWEEP_TRAIN_OPTIONS:
@@ -155,14 +193,53 @@ def check_settings(args, preset):
                 f"{option} after -- is set by the sweep ({SWEEP_TRAIN_OPTIONS[option]}); "
                 "fairseq would silently use one value for every run"
             )
-    return temperatures, scalar
+    return temperatures, scalar, variants
 
 
-def check_finalize_group(args, temperatures):
-    """finalize compares T=1 with the other temperatures at the primary LS / SEM: the sweep must
-    train them (else --no-finalize)."""
+def check_variants(args, variants, temperatures):
+    """Each variant's architecture is registered; only the transformer variant is tempered (every
+    other is trained once, at T=1, the primary label smoothing and SEM weight)."""
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    for variant in variants:
+        arch = variant_model(variant, args.preset)[1]
+        if arch not in ARCH_MODEL_REGISTRY:
+            raise AltError(
+                f"--variants {variant}: --arch {arch} (preset {args.preset}) is not registered by this "
+                f"fairseq-ctemp; leave {variant} out"
+            )
+    untempered = [v for v in variants if v != DEFAULT_VARIANT]
+    if not untempered:
+        return
+    others = [fmt(t) for t in temperatures if fmt(t) != "1"]
+    if others and DEFAULT_VARIANT not in variants:
+        raise AltError(
+            f"--temperatures {','.join(map(fmt, temperatures))}: {', '.join(untempered)} "
+            f"{'trains' if len(untempered) == 1 else 'train'} at T=1 only (a fixed T is softmax tempering of the transformer variant; ct_transformer learns its "
+            "temperature): give --temperatures 1, or add transformer to --variants"
+        )
+    if "1" not in map(fmt, temperatures):
+        raise AltError(
+            f"--variants {','.join(untempered)} train at T=1: add 1 to --temperatures "
+            f"{','.join(map(fmt, temperatures))}"
+        )
+    if "ct_transformer" in variants and args.primary_sem_weight != 0:
+        raise AltError(
+            f"--variants ct_transformer: ct_cross_entropy has no SEM term, but its run would be at "
+            f"--primary-sem-weight {fmt(args.primary_sem_weight)}: use --primary-sem-weight 0"
+        )
+
+
+def check_finalize_group(args, temperatures, variants=(DEFAULT_VARIANT,)):
+    """finalize compares T=1 with the other temperatures at the primary LS / SEM, and every other
+    variant with T=1: the sweep must train them (else --no-finalize)."""
     if args.no_finalize:
         return
+    if DEFAULT_VARIANT not in variants:
+        raise AltError(
+            f"finalize compares {','.join(variants)} with the T=1 transformer: add transformer to "
+            "--variants (its finished runs are reused, not trained again), or pass --no-finalize"
+        )
     for option, value, values, listed in (
         (
             "--primary-label-smoothing",
@@ -177,7 +254,7 @@ def check_finalize_group(args, temperatures):
                 f"{option} {fmt(value)} is not among {listed} {','.join(map(fmt, values))}: finalize "
                 "could not run; add it, or pass --no-finalize"
             )
-    if "1" not in map(fmt, temperatures) or len(temperatures) < 2:
+    if "1" not in map(fmt, temperatures) or (len(temperatures) < 2 and len(variants) < 2):
         raise AltError(
             f"finalize compares T=1 with the other temperatures: --temperatures "
             f"{','.join(map(fmt, temperatures))} needs 1 and another T (or pass --no-finalize)"
@@ -215,10 +292,10 @@ def plan(args):
     a dry run; nothing is written unless everything is valid). Returns
     [(exp_dir, exp, [(run_dir, config, state)])]."""
     preset = PRESETS[args.preset]
-    temperatures, scalar = check_settings(args, preset)
+    temperatures, scalar, variants = check_settings(args, preset)
     tag = data_tag(args.subwords, args.vocab, args.train_subset)
     experiments, writes = [], {}
-    for text in args.directions:
+    for text, seed in [(text, seed) for text in args.directions for seed in args.seeds or [1]]:
         src, tgt = direction(text)
         ddir = os.path.abspath(data_dir(args.work, src, tgt, tag))
         data = prepared(ddir)
@@ -237,7 +314,7 @@ def plan(args):
                 "has_test": None,
                 "remove_bpe": "sentencepiece" if args.subwords == "spm" else "subword_nmt",
             }
-        exp_dir = os.path.abspath(os.path.join(args.work, "sweep", f"{src}-{tgt}.{args.preset}.{tag}"))
+        exp_dir = experiment_dir(args.work, src, tgt, args.preset, tag, seed)
         if any(exp_dir == e[0] for e in experiments):
             continue  # the direction given twice
         exp = {
@@ -254,21 +331,19 @@ def plan(args):
         }
         check_experiment(exp_dir, exp, writes)
         runs = []
-        for t in temperatures:
-            for ls in args.label_smoothing:
-                for sem in args.sem_weights:
-                    config = run_config(run_name(t, ls, sem), t, ls, sem, preset, scalar, data, args)
-                    run_dir = os.path.join(exp_dir, config["name"])
-                    old = read_json(os.path.join(run_dir, "config.json"))
-                    if old is not None and old != config:
-                        raise AltError(
-                            f"{run_dir} was started with other fairseq-train options:\n  "
-                            f"{shlex.join(old['train_args'])}\nnow:\n  {shlex.join(config['train_args'])}\n"
-                            "use another --work, or the options it was started with"
-                        )
-                    if old is None:
-                        writes[os.path.join(run_dir, "config.json")] = config
-                    runs.append((run_dir, config, run_state(run_dir)))
+        for variant, t, ls, sem in run_grid(args, temperatures, variants):
+            config = run_config(variant, t, ls, sem, seed, preset, scalar, data, args)
+            run_dir = os.path.join(exp_dir, config["name"])
+            old = read_config(os.path.join(run_dir, "config.json"))
+            if old is not None and old != config:
+                raise AltError(
+                    f"{run_dir} was started with other fairseq-train options:\n  "
+                    f"{shlex.join(old['train_args'])}\nnow:\n  {shlex.join(config['train_args'])}\n"
+                    "use another --work, or the options it was started with"
+                )
+            if old is None:
+                writes[os.path.join(run_dir, "config.json")] = config
+            runs.append((run_dir, config, run_state(run_dir)))
         experiments.append((exp_dir, dict(exp, data=ddir), runs))
     if not args.dry_run:
         for path, obj in writes.items():
@@ -293,8 +368,27 @@ def check_experiment(exp_dir, exp, writes):
         )
 
 
-def run_config(name, t, ls, sem, preset, scalar, data, args):
-    train_args = preset["train"] + [
+def run_grid(args, temperatures, variants):
+    """(variant, T, LS, SEM) of every run: the transformer variant at every T x LS x SEM, each other
+    variant once, at T=1 and the primary LS and SEM."""
+    grid = []
+    for variant in variants:
+        if variant == DEFAULT_VARIANT:
+            grid += [
+                (variant, t, ls, sem)
+                for t in temperatures
+                for ls in args.label_smoothing
+                for sem in args.sem_weights
+            ]
+        else:
+            grid.append((variant, 1.0, args.primary_label_smoothing, args.primary_sem_weight))
+    return grid
+
+
+def criterion_args(variant, t, ls, sem):
+    if VARIANTS[variant]["criterion"] == "ct_cross_entropy":
+        return ["--criterion", "ct_cross_entropy", "--label-smoothing", fmt(ls)]
+    return [
         "--criterion",
         "tempered_ce",
         "--softmax-temperature",
@@ -303,6 +397,13 @@ def run_config(name, t, ls, sem, preset, scalar, data, args):
         fmt(ls),
         "--sem-weight",
         fmt(sem),
+    ]
+
+
+def run_config(variant, t, ls, sem, seed, preset, scalar, data, args):
+    model = variant_model(variant, args.preset)[0]
+    train_args = model + preset["training"] + criterion_args(variant, t, ls, sem)
+    train_args += [
         "--eval-bleu",
         "--eval-bleu-args",
         json.dumps({"beam": 1, "max_len_a": float(MAX_LEN[1]), "max_len_b": int(MAX_LEN[3])}),
@@ -326,7 +427,7 @@ def run_config(name, t, ls, sem, preset, scalar, data, args):
         "1000000",
         "--no-epoch-checkpoints",
         "--seed",
-        str(args.seed),
+        str(seed),
         "--log-format",
         "json",
         "--log-interval",
@@ -336,7 +437,9 @@ def run_config(name, t, ls, sem, preset, scalar, data, args):
         train_args += ["--max-update", str(scalar["max_update"])]
     train_args += args.fairseq_args
     return {
-        "name": name,
+        "name": run_name(t, ls, sem, variant),
+        "variant": variant,
+        "seed": seed,
         "temperature": t,
         "label_smoothing": ls,
         "sem_weight": sem,
@@ -379,11 +482,23 @@ def print_plan(experiments, args, device):
             + f"; sacrebleu tokenize={exp['bleu_tokenize']}\n  {len(runs)} runs, {len(todo)} to do:"
         )
         for _, config, state in runs:
-            print(f"    {config['name']:<22} {state}")
-        if todo:
-            run_dir, config, _ = todo[0]
+            print(f"    {config['name']:<30} {state}")
+        variants = list(dict.fromkeys(config["variant"] for _, config, _ in runs))
+        if variants != [DEFAULT_VARIANT]:
+            others = [v for v in variants if v != DEFAULT_VARIANT]
             print(
-                f"  fairseq-train of {config['name']} (the others differ in T / LS / SEM):\n    "
+                f"  note: {', '.join(others)}: one run each, at T=1, label smoothing "
+                f"{fmt(exp['primary'][0])}, SEM {fmt(exp['primary'][1])}; only transformer is tempered "
+                "(--temperatures, --label-smoothing and --sem-weights are its grid)"
+            )
+        for variant in variants:
+            todo_of = [r for r in todo if r[1]["variant"] == variant]
+            if not todo_of:
+                continue
+            run_dir, config, _ = todo_of[0]
+            differ = " (the others differ in T / LS / SEM)" if variant == DEFAULT_VARIANT else ""
+            print(
+                f"  fairseq-train of {config['name']}{differ}:\n    "
                 + shlex.join(
                     [
                         "fairseq-train",
@@ -409,6 +524,12 @@ def print_plan(experiments, args, device):
             f"  then finalize: T_opt by dev greedy BLEU (LS {fmt(exp['primary'][0])}, SEM "
             f"{fmt(exp['primary'][1])}); beams {exp['grid_beams']} x lenpens {exp['grid_lenpens']} "
             f"on dev for T_opt and T=1; paired bootstrap; timing of beams {exp['speed_beams']}"
+            + (
+                f"; each of {', '.join(v for v in variants if v != DEFAULT_VARIANT)} against T=1 "
+                f"(greedy and beam {exp['eval_beam']}, paired bootstrap)"
+                if len(variants) > 1
+                else ""
+            )
         )
 
 
@@ -464,11 +585,7 @@ def execute_local(experiments, args, device):
     ]
     with concurrent.futures.ThreadPoolExecutor(max_workers=len(slots)) as pool:
         list(pool.map(lambda item: work(*item), todo))
-    pending = [
-        exp_dir
-        for exp_dir, _, _ in experiments
-        if not os.path.exists(os.path.join(exp_dir, "final", "final.json"))
-    ]
+    pending = [exp_dir for exp_dir, _, _ in experiments if finalize_pending(exp_dir)]
     if pending and not args.no_finalize:
         try:  # one process for all experiments (logs: EXPERIMENT/final.log)
             child(
