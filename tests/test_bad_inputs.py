@@ -427,6 +427,49 @@ CASES = [
         ["run", *SWEEP_OK, "--primary-label-smoothing", "0.2"],
         "--primary-label-smoothing 0.2 is not among --label-smoothing 0.1",
     ),
+    (
+        "sweep: unknown variant",
+        SWEEP,
+        ["run", *SWEEP_OK, "--variants", "transformer,gru"],
+        "--variants: unknown gru; choose from transformer, ct_transformer, sact_transformer, lstm, sact_lstm",
+    ),
+    (
+        "sweep: ct_transformer at T=2",
+        SWEEP,
+        ["run", *SWEEP_OK[:-2], "--variants", "ct_transformer", "--temperatures", "2"],
+        "--temperatures 2: ct_transformer trains at T=1 only",
+    ),
+    (
+        "sweep: a variant whose architecture is not registered",
+        SWEEP,
+        ["run", *SWEEP_OK, "--preset", "small", "--variants", "transformer,ct_transformer"],
+        "--variants ct_transformer: --arch ct_transformer_alt_small (preset small) is not registered",
+    ),
+    (
+        "sweep: ct_transformer with a SEM weight",
+        SWEEP,
+        ["run", *SWEEP_OK, "--variants", "transformer,ct_transformer", "--sem-weights", "0.1"]
+        + ["--primary-sem-weight", "0.1"],
+        "ct_cross_entropy has no SEM term",
+    ),
+    (
+        "sweep: a variant to finalize without the transformer",
+        SWEEP,
+        ["run", *SWEEP_OK[:-2], "--variants", "lstm"],
+        "finalize compares lstm with the T=1 transformer: add transformer to --variants",
+    ),
+    (
+        "sweep: a seed twice",
+        SWEEP,
+        ["run", *SWEEP_OK, "--seed", "1,2,1"],
+        "--seed must be distinct integers >= 0, got 1,2,1",
+    ),
+    (
+        "sweep: --arch after --",
+        SWEEP,
+        ["run", *SWEEP_OK, "--", "--arch", "lstm"],
+        "--arch after -- is set by the sweep (--preset and --variants)",
+    ),
     ("sweep: --patience 0", SWEEP, ["run", *SWEEP_OK, "--patience", "0"], "--patience must be >= 1, got 0"),
     ("sweep: --jobs 0", SWEEP, ["run", *SWEEP_OK, "--jobs", "0"], "--jobs must be >= 1, got 0"),
     (

@@ -82,7 +82,7 @@ def run_order(run):
 
 def tempered(runs):
     """The runs of the transformer variant (softmax tempering)."""
-    return [r for r in runs if r["variant"] == DEFAULT_VARIANT]
+    return [r for r in runs if r.get("variant", DEFAULT_VARIANT) == DEFAULT_VARIANT]
 
 
 def run_label(run):
@@ -401,7 +401,8 @@ def plots(e, out):
             ax.set_ylabel(f"{label[subset]} BLEU")
             ax.set_title(f"{e['name']}: {label[subset]}")
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=7)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=7)
         fig.tight_layout()
         fig.savefig(os.path.join(out, name), dpi=110)
         plt.close(fig)
@@ -446,7 +447,8 @@ def plots(e, out):
             ax.set_xlabel("updates")
             ax.set_ylabel(ylabel)
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=7)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=7)
         fig.suptitle(f"{e['name']} (LS {fmt(ls0)}, SEM {fmt(sem0)}): training batches")
         fig.tight_layout()
         fig.savefig(os.path.join(out, name), dpi=110)
@@ -492,7 +494,8 @@ def learning_curves(plt, e, group, logs, out):
         ax.set_xlabel("updates")
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
     ls0, sem0 = e["exp"]["primary"]
     fig.suptitle(f"{e['name']} (LS {fmt(ls0)}, SEM {fmt(sem0)}): learning curves (* best validation)")
     fig.tight_layout()

@@ -520,17 +520,26 @@ def print_plan(experiments, args, device):
             f"  then per run: average the last {exp['average']} checkpoints; greedy and beam "
             f"{exp['eval_beam']} on {shown}"
         )
-        print(
-            f"  then finalize: T_opt by dev greedy BLEU (LS {fmt(exp['primary'][0])}, SEM "
-            f"{fmt(exp['primary'][1])}); beams {exp['grid_beams']} x lenpens {exp['grid_lenpens']} "
-            f"on dev for T_opt and T=1; paired bootstrap; timing of beams {exp['speed_beams']}"
-            + (
-                f"; each of {', '.join(v for v in variants if v != DEFAULT_VARIANT)} against T=1 "
-                f"(greedy and beam {exp['eval_beam']}, paired bootstrap)"
-                if len(variants) > 1
-                else ""
+        ls0, sem0 = exp["primary"]
+        temperatures = {
+            c["temperature"]
+            for _, c, _ in runs
+            if c["variant"] == DEFAULT_VARIANT and (c["label_smoothing"], c["sem_weight"]) == (ls0, sem0)
+        }
+        steps = []
+        if len(temperatures) > 1:
+            steps.append(
+                f"T_opt by dev greedy BLEU (LS {fmt(ls0)}, SEM {fmt(sem0)}); beams {exp['grid_beams']} x "
+                f"lenpens {exp['grid_lenpens']} on dev for T_opt and T=1; paired bootstrap; timing of "
+                f"beams {exp['speed_beams']}"
             )
-        )
+        if len(variants) > 1:
+            steps.append(
+                f"each of {', '.join(v for v in variants if v != DEFAULT_VARIANT)} against T=1 (greedy "
+                f"and beam {exp['eval_beam']}, paired bootstrap)"
+            )
+        if steps:
+            print("  then finalize: " + "; ".join(steps))
 
 
 def gpu_slots(args):

@@ -55,10 +55,11 @@ def results_main(argv=None):
         raise AltError(f"no sweep in {args.work}/sweep: run ctemp-alt-sweep (examples/alt/sweep.sh) first")
     header, rows = replace_dir(out, lambda tmp: report(experiments, tmp))
     print(markdown_table(header, rows) if rows else "no finished direction yet (see runs.csv)")
+    written = ["table1.csv", "table34.csv", "runs.csv"] + (
+        ["variants.csv"] if os.path.exists(os.path.join(out, "variants.csv")) else []
+    )
     say(
-        f"wrote {out}/alt_results.md, table1.csv, table34.csv, runs.csv, "
-        + ("variants.csv, " if os.path.exists(os.path.join(out, "variants.csv")) else "")
-        + "and "
+        f"wrote {out}/alt_results.md, {', '.join(written)} and "
         f"{len(glob.glob(os.path.join(out, '*.png')))} plots"
     )
 
