@@ -774,6 +774,20 @@ CASES = [
         "--criterion ct_cross_entropy",
     ),
     (
+        "train: sact_transformer with lambda <= 1",
+        ["fairseq-train"],
+        [*TRAIN, "tempered_ce", "--arch", "sact_transformer_tiny", "--sact-lambda", "0.5"],
+        "fairseq-train: error: --sact-lambda must be a finite number > 1 (tau_t = lambda ** beta_t lies "
+        "in (1/lambda, lambda)), got 0.5",
+    ),
+    (
+        "train: sact_transformer with an option of another mode",
+        ["fairseq-train"],
+        [*TRAIN, "tempered_ce", "--arch", "sact_transformer_tiny", "--fixed-attention-temperature", "0.9"],
+        "fairseq-train: error: --fixed-attention-temperature is only used with --attention-temperature "
+        "fixed, not sact",
+    ),
+    (
         "train: tempered_ce with an adaptive softmax",
         ["fairseq-train"],
         [
