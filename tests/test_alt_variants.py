@@ -271,3 +271,96 @@ def test_every_variant_builds_its_model_and_criterion(work, variant):
         if variant == "ct_transformer"
         else "TemperedCrossEntropyCriterion"
     )
+
+
+def valid_pairs(work, n):
+    """The first n dev pairs of the prepared data, as subword tokens (what the models read)."""
+    from fairseq.data import Dictionary, data_utils
+
+    bin_dir = work / "data" / "en-vi.bpe200" / "bin"
+    pairs = []
+    for lang in ("en", "vi"):
+        d = Dictionary.load(str(bin_dir / f"dict.{lang}.txt"))
+        dataset = data_utils.load_indexed_dataset(str(bin_dir / f"valid.en-vi.{lang}"), d)
+        pairs.append([d.string(dataset[i][:-1]) for i in range(n)])
+    return bin_dir, list(zip(*pairs))
+
+
+def test_tau_per_target_token_of_the_variants(swept, tmp_path):
+    """ctemp-ct-analysis dump (--source) on the ct_transformer run: per target token the tau and
+    p of one teacher-forced batch equal those of step-by-step incremental decoding; ctemp-sact-heatmaps
+    on the sact_transformer run: a tau row per target token."""
+    import torch
+    from fairseq import checkpoint_utils
+
+    from fairseq_ctemp.cli import ct_analysis, sact_heatmaps
+
+    exp, (bin_dir, pairs) = swept["exp"], valid_pairs(swept["work"], 3)
+    (tmp_path / "src.txt").write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
+    (tmp_path / "tgt.txt").write_text("".join(t + "\n" for _, t in pairs), encoding="utf-8")
+    checkpoint = exp / RUNS[1] / "checkpoint_avg.pt"
+    run_main(
+        ct_analysis.main,
+        "dump",
+        "--path",
+        checkpoint,
+        "--data",
+        bin_dir,
+        "--source",
+        tmp_path / "src.txt",
+        "--text",
+        tmp_path / "tgt.txt",
+        "--output",
+        tmp_path / "tau.jsonl",
+        "--cpu",
+    )
+    rows = [json.loads(line) for line in (tmp_path / "tau.jsonl").read_text().splitlines()]
+    assert len(rows) == sum(len(t.split()) + 1 for _, t in pairs)
+
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)], {"data": str(bin_dir)})
+    model = models[0].eval()
+    src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
+    expected = []
+    with torch.no_grad():
+        for line, (source, target) in enumerate(pairs, 1):
+            src = torch.tensor([[src_dict.index(w) for w in source.split()] + [src_dict.eos()]])
+            encoder_out = model.encoder(src, src_lengths=torch.tensor([src.size(1)]))
+            targets = [tgt_dict.index(w) for w in target.split()] + [tgt_dict.eos()]
+            prev, state = [tgt_dict.eos()], {}
+            for pos, t in enumerate(targets, 1):
+                features, _ = model.decoder(
+                    torch.tensor([prev]), encoder_out=encoder_out, incremental_state=state
+                )
+                logp = model.decoder.get_normalized_probs((features, None), log_probs=True)[0, -1, t]
+                tau = model.decoder.output_head.temperatures(features)[0, -1, t]
+                expected.append((line, pos, tgt_dict[t], float(logp), float(tau)))
+                prev.append(t)
+    got = [(r["line"], r["pos"], r["target"], r["logp_target"], r["tau_target"]) for r in rows]
+    assert [g[:3] for g in got] == [e[:3] for e in expected]
+    assert [x for g in got for x in g[3:]] == pytest.approx([x for e in expected for x in e[3:]], abs=1e-4)
+    assert len({round(g[4], 6) for g in got}) > 1  # tau varies with the context
+
+    out = tmp_path / "sact"
+    (tmp_path / "src2.txt").write_text("".join(s + "\n" for s, _ in pairs[:2]), encoding="utf-8")
+    (tmp_path / "tgt2.txt").write_text("".join(t + "\n" for _, t in pairs[:2]), encoding="utf-8")
+    run_main(
+        sact_heatmaps.main,
+        bin_dir,
+        "--path",
+        exp / RUNS[2] / "checkpoint_avg.pt",
+        "--input",
+        tmp_path / "src2.txt",
+        "--references",
+        tmp_path / "tgt2.txt",
+        "--out-dir",
+        out,
+        "-s",
+        "en",
+        "-t",
+        "vi",
+    )
+    dumped = json.loads((out / "sact_attention.json").read_text())
+    for sentence, (_, target) in zip(dumped["sentences"], pairs):
+        assert sentence["target_tokens"][: len(target.split())] == target.split()
+        assert len(sentence["tau"]) == len(sentence["target_tokens"])
+    assert sorted(p.name for p in out.glob("*.png")) == ["sentence1.png", "sentence2.png"]
