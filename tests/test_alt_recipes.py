@@ -263,7 +263,7 @@ def test_recipe_end_to_end_with_interruption(corpora):
         "48",
     ]
     sweep = ["bash", os.path.join(ALT, "sweep.sh"), *options, "--", *TINY]
-    experiment = work / "sweep" / "vi-en.mini.bpe200.n52"
+    experiment = work / "sweep" / "vi-en.mini.bpe200.n52.seed2"  # --seed 2: its own directory
     first = experiment / "T1-ls0.1-sem0"
     plan = sweep_run(*options, "--dry-run", "--", *TINY).stdout.splitlines()
     command = shlex.split(
@@ -318,8 +318,12 @@ def test_recipe_end_to_end_with_interruption(corpora):
     proc = run_main(results_command.main, "--work", work)  # a sweep in progress
     assert "no finished direction yet" in proc.stdout
     runs_csv = (work / "results" / "runs.csv").read_text()
-    assert re.search(r"^vi-en\.mini\.bpe200\.n52,vi-en,1,0\.1,0,[1-9]\d*,\(not finished\),", runs_csv, re.M)
-    assert (work / "results" / "curves.vi-en.mini.bpe200.n52.png").exists()
+    assert re.search(
+        r"^vi-en\.mini\.bpe200\.n52\.seed2,vi-en,transformer,1,0\.1,0,2,[1-9]\d*,\(not finished\),",
+        runs_csv,
+        re.M,
+    )
+    assert (work / "results" / "curves.vi-en.mini.bpe200.n52.seed2.png").exists()
 
     # the killed run resumes alongside the others (this process runs the sweep: ctemp-alt-sweep run)
     proc = sweep_run(*options[:3], "--jobs", "2", *options[5:], "--", *TINY)
@@ -412,7 +416,7 @@ def test_recipe_end_to_end_with_interruption(corpora):
         *TINY,
     ]
     run(*ja_sweep)
-    ja_experiment = work / "sweep" / "en-ja.mini.spm20"
+    ja_experiment = work / "sweep" / "en-ja.mini.spm20.seed2"
     ja_final = json.loads((ja_experiment / "final" / "final.json").read_text())
     assert ja_final["scored_subset"] == "valid"  # no test split: dev, and it says so
     assert (ja_final["label_smoothing"], ja_final["sem_weight"]) == (0.3, 0.1)
@@ -436,7 +440,7 @@ def test_recipe_end_to_end_with_interruption(corpora):
     proc = run("bash", os.path.join(ALT, "results.sh"), "--work", work)
     out = work / "results"
     names = set(os.listdir(out))
-    for name in ("vi-en.mini.bpe200.n52", "en-ja.mini.spm20"):
+    for name in ("vi-en.mini.bpe200.n52.seed2", "en-ja.mini.spm20.seed2"):
         assert {
             f"bleu_vs_T.{name}.png",
             f"entropy.{name}.png",
@@ -469,7 +473,9 @@ def test_recipe_end_to_end_with_interruption(corpora):
         for name, t, n in (("Default", 1, "1"), ("Temp.", best_t, "2"))
     ]
     md = (out / "alt_results.md").read_text()
-    assert "Table 1" in md and "![entropy.vi-en.mini.bpe200.n52.png]" in md and "nrefs:1|case:mixed" in md
+    assert (
+        "Table 1" in md and "![entropy.vi-en.mini.bpe200.n52.seed2.png]" in md and "nrefs:1|case:mixed" in md
+    )
     assert "| vi-en |" in proc.stdout
 
 

@@ -427,6 +427,69 @@ CASES = [
         ["run", *SWEEP_OK, "--primary-label-smoothing", "0.2"],
         "--primary-label-smoothing 0.2 is not among --label-smoothing 0.1",
     ),
+    (
+        "sweep: unknown variant",
+        SWEEP,
+        ["run", *SWEEP_OK, "--variants", "transformer,gru"],
+        "--variants: unknown gru; choose from transformer, ct_transformer, sact_transformer, lstm, sact_lstm",
+    ),
+    (
+        "sweep: ct_transformer at T=2",
+        SWEEP,
+        ["run", *SWEEP_OK[:-2], "--variants", "ct_transformer", "--temperatures", "2"],
+        "--temperatures 2: ct_transformer learns its temperature and trains at T=1 only; allowed: "
+        "--temperatures 1",
+    ),
+    (
+        "sweep: ct_transformer beside tempered runs without T=1",
+        SWEEP,
+        ["run", *SWEEP_OK[:-2], "--variants", "transformer,ct_transformer", "--temperatures", "2,3"],
+        "--temperatures 2,3: ct_transformer trains at T=1 only; add 1 to --temperatures",
+    ),
+    (
+        "sweep: no variant",
+        SWEEP,
+        ["run", *SWEEP_OK, "--variants", ","],
+        "--variants: no variant given; choose from transformer, ct_transformer, sact_transformer, lstm, "
+        "sact_lstm",
+    ),
+    (
+        "sweep: sact_transformer of a preset without its architecture",
+        SWEEP,
+        ["run", *SWEEP_OK, "--preset", "small", "--variants", "transformer,sact_transformer"],
+        "--variants sact_transformer: --arch sact_transformer_alt_small (preset small) is not registered",
+    ),
+    (
+        "sweep: a variant whose architecture is not registered",
+        SWEEP,
+        ["run", *SWEEP_OK, "--preset", "small", "--variants", "transformer,ct_transformer"],
+        "--variants ct_transformer: --arch ct_transformer_alt_small (preset small) is not registered",
+    ),
+    (
+        "sweep: ct_transformer with a SEM weight",
+        SWEEP,
+        ["run", *SWEEP_OK, "--variants", "transformer,ct_transformer", "--sem-weights", "0.1"]
+        + ["--primary-sem-weight", "0.1"],
+        "--primary-sem-weight 0.1: ct_transformer trains with ct_cross_entropy, which has no SEM term",
+    ),
+    (
+        "sweep: a variant to finalize without the transformer",
+        SWEEP,
+        ["run", *SWEEP_OK[:-2], "--variants", "lstm"],
+        "finalize compares lstm with the T=1 transformer: add transformer to --variants",
+    ),
+    (
+        "sweep: a seed twice",
+        SWEEP,
+        ["run", *SWEEP_OK, "--seed", "1,2,1"],
+        "--seed must be distinct integers >= 0, got 1,2,1",
+    ),
+    (
+        "sweep: --arch after --",
+        SWEEP,
+        ["run", *SWEEP_OK, "--", "--arch", "lstm"],
+        "--arch after -- is set by the sweep (--preset and --variants)",
+    ),
     ("sweep: --patience 0", SWEEP, ["run", *SWEEP_OK, "--patience", "0"], "--patience must be >= 1, got 0"),
     ("sweep: --jobs 0", SWEEP, ["run", *SWEEP_OK, "--jobs", "0"], "--jobs must be >= 1, got 0"),
     (
@@ -784,6 +847,24 @@ CASES = [
             "{root}/o.tsv",
         ],
         "--text {root}/lm-text/latin1.txt: line 1 is not UTF-8",
+    ),
+    (
+        "ct_analysis: --source of another length than --text",
+        ct_analysis,
+        [
+            "dump",
+            "--path",
+            "{ckpt}/a.pt",
+            "--data",
+            "{toy}/bin",
+            "--source",
+            "{toy}/raw/train.src",
+            "--text",
+            "{toy}/raw/test.tgt",
+            "--output",
+            "{root}/o.tsv",
+        ],
+        "--source {toy}/raw/train.src has 800 lines, --text {toy}/raw/test.tgt 80: line N of one must be",
     ),
     (
         "ct_analysis: empty checkpoint",

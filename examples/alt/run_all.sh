@@ -5,7 +5,8 @@
 #   data options (prepare.sh): --release PATH | --local DIR | --download, --drop-incomplete,
 #                              --spm-model-type T, --workers N
 #   shared:                    --work W, --subwords spm|bpe, --vocab N, --train-subset N
-#   anything else goes to sweep.sh (--preset, --temperatures, --jobs, --gpus, --slurm, --dry-run, ...)
+#   anything else goes to sweep.sh (--preset, --temperatures, --variants, --seed, --jobs, --gpus,
+#                              --slurm, --dry-run, ...)
 # Example (the mini experiment on the local En-Vi copy):
 #   examples/alt/run_all.sh en-vi --local path/to/alt --preset mini --jobs 5
 # With --dry-run nothing is prepared or started: the corpus is checked and the plan printed.

@@ -8,6 +8,8 @@ import shutil
 import socket
 import sys
 
+from .presets import DEFAULT_VARIANT
+
 PLUGIN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the --user-dir
 
 # Our language codes -> the code in the release's file names (data_<code>.txt) and the name.
@@ -148,6 +150,17 @@ def read_json(path, default=None):
         return default
     with open(path, encoding="utf-8") as f:
         return json.load(f)
+
+
+def read_config(path):
+    """A run's config.json (None if absent) with what sweeps before model variants did not record:
+    "variant" (the preset's transformer) and "seed" (from its fairseq-train --seed)."""
+    config = read_json(path)
+    if config is not None:
+        config.setdefault("variant", DEFAULT_VARIANT)
+        options = config.get("train_args", [])
+        config.setdefault("seed", int(options[options.index("--seed") + 1]) if "--seed" in options else 1)
+    return config
 
 
 def fresh_dir(path):

@@ -1,30 +1,135 @@
 """Per experiment, once its runs are done: T_opt, beam and length penalty tuned on dev for T_opt and
-T=1, paired significance, greedy / beam timings -> final/final.json."""
+T=1, paired significance, greedy / beam timings -> final/final.json; each model variant against the
+T=1 transformer -> final/compare-<run>.json."""
 
 import glob
 import os
 
 from ..cli import greedy_vs_beam as gvb
 from . import evaluate
-from .common import Lock, RunFailed, fmt, load_experiment, read_json, say, write_json
+from .common import Lock, RunFailed, fmt, load_experiment, read_config, read_json, say, write_json
+from .presets import DEFAULT_VARIANT
+
+COMPARED = ("greedy", "beam")  # a variant against T=1: greedy, and beam --eval-beam (untuned, both)
+
+
+def primary_runs(exp_dir, exp):
+    """The runs of the primary (LS, SEM) group: ({T: run dir} of the transformer variant, [run dirs
+    of the other variants])."""
+    ls, sem = exp["primary"]
+    tempered, variants = {}, []
+    for path in sorted(glob.glob(os.path.join(exp_dir, "*", "config.json"))):
+        config = read_config(path)
+        if config["label_smoothing"] == ls and config["sem_weight"] == sem:
+            if config["variant"] == DEFAULT_VARIANT:
+                tempered[config["temperature"]] = os.path.dirname(path)
+            else:
+                variants.append(os.path.dirname(path))
+    return tempered, variants
+
+
+def comparison_path(exp_dir, run_dir):
+    return os.path.join(exp_dir, "final", f"compare-{os.path.basename(run_dir)}.json")
+
+
+def pending(exp_dir):
+    """Whether finalize has something to do: final.json (T_opt vs T=1) or a variant's comparison."""
+    exp = load_experiment(exp_dir)
+    tempered, variants = primary_runs(exp_dir, exp)
+    return (
+        1.0 in tempered
+        and len(tempered) > 1
+        and not os.path.exists(os.path.join(exp_dir, "final", "final.json"))
+    ) or any(not os.path.exists(comparison_path(exp_dir, d)) for d in variants)
 
 
 def finalize(exp_dir, device):
-    """T_opt (best dev greedy BLEU among T != 1) and T=1 in the primary (LS, SEM) group: beam and
-    length penalty tuned on dev, greedy and tuned beam on test (dev without a test split), paired
-    significance (sacrebleu), greedy / beam timings. Returns final.json, or None if runs are missing."""
+    """Softmax tempering: T_opt (best dev greedy BLEU among T != 1) and T=1 in the primary (LS, SEM)
+    group; beam and length penalty tuned on dev, greedy and tuned beam on test (dev without a test
+    split), paired significance (sacrebleu), greedy / beam timings. Then every other variant's run
+    against the T=1 transformer run (compare_variants). Returns final.json, or None if runs are
+    missing."""
     exp_dir = os.path.abspath(exp_dir)
     exp = load_experiment(exp_dir)
+    group, variants = primary_runs(exp_dir, exp)
+    result = tempering(exp_dir, exp, group, device, quiet=bool(variants))
+    if variants:
+        compare_variants(exp_dir, exp, group.get(1.0), variants)
+    return result
+
+
+def compare_variants(exp_dir, exp, baseline_dir, variant_dirs):
+    """Each variant's greedy and beam (--eval-beam) translations of the scored subset against the
+    T=1 transformer's, from the files of their runs (no decoding): paired bootstrap (sacrebleu) ->
+    final/compare-<run>.json, written once."""
+    name = os.path.basename(exp_dir)
+    todo = [d for d in variant_dirs if not os.path.exists(comparison_path(exp_dir, d))]
+    if not todo:
+        return
+    baseline = read_json(os.path.join(baseline_dir, "run.json")) if baseline_dir else None
+    if baseline is None:
+        say(
+            f"{name}: the variants' comparison waits for the T=1 transformer run "
+            f"({os.path.basename(baseline_dir) if baseline_dir else 'not in this sweep'})"
+        )
+        return
+    subset = "test" if "test" in exp["subsets"] else "valid"
+    final_dir = os.path.join(exp_dir, "final")
+    os.makedirs(final_dir, exist_ok=True)
+    with Lock(final_dir, RunFailed):
+        for run_dir in todo:
+            run = read_json(os.path.join(run_dir, "run.json"))
+            if run is None:
+                say(f"{name}: the comparison of {os.path.basename(run_dir)} waits for its run")
+                continue
+            significance = {}
+            for system in COMPARED:
+                try:  # ctemp-greedy-vs-beam compare
+                    significance[system] = gvb.compare_systems(
+                        os.path.join(baseline_dir, "eval", subset, "ref"),
+                        os.path.join(baseline_dir, "eval", subset, f"{system}.hyp"),
+                        os.path.join(run_dir, "eval", subset, f"{system}.hyp"),
+                        "bs",
+                        None,
+                        exp["bleu_tokenize"],
+                    )
+                except gvb.UsageError as e:
+                    raise RunFailed(f"significance test of {os.path.basename(run_dir)}: {e}") from None
+            config = read_config(os.path.join(run_dir, "config.json"))
+            result = {
+                "direction": f"{exp['src']}-{exp['tgt']}",
+                "experiment": name,
+                "variant": config["variant"],
+                "temperature": config["temperature"],
+                "run": os.path.basename(run_dir),
+                "baseline": os.path.basename(baseline_dir),
+                "scored_subset": subset,
+                "systems": {
+                    "baseline": {s: baseline["eval"][subset][s] for s in COMPARED},
+                    "variant": {s: run["eval"][subset][s] for s in COMPARED},
+                },
+                "significance": significance,
+            }
+            write_json(comparison_path(exp_dir, run_dir), result)
+            say(
+                f"{name}: {config['variant']} {subset} BLEU greedy {result['systems']['variant']['greedy']['bleu']:.2f}"
+                f" vs {result['systems']['baseline']['greedy']['bleu']:.2f} (T=1, p = "
+                f"{significance['greedy']['bleu']['p_value']:.4f}), beam "
+                f"{result['systems']['variant']['beam']['bleu']:.2f} vs "
+                f"{result['systems']['baseline']['beam']['bleu']:.2f} (p = {significance['beam']['bleu']['p_value']:.4f})"
+            )
+
+
+def tempering(exp_dir, exp, group, device, quiet=False):
+    """T_opt against T=1 (see finalize) -> final/final.json. quiet: no word when the sweep has no
+    other T (it compares model variants only)."""
     final_dir = os.path.join(exp_dir, "final")
     if os.path.exists(os.path.join(final_dir, "final.json")):
         return read_json(os.path.join(final_dir, "final.json"))
     ls, sem = exp["primary"]
-    group = {}
-    for path in glob.glob(os.path.join(exp_dir, "*", "config.json")):
-        config = read_json(path)
-        if config["label_smoothing"] == ls and config["sem_weight"] == sem:
-            group[config["temperature"]] = os.path.dirname(path)
     if 1.0 not in group or len(group) < 2:
+        if quiet and 1.0 in group:
+            return None
         say(
             f"{os.path.basename(exp_dir)}: no finalize: it needs T=1 and another T at label smoothing "
             f"{fmt(ls)}, SEM weight {fmt(sem)}"

@@ -1,11 +1,16 @@
-"""The ALT models' settings: the one source of the sweep's defaults (``ctemp-alt-sweep run --preset``).
+"""The ALT models' settings: the one source of the sweep's defaults (``ctemp-alt-sweep run --preset``)
+and of its model variants (``--variants``).
 
-Each preset: "about" (one line for --help), "train" (fairseq-train options of everything but the
-criterion, the data and the schedule of validations: architecture, dropout, optimizer, learning rate,
-batch), and the sweep's defaults: "interval" (validate and save every N updates), "patience",
-"average" (checkpoints of the last N validations averaged), "max_update" (None: no cap),
-"log_interval", "temperatures", "grid_beams" / "grid_lenpens" (finalize's dev grid), "eval_beam",
-"speed_beams", "decode_batch", "threads" (per run on CPU; None: torch's default).
+Each preset: "about" (one line for --help), "model" (the fairseq-train options of its Transformer:
+architecture, sizes, dropout), "training" (optimizer, learning rate, batch), "train" (the two
+together: every option but the criterion, the data and the schedule of validations), "lstm" (the
+sizes of the LSTM variants), and the sweep's defaults: "interval" (validate and save every N
+updates), "patience", "average" (checkpoints of the last N validations averaged), "max_update"
+(None: no cap), "log_interval", "temperatures", "grid_beams" / "grid_lenpens" (finalize's dev grid),
+"eval_beam", "speed_beams", "decode_batch", "threads" (per run on CPU; None: torch's default).
+
+VARIANTS: the models a sweep can train besides (or instead of) the preset's Transformer, each with
+the preset's data, training options, validation BLEU, early stopping, averaging and decoding.
 """
 
 PAPER_T = [1.0, 1.2, 1.4, 1.6, 1.8, 2.0, 3.0, 4.0, 5.0, 10.0]
@@ -27,12 +32,37 @@ OPTIMIZER = [
     "inverse_sqrt",
 ]
 
+# The SACT recipe's LSTM sizes (examples/sact): the paper's En-Vi model (sact_lstm_iwslt_en_vi: 2+2
+# layers, 512-d, dropout 0.4) for the GPU presets, and the small CPU model of
+# examples/sact/run_alt_small.sh (1+1 layers, 256-d embeddings, 128-d encoder per direction, 256-d
+# decoder, dropout 0.3) for mini.
+LSTM_PAPER = ["--arch", "sact_lstm_iwslt_en_vi"]
+LSTM_SMALL = [
+    "--arch",
+    "sact_lstm",
+    "--encoder-layers",
+    "1",
+    "--decoder-layers",
+    "1",
+    "--encoder-embed-dim",
+    "256",
+    "--encoder-hidden-size",
+    "128",
+    "--decoder-embed-dim",
+    "256",
+    "--decoder-hidden-size",
+    "256",
+    "--decoder-out-embed-dim",
+    "256",
+    "--dropout",
+    "0.3",
+]
 
-# Everything but the architecture, the batch and the learning rate; shared by the presets.
+
 PRESETS = {
     "base": {
         "about": "Transformer base (6+6 layers, 512/2048, 8 heads; the paper's model), GPU",
-        "train": [
+        "model": [
             "--arch",
             "transformer",
             "--share-decoder-input-output-embed",
@@ -42,6 +72,8 @@ PRESETS = {
             "0.1",
             "--activation-dropout",
             "0.1",
+        ],
+        "training": [
             *OPTIMIZER,
             "--lr",
             "5e-4",
@@ -50,6 +82,7 @@ PRESETS = {
             "--max-tokens",
             "4096",
         ],
+        "lstm": LSTM_PAPER,
         "interval": 1000,
         "patience": 10,
         "average": 10,
@@ -65,12 +98,14 @@ PRESETS = {
     },
     "small": {
         "about": "fairseq's transformer_iwslt_de_en (6+6 layers, 512/1024, 4 heads), dropout 0.3, GPU",
-        "train": [
+        "model": [
             "--arch",
             "transformer_iwslt_de_en",
             "--share-decoder-input-output-embed",
             "--dropout",
             "0.3",
+        ],
+        "training": [
             "--weight-decay",
             "0.0001",
             *OPTIMIZER,
@@ -81,6 +116,7 @@ PRESETS = {
             "--max-tokens",
             "4096",
         ],
+        "lstm": LSTM_PAPER,
         "interval": 1000,
         "patience": 10,
         "average": 10,
@@ -97,7 +133,7 @@ PRESETS = {
     "mini": {
         "about": "CPU: 2+2 layers, 128/512, 4 heads, one thread per run, capped updates "
         "(on a 2-core CPU use it with small data, e.g. --vocab 2000 --train-subset 4000)",
-        "train": [
+        "model": [
             "--arch",
             "transformer",
             "--encoder-layers",
@@ -119,6 +155,8 @@ PRESETS = {
             "--share-decoder-input-output-embed",
             "--dropout",
             "0.1",
+        ],
+        "training": [
             *OPTIMIZER,
             # a short warm-up and about half the Noam peak for d=128 (d^-0.5 * 200^-0.5 = 6e-3):
             # at 1e-3 the small-data runs were still far from early stopping after 900 updates
@@ -135,6 +173,7 @@ PRESETS = {
             "--num-workers",
             "0",
         ],
+        "lstm": LSTM_SMALL,
         "interval": 100,
         "patience": 10,
         "average": 5,
@@ -149,6 +188,57 @@ PRESETS = {
         "threads": 1,
     },
 }
+for _preset in PRESETS.values():
+    _preset["train"] = _preset["model"] + _preset["training"]
 
 
 MAX_LEN = ["--max-len-a", "2", "--max-len-b", "20"]  # bounds babbling of early/poor models (covers ALT)
+
+
+# The model variants of a sweep. "model": how its model options derive from the preset's ("arch": the
+# preset's Transformer options under another architecture, "{preset}" its name; "lstm": the preset's
+# LSTM sizes and an attention temperature); "criterion": tempered_ce (trained at every --temperatures
+# T: the transformer variant on the whole T x LS x SEM grid, the others at the primary LS and SEM) or
+# ct_cross_entropy (no fixed T, no SEM term: T = 1 only).
+DEFAULT_VARIANT = "transformer"
+VARIANTS = {
+    "transformer": {
+        "about": "the preset's Transformer, softmax tempering: tempered_ce at every --temperatures T",
+        "model": ("preset", None),
+        "criterion": "tempered_ce",
+    },
+    "ct_transformer": {
+        "about": "contextual temperature: ct_transformer_alt_<preset>, ct_cross_entropy (tau learnt per "
+        "token)",
+        "model": ("arch", "ct_transformer_alt_{preset}"),
+        "criterion": "ct_cross_entropy",
+    },
+    "sact_transformer": {
+        "about": "SACT attention temperature in the Transformer: sact_transformer_alt_<preset>, tempered_ce",
+        "model": ("arch", "sact_transformer_alt_{preset}"),
+        "criterion": "tempered_ce",
+    },
+    "lstm": {
+        "about": "the SACT recipe's attention LSTM without a temperature (sact_lstm "
+        "--attention-temperature none, i.e. fairseq's lstm), tempered_ce",
+        "model": ("lstm", "none"),
+        "criterion": "tempered_ce",
+    },
+    "sact_lstm": {
+        "about": "the same LSTM with SACT (--attention-temperature sact), tempered_ce",
+        "model": ("lstm", "sact"),
+        "criterion": "tempered_ce",
+    },
+}
+
+
+def variant_model(variant, preset_name):
+    """(fairseq-train model options, the architecture) of a variant of a preset."""
+    preset = PRESETS[preset_name]
+    kind, value = VARIANTS[variant]["model"]
+    if kind == "preset":
+        return list(preset["model"]), preset["model"][1]
+    if kind == "arch":  # the same sizes and dropout, stated explicitly, under the variant's architecture
+        arch = value.format(preset=preset_name)
+        return ["--arch", arch, *preset["model"][2:]], arch
+    return [*preset["lstm"], "--attention-temperature", value], preset["lstm"][1]

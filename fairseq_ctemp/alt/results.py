@@ -10,7 +10,8 @@ import shutil
 import tempfile
 
 from ..progress import progress_bar
-from .common import AltError, fmt, read_json
+from .common import AltError, fmt, read_config, read_json
+from .presets import DEFAULT_VARIANT, VARIANTS
 from .training import training_steps, training_summary, validations
 
 MARKER = ".alt_results"  # in every OUT this tool writes: the names of the files it wrote
@@ -35,18 +36,21 @@ def load(work):
         runs, pending = [], []
         for config_path in sorted(glob.glob(os.path.join(exp_dir, "*", "config.json"))):
             run_dir = os.path.dirname(config_path)
+            config = read_config(config_path)
             result = read_json(os.path.join(run_dir, "run.json"))
             if result is None:  # not finished: its training so far, for the runs table and the curves
-                config = read_json(config_path)
                 pending.append(
-                    {k: config[k] for k in ("name", "temperature", "label_smoothing", "sem_weight")}
+                    {
+                        k: config[k]
+                        for k in ("name", "variant", "seed", "temperature", "label_smoothing", "sem_weight")
+                    }
                     | {"dir": run_dir, "training": training_summary(run_dir, exp["patience"])}
                 )
-            else:
-                result["dir"] = run_dir
+            else:  # (sweeps before model variants did not record the variant and seed here)
+                result.update(dir=run_dir, variant=config["variant"], seed=config["seed"])
                 runs.append(result)
         for group in (runs, pending):
-            group.sort(key=lambda r: (r["label_smoothing"], r["sem_weight"], r["temperature"]))
+            group.sort(key=run_order)
         experiments.append(
             {
                 "name": os.path.basename(exp_dir),
@@ -55,9 +59,41 @@ def load(work):
                 "runs": runs,
                 "pending": pending,
                 "final": read_json(os.path.join(exp_dir, "final", "final.json")),
+                "compare": [
+                    read_json(path)
+                    for path in sorted(glob.glob(os.path.join(exp_dir, "final", "compare-*.json")))
+                ],
             }
         )
     return experiments
+
+
+def run_order(run):
+    """The transformer's runs by LS, SEM and T, then the other variants'."""
+    variant = run["variant"]
+    return (
+        variant != DEFAULT_VARIANT,
+        variant,
+        run["label_smoothing"],
+        run["sem_weight"],
+        run["temperature"],
+    )
+
+
+def tempered(runs):
+    """The runs of the transformer variant (softmax tempering)."""
+    return [r for r in runs if r.get("variant", DEFAULT_VARIANT) == DEFAULT_VARIANT]
+
+
+def run_label(run):
+    """T=2 for the transformer variant; the variant's name for the others, with its T when it has
+    one (not ct_transformer, which learns its temperature)."""
+    variant = run["variant"]
+    if variant == DEFAULT_VARIANT:
+        return f"T={fmt(run['temperature'])}"
+    if VARIANTS.get(variant, {}).get("criterion") == "ct_cross_entropy":
+        return variant
+    return f"{variant} T={fmt(run['temperature'])}"
 
 
 def scored(run):
@@ -137,9 +173,11 @@ def runs_table(experiments):
     header = [
         "experiment",
         "direction",
+        "variant",
         "T",
         "LS",
         "SEM",
+        "seed",
         "updates",
         "stopped by",
         "best dev BLEU (training)",
@@ -160,9 +198,11 @@ def runs_table(experiments):
                 [
                     e["name"],
                     r["direction"],
+                    r["variant"],
                     fmt(r["temperature"]),
                     fmt(r["label_smoothing"]),
                     fmt(r["sem_weight"]),
+                    r["seed"],
                     tr["num_updates"],
                     tr["stop_reason"],
                     num(tr["best_valid_bleu"]),
@@ -181,9 +221,11 @@ def runs_table(experiments):
                 [
                     e["name"],
                     f"{e['exp']['src']}-{e['exp']['tgt']}",
+                    r["variant"],
                     fmt(r["temperature"]),
                     fmt(r["label_smoothing"]),
                     fmt(r["sem_weight"]),
+                    r["seed"],
                     tr["num_updates"],
                     "(not finished)",
                     num(tr["best_valid_bleu"]),
@@ -207,14 +249,15 @@ def table34(experiments):
     ]
     rows = []
     for e in experiments:
-        if not e["runs"]:
+        runs = tempered(e["runs"])
+        if not runs:
             continue
         ls0, sem0 = e["exp"]["primary"]
         searched = set()
         for name, t_free, ls_free, sem_free in CONFIGS:
             candidates = [
                 r
-                for r in e["runs"]
+                for r in runs
                 if (t_free or r["temperature"] == 1.0)
                 and (ls_free or r["label_smoothing"] == ls0)
                 and (sem_free or r["sem_weight"] == sem0)
@@ -241,6 +284,51 @@ def table34(experiments):
     return header, rows
 
 
+def variants_table(experiments):
+    """Every model variant against the T=1 transformer of its experiment (finalize's comparisons)."""
+    header = [
+        "direction",
+        "experiment",
+        "variant",
+        "T",
+        "run",
+        "scored on",
+        "greedy",
+        "greedy T=1",
+        "p greedy",
+        "beam",
+        "beam T=1",
+        "p beam",
+        "beam k",
+        "greedy chrF",
+        "greedy chrF T=1",
+    ]
+    rows = []
+    for e in experiments:
+        for c in e["compare"]:
+            v, b, sig = c["systems"]["variant"], c["systems"]["baseline"], c["significance"]
+            rows.append(
+                [
+                    c["direction"],
+                    e["name"],
+                    c["variant"],
+                    fmt(c["temperature"]),
+                    c["run"],
+                    "test" if c["scored_subset"] == "test" else "dev",
+                    num(v["greedy"]["bleu"]) + p_mark(sig["greedy"]["bleu"]["p_value"]),
+                    num(b["greedy"]["bleu"]),
+                    num(sig["greedy"]["bleu"]["p_value"], 4),
+                    num(v["beam"]["bleu"]) + p_mark(sig["beam"]["bleu"]["p_value"]),
+                    num(b["beam"]["bleu"]),
+                    num(sig["beam"]["bleu"]["p_value"], 4),
+                    v["beam"]["beam"],
+                    num(v["greedy"]["chrf"]),
+                    num(b["greedy"]["chrf"]),
+                ]
+            )
+    return header, rows
+
+
 def write_csv(path, header, rows):
     with open(path, "w", encoding="utf-8", newline="") as f:
         writer = csv.writer(f)
@@ -256,26 +344,33 @@ def plots(e, out):
     import matplotlib.pyplot as plt
 
     made = []
-    runs = e["runs"]
+    runs = tempered(e["runs"])  # the sweeps over T, LS and SEM; the other variants are at the primary
+    # LS and SEM only: their own lines (or points) in the plot against T
+    variants = [r for r in e["runs"] if r["variant"] != DEFAULT_VARIANT]
     ls0, sem0 = e["exp"]["primary"]
-    in_primary = [r for r in runs + e["pending"] if r["label_smoothing"] == ls0 and r["sem_weight"] == sem0]
-    curve_runs = sorted(in_primary or runs + e["pending"], key=lambda r: r["temperature"])
+    everything = e["runs"] + e["pending"]
+    in_primary = [r for r in everything if r["label_smoothing"] == ls0 and r["sem_weight"] == sem0]
+    curve_runs = sorted(in_primary or everything, key=run_order)
     # each train.log is parsed once, for the learning curves and the entropy / gradient-norm plots
     logs = {r["name"]: training_steps(r["dir"]) for r in curve_runs}
     name = learning_curves(plt, e, curve_runs, logs, out)
     if name:
         made.append(name)
-    if not runs:
+    if not e["runs"]:
         return made
-    subsets = ["valid"] + (["test"] if any("test" in r["eval"] for r in runs) else [])
+    subsets = ["valid"] + (["test"] if any("test" in r["eval"] for r in e["runs"]) else [])
     label = {"valid": "dev", "test": "test"}
 
-    def sweep_plot(axis_key, fixed_keys, xlabel, name):
+    def sweep_plot(axis_key, fixed_keys, xlabel, name, points=()):
+        """BLEU against one setting, a line per group of the others; `points`: runs of the other
+        variants, a line (or a single marker) per variant."""
         groups = {}
         for r in runs:
             groups.setdefault(tuple(r[k] for k in fixed_keys), []).append(r)
-        groups = {k: sorted(v, key=lambda r: r[axis_key]) for k, v in groups.items() if len(v) >= 2}
-        if not groups:
+        groups = {  # one run is a line only beside the other variants' points
+            k: sorted(v, key=lambda r: r[axis_key]) for k, v in groups.items() if len(v) >= 2 or points
+        }
+        if not groups and not points:
             return
         fig, axes = plt.subplots(1, len(subsets), figsize=(5.5 * len(subsets), 4), squeeze=False)
         for ax, subset in zip(axes[0], subsets):
@@ -298,11 +393,30 @@ def plots(e, out):
                     color=color,
                     label=f"beam {group[0]['eval'][subset]['beam']['beam']} ({tag})",
                 )
+            by_variant = {}
+            for r in points:
+                if subset in r["eval"]:
+                    by_variant.setdefault(r["variant"], []).append(r)
+            for j, (variant, group) in enumerate(by_variant.items()):
+                group = sorted(group, key=lambda r: r[axis_key])
+                color, marker = f"C{len(groups) + j}", "^v<>Dph*"[j % 8]
+                for system, fill, style in (("greedy", color, "-"), ("beam", "none", "--")):
+                    ax.plot(
+                        [r[axis_key] for r in group],
+                        [r["eval"][subset][system]["bleu"] for r in group],
+                        marker + style,
+                        color=color,
+                        markerfacecolor=fill,
+                        markersize=8,
+                        label=f"{variant} {system}"
+                        + (f" {group[0]['eval'][subset]['beam']['beam']}" if system == "beam" else ""),
+                    )
             ax.set_xlabel(xlabel)
             ax.set_ylabel(f"{label[subset]} BLEU")
             ax.set_title(f"{e['name']}: {label[subset]}")
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=7)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=7)
         fig.tight_layout()
         fig.savefig(os.path.join(out, name), dpi=110)
         plt.close(fig)
@@ -311,15 +425,16 @@ def plots(e, out):
     sweep_plot(
         "temperature",
         ("label_smoothing", "sem_weight"),
-        "training temperature T",
+        "training temperature T (other variants: filled greedy, open beam)",
         f"bleu_vs_T.{e['name']}.png",
+        points=[r for r in variants if r["label_smoothing"] == ls0 and r["sem_weight"] == sem0],
     )
     sweep_plot(
         "label_smoothing", ("temperature", "sem_weight"), "label smoothing", f"bleu_vs_LS.{e['name']}.png"
     )
     sweep_plot("sem_weight", ("temperature", "label_smoothing"), "SEM weight", f"bleu_vs_SEM.{e['name']}.png")
 
-    group = [r for r in runs if r["label_smoothing"] == ls0 and r["sem_weight"] == sem0] or runs
+    group = [r for r in e["runs"] if r["label_smoothing"] == ls0 and r["sem_weight"] == sem0] or e["runs"]
     logs = {r["name"]: logs.get(r["name"]) or training_steps(r["dir"]) for r in group}
     for panels, name in (
         (
@@ -341,12 +456,13 @@ def plots(e, out):
                     [x["num_updates"] for x in records],
                     [x[field] for x in records],
                     color=f"C{i}",
-                    label=f"T={fmt(r['temperature'])}",
+                    label=run_label(r),
                 )
             ax.set_xlabel("updates")
             ax.set_ylabel(ylabel)
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=7)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=7)
         fig.suptitle(f"{e['name']} (LS {fmt(ls0)}, SEM {fmt(sem0)}): training batches")
         fig.tight_layout()
         fig.savefig(os.path.join(out, name), dpi=110)
@@ -384,7 +500,7 @@ def learning_curves(plt, e, group, logs, out):
                 ys,
                 "--" if unfinished else "-",
                 color=f"C{i}",
-                label=f"T={fmt(r['temperature'])}" + (" (not finished)" if unfinished else ""),
+                label=run_label(r) + (" (not finished)" if unfinished else ""),
             )
             if field == "valid_bleu":
                 best = max(range(len(ys)), key=ys.__getitem__)  # first of equal maxima, as fairseq
@@ -392,7 +508,8 @@ def learning_curves(plt, e, group, logs, out):
         ax.set_xlabel("updates")
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
     ls0, sem0 = e["exp"]["primary"]
     fig.suptitle(f"{e['name']} (LS {fmt(ls0)}, SEM {fmt(sem0)}): learning curves (* best validation)")
     fig.tight_layout()
@@ -404,9 +521,12 @@ def learning_curves(plt, e, group, logs, out):
 
 def report(experiments, out):
     t1, t34, tr = table1(experiments), table34(experiments), runs_table(experiments)
+    tv = variants_table(experiments)
     write_csv(os.path.join(out, "table1.csv"), *t1)
     write_csv(os.path.join(out, "table34.csv"), *t34)
     write_csv(os.path.join(out, "runs.csv"), *tr)
+    if tv[1]:
+        write_csv(os.path.join(out, "variants.csv"), *tv)
     md = io.StringIO()
     md.write(
         "# ALT softmax-tempering results\n\n(generated by ctemp-alt-results; † = p < 0.05 "
@@ -428,6 +548,14 @@ def report(experiments, out):
         "(fixed values: T=1 and the experiment's primary LS / SEM); a configuration that would search "
         "the same runs as an earlier row is left out.\n\n"
     )
+    if tv[1]:
+        md.write("## Model variants against the T=1 transformer\n\n" + markdown_table(*tv) + "\n\n")
+        md.write(
+            "Each run of another model variant (trained at the primary label smoothing and SEM weight, "
+            "at its T; ct_transformer at T=1) against the transformer's T=1 run of the same label "
+            "smoothing and SEM weight: greedy, and beam k (untuned, as every run is decoded); † = "
+            "p < 0.05 (paired bootstrap against the T=1 transformer).\n\n"
+        )
     md.write("## All runs\n\n" + (markdown_table(*tr) if tr[1] else "(none finished)") + "\n\n")
     for e in progress_bar(experiments, "plots"):
         md.write(f"## {e['name']}\n\n")

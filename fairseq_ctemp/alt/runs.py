@@ -1,5 +1,6 @@
-"""One run of a sweep, resumable: train (fairseq-train with tempered_ce, early stopping) -> average
-the checkpoints of the last validations -> greedy and beam on dev (and test) -> run.json."""
+"""One run of a sweep, resumable: train (fairseq-train with tempered_ce, or ct_cross_entropy for
+ct_transformer; early stopping) -> average the checkpoints of the last validations -> greedy and beam
+on dev (and test) -> run.json."""
 
 import datetime
 import os
@@ -14,6 +15,7 @@ from .common import (
     device_args,
     load_experiment,
     prepared,
+    read_config,
     read_json,
     say,
     tool_env,
@@ -26,7 +28,7 @@ def run_one(run_dir, device):
     run_dir = os.path.abspath(run_dir)
     if os.path.exists(os.path.join(run_dir, "run.json")):
         return read_json(os.path.join(run_dir, "run.json"))
-    config = read_json(os.path.join(run_dir, "config.json"))
+    config = read_config(os.path.join(run_dir, "config.json"))
     if config is None:
         raise RunFailed(f"{run_dir} has no config.json: plan it with `ctemp-alt-sweep run` first")
     exp = load_experiment(os.path.dirname(run_dir))
@@ -98,6 +100,8 @@ def run_one(run_dir, device):
         result = {
             "name": config["name"],
             "direction": f"{exp['src']}-{exp['tgt']}",
+            "variant": config["variant"],
+            "seed": config["seed"],
             "temperature": config["temperature"],
             "label_smoothing": config["label_smoothing"],
             "sem_weight": config["sem_weight"],

@@ -24,18 +24,43 @@ from .common import (
     direction,
     fmt,
     prepared,
+    read_config,
     read_json,
     say,
     tool,
     tool_env,
     write_json,
 )
-from .presets import MAX_LEN, PRESETS
+from .finalize import pending as finalize_pending
+from .presets import DEFAULT_VARIANT, MAX_LEN, PRESETS, VARIANTS, variant_model
 from .training import last_saved_update
 
 
-def run_name(t, ls, sem):
-    return f"T{fmt(t)}-ls{fmt(ls)}-sem{fmt(sem)}"
+def run_name(t, ls, sem, variant=DEFAULT_VARIANT):
+    """T1-ls0.1-sem0 for the preset's Transformer (the names of sweeps before variants), else with
+    the variant first: ct_transformer-T1-ls0.1-sem0."""
+    name = f"T{fmt(t)}-ls{fmt(ls)}-sem{fmt(sem)}"
+    return name if variant == DEFAULT_VARIANT else f"{variant}-{name}"
+
+
+def experiment_dir(work, src, tgt, preset, tag, seed):
+    """WORK/sweep/<src>-<tgt>.<preset>.<tag> for seed 1, with .seed<N> for another seed; a
+    directory of an older version, which kept one seed per WORK under the plain name, is used for
+    the seed its runs were trained with."""
+    base = os.path.abspath(os.path.join(work, "sweep", f"{src}-{tgt}.{preset}.{tag}"))
+    named = f"{base}.seed{seed}"
+    if seed == 1 or (not os.path.exists(named) and experiment_seed(base) == seed):
+        return base
+    return named
+
+
+def experiment_seed(exp_dir):
+    """The --seed of the runs in an experiment directory (None: no run yet)."""
+    for name in sorted(os.listdir(exp_dir)) if os.path.isdir(exp_dir) else []:
+        config = read_config(os.path.join(exp_dir, name, "config.json"))
+        if config is not None:
+            return config["seed"]
+    return None
 
 
 # fairseq-train options the sweep sets itself (after --, fairseq would silently take the last one)
@@ -51,6 +76,8 @@ SWEEP_TRAIN_OPTIONS = {
     "--target-lang": "the direction",
     "-t": "the direction",
     "--seed": "--seed",
+    "--arch": "--preset and --variants",
+    "--attention-temperature": "--variants",
     "--patience": "--patience",
     "--max-update": "--max-update",
     "--validate-interval-updates": "--interval",
@@ -82,8 +109,16 @@ DECODING_OPTIONS = (
 
 def check_settings(args, preset):
     """Every option of a sweep, including those only used after training (decoding, finalize),
-    checked before anything is written or started. Returns (temperatures, scalar settings)."""
-    temperatures = args.temperatures or preset["temperatures"]
+    checked before anything is written or started. Returns (temperatures, scalar settings, variants)."""
+    variants = list(dict.fromkeys([DEFAULT_VARIANT] if args.variants is None else args.variants))
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown or not variants:
+        raise AltError(
+            f"--variants: {'unknown ' + ', '.join(unknown) if unknown else 'no variant given'}; "
+            f"choose from {', '.join(VARIANTS)}"
+        )
+    tempered = DEFAULT_VARIANT in variants
+    temperatures = args.temperatures or (preset["temperatures"] if tempered else [1.0])
     low, high = TEMPERATURE_RANGE
     for option, values, ok, allowed in (
         (
@@ -147,7 +182,11 @@ def check_settings(args, preset):
             f"--grid-lenpens must be finite numbers > 0, got "
             f"{','.join(map(fmt, scalar['grid_lenpens'])) or 'none'}"
         )
-    check_finalize_group(args, temperatures)
+    seeds = args.seeds or [1]
+    if any(seed < 0 for seed in seeds) or len(set(seeds)) < len(seeds):
+        raise AltError(f"--seed must be distinct integers >= 0, got {','.join(map(str, seeds))}")
+    check_variants(args, variants, temperatures)
+    check_finalize_group(args, temperatures, variants)
     check_decoding_options(args)
     for option in (arg.split("=")[0] for arg in args.fairseq_args):
         if option in SWEEP_TRAIN_OPTIONS:
@@ -155,14 +194,52 @@ def check_settings(args, preset):
                 f"{option} after -- is set by the sweep ({SWEEP_TRAIN_OPTIONS[option]}); "
                 "fairseq would silently use one value for every run"
             )
-    return temperatures, scalar
+    return temperatures, scalar, variants
 
 
-def check_finalize_group(args, temperatures):
-    """finalize compares T=1 with the other temperatures at the primary LS / SEM: the sweep must
-    train them (else --no-finalize)."""
+def check_variants(args, variants, temperatures):
+    """Each variant's architecture is registered; ct_transformer (ct_cross_entropy: no fixed T, no
+    SEM term) is trained at T=1 and SEM weight 0 only; the tempered_ce variants take any T."""
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    for variant in variants:
+        arch = variant_model(variant, args.preset)[1]
+        if arch not in ARCH_MODEL_REGISTRY:
+            raise AltError(
+                f"--variants {variant}: --arch {arch} (preset {args.preset}) is not registered by this "
+                f"fairseq-ctemp; leave {variant} out"
+            )
+    untempered = [v for v in variants if VARIANTS[v]["criterion"] != "tempered_ce"]
+    if not untempered:
+        return
+    listed = ",".join(map(fmt, temperatures))
+    tempered = [v for v in variants if v not in untempered]
+    if not tempered and any(fmt(t) != "1" for t in temperatures):
+        raise AltError(
+            f"--temperatures {listed}: {', '.join(untempered)} learns its temperature and trains at T=1 "
+            f"only; allowed: --temperatures 1 (or add a tempered_ce variant, e.g. transformer)"
+        )
+    if "1" not in map(fmt, temperatures):
+        raise AltError(
+            f"--temperatures {listed}: {', '.join(untempered)} trains at T=1 only; add 1 to --temperatures"
+        )
+    if args.primary_sem_weight != 0:
+        raise AltError(
+            f"--primary-sem-weight {fmt(args.primary_sem_weight)}: {', '.join(untempered)} trains with "
+            "ct_cross_entropy, which has no SEM term; allowed with it: --primary-sem-weight 0"
+        )
+
+
+def check_finalize_group(args, temperatures, variants=(DEFAULT_VARIANT,)):
+    """finalize compares T=1 with the other temperatures at the primary LS / SEM, and every other
+    variant with T=1: the sweep must train them (else --no-finalize)."""
     if args.no_finalize:
         return
+    if DEFAULT_VARIANT not in variants:
+        raise AltError(
+            f"finalize compares {','.join(variants)} with the T=1 transformer: add transformer to "
+            "--variants (its finished runs are reused, not trained again), or pass --no-finalize"
+        )
     for option, value, values, listed in (
         (
             "--primary-label-smoothing",
@@ -177,7 +254,7 @@ def check_finalize_group(args, temperatures):
                 f"{option} {fmt(value)} is not among {listed} {','.join(map(fmt, values))}: finalize "
                 "could not run; add it, or pass --no-finalize"
             )
-    if "1" not in map(fmt, temperatures) or len(temperatures) < 2:
+    if "1" not in map(fmt, temperatures) or (len(temperatures) < 2 and len(variants) < 2):
         raise AltError(
             f"finalize compares T=1 with the other temperatures: --temperatures "
             f"{','.join(map(fmt, temperatures))} needs 1 and another T (or pass --no-finalize)"
@@ -215,10 +292,10 @@ def plan(args):
     a dry run; nothing is written unless everything is valid). Returns
     [(exp_dir, exp, [(run_dir, config, state)])]."""
     preset = PRESETS[args.preset]
-    temperatures, scalar = check_settings(args, preset)
+    temperatures, scalar, variants = check_settings(args, preset)
     tag = data_tag(args.subwords, args.vocab, args.train_subset)
     experiments, writes = [], {}
-    for text in args.directions:
+    for text, seed in [(text, seed) for text in args.directions for seed in args.seeds or [1]]:
         src, tgt = direction(text)
         ddir = os.path.abspath(data_dir(args.work, src, tgt, tag))
         data = prepared(ddir)
@@ -237,7 +314,7 @@ def plan(args):
                 "has_test": None,
                 "remove_bpe": "sentencepiece" if args.subwords == "spm" else "subword_nmt",
             }
-        exp_dir = os.path.abspath(os.path.join(args.work, "sweep", f"{src}-{tgt}.{args.preset}.{tag}"))
+        exp_dir = experiment_dir(args.work, src, tgt, args.preset, tag, seed)
         if any(exp_dir == e[0] for e in experiments):
             continue  # the direction given twice
         exp = {
@@ -254,21 +331,19 @@ def plan(args):
         }
         check_experiment(exp_dir, exp, writes)
         runs = []
-        for t in temperatures:
-            for ls in args.label_smoothing:
-                for sem in args.sem_weights:
-                    config = run_config(run_name(t, ls, sem), t, ls, sem, preset, scalar, data, args)
-                    run_dir = os.path.join(exp_dir, config["name"])
-                    old = read_json(os.path.join(run_dir, "config.json"))
-                    if old is not None and old != config:
-                        raise AltError(
-                            f"{run_dir} was started with other fairseq-train options:\n  "
-                            f"{shlex.join(old['train_args'])}\nnow:\n  {shlex.join(config['train_args'])}\n"
-                            "use another --work, or the options it was started with"
-                        )
-                    if old is None:
-                        writes[os.path.join(run_dir, "config.json")] = config
-                    runs.append((run_dir, config, run_state(run_dir)))
+        for variant, t, ls, sem in run_grid(args, temperatures, variants):
+            config = run_config(variant, t, ls, sem, seed, preset, scalar, data, args)
+            run_dir = os.path.join(exp_dir, config["name"])
+            old = read_config(os.path.join(run_dir, "config.json"))
+            if old is not None and old != config:
+                raise AltError(
+                    f"{run_dir} was started with other fairseq-train options:\n  "
+                    f"{shlex.join(old['train_args'])}\nnow:\n  {shlex.join(config['train_args'])}\n"
+                    "use another --work, or the options it was started with"
+                )
+            if old is None:
+                writes[os.path.join(run_dir, "config.json")] = config
+            runs.append((run_dir, config, run_state(run_dir)))
         experiments.append((exp_dir, dict(exp, data=ddir), runs))
     if not args.dry_run:
         for path, obj in writes.items():
@@ -293,8 +368,32 @@ def check_experiment(exp_dir, exp, writes):
         )
 
 
-def run_config(name, t, ls, sem, preset, scalar, data, args):
-    train_args = preset["train"] + [
+def run_grid(args, temperatures, variants):
+    """(variant, T, LS, SEM) of every run: the transformer variant at every T x LS x SEM; each other
+    variant at the primary LS and SEM, at every T (ct_transformer, which learns its temperature: at
+    T=1 only)."""
+    grid = []
+    for variant in variants:
+        if variant == DEFAULT_VARIANT:
+            grid += [
+                (variant, t, ls, sem)
+                for t in temperatures
+                for ls in args.label_smoothing
+                for sem in args.sem_weights
+            ]
+        else:
+            grid += [
+                (variant, t, args.primary_label_smoothing, args.primary_sem_weight)
+                for t in temperatures
+                if VARIANTS[variant]["criterion"] == "tempered_ce" or fmt(t) == "1"
+            ]
+    return grid
+
+
+def criterion_args(variant, t, ls, sem):
+    if VARIANTS[variant]["criterion"] == "ct_cross_entropy":
+        return ["--criterion", "ct_cross_entropy", "--label-smoothing", fmt(ls)]
+    return [
         "--criterion",
         "tempered_ce",
         "--softmax-temperature",
@@ -303,6 +402,13 @@ def run_config(name, t, ls, sem, preset, scalar, data, args):
         fmt(ls),
         "--sem-weight",
         fmt(sem),
+    ]
+
+
+def run_config(variant, t, ls, sem, seed, preset, scalar, data, args):
+    model = variant_model(variant, args.preset)[0]
+    train_args = model + preset["training"] + criterion_args(variant, t, ls, sem)
+    train_args += [
         "--eval-bleu",
         "--eval-bleu-args",
         json.dumps({"beam": 1, "max_len_a": float(MAX_LEN[1]), "max_len_b": int(MAX_LEN[3])}),
@@ -326,7 +432,7 @@ def run_config(name, t, ls, sem, preset, scalar, data, args):
         "1000000",
         "--no-epoch-checkpoints",
         "--seed",
-        str(args.seed),
+        str(seed),
         "--log-format",
         "json",
         "--log-interval",
@@ -336,7 +442,9 @@ def run_config(name, t, ls, sem, preset, scalar, data, args):
         train_args += ["--max-update", str(scalar["max_update"])]
     train_args += args.fairseq_args
     return {
-        "name": name,
+        "name": run_name(t, ls, sem, variant),
+        "variant": variant,
+        "seed": seed,
         "temperature": t,
         "label_smoothing": ls,
         "sem_weight": sem,
@@ -379,11 +487,24 @@ def print_plan(experiments, args, device):
             + f"; sacrebleu tokenize={exp['bleu_tokenize']}\n  {len(runs)} runs, {len(todo)} to do:"
         )
         for _, config, state in runs:
-            print(f"    {config['name']:<22} {state}")
-        if todo:
-            run_dir, config, _ = todo[0]
+            print(f"    {config['name']:<30} {state}")
+        variants = list(dict.fromkeys(config["variant"] for _, config, _ in runs))
+        if variants != [DEFAULT_VARIANT]:
+            others = [v for v in variants if v != DEFAULT_VARIANT]
             print(
-                f"  fairseq-train of {config['name']} (the others differ in T / LS / SEM):\n    "
+                f"  note: {', '.join(others)}: at label smoothing {fmt(exp['primary'][0])}, SEM "
+                f"{fmt(exp['primary'][1])} only, at each T of --temperatures"
+                + (" (ct_transformer: T=1 only)" if "ct_transformer" in others else "")
+                + "; --label-smoothing and --sem-weights are the transformer's grid"
+            )
+        for variant in variants:
+            todo_of = [r for r in todo if r[1]["variant"] == variant]
+            if not todo_of:
+                continue
+            run_dir, config, _ = todo_of[0]
+            differ = " (its other runs differ in T / LS / SEM)" if len(todo_of) > 1 else ""
+            print(
+                f"  fairseq-train of {config['name']}{differ}:\n    "
                 + shlex.join(
                     [
                         "fairseq-train",
@@ -405,11 +526,26 @@ def print_plan(experiments, args, device):
             f"  then per run: average the last {exp['average']} checkpoints; greedy and beam "
             f"{exp['eval_beam']} on {shown}"
         )
-        print(
-            f"  then finalize: T_opt by dev greedy BLEU (LS {fmt(exp['primary'][0])}, SEM "
-            f"{fmt(exp['primary'][1])}); beams {exp['grid_beams']} x lenpens {exp['grid_lenpens']} "
-            f"on dev for T_opt and T=1; paired bootstrap; timing of beams {exp['speed_beams']}"
-        )
+        ls0, sem0 = exp["primary"]
+        temperatures = {
+            c["temperature"]
+            for _, c, _ in runs
+            if c["variant"] == DEFAULT_VARIANT and (c["label_smoothing"], c["sem_weight"]) == (ls0, sem0)
+        }
+        steps = []
+        if len(temperatures) > 1:
+            steps.append(
+                f"T_opt by dev greedy BLEU (LS {fmt(ls0)}, SEM {fmt(sem0)}); beams {exp['grid_beams']} x "
+                f"lenpens {exp['grid_lenpens']} on dev for T_opt and T=1; paired bootstrap; timing of "
+                f"beams {exp['speed_beams']}"
+            )
+        if len(variants) > 1:
+            steps.append(
+                f"each of {', '.join(v for v in variants if v != DEFAULT_VARIANT)} against T=1 (greedy "
+                f"and beam {exp['eval_beam']}, paired bootstrap)"
+            )
+        if steps:
+            print("  then finalize: " + "; ".join(steps))
 
 
 def gpu_slots(args):
@@ -464,11 +600,7 @@ def execute_local(experiments, args, device):
     ]
     with concurrent.futures.ThreadPoolExecutor(max_workers=len(slots)) as pool:
         list(pool.map(lambda item: work(*item), todo))
-    pending = [
-        exp_dir
-        for exp_dir, _, _ in experiments
-        if not os.path.exists(os.path.join(exp_dir, "final", "final.json"))
-    ]
+    pending = [exp_dir for exp_dir, _, _ in experiments if finalize_pending(exp_dir)]
     if pending and not args.no_finalize:
         try:  # one process for all experiments (logs: EXPERIMENT/final.log)
             child(

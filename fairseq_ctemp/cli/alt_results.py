@@ -9,10 +9,15 @@ if this tool wrote it, as its .alt_results file records, and holds nothing else)
                    and of T=1, paired bootstrap p-values, greedy / beam 4 / beam 10 decoding seconds
   table34.csv      per direction: the best greedy BLEU (picked on dev) with softmax tempering,
                    label smoothing and SEM alone and combined (the paper's Tables 3 and 4)
-  runs.csv         every run: T, LS, SEM, updates, stop reason, dev/test greedy and beam BLEU, chrF
-  bleu_vs_T.<experiment>.png     greedy and beam BLEU against T (Figure 1), per LS/SEM group
+  runs.csv         every run: variant, T, LS, SEM, seed, updates, stop reason, dev/test greedy and
+                   beam BLEU, chrF
+  variants.csv     (a sweep with --variants) each model variant against the T=1 transformer:
+                   greedy and beam BLEU, chrF, paired bootstrap p-values
+  bleu_vs_T.<experiment>.png     greedy and beam BLEU against T (Figure 1), per LS/SEM group; the
+                                 other variants as points at T=1
   bleu_vs_LS.<experiment>.png, bleu_vs_SEM.<experiment>.png   (when swept; Figures 2 and 3)
-  curves.<experiment>.png        learning curves: validation BLEU, dev and train NLL against updates
+  curves.<experiment>.png        learning curves: validation BLEU, dev and train NLL against
+                                 updates, per T and variant
   entropy.<experiment>.png       training entropy of softmax(D/T) and of softmax(D) (Figure 4)
   gnorm.<experiment>.png         training gradient norm (Figure 5)
 Numbers are on the test set when the data has one, else on dev (marked "dev").
@@ -50,8 +55,11 @@ def results_main(argv=None):
         raise AltError(f"no sweep in {args.work}/sweep: run ctemp-alt-sweep (examples/alt/sweep.sh) first")
     header, rows = replace_dir(out, lambda tmp: report(experiments, tmp))
     print(markdown_table(header, rows) if rows else "no finished direction yet (see runs.csv)")
+    written = ["table1.csv", "table34.csv", "runs.csv"] + (
+        ["variants.csv"] if os.path.exists(os.path.join(out, "variants.csv")) else []
+    )
     say(
-        f"wrote {out}/alt_results.md, table1.csv, table34.csv, runs.csv and "
+        f"wrote {out}/alt_results.md, {', '.join(written)} and "
         f"{len(glob.glob(os.path.join(out, '*.png')))} plots"
     )
 

@@ -4,17 +4,31 @@ beam/length-penalty tuning, significance and decoding speed. Resumable; CPU, GPU
 The presets: fairseq_ctemp.alt.presets.PRESETS.
 
     ctemp-alt-sweep run en-vi [vi-en ...] [--preset base|small|mini] [--temperatures 1,2,3]
-                    [--label-smoothing 0.1] [--sem-weights 0] [--jobs N] [--gpus 0,1 [--gpus-per-run G]]
+                    [--label-smoothing 0.1] [--sem-weights 0] [--variants transformer,ct_transformer]
+                    [--seed 1,2] [--jobs N] [--gpus 0,1 [--gpus-per-run G]]
                     [--slurm] [--dry-run] [-- extra fairseq-train options]
     ctemp-alt-sweep run-one RUN_DIR [--cpu] [--threads K] [--gpus-per-run G]   (one run; SLURM tasks)
     ctemp-alt-sweep finalize EXPERIMENT_DIR... [--cpu]                        (T_opt etc.; after the runs)
 
-Layout: WORK/sweep/<src>-<tgt>.<preset>.<data tag>/ (an "experiment": experiment.json) with one
-directory per run, T<T>-ls<eps>-sem<w>/ : config.json (its fairseq-train options), train.log
+Model variants (--variants, default transformer): the preset's Transformer is trained at every
+T x LS x SEM (softmax tempering); each other variant at the primary LS and SEM, at every T of
+--temperatures (ct_transformer, which learns its temperature: T=1 only), with the same data,
+training options, early stopping, averaging and decoding; finalize compares each of its runs with
+the T=1 transformer (paired bootstrap):
+  transformer       the preset's Transformer, tempered_ce
+  ct_transformer    ct_transformer_alt_<preset> (contextual temperature), ct_cross_entropy, T=1
+  sact_transformer  sact_transformer_alt_<preset> (SACT attention temperature), tempered_ce
+  lstm              the SACT recipe's LSTM, plain attention (sact_lstm --attention-temperature none)
+  sact_lstm         the same LSTM with SACT (--attention-temperature sact)
+
+Layout: WORK/sweep/<src>-<tgt>.<preset>.<data tag>[.seed<N> for a seed other than 1]/ (an
+"experiment": experiment.json) with one directory per run, T<T>-ls<eps>-sem<w>/ (other variants:
+<variant>-T<T>-ls<eps>-sem<w>/) : config.json (its variant, seed and fairseq-train options), train.log
 (fairseq's json log; appended on resume), checkpoints, train.json (how training ended),
 checkpoint_avg.pt, eval/<valid|test>/ (ctemp-greedy-vs-beam: greedy and beam --eval-beam) and
 run.json, written last. final/ holds T_opt's and T=1's tuned beam (dev grid), the significance tests
-and the greedy / beam 4 / beam 10 timings; final.json is written last.
+and the greedy / beam 4 / beam 10 timings; final.json is written last; compare-<run>.json: a variant
+against T=1.
 
 Resuming: run the same command again. Finished runs (run.json) are skipped, an interrupted run
 resumes from its checkpoint_last.pt (fairseq) with the early-stopping count restored from its log,
@@ -34,7 +48,7 @@ import sys
 from ..alt.children import Tee, die_with_parent, stopping_children
 from ..alt.common import AltError, RunFailed, run_main, say
 from ..alt.finalize import finalize
-from ..alt.presets import MAX_LEN, PRESETS
+from ..alt.presets import DEFAULT_VARIANT, MAX_LEN, PRESETS, VARIANTS
 from ..alt.runs import run_one
 from ..alt.sweep import execute_local, plan, print_plan, submit_slurm
 from ..alt.training import fairseq_train
@@ -52,6 +66,10 @@ def int_list(text):
         return [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def name_list(text):
+    return [x.strip() for x in text.split(",") if x.strip()]
 
 
 def main(argv=None):
@@ -84,7 +102,10 @@ def sweep_main(argv=None):
     p.add_argument("--work", default=os.environ.get("ALT_WORK", "runs/alt"), help="(env ALT_WORK)")
     p.add_argument("--preset", choices=sorted(PRESETS), default="base")
     p.add_argument(
-        "--temperatures", type=float_list, help="default: the paper's 1,1.2,...,2,3,4,5,10 (mini: 1,2,3,4,5)"
+        "--temperatures",
+        type=float_list,
+        help="the T of the tempered_ce variants (default: the paper's 1,1.2,...,2,3,4,5,10; mini: 1,2,3,4,5; "
+        "without the transformer variant: 1)",
     )
     p.add_argument(
         "--label-smoothing", type=float_list, default=[0.1], help="e.g. 0,0.05,0.1,...,0.5 (default 0.1)"
@@ -100,7 +121,20 @@ def sweep_main(argv=None):
     p.add_argument("--subwords", choices=("spm", "bpe"), default="spm", help="which prepared data")
     p.add_argument("--vocab", type=int, default=8192, help="which prepared data")
     p.add_argument("--train-subset", type=int, help="which prepared data")
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument(
+        "--variants",
+        type=name_list,
+        metavar="NAMES",
+        help=f"models to train, from {', '.join(VARIANTS)} (default {DEFAULT_VARIANT}; above)",
+    )
+    p.add_argument(
+        "--seed",
+        dest="seeds",
+        type=int_list,
+        metavar="SEEDS",
+        help="fairseq --seed of every run (default 1); a list (1,2) trains each seed, each seed but 1 in "
+        "its own experiment directory (.seed<N>)",
+    )
     for name, kind, what in (
         ("interval", int, "validate (BLEU) and save every N updates"),
         ("patience", int, "stop after N validations without improvement"),
