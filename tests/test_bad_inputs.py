@@ -437,7 +437,27 @@ CASES = [
         "sweep: ct_transformer at T=2",
         SWEEP,
         ["run", *SWEEP_OK[:-2], "--variants", "ct_transformer", "--temperatures", "2"],
-        "--temperatures 2: ct_transformer trains at T=1 only",
+        "--temperatures 2: ct_transformer learns its temperature and trains at T=1 only; allowed: "
+        "--temperatures 1",
+    ),
+    (
+        "sweep: ct_transformer beside tempered runs without T=1",
+        SWEEP,
+        ["run", *SWEEP_OK[:-2], "--variants", "transformer,ct_transformer", "--temperatures", "2,3"],
+        "--temperatures 2,3: ct_transformer trains at T=1 only; add 1 to --temperatures",
+    ),
+    (
+        "sweep: no variant",
+        SWEEP,
+        ["run", *SWEEP_OK, "--variants", ","],
+        "--variants: no variant given; choose from transformer, ct_transformer, sact_transformer, lstm, "
+        "sact_lstm",
+    ),
+    (
+        "sweep: sact_transformer of a preset without its architecture",
+        SWEEP,
+        ["run", *SWEEP_OK, "--preset", "small", "--variants", "transformer,sact_transformer"],
+        "--variants sact_transformer: --arch sact_transformer_alt_small (preset small) is not registered",
     ),
     (
         "sweep: a variant whose architecture is not registered",
@@ -450,7 +470,7 @@ CASES = [
         SWEEP,
         ["run", *SWEEP_OK, "--variants", "transformer,ct_transformer", "--sem-weights", "0.1"]
         + ["--primary-sem-weight", "0.1"],
-        "ct_cross_entropy has no SEM term",
+        "--primary-sem-weight 0.1: ct_transformer trains with ct_cross_entropy, which has no SEM term",
     ),
     (
         "sweep: a variant to finalize without the transformer",
@@ -772,6 +792,20 @@ CASES = [
         "fairseq-train: error: --criterion tempered_ce needs a model whose net_output[0] are logits; "
         "this model has a temperature head (ct_transformer, ct_transformer_lm, ct_lstm_lm): use "
         "--criterion ct_cross_entropy",
+    ),
+    (
+        "train: sact_transformer with lambda <= 1",
+        ["fairseq-train"],
+        [*TRAIN, "tempered_ce", "--arch", "sact_transformer_tiny", "--sact-lambda", "0.5"],
+        "fairseq-train: error: --sact-lambda must be a finite number > 1 (tau_t = lambda ** beta_t lies "
+        "in (1/lambda, lambda)), got 0.5",
+    ),
+    (
+        "train: sact_transformer with an option of another mode",
+        ["fairseq-train"],
+        [*TRAIN, "tempered_ce", "--arch", "sact_transformer_tiny", "--fixed-attention-temperature", "0.9"],
+        "fairseq-train: error: --fixed-attention-temperature is only used with --attention-temperature "
+        "fixed, not sact",
     ),
     (
         "train: tempered_ce with an adaptive softmax",

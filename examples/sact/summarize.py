@@ -32,7 +32,9 @@ def main(argv):
         signatures = bleu["signature"], chrf["signature"]
         log = os.path.join(run, "train.log")
         valid = logs.read(log, "valid") if os.path.exists(log) else []  # json or simple format
-        loss, updates = (f"{valid[-1]['valid_loss']:g}", int(valid[-1]["valid_num_updates"])) if valid else ("?", "?")
+        loss, updates = (
+            (f"{valid[-1]['valid_loss']:g}", int(valid[-1]["valid_num_updates"])) if valid else ("?", "?")
+        )
         timing = os.path.join(run, "time.txt")
         timing = open(timing).read().strip() if os.path.exists(timing) else ""
         print(f"{variant:<14} {bleu['score']:>6.2f} {chrf['score']:>6.2f} {loss:>10} {updates:>7}  {timing}")

@@ -105,6 +105,7 @@ def compare_variants(exp_dir, exp, baseline_dir, variant_dirs):
                 "direction": f"{exp['src']}-{exp['tgt']}",
                 "experiment": name,
                 "variant": config["variant"],
+                "temperature": config["temperature"],
                 "run": os.path.basename(run_dir),
                 "baseline": os.path.basename(baseline_dir),
                 "scored_subset": subset,

@@ -12,7 +12,7 @@ import tempfile
 from ..progress import progress_bar
 from . import posthoc
 from .common import AltError, fmt, read_config, read_json
-from .presets import DEFAULT_VARIANT
+from .presets import DEFAULT_VARIANT, VARIANTS
 from .training import training_steps, training_summary, validations
 
 MARKER = ".alt_results"  # in every OUT this tool writes: the names of the files it wrote
@@ -88,8 +88,14 @@ def tempered(runs):
 
 
 def run_label(run):
-    """T=2 for the transformer variant, the variant's name for the others."""
-    return f"T={fmt(run['temperature'])}" if run["variant"] == DEFAULT_VARIANT else run["variant"]
+    """T=2 for the transformer variant; the variant's name for the others, with its T when it has
+    one (not ct_transformer, which learns its temperature)."""
+    variant = run["variant"]
+    if variant == DEFAULT_VARIANT:
+        return f"T={fmt(run['temperature'])}"
+    if VARIANTS.get(variant, {}).get("criterion") == "ct_cross_entropy":
+        return variant
+    return f"{variant} T={fmt(run['temperature'])}"
 
 
 def scored(run):
@@ -288,6 +294,7 @@ def variants_table(experiments):
         "direction",
         "experiment",
         "variant",
+        "T",
         "run",
         "scored on",
         "greedy",
@@ -309,6 +316,7 @@ def variants_table(experiments):
                     c["direction"],
                     e["name"],
                     c["variant"],
+                    fmt(c["temperature"]),
                     c["run"],
                     "test" if c["scored_subset"] == "test" else "dev",
                     num(v["greedy"]["bleu"]) + p_mark(sig["greedy"]["bleu"]["p_value"]),
@@ -340,7 +348,8 @@ def plots(e, out):
     import matplotlib.pyplot as plt
 
     made = []
-    runs = tempered(e["runs"])  # the sweeps over T, LS and SEM; the other variants are points at T=1
+    runs = tempered(e["runs"])  # the sweeps over T, LS and SEM; the other variants are at the primary
+    # LS and SEM only: their own lines (or points) in the plot against T
     variants = [r for r in e["runs"] if r["variant"] != DEFAULT_VARIANT]
     ls0, sem0 = e["exp"]["primary"]
     everything = e["runs"] + e["pending"]
@@ -358,7 +367,7 @@ def plots(e, out):
 
     def sweep_plot(axis_key, fixed_keys, xlabel, name, points=()):
         """BLEU against one setting, a line per group of the others; `points`: runs of the other
-        variants, drawn as single markers at their value of the setting."""
+        variants, a line (or a single marker) per variant."""
         groups = {}
         for r in runs:
             groups.setdefault(tuple(r[k] for k in fixed_keys), []).append(r)
@@ -388,18 +397,23 @@ def plots(e, out):
                     color=color,
                     label=f"beam {group[0]['eval'][subset]['beam']['beam']} ({tag})",
                 )
-            for j, r in enumerate(p for p in points if subset in p["eval"]):
+            by_variant = {}
+            for r in points:
+                if subset in r["eval"]:
+                    by_variant.setdefault(r["variant"], []).append(r)
+            for j, (variant, group) in enumerate(by_variant.items()):
+                group = sorted(group, key=lambda r: r[axis_key])
                 color, marker = f"C{len(groups) + j}", "^v<>Dph*"[j % 8]
-                for system, fill in (("greedy", color), ("beam", "none")):
+                for system, fill, style in (("greedy", color, "-"), ("beam", "none", "--")):
                     ax.plot(
-                        [r[axis_key]],
-                        [r["eval"][subset][system]["bleu"]],
-                        marker,
+                        [r[axis_key] for r in group],
+                        [r["eval"][subset][system]["bleu"] for r in group],
+                        marker + style,
                         color=color,
                         markerfacecolor=fill,
                         markersize=8,
-                        label=f"{r['variant']} {system}"
-                        + (f" {r['eval'][subset]['beam']['beam']}" if system == "beam" else ""),
+                        label=f"{variant} {system}"
+                        + (f" {group[0]['eval'][subset]['beam']['beam']}" if system == "beam" else ""),
                     )
             ax.set_xlabel(xlabel)
             ax.set_ylabel(f"{label[subset]} BLEU")
@@ -542,9 +556,10 @@ def report(experiments, out):
     if tv[1]:
         md.write("## Model variants against the T=1 transformer\n\n" + markdown_table(*tv) + "\n\n")
         md.write(
-            "Each variant trained once, at T=1 with the primary label smoothing and SEM weight, like "
-            "the transformer's T=1 run it is compared with: greedy, and beam k (untuned, as every run is "
-            "decoded); † = p < 0.05 (paired bootstrap against the T=1 transformer).\n\n"
+            "Each run of another model variant (trained at the primary label smoothing and SEM weight, "
+            "at its T; ct_transformer at T=1) against the transformer's T=1 run of the same label "
+            "smoothing and SEM weight: greedy, and beam k (untuned, as every run is decoded); † = "
+            "p < 0.05 (paired bootstrap against the T=1 transformer).\n\n"
         )
     md.write("## All runs\n\n" + (markdown_table(*tr) if tr[1] else "(none finished)") + "\n\n")
     for e in progress_bar(experiments, "plots"):

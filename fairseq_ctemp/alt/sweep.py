@@ -110,11 +110,12 @@ DECODING_OPTIONS = (
 def check_settings(args, preset):
     """Every option of a sweep, including those only used after training (decoding, finalize),
     checked before anything is written or started. Returns (temperatures, scalar settings, variants)."""
-    variants = list(dict.fromkeys(args.variants or [DEFAULT_VARIANT]))
+    variants = list(dict.fromkeys([DEFAULT_VARIANT] if args.variants is None else args.variants))
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown or not variants:
         raise AltError(
-            f"--variants: unknown {', '.join(unknown) or 'empty list'}; choose from {', '.join(VARIANTS)}"
+            f"--variants: {'unknown ' + ', '.join(unknown) if unknown else 'no variant given'}; "
+            f"choose from {', '.join(VARIANTS)}"
         )
     tempered = DEFAULT_VARIANT in variants
     temperatures = args.temperatures or (preset["temperatures"] if tempered else [1.0])
@@ -197,8 +198,8 @@ def check_settings(args, preset):
 
 
 def check_variants(args, variants, temperatures):
-    """Each variant's architecture is registered; only the transformer variant is tempered (every
-    other is trained once, at T=1, the primary label smoothing and SEM weight)."""
+    """Each variant's architecture is registered; ct_transformer (ct_cross_entropy: no fixed T, no
+    SEM term) is trained at T=1 and SEM weight 0 only; the tempered_ce variants take any T."""
     from fairseq.models import ARCH_MODEL_REGISTRY
 
     for variant in variants:
@@ -208,25 +209,24 @@ def check_variants(args, variants, temperatures):
                 f"--variants {variant}: --arch {arch} (preset {args.preset}) is not registered by this "
                 f"fairseq-ctemp; leave {variant} out"
             )
-    untempered = [v for v in variants if v != DEFAULT_VARIANT]
+    untempered = [v for v in variants if VARIANTS[v]["criterion"] != "tempered_ce"]
     if not untempered:
         return
-    others = [fmt(t) for t in temperatures if fmt(t) != "1"]
-    if others and DEFAULT_VARIANT not in variants:
+    listed = ",".join(map(fmt, temperatures))
+    tempered = [v for v in variants if v not in untempered]
+    if not tempered and any(fmt(t) != "1" for t in temperatures):
         raise AltError(
-            f"--temperatures {','.join(map(fmt, temperatures))}: {', '.join(untempered)} "
-            f"{'trains' if len(untempered) == 1 else 'train'} at T=1 only (a fixed T is softmax tempering of the transformer variant; ct_transformer learns its "
-            "temperature): give --temperatures 1, or add transformer to --variants"
+            f"--temperatures {listed}: {', '.join(untempered)} learns its temperature and trains at T=1 "
+            f"only; allowed: --temperatures 1 (or add a tempered_ce variant, e.g. transformer)"
         )
     if "1" not in map(fmt, temperatures):
         raise AltError(
-            f"--variants {','.join(untempered)} train at T=1: add 1 to --temperatures "
-            f"{','.join(map(fmt, temperatures))}"
+            f"--temperatures {listed}: {', '.join(untempered)} trains at T=1 only; add 1 to --temperatures"
         )
-    if "ct_transformer" in variants and args.primary_sem_weight != 0:
+    if args.primary_sem_weight != 0:
         raise AltError(
-            f"--variants ct_transformer: ct_cross_entropy has no SEM term, but its run would be at "
-            f"--primary-sem-weight {fmt(args.primary_sem_weight)}: use --primary-sem-weight 0"
+            f"--primary-sem-weight {fmt(args.primary_sem_weight)}: {', '.join(untempered)} trains with "
+            "ct_cross_entropy, which has no SEM term; allowed with it: --primary-sem-weight 0"
         )
 
 
@@ -369,8 +369,9 @@ def check_experiment(exp_dir, exp, writes):
 
 
 def run_grid(args, temperatures, variants):
-    """(variant, T, LS, SEM) of every run: the transformer variant at every T x LS x SEM, each other
-    variant once, at T=1 and the primary LS and SEM."""
+    """(variant, T, LS, SEM) of every run: the transformer variant at every T x LS x SEM; each other
+    variant at the primary LS and SEM, at every T (ct_transformer, which learns its temperature: at
+    T=1 only)."""
     grid = []
     for variant in variants:
         if variant == DEFAULT_VARIANT:
@@ -381,7 +382,11 @@ def run_grid(args, temperatures, variants):
                 for sem in args.sem_weights
             ]
         else:
-            grid.append((variant, 1.0, args.primary_label_smoothing, args.primary_sem_weight))
+            grid += [
+                (variant, t, args.primary_label_smoothing, args.primary_sem_weight)
+                for t in temperatures
+                if VARIANTS[variant]["criterion"] == "tempered_ce" or fmt(t) == "1"
+            ]
     return grid
 
 
@@ -487,16 +492,16 @@ def print_plan(experiments, args, device):
         if variants != [DEFAULT_VARIANT]:
             others = [v for v in variants if v != DEFAULT_VARIANT]
             print(
-                f"  note: {', '.join(others)}: one run each, at T=1, label smoothing "
-                f"{fmt(exp['primary'][0])}, SEM {fmt(exp['primary'][1])}; only transformer is tempered "
-                "(--temperatures, --label-smoothing and --sem-weights are its grid)"
+                f"  note: {', '.join(others)}: at label smoothing {fmt(exp['primary'][0])}, SEM "
+                f"{fmt(exp['primary'][1])} only, at each T of --temperatures (ct_transformer: T=1 "
+                "only); --label-smoothing and --sem-weights are the transformer's grid"
             )
         for variant in variants:
             todo_of = [r for r in todo if r[1]["variant"] == variant]
             if not todo_of:
                 continue
             run_dir, config, _ = todo_of[0]
-            differ = " (the others differ in T / LS / SEM)" if variant == DEFAULT_VARIANT else ""
+            differ = " (its other runs differ in T / LS / SEM)" if len(todo_of) > 1 else ""
             print(
                 f"  fairseq-train of {config['name']}{differ}:\n    "
                 + shlex.join(

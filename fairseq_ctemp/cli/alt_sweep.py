@@ -11,18 +11,19 @@ The presets: fairseq_ctemp.alt.presets.PRESETS.
     ctemp-alt-sweep finalize EXPERIMENT_DIR... [--cpu]                        (T_opt etc.; after the runs)
 
 Model variants (--variants, default transformer): the preset's Transformer is trained at every
-T x LS x SEM (softmax tempering); each other variant once, at T=1 and the primary LS and SEM, with
-the same data, training options, early stopping, averaging and decoding; finalize compares it with
+T x LS x SEM (softmax tempering); each other variant at the primary LS and SEM, at every T of
+--temperatures (ct_transformer, which learns its temperature: T=1 only), with the same data,
+training options, early stopping, averaging and decoding; finalize compares each of its runs with
 the T=1 transformer (paired bootstrap):
   transformer       the preset's Transformer, tempered_ce
-  ct_transformer    ct_transformer_alt_<preset> (contextual temperature), ct_cross_entropy
+  ct_transformer    ct_transformer_alt_<preset> (contextual temperature), ct_cross_entropy, T=1
   sact_transformer  sact_transformer_alt_<preset> (SACT attention temperature), tempered_ce
   lstm              the SACT recipe's LSTM, plain attention (sact_lstm --attention-temperature none)
   sact_lstm         the same LSTM with SACT (--attention-temperature sact)
 
 Layout: WORK/sweep/<src>-<tgt>.<preset>.<data tag>[.seed<N> for a seed other than 1]/ (an
 "experiment": experiment.json) with one directory per run, T<T>-ls<eps>-sem<w>/ (other variants:
-<variant>-T1-ls<eps>-sem<w>/) : config.json (its variant, seed and fairseq-train options), train.log
+<variant>-T<T>-ls<eps>-sem<w>/) : config.json (its variant, seed and fairseq-train options), train.log
 (fairseq's json log; appended on resume), checkpoints, train.json (how training ended),
 checkpoint_avg.pt, eval/<valid|test>/ (ctemp-greedy-vs-beam: greedy and beam --eval-beam) and
 run.json, written last. final/ holds T_opt's and T=1's tuned beam (dev grid), the significance tests
@@ -103,7 +104,7 @@ def sweep_main(argv=None):
     p.add_argument(
         "--temperatures",
         type=float_list,
-        help="the transformer's T (default: the paper's 1,1.2,...,2,3,4,5,10; mini: 1,2,3,4,5; "
+        help="the T of the tempered_ce variants (default: the paper's 1,1.2,...,2,3,4,5,10; mini: 1,2,3,4,5; "
         "without the transformer variant: 1)",
     )
     p.add_argument(

@@ -1,6 +1,8 @@
-"""Dump the attention temperatures tau_t and the attention weights of a sact_lstm checkpoint for given
-sentences, and draw the paper's heatmaps (Lin et al., EMNLP 2018, Figure 2) as PNG: tau_t per target
-token (red: softer attention, blue: harder), and the attention matrix (target x source).
+"""Dump the attention temperatures tau_t and the attention weights of a sact_lstm or sact_transformer
+checkpoint for given sentences, and draw the paper's heatmaps (Lin et al., EMNLP 2018, Figure 2) as
+PNG: tau_t per target token (red: softer attention, blue: harder; one row per decoder layer, or per
+layer and head, for sact_transformer), and the attention matrix (target x source; for
+sact_transformer the last layer's, averaged over its heads, as fairseq's alignments).
 
 Each source sentence is translated by beam search (at the training temperature for tempered_ce
 checkpoints), or force-decoded on --references; the translation is then scored in one teacher-forced
@@ -10,10 +12,11 @@ model's input format (e.g. sentencepiece pieces), or pass --source-spm to encode
     ctemp-sact-heatmaps DATA_BIN --path CKPT --input SENTENCES \\
         --out-dir DIR [-s en -t vi] [--references REFS] [--beam 5] [--source-spm spm.en.model]
 
-Writes DIR/sact_attention.json ({"mode", "lambda", "sentences": [{"source_tokens",
+Writes DIR/sact_attention.json ({"mode", "lambda", "tau_rows", "sentences": [{"source_tokens",
 "target_tokens", "tau", "attention"}]}: tau[t] and attention[t][i] belong to target token t, which
-the model predicted from the tokens before it) and DIR/sentence<N>.png. Existing files are never
-overwritten.
+the model predicted from the tokens before it; tau[t] is a number for sact_lstm, a list with one
+number per entry of tau_rows ("layer 1", ... or "layer 1 head 1", ...) for sact_transformer) and
+DIR/sentence<N>.png. Existing files are never overwritten.
 """
 
 import argparse
@@ -34,7 +37,7 @@ def parse_args(argv=None):
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("data", metavar="DATA_BIN", help="binarized data (for the dictionaries)")
-    p.add_argument("--path", required=True, help="sact_lstm checkpoint")
+    p.add_argument("--path", required=True, help="sact_lstm or sact_transformer checkpoint")
     p.add_argument("--input", required=True, help="source sentences, one a line")
     p.add_argument("--references", help="target sentences to force-decode instead of beam search")
     p.add_argument("--out-dir", required=True, help="where the JSON dump and PNGs go")
@@ -72,6 +75,9 @@ def read_lines(path, option, spm_model, limit):
 def load(args):
     from fairseq import checkpoint_utils  # the plugin's loader: the package is imported
 
+    from ..models.sact_lstm import SactLSTMModel
+    from ..models.sact_transformer import SactTransformerModel
+
     for option, path in (("DATA_BIN", args.data), ("--path", args.path)):
         if not os.path.exists(path):
             raise SystemExit(f"error: {option} {path}: no such file or directory")
@@ -86,10 +92,30 @@ def load(args):
         overrides["target_lang"] = args.target_lang
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([args.path], arg_overrides=overrides)
     model = models[0].eval()
-    attention = getattr(model.decoder, "attention", None)
-    if not hasattr(attention, "uses_previous_context"):
-        raise SystemExit(f"{args.path} is not a sact_lstm checkpoint (arch {cfg.model._name})")
+    if not isinstance(model, (SactLSTMModel, SactTransformerModel)):
+        raise SystemExit(
+            f"{args.path} is not a sact_lstm or sact_transformer checkpoint (arch {cfg.model._name})"
+        )
     return model, task
+
+
+def temperature_settings(model):
+    """(mode, lambda or None, the constant tau of modes without a learned one)."""
+    attention = getattr(model.decoder, "attention", None)  # sact_lstm
+    if attention is None:  # sact_transformer: fairseq's own attention in mode "none"
+        attention = model.decoder.layers[0].encoder_attn
+    mode = getattr(attention, "mode", "none")
+    return mode, getattr(attention, "lam", None), getattr(attention, "fixed_temperature", None) or 1.0
+
+
+def tau_rows(tau):
+    """Row labels of sact_transformer's tau (1 x target x layers x K), or None for sact_lstm."""
+    if tau is None or tau.dim() == 2:
+        return None
+    layers, k = tau.shape[2:]
+    if k == 1:
+        return [f"layer {i + 1}" for i in range(layers)]
+    return [f"layer {i + 1} head {j + 1}" for i in range(layers) for j in range(k)]
 
 
 @torch.no_grad()
@@ -109,39 +135,51 @@ def analyse(model, task, source, reference, args):
     prev = torch.cat([torch.tensor([tgt_dict.eos()]), target[:-1]])[None]
     model.decoder.need_attn = True
     _, extra = model(src, lengths, prev)
-    attention = model.decoder.attention
     tau = extra["attention_temperature"]
-    if tau is not None:
-        tau = tau[0].tolist()
+    if tau is not None:  # sact_lstm: 1 x target; sact_transformer: 1 x target x layers x K
+        tau = tau[0].flatten(1).tolist() if tau.dim() == 4 else tau[0].tolist()
     else:  # fixed or plain attention: the constant the scores were divided by
-        tau = [attention.fixed_temperature or 1.0] * target.numel()
+        tau = [temperature_settings(model)[2]] * target.numel()
+    attention = extra["attn"]
+    if isinstance(attention, list):  # sact_transformer: [the last layer's, averaged over heads]
+        attention = attention[0]
     return {
         "source": source,
         "source_tokens": [src_dict[i] for i in src[0]],
         "target_tokens": [tgt_dict[i] for i in target],
         "tau": tau,
-        "attention": extra["attn"][0].tolist(),
-    }
+        "attention": attention[0].tolist(),
+    }, tau_rows(extra["attention_temperature"])
 
 
-def draw(sentence, lam, path, title):
+def draw(sentence, lam, rows, path, title):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     src, tgt = sentence["source_tokens"], sentence["target_tokens"]
+    taus = [list(row) for row in zip(*sentence["tau"])] if rows else [sentence["tau"]]  # rows x target
     width = max(6.0, 0.45 * max(len(src), len(tgt)) + 2)
     matrix_height = max(2.0, 0.3 * len(tgt))
+    tau_height = 0.7 + 0.25 * (len(taus) - 1)
     fig, (top, bottom) = plt.subplots(
-        2, 1, figsize=(width, matrix_height + 3.2), gridspec_kw={"height_ratios": [0.7, matrix_height]}
+        2,
+        1,
+        figsize=(width, matrix_height + tau_height + 2.5),
+        gridspec_kw={"height_ratios": [tau_height, matrix_height]},
     )
-    low, high = (1 / lam, lam) if lam else (min(sentence["tau"]), max(sentence["tau"]) + 1e-6)
-    image = top.imshow([sentence["tau"]], aspect="auto", cmap="coolwarm", vmin=low, vmax=high)
+    values = [value for row in taus for value in row]
+    low, high = (1 / lam, lam) if lam else (min(values), max(values) + 1e-6)
+    image = top.imshow(taus, aspect="auto", cmap="coolwarm", vmin=low, vmax=high)
     top.set_xticks(range(len(tgt)), tgt, rotation=60, ha="right", fontsize=8)
-    top.set_yticks([])
-    for t, value in enumerate(sentence["tau"]):
-        top.text(t, 0, f"{value:.2f}", ha="center", va="center", fontsize=7)
+    if rows:
+        top.set_yticks(range(len(rows)), rows, fontsize=7)
+    else:
+        top.set_yticks([])
+    for r, row in enumerate(taus):
+        for t, value in enumerate(row):
+            top.text(t, r, f"{value:.2f}", ha="center", va="center", fontsize=7)
     top.set_title(
         f"{title}\nattention temperature tau_t per target token"
         + (f" (range 1/lambda..lambda = {low:.2f}..{high:.2f})" if lam else ""),
@@ -189,16 +227,17 @@ def heatmaps(args):
     if existing:
         raise SystemExit(f"{existing[0]} already exists; refusing to overwrite it (use another --out-dir)")
     model, task = load(args)
-    attention = model.decoder.attention
-    lam = attention.lam
-    sentences = [analyse(model, task, s, r, args) for s, r in zip(sources, references)]
+    mode, lam, _ = temperature_settings(model)
+    analysed = [analyse(model, task, s, r, args) for s, r in zip(sources, references)]
+    sentences, rows = [a[0] for a in analysed], analysed[0][1]
     os.makedirs(args.out_dir, exist_ok=True)
     with open(dump_path, "x", encoding="utf-8") as f:
         json.dump(
             {
                 "checkpoint": os.path.abspath(args.path),
-                "mode": attention.mode,
+                "mode": mode,
                 "lambda": lam,
+                "tau_rows": rows,
                 "decoding": "forced (--references)" if args.references else f"beam {args.beam}",
                 "sentences": sentences,
             },
@@ -207,14 +246,17 @@ def heatmaps(args):
             indent=1,
         )
     for i, (sentence, png) in enumerate(zip(sentences, pngs)):
-        draw(
-            sentence, lam, png, f"sentence {i + 1} ({attention.mode}" + (f", lambda={lam:g})" if lam else ")")
-        )
+        draw(sentence, lam, rows, png, f"sentence {i + 1} ({mode}" + (f", lambda={lam:g})" if lam else ")"))
     print(f"wrote {dump_path} and {len(pngs)} PNG heatmaps in {args.out_dir}")
+    if rows:
+        print("tau per target token: " + " / ".join(rows))
     for i, sentence in enumerate(sentences):
         print(
             f"{i + 1}: "
-            + " ".join(f"{tok}({tau:.2f})" for tok, tau in zip(sentence["target_tokens"], sentence["tau"]))
+            + " ".join(
+                f"{tok}({'/'.join(f'{t:.2f}' for t in tau) if rows else f'{tau:.2f}'})"
+                for tok, tau in zip(sentence["target_tokens"], sentence["tau"])
+            )
         )
 
 

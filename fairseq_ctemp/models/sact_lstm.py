@@ -18,7 +18,6 @@ of them. The decoder returns ``(logits, {"attn": alpha (bsz x tgt x src) or None
 unless generation turned it off), tau for the SACT modes.
 """
 
-import math
 from dataclasses import dataclass, field, fields
 from typing import Optional
 
@@ -28,9 +27,8 @@ from fairseq.models import FairseqEncoderDecoderModel, register_model, register_
 from fairseq.models.lstm import Embedding, LSTMDecoder, LSTMEncoder
 from omegaconf import II
 
-from ..modules.sact_attention import MODES, SactAttention
-
-DEFAULT_SACT_LAMBDA = math.e  # the authors' code: tau = exp(tanh(.)); the paper does not give lambda
+from ..modules.sact_attention import DEFAULT_LAMBDA as DEFAULT_SACT_LAMBDA
+from ..modules.sact_attention import MODES, SactAttention, refuse_unused_options
 
 
 @dataclass
@@ -153,16 +151,14 @@ def check_config(cfg, mode):
         )
     if mode not in MODES:
         raise ValueError(f"--attention-temperature must be one of {', '.join(MODES)}, got {mode!r}")
-    ignored = [
-        ("--sact-lambda", cfg.sact_lambda, ("sact", "sact_released")),
-        ("--fixed-attention-temperature", cfg.fixed_attention_temperature, ("fixed",)),
-        ("--sact-released-dropout", cfg.sact_released_dropout, ("sact_released",)),
-    ]
-    for option, value, modes in ignored:
-        if value is not None and mode not in modes:
-            raise ValueError(
-                f"{option} is only used with --attention-temperature {' or '.join(modes)}, not {mode}"
-            )
+    refuse_unused_options(
+        mode,
+        [
+            ("--sact-lambda", cfg.sact_lambda, ("sact", "sact_released")),
+            ("--fixed-attention-temperature", cfg.fixed_attention_temperature, ("fixed",)),
+            ("--sact-released-dropout", cfg.sact_released_dropout, ("sact_released",)),
+        ],
+    )
     if mode == "fixed" and cfg.fixed_attention_temperature is None:
         raise ValueError(
             "--attention-temperature fixed needs --fixed-attention-temperature TAU "

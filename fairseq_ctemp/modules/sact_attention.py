@@ -33,6 +33,12 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 MODES = ("sact", "sact_released", "fixed", "none")
+DEFAULT_LAMBDA = math.e  # the authors' code: tau = exp(tanh(.)); the paper does not give lambda
+
+
+def lambda_tanh(logit, log_lam):
+    """tau = lambda ** tanh(logit), computed in fp32: the SACT temperature, in [1/lambda, lambda]."""
+    return torch.exp(torch.tanh(logit.float()) * log_lam)
 
 
 def _linear(in_features, out_features, bias):
@@ -63,7 +69,7 @@ class SactAttention(nn.Module):
         source_dim,
         output_dim,
         mode="sact",
-        lam=math.e,
+        lam=DEFAULT_LAMBDA,
         fixed_temperature=1.0,
         released_dropout=0.0,
     ):
@@ -105,9 +111,8 @@ class SactAttention(nn.Module):
             logit = F.linear(prev_context.float(), self.temperature_context_proj.weight.float()) + F.linear(
                 query.float(), self.temperature_state_proj.weight.float()
             )
-            beta = torch.tanh(logit)
-        else:
-            beta = self.temperature_mlp(torch.cat((query, prev_context), dim=1)).float()
+            return lambda_tanh(logit, self.log_lam).squeeze(-1)
+        beta = self.temperature_mlp(torch.cat((query, prev_context), dim=1)).float()
         return torch.exp(beta.squeeze(-1) * self.log_lam)
 
     def forward(self, query, source_hids, padding_mask=None, prev_context=None):
@@ -143,8 +148,7 @@ class SactAttention(nn.Module):
 
 def check_options(query_dim, source_dim, output_dim, mode, lam, fixed_temperature, released_dropout):
     """One clear error per bad option, raised when the model is built (names the CLI option)."""
-    if mode not in MODES:
-        raise ValueError(f"--attention-temperature must be one of {', '.join(MODES)}, got {mode!r}")
+    check_temperature_options(mode, lam, fixed_temperature, MODES)
     for name, value in (
         ("--decoder-hidden-size", query_dim),
         ("encoder output size", source_dim),
@@ -152,6 +156,14 @@ def check_options(query_dim, source_dim, output_dim, mode, lam, fixed_temperatur
     ):
         if int(value) != value or value < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {value}")
+    if mode == "sact_released" and not 0.0 <= released_dropout < 1.0:
+        raise ValueError(f"--sact-released-dropout must be in [0, 1), got {released_dropout}")
+
+
+def check_temperature_options(mode, lam, fixed_temperature, modes):
+    """The mode, lambda and fixed tau of any SACT attention (the LSTM's, the Transformer's)."""
+    if mode not in modes:
+        raise ValueError(f"--attention-temperature must be one of {', '.join(modes)}, got {mode!r}")
     if mode in ("sact", "sact_released") and not (math.isfinite(lam) and lam > 1):
         raise ValueError(
             f"--sact-lambda must be a finite number > 1 (tau_t = lambda ** beta_t lies "
@@ -162,5 +174,13 @@ def check_options(query_dim, source_dim, output_dim, mode, lam, fixed_temperatur
             f"--fixed-attention-temperature must be a finite number > 0 (the paper's "
             f"ablation uses 0.8-1.2), got {fixed_temperature}"
         )
-    if mode == "sact_released" and not 0.0 <= released_dropout < 1.0:
-        raise ValueError(f"--sact-released-dropout must be in [0, 1), got {released_dropout}")
+
+
+def refuse_unused_options(mode, options):
+    """An option given to a mode that ignores it is an error, not silently dropped. ``options``:
+    (option, value or None when not given, the modes that use it)."""
+    for option, value, modes in options:
+        if value is not None and mode not in modes:
+            raise ValueError(
+                f"{option} is only used with --attention-temperature {' or '.join(modes)}, not {mode}"
+            )
