@@ -44,7 +44,7 @@ def test_posthoc_row_calibration_columns_and_diagrams(tmp_path):
         *VI_DATA,
         *SWEEP_OPTIONS,
         "--max-update",
-        "16",
+        "12",
         "--",
         *TINY,
     ]

@@ -62,8 +62,9 @@ def measure(checkpoint, exp, subset, device):
 
 def calibrate_run(run_dir, exp, device):
     """The run's eval/<subset>/calibration.json for each subset it was decoded on, measured when
-    missing (the caller holds the run's lock). Returns {subset: summary} of those there: a
-    measurement that fails is reported and left to the next finalize (the run stays finished)."""
+    missing (the caller holds the run's lock). Returns {subset: summary} of those measured. A
+    model that cannot be measured (no finite t* minimises its NLL: no better than uniform, or
+    every prediction right) gets {"error": why} there instead, so that it is not tried again."""
     out = {}
     for subset in exp["subsets"]:
         path = calibration_path(run_dir, subset)
@@ -73,9 +74,11 @@ def calibrate_run(run_dir, exp, device):
                 measured = measure(os.path.join(run_dir, "checkpoint_avg.pt"), exp, subset, device)
             except RunFailed as e:
                 say(f"{os.path.basename(run_dir)}: no calibration on {subset}: {e}")
-                continue
+                measured = {"error": str(e)}
             write_json(path, measured)
-        out[subset] = summary(read_json(path))
+        measured = read_json(path)
+        if "error" not in measured:
+            out[subset] = summary(measured)
     return out
 
 
@@ -137,6 +140,16 @@ def posthoc_row(exp_dir, exp, group, device, final):
     ]
     if missing:
         say(f"{name}: the post-hoc row waits for the calibration of {', '.join(missing)}")
+        return None
+    failed = [
+        f"{os.path.basename(dirs[k])} ({s}): {c['error']}"
+        for k, r in runs.items()
+        for s, c in r.items()
+        if "error" in c
+    ]
+    if failed:  # recorded, so that finalize is not pending for ever
+        say(f"{name}: no post-hoc row: no calibration of {'; '.join(failed)}")
+        write_json(os.path.join(final_dir, POSTHOC), {"experiment": name, "error": "; ".join(failed)})
         return None
     dev = runs["untempered"]["valid"]
     t_star = dev["fitted_temperature"]
@@ -305,7 +318,7 @@ def run_cells(run_dir):
     return [
         nats(dev.get("nll")),
         percent(dev.get("ece")),
-        f"{dev['fitted_temperature']:.3f}" if dev else "",
+        f"{dev['fitted_temperature']:.3f}" if "fitted_temperature" in dev else "",
         nats(test.get("nll")),
         percent(test.get("ece")),
     ]
@@ -335,7 +348,7 @@ def table(experiments):
     rows = []
     for e in experiments:
         f, p = e.get("final"), e.get("posthoc")
-        if f is None or p is None:
+        if f is None or p is None or "error" in p:
             continue
         sig, own = f["significance"], p["significance"]
         pvalue = {
@@ -389,7 +402,7 @@ def report(experiments, out, markdown_table, write_csv):
         "Greedy output cannot change with t (the argmax of softmax(D/t) does not depend on t).\n",
     ]
     for e in experiments:
-        if e.get("final") is not None and e.get("posthoc") is not None:
+        if e.get("final") is not None and e.get("posthoc") is not None and "error" not in e["posthoc"]:
             try:
                 png = f"reliability.{e['name']}.png"
                 plot_reliability(e["posthoc"], os.path.join(out, png))
