@@ -132,3 +132,28 @@ def test_posthoc_row_calibration_columns_and_diagrams(tmp_path):
     assert runs["1"]["dev t*"] == f"{posthoc['t_star']:.3f}"
     md = (out / "alt_results.md").read_text(encoding="utf-8")
     assert f"| {SYSTEM} |" in md and f"![reliability.{name}.png]" in md
+
+
+def test_a_model_that_cannot_be_calibrated_is_recorded_once(tmp_path, monkeypatch):
+    """calibrate_run writes {"error"} for a model without a finite t* (never retried); the tables
+    leave its cells empty."""
+    from fairseq_ctemp.alt import posthoc
+    from fairseq_ctemp.alt.common import RunFailed
+
+    run_dir = tmp_path / "T1-ls0.1-sem0"
+    (run_dir / "eval" / "valid").mkdir(parents=True)
+    (run_dir / "run.json").write_text("{}")
+    calls = []
+
+    def fails(*args):
+        calls.append(args)
+        raise RunFailed("ctemp-calibrate: the NLL only falls as t grows")
+
+    monkeypatch.setattr(posthoc, "measure", fails)
+    exp = {"subsets": ["valid"]}
+    assert posthoc.pending(str(tmp_path), exp)
+    assert posthoc.calibrate_run(str(run_dir), exp, {"cpu": True}) == {}
+    assert "only falls" in json.loads((run_dir / "eval" / "valid" / "calibration.json").read_text())["error"]
+    assert posthoc.calibrate_run(str(run_dir), exp, {"cpu": True}) == {} and len(calls) == 1
+    assert not posthoc.pending(str(tmp_path), exp)
+    assert posthoc.run_cells(str(run_dir)) == [""] * len(posthoc.RUN_COLUMNS)
