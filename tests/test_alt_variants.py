@@ -1,8 +1,9 @@
-"""Model variants in the ALT sweep (ctemp-alt-sweep run --variants): a tiny sweep of the transformer
-and ct_transformer through the real commands (the sweep, its run-one and fairseq-train processes,
-finalize, ctemp-alt-results), the runs' options, the comparison against the T=1 transformer, the
-tables and plots, nothing redone, a run directory of a sweep before variants reused; and the
-fairseq-train options of every variant build their model and criterion."""
+"""Model variants in the ALT sweep (ctemp-alt-sweep run --variants): a tiny sweep of the transformer,
+ct_transformer and sact_transformer through the real commands (the sweep, its run-one and
+fairseq-train processes, finalize, ctemp-alt-results), the runs' options, the comparison against
+the T=1 transformer (recomputed here with sacrebleu from the runs' translations), the tables and
+plots, nothing redone, a run directory of a sweep before variants reused; the plan of a sweep over
+T with variants; and the fairseq-train options of every variant build their model and criterion."""
 
 import csv
 import json
@@ -11,9 +12,12 @@ import shlex
 import sys
 
 import pytest
+import sacrebleu
 from conftest import BIN_DIR, TINY_DIMS, run_main
 from fairseq import options, tasks
 from fairseq.models import ARCH_MODEL_REGISTRY
+from sacrebleu.metrics import BLEU, CHRF
+from sacrebleu.significance import PairedTest
 
 from fairseq_ctemp.alt.data import toy_language_pair
 from fairseq_ctemp.alt.presets import VARIANTS
@@ -38,7 +42,7 @@ SWEEP = [
     "--temperatures",
     "1",
     "--variants",
-    "transformer,ct_transformer",
+    "transformer,ct_transformer,sact_transformer",
     "--interval",
     "4",
     "--patience",
@@ -57,7 +61,9 @@ SWEEP = [
     "--max-len-a 1.2 --max-len-b 5",
 ]
 TINY = [*TINY_DIMS, "--max-tokens", "120", "--warmup-updates", "4", "--lr", "1e-2"]
-RUNS = ("T1-ls0.1-sem0", "ct_transformer-T1-ls0.1-sem0")
+RUNS = ("T1-ls0.1-sem0", "ct_transformer-T1-ls0.1-sem0", "sact_transformer-T1-ls0.1-sem0")
+ARCHS = ("transformer", "ct_transformer_alt_mini", "sact_transformer_alt_mini")
+MODELS = ("TransformerModel", "CTTransformerModel", "SactTransformerModel")
 
 
 def sweep(*args, check=True):
@@ -93,6 +99,26 @@ def swept(work):
     return {"work": work, "exp": work / "sweep" / "en-vi.mini.bpe200", "proc": proc}
 
 
+def read_lines(path):
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def expected_comparison(baseline_dir, run_dir, system):
+    """BLEU of both systems and the paired bootstrap p-value (BLEU), from sacrebleu directly."""
+    refs = read_lines(baseline_dir / "eval" / "valid" / "ref")
+    hyps = [read_lines(d / "eval" / "valid" / f"{system}.hyp") for d in (baseline_dir, run_dir)]
+    bleu = [sacrebleu.corpus_bleu(h, [refs], tokenize="13a").score for h in hyps]
+    _, scores = PairedTest(
+        [("baseline", hyps[0]), ("system", hyps[1])],
+        {"bleu": BLEU(tokenize="13a"), "chrf": CHRF()},
+        [refs],
+        test_type="bs",
+        n_samples=0,
+    )()
+    p = 1.0 if bleu[0] == bleu[1] else next(v for k, v in scores.items() if k != "System")[1].p_value
+    return bleu, p
+
+
 def test_variants_train_evaluate_and_compare_with_t1(swept):
     exp = swept["exp"]
     assert sorted(p.name for p in exp.iterdir() if (p / "config.json").exists()) == sorted(RUNS)
@@ -100,52 +126,59 @@ def test_variants_train_evaluate_and_compare_with_t1(swept):
     assert [(c["variant"], c["seed"], c["temperature"]) for c in configs.values()] == [
         ("transformer", 1, 1.0),
         ("ct_transformer", 1, 1.0),
+        ("sact_transformer", 1, 1.0),
     ]
-    base, ct = (configs[name]["train_args"] for name in RUNS)
+    base, ct, sact = (configs[name]["train_args"] for name in RUNS)
+    for argv, arch in zip((base, ct, sact), ARCHS):
+        assert argv[:2] == ["--arch", arch]
     # the same options but the architecture and the criterion (ct_cross_entropy: no T, no SEM)
-    assert base[:2] == ["--arch", "transformer"] and ct[:2] == ["--arch", "ct_transformer_alt_mini"]
     criterion = ["--criterion", "tempered_ce", "--softmax-temperature", "1", "--label-smoothing", "0.1"]
     i = base.index("--criterion")
     assert base[i : i + 6] == criterion and base[i + 6 : i + 8] == ["--sem-weight", "0"]
     j = ct.index("--criterion")
     assert ct[j : j + 4] == ["--criterion", "ct_cross_entropy", "--label-smoothing", "0.1"]
     assert base[2:i] == ct[2:j] and base[i + 8 :] == ct[j + 4 :]
-    assert "CTTransformerModel" in (exp / RUNS[1] / "train.log").read_text()
+    assert base[2:] == sact[2:]
+    for name, model in zip(RUNS, MODELS):
+        assert f"model: {model}" in (exp / name / "train.log").read_text()
     runs = {name: json.loads((exp / name / "run.json").read_text()) for name in RUNS}
     for name, run in runs.items():
         assert run["variant"] == configs[name]["variant"] and run["training"]["num_updates"] > 0
         assert run["eval"]["valid"]["greedy"]["decoding_temperature"] == 1.0
-    # finalize: no T_opt (only T=1), the variant against the T=1 transformer on dev (no test split)
+    # finalize: no T_opt (only T=1), each variant against the T=1 transformer on dev (no test split)
     assert not (exp / "final" / "final.json").exists()
-    compared = json.loads((exp / "final" / f"compare-{RUNS[1]}.json").read_text())
-    assert (compared["variant"], compared["baseline"], compared["scored_subset"]) == (
-        "ct_transformer",
-        RUNS[0],
-        "valid",
-    )
-    for key, name in (("baseline", RUNS[0]), ("variant", RUNS[1])):
+    for name, variant in zip(RUNS[1:], ("ct_transformer", "sact_transformer")):
+        compared = json.loads((exp / "final" / f"compare-{name}.json").read_text())
+        assert (compared["variant"], compared["temperature"], compared["baseline"]) == (variant, 1.0, RUNS[0])
+        assert compared["scored_subset"] == "valid"
         for system in ("greedy", "beam"):
-            assert compared["systems"][key][system] == runs[name]["eval"]["valid"][system]
-    for system in ("greedy", "beam"):
-        assert 0 < compared["significance"][system]["bleu"]["p_value"] <= 1
-    assert "note: ct_transformer: one run each, at T=1" in swept["proc"].stdout
+            (bleu_t1, bleu_variant), p = expected_comparison(exp / RUNS[0], exp / name, system)
+            assert compared["systems"]["baseline"][system]["bleu"] == pytest.approx(bleu_t1)
+            assert compared["systems"]["variant"][system]["bleu"] == pytest.approx(bleu_variant)
+            assert compared["significance"][system]["bleu"]["p_value"] == pytest.approx(p)
+    assert (
+        "note: ct_transformer, sact_transformer: at label smoothing 0.1, SEM 0 only" in swept["proc"].stdout
+    )
 
 
 def test_results_have_the_variants(swept):
-    work, out = swept["work"], swept["work"] / "results"
+    work, out, exp = swept["work"], swept["work"] / "results", swept["exp"]
     run_main(results_command.main, "--work", work, env=ENV)
     runs_csv = list(csv.DictReader(open(out / "runs.csv", encoding="utf-8")))
     assert [(r["variant"], r["T"], r["seed"]) for r in runs_csv] == [
         ("transformer", "1", "1"),
         ("ct_transformer", "1", "1"),
+        ("sact_transformer", "1", "1"),
     ]
     variants = list(csv.DictReader(open(out / "variants.csv", encoding="utf-8")))
-    compared = json.loads((swept["exp"] / "final" / f"compare-{RUNS[1]}.json").read_text())
-    assert [(r["variant"], r["run"], r["scored on"]) for r in variants] == [
-        ("ct_transformer", RUNS[1], "dev")
+    assert [(r["variant"], r["T"], r["run"], r["scored on"]) for r in variants] == [
+        ("ct_transformer", "1", RUNS[1], "dev"),
+        ("sact_transformer", "1", RUNS[2], "dev"),
     ]
-    assert variants[0]["greedy T=1"] == f"{compared['systems']['baseline']['greedy']['bleu']:.2f}"
-    assert variants[0]["p beam"] == f"{compared['significance']['beam']['bleu']['p_value']:.4f}"
+    for row, name in zip(variants, RUNS[1:]):
+        (bleu_t1, bleu_variant), p = expected_comparison(exp / RUNS[0], exp / name, "beam")
+        assert row["beam T=1"] == f"{bleu_t1:.2f}" and row["beam"].rstrip("†") == f"{bleu_variant:.2f}"
+        assert row["p beam"] == f"{p:.4f}"
     table34 = list(csv.DictReader(open(out / "table34.csv", encoding="utf-8")))
     assert [r["runs searched"] for r in table34] == ["1"]  # the transformer's runs only
     names = set(os.listdir(out))
@@ -162,36 +195,68 @@ def test_a_finished_sweep_is_not_redone_and_older_run_directories_are_reused(swe
     config_path.write_text(json.dumps(older, indent=2) + "\n")
     before[str(config_path)] = config_path.stat().st_mtime_ns
     proc = sweep(*SWEEP, "--work", swept["work"], "--", *TINY)
-    assert "2 runs, 0 to do" in proc.stdout and "started" not in proc.stderr
+    assert "3 runs, 0 to do" in proc.stdout and "started" not in proc.stderr
     assert snapshot(exp) == before  # nothing rewritten: not the older config.json either
     # another seed is a separate experiment, planned next to the first
     proc = sweep(*SWEEP, "--work", swept["work"], "--seed", "1,2", "--dry-run", "--", *TINY)
-    assert f"{exp.name}.seed2  (" in proc.stdout and "2 runs, 2 to do" in proc.stdout
+    assert f"{exp.name}.seed2  (" in proc.stdout and "3 runs, 3 to do" in proc.stdout
 
 
-def dry_run_commands(work, variants):
-    """{run: its fairseq-train argv} of a dry run with the given variants."""
+def dry_run_commands(work, variants, temperatures="1"):
+    """{run: its fairseq-train argv} of a dry run with the given variants (the plan prints the command
+    of the first run to do of each variant)."""
     # (seed 3: an experiment of its own, not the one the tests above trained with other options)
-    proc = sweep(*SWEEP, "--variants", variants, "--seed", "3", "--work", work, "--dry-run", "--no-finalize")
+    proc = sweep(
+        *SWEEP,
+        "--variants",
+        variants,
+        "--temperatures",
+        temperatures,
+        "--seed",
+        "3",
+        "--work",
+        work,
+        "--dry-run",
+        "--no-finalize",
+    )
     lines = proc.stdout.splitlines()
-    return {
+    commands = {
         line.split("fairseq-train of ")[1].split(" ")[0].rstrip(":"): shlex.split(lines[i + 1])
         for i, line in enumerate(lines)
         if "fairseq-train of " in line
     }
+    planned = [line.split()[0] for line in lines if line.startswith("    ") and line.endswith(" to train")]
+    return commands, planned
+
+
+def test_a_sweep_over_t_trains_the_tempered_variants_at_every_t(work):
+    """transformer at every T x LS, sact_transformer at every T (primary LS and SEM), ct_transformer
+    at T=1 only."""
+    commands, planned = dry_run_commands(
+        work, "sact_transformer,ct_transformer,transformer", temperatures="1,2.5"
+    )
+    assert planned == [
+        "sact_transformer-T1-ls0.1-sem0",
+        "sact_transformer-T2.5-ls0.1-sem0",
+        "ct_transformer-T1-ls0.1-sem0",
+        "T1-ls0.1-sem0",
+        "T2.5-ls0.1-sem0",
+    ]
+    argv = commands["sact_transformer-T1-ls0.1-sem0"]
+    assert argv[argv.index("--softmax-temperature") + 1] == "1"
+    assert argv[argv.index("--arch") + 1] == "sact_transformer_alt_mini"
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_every_variant_builds_its_model_and_criterion(work, variant):
     """The fairseq-train options a variant's run gets (as the plan prints them) parse, and build the
-    model and the criterion (a variant whose architecture is not registered: skipped)."""
+    model and the criterion."""
     from fairseq_ctemp.alt.presets import variant_model
 
-    if variant_model(variant, "mini")[1] not in ARCH_MODEL_REGISTRY:
-        pytest.skip(f"{variant}: --arch {variant_model(variant, 'mini')[1]} is not registered")
+    assert variant_model(variant, "mini")[1] in ARCH_MODEL_REGISTRY
     variants = "transformer" if variant == "transformer" else f"transformer,{variant}"
     name = "T1-ls0.1-sem0" if variant == "transformer" else f"{variant}-T1-ls0.1-sem0"
-    argv = dry_run_commands(work, variants)[name]
+    argv = dry_run_commands(work, variants)[0][name]
     assert argv[0] == "fairseq-train"
     args = options.parse_args_and_arch(options.get_training_parser(), argv[1:])
     task = tasks.setup_task(args)
@@ -199,8 +264,103 @@ def test_every_variant_builds_its_model_and_criterion(work, variant):
     expected = {"lstm": "none", "sact_lstm": "sact"}
     if variant in expected:
         assert type(model).__name__ == "SactLSTMModel" and args.attention_temperature == expected[variant]
+    if variant == "sact_transformer":
+        assert type(model).__name__ == "SactTransformerModel"
     assert type(criterion).__name__ == (
         "ContextualTemperatureCrossEntropy"
         if variant == "ct_transformer"
         else "TemperedCrossEntropyCriterion"
     )
+
+
+def valid_pairs(work, n):
+    """The first n dev pairs of the prepared data, as subword tokens (what the models read)."""
+    from fairseq.data import Dictionary, data_utils
+
+    bin_dir = work / "data" / "en-vi.bpe200" / "bin"
+    pairs = []
+    for lang in ("en", "vi"):
+        d = Dictionary.load(str(bin_dir / f"dict.{lang}.txt"))
+        dataset = data_utils.load_indexed_dataset(str(bin_dir / f"valid.en-vi.{lang}"), d)
+        pairs.append([d.string(dataset[i][:-1]) for i in range(n)])
+    return bin_dir, list(zip(*pairs))
+
+
+def test_tau_per_target_token_of_the_variants(swept, tmp_path):
+    """ctemp-ct-analysis dump (--source) on the ct_transformer run: per target token the tau and
+    p of one teacher-forced batch equal those of step-by-step incremental decoding; ctemp-sact-heatmaps
+    on the sact_transformer run: a tau row per target token."""
+    import torch
+    from fairseq import checkpoint_utils
+
+    from fairseq_ctemp.cli import ct_analysis, sact_heatmaps
+
+    exp, (bin_dir, pairs) = swept["exp"], valid_pairs(swept["work"], 3)
+    (tmp_path / "src.txt").write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
+    (tmp_path / "tgt.txt").write_text("".join(t + "\n" for _, t in pairs), encoding="utf-8")
+    checkpoint = exp / RUNS[1] / "checkpoint_avg.pt"
+    run_main(
+        ct_analysis.main,
+        "dump",
+        "--path",
+        checkpoint,
+        "--data",
+        bin_dir,
+        "--source",
+        tmp_path / "src.txt",
+        "--text",
+        tmp_path / "tgt.txt",
+        "--output",
+        tmp_path / "tau.jsonl",
+        "--cpu",
+    )
+    rows = [json.loads(line) for line in (tmp_path / "tau.jsonl").read_text().splitlines()]
+    assert len(rows) == sum(len(t.split()) + 1 for _, t in pairs)
+
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)], {"data": str(bin_dir)})
+    model = models[0].eval()
+    src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
+    expected = []
+    with torch.no_grad():
+        for line, (source, target) in enumerate(pairs, 1):
+            src = torch.tensor([[src_dict.index(w) for w in source.split()] + [src_dict.eos()]])
+            encoder_out = model.encoder(src, src_lengths=torch.tensor([src.size(1)]))
+            targets = [tgt_dict.index(w) for w in target.split()] + [tgt_dict.eos()]
+            prev, state = [tgt_dict.eos()], {}
+            for pos, t in enumerate(targets, 1):
+                features, _ = model.decoder(
+                    torch.tensor([prev]), encoder_out=encoder_out, incremental_state=state
+                )
+                logp = model.decoder.get_normalized_probs((features, None), log_probs=True)[0, -1, t]
+                tau = model.decoder.output_head.temperatures(features)[0, -1, t]
+                expected.append((line, pos, tgt_dict[t], float(logp), float(tau)))
+                prev.append(t)
+    got = [(r["line"], r["pos"], r["target"], r["logp_target"], r["tau_target"]) for r in rows]
+    assert [g[:3] for g in got] == [e[:3] for e in expected]
+    assert [x for g in got for x in g[3:]] == pytest.approx([x for e in expected for x in e[3:]], abs=1e-4)
+    assert len({round(g[4], 6) for g in got}) > 1  # tau varies with the context
+
+    out = tmp_path / "sact"
+    (tmp_path / "src2.txt").write_text("".join(s + "\n" for s, _ in pairs[:2]), encoding="utf-8")
+    (tmp_path / "tgt2.txt").write_text("".join(t + "\n" for _, t in pairs[:2]), encoding="utf-8")
+    run_main(
+        sact_heatmaps.main,
+        bin_dir,
+        "--path",
+        exp / RUNS[2] / "checkpoint_avg.pt",
+        "--input",
+        tmp_path / "src2.txt",
+        "--references",
+        tmp_path / "tgt2.txt",
+        "--out-dir",
+        out,
+        "-s",
+        "en",
+        "-t",
+        "vi",
+    )
+    dumped = json.loads((out / "sact_attention.json").read_text())
+    for sentence, (_, target) in zip(dumped["sentences"], pairs):
+        assert sentence["target_tokens"][: len(target.split())] == target.split()
+        assert len(sentence["tau"]) == len(sentence["target_tokens"])
+    assert sorted(p.name for p in out.glob("*.png")) == ["sentence1.png", "sentence2.png"]

@@ -849,6 +849,24 @@ CASES = [
         "--text {root}/lm-text/latin1.txt: line 1 is not UTF-8",
     ),
     (
+        "ct_analysis: --source of another length than --text",
+        ct_analysis,
+        [
+            "dump",
+            "--path",
+            "{ckpt}/a.pt",
+            "--data",
+            "{toy}/bin",
+            "--source",
+            "{toy}/raw/train.src",
+            "--text",
+            "{toy}/raw/test.tgt",
+            "--output",
+            "{root}/o.tsv",
+        ],
+        "--source {toy}/raw/train.src has 800 lines, --text {toy}/raw/test.tgt 80: line N of one must be",
+    ),
+    (
         "ct_analysis: empty checkpoint",
         ct_analysis,
         [

@@ -4,8 +4,8 @@
 # average of the last 10 checkpoints, greedy and beam at the training temperature; then per direction
 # T_opt (dev greedy BLEU), beam/lenpen tuned on dev for T_opt and T=1, test BLEU (dev without a test
 # split), paired significance, greedy vs beam 4 vs beam 10 timing. --variants adds other models
-# (ct_transformer, sact_transformer, lstm, sact_lstm), each trained once at T=1 the same way and
-# tested against the T=1 transformer.
+# (ct_transformer, sact_transformer, lstm, sact_lstm), trained the same way at the primary LS and SEM
+# (at each T; ct_transformer at T=1 only) and tested against the T=1 transformer.
 #
 # Usage: examples/alt/sweep.sh DIRECTION... [--preset base|small|mini] [--temperatures 1,2,3,4,5]
 #            [--label-smoothing 0.1[,0.2,...]] [--sem-weights 0[,0.1,...]] [--work runs/alt]

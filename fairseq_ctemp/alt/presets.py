@@ -197,9 +197,9 @@ MAX_LEN = ["--max-len-a", "2", "--max-len-b", "20"]  # bounds babbling of early/
 
 # The model variants of a sweep. "model": how its model options derive from the preset's ("arch": the
 # preset's Transformer options under another architecture, "{preset}" its name; "lstm": the preset's
-# LSTM sizes and an attention temperature); "criterion": tempered_ce (at T = 1 for all but
-# transformer, which is trained at every --temperatures T) or ct_cross_entropy (no T, no SEM term).
-# Only the preset's Transformer is tempered: the others learn a temperature, or are its baselines.
+# LSTM sizes and an attention temperature); "criterion": tempered_ce (trained at every --temperatures
+# T: the transformer variant on the whole T x LS x SEM grid, the others at the primary LS and SEM) or
+# ct_cross_entropy (no fixed T, no SEM term: T = 1 only).
 DEFAULT_VARIANT = "transformer"
 VARIANTS = {
     "transformer": {
@@ -214,19 +214,18 @@ VARIANTS = {
         "criterion": "ct_cross_entropy",
     },
     "sact_transformer": {
-        "about": "SACT attention temperature in the Transformer: sact_transformer_alt_<preset>, "
-        "tempered_ce at T=1",
+        "about": "SACT attention temperature in the Transformer: sact_transformer_alt_<preset>, tempered_ce",
         "model": ("arch", "sact_transformer_alt_{preset}"),
         "criterion": "tempered_ce",
     },
     "lstm": {
         "about": "the SACT recipe's attention LSTM without a temperature (sact_lstm "
-        "--attention-temperature none, i.e. fairseq's lstm), tempered_ce at T=1",
+        "--attention-temperature none, i.e. fairseq's lstm), tempered_ce",
         "model": ("lstm", "none"),
         "criterion": "tempered_ce",
     },
     "sact_lstm": {
-        "about": "the same LSTM with SACT (--attention-temperature sact), tempered_ce at T=1",
+        "about": "the same LSTM with SACT (--attention-temperature sact), tempered_ce",
         "model": ("lstm", "sact"),
         "criterion": "tempered_ce",
     },

@@ -493,8 +493,9 @@ def print_plan(experiments, args, device):
             others = [v for v in variants if v != DEFAULT_VARIANT]
             print(
                 f"  note: {', '.join(others)}: at label smoothing {fmt(exp['primary'][0])}, SEM "
-                f"{fmt(exp['primary'][1])} only, at each T of --temperatures (ct_transformer: T=1 "
-                "only); --label-smoothing and --sem-weights are the transformer's grid"
+                f"{fmt(exp['primary'][1])} only, at each T of --temperatures"
+                + (" (ct_transformer: T=1 only)" if "ct_transformer" in others else "")
+                + "; --label-smoothing and --sem-weights are the transformer's grid"
             )
         for variant in variants:
             todo_of = [r for r in todo if r[1]["variant"] == variant]

@@ -1,4 +1,5 @@
-"""Analyses of contextual temperatures (tau) of fairseq-ctemp language models, as in the papers.
+"""Analyses of contextual temperatures (tau) of fairseq-ctemp language models, as in the papers, and of
+the ct_transformer translation models (with --source).
 
     dump          tau and p(target) at every position of a text          -> TSV / JSON lines (+ .npy)
     positions     mean tau against normalised sentence position, 95% CI  -> PNG + CSV  (AAAI Fig. 1b,
@@ -9,7 +10,11 @@
 
 Every subcommand takes ``--path CHECKPOINT --data DATA_BIN --text FILE`` (one sentence per line,
 tokenised like the training data; blank lines are skipped, line numbers count them) and runs on
-the GPU when there is one, on the CPU with ``--cpu``. Outputs are never overwritten without
+the GPU when there is one, on the CPU with ``--cpu``. A translation model (ct_transformer) also needs
+``--source FILE``: line N is the source sentence of line N of --text (its translation or reference,
+tokenised like the training data); --text is then scored as the decoder's target, teacher-forced,
+with --data the model's fairseq-preprocess directory (dict.<src>.txt, dict.<tgt>.txt).
+Outputs are never overwritten without
 ``--force``. See docs/ct_analysis.md.
 
 Positions. Each line w_1 .. w_n is scored on its own, as fairseq-eval-lm --sample-break-mode eos
@@ -55,17 +60,22 @@ class AnalysisError(Exception):
 class Sentence:
     line: int  # 1-based line number in the text file
     words: List[str]
+    source: Optional[List[str]] = None  # a translation model's source sentence (--source)
 
 
-def read_text(path, lines=None):
-    """Non-blank lines of ``path`` as Sentences; ``lines`` (1-based numbers) selects some."""
+def read_text(path, lines=None, source=None):
+    """Non-blank lines of ``path`` as Sentences; ``lines`` (1-based numbers) selects some;
+    ``source``: the file of a translation model's source sentences, line by line beside ``path``."""
     if not os.path.isfile(path):
         raise AnalysisError(f"--text {path}: no such file")
     try:
         all_lines = inputs.read_utf8_lines(path)
     except inputs.InputError as e:
         raise AnalysisError(f"--text {path}: {e}") from None
-    sentences = [Sentence(i + 1, text.split()) for i, text in enumerate(all_lines) if text.strip()]
+    sources = read_source(source, path, len(all_lines)) if source else [None] * len(all_lines)
+    sentences = [
+        Sentence(i + 1, text.split(), sources[i]) for i, text in enumerate(all_lines) if text.strip()
+    ]
     if not sentences:
         raise AnalysisError(f"--text {path} is empty (no non-blank line)")
     if lines is None:
@@ -81,6 +91,22 @@ def read_text(path, lines=None):
             raise AnalysisError(f"--line {n} of {path} is blank")
         chosen.append(by_line[n])
     return chosen
+
+
+def read_source(path, text_path, n_lines):
+    """The words of each line of --source, which has as many lines as --text."""
+    if not os.path.isfile(path):
+        raise AnalysisError(f"--source {path}: no such file")
+    try:
+        lines = inputs.read_utf8_lines(path)
+    except inputs.InputError as e:
+        raise AnalysisError(f"--source {path}: {e}") from None
+    if len(lines) != n_lines:
+        raise AnalysisError(
+            f"--source {path} has {len(lines)} lines, --text {text_path} {n_lines}: line N of one must "
+            "be the translation of line N of the other"
+        )
+    return [line.split() for line in lines]
 
 
 def check_outputs(paths, force):
@@ -130,6 +156,11 @@ class LoadedModel:
     device: object
     epoch: Optional[int]  # the epoch the checkpoint was saved in (checkpointE.pt -> E)
     num_updates: Optional[int]
+    source_dictionary: object = None  # a translation model's (None: a language model)
+
+    @property
+    def is_translation(self):
+        return self.source_dictionary is not None
 
     @property
     def head(self):
@@ -143,17 +174,19 @@ class LoadedModel:
         if not self.has_temperature:
             raise AnalysisError(
                 f"{self.path}: this model has no temperature (--ct-normalization "
-                f"none, or not a fairseq-ctemp temperature-head LM); `{command}` "
-                f"needs tau"
+                f"none, or not a fairseq-ctemp temperature-head LM or ct_transformer); "
+                f"`{command}` needs tau"
             )
 
 
 def load_model(path, data, cpu=False):
-    """A fairseq-ctemp (or any fairseq) language model in eval mode, with its dictionary (from
-    ``data``) and the training progress saved in the checkpoint."""
+    """A fairseq-ctemp (or any fairseq) language model, or translation model, in eval mode, with its
+    dictionaries (from ``data``) and the training progress saved in the checkpoint."""
+    import glob
+
     import torch
     from fairseq import checkpoint_utils
-    from fairseq.models import FairseqLanguageModel
+    from fairseq.models import FairseqEncoderDecoderModel, FairseqLanguageModel
 
     if not os.path.isfile(path):
         raise AnalysisError(f"--path {path}: no such checkpoint")
@@ -161,9 +194,12 @@ def load_model(path, data, cpu=False):
         inputs.check_checkpoint(path)
     except inputs.InputError as e:
         raise AnalysisError(f"--path {path} {e}") from None
-    if not os.path.isfile(os.path.join(data.split(os.pathsep)[0], "dict.txt")):
+    first = data.split(os.pathsep)[0]
+    if not os.path.isfile(os.path.join(first, "dict.txt")) and not glob.glob(
+        os.path.join(first, "dict.*.txt")
+    ):
         raise AnalysisError(
-            f"--data {data}: no dict.txt (give the fairseq-preprocess output "
+            f"--data {data}: no dict.txt (nor dict.<lang>.txt; give the fairseq-preprocess output "
             f"directory the model was trained on)"
         )
     state = checkpoint_utils.load_checkpoint_to_cpu(path, {"data": data})
@@ -172,10 +208,14 @@ def load_model(path, data, cpu=False):
     )
     device = torch.device("cuda" if torch.cuda.is_available() and not cpu else "cpu")
     model = models[0].to(device).eval()
-    if not isinstance(model, FairseqLanguageModel):
-        raise AnalysisError(f"{path} is not a language model ({type(model).__name__})")
+    if isinstance(model, FairseqEncoderDecoderModel):
+        source_dictionary = task.source_dictionary
+    elif isinstance(model, FairseqLanguageModel):
+        source_dictionary = None
+    else:
+        raise AnalysisError(f"{path} is neither a language nor a translation model ({type(model).__name__})")
     epoch, updates = training_progress(state)
-    return LoadedModel(path, model, task.target_dictionary, device, epoch, updates)
+    return LoadedModel(path, model, task.target_dictionary, device, epoch, updates, source_dictionary)
 
 
 def training_progress(state):
@@ -244,8 +284,9 @@ class Scores:
 
 
 def max_positions(lm):
+    """The most target positions the model takes (a translation model: its decoder's)."""
     limit = lm.model.max_positions()
-    return limit[0] if isinstance(limit, tuple) else limit
+    return limit[1 if lm.is_translation else 0] if isinstance(limit, tuple) else limit
 
 
 def encode(lm, sentence, final_eos=True):
@@ -260,7 +301,15 @@ def encode(lm, sentence, final_eos=True):
 
 def fitting(lm, sentences, skip_long=False, final_eos=True):
     """Check, before anything is written, that the model takes every sentence in one piece
-    (a transformer's positions are limited); with ``skip_long`` leave the longer ones out."""
+    (a transformer's positions are limited); with ``skip_long`` leave the longer ones out. A
+    translation model needs each sentence's source (--source), a language model none."""
+    if lm.is_translation and sentences[0].source is None:
+        raise AnalysisError(
+            f"{lm.path} is a translation model ({type(lm.model).__name__}): give the source sentences "
+            "of --text with --source"
+        )
+    if not lm.is_translation and sentences[0].source is not None:
+        raise AnalysisError(f"--source is for translation models; {lm.path} is a language model")
     limit = max_positions(lm)
     n_positions = [len(s.words) + (1 if final_eos else 0) for s in sentences]
     if limit is None or max(n_positions) <= limit:
@@ -312,7 +361,16 @@ def _score_batch(lm, batch, encoded, columns, full, topk, need_tau):
         tokens[i, : len(inp)] = torch.tensor(inp)
         target[i, : len(tgt)] = torch.tensor(tgt)
     tokens, target = tokens.to(lm.device), target.to(lm.device)
-    net_output = lm.model(tokens)  # a language model's forward is its decoder's
+    if lm.is_translation:  # the source, each followed by </s> (as fairseq's translation task)
+        src = lm.source_dictionary
+        ids = [[src.index(w) for w in s.source] + [src.eos()] for s in batch]
+        src_tokens = torch.full((len(batch), max(map(len, ids))), src.pad(), dtype=torch.long)
+        for i, row in enumerate(ids):
+            src_tokens[i, : len(row)] = torch.tensor(row)
+        src_lengths = torch.tensor([len(row) for row in ids])
+        net_output = lm.model(src_tokens.to(lm.device), src_lengths.to(lm.device), tokens)
+    else:
+        net_output = lm.model(tokens)  # a language model's forward is its decoder's
     lprobs = lm.model.get_normalized_probs(net_output, log_probs=True).float()
     out = {"logp_target": lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)}
     if topk:
@@ -387,7 +445,7 @@ def cmd_dump(args):
     """tau of a text, position by position (the raw material of every figure). The outputs are
     written as PATH.partial and renamed when complete, so a failure leaves no half-written file."""
     check_outputs([args.output, args.full], args.force)
-    sentences = read_text(args.text)
+    sentences = read_text(args.text, source=args.source)
     lm = load_model(args.path, args.data, args.cpu)
     lm.require_temperature("dump")
     sentences = fitting(lm, sentences, args.skip_long, args.final_eos)
@@ -518,7 +576,9 @@ def cmd_positions(args):
     csv_path = companion(args.output, ".csv")
     check_outputs([args.output, csv_path], args.force)
     sentences = [
-        s for s in read_text(args.text) if args.min_len <= len(s.words) <= (args.max_len or math.inf)
+        s
+        for s in read_text(args.text, source=args.source)
+        if args.min_len <= len(s.words) <= (args.max_len or math.inf)
     ]
     if not sentences:
         raise AnalysisError(
@@ -611,7 +671,7 @@ def cmd_trajectories(args):
     """tau of chosen tokens across training (one checkpoint per point): AAAI Fig. 1a."""
     csv_path = companion(args.output, ".csv")
     check_outputs([args.output, csv_path], args.force)
-    sentences = read_text(args.text)
+    sentences = read_text(args.text, source=args.source)
     rows, points = [], []
     names = ids = None
     for path in args.path:
@@ -671,7 +731,7 @@ def cmd_heatmap(args):
     word read there): ICLR Fig. 1 (transposed there: input words on y)."""
     csv_path = companion(args.output, ".csv")
     check_outputs([args.output, csv_path], args.force)
-    sentence = read_text(args.text, [args.line])[0]
+    sentence = read_text(args.text, [args.line], args.source)[0]
     lm = load_model(args.path, args.data, args.cpu)
     lm.require_temperature("heatmap")
     names, ids = choose_tokens(lm.dictionary, args.tokens, args.vocab_k)
@@ -773,7 +833,7 @@ def cmd_case_study(args):
     check_outputs([args.output], args.force)
     if args.k < 1:
         raise AnalysisError(f"-k must be >= 1, got {args.k}")
-    sentences = read_text(args.text, args.line)
+    sentences = read_text(args.text, args.line, args.source)
     ct = load_model(args.path, args.data, args.cpu)
     ct.require_temperature("case-study")
     base = load_model(args.baseline_path, args.data, args.cpu)  # same --data: same dictionary
@@ -828,6 +888,12 @@ def common_options(parser, many_paths=False, final_eos=True, skip_long=False):
         required=True,
         metavar="FILE",
         help="one sentence per line, tokenised like the training data",
+    )
+    parser.add_argument(
+        "--source",
+        metavar="FILE",
+        help="a translation model's (ct_transformer's) source sentences, line N the source of line N "
+        "of --text, tokenised like the training data",
     )
     parser.add_argument("--cpu", action="store_true", help="run on the CPU even if CUDA is available")
     parser.add_argument("--batch-size", type=int, default=32, help="sentences per forward pass")
