@@ -6,7 +6,7 @@ import glob
 import os
 
 from ..cli import greedy_vs_beam as gvb
-from . import evaluate
+from . import evaluate, posthoc
 from .common import Lock, RunFailed, fmt, load_experiment, read_config, read_json, say, write_json
 from .presets import DEFAULT_VARIANT
 
@@ -37,10 +37,14 @@ def pending(exp_dir):
     exp = load_experiment(exp_dir)
     tempered, variants = primary_runs(exp_dir, exp)
     return (
-        1.0 in tempered
-        and len(tempered) > 1
-        and not os.path.exists(os.path.join(exp_dir, "final", "final.json"))
-    ) or any(not os.path.exists(comparison_path(exp_dir, d)) for d in variants)
+        (
+            1.0 in tempered
+            and len(tempered) > 1
+            and not os.path.exists(os.path.join(exp_dir, "final", "final.json"))
+        )
+        or any(not os.path.exists(comparison_path(exp_dir, d)) for d in variants)
+        or posthoc.pending(exp_dir, exp)
+    )
 
 
 def finalize(exp_dir, device):
@@ -55,6 +59,7 @@ def finalize(exp_dir, device):
     result = tempering(exp_dir, exp, group, device, quiet=bool(variants))
     if variants:
         compare_variants(exp_dir, exp, group.get(1.0), variants)
+    posthoc.finalize(exp_dir, exp, group, device)  # ECE of every run; the row T = 1 + post-hoc t*
     return result
 
 

@@ -10,6 +10,7 @@ import shutil
 import tempfile
 
 from ..progress import progress_bar
+from . import posthoc
 from .common import AltError, fmt, read_config, read_json
 from .presets import DEFAULT_VARIANT, VARIANTS
 from .training import training_steps, training_summary, validations
@@ -59,6 +60,7 @@ def load(work):
                 "runs": runs,
                 "pending": pending,
                 "final": read_json(os.path.join(exp_dir, "final", "final.json")),
+                "posthoc": posthoc.load(exp_dir),
                 "compare": [
                     read_json(path)
                     for path in sorted(glob.glob(os.path.join(exp_dir, "final", "compare-*.json")))
@@ -188,6 +190,7 @@ def runs_table(experiments):
         "test beam",
         "test greedy chrF",
         "beam k",
+        *posthoc.RUN_COLUMNS,
     ]
     rows = []
     for e in experiments:
@@ -213,6 +216,7 @@ def runs_table(experiments):
                     num(test["beam"]["bleu"]) if test else "",
                     num(test["greedy"]["chrf"]) if test else "",
                     ev["valid"]["beam"]["beam"],
+                    *posthoc.run_cells(r["dir"]),
                 ]
             )
         for r in e["pending"]:
@@ -230,7 +234,7 @@ def runs_table(experiments):
                     "(not finished)",
                     num(tr["best_valid_bleu"]),
                 ]
-                + [""] * 7
+                + [""] * (7 + len(posthoc.RUN_COLUMNS))
             )
     return header, rows
 
@@ -541,6 +545,7 @@ def report(experiments, out):
         "T_opt: best dev greedy BLEU among T != 1. Beam width and length penalty of both systems "
         "tuned on dev. Seconds: fairseq's decode time of the scored set (start-up excluded).\n\n"
     )
+    md.write(posthoc.report(experiments, out, markdown_table, write_csv))
     md.write("## Tables 3 and 4: tempering, label smoothing, SEM\n\n")
     md.write((markdown_table(*t34) if t34[1] else "(no finished run)") + "\n\n")
     md.write(

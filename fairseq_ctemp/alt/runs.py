@@ -6,7 +6,7 @@ import datetime
 import os
 
 from ..cli import average_checkpoints
-from . import evaluate, training
+from . import evaluate, posthoc, training
 from .children import call, child_env, sweep_command
 from .common import (
     PLUGIN_DIR,
@@ -97,6 +97,8 @@ def run_one(run_dir, device):
                 "signature": result["signatures"]["bleu"],
                 "n_sentences": result["n_sentences"],
             }
+        for subset, measured in posthoc.calibrate_run(run_dir, exp, device).items():  # ECE, NLL
+            evals[subset]["calibration"] = {k: measured[k] for k in ("nll", "ece", "decoding_temperature")}
         result = {
             "name": config["name"],
             "direction": f"{exp['src']}-{exp['tgt']}",

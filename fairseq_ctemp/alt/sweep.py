@@ -537,7 +537,7 @@ def print_plan(experiments, args, device):
             steps.append(
                 f"T_opt by dev greedy BLEU (LS {fmt(ls0)}, SEM {fmt(sem0)}); beams {exp['grid_beams']} x "
                 f"lenpens {exp['grid_lenpens']} on dev for T_opt and T=1; paired bootstrap; timing of "
-                f"beams {exp['speed_beams']}"
+                f"beams {exp['speed_beams']}; T=1 + post-hoc t* (fitted on dev NLL), tuned the same"
             )
         if len(variants) > 1:
             steps.append(

@@ -1,0 +1,412 @@
+"""Calibration in the ALT pipeline (ctemp-calibrate's Python API, fairseq_ctemp.calibration):
+
+- every finished run: NLL and ECE of the distribution it decodes (softmax(D/T) at its training T),
+  teacher forced on dev, and on test when there is a test split -> RUN_DIR/eval/<subset>/
+  calibration.json (ctemp-calibrate's JSON), written once;
+- finalize: the row "T = 1 + post-hoc t*" of Table 1. t* is the T = 1 run's temperature that
+  minimises its dev NLL; a copy of its averaged checkpoint that decodes at t* (final/T1-posthoc.pt)
+  is decoded greedy and with the beam / length penalty tuned on dev over the grid every system is
+  tuned on (final/tune-T1-posthoc), paired bootstrap against T = 1 and T_opt
+  (final/significance-posthoc-*.json), the reliability diagrams of T = 1, T_opt and T = 1 + t*
+  (final/reliability.png) -> final/posthoc.json, written once.
+
+Each step is skipped when its file is there; nothing finished is rewritten. ctemp-alt-results shows
+the ECE as columns of its tables, the row under Table 1 and the diagrams next to its other figures.
+"""
+
+import glob
+import os
+
+from .. import calibration
+from ..cli import greedy_vs_beam as gvb
+from . import evaluate
+from .common import Lock, RunFailed, fmt, prepared, read_json, say, write_json
+
+CALIBRATION = "calibration.json"  # in RUN_DIR/eval/<subset>/, next to the decoding's result.json
+POSTHOC = "posthoc.json"  # in EXPERIMENT/final/
+CHECKPOINT = "T1-posthoc.pt"  # the T = 1 run's averaged checkpoint, decoding at t*
+SYSTEMS = (("untempered", "T = 1"), ("tempered", "T_opt"), ("posthoc", "T = 1 + post-hoc t*"))
+# paired bootstrap of the post-hoc system against (final.json system, hypothesis file)
+COMPARISONS = {
+    "greedy_vs_untempered": ("untempered", "greedy.hyp"),
+    "beam_vs_untempered": ("untempered", "beam.hyp"),
+    "greedy_vs_tempered": ("tempered", "greedy.hyp"),
+    "beam_vs_tempered": ("tempered", "beam.hyp"),
+}
+SUMMARY = ("tokens", "decoding_temperature", "accuracy", "nll", "ece", "signature", "bins")
+LABEL = {"valid": "dev", "test": "test"}
+
+
+# ----------------------------------------------------------------------------- every run
+def calibration_path(run_dir, subset):
+    return os.path.join(run_dir, "eval", subset, CALIBRATION)
+
+
+def measure(checkpoint, exp, subset, device):
+    """ctemp-calibrate's measurement (its JSON as a dict) of `checkpoint` on `subset` of the
+    experiment's data, at the temperature the checkpoint decodes at."""
+    data = prepared(exp["data"])
+    try:
+        result = calibration.calibrate(
+            checkpoint,
+            data["bin"],
+            subset,
+            overrides={"source_lang": exp["src"], "target_lang": exp["tgt"]},
+            batch_size=exp["decode_batch"],
+            cpu=bool(device.get("cpu")),
+        )
+    except calibration.CalibrationError as e:
+        raise RunFailed(f"ctemp-calibrate: {e}") from None
+    return result.to_dict()
+
+
+def calibrate_run(run_dir, exp, device):
+    """The run's eval/<subset>/calibration.json for each subset it was decoded on, measured when
+    missing (the caller holds the run's lock). Returns {subset: summary} of those measured. A
+    model that cannot be measured (no finite t* minimises its NLL: no better than uniform, or
+    every prediction right) gets {"error": why} there instead, so that it is not tried again."""
+    out = {}
+    for subset in exp["subsets"]:
+        path = calibration_path(run_dir, subset)
+        if not os.path.exists(path):
+            say(f"  calibration of {os.path.basename(run_dir)} on {subset}")
+            try:
+                measured = measure(os.path.join(run_dir, "checkpoint_avg.pt"), exp, subset, device)
+            except RunFailed as e:
+                say(f"{os.path.basename(run_dir)}: no calibration on {subset}: {e}")
+                measured = {"error": str(e)}
+            write_json(path, measured)
+        measured = read_json(path)
+        if "error" not in measured:
+            out[subset] = summary(measured)
+    return out
+
+
+def summary(result, fitted=False):
+    """The numbers of a calibration JSON the tables use; `fitted`: at its t* instead."""
+    s = {k: result[k] for k in SUMMARY}
+    if fitted:
+        s.update(
+            decoding_temperature=result["fitted_temperature"],
+            nll=result["nll_fitted"],
+            ece=result["ece_fitted"],
+            bins=result["bins_fitted"],
+        )
+    return s
+
+
+def finished_runs(exp_dir):
+    return sorted(os.path.dirname(p) for p in glob.glob(os.path.join(exp_dir, "*", "run.json")))
+
+
+def pending(exp_dir, exp):
+    """Whether a finished run lacks its calibration, or final.json its post-hoc row."""
+    final_dir = os.path.join(exp_dir, "final")
+    return any(
+        not os.path.exists(calibration_path(d, s)) for d in finished_runs(exp_dir) for s in exp["subsets"]
+    ) or (
+        os.path.exists(os.path.join(final_dir, "final.json"))
+        and not os.path.exists(os.path.join(final_dir, POSTHOC))
+    )
+
+
+# ------------------------------------------------------------------------------- finalize
+def finalize(exp_dir, exp, group, device):
+    """Calibration of every finished run, then (once final.json is there) the post-hoc row ->
+    final/posthoc.json. `group`: {T: run dir} of the primary (LS, SEM) transformer runs."""
+    for run_dir in finished_runs(exp_dir):
+        if not all(os.path.exists(calibration_path(run_dir, s)) for s in exp["subsets"]):
+            with Lock(run_dir, RunFailed):
+                calibrate_run(run_dir, exp, device)
+    final_dir = os.path.join(exp_dir, "final")
+    if os.path.exists(os.path.join(final_dir, POSTHOC)):
+        return read_json(os.path.join(final_dir, POSTHOC))
+    final = read_json(os.path.join(final_dir, "final.json"))
+    if final is None:
+        return None
+    with Lock(final_dir, RunFailed):
+        return posthoc_row(exp_dir, exp, group, device, final)
+
+
+def posthoc_row(exp_dir, exp, group, device, final):
+    name, final_dir = os.path.basename(exp_dir), os.path.join(exp_dir, "final")
+    subset, t_opt = final["scored_subset"], final["t_opt"]
+    dirs = {"untempered": group[1.0], "tempered": group[t_opt]}
+    runs = {
+        label: {s: read_json(calibration_path(d, s)) for s in exp["subsets"]} for label, d in dirs.items()
+    }
+    missing = [
+        f"{os.path.basename(dirs[k])} ({s})" for k, r in runs.items() for s, c in r.items() if c is None
+    ]
+    if missing:
+        say(f"{name}: the post-hoc row waits for the calibration of {', '.join(missing)}")
+        return None
+    failed = [
+        f"{os.path.basename(dirs[k])} ({s}): {c['error']}"
+        for k, r in runs.items()
+        for s, c in r.items()
+        if "error" in c
+    ]
+    if failed:  # recorded, so that finalize is not pending for ever
+        say(f"{name}: no post-hoc row: no calibration of {'; '.join(failed)}")
+        write_json(os.path.join(final_dir, POSTHOC), {"experiment": name, "error": "; ".join(failed)})
+        return None
+    dev = runs["untempered"]["valid"]
+    t_star = dev["fitted_temperature"]
+    checkpoint = os.path.join(final_dir, CHECKPOINT)
+    if not os.path.exists(checkpoint):  # written under a temporary name: complete when there
+        say(f"{name}: t* = {t_star:.4g} (dev NLL of T=1 {dev['nll']:.4f} -> {dev['nll_fitted']:.4f})")
+        try:  # ctemp-calibrate --write-checkpoint
+            calibration.write_calibrated_checkpoint(
+                os.path.join(dirs["untempered"], "checkpoint_avg.pt"), checkpoint, t_star, dev["signature"]
+            )
+        except calibration.CalibrationError as e:
+            raise RunFailed(f"ctemp-calibrate: {e}") from None
+    decoder = evaluate.Decoder(exp, checkpoint, device)
+    tuned = decoder.greedy_vs_beam(
+        os.path.join(final_dir, "tune-T1-posthoc"),
+        subset,
+        exp["eval_beam"],
+        grid=(exp["grid_beams"], exp["grid_lenpens"]),
+    )
+    decoded_at = tuned["systems"]["greedy"]["decoding_temperature"]
+    if decoded_at is None or abs(decoded_at - t_star) > 1e-6 * t_star:
+        raise RunFailed(f"{checkpoint} decoded at t={decoded_at}, not at t*={t_star}")
+    # calibration of T = 1 + t*: on dev the T = 1 run's own measurement at t*; on test measured
+    posthoc_calibration = {"valid": summary(dev, fitted=True)}
+    for other in exp["subsets"]:
+        if other != "valid":
+            path = os.path.join(final_dir, f"calibration-T1-posthoc.{other}.json")
+            if not os.path.exists(path):
+                write_json(path, measure(checkpoint, exp, other, device))
+            posthoc_calibration[other] = summary(read_json(path))
+    significance = {}
+    for key, (base, hyp) in COMPARISONS.items():
+        path = os.path.join(final_dir, f"significance-posthoc-{key}.json")
+        if not os.path.exists(path):
+            t = 1.0 if base == "untempered" else t_opt
+            files = evaluate.moved_result(os.path.join(final_dir, f"tune-T{fmt(t)}"))["files"]
+            try:  # ctemp-greedy-vs-beam compare
+                write_json(
+                    path,
+                    gvb.compare_systems(
+                        tuned["files"]["ref"],
+                        files[hyp],
+                        tuned["files"][hyp],
+                        "bs",
+                        None,
+                        exp["bleu_tokenize"],
+                    ),
+                )
+            except gvb.UsageError as e:
+                raise RunFailed(f"significance test: {e}") from None
+        significance[key] = read_json(path)
+    result = {
+        "direction": final["direction"],
+        "experiment": name,
+        "scored_subset": subset,
+        "tuned_on": "valid",
+        "t_opt": t_opt,
+        "t_star": t_star,
+        "t_star_fitted_on": "dev NLL of the T=1 run (ctemp-calibrate)",
+        "checkpoint": os.path.relpath(checkpoint, exp_dir),
+        "systems": {
+            "untempered": {
+                "temperature": 1.0,
+                "run": os.path.basename(dirs["untempered"]),
+                "calibration": {s: summary(r) for s, r in runs["untempered"].items()},
+            },
+            "tempered": {
+                "temperature": t_opt,
+                "run": os.path.basename(dirs["tempered"]),
+                "calibration": {s: summary(r) for s, r in runs["tempered"].items()},
+            },
+            "posthoc": {
+                "temperature": t_star,
+                "run": os.path.basename(dirs["untempered"]),
+                "greedy": evaluate.system_row(tuned, "greedy"),
+                "beam": evaluate.system_row(tuned, "beam"),
+                "grid": tuned["grid"],
+                "signature": tuned["signatures"]["bleu"],
+                "calibration": posthoc_calibration,
+            },
+        },
+        "significance": significance,
+    }
+    try:
+        plot_reliability(result, os.path.join(final_dir, "reliability.png"))
+    except ImportError:
+        say(f"{name}: no reliability diagrams (matplotlib is not installed)")
+    write_json(os.path.join(final_dir, POSTHOC), result)
+    p = significance["beam_vs_untempered"]["bleu"]["p_value"]
+    q = significance["beam_vs_tempered"]["bleu"]["p_value"]
+    say(
+        f"{name}: T=1 + post-hoc t*={t_star:.4g}: {subset} BLEU greedy {tuned['systems']['greedy']['bleu']:.2f}, "
+        f"tuned beam {tuned['systems']['beam']['bleu']:.2f} (p = {p:.4f} vs T=1, {q:.4f} vs T_opt); dev ECE "
+        f"{100 * dev['ece']:.1f}% (T=1) -> {100 * dev['ece_fitted']:.1f}%, "
+        f"T_opt {100 * runs['tempered']['valid']['ece']:.1f}%"
+    )
+    return result
+
+
+# --------------------------------------------------------------------------------- outputs
+def plot_reliability(posthoc, path):
+    """Reliability diagrams of T = 1, T_opt and T = 1 + t*: a column each, a row per subset."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    systems = posthoc["systems"]
+    subsets = [s for s in ("valid", "test") if s in systems["posthoc"]["calibration"]]
+    fig, axes = plt.subplots(
+        len(subsets), len(SYSTEMS), figsize=(4 * len(SYSTEMS), 3.8 * len(subsets)), squeeze=False, sharey=True
+    )
+    for row, subset in zip(axes, subsets):
+        for ax, (key, label) in zip(row, SYSTEMS):
+            c = systems[key]["calibration"][subset]
+            filled = [b for b in c["bins"] if b["count"]]
+            ax.bar(
+                [b["range"][0] for b in filled],
+                [b["accuracy"] for b in filled],
+                [b["range"][1] - b["range"][0] for b in filled],
+                align="edge",
+                edgecolor="black",
+                label="accuracy",
+            )
+            ax.plot(
+                [b["confidence"] for b in filled],
+                [b["confidence"] for b in filled],
+                "o",
+                color="tab:red",
+                label="mean confidence",
+            )
+            ax.plot([0, 1], [0, 1], "--", color="gray", linewidth=1)
+            ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="confidence of the top-1 prediction")
+            ax.set_title(
+                f"{label}, t={c['decoding_temperature']:.4g} ({LABEL[subset]})\n"
+                f"ECE {100 * c['ece']:.1f}%, NLL {c['nll']:.3f} nats/token",
+                fontsize=9,
+            )
+        row[0].set_ylabel("accuracy")
+    axes[0][0].legend(loc="upper left", fontsize=8)
+    fig.suptitle(f"{posthoc['experiment']}: reliability (15 bins, teacher forced)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def load(exp_dir):
+    return read_json(os.path.join(exp_dir, "final", POSTHOC))
+
+
+def percent(x):
+    return "" if x is None else f"{100 * x:.1f}"
+
+
+def nats(x):
+    return "" if x is None else f"{x:.3f}"
+
+
+RUN_COLUMNS = ["dev NLL", "dev ECE %", "dev t*", "test NLL", "test ECE %"]
+
+
+def run_cells(run_dir):
+    """The runs table's calibration cells of a run: NLL (nats/token) and ECE of the distribution
+    it decodes, and the dev t* ("" where not measured)."""
+    dev, test = (read_json(calibration_path(run_dir, s)) or {} for s in ("valid", "test"))
+    return [
+        nats(dev.get("nll")),
+        percent(dev.get("ece")),
+        f"{dev['fitted_temperature']:.3f}" if "fitted_temperature" in dev else "",
+        nats(test.get("nll")),
+        percent(test.get("ece")),
+    ]
+
+
+def table(experiments):
+    """Table 1 by system, with the row T = 1 + post-hoc t*: (header, rows)."""
+    header = [
+        "direction",
+        "experiment",
+        "scored on",
+        "system",
+        "t decoded at",
+        "dev NLL",
+        "dev ECE %",
+        "test NLL",
+        "test ECE %",
+        "greedy BLEU",
+        "greedy chrF",
+        "beam BLEU (k, lp)",
+        "beam chrF",
+        "p greedy vs T=1",
+        "p beam vs T=1",
+        "p greedy vs T_opt",
+        "p beam vs T_opt",
+    ]
+    rows = []
+    for e in experiments:
+        f, p = e.get("final"), e.get("posthoc")
+        if f is None or p is None or "error" in p:
+            continue
+        sig, own = f["significance"], p["significance"]
+        pvalue = {
+            "untempered": ("", "", "", ""),
+            "tempered": (
+                sig["greedy"]["bleu"]["p_value"],
+                sig["beam"]["bleu"]["p_value"],
+                "",
+                "",
+            ),
+            "posthoc": tuple(own[k]["bleu"]["p_value"] for k in COMPARISONS),
+        }
+        for key, label in SYSTEMS:
+            s = f["systems"][key] if key != "posthoc" else p["systems"]["posthoc"]
+            c = p["systems"][key]["calibration"]
+            t = p["systems"][key]["temperature"]
+            rows.append(
+                [
+                    f["direction"],
+                    e["name"],
+                    "test" if f["scored_subset"] == "test" else "dev (tuned on dev too)",
+                    label if key != "tempered" else f"T_opt = {fmt(t)}",
+                    f"{t:.4g}",
+                    nats(c["valid"]["nll"]),
+                    percent(c["valid"]["ece"]),
+                    nats(c["test"]["nll"]) if "test" in c else "",
+                    percent(c["test"]["ece"]) if "test" in c else "",
+                    f"{s['greedy']['bleu']:.2f}",
+                    f"{s['greedy']['chrf']:.2f}",
+                    f"{s['beam']['bleu']:.2f} ({s['beam']['beam']}, {fmt(s['beam']['lenpen'])})",
+                    f"{s['beam']['chrf']:.2f}",
+                ]
+                + [x if x == "" else f"{x:.4f}" for x in pvalue[key]]
+            )
+    return header, rows
+
+
+def report(experiments, out, markdown_table, write_csv):
+    """ctemp-alt-results' section: table1_posthoc.csv, reliability.<experiment>.png; its markdown."""
+    header, rows = table(experiments)
+    if not rows:
+        return ""
+    write_csv(os.path.join(out, "table1_posthoc.csv"), header, rows)
+    md = [
+        "## Table 1, with T = 1 + post-hoc t*\n",
+        markdown_table(header, rows) + "\n",
+        "T = 1 + post-hoc t*: the T = 1 model decoded at the temperature t* that minimises its dev NLL "
+        "(ctemp-calibrate; one number fitted after training), its beam and length penalty tuned on dev "
+        "over the same grid as the others. p: paired bootstrap (sacrebleu, 1000 samples) of BLEU. NLL "
+        "(nats/token) and ECE (15 bins): teacher forced, of the distribution each system decodes. "
+        "Greedy output cannot change with t (the argmax of softmax(D/t) does not depend on t).\n",
+    ]
+    for e in experiments:
+        if e.get("final") is not None and e.get("posthoc") is not None and "error" not in e["posthoc"]:
+            try:
+                png = f"reliability.{e['name']}.png"
+                plot_reliability(e["posthoc"], os.path.join(out, png))
+                md.append(f"![{png}]({png})\n")
+            except ImportError:
+                pass
+    return "\n".join(md) + "\n"
