@@ -10,7 +10,7 @@ import shutil
 import tempfile
 
 from ..progress import progress_bar
-from . import posthoc
+from . import posthoc, systems
 from .common import AltError, fmt, read_config, read_json
 from .presets import DEFAULT_VARIANT, VARIANTS
 from .training import training_steps, training_summary, validations
@@ -546,6 +546,7 @@ def report(experiments, out):
         "tuned on dev. Seconds: fairseq's decode time of the scored set (start-up excluded).\n\n"
     )
     md.write(posthoc.report(experiments, out, markdown_table, write_csv))
+    md.write(systems.report(experiments, out, markdown_table, write_csv))
     md.write("## Tables 3 and 4: tempering, label smoothing, SEM\n\n")
     md.write((markdown_table(*t34) if t34[1] else "(no finished run)") + "\n\n")
     md.write(

@@ -13,6 +13,12 @@ if this tool wrote it, as its .alt_results file records, and holds nothing else)
                    beam BLEU, chrF
   variants.csv     (a sweep with --variants) each model variant against the T=1 transformer:
                    greedy and beam BLEU, chrF, paired bootstrap p-values
+  table1_posthoc.csv   Table 1 with the row T=1 + post-hoc t*: dev NLL and ECE of each system
+  reliability.<experiment>.png   reliability diagrams of T=1, T_opt and T=1 + post-hoc t*
+  systems.csv      per system (T=1, T_opt, T=1 + post-hoc t*, each variant) and seed: greedy, beam
+                   and tuned-beam BLEU, dev ECE and NLL
+  systems.<setup>.png            those side by side, a marker per seed (setup: the experiment
+                                 without its .seed<N>)
   bleu_vs_T.<experiment>.png     greedy and beam BLEU against T (Figure 1), per LS/SEM group; the
                                  other variants as points at T=1
   bleu_vs_LS.<experiment>.png, bleu_vs_SEM.<experiment>.png   (when swept; Figures 2 and 3)

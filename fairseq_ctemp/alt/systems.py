@@ -1,0 +1,224 @@
+"""BLEU and calibration by system, across seeds (ctemp-alt-results' systems.<setup>.png and
+systems.csv): the systems of a setup side by side — T = 1, T_opt, T = 1 + post-hoc t* and every
+other model variant — with one point per seed, so that a difference can be read against the seed
+spread. A setup is an experiment of the sweep without its seed (en-vi.mini.spm2000.n4000 and
+en-vi.mini.spm2000.n4000.seed2 are one setup).
+
+Beam BLEU is shown twice where it exists: beam k at length penalty 1, as every run is decoded
+(comparable between all trained systems), and the beam tuned on dev by finalize (T = 1, T_opt and
+the post-hoc row only)."""
+
+import os
+import re
+
+from . import posthoc
+from .common import fmt, read_json
+from .presets import DEFAULT_VARIANT
+
+SEED_SUFFIX = re.compile(r"\.seed\d+$")
+HEADER = [
+    "setup",
+    "system",
+    "seed",
+    "scored on",
+    "greedy BLEU",
+    "beam BLEU",
+    "beam k",
+    "tuned beam BLEU",
+    "tuned beam (k, lp)",
+    "dev ECE %",
+    "dev NLL",
+]
+
+
+def setup_name(experiment):
+    return SEED_SUFFIX.sub("", experiment)
+
+
+def run_calibration(run_dir):
+    """The dev calibration summary of a run, or None (not measured, or it failed)."""
+    c = read_json(posthoc.calibration_path(run_dir, "valid"))
+    return None if c is None or "error" in c else c
+
+
+def points(experiments):
+    """{setup: [point, ...]} with a point per system and seed: system, seed, subset, greedy, beam,
+    beam_k, tuned, tuned_setting, ece, nll (None where not measured). The runs of the primary label
+    smoothing and SEM weight only; of the transformer's own temperatures, T = 1 and T_opt."""
+    setups = {}
+    for e in experiments:
+        ls0, sem0 = e["exp"]["primary"]
+        final, post = e.get("final"), e.get("posthoc")
+        if post is not None and "error" in post:
+            post = None
+        t_opt = final["t_opt"] if final else None
+        tuned = {}  # temperature of a transformer run -> finalize's tuned beam row
+        if final:
+            tuned = {1.0: final["systems"]["untempered"]["beam"], t_opt: final["systems"]["tempered"]["beam"]}
+        out = setups.setdefault(setup_name(e["name"]), [])
+        for run in e["runs"]:
+            if (run["label_smoothing"], run["sem_weight"]) != (ls0, sem0):
+                continue
+            t, transformer = run["temperature"], run["variant"] == DEFAULT_VARIANT
+            if transformer and t not in (1.0, t_opt):
+                continue
+            subset = "test" if "test" in run["eval"] else "valid"
+            scores = run["eval"][subset]
+            if transformer:
+                system = "T = 1" if t == 1.0 else f"T_opt = {fmt(t)}"
+            elif run["variant"] == "ct_transformer":
+                system = run["variant"]
+            else:
+                system = f"{run['variant']} T={fmt(t)}"
+            calibration = run_calibration(run["dir"])
+            best = tuned.get(t) if transformer else None
+            out.append(
+                {
+                    "system": system,
+                    "seed": run["seed"],
+                    "subset": subset,
+                    "greedy": scores["greedy"]["bleu"],
+                    "beam": scores["beam"]["bleu"],
+                    "beam_k": scores["beam"]["beam"],
+                    "tuned": best["bleu"] if best else None,
+                    "tuned_setting": (best["beam"], best["lenpen"]) if best else None,
+                    "ece": calibration["ece"] if calibration else None,
+                    "nll": calibration["nll"] if calibration else None,
+                }
+            )
+        if final and post:
+            p = post["systems"]["posthoc"]
+            dev = p["calibration"]["valid"]
+            out.append(
+                {
+                    "system": "T = 1 + post-hoc t*",
+                    "seed": next((r["seed"] for r in e["runs"]), None),
+                    "subset": post["scored_subset"],
+                    "greedy": p["greedy"]["bleu"],
+                    "beam": None,  # only tuned at t*
+                    "beam_k": None,
+                    "tuned": p["beam"]["bleu"],
+                    "tuned_setting": (p["beam"]["beam"], p["beam"]["lenpen"]),
+                    "ece": dev["ece"],
+                    "nll": dev["nll"],
+                }
+            )
+    return {name: sorted(ps, key=order) for name, ps in setups.items() if ps}
+
+
+def order(point):
+    """T = 1, T_opt, post-hoc, then the other variants by name; seeds in order."""
+    system = point["system"]
+    rank = (
+        0
+        if system == "T = 1"
+        else 1
+        if system.startswith("T_opt")
+        else 2
+        if system.startswith("T = 1 +")
+        else 3
+    )
+    return rank, system, point["seed"] if point["seed"] is not None else -1
+
+
+def rows(setups):
+    """systems.csv: (header, rows)."""
+
+    def cell(x, digits=2):
+        return "" if x is None else f"{x:.{digits}f}"
+
+    out = []
+    for setup, ps in setups.items():
+        for p in ps:
+            out.append(
+                [
+                    setup,
+                    p["system"],
+                    p["seed"],
+                    "dev" if p["subset"] == "valid" else p["subset"],
+                    cell(p["greedy"]),
+                    cell(p["beam"]),
+                    p["beam_k"] or "",
+                    cell(p["tuned"]),
+                    f"({p['tuned_setting'][0]}, {fmt(p['tuned_setting'][1])})" if p["tuned_setting"] else "",
+                    "" if p["ece"] is None else f"{100 * p['ece']:.1f}",
+                    cell(p["nll"], 3),
+                ]
+            )
+    return HEADER, out
+
+
+def plot(setup, ps, path):
+    """Three panels — greedy BLEU, beam BLEU (beam k filled, tuned open), dev ECE — with the systems
+    on the x axis, a marker per seed and a bar at the mean over seeds."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    systems = list(dict.fromkeys(p["system"] for p in ps))
+    seeds = sorted({p["seed"] for p in ps}, key=lambda s: -1 if s is None else s)
+    markers = "osD^v<>ph*"
+    panels = (
+        ("greedy BLEU", [("greedy", True)]),
+        ("beam BLEU (filled: beam k, lp 1; open: tuned on dev)", [("beam", True), ("tuned", False)]),
+        ("dev ECE (%)", [("ece", True)]),
+    )
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4.2), squeeze=False)
+    for ax, (title, series) in zip(axes[0], panels):
+        for x, system in enumerate(systems):
+            for key, filled in series:
+                shift = 0.0 if len(series) == 1 else (-0.15 if filled else 0.15)
+                values = []
+                for i, seed in enumerate(seeds):
+                    for p in ps:
+                        if p["system"] != system or p["seed"] != seed or p[key] is None:
+                            continue
+                        y = 100 * p[key] if key == "ece" else p[key]
+                        values.append(y)
+                        ax.plot(
+                            x + shift + 0.06 * (i - (len(seeds) - 1) / 2),
+                            y,
+                            markers[i % len(markers)],
+                            color=f"C{i}",
+                            markerfacecolor=f"C{i}" if filled else "none",
+                            label=f"seed {seed}" if (x, key) == (0, series[0][0]) else None,
+                        )
+                if values:  # the mean over seeds
+                    mean = sum(values) / len(values)
+                    ax.hlines(mean, x + shift - 0.13, x + shift + 0.13, color="black", linewidth=1)
+        ax.set_xticks(range(len(systems)))
+        ax.set_xticklabels(systems, rotation=30, ha="right", fontsize=8)
+        ax.set_title(title, fontsize=9)
+        ax.grid(alpha=0.3, axis="y")
+    subset = "dev" if all(p["subset"] == "valid" for p in ps) else "test"
+    axes[0][0].set_ylabel(f"{subset} BLEU")
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle(f"{setup}: systems side by side, one marker per seed, a bar at the mean", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def report(experiments, out, markdown_table, write_csv):
+    """ctemp-alt-results' section: systems.csv, systems.<setup>.png; its markdown."""
+    setups = points(experiments)
+    if not setups:
+        return ""
+    header, table = rows(setups)
+    write_csv(os.path.join(out, "systems.csv"), header, table)
+    md = [
+        "## Systems side by side, across seeds\n",
+        markdown_table(header, table) + "\n",
+        "Beam BLEU: beam k at length penalty 1, as every run is decoded; tuned beam: width and length "
+        "penalty tuned on dev by finalize (T = 1, T_opt, T = 1 + post-hoc t* only). ECE and NLL "
+        "(nats/token): dev, teacher forced, of the distribution each system decodes.\n",
+    ]
+    for setup, ps in setups.items():
+        try:
+            png = f"systems.{setup}.png"
+            plot(setup, ps, os.path.join(out, png))
+            md.append(f"![{png}]({png})\n")
+        except ImportError:
+            pass
+    return "\n".join(md) + "\n"

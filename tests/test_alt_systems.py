@@ -1,0 +1,167 @@
+"""ctemp-alt-results' systems side by side: which numbers of which files land in which row (on
+hand-made sweep results of two seeds; the pipeline that writes such files is tested end to end in
+test_alt_recipes, test_alt_variants and test_alt_posthoc)."""
+
+import csv
+import json
+
+import pytest
+
+from fairseq_ctemp.alt import results, systems
+
+
+def scores(greedy, beam, k=4):
+    return {"greedy": {"bleu": greedy}, "beam": {"bleu": beam, "beam": k}}
+
+
+def write_calibration(run_dir, ece, nll):
+    path = run_dir / "eval" / "valid" / "calibration.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"ece": ece, "nll": nll}))
+
+
+def run(tmp_path, exp, name, variant, t, seed, greedy, beam, ls=0.1, calibration=None):
+    run_dir = tmp_path / exp / name
+    run_dir.mkdir(parents=True)
+    if calibration:
+        write_calibration(run_dir, *calibration)
+    return {
+        "name": name,
+        "dir": str(run_dir),
+        "variant": variant,
+        "seed": seed,
+        "temperature": t,
+        "label_smoothing": ls,
+        "sem_weight": 0.0,
+        "eval": {"valid": scores(greedy, beam)},
+    }
+
+
+def experiment(name, runs, t_opt=None, posthoc=None):
+    final = None
+    if t_opt is not None:
+        final = {
+            "t_opt": t_opt,
+            "systems": {
+                "untempered": {"beam": {"bleu": 8.25, "beam": 6, "lenpen": 1.4}},
+                "tempered": {"beam": {"bleu": 7.87, "beam": 4, "lenpen": 1.2}},
+            },
+        }
+    return {
+        "name": name,
+        "exp": {"primary": [0.1, 0.0]},
+        "runs": runs,
+        "final": final,
+        "posthoc": posthoc,
+    }
+
+
+@pytest.fixture
+def sweeps(tmp_path):
+    posthoc = {
+        "scored_subset": "valid",
+        "systems": {
+            "posthoc": {
+                "greedy": {"bleu": 6.62},
+                "beam": {"bleu": 8.3, "beam": 8, "lenpen": 1.0},
+                "calibration": {"valid": {"ece": 0.019, "nll": 3.825}},
+            }
+        },
+    }
+    seed1 = "en-vi.mini.spm2000.n4000"
+    seed2 = seed1 + ".seed2"
+    return [
+        experiment(
+            seed1,
+            [
+                run(
+                    tmp_path,
+                    seed1,
+                    "T1-ls0.1-sem0",
+                    "transformer",
+                    1.0,
+                    1,
+                    6.62,
+                    7.90,
+                    calibration=(0.145, 3.958),
+                ),
+                run(
+                    tmp_path,
+                    seed1,
+                    "T2-ls0.1-sem0",
+                    "transformer",
+                    2.0,
+                    1,
+                    6.67,
+                    7.71,
+                    calibration=(0.153, 4.004),
+                ),
+                # neither T = 1 nor T_opt, and another label smoothing: not a system of the figure
+                run(tmp_path, seed1, "T3-ls0.1-sem0", "transformer", 3.0, 1, 6.0, 7.0),
+                run(tmp_path, seed1, "T1-ls0-sem0", "transformer", 1.0, 1, 5.0, 6.0, ls=0.0),
+                run(tmp_path, seed1, "ct_transformer-T1-ls0.1-sem0", "ct_transformer", 1.0, 1, 7.0, 8.0),
+            ],
+            t_opt=2.0,
+            posthoc=posthoc,
+        ),
+        experiment(
+            seed2,
+            [
+                run(tmp_path, seed2, "T1-ls0.1-sem0", "transformer", 1.0, 2, 7.16, 8.26),
+                run(tmp_path, seed2, "sact_lstm-T1-ls0.1-sem0", "sact_lstm", 1.0, 2, 5.5, 6.5),
+            ],
+        ),
+    ]
+
+
+def test_points_of_two_seeds_are_one_setup(sweeps):
+    setups = systems.points(sweeps)
+    assert list(setups) == ["en-vi.mini.spm2000.n4000"]
+    got = [
+        (p["system"], p["seed"], p["greedy"], p["beam"], p["tuned"], p["ece"])
+        for p in setups["en-vi.mini.spm2000.n4000"]
+    ]
+    assert got == [
+        ("T = 1", 1, 6.62, 7.90, 8.25, 0.145),
+        ("T = 1", 2, 7.16, 8.26, None, None),  # no finalize in seed 2 (no other T): not tuned
+        ("T_opt = 2", 1, 6.67, 7.71, 7.87, 0.153),
+        ("T = 1 + post-hoc t*", 1, 6.62, None, 8.3, 0.019),
+        ("ct_transformer", 1, 7.0, 8.0, None, None),
+        ("sact_lstm T=1", 2, 5.5, 6.5, None, None),
+    ]
+
+
+def test_a_failed_calibration_or_post_hoc_row_is_left_out(sweeps, tmp_path):
+    (
+        tmp_path / "en-vi.mini.spm2000.n4000" / "T1-ls0.1-sem0" / "eval" / "valid" / "calibration.json"
+    ).write_text(json.dumps({"error": "non-finite logits"}))
+    sweeps[0]["posthoc"] = {"error": "no calibration"}
+    ps = systems.points(sweeps)["en-vi.mini.spm2000.n4000"]
+    assert [p["system"] for p in ps].count("T = 1 + post-hoc t*") == 0
+    assert next(p for p in ps if p["system"] == "T = 1" and p["seed"] == 1)["ece"] is None
+
+
+def test_report_writes_the_csv_and_one_figure_per_setup(sweeps, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    md = systems.report(sweeps, str(out), results.markdown_table, results.write_csv)
+    with open(out / "systems.csv", encoding="utf-8") as f:
+        table = list(csv.DictReader(f))
+    posthoc = next(r for r in table if r["system"] == "T = 1 + post-hoc t*")
+    assert (posthoc["tuned beam BLEU"], posthoc["tuned beam (k, lp)"], posthoc["dev ECE %"]) == (
+        "8.30",
+        "(8, 1)",
+        "1.9",
+    )
+    assert posthoc["beam BLEU"] == "" and posthoc["scored on"] == "dev"
+    assert len(table) == 6
+    png = out / "systems.en-vi.mini.spm2000.n4000.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "![systems.en-vi.mini.spm2000.n4000.png]" in md
+
+
+def test_no_finished_run_no_section(tmp_path):
+    assert (
+        systems.report([experiment("en-vi.x", [])], str(tmp_path), results.markdown_table, results.write_csv)
+        == ""
+    )
