@@ -184,6 +184,17 @@ def test_results_have_the_variants(swept):
     names = set(os.listdir(out))
     assert {"bleu_vs_T.en-vi.mini.bpe200.png", "curves.en-vi.mini.bpe200.png"} <= names
     assert "## Model variants against the T=1 transformer" in (out / "alt_results.md").read_text()
+    # the systems side by side: the same runs, their greedy and beam BLEU as runs.csv has them
+    systems = list(csv.DictReader(open(out / "systems.csv", encoding="utf-8")))
+    assert [(r["system"], r["seed"]) for r in systems] == [
+        ("T = 1", "1"),
+        ("ct_transformer", "1"),
+        ("sact_transformer T=1", "1"),
+    ]
+    assert [(r["greedy BLEU"], r["beam BLEU"]) for r in systems] == [
+        (r["dev greedy"], r["dev beam"]) for r in runs_csv
+    ]
+    assert "systems.en-vi.mini.bpe200.png" in names
 
 
 def test_a_finished_sweep_is_not_redone_and_older_run_directories_are_reused(swept):
