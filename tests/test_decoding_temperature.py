@@ -7,7 +7,6 @@ sampling, --score-reference, --print-alignment), fairseq-interactive, fairseq-ev
 --eval-bleu's generator and ensembles, for a stock model, tempered_ce models and a
 temperature-head LM."""
 
-import subprocess
 import sys
 
 import pytest
@@ -21,9 +20,9 @@ from conftest import (
     TRAIN_DEFAULTS,
     RawModel,
     assert_scored_at,
-    cli,
     cli_hypotheses,
     run_cli,
+    run_fairseq,
 )
 from fairseq import checkpoint_utils
 from fairseq.sequence_generator import SequenceGenerator
@@ -52,13 +51,18 @@ def refs(ckpt, toy_data):
 
 # ------------------------------------------------------------------------------------ CLI output
 def generate(data, checkpoints, *extra, user_dir=True, env=None):
+    """fairseq-generate's output, run in this process (conftest.run_fairseq); without the plugin
+    (user_dir=False) a process of its own, where the plugin was never imported."""
     plugin = ["--user-dir", PLUGIN_DIR] if user_dir else []
-    return run_cli(
+    run = run_fairseq if user_dir else lambda *args: run_cli(*args, env=env)
+    return run(
         "fairseq-generate",
         data,
         "--path",
         ":".join(map(str, checkpoints)),
         *plugin,
+        "--num-workers",
+        "0",
         "--cpu",
         "--batch-size",
         "16",
@@ -72,7 +76,6 @@ def generate(data, checkpoints, *extra, user_dir=True, env=None):
         "16",
         "--skip-invalid-size-inputs-valid-test",
         *extra,
-        env=env,
     ).stdout
 
 
@@ -149,37 +152,27 @@ def test_stock_checkpoint_decodes_exactly_as_without_the_plugin(toy_data, ckpt, 
     check_cli(with_plugin, [(refs["S"], temperature or 1.0)], n_expected=160)
 
 
+def interactive(data, checkpoint, *extra, input, subprocess=False):
+    """fairseq-interactive's output on `input`: in this process (conftest.run_fairseq), or with
+    subprocess=True the installed console script as a process of its own."""
+    argv = [data, "--path", checkpoint, "--user-dir", PLUGIN_DIR, "--cpu", "--max-len-b", "8", *extra]
+    if subprocess:
+        return run_cli("fairseq-interactive", *argv, input=input).stdout
+    return run_fairseq("fairseq-interactive", *argv, input=input).stdout
+
+
 def test_interactive(toy_data, ckpt, refs):
-    source = (toy_data["raw"] / "test.src").read_text().splitlines()[:4]
-    for extra, t in (([], T_A), (["--temperature", "1"], 1.0)):
-        proc = subprocess.run(
-            [
-                cli("fairseq-interactive"),
-                str(toy_data["bin"]),
-                "--path",
-                str(ckpt["A"]),
-                "--user-dir",
-                PLUGIN_DIR,
-                "--source-lang",
-                "src",
-                "--target-lang",
-                "tgt",
-                "--cpu",
-                "--beam",
-                "2",
-                "--max-len-a",
-                "1.2",
-                "--max-len-b",
-                "8",
-                *extra,
-            ],
-            input="\n".join(source) + "\n",
-            text=True,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
+    source = "\n".join((toy_data["raw"] / "test.src").read_text().splitlines()[:4]) + "\n"
+    for extra, t, subprocess in (([], T_A, True), (["--temperature", "1"], 1.0, False)):
+        out = interactive(
+            toy_data["bin"],
+            ckpt["A"],
+            *("--source-lang", "src", "--target-lang", "tgt", "--beam", "2", "--max-len-a", "1.2"),
+            *extra,
+            input=source,
+            subprocess=subprocess,
         )
-        assert proc.returncode == 0, proc.stdout[-3000:]
-        check_cli(proc.stdout, [(refs["A"], t)], n_expected=4)
+        check_cli(out, [(refs["A"], t)], n_expected=4)
 
 
 def test_interactive_lm_sampling_at_an_explicit_temperature_on_the_head(toy_data, ckpt, refs):
@@ -194,33 +187,16 @@ def test_interactive_lm_sampling_at_an_explicit_temperature_on_the_head(toy_data
         ("H", ["--beam", "2"], 1.0),
         ("L", ["--beam", "2"], T_LM),
     ):
-        proc = subprocess.run(
-            [
-                cli("fairseq-interactive"),
-                str(toy_data["lm_bin"]),
-                "--user-dir",
-                PLUGIN_DIR,
-                "--task",
-                "language_modeling",
-                "--path",
-                str(ckpt[name]),
-                "--cpu",
-                "--max-len-b",
-                "8",
-                *extra,
-            ],
-            input=prompts,
-            text=True,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
+        out = interactive(
+            toy_data["lm_bin"], ckpt[name], "--task", "language_modeling", *extra, input=prompts
         )
-        assert proc.returncode == 0, proc.stdout[-3000:]
-        check_cli(proc.stdout, [(refs[name], t)], n_expected=4, lm=True)
+        check_cli(out, [(refs[name], t)], n_expected=4, lm=True)
 
 
 @pytest.mark.parametrize("name, t", [("L", T_LM), ("H", 1.0)])
 def test_eval_lm_scores_at_the_training_temperature(toy_data, ckpt, refs, name, t):
-    out = run_cli(
+    run = run_cli if name == "L" else run_fairseq  # the installed console script once
+    out = run(
         "fairseq-eval-lm",
         toy_data["lm_bin"],
         "--path",
@@ -386,7 +362,7 @@ def test_bad_temperatures_are_refused_with_a_clear_error(ckpt, toy_data, bad):
 
 
 def test_a_bad_eval_bleu_args_temperature_stops_training_before_any_step(toy_data, tmp_path):
-    proc = run_cli(
+    proc = run_fairseq(
         "fairseq-train",
         toy_data["bin"],
         "--user-dir",
