@@ -188,14 +188,20 @@ def reset_fairseq_train_state():
                 delattr(function, name)
 
 
-def run_fairseq(name, *args, input=None, check=True):
+def run_fairseq(name, *args, input=None, env=None, check=True):
     """A fairseq console script run in this process through the cli_main() it calls, with its
     arguments in sys.argv and `input` as stdin (a subprocess costs a Python + torch + fairseq start,
     ~4 s): a CompletedProcess with the exit status and, as run_cli merges them, stdout, stderr and
     the log in .stdout. An uncaught exception is reported as the interpreter reports it, through
-    sys.excepthook (the plugin's prints an option error as one line), with exit status 1. Torch
-    runs on as many threads as run_cli's subprocess. Where the process itself is what a test is
-    about (the installed script, its environment, its exit), use run_cli."""
+    sys.excepthook (the plugin's prints an option error as one line), with exit status 1. env:
+    variables set in os.environ during the run. Torch runs on as many threads as run_cli's
+    subprocess would (OMP_NUM_THREADS). Where the process itself is what a test is about (the
+    installed script, its environment, its exit), use run_cli."""
+    with mock.patch.dict(os.environ, env or {}):
+        return _run_fairseq(name, args, input, check)
+
+
+def _run_fairseq(name, args, input, check):
     out = io.StringIO()
     handler = logging.StreamHandler(out)
     handler.setFormatter(FAIRSEQ_LOG_FORMAT)
