@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import BIN_DIR, PLUGIN_DIR, REPO, TRAIN_DEFAULTS, hypotheses, json_log_records, run_cli
+from conftest import BIN_DIR, PLUGIN_DIR, REPO, TRAIN_DEFAULTS, hypotheses, json_log_records, run_fairseq
 from fairseq.data import Dictionary
 
 from fairseq_ctemp.models.sact_lstm import SactLSTMConfig, SactLSTMModel
@@ -421,7 +421,7 @@ def test_resume_from_checkpoint_gives_the_same_losses_as_an_uninterrupted_run(sa
 
 @pytest.mark.e2e
 def test_bad_lambda_fails_before_any_training_step(toy_data, tmp_path):
-    proc = run_cli(
+    proc = run_fairseq(
         "fairseq-train",
         toy_data["bin"],
         "--user-dir",
