@@ -17,6 +17,10 @@ import pytest
 import tomllib
 import torch
 
+# One thread per process unless OMP_NUM_THREADS says otherwise, in the tests and the commands they
+# start: the models are tiny, and with pytest-xdist's two workers on two cores a second thread per
+# process only adds spin-waiting.
+torch.set_num_threads(int(os.environ.setdefault("OMP_NUM_THREADS", "1")))
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLUGIN_DIR = os.path.join(REPO, "fairseq_ctemp")
 BIN_DIR = os.path.dirname(sys.executable)
@@ -120,8 +124,7 @@ def command(name):
 def run_cli(name, *args, cwd=None, env=None, check=True, input=None):
     """Run a console command (`input`: its stdin); returns its CompletedProcess with stdout+stderr
     merged in .stdout."""
-    full_env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"))
-    full_env.update(env or {})
+    full_env = dict(os.environ, **(env or {}))
     proc = subprocess.run(
         [*command(name), *map(str, args)],
         cwd=cwd,
@@ -212,7 +215,7 @@ def _run_fairseq(name, args, input, check):
     root.handlers, code = [handler], 0
     root.setLevel(os.environ.get("LOGLEVEL", "INFO").upper())
     sys.argv, sys.stdin = [name, *map(str, args)], io.StringIO(input or "")
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     if name == "fairseq-train":
         reset_fairseq_train_state()
     try:

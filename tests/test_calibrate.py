@@ -260,7 +260,6 @@ def command_run(toy_checkpoint, toy_data, tmp_path_factory):
         text=True,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        env=dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2")),
     )
     assert proc.returncode == 0, proc.stdout[-4000:]
     return {"out": out, "stdout": proc.stdout, "before": before, "checkpoint": checkpoint}
