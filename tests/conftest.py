@@ -9,7 +9,6 @@ import os
 import shutil
 import subprocess
 import sys
-import traceback
 from unittest import mock
 
 import filelock
@@ -241,37 +240,6 @@ def _run_fairseq(name, args, input, check):
     if check and proc.returncode != 0:
         raise AssertionError(f"{name} failed ({proc.returncode}):\n{proc.stdout[-6000:]}")
     return proc
-
-
-def fairseq_generate_in_process(argv):
-    """fairseq-generate run in this process, as the console script (without its start-up of ~5 s):
-    a CompletedProcess with the exit status, the stdout text and the log (stderr) text."""
-    from fairseq import options
-    from fairseq_cli import generate
-
-    out, err = io.StringIO(), io.StringIO()
-    handler = logging.StreamHandler(err)
-    handler.setFormatter(logging.Formatter("%(asctime)s | %(levelname)s | %(name)s | %(message)s"))
-    root = logging.getLogger()
-    level, saved_argv, code = root.level, sys.argv, 0
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
-    sys.argv = ["fairseq-generate", *map(str, argv)]  # fairseq's get_parser reads --user-dir there
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            parser = options.get_generation_parser()
-            parser.add_argument("--arch", "-a", default="wav2vec2")  # as fairseq-generate's cli_main
-            generate.main(options.parse_args_and_arch(parser, input_args=list(map(str, argv))))
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 1
-    except Exception:  # reported like a failed fairseq-generate
-        err.write(traceback.format_exc())
-        code = 1
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(level)
-        sys.argv = saved_argv
-    return subprocess.CompletedProcess(["fairseq-generate", *argv], code, out.getvalue(), err.getvalue())
 
 
 def example_script(path):
