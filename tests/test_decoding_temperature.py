@@ -7,6 +7,9 @@ sampling, --score-reference, --print-alignment), fairseq-interactive, fairseq-ev
 --eval-bleu's generator and ensembles, for a stock model, tempered_ce models and a
 temperature-head LM."""
 
+import json
+import os
+import subprocess
 import sys
 
 import pytest
@@ -50,13 +53,9 @@ def refs(ckpt, toy_data):
 
 
 # ------------------------------------------------------------------------------------ CLI output
-def generate(data, checkpoints, *extra, user_dir=True, env=None):
-    """fairseq-generate's output, run in this process (conftest.run_fairseq); without the plugin
-    (user_dir=False) a process of its own, where the plugin was never imported."""
+def generate_argv(data, checkpoints, *extra, user_dir=True):
     plugin = ["--user-dir", PLUGIN_DIR] if user_dir else []
-    run = run_fairseq if user_dir else lambda *args: run_cli(*args, env=env)
-    return run(
-        "fairseq-generate",
+    return [
         data,
         "--path",
         ":".join(map(str, checkpoints)),
@@ -76,7 +75,12 @@ def generate(data, checkpoints, *extra, user_dir=True, env=None):
         "16",
         "--skip-invalid-size-inputs-valid-test",
         *extra,
-    ).stdout
+    ]
+
+
+def generate(data, checkpoints, *extra):
+    """fairseq-generate's output, run in this process (conftest.run_fairseq)."""
+    return run_fairseq("fairseq-generate", *generate_argv(data, checkpoints, *extra)).stdout
 
 
 def check_cli(output, refs_and_t, n_expected, lm=False):
@@ -139,38 +143,76 @@ def test_ensemble_of_checkpoints_with_different_training_temperatures(toy_data, 
     check_cli(explicit, [(refs["A"], 1.3), (refs["B"], 1.3), (refs["S"], 1.3)], n_expected=80)
 
 
-@pytest.mark.parametrize("temperature", [None, 1.7])
-def test_stock_checkpoint_decodes_exactly_as_without_the_plugin(toy_data, ckpt, refs, temperature):
-    extra = ["--beam", "3", "--nbest", "2"] + ([] if temperature is None else ["--temperature", temperature])
-    with_plugin = generate(toy_data["bin"], [ckpt["S"]], *extra)
-    without = generate(
-        toy_data["bin"], [ckpt["S"]], *extra, user_dir=False, env={"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}
+STOCK_TEMPERATURES = [None, 1.7]
+# fairseq-generate's console entry point once per argv, in one process (one start-up)
+GENERATE_EACH = """
+import json, sys
+from fairseq_cli.generate import cli_main
+for argv in json.loads(sys.argv[1]):
+    sys.argv = ["fairseq-generate", *argv]
+    cli_main()
+"""
+
+
+def stock_decoding(temperature):
+    return ["--beam", "3", "--nbest", "2"] + (
+        [] if temperature is None else ["--temperature", str(temperature)]
     )
+
+
+@pytest.fixture(scope="module")
+def without_plugin(toy_data, ckpt, tmp_path_factory):
+    """{temperature: fairseq-generate's output} of the stock checkpoint without --user-dir, from a
+    process of its own, where the plugin is never imported."""
+    root = tmp_path_factory.mktemp("without-plugin")
+    argvs = [
+        generate_argv(
+            toy_data["bin"], [ckpt["S"]], *stock_decoding(t), "--results-path", root / str(t), user_dir=False
+        )
+        for t in STOCK_TEMPERATURES
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-c", GENERATE_EACH, json.dumps([list(map(str, argv)) for argv in argvs])],
+        env=dict(os.environ, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1"),
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    return {t: (root / str(t) / "generate-test.txt").read_text() for t in STOCK_TEMPERATURES}
+
+
+@pytest.mark.parametrize("temperature", STOCK_TEMPERATURES)
+def test_stock_checkpoint_decodes_exactly_as_without_the_plugin(
+    toy_data, ckpt, refs, without_plugin, temperature
+):
+    with_plugin = generate(toy_data["bin"], [ckpt["S"]], *stock_decoding(temperature))
+    without = without_plugin[temperature]
     assert [line for line in with_plugin.splitlines() if line[:2] in ("H-", "P-")] == [
         line for line in without.splitlines() if line[:2] in ("H-", "P-")
     ]
     check_cli(with_plugin, [(refs["S"], temperature or 1.0)], n_expected=160)
 
 
-def interactive(data, checkpoint, *extra, input, subprocess=False):
+def interactive(data, checkpoint, *extra, input, process=False):
     """fairseq-interactive's output on `input`: in this process (conftest.run_fairseq), or with
-    subprocess=True the installed console script as a process of its own."""
+    process=True the installed console script as a process of its own."""
     argv = [data, "--path", checkpoint, "--user-dir", PLUGIN_DIR, "--cpu", "--max-len-b", "8", *extra]
-    if subprocess:
+    if process:
         return run_cli("fairseq-interactive", *argv, input=input).stdout
     return run_fairseq("fairseq-interactive", *argv, input=input).stdout
 
 
 def test_interactive(toy_data, ckpt, refs):
     source = "\n".join((toy_data["raw"] / "test.src").read_text().splitlines()[:4]) + "\n"
-    for extra, t, subprocess in (([], T_A, True), (["--temperature", "1"], 1.0, False)):
+    for extra, t, process in (([], T_A, True), (["--temperature", "1"], 1.0, False)):
         out = interactive(
             toy_data["bin"],
             ckpt["A"],
             *("--source-lang", "src", "--target-lang", "tgt", "--beam", "2", "--max-len-a", "1.2"),
             *extra,
             input=source,
-            subprocess=subprocess,
+            process=process,
         )
         check_cli(out, [(refs["A"], t)], n_expected=4)
 
