@@ -356,7 +356,10 @@ def main(argv=None):
     for name in args.names or CONFIGS:
         path = os.path.join(CONFIG_DIR, name + ".yaml")
         text = render(name)
-        old = open(path, encoding="utf-8").read() if os.path.exists(path) else None
+        old = None
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                old = f.read()
         if old == text:
             continue
         stale.append(path)

@@ -6,15 +6,20 @@ import io
 import logging
 import math
 import os
+import shutil
 import subprocess
 import sys
-import traceback
 from unittest import mock
 
+import filelock
 import pytest
 import tomllib
 import torch
 
+# One thread per process unless OMP_NUM_THREADS says otherwise, in the tests and the commands they
+# start: the models are tiny, and with pytest-xdist's two workers on two cores a second thread per
+# process only adds spin-waiting.
+torch.set_num_threads(int(os.environ.setdefault("OMP_NUM_THREADS", "1")))
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLUGIN_DIR = os.path.join(REPO, "fairseq_ctemp")
 BIN_DIR = os.path.dirname(sys.executable)
@@ -115,14 +120,15 @@ def command(name):
     return [sys.executable, "-m", module] if module else [name]
 
 
-def run_cli(name, *args, cwd=None, env=None, check=True):
-    """Run a console command; returns its CompletedProcess with stdout+stderr merged in .stdout."""
-    full_env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"))
-    full_env.update(env or {})
+def run_cli(name, *args, cwd=None, env=None, check=True, input=None):
+    """Run a console command (`input`: its stdin); returns its CompletedProcess with stdout+stderr
+    merged in .stdout."""
+    full_env = dict(os.environ, **(env or {}))
     proc = subprocess.run(
         [*command(name), *map(str, args)],
         cwd=cwd,
         env=full_env,
+        input=input,
         text=True,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -156,35 +162,84 @@ def run_main(main, *args, env=None, check=True):
     return proc
 
 
-def fairseq_generate_in_process(argv):
-    """fairseq-generate run in this process, as the console script (without its start-up of ~5 s):
-    a CompletedProcess with the exit status, the stdout text and the log (stderr) text."""
-    from fairseq import options
-    from fairseq_cli import generate
+# fairseq's console scripts: the module whose cli_main() each one calls
+FAIRSEQ_MAINS = {
+    "fairseq-preprocess": "fairseq_cli.preprocess",
+    "fairseq-train": "fairseq_cli.train",
+    "fairseq-generate": "fairseq_cli.generate",
+    "fairseq-interactive": "fairseq_cli.interactive",
+    "fairseq-eval-lm": "fairseq_cli.eval_lm",
+}
+FAIRSEQ_LOG_FORMAT = logging.Formatter(  # fairseq_cli's logging.basicConfig
+    "%(asctime)s | %(levelname)s | %(name)s | %(message)s", datefmt="%Y-%m-%d %H:%M:%S"
+)
 
-    out, err = io.StringIO(), io.StringIO()
-    handler = logging.StreamHandler(err)
-    handler.setFormatter(logging.Formatter("%(asctime)s | %(levelname)s | %(name)s | %(message)s"))
+
+def reset_fairseq_train_state():
+    """fairseq-train keeps the best validation so far on functions (checkpoint_utils.save_checkpoint,
+    fairseq_cli.train.should_stop_early): a fresh process starts without it."""
+    from fairseq import checkpoint_utils
+    from fairseq_cli import train
+
+    for function, names in (
+        (checkpoint_utils.save_checkpoint, ("best",)),
+        (train.should_stop_early, ("best", "num_runs")),
+    ):
+        for name in names:
+            if hasattr(function, name):
+                delattr(function, name)
+
+
+def run_fairseq(name, *args, input=None, env=None, check=True):
+    """A fairseq console script run in this process through the cli_main() it calls, with its
+    arguments in sys.argv and `input` as stdin (a subprocess costs a Python + torch + fairseq start,
+    ~4 s): a CompletedProcess with the exit status and, as run_cli merges them, stdout, stderr and
+    the log in .stdout. An uncaught exception is reported as the interpreter reports it, through
+    sys.excepthook (the plugin's prints an option error as one line), with exit status 1. env:
+    variables set in os.environ during the run. Torch runs on as many threads as run_cli's
+    subprocess would (OMP_NUM_THREADS). Where the process itself is what a test is about (the
+    installed script, its environment, its exit), use run_cli."""
+    with mock.patch.dict(os.environ, env or {}):
+        return _run_fairseq(name, args, input, check)
+
+
+def _run_fairseq(name, args, input, check):
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(FAIRSEQ_LOG_FORMAT)
     root = logging.getLogger()
-    level, saved_argv, code = root.level, sys.argv, 0
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
-    sys.argv = ["fairseq-generate", *map(str, argv)]  # fairseq's get_parser reads --user-dir there
+    loggers = [logging.getLogger(n) for n in list(logging.root.manager.loggerDict)]
+    saved_handlers = {logger: logger.handlers[:] for logger in loggers}
+    saved = (root.handlers[:], root.level, sys.argv, sys.stdin, torch.get_num_threads())
+    root.handlers, code = [handler], 0
+    root.setLevel(os.environ.get("LOGLEVEL", "INFO").upper())
+    sys.argv, sys.stdin = [name, *map(str, args)], io.StringIO(input or "")
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    if name == "fairseq-train":
+        reset_fairseq_train_state()
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            parser = options.get_generation_parser()
-            parser.add_argument("--arch", "-a", default="wav2vec2")  # as fairseq-generate's cli_main
-            generate.main(options.parse_args_and_arch(parser, input_args=list(map(str, argv))))
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 1
-    except Exception:  # reported like a failed fairseq-generate
-        err.write(traceback.format_exc())
-        code = 1
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            try:  # imported with the handler in place: fairseq_cli's logging.basicConfig does nothing
+                importlib.import_module(FAIRSEQ_MAINS[name]).cli_main()
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) or e.code is None else 1
+                if not isinstance(e.code, int) and e.code is not None:
+                    print(e.code, file=sys.stderr)
+            except Exception as e:  # what the interpreter does with it
+                sys.excepthook(type(e), e, e.__traceback__)
+                code = 1
     finally:
-        root.removeHandler(handler)
+        root.handlers, level, sys.argv, sys.stdin, threads = saved
         root.setLevel(level)
-        sys.argv = saved_argv
-    return subprocess.CompletedProcess(["fairseq-generate", *argv], code, out.getvalue(), err.getvalue())
+        torch.set_num_threads(threads)
+        for logger in [logging.getLogger(n) for n in list(logging.root.manager.loggerDict)]:
+            for added in set(logger.handlers) - set(saved_handlers.get(logger, [])):
+                logger.removeHandler(added)  # fairseq-preprocess logs to a file in its --destdir
+                added.close()
+    proc = subprocess.CompletedProcess([name, *map(str, args)], code or 0, out.getvalue())
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{name} failed ({proc.returncode}):\n{proc.stdout[-6000:]}")
+    return proc
 
 
 def example_script(path):
@@ -302,73 +357,77 @@ def cli_hypotheses(output, dictionary):
     return result
 
 
+def built_once(tmp_path_factory, name, build):
+    """The directory `name` made by build(directory) once per test session: with pytest-xdist, the
+    first worker that needs it builds it (under a lock) in the session's directory, which all the
+    workers share, and the others reuse it (a session fixture is otherwise built by every worker).
+    Tests only read it."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        path = tmp_path_factory.mktemp(name)
+        build(path)
+        return path
+    path = tmp_path_factory.getbasetemp().parent / name
+    with filelock.FileLock(f"{path}.lock"):
+        if not (path / ".built").exists():
+            shutil.rmtree(path, ignore_errors=True)  # a build that failed
+            path.mkdir()
+            build(path)
+            (path / ".built").touch()
+    return path
+
+
+def make_toy_data(root):
+    from fairseq_ctemp.cli.toy_translation import write_corpus
+
+    raw = root / "raw"
+    write_corpus(str(raw), (("train", 800), ("valid", 80), ("test", 80)), vocab=150)
+    splits = ("train", "valid", "test")
+    run_fairseq(
+        "fairseq-preprocess",
+        *("--source-lang", "src", "--target-lang", "tgt", "--joined-dictionary", "--workers", "1"),
+        *(a for split in splits for a in (f"--{split}pref", raw / split)),
+        *("--destdir", root / "bin"),
+    )
+    run_fairseq(
+        "fairseq-preprocess",
+        *("--only-source", "--workers", "1"),
+        *(a for split in splits for a in (f"--{split}pref", raw / f"{split}.tgt")),
+        *("--destdir", root / "lm-bin"),
+    )
+
+
 @pytest.fixture(scope="session")
 def toy_data(tmp_path_factory):
     """A binarized toy translation corpus (src -> tgt) and an LM corpus on its target side."""
-    from fairseq_ctemp.cli.toy_translation import write_corpus
-
-    root = tmp_path_factory.mktemp("toy")
-    raw = root / "raw"
-    write_corpus(str(raw), (("train", 800), ("valid", 80), ("test", 80)), vocab=150)
-    run_cli(
-        "fairseq-preprocess",
-        "--source-lang",
-        "src",
-        "--target-lang",
-        "tgt",
-        "--trainpref",
-        raw / "train",
-        "--validpref",
-        raw / "valid",
-        "--testpref",
-        raw / "test",
-        "--destdir",
-        root / "bin",
-        "--joined-dictionary",
-        "--workers",
-        "1",
-    )
-    run_cli(
-        "fairseq-preprocess",
-        "--only-source",
-        "--trainpref",
-        raw / "train.tgt",
-        "--validpref",
-        raw / "valid.tgt",
-        "--testpref",
-        raw / "test.tgt",
-        "--destdir",
-        root / "lm-bin",
-        "--workers",
-        "1",
-    )
-    return {"raw": raw, "bin": root / "bin", "lm_bin": root / "lm-bin"}
+    root = built_once(tmp_path_factory, "toy", make_toy_data)
+    return {"raw": root / "raw", "bin": root / "bin", "lm_bin": root / "lm-bin"}
 
 
 @pytest.fixture(scope="session")
 def toy_checkpoint(toy_data, tmp_path_factory):
     """toy_checkpoint(name): the checkpoint_last.pt of TOY_RUNS[name], trained on first use only,
-    so that the test files of one session share them."""
+    so that the test files of one session share them (fairseq-train in this process: the
+    end-to-end tests run it as a process)."""
+
+    def train(name, save_dir):
+        data, args = TOY_RUNS[name]
+        defaults = [] if data == "lm_bin" else [*TRAIN_DEFAULTS, "--max-epoch", "2", "--no-epoch-checkpoints"]
+        run_fairseq(
+            "fairseq-train",
+            toy_data[data],
+            "--user-dir",
+            PLUGIN_DIR,
+            *defaults,
+            *args,
+            "--save-dir",
+            save_dir,
+        )
+
     trained = {}
 
     def get(name):
         if name not in trained:
-            data, args = TOY_RUNS[name]
-            save_dir = tmp_path_factory.mktemp(f"toy-{name}")
-            defaults = (
-                [] if data == "lm_bin" else [*TRAIN_DEFAULTS, "--max-epoch", "2", "--no-epoch-checkpoints"]
-            )
-            run_cli(
-                "fairseq-train",
-                toy_data[data],
-                "--user-dir",
-                PLUGIN_DIR,
-                *defaults,
-                *args,
-                "--save-dir",
-                save_dir,
-            )
-            trained[name] = save_dir / "checkpoint_last.pt"
-        return trained[name]
+            trained[name] = built_once(tmp_path_factory, f"toy-{name}", lambda path: train(name, path))
+        return trained[name] / "checkpoint_last.pt"
 
     return get

@@ -116,14 +116,14 @@ def test_posthoc_row_calibration_columns_and_diagrams(tmp_path):
     out = work / "results"
     name = experiment.name
     assert (out / f"reliability.{name}.png").exists()
-    rows = list(csv.DictReader(open(out / "table1_posthoc.csv", encoding="utf-8")))
+    rows = list(csv.DictReader((out / "table1_posthoc.csv").read_text(encoding="utf-8").splitlines()))
     assert [r["system"] for r in rows] == ["T = 1", "T_opt = 2", SYSTEM]
     row = rows[2]
     assert row["t decoded at"] == f"{posthoc['t_star']:.4g}"
     assert row["test ECE %"] == f"{100 * post['calibration']['test']['ece']:.1f}"
     assert row["beam BLEU (k, lp)"].startswith(f"{post['beam']['bleu']:.2f} (")
     assert row["p beam vs T_opt"] == f"{sig['beam_vs_tempered']['bleu']['p_value']:.4f}"
-    runs = {r["T"]: r for r in csv.DictReader(open(out / "runs.csv", encoding="utf-8"))}
+    runs = {r["T"]: r for r in csv.DictReader((out / "runs.csv").read_text(encoding="utf-8").splitlines())}
     for t in (1, 2):
         measured = json.loads(
             (experiment / f"T{t}-ls0.1-sem0" / "eval" / "test" / "calibration.json").read_text()

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from conftest import BIN_DIR, REPO, TINY_DIMS, json_log_records, run_main
@@ -448,7 +449,7 @@ def test_recipe_end_to_end_with_interruption(corpora):
             f"curves.{name}.png",
         } <= names
     assert {"alt_results.md", "table1.csv", "table34.csv", "runs.csv"} <= names
-    table1 = list(csv.DictReader(open(out / "table1.csv")))
+    table1 = list(csv.DictReader((out / "table1.csv").read_text().splitlines()))
     assert [(r["direction"], r["scored on"], r["T_opt"]) for r in table1] == [
         ("en-ja", "dev (tuned on dev too)", f"{ja_final['t_opt']:g}"),
         ("vi-en", "test", f"{final['t_opt']:g}"),
@@ -465,7 +466,7 @@ def test_recipe_end_to_end_with_interruption(corpora):
     )
     table34 = [
         [r["configuration"], r["greedy BLEU"], r["scored on"], r["T"], r["LS"], r["SEM"], r["runs searched"]]
-        for r in csv.DictReader(open(out / "table34.csv"))
+        for r in csv.DictReader((out / "table34.csv").read_text().splitlines())
         if r["direction"] == "en-ja"
     ]
     assert table34 == [
@@ -565,12 +566,12 @@ def test_slurm_submission_and_gpu_plan(corpora, tmp_path):
     submitted = calls.read_text().splitlines()
     assert len(submitted) == 2 and submitted[0].startswith("--parsable --partition gpu --time 24:00:00")
     assert "--dependency=afterok:12345" in submitted[1] and submitted[1].endswith("finalize.sbatch")
-    array = open(submitted[0].split()[-1]).read()
+    array = Path(submitted[0].split()[-1]).read_text()
     assert "#SBATCH --gres=gpu:1" in array and "--gpus-per-run 1" in array
     # the tasks run this package's ctemp-alt-sweep by this Python, with the package on PYTHONPATH
     assert f"{sys.executable} -m fairseq_ctemp.cli.alt_sweep run-one" in array
     assert f"export PYTHONPATH={REPO}" in array
-    runs = open(os.path.join(os.path.dirname(submitted[0].split()[-1]), "runs.txt")).read().split()
+    runs = (Path(submitted[0].split()[-1]).parent / "runs.txt").read_text().split()
     assert [os.path.basename(r) for r in runs] == ["T1-ls0.1-sem0", "T3-ls0.1-sem0"]
     assert "submitted job array 12345" in proc.stdout
     # a later call with other training options for the same runs is refused

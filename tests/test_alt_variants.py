@@ -164,13 +164,13 @@ def test_variants_train_evaluate_and_compare_with_t1(swept):
 def test_results_have_the_variants(swept):
     work, out, exp = swept["work"], swept["work"] / "results", swept["exp"]
     run_main(results_command.main, "--work", work, env=ENV)
-    runs_csv = list(csv.DictReader(open(out / "runs.csv", encoding="utf-8")))
+    runs_csv = list(csv.DictReader((out / "runs.csv").read_text(encoding="utf-8").splitlines()))
     assert [(r["variant"], r["T"], r["seed"]) for r in runs_csv] == [
         ("transformer", "1", "1"),
         ("ct_transformer", "1", "1"),
         ("sact_transformer", "1", "1"),
     ]
-    variants = list(csv.DictReader(open(out / "variants.csv", encoding="utf-8")))
+    variants = list(csv.DictReader((out / "variants.csv").read_text(encoding="utf-8").splitlines()))
     assert [(r["variant"], r["T"], r["run"], r["scored on"]) for r in variants] == [
         ("ct_transformer", "1", RUNS[1], "dev"),
         ("sact_transformer", "1", RUNS[2], "dev"),
@@ -179,7 +179,7 @@ def test_results_have_the_variants(swept):
         (bleu_t1, bleu_variant), p = expected_comparison(exp / RUNS[0], exp / name, "beam")
         assert row["beam T=1"] == f"{bleu_t1:.2f}" and row["beam"].rstrip("†") == f"{bleu_variant:.2f}"
         assert row["p beam"] == f"{p:.4f}"
-    table34 = list(csv.DictReader(open(out / "table34.csv", encoding="utf-8")))
+    table34 = list(csv.DictReader((out / "table34.csv").read_text(encoding="utf-8").splitlines()))
     assert [r["runs searched"] for r in table34] == ["1"]  # the transformer's runs only
     names = set(os.listdir(out))
     assert {"bleu_vs_T.en-vi.mini.bpe200.png", "curves.en-vi.mini.bpe200.png"} <= names

@@ -4,8 +4,8 @@ names the option or file and what is wrong, without a traceback, before any work
 
 The package's console scripts (ctemp-*) and the scripts that import torch anyway run in this process
 through the same main() their console script calls (a fresh Python + torch + fairseq start costs
-~5 s), except a few as subprocesses (the installed script, else python -m its module); the shell
-recipes and fairseq-train run as themselves. All inputs are tiny and rejected before any training.
+~5 s), and so does fairseq-train (conftest.run_fairseq), except a few as subprocesses (the installed
+script, else python -m its module); the shell recipes run as themselves. All inputs are tiny and rejected before any training.
 Every console script also runs as python -m with --help."""
 
 import collections
@@ -20,7 +20,7 @@ import sys
 
 import pytest
 import torch
-from conftest import BIN_DIR, PLUGIN_DIR, REPO, console_scripts, example_script
+from conftest import BIN_DIR, PLUGIN_DIR, REPO, console_scripts, example_script, run_fairseq
 from conftest import command as console_command
 
 pytestmark = pytest.mark.e2e
@@ -224,6 +224,14 @@ def bench_tempered_ce(argv):
 
 def bench_translation(argv):
     example_script(os.path.join(REPO, "benchmarks", "bench_translation.py")).parse_args(argv)
+
+
+def fairseq_train(argv):
+    """fairseq-train in this process (conftest.run_fairseq): its output printed, its exit status
+    raised as the console script's."""
+    proc = run_fairseq("fairseq-train", *argv, check=False)
+    print(proc.stdout, end="")
+    sys.exit(proc.returncode)
 
 
 PY = [sys.executable]
@@ -765,13 +773,13 @@ CASES = [
     # fairseq-train with the plugin
     (
         "train: degenerate --softmax-temperature",
-        ["fairseq-train"],
+        ["fairseq-train"],  # a subprocess: the plugin's exit hook in the installed script
         [*TRAIN, "tempered_ce", "--softmax-temperature", "1e-9"],
         "fairseq-train: error: --softmax-temperature must be in [0.01, 100], got 1e-09",
     ),
     (
         "train: degenerate --ct-constant",
-        ["fairseq-train"],
+        fairseq_train,
         [
             *LM_TRAIN,
             "--arch",
@@ -787,7 +795,7 @@ CASES = [
     ),
     (
         "train: tempered_ce with the contextual-temperature translator",
-        ["fairseq-train"],
+        fairseq_train,
         [*TRAIN, "tempered_ce", "--arch", "ct_transformer_tiny", "--softmax-temperature", "2"],
         "fairseq-train: error: --criterion tempered_ce needs a model whose net_output[0] are logits; "
         "this model has a temperature head (ct_transformer, ct_transformer_lm, ct_lstm_lm): use "
@@ -795,21 +803,21 @@ CASES = [
     ),
     (
         "train: sact_transformer with lambda <= 1",
-        ["fairseq-train"],
+        fairseq_train,
         [*TRAIN, "tempered_ce", "--arch", "sact_transformer_tiny", "--sact-lambda", "0.5"],
         "fairseq-train: error: --sact-lambda must be a finite number > 1 (tau_t = lambda ** beta_t lies "
         "in (1/lambda, lambda)), got 0.5",
     ),
     (
         "train: sact_transformer with an option of another mode",
-        ["fairseq-train"],
+        fairseq_train,
         [*TRAIN, "tempered_ce", "--arch", "sact_transformer_tiny", "--fixed-attention-temperature", "0.9"],
         "fairseq-train: error: --fixed-attention-temperature is only used with --attention-temperature "
         "fixed, not sact",
     ),
     (
         "train: tempered_ce with an adaptive softmax",
-        ["fairseq-train"],
+        fairseq_train,
         [
             *LM_TRAIN,
             "--arch",

@@ -18,7 +18,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from conftest import BIN_DIR, PLUGIN_DIR, T_A, RawModel, fairseq_generate_in_process, hypotheses, run_cli
+from conftest import BIN_DIR, PLUGIN_DIR, T_A, RawModel, hypotheses, run_fairseq
 from torchmetrics.functional.classification import binary_calibration_error
 
 from fairseq_ctemp import calibration
@@ -260,7 +260,6 @@ def command_run(toy_checkpoint, toy_data, tmp_path_factory):
         text=True,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        env=dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2")),
     )
     assert proc.returncode == 0, proc.stdout[-4000:]
     return {"out": out, "stdout": proc.stdout, "before": before, "checkpoint": checkpoint}
@@ -286,7 +285,8 @@ def test_the_command_on_a_tempered_checkpoint(command_run, reference):
 
 
 def generate(data, checkpoint, *extra):
-    """(log, H- and P- lines) of fairseq-generate run in this process, without a start-up per run."""
+    """(output with the log, H- and P- lines) of fairseq-generate run in this process
+    (conftest.run_fairseq), without a start-up per run."""
     command = [
         data,
         "--path",
@@ -295,12 +295,12 @@ def generate(data, checkpoint, *extra):
         PLUGIN_DIR,
         "--gen-subset",
         "test",
+        "--num-workers",
+        "0",
     ]
     command += ["--cpu", "--beam", "2", "--max-len-a", "1.2", "--max-len-b", "8", *extra]
-    proc = fairseq_generate_in_process(command)
-    out, log = proc.stdout, proc.stderr
-    assert proc.returncode == 0, log[-3000:]
-    return out + log, [line for line in out.splitlines() if line[:2] in ("H-", "P-")]
+    out = run_fairseq("fairseq-generate", *command).stdout
+    return out, [line for line in out.splitlines() if line[:2] in ("H-", "P-")]
 
 
 def test_the_written_checkpoint_decodes_at_t_star_through_fairseq_generate(command_run, toy_data):
@@ -326,7 +326,7 @@ def test_a_written_head_lm_checkpoint_scores_at_t_star_in_eval_lm(toy_checkpoint
     calibration.write_calibrated_checkpoint(
         str(checkpoint), str(new), result.fitted_temperature, result.signature
     )
-    out = run_cli(
+    out = run_fairseq(
         "fairseq-eval-lm",
         toy_data["lm_bin"],
         "--path",
@@ -340,6 +340,8 @@ def test_a_written_head_lm_checkpoint_scores_at_t_star_in_eval_lm(toy_checkpoint
         "32",
         "--max-tokens",
         "1024",
+        "--num-workers",
+        "0",
     ).stdout
     assert f"calibrated by ctemp-calibrate at t*={result.fitted_temperature:g}" in out
     loss = float(out.split("Loss (base 2): ")[1].split(",")[0])

@@ -1,6 +1,8 @@
-"""The real fairseq CLIs with --user-dir on tiny generated data: train (with --eval-bleu) -> resume
+"""fairseq's CLIs with --user-dir on tiny generated data: train (with --eval-bleu) -> resume
 -> average -> generate; bad options; the training log read back (fairseq_ctemp.logs). Decoding
-temperatures on every path: test_decoding_temperature."""
+temperatures on every path: test_decoding_temperature. The CLIs run in this process
+(conftest.run_fairseq), but for a bad option of each of fairseq-train and fairseq-generate, which
+the installed console scripts refuse as processes of their own."""
 
 import collections
 import io
@@ -19,9 +21,12 @@ from conftest import (
     hypotheses,
     json_log_records,
     run_cli,
+    run_fairseq,
+    run_main,
 )
 
 from fairseq_ctemp import logs
+from fairseq_ctemp.cli import average_checkpoints
 
 pytestmark = pytest.mark.e2e
 T_TRAIN = 3.0
@@ -41,8 +46,9 @@ def train(
         "0.1",
     ),
     check=True,
+    subprocess=False,
 ):
-    return run_cli(
+    return (run_cli if subprocess else run_fairseq)(
         "fairseq-train",
         data,
         "--user-dir",
@@ -59,19 +65,20 @@ def train(
     )
 
 
-def generate(data, checkpoint, *extra, user_dir=True, env=None):
-    plugin = ["--user-dir", PLUGIN_DIR] if user_dir else []
-    return run_cli(
+def generate(data, checkpoint, *extra):
+    return run_fairseq(
         "fairseq-generate",
         data,
         "--path",
         checkpoint,
-        *plugin,
+        "--user-dir",
+        PLUGIN_DIR,
         *FAST_DECODE,
         "--gen-subset",
         "test",
+        "--num-workers",
+        "0",
         *extra,
-        env=env,
     ).stdout
 
 
@@ -200,8 +207,8 @@ def test_resume_from_checkpoint_last_gives_the_same_losses(toy_data, tempered_ru
 
 def test_averaged_checkpoints_generate(tempered_run, tmp_path):
     out = tmp_path / "avg.pt"
-    run_cli(
-        "ctemp-average-checkpoints",
+    run_main(
+        average_checkpoints.main,
         "--inputs",
         tempered_run["dir"],
         "--num-epoch-checkpoints",
@@ -216,8 +223,8 @@ def test_averaged_checkpoints_generate(tempered_run, tmp_path):
     output = generate(tempered_run["data"], out, "--beam", "2")
     assert f"trained with tempered_ce at T={T_TRAIN:g}" in output
     assert len(hypotheses(output)) == 80
-    again = run_cli(
-        "ctemp-average-checkpoints",
+    again = run_main(
+        average_checkpoints.main,
         "--inputs",
         tempered_run["dir"],
         "--num-epoch-checkpoints",
@@ -226,13 +233,13 @@ def test_averaged_checkpoints_generate(tempered_run, tmp_path):
         out,
         check=False,
     )
-    assert again.returncode != 0 and "already exists; refusing to overwrite" in again.stdout
+    assert again.returncode != 0 and "already exists; refusing to overwrite" in again.stderr
 
 
 def test_bad_training_options_fail_before_any_training_step(toy_data, tmp_path):
-    for option, value, message in [
-        ("--softmax-temperature", "0", "--softmax-temperature must be a finite number > 0"),
-        ("--sem-weight", "2", "--sem-weight must be in [0, 1]"),
+    for option, value, message, subprocess in [
+        ("--softmax-temperature", "0", "--softmax-temperature must be a finite number > 0", True),
+        ("--sem-weight", "2", "--sem-weight must be in [0, 1]", False),
     ]:
         proc = train(
             toy_data["bin"],
@@ -240,9 +247,12 @@ def test_bad_training_options_fail_before_any_training_step(toy_data, tmp_path):
             epochs=1,
             check=False,
             criterion=("--criterion", "tempered_ce", option, value),
+            subprocess=subprocess,
         )
         assert proc.returncode != 0 and message in proc.stdout
         assert "begin training epoch" not in proc.stdout
+        if subprocess:  # the plugin's exit hook: one line, no traceback
+            assert f"fairseq-train: error: {message}" in proc.stdout and "Traceback" not in proc.stdout
 
 
 def test_tempered_ce_refuses_an_adaptive_softmax_before_any_update(toy_data, tmp_path):
@@ -264,7 +274,7 @@ def test_tempered_ce_refuses_an_adaptive_softmax_before_any_update(toy_data, tmp
         "--user-dir",
         PLUGIN_DIR,
     ]
-    refused = run_cli(
+    refused = run_fairseq(
         "fairseq-train",
         toy_data["lm_bin"],
         *lm,

@@ -1,22 +1,22 @@
 """ctemp-ct-analysis (fairseq_ctemp/cli/ct_analysis.py) on tiny models trained on the toy LM corpus (a CT-MoS LSTM for 3 epochs,
 its no-temperature baseline and a CT transformer with adaptive softmax for 1 epoch each).
 
-Each subcommand runs once through the real command line (subprocess); the numbers it writes are
-checked against tau / log-probabilities computed here independently from the checkpoints, and
-against fairseq's own language-modeling samples (what fairseq-eval-lm --sample-break-mode eos
-scores). The error cases run in-process through ``main`` (same code path, no second import)."""
+Each subcommand runs once: dump through the real command line (a subprocess), the others through
+``main`` in this process (conftest.run_main: the console script's code path without a second
+import); the numbers it writes are checked against tau / log-probabilities computed here
+independently from the checkpoints, and against fairseq's own language-modeling samples (what
+fairseq-eval-lm --sample-break-mode eos scores). The error cases run in-process through ``main``."""
 
 import csv
 import json
 import math
 import os
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
-from conftest import PLUGIN_DIR, command
+from conftest import PLUGIN_DIR, command, run_fairseq, run_main
 from fairseq import checkpoint_utils
 
 import fairseq_ctemp  # noqa: F401  (registers the models)
@@ -47,15 +47,19 @@ TRAIN = [
 ]
 
 
-def analysis(*args, check=True):
-    """The real command line, one thread (2 shared cores)."""
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.run(
-        [*command("ctemp-ct-analysis"), *map(str, args)],
-        env=env,
-        text=True,
-        capture_output=True,
-    )
+def analysis(*args, check=True, process=False):
+    """ctemp-ct-analysis in this process, or (process=True) the real command line on one thread
+    (2 shared cores)."""
+    if process:
+        env = dict(os.environ, OMP_NUM_THREADS="1")
+        proc = subprocess.run(
+            [*command("ctemp-ct-analysis"), *map(str, args)],
+            env=env,
+            text=True,
+            capture_output=True,
+        )
+    else:
+        proc = run_main(ct_analysis.main, *args, check=False)
     if check and proc.returncode != 0:
         pytest.fail(f"ctemp-ct-analysis {args[0]} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     return proc
@@ -67,16 +71,6 @@ def error_of(capsys, *args):
         ct_analysis.main([str(a) for a in args])
     assert exit_info.value.code == 2
     return capsys.readouterr().err
-
-
-# One process trains every model (fairseq's import is most of a tiny run's time on 2 CPU cores).
-TRAIN_ALL = """
-import json, sys
-from fairseq_cli.train import cli_main
-for argv in json.loads(sys.argv[1]):
-    sys.argv = ["fairseq-train", *argv]
-    cli_main()
-"""
 
 
 @pytest.fixture(scope="module")
@@ -103,15 +97,8 @@ def trained(toy_data, tmp_path_factory):
             ("transformer", "ct_transformer_lm_tiny", 1),
         )
     ]
-    proc = subprocess.run(
-        [sys.executable, "-c", TRAIN_ALL, json.dumps(runs)],
-        text=True,
-        env=dict(os.environ, OMP_NUM_THREADS="1"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    if proc.returncode != 0:
-        pytest.fail(f"training failed:\n{proc.stdout[-4000:]}")
+    for argv in runs:  # in this process (conftest.run_fairseq)
+        run_fairseq("fairseq-train", *argv, env={"OMP_NUM_THREADS": "1"})
     return {
         "root": root,
         "data": str(toy_data["lm_bin"]),
@@ -188,6 +175,7 @@ def dumped(trained):
         "--full",
         out / "tau.npy",
         "--cpu",
+        process=True,
     )
     return {"rows": read_table(out / "dump.tsv", "\t"), "full": np.load(out / "tau.npy"), "dir": out}
 

@@ -1,16 +1,13 @@
 """ct_transformer, the contextual-temperature translator: in process, the registered model against
 float64 references (its head from the decoder state, normalisation, causality, incremental = full
 decoding with beam reordering, tau = 1 equals fairseq's transformer on the same weights, the loss of
-ct_cross_entropy on translation batches, the ALT presets, bad options); through the real CLIs,
-training and exact resume, safe checkpoint loading, and every decoding path against the raw outputs
+ct_cross_entropy on translation batches, the ALT presets, bad options); through fairseq's CLIs
+(in this process, conftest.run_fairseq, but one fairseq-generate), training and exact resume, safe checkpoint loading, and every decoding path against the raw outputs
 of fairseq's own loader (greedy = step-by-step argmax of full forward passes)."""
 
 import argparse
-import contextlib
-import io
 import math
 import shutil
-import sys
 
 import pytest
 import torch
@@ -25,6 +22,7 @@ from conftest import (
     cli_hypotheses,
     json_log_records,
     run_cli,
+    run_fairseq,
 )
 from fairseq import options, tasks
 from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_loss
@@ -399,7 +397,7 @@ ATOL_CLI = 2e-3  # scores printed with 4 decimals in base 2
 
 
 def train(data, save_dir, epochs):
-    return run_cli("fairseq-train", data, *TRAIN, "--max-epoch", epochs, "--save-dir", save_dir).stdout
+    return run_fairseq("fairseq-train", data, *TRAIN, "--max-epoch", epochs, "--save-dir", save_dir).stdout
 
 
 EPOCHS, RESUME_AT = 8, 4  # after 8 epochs (~50 updates) most greedy translations end before max_len
@@ -474,19 +472,9 @@ def reference(checkpoint, toy_data):
 
 
 def in_process(command, argv):
-    """stdout of a fairseq console script run in this process, through the cli_main() it runs (a
-    subprocess costs a Python + torch + fairseq start, ~5 s; one path below runs as a subprocess)."""
-    from fairseq_cli import generate, interactive
-
-    main = {"fairseq-generate": generate.cli_main, "fairseq-interactive": interactive.cli_main}[command]
-    saved, sys.argv = sys.argv, [command, *map(str, argv)]
-    out = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(out):
-            main()
-    finally:
-        sys.argv = saved
-    return out.getvalue()
+    """stdout of a fairseq console script run in this process (conftest.run_fairseq; a subprocess
+    costs a Python + torch + fairseq start, ~5 s; one path below runs as a subprocess)."""
+    return run_fairseq(command, *argv).stdout
 
 
 def generate(toy_data, checkpoint, *extra, subprocess=False):

@@ -7,6 +7,8 @@ sampling, --score-reference, --print-alignment), fairseq-interactive, fairseq-ev
 --eval-bleu's generator and ensembles, for a stock model, tempered_ce models and a
 temperature-head LM."""
 
+import json
+import os
 import subprocess
 import sys
 
@@ -21,9 +23,9 @@ from conftest import (
     TRAIN_DEFAULTS,
     RawModel,
     assert_scored_at,
-    cli,
     cli_hypotheses,
     run_cli,
+    run_fairseq,
 )
 from fairseq import checkpoint_utils
 from fairseq.sequence_generator import SequenceGenerator
@@ -51,14 +53,15 @@ def refs(ckpt, toy_data):
 
 
 # ------------------------------------------------------------------------------------ CLI output
-def generate(data, checkpoints, *extra, user_dir=True, env=None):
+def generate_argv(data, checkpoints, *extra, user_dir=True):
     plugin = ["--user-dir", PLUGIN_DIR] if user_dir else []
-    return run_cli(
-        "fairseq-generate",
+    return [
         data,
         "--path",
         ":".join(map(str, checkpoints)),
         *plugin,
+        "--num-workers",
+        "0",
         "--cpu",
         "--batch-size",
         "16",
@@ -72,8 +75,12 @@ def generate(data, checkpoints, *extra, user_dir=True, env=None):
         "16",
         "--skip-invalid-size-inputs-valid-test",
         *extra,
-        env=env,
-    ).stdout
+    ]
+
+
+def generate(data, checkpoints, *extra):
+    """fairseq-generate's output, run in this process (conftest.run_fairseq)."""
+    return run_fairseq("fairseq-generate", *generate_argv(data, checkpoints, *extra)).stdout
 
 
 def check_cli(output, refs_and_t, n_expected, lm=False):
@@ -136,50 +143,78 @@ def test_ensemble_of_checkpoints_with_different_training_temperatures(toy_data, 
     check_cli(explicit, [(refs["A"], 1.3), (refs["B"], 1.3), (refs["S"], 1.3)], n_expected=80)
 
 
-@pytest.mark.parametrize("temperature", [None, 1.7])
-def test_stock_checkpoint_decodes_exactly_as_without_the_plugin(toy_data, ckpt, refs, temperature):
-    extra = ["--beam", "3", "--nbest", "2"] + ([] if temperature is None else ["--temperature", temperature])
-    with_plugin = generate(toy_data["bin"], [ckpt["S"]], *extra)
-    without = generate(
-        toy_data["bin"], [ckpt["S"]], *extra, user_dir=False, env={"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}
+STOCK_TEMPERATURES = [None, 1.7]
+# fairseq-generate's console entry point once per argv, in one process (one start-up)
+GENERATE_EACH = """
+import json, sys
+from fairseq_cli.generate import cli_main
+for argv in json.loads(sys.argv[1]):
+    sys.argv = ["fairseq-generate", *argv]
+    cli_main()
+"""
+
+
+def stock_decoding(temperature):
+    return ["--beam", "3", "--nbest", "2"] + (
+        [] if temperature is None else ["--temperature", str(temperature)]
     )
+
+
+@pytest.fixture(scope="module")
+def without_plugin(toy_data, ckpt, tmp_path_factory):
+    """{temperature: fairseq-generate's output} of the stock checkpoint without --user-dir, from a
+    process of its own, where the plugin is never imported."""
+    root = tmp_path_factory.mktemp("without-plugin")
+    argvs = [
+        generate_argv(
+            toy_data["bin"], [ckpt["S"]], *stock_decoding(t), "--results-path", root / str(t), user_dir=False
+        )
+        for t in STOCK_TEMPERATURES
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-c", GENERATE_EACH, json.dumps([list(map(str, argv)) for argv in argvs])],
+        env=dict(os.environ, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1"),
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    return {t: (root / str(t) / "generate-test.txt").read_text() for t in STOCK_TEMPERATURES}
+
+
+@pytest.mark.parametrize("temperature", STOCK_TEMPERATURES)
+def test_stock_checkpoint_decodes_exactly_as_without_the_plugin(
+    toy_data, ckpt, refs, without_plugin, temperature
+):
+    with_plugin = generate(toy_data["bin"], [ckpt["S"]], *stock_decoding(temperature))
+    without = without_plugin[temperature]
     assert [line for line in with_plugin.splitlines() if line[:2] in ("H-", "P-")] == [
         line for line in without.splitlines() if line[:2] in ("H-", "P-")
     ]
     check_cli(with_plugin, [(refs["S"], temperature or 1.0)], n_expected=160)
 
 
+def interactive(data, checkpoint, *extra, input, process=False):
+    """fairseq-interactive's output on `input`: in this process (conftest.run_fairseq), or with
+    process=True the installed console script as a process of its own."""
+    argv = [data, "--path", checkpoint, "--user-dir", PLUGIN_DIR, "--cpu", "--max-len-b", "8", *extra]
+    if process:
+        return run_cli("fairseq-interactive", *argv, input=input).stdout
+    return run_fairseq("fairseq-interactive", *argv, input=input).stdout
+
+
 def test_interactive(toy_data, ckpt, refs):
-    source = (toy_data["raw"] / "test.src").read_text().splitlines()[:4]
-    for extra, t in (([], T_A), (["--temperature", "1"], 1.0)):
-        proc = subprocess.run(
-            [
-                cli("fairseq-interactive"),
-                str(toy_data["bin"]),
-                "--path",
-                str(ckpt["A"]),
-                "--user-dir",
-                PLUGIN_DIR,
-                "--source-lang",
-                "src",
-                "--target-lang",
-                "tgt",
-                "--cpu",
-                "--beam",
-                "2",
-                "--max-len-a",
-                "1.2",
-                "--max-len-b",
-                "8",
-                *extra,
-            ],
-            input="\n".join(source) + "\n",
-            text=True,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
+    source = "\n".join((toy_data["raw"] / "test.src").read_text().splitlines()[:4]) + "\n"
+    for extra, t, process in (([], T_A, True), (["--temperature", "1"], 1.0, False)):
+        out = interactive(
+            toy_data["bin"],
+            ckpt["A"],
+            *("--source-lang", "src", "--target-lang", "tgt", "--beam", "2", "--max-len-a", "1.2"),
+            *extra,
+            input=source,
+            process=process,
         )
-        assert proc.returncode == 0, proc.stdout[-3000:]
-        check_cli(proc.stdout, [(refs["A"], t)], n_expected=4)
+        check_cli(out, [(refs["A"], t)], n_expected=4)
 
 
 def test_interactive_lm_sampling_at_an_explicit_temperature_on_the_head(toy_data, ckpt, refs):
@@ -194,33 +229,16 @@ def test_interactive_lm_sampling_at_an_explicit_temperature_on_the_head(toy_data
         ("H", ["--beam", "2"], 1.0),
         ("L", ["--beam", "2"], T_LM),
     ):
-        proc = subprocess.run(
-            [
-                cli("fairseq-interactive"),
-                str(toy_data["lm_bin"]),
-                "--user-dir",
-                PLUGIN_DIR,
-                "--task",
-                "language_modeling",
-                "--path",
-                str(ckpt[name]),
-                "--cpu",
-                "--max-len-b",
-                "8",
-                *extra,
-            ],
-            input=prompts,
-            text=True,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
+        out = interactive(
+            toy_data["lm_bin"], ckpt[name], "--task", "language_modeling", *extra, input=prompts
         )
-        assert proc.returncode == 0, proc.stdout[-3000:]
-        check_cli(proc.stdout, [(refs[name], t)], n_expected=4, lm=True)
+        check_cli(out, [(refs[name], t)], n_expected=4, lm=True)
 
 
 @pytest.mark.parametrize("name, t", [("L", T_LM), ("H", 1.0)])
 def test_eval_lm_scores_at_the_training_temperature(toy_data, ckpt, refs, name, t):
-    out = run_cli(
+    run = run_cli if name == "L" else run_fairseq  # the installed console script once
+    out = run(
         "fairseq-eval-lm",
         toy_data["lm_bin"],
         "--path",
@@ -386,7 +404,7 @@ def test_bad_temperatures_are_refused_with_a_clear_error(ckpt, toy_data, bad):
 
 
 def test_a_bad_eval_bleu_args_temperature_stops_training_before_any_step(toy_data, tmp_path):
-    proc = run_cli(
+    proc = run_fairseq(
         "fairseq-train",
         toy_data["bin"],
         "--user-dir",

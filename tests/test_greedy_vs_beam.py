@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO, TINY_TRANSFORMER
+from conftest import REPO, TINY_TRANSFORMER, run_fairseq
 from sacrebleu.metrics import BLEU, CHRF
 
 from fairseq_ctemp import translate
@@ -60,25 +60,23 @@ def corpus(tmp_path_factory, one_thread):
     root = tmp_path_factory.mktemp("greedy_vs_beam")
     raw, data = str(root / "raw"), str(root / "bin")
     write_corpus(raw, SIZES)
-    run(
-        [
-            f"{BIN}/fairseq-preprocess",
-            "--source-lang",
-            "src",
-            "--target-lang",
-            "tgt",
-            "--joined-dictionary",
-            "--workers",
-            "1",
-            "--trainpref",
-            f"{raw}/train",
-            "--validpref",
-            f"{raw}/valid",
-            "--testpref",
-            f"{raw}/test",
-            "--destdir",
-            data,
-        ]
+    run_fairseq(
+        "fairseq-preprocess",
+        "--source-lang",
+        "src",
+        "--target-lang",
+        "tgt",
+        "--joined-dictionary",
+        "--workers",
+        "1",
+        "--trainpref",
+        f"{raw}/train",
+        "--validpref",
+        f"{raw}/valid",
+        "--testpref",
+        f"{raw}/test",
+        "--destdir",
+        data,
     )
     (root / "never_loaded.pt").write_bytes(b"")
     return {"root": root, "raw": raw, "data": data, "checkpoint": str(root / "never_loaded.pt")}
@@ -86,37 +84,35 @@ def corpus(tmp_path_factory, one_thread):
 
 @pytest.fixture(scope="module")
 def tiny(corpus):
-    """A 1-layer transformer trained for 3 epochs with tempered_ce at T=2."""
+    """A 1-layer transformer trained for 3 epochs with tempered_ce at T=2 (in this process)."""
     ckpt = str(corpus["root"] / "ckpt")
-    run(
-        [
-            f"{BIN}/fairseq-train",
-            corpus["data"],
-            "--user-dir",
-            USER_DIR,
-            "--criterion",
-            "tempered_ce",
-            "--softmax-temperature",
-            "2",
-            "--label-smoothing",
-            "0.1",
-            "--cpu",
-            *TINY_TRANSFORMER,
-            "--optimizer",
-            "adam",
-            "--lr",
-            "3e-3",
-            "--max-tokens",
-            "2000",
-            "--max-epoch",
-            "3",
-            "--no-epoch-checkpoints",
-            "--num-workers",
-            "0",
-            "--save-dir",
-            ckpt,
-            "--no-progress-bar",
-        ]
+    run_fairseq(
+        "fairseq-train",
+        corpus["data"],
+        "--user-dir",
+        USER_DIR,
+        "--criterion",
+        "tempered_ce",
+        "--softmax-temperature",
+        "2",
+        "--label-smoothing",
+        "0.1",
+        "--cpu",
+        *TINY_TRANSFORMER,
+        "--optimizer",
+        "adam",
+        "--lr",
+        "3e-3",
+        "--max-tokens",
+        "2000",
+        "--max-epoch",
+        "3",
+        "--no-epoch-checkpoints",
+        "--num-workers",
+        "0",
+        "--save-dir",
+        ckpt,
+        "--no-progress-bar",
     )
     return {**corpus, "checkpoint": f"{ckpt}/checkpoint_last.pt"}
 

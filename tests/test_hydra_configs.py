@@ -6,6 +6,7 @@ exactly as fairseq-train trains the preset (same config, losses, weights), then 
 and every fairseq-hydra-train command of the docs composes."""
 
 import argparse
+import functools
 import math
 import os
 import shlex
@@ -14,7 +15,7 @@ import sys
 import pytest
 import torch
 import yaml
-from conftest import PLUGIN_DIR, REPO, RawModel, json_log_records, run_cli
+from conftest import PLUGIN_DIR, REPO, RawModel, json_log_records, run_cli, run_fairseq
 
 from fairseq_ctemp import logs
 
@@ -22,6 +23,8 @@ sys.path.insert(0, os.path.join(REPO, "scripts"))
 import export_hydra_configs as export  # noqa: E402
 
 CONFIG_DIR = os.path.join(PLUGIN_DIR, "config")
+# what the script makes of a recipe (several hydra compositions, seconds each): once per name here
+render = functools.cache(export.render)
 
 
 def committed(name):
@@ -37,7 +40,7 @@ def test_every_shipped_config_has_a_recipe():
 @pytest.mark.parametrize("name", list(export.CONFIGS))
 def test_config_is_what_its_recipe_gives(name):
     text = committed(name)
-    assert text == export.render(name), f"run scripts/export_hydra_configs.py {name}"
+    assert text == render(name), f"run scripts/export_hydra_configs.py {name}"
     # what the file says, read as fairseq-hydra-train reads it, against fairseq-train's own reading
     # of the recipe's options
     options = export.CONFIGS[name][1]()
@@ -48,6 +51,7 @@ def test_config_is_what_its_recipe_gives(name):
 
 def test_check_mode_fails_on_a_file_that_differs_from_its_recipe(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(export, "CONFIG_DIR", str(tmp_path))
+    monkeypatch.setattr(export, "render", render)  # the recipe's text: test_config_is_what_its_recipe_gives
     stale = tmp_path / "alt_mini.yaml"
     stale.write_text(committed("alt_mini").replace("warmup_updates: 200", "warmup_updates: 100"))
     with pytest.raises(SystemExit, match=r"differ from their recipes .*alt_mini\.yaml"):
@@ -160,7 +164,7 @@ def cli_run(toy_data, tmp_path_factory):
     """The same run through fairseq-train: the preset's options, with TINY as options."""
     save = tmp_path_factory.mktemp("cli") / "ckpt"
     options = "--max-update 3 --log-interval 1 --softmax-temperature 2.5 --label-smoothing 0.2".split()
-    proc = run_cli(
+    proc = run_fairseq(
         "fairseq-train",
         toy_data["bin"],
         "--user-dir",
@@ -207,7 +211,7 @@ def test_alt_mini_trains_with_tempered_ce_at_the_overridden_t(hydra_run, cli_run
 
 @pytest.mark.e2e
 def test_alt_mini_checkpoint_decodes_at_its_training_t(hydra_run, toy_data):
-    out = run_cli(
+    out = run_fairseq(
         "fairseq-generate",
         toy_data["bin"],
         "--user-dir",
@@ -225,6 +229,8 @@ def test_alt_mini_checkpoint_decodes_at_its_training_t(hydra_run, toy_data):
         "test",
         "--max-sentences",
         "8",
+        "--num-workers",
+        "0",
     ).stdout
     assert f"decoding at training temperature T={T:g}" in out
     # positional scores (base 2) of the greedy hypotheses against log softmax(D / T) of a teacher-

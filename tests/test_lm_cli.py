@@ -1,13 +1,14 @@
-"""Contextual-temperature LMs through the real CLIs: fairseq-train / fairseq-eval-lm /
-fairseq-interactive with --user-dir, for every head; eval-lm's perplexity is exp(unscaled NLL) of
-the normalised distribution over every corpus token; resume; 2-process CPU training with c10d."""
+"""Contextual-temperature LMs through fairseq's CLIs: fairseq-train / fairseq-eval-lm /
+fairseq-interactive / fairseq-generate with --user-dir, for every head; eval-lm's perplexity is
+exp(unscaled NLL) of the normalised distribution over every corpus token; resume; 2-process CPU
+training with c10d. The CLIs run in this process (conftest.run_fairseq) but for the 2 ranks, which
+are processes of their own."""
 
 import re
-import subprocess
 
 import pytest
 import torch
-from conftest import PLUGIN_DIR, RawModel, cli, json_log_records, run_cli
+from conftest import PLUGIN_DIR, RawModel, cli, json_log_records, run_fairseq
 from test_distributed_and_install import ONE_THREAD, assert_same_updates, train_on_two_ranks
 
 pytestmark = pytest.mark.e2e
@@ -56,11 +57,13 @@ HEADS = {
 
 
 def train(data, save_dir, *extra, epochs=1):
-    return run_cli("fairseq-train", data, *LM_TRAIN, "--save-dir", save_dir, "--max-epoch", epochs, *extra)
+    return run_fairseq(
+        "fairseq-train", data, *LM_TRAIN, "--save-dir", save_dir, "--max-epoch", epochs, *extra
+    )
 
 
 def eval_lm(data, checkpoint, *extra):
-    out = run_cli(
+    out = run_fairseq(
         "fairseq-eval-lm",
         data,
         "--user-dir",
@@ -72,6 +75,8 @@ def eval_lm(data, checkpoint, *extra):
         "test",
         "--max-tokens",
         "4000",
+        "--num-workers",
+        "0",
         *extra,
     ).stdout
     count = int(re.search(r"Evaluated ([\d,]+) tokens", out).group(1).replace(",", ""))
@@ -172,7 +177,7 @@ def test_two_process_cpu_training_with_c10d_matches_update_freq_2(toy_data, tmp_
     ]
     two = json_log_records(train_on_two_ranks(args, ["--ddp-backend", "pytorch_ddp"]), "train_inner")
     one = json_log_records(
-        run_cli("fairseq-train", *args[1:], "--update-freq", "2", env=ONE_THREAD).stdout, "train_inner"
+        run_fairseq("fairseq-train", *args[1:], "--update-freq", "2", env=ONE_THREAD).stdout, "train_inner"
     )
     assert len(two) > 3
     assert_same_updates(two, one, ("loss", "nll_loss", "tau_mean", "tau_min", "tau_max", "gnorm"))
@@ -188,30 +193,15 @@ def test_interactive_and_generate_with_a_prefix(toy_data, trained):
         + "\n"
     )
     checkpoint = trained["lstm-mos-ct"][0] / "checkpoint_last.pt"
-    proc = subprocess.run(
-        [
-            cli("fairseq-interactive"),
-            str(toy_data["lm_bin"]),
-            "--user-dir",
-            PLUGIN_DIR,
-            "--task",
-            "language_modeling",
-            "--path",
-            str(checkpoint),
-            "--cpu",
-            "--max-len-b",
-            "8",
-            "--beam",
-            "2",
-        ],
+    proc = run_fairseq(
+        "fairseq-interactive",
+        toy_data["lm_bin"],
+        *("--user-dir", PLUGIN_DIR, "--task", "language_modeling", "--path", checkpoint),
+        *("--cpu", "--max-len-b", "8", "--beam", "2"),
         input=prompts,
-        text=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
     )
-    assert proc.returncode == 0, proc.stdout[-3000:]
     assert sum(line.startswith("H-") for line in proc.stdout.splitlines()) == 3
-    generated = run_cli(
+    generated = run_fairseq(
         "fairseq-generate",
         toy_data["lm_bin"],
         "--user-dir",
@@ -236,12 +226,14 @@ def test_interactive_and_generate_with_a_prefix(toy_data, trained):
         "eos",
         "--required-batch-size-multiple",
         "1",
+        "--num-workers",
+        "0",
     ).stdout
     assert sum(line.startswith("H-") for line in generated.splitlines()) == 80
 
 
 def test_ct_cross_entropy_refuses_a_stock_model_before_training(toy_data, tmp_path):
-    proc = run_cli(
+    proc = run_fairseq(
         "fairseq-train",
         toy_data["lm_bin"],
         *LM_TRAIN,
@@ -267,7 +259,7 @@ def test_ct_cross_entropy_refuses_a_stock_model_before_training(toy_data, tmp_pa
 
 
 def test_bad_option_stops_fairseq_train_before_any_step(toy_data, tmp_path):
-    proc = run_cli(
+    proc = run_fairseq(
         "fairseq-train",
         toy_data["lm_bin"],
         *LM_TRAIN,

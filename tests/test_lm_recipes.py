@@ -72,9 +72,11 @@ def corpus_tokens(path):
 def unigram_perplexity(train, test):
     """Perplexity on `test` of add-one smoothed unigram counts of `train` (words and one </s> per
     line; unseen words share one <unk> entry)."""
-    counts = collections.Counter(w for line in open(train) for w in line.split() + ["</s>"])
+    counts = collections.Counter(
+        w for line in train.read_text().splitlines() for w in line.split() + ["</s>"]
+    )
     total, entries = sum(counts.values()), len(counts) + 1
-    tokens = [w for line in open(test) for w in line.split() + ["</s>"]]
+    tokens = [w for line in test.read_text().splitlines() for w in line.split() + ["</s>"]]
     return math.exp(-sum(math.log((counts[w] + 1) / (total + entries)) for w in tokens) / len(tokens))
 
 

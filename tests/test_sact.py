@@ -5,6 +5,7 @@ lstm, bad options, and train -> generate -> score -> resume -> heatmaps through 
 import json
 import math
 import os
+import shlex
 import subprocess
 from argparse import Namespace
 from types import SimpleNamespace
@@ -12,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import BIN_DIR, PLUGIN_DIR, REPO, TRAIN_DEFAULTS, hypotheses, json_log_records, run_cli
+from conftest import BIN_DIR, PLUGIN_DIR, REPO, TRAIN_DEFAULTS, hypotheses, json_log_records, run_fairseq
 from fairseq.data import Dictionary
 
 from fairseq_ctemp.models.sact_lstm import SactLSTMConfig, SactLSTMModel
@@ -356,9 +357,14 @@ def recipe(script, *args, **env):
     return proc.stdout
 
 
-def train(data, save_dir, epochs):
-    """train.sh: fairseq-train with validation BLEU choosing checkpoint_best.pt."""
-    return recipe("train.sh", data, save_dir, "sact", *SACT_TRAIN, MAX_EPOCH=str(epochs))
+def train(data, save_dir, epochs, in_process=False):
+    """train.sh: fairseq-train with validation BLEU choosing checkpoint_best.pt; in_process: the
+    fairseq-train command it prints with DRY_RUN=1, run in this process (conftest.run_fairseq)."""
+    if not in_process:
+        return recipe("train.sh", data, save_dir, "sact", *SACT_TRAIN, MAX_EPOCH=str(epochs))
+    command = recipe("train.sh", data, save_dir, "sact", *SACT_TRAIN, MAX_EPOCH=str(epochs), DRY_RUN="1")
+    name, *args = shlex.split(command)
+    return run_fairseq(os.path.basename(name), *args, env=ONE_THREAD).stdout
 
 
 @pytest.fixture(scope="module")
@@ -404,8 +410,8 @@ def test_generate_with_beam_search_then_score_with_sacrebleu_once(sact_run, toy_
 
 @pytest.mark.e2e
 def test_resume_from_checkpoint_gives_the_same_losses_as_an_uninterrupted_run(sact_run, toy_data, tmp_path):
-    first = train(toy_data["bin"], tmp_path, 1)
-    resumed = train(toy_data["bin"], tmp_path, 3)
+    first = train(toy_data["bin"], tmp_path, 1, in_process=True)  # the recipe's command, in process
+    resumed = train(toy_data["bin"], tmp_path, 3, in_process=True)
     assert "Loaded checkpoint" in resumed and "(epoch 2 @" in resumed
     interrupted = json_log_records(first + resumed, "train")
     uninterrupted = json_log_records(sact_run["log"], "train")
@@ -421,7 +427,7 @@ def test_resume_from_checkpoint_gives_the_same_losses_as_an_uninterrupted_run(sa
 
 @pytest.mark.e2e
 def test_bad_lambda_fails_before_any_training_step(toy_data, tmp_path):
-    proc = run_cli(
+    proc = run_fairseq(
         "fairseq-train",
         toy_data["bin"],
         "--user-dir",

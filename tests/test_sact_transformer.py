@@ -1,8 +1,9 @@
 """sact_transformer: the SACT cross-attention against a slow float64 reference of its equations,
 incremental = full decoding with beam reordering, beam search of a batch = each sentence alone,
 normalised outputs, tau in [1/lambda, lambda], `none` / fixed tau = 1 / the initialisation = fairseq's
-transformer, bad options; and through the real CLIs: tempered_ce training, resume, safe loading,
-fairseq-generate at the training temperature, batched = one sentence at a time, the heatmap script."""
+transformer, bad options; and through fairseq's CLIs (run in this process: conftest.run_fairseq):
+tempered_ce training, resume, safe loading, fairseq-generate at the training temperature, batched =
+one sentence at a time, the heatmap script."""
 
 import argparse
 import json
@@ -12,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import FAST_DECODE, PLUGIN_DIR, TRAIN_DEFAULTS, RawModel, json_log_records, run_cli
+from conftest import FAST_DECODE, PLUGIN_DIR, TRAIN_DEFAULTS, RawModel, json_log_records, run_fairseq
 from fairseq.data import Dictionary
 from fairseq.models.transformer import TransformerModel
 from fairseq.sequence_generator import SequenceGenerator
@@ -447,7 +448,7 @@ def test_alt_architectures_are_the_alt_sweep_presets_with_sact():
             assert alone.get(key) == stock.get(key), (preset, key)
 
 
-# --------------------------------------------------------- the real CLIs on the toy corpus
+# --------------------------------------------------------- fairseq's CLIs on the toy corpus
 T_TRAIN, LAMBDA = 2.0, 3.0
 ONE_THREAD = {"OMP_NUM_THREADS": "1"}
 TRAIN = [
@@ -471,7 +472,7 @@ TRAIN = [
 
 
 def train(data, save_dir, epochs, *extra, check=True):
-    return run_cli(
+    return run_fairseq(
         "fairseq-train",
         data,
         "--user-dir",
@@ -541,7 +542,7 @@ def raw_model(trained, toy_data):
 def test_generate_decodes_at_the_training_temperature(trained, toy_data, raw_model):
     """fairseq-generate's beam-5 scores are log softmax(D / T) of the teacher-forced logits D
     (float64, from fairseq's own loader), and measurably not at T = 1."""
-    out = run_cli(
+    out = run_fairseq(
         "fairseq-generate",
         toy_data["bin"],
         "--user-dir",
@@ -555,6 +556,8 @@ def test_generate_decodes_at_the_training_temperature(trained, toy_data, raw_mod
         "--max-sentences",
         "16",
         *FAST_DECODE,
+        "--num-workers",
+        "0",
         env=ONE_THREAD,
     ).stdout
     assert f"decoding at training temperature T={T_TRAIN:g}" in out
@@ -570,7 +573,7 @@ def test_generate_in_batches_equals_one_sentence_at_a_time(trained, toy_data):
     must not change any sentence's result."""
 
     def generate(batch_size):
-        out = run_cli(
+        out = run_fairseq(
             "fairseq-generate",
             toy_data["bin"],
             "--user-dir",
@@ -588,6 +591,8 @@ def test_generate_in_batches_equals_one_sentence_at_a_time(trained, toy_data):
             batch_size,
             "--required-batch-size-multiple",
             "1",  # fairseq 0.12 loses sentences with --batch-size < its default multiple 8
+            "--num-workers",
+            "0",
             env=ONE_THREAD,
         ).stdout
         result = {}  # id -> [(hypothesis, score, positional scores)]

@@ -108,7 +108,8 @@ def run_summary(run_dir, eval_suffix):
     row["params"] = row["updates"] = row["train_seconds"] = None
     row["train_ppl"] = row["tau_mean"] = row["tau_min"] = row["tau_max"] = None
     if os.path.exists(log):
-        text = open(log, errors="replace").read()
+        with open(log, errors="replace") as f:
+            text = f.read()
         params = re.findall(r"num\. (?:shared )?model params: ([\d,]+)", text)
         if params:
             row["params"] = int(params[-1].replace(",", ""))

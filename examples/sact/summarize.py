@@ -36,7 +36,11 @@ def main(argv):
             (f"{valid[-1]['valid_loss']:g}", int(valid[-1]["valid_num_updates"])) if valid else ("?", "?")
         )
         timing = os.path.join(run, "time.txt")
-        timing = open(timing).read().strip() if os.path.exists(timing) else ""
+        if os.path.exists(timing):
+            with open(timing) as f:
+                timing = f.read().strip()
+        else:
+            timing = ""
         print(f"{variant:<14} {bleu['score']:>6.2f} {chrf['score']:>6.2f} {loss:>10} {updates:>7}  {timing}")
     if signatures:
         print(f"BLEU: {signatures[0]}\nchrF: {signatures[1]}")

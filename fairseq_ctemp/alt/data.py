@@ -183,7 +183,11 @@ class Release:
     def split_of_url(self):
         split_of = {}
         for split, (kind, where) in self.url_files.items():
-            data = self.zip.read(where) if kind == "zip" else open(where, "rb").read()
+            if kind == "zip":
+                data = self.zip.read(where)
+            else:
+                with open(where, "rb") as f:
+                    data = f.read()
             for number, line in decode_lines(data, f"URL-{split}.txt"):
                 if not line.strip():
                     continue

@@ -33,7 +33,7 @@ from .common import (
 )
 from .finalize import pending as finalize_pending
 from .presets import DEFAULT_VARIANT, MAX_LEN, PRESETS, VARIANTS, variant_model
-from .training import last_saved_update
+from .training import last_saved_update, read_log
 
 
 def run_name(t, ls, sem, variant=DEFAULT_VARIANT):
@@ -459,9 +459,7 @@ def run_state(run_dir):
     if os.path.exists(os.path.join(run_dir, "train.json")):
         return "trained; averaging / decoding to do"
     if os.path.exists(os.path.join(run_dir, "checkpoint_last.pt")):
-        log = os.path.join(run_dir, "train.log")
-        text = open(log, encoding="utf-8", errors="replace").read() if os.path.exists(log) else ""
-        update = last_saved_update(run_dir, text)
+        update = last_saved_update(run_dir, read_log(os.path.join(run_dir, "train.log")))
         return (
             f"interrupted: resumes from checkpoint_last.pt (update {update if update is not None else '?'})"
         )
@@ -613,7 +611,10 @@ def execute_local(experiments, args, device):
             failures.append(f"finalize: {e}")
         for exp_dir in pending:
             log = os.path.join(exp_dir, "final.log")
-            lines = [line.rstrip() for line in open(log, encoding="utf-8")] if os.path.exists(log) else []
+            lines = []
+            if os.path.exists(log):
+                with open(log, encoding="utf-8") as f:
+                    lines = [line.rstrip() for line in f]
             lines = [line for line in lines if line.startswith(os.path.basename(exp_dir) + ":")]
             say(lines[-1] if lines else f"{os.path.basename(exp_dir)}: finalize did not finish")
     if failures:

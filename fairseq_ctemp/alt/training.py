@@ -29,9 +29,16 @@ def training_steps(run_dir):
     return logs.by_update(logs.read(log, "train_inner"), "num_updates") if os.path.exists(log) else []
 
 
+def read_log(path):
+    """A log's text ("" where there is none yet), undecodable bytes replaced."""
+    if not os.path.exists(path):
+        return ""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read()
+
+
 def training_summary(run_dir, patience):
-    log = os.path.join(run_dir, "train.log")
-    text = open(log, encoding="utf-8", errors="replace").read() if os.path.exists(log) else ""
+    text = read_log(os.path.join(run_dir, "train.log"))
     valid = [r for r in validations(run_dir) if "valid_bleu" in r]
     reason = (
         "early stop"
@@ -64,8 +71,8 @@ def last_saved_update(run_dir, log_text):
 def patience_state(run_dir):
     """(best BLEU, validations since it) over the validations up to checkpoint_last.pt's update,
     so that a resumed run stops where an uninterrupted one would (fairseq keeps this in memory)."""
-    log = os.path.join(run_dir, "train.log")
-    text = open(log, encoding="utf-8", errors="replace").read()
+    with open(os.path.join(run_dir, "train.log"), encoding="utf-8", errors="replace") as f:
+        text = f.read()
     last = last_saved_update(run_dir, text)
     if last is None:
         return None
