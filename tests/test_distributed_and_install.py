@@ -108,6 +108,7 @@ def single_process(toy_data, tmp_path_factory):
     args = tempered_args(
         toy_data["bin"], "--no-save", "--update-freq", "2", "--tensorboard-logdir", root / "tb"
     )
+    args += ["--save-dir", root / "no-save"]  # made even with --no-save: not in the working directory
     return run_cli(*args, env=ONE_THREAD).stdout, root / "tb"
 
 

@@ -174,6 +174,8 @@ def test_two_process_cpu_training_with_c10d_matches_update_freq_2(toy_data, tmp_
         "--max-epoch",
         "1",
         "--no-save",
+        "--save-dir",  # made even with --no-save: not in the working directory
+        str(tmp_path),
     ]
     two = json_log_records(train_on_two_ranks(args, ["--ddp-backend", "pytorch_ddp"]), "train_inner")
     one = json_log_records(
