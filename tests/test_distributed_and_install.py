@@ -157,6 +157,12 @@ def test_tempered_ce_metrics_reach_tensorboard(single_process):
 
 def test_installed_package_works_as_user_dir(toy_data, tmp_path):
     site = tmp_path / "site"
+    # built from a copy of what the package is made of: a build in the checkout would leave a
+    # build/ there, whose stale build/lib a later install could ship
+    source = tmp_path / "source"
+    shutil.copytree(PLUGIN_DIR, source / "fairseq_ctemp", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(os.path.join(REPO, name), source)
     run_cli(
         cli("python"),
         "-m",
@@ -167,7 +173,7 @@ def test_installed_package_works_as_user_dir(toy_data, tmp_path):
         "--no-build-isolation",
         "--target",
         site,
-        REPO,
+        source,
     )
     installed = site / "fairseq_ctemp"
     # the console script prints the installed package directory, and fairseq-train takes it
