@@ -94,8 +94,9 @@ TOY_RUNS = {
     "L": ("lm_bin", [*LM_COMMON, *TINY_LM, "--criterion", "tempered_ce", "--softmax-temperature", str(T_LM)]),
     "H": ("lm_bin", [*LM_COMMON, "--arch", "ct_mos_lstm_lm_tiny", "--criterion", "ct_cross_entropy"]),
 }
-# Untrained models decode up to 200 tokens per sentence; bound it so generation stays fast.
-FAST_DECODE = ["--cpu", "--batch-size", "64", "--max-len-a", "1.2", "--max-len-b", "10"]
+# Untrained models decode up to 200 tokens per sentence; bound it so generation stays fast. No
+# data-loader processes: one per decode costs time and changes nothing.
+FAST_DECODE = ["--cpu", "--batch-size", "64", "--max-len-a", "1.2", "--max-len-b", "10", "--num-workers", "0"]
 
 
 def cli(name):
