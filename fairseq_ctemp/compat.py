@@ -32,6 +32,13 @@ be no TPU: ``--bf16`` then means bfloat16 on the training device, as ``--fp16`` 
 implied ``--tpu`` where fairseq first reads it (``distributed_utils.call_main``, used by every
 training CLI, and the ``Trainer``, for Python API users); with torch_xla installed nothing changes.
 
+fairseq's ``BufferedIterator`` prepares batches in a daemon thread. When training stops in the middle
+of an epoch (``--max-update``, early stopping at an update interval), that thread is still collating
+at interpreter exit; Python 3.11 ends such a thread with ``pthread_exit`` when it next takes the GIL,
+and if that happens inside a torch op the unwinding reaches a ``noexcept`` frame: the process aborts
+("terminate called without an active exception", exit status 134) after a successful run. At exit
+we let each such thread finish the batch it is making and stop (the batches left are not needed).
+
 Warnings that fairseq 0.12 causes under current torch and hydra are fixed where fairseq makes the
 call, without changing what the call does:
 - fairseq's batch iterators create their ``DataLoader`` with ``pin_memory=True``; without an
@@ -69,10 +76,13 @@ loggers at WARNING.
 """
 
 import argparse
+import atexit
 import collections
 import importlib.util
 import inspect
 import logging
+import queue
+import threading
 import types
 import typing
 
@@ -245,6 +255,48 @@ def pin_memory_only_with_an_accelerator():
     iterators.torch = _ModuleView(torch, utils=_ModuleView(torch.utils, data=data))
 
 
+_EXITING = threading.Event()
+
+
+def _until_exit(source):
+    """source's items until the interpreter exits (checked before the next item is made)."""
+    for item in source:
+        yield item
+        if _EXITING.is_set():
+            return
+
+
+def _stop_batch_threads(consumer_type):
+    """At exit: each live batch-preparing thread ends after its current batch. Its queue is drained
+    meanwhile, so that a thread waiting for room in it can move on."""
+    _EXITING.set()
+    for thread in threading.enumerate():
+        if isinstance(thread, consumer_type):
+            while thread.is_alive():
+                try:
+                    while True:
+                        thread._queue.get_nowait()
+                except queue.Empty:
+                    pass
+                thread.join(0.05)
+
+
+def batch_threads_stop_at_exit():
+    from fairseq.data import iterators
+
+    if getattr(iterators.BackgroundConsumer, "stops_at_exit", False):
+        return
+
+    class StoppingConsumer(iterators.BackgroundConsumer):
+        stops_at_exit = True
+
+        def __init__(self, queue, source, max_len, cuda_device):
+            super().__init__(queue, _until_exit(source), max_len, cuda_device)
+
+    iterators.BackgroundConsumer = StoppingConsumer
+    atexit.register(_stop_batch_threads, StoppingConsumer)
+
+
 _MHA_SIGNATURE = inspect.signature(torch.nn.functional.multi_head_attention_forward)
 
 
@@ -352,6 +404,7 @@ def apply():
     batches_independent_of_resume_epoch()
     numpy_compat_long()
     pin_memory_only_with_an_accelerator()
+    batch_threads_stop_at_exit()
     attention_masks_of_one_type()
     amp_without_deprecated_cuda_names()
     hydra_without_experimental_api()

@@ -1,12 +1,16 @@
-"""The warning fixes of fairseq_ctemp/compat.py: each warning is gone from the fairseq call that
-caused it, and the call does what it did before (compared with the call as fairseq makes it)."""
+"""Fixes of fairseq_ctemp/compat.py: each warning is gone from the fairseq call that caused it, and
+the call does what it did before (compared with the call as fairseq makes it); a process whose
+batch-preparing thread is busy at exit ends normally."""
 
 import argparse
+import os
+import subprocess
+import sys
 import warnings
 
 import pytest
 import torch
-from conftest import PLUGIN_DIR
+from conftest import PLUGIN_DIR, REPO
 
 import fairseq_ctemp  # noqa: F401  (applies the fixes)
 from fairseq_ctemp import compat
@@ -36,6 +40,38 @@ def epoch_batches():
         Numbers(), collate_fn=torch.stack, batch_sampler=[[0, 1, 2], [3, 4], [5, 6, 7, 8, 9]], seed=1
     )
     return [b.tolist() for b in itr.next_epoch_itr(shuffle=True)]
+
+
+# A process that reads one batch of a fairseq BufferedIterator and exits while the iterator's thread is
+# inside a torch op making the next one (as fairseq-train does when it stops in mid-epoch). Unfixed,
+# Python ends that thread inside the op and the process aborts with status 134.
+BUSY_AT_EXIT = """
+import torch
+import fairseq_ctemp
+from fairseq.data.iterators import BufferedIterator
+
+class Batches:
+    def __len__(self):
+        return 100
+
+    def __iter__(self):
+        a = torch.randn(300, 300)
+        for i in range(100):
+            for _ in range(30):
+                a = torch.tanh(a @ a)
+            yield i
+
+print("first batch", next(BufferedIterator(10, Batches())))
+"""
+
+
+def test_a_process_exits_normally_while_fairseq_prepares_batches(tmp_path):
+    env = dict(os.environ, PYTHONPATH=REPO, OMP_NUM_THREADS="1")
+    proc = subprocess.run(
+        [sys.executable, "-c", BUSY_AT_EXIT], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "first batch 0" in proc.stdout and "terminate called" not in proc.stderr
 
 
 PIN_WARNING = "'pin_memory' argument is set as true but no accelerator is found"
