@@ -506,7 +506,7 @@ def test_a_killed_sweep_takes_its_runs_with_it(alt, tmp_path):
         while time.time() < deadline and not all(started(r) for r in runs):
             time.sleep(0.2)  # both runs' fairseq-train have started
         children = descendants(sweep.pid)
-        assert len(children) >= 4, children  # two run-one processes, two fairseq-train
+        assert len(children) >= 2, children  # two run-one processes, each training in itself
         sweep.send_signal(signal.SIGKILL)  # only the parent, as a careless `kill -9 PID` would
         sweep.wait()
         deadline = time.time() + 30

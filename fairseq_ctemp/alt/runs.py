@@ -5,9 +5,10 @@ on dev (and test) -> run.json."""
 import datetime
 import os
 
+import torch
+
 from ..cli import average_checkpoints
 from . import evaluate, posthoc, training
-from .children import call, child_env, sweep_command
 from .common import (
     PLUGIN_DIR,
     Lock,
@@ -18,7 +19,6 @@ from .common import (
     read_config,
     read_json,
     say,
-    tool_env,
     write_json,
 )
 
@@ -33,7 +33,8 @@ def run_one(run_dir, device):
         raise RunFailed(f"{run_dir} has no config.json: plan it with `ctemp-alt-sweep run` first")
     exp = load_experiment(os.path.dirname(run_dir))
     data = prepared(exp["data"])
-    env = tool_env(device.get("threads"), device.get("extra_env"))
+    if device.get("threads"):  # training and decoding in this process (a sweep's --threads)
+        torch.set_num_threads(device["threads"])
     with Lock(run_dir, RunFailed):
         train_json = os.path.join(run_dir, "train.json")
         if not os.path.exists(train_json):
@@ -43,8 +44,7 @@ def run_one(run_dir, device):
                 if os.path.exists(os.path.join(run_dir, "checkpoint_last.pt"))
                 else None
             )
-            command = sweep_command(
-                "fairseq-train",
+            argv = [
                 data["bin"],
                 "--user-dir",
                 PLUGIN_DIR,
@@ -54,18 +54,17 @@ def run_one(run_dir, device):
                 exp["tgt"],
                 "--save-dir",
                 run_dir,
-            )
-            command += config["train_args"] + device_args(device, training=True)
-            train_env = child_env(env)
+            ]
+            argv += config["train_args"] + device_args(device, training=True)
+            patience = None
             if resume:
-                last, best, since = resume
-                train_env.update(ALT_PATIENCE_BEST=repr(best), ALT_PATIENCE_RUNS=str(since))
+                last, *patience = resume
                 say(
                     f"{config['name']}: resuming from checkpoint_last.pt (update {last}; best dev "
-                    f"BLEU {best:g}, {since} validation(s) without improvement)"
+                    f"BLEU {patience[0]:g}, {patience[1]} validation(s) without improvement)"
                 )
             start = datetime.datetime.now()
-            call(command, train_env, os.path.join(run_dir, "train.log"), "fairseq-train")
+            training.train_in_this_process(argv, os.path.join(run_dir, "train.log"), patience)
             summary = training.training_summary(run_dir, exp["patience"])
             summary["finished"] = f"{datetime.datetime.now():%Y-%m-%d %H:%M:%S}"
             summary["last_session_seconds"] = (datetime.datetime.now() - start).total_seconds()

@@ -2,15 +2,19 @@
 resumes from), its checkpoints (interval checkpoints, an interrupted copy repaired, those of the
 last validations), and fairseq-train itself with the patience of a resumed run restored."""
 
+import datetime
 import glob
 import logging
 import os
 import re
+import shlex
 import shutil
 import sys
+import traceback
 import zipfile
 
 from .. import logs
+from .children import sweep_command
 from .common import RunFailed, say
 
 SAVED = re.compile(r"Saved checkpoint \S+ \(epoch \d+ @ (\d+) updates")
@@ -155,10 +159,11 @@ def repair_last_checkpoint(run_dir):
     os.replace(tmp, last)
 
 
-def fairseq_train(argv):
+def fairseq_train(argv, patience=None):
     """fairseq-train with the early-stopping state of a resumed run restored (single process;
     fairseq's own distributed training starts fresh processes, which count anew) and every
-    validation's checkpoint kept under its interval name (save_epoch_end_validations)."""
+    validation's checkpoint kept under its interval name (save_epoch_end_validations).
+    patience: (best dev BLEU, validations without improvement), else read from ALT_PATIENCE_*."""
     from fairseq import checkpoint_utils
     from fairseq_cli import train
 
@@ -172,11 +177,46 @@ def fairseq_train(argv):
         force=True,
     )
     save_epoch_end_validations(checkpoint_utils)
-    if os.environ.get("ALT_PATIENCE_BEST"):
-        train.should_stop_early.best = float(os.environ["ALT_PATIENCE_BEST"])
-        train.should_stop_early.num_runs = int(os.environ["ALT_PATIENCE_RUNS"])
+    if patience is None and os.environ.get("ALT_PATIENCE_BEST"):
+        patience = float(os.environ["ALT_PATIENCE_BEST"]), int(os.environ["ALT_PATIENCE_RUNS"])
+    if patience is not None:
+        train.should_stop_early.best, train.should_stop_early.num_runs = patience
     sys.argv = ["fairseq-train"] + argv
     train.cli_main()
+
+
+def train_in_this_process(argv, log_path, patience=None):
+    """fairseq_train(argv) in this process (a run's own process, which then averages and decodes:
+    no second Python, torch and fairseq start), its output appended to log_path under the command
+    that does the same from a shell. Raises RunFailed with the log's tail if training fails."""
+    root = logging.getLogger()
+    handlers, level, argv0 = root.handlers[:], root.level, sys.argv
+    with open(log_path, "a", encoding="utf-8") as log:
+        command = shlex.join(sweep_command("fairseq-train", *argv))
+        log.write(f"# {datetime.datetime.now():%Y-%m-%d %H:%M:%S} $ {command}\n")
+        log.flush()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        saved = os.dup(1), os.dup(2)
+        os.dup2(log.fileno(), 1)  # fairseq logs to sys.stdout, warnings go to sys.stderr
+        os.dup2(log.fileno(), 2)
+        try:
+            fairseq_train(argv, patience)
+            error = None
+        except Exception as e:  # (SystemExit, KeyboardInterrupt: this process stops as it would)
+            traceback.print_exc()
+            error = e
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            for fd, copy in zip((1, 2), saved):
+                os.dup2(copy, fd)
+                os.close(copy)
+            root.handlers[:], sys.argv = handlers, argv0
+            root.setLevel(level)
+    if error is not None:
+        tail = "".join(read_log(log_path).splitlines(keepends=True)[-15:])
+        raise RunFailed(f"fairseq-train failed:\n{tail.rstrip()}")
 
 
 def save_epoch_end_validations(checkpoint_utils):
