@@ -4,11 +4,12 @@ binarised for fairseq; every step written under a temporary name and never overw
 and the checks: ctemp-alt-data --help."""
 
 import codecs
+import logging
 import os
 import random
 import re
+import shlex
 import shutil
-import subprocess
 import unicodedata
 import urllib.request
 import zipfile
@@ -31,8 +32,6 @@ from .common import (
     pair,
     read_json,
     say,
-    tool,
-    tool_env,
     write_json,
 )
 
@@ -463,8 +462,12 @@ def encode(tmp, raw, sub, langs, subwords):
 
 
 def binarise(tmp, tok, a, b, has_test, workers):
-    command = [
-        tool("fairseq-preprocess"),
+    """fairseq-preprocess, in this process (fairseq is imported already): its log goes to
+    tmp/preprocess.log only."""
+    from fairseq import options
+    from fairseq_cli import preprocess
+
+    argv = [
         "--source-lang",
         a,
         "--target-lang",
@@ -478,10 +481,18 @@ def binarise(tmp, tok, a, b, has_test, workers):
         "--workers",
         str(workers),
     ]
-    command += ["--testpref", os.path.join(tok, "test")] if has_test else []
-    proc = subprocess.run(command, capture_output=True, text=True, env=tool_env())
-    if proc.returncode != 0:
-        raise AltError(f"fairseq-preprocess failed:\n{proc.stderr[-3000:]}")
+    argv += ["--testpref", os.path.join(tok, "test")] if has_test else []
+    logger = logging.getLogger(preprocess.logger.name)
+    kept = logger.handlers[:], logger.propagate
+    logger.propagate = False  # not on this tool's console: into preprocess.log (main adds it)
+    try:
+        preprocess.main(options.get_preprocessing_parser().parse_args(argv))
+    except Exception as e:
+        raise AltError(f"fairseq-preprocess {shlex.join(argv)} failed: {e}") from None
+    finally:
+        for handler in logger.handlers[len(kept[0]) :]:
+            handler.close()
+        logger.handlers[:], logger.propagate = kept
 
 
 def corpus_splits(source, a, b, args):
