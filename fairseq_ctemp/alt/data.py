@@ -483,8 +483,9 @@ def binarise(tmp, tok, a, b, has_test, workers):
     ]
     argv += ["--testpref", os.path.join(tok, "test")] if has_test else []
     logger = logging.getLogger(preprocess.logger.name)
-    kept = logger.handlers[:], logger.propagate
+    kept = logger.handlers[:], logger.propagate, logger.level
     logger.propagate = False  # not on this tool's console: into preprocess.log (main adds it)
+    logger.setLevel(logging.INFO)  # what fairseq-preprocess logs
     try:
         preprocess.main(options.get_preprocessing_parser().parse_args(argv))
     except Exception as e:
@@ -492,7 +493,8 @@ def binarise(tmp, tok, a, b, has_test, workers):
     finally:
         for handler in logger.handlers[len(kept[0]) :]:
             handler.close()
-        logger.handlers[:], logger.propagate = kept
+        logger.handlers[:], logger.propagate = kept[:2]
+        logger.setLevel(kept[2])
 
 
 def corpus_splits(source, a, b, args):
