@@ -101,6 +101,7 @@ def main():
     args = parser.parse_args()
     check_options(parser, args)
     averaged = min(5, args.epochs)  # the last epoch checkpoints kept (--keep-last-epochs 5)
+    from fairseq_ctemp.cli import average_checkpoints
     from fairseq_ctemp.cli.greedy_vs_beam import run_greedy_vs_beam
     from fairseq_ctemp.cli.toy_translation import write_corpus
 
@@ -172,17 +173,17 @@ def main():
                 log_path=os.path.join(save_dir, "train.log"),
                 show=lambda line: "| valid | epoch" in line,
             )
-            run(
-                [
-                    os.path.join(BIN_DIR, "ctemp-average-checkpoints"),
-                    "--inputs",
-                    save_dir,
-                    "--num-epoch-checkpoints",
-                    str(averaged),
-                    "--output",
-                    average,
-                ]
-            )
+            # ctemp-average-checkpoints, through the function its console script calls
+            average_args = [
+                "--inputs",
+                save_dir,
+                "--num-epoch-checkpoints",
+                str(averaged),
+                "--output",
+                average,
+            ]
+            print("$ ctemp-average-checkpoints " + " ".join(average_args), flush=True)
+            average_checkpoints.main(average_args)
         result_path = os.path.join(save_dir, "greedy_vs_beam.json")
         if os.path.exists(result_path):
             with open(result_path) as f:
