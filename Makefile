@@ -11,10 +11,11 @@ demo: setup
 	$(PY) scripts/quickstart.py
 
 # Test files run in parallel (pytest-xdist); a file's tests stay in one worker, so its fixtures
-# (trained toy models) are built once. `make test TEST_WORKERS=0` runs them one after another.
+# (trained toy models) are built once; the longest files go first (tests/conftest.py LONGEST_FIRST).
+# `make test TEST_WORKERS=0` runs them one after another.
 TEST_WORKERS ?= 2
 test: setup
-	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist loadfile
+	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 lint: setup
 	$(PY) -m ruff check .

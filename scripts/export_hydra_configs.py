@@ -274,9 +274,10 @@ def interpolated(group, name, field):
     return isinstance(default, str) and default.startswith("${")
 
 
-def to_config(options):
-    """The hydra config (a dict) that fairseq-hydra-train reads as fairseq-train reads `options`."""
-    target = fairseq_train_config(options)
+def to_config(options, target=None):
+    """The hydra config (a dict) that fairseq-hydra-train reads as fairseq-train reads `options`
+    (target: fairseq_train_config(options), where the caller has it)."""
+    target = target or fairseq_train_config(options)
     config = {"hydra": {"run": {"dir": "."}}}  # stay in the working directory, as fairseq's own config
     for group, values in target.items():
         if values is not None and "_name" in values and values["_name"] is not None:
@@ -317,8 +318,8 @@ def to_config(options):
 def render(name):
     """The text of config/<name>.yaml."""
     source, options = CONFIGS[name]
-    config = to_config(options())
-    target = fairseq_train_config(options())  # the order of the fields: fairseq's
+    target = fairseq_train_config(options())  # also the order of the fields: fairseq's
+    config = to_config(options(), target)
     order = ["hydra", *groups()]
     config = {
         group: {k: config[group][k] for k in sorted(config[group], key=["_name", *target[group]].index)}

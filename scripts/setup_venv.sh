@@ -35,7 +35,7 @@ if ! "$venv/bin/python" -c "import fairseq" 2>/dev/null; then
 fi
 # fairseq's real runtime deps (scikit-learn: `import fairseq` needs it) plus ours.
 $pip install -q "hydra-core==1.3.2" "omegaconf==2.3.0" regex sacrebleu tqdm bitarray packaging \
-  scikit-learn sentencepiece subword-nmt matplotlib tensorboard pytest pytest-xdist ruff
+  scikit-learn sentencepiece subword-nmt matplotlib tensorboard pytest "pytest-xdist>=3.8" ruff
 # torchmetrics (the tests' reference ECE) declares torch: --no-deps, with its one other dependency.
 $pip install -q --no-deps torchmetrics lightning-utilities
 # The plugin itself, editable, never resolving dependencies (see pyproject.toml).
