@@ -416,7 +416,7 @@ def test_recipe_end_to_end_with_interruption(corpora):
         "--",
         *TINY,
     ]
-    run(*ja_sweep)
+    sweep_run(*ja_sweep[2:])  # in this process: the vi-en sweep above ran sweep.sh itself
     ja_experiment = work / "sweep" / "en-ja.mini.spm20.seed2"
     ja_final = json.loads((ja_experiment / "final" / "final.json").read_text())
     assert ja_final["scored_subset"] == "valid"  # no test split: dev, and it says so
