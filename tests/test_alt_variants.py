@@ -8,6 +8,7 @@ T with variants; and the fairseq-train options of every variant build their mode
 import csv
 import json
 import os
+import random
 import shlex
 import sys
 
@@ -19,6 +20,7 @@ from fairseq.models import ARCH_MODEL_REGISTRY
 from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.significance import PairedTest
 
+from fairseq_ctemp.alt import finalize
 from fairseq_ctemp.alt.data import toy_language_pair
 from fairseq_ctemp.alt.presets import VARIANTS
 from fairseq_ctemp.cli import alt_data, alt_sweep
@@ -119,6 +121,46 @@ def expected_comparison(baseline_dir, run_dir, system):
     return bleu, p
 
 
+def test_each_variant_is_compared_with_the_t1_run_of_its_baseline(tmp_path):
+    """finalize's comparison from the runs' files: sact_lstm against lstm (the same model without
+    the attention temperature), lstm and sact_transformer at T = 2 against the T = 1 transformer;
+    BLEU and p-values as sacrebleu gives them."""
+    exp = {"src": "en", "tgt": "vi", "primary": [0.1, 0.0], "subsets": ["valid"], "bleu_tokenize": "13a"}
+    exp_dir = tmp_path / "en-vi.mini.bpe200"
+    words = "the a cat dog sat ran on under mat rug red big small".split()
+    rng = random.Random(1)
+    refs = [" ".join(rng.choices(words, k=8)) for _ in range(30)]
+    runs = {}
+    for variant, t in (("transformer", 1.0), ("lstm", 1.0), ("sact_lstm", 1.0), ("sact_transformer", 2.0)):
+        name = f"{variant}-T{t:g}-ls0.1-sem0"
+        run_dir = runs[variant, t] = exp_dir / name
+        (run_dir / "eval" / "valid").mkdir(parents=True)
+        config = {"name": name, "variant": variant, "seed": 1, "temperature": t}
+        (run_dir / "config.json").write_text(
+            json.dumps({**config, "label_smoothing": 0.1, "sem_weight": 0.0})
+        )
+        (run_dir / "eval" / "valid" / "ref").write_text("".join(r + "\n" for r in refs))
+        evals = {}
+        for system in ("greedy", "beam"):  # each reference with some words replaced
+            hyps = [" ".join(w if rng.random() < 0.7 else rng.choice(words) for w in r.split()) for r in refs]
+            (run_dir / "eval" / "valid" / f"{system}.hyp").write_text("".join(h + "\n" for h in hyps))
+            evals[system] = {"bleu": sacrebleu.corpus_bleu(hyps, [refs]).score}
+        (run_dir / "run.json").write_text(json.dumps({"eval": {"valid": evals}}))
+    for variant, t, baseline in (
+        ("sact_lstm", 1.0, ("lstm", 1.0)),
+        ("lstm", 1.0, ("transformer", 1.0)),
+        ("sact_transformer", 2.0, ("transformer", 1.0)),
+    ):
+        finalize.compare_variants(str(exp_dir), exp, str(runs[variant, t]))
+        compared = json.loads((exp_dir / "final" / f"compare-{runs[variant, t].name}.json").read_text())
+        assert (compared["baseline"], compared["baseline_variant"]) == (runs[baseline].name, baseline[0])
+        for system in ("greedy", "beam"):
+            (bleu_baseline, bleu_variant), p = expected_comparison(runs[baseline], runs[variant, t], system)
+            assert compared["systems"]["baseline"][system]["bleu"] == pytest.approx(bleu_baseline)
+            assert compared["systems"]["variant"][system]["bleu"] == pytest.approx(bleu_variant)
+            assert compared["significance"][system]["bleu"]["p_value"] == pytest.approx(p)
+
+
 def test_variants_train_evaluate_and_compare_with_t1(swept):
     exp = swept["exp"]
     assert sorted(p.name for p in exp.iterdir() if (p / "config.json").exists()) == sorted(RUNS)
@@ -150,6 +192,7 @@ def test_variants_train_evaluate_and_compare_with_t1(swept):
     for name, variant in zip(RUNS[1:], ("ct_transformer", "sact_transformer")):
         compared = json.loads((exp / "final" / f"compare-{name}.json").read_text())
         assert (compared["variant"], compared["temperature"], compared["baseline"]) == (variant, 1.0, RUNS[0])
+        assert compared["baseline_variant"] == "transformer"
         assert compared["scored_subset"] == "valid"
         for system in ("greedy", "beam"):
             (bleu_t1, bleu_variant), p = expected_comparison(exp / RUNS[0], exp / name, system)
@@ -171,9 +214,9 @@ def test_results_have_the_variants(swept):
         ("sact_transformer", "1", "1"),
     ]
     variants = list(csv.DictReader((out / "variants.csv").read_text(encoding="utf-8").splitlines()))
-    assert [(r["variant"], r["T"], r["run"], r["scored on"]) for r in variants] == [
-        ("ct_transformer", "1", RUNS[1], "dev"),
-        ("sact_transformer", "1", RUNS[2], "dev"),
+    assert [(r["variant"], r["T"], r["run"], r["baseline"], r["scored on"]) for r in variants] == [
+        ("ct_transformer", "1", RUNS[1], "transformer", "dev"),
+        ("sact_transformer", "1", RUNS[2], "transformer", "dev"),
     ]
     for row, name in zip(variants, RUNS[1:]):
         (bleu_t1, bleu_variant), p = expected_comparison(exp / RUNS[0], exp / name, "beam")
@@ -183,7 +226,7 @@ def test_results_have_the_variants(swept):
     assert [r["runs searched"] for r in table34] == ["1"]  # the transformer's runs only
     names = set(os.listdir(out))
     assert {"bleu_vs_T.en-vi.mini.bpe200.png", "curves.en-vi.mini.bpe200.png"} <= names
-    assert "## Model variants against the T=1 transformer" in (out / "alt_results.md").read_text()
+    assert "## Model variants against their baselines" in (out / "alt_results.md").read_text()
     # the systems side by side: the same runs, their greedy and beam BLEU as runs.csv has them
     systems = list(csv.DictReader(open(out / "systems.csv", encoding="utf-8")))
     assert [(r["system"], r["seed"]) for r in systems] == [

@@ -8,7 +8,7 @@ import os
 from ..cli import greedy_vs_beam as gvb
 from . import evaluate, posthoc
 from .common import Lock, RunFailed, fmt, load_experiment, read_config, read_json, say, write_json
-from .presets import DEFAULT_VARIANT
+from .presets import DEFAULT_VARIANT, baseline_variant
 
 COMPARED = ("greedy", "beam")  # a variant against T=1: greedy, and beam --eval-beam (untuned, both)
 
@@ -16,16 +16,33 @@ COMPARED = ("greedy", "beam")  # a variant against T=1: greedy, and beam --eval-
 def primary_runs(exp_dir, exp):
     """The runs of the primary (LS, SEM) group: ({T: run dir} of the transformer variant, [run dirs
     of the other variants])."""
-    ls, sem = exp["primary"]
     tempered, variants = {}, []
+    for run_dir, config in primary_configs(exp_dir, exp):
+        if config["variant"] == DEFAULT_VARIANT:
+            tempered[config["temperature"]] = run_dir
+        else:
+            variants.append(run_dir)
+    return tempered, variants
+
+
+def primary_configs(exp_dir, exp):
+    """[(run dir, config)] of the primary (LS, SEM) group."""
+    ls, sem = exp["primary"]
+    found = []
     for path in sorted(glob.glob(os.path.join(exp_dir, "*", "config.json"))):
         config = read_config(path)
         if config["label_smoothing"] == ls and config["sem_weight"] == sem:
-            if config["variant"] == DEFAULT_VARIANT:
-                tempered[config["temperature"]] = os.path.dirname(path)
-            else:
-                variants.append(os.path.dirname(path))
-    return tempered, variants
+            found.append((os.path.dirname(path), config))
+    return found
+
+
+def baseline_run(exp_dir, exp, variant):
+    """The run dir a variant is compared with: its baseline variant's T = 1 run (None: not planned)."""
+    wanted = baseline_variant(variant)
+    for run_dir, config in primary_configs(exp_dir, exp):
+        if config["variant"] == wanted and config["temperature"] == 1.0:
+            return run_dir
+    return None
 
 
 def comparison_path(exp_dir, run_dir):
@@ -51,78 +68,80 @@ def finalize(exp_dir, device):
     """Softmax tempering: T_opt (best dev greedy BLEU among T != 1) and T=1 in the primary (LS, SEM)
     group; beam and length penalty tuned on dev, greedy and tuned beam on test (dev without a test
     split), paired significance (sacrebleu), greedy / beam timings. Then every other variant's run
-    against the T=1 transformer run (compare_variants). Returns final.json, or None if runs are
+    against its baseline's T=1 run (compare_variants). Returns final.json, or None if runs are
     missing."""
     exp_dir = os.path.abspath(exp_dir)
     exp = load_experiment(exp_dir)
     group, variants = primary_runs(exp_dir, exp)
     result = tempering(exp_dir, exp, group, device, quiet=bool(variants))
-    if variants:
-        compare_variants(exp_dir, exp, group.get(1.0), variants)
+    for variant_dir in variants:
+        compare_variants(exp_dir, exp, variant_dir)
     posthoc.finalize(exp_dir, exp, group, device)  # ECE of every run; the row T = 1 + post-hoc t*
     return result
 
 
-def compare_variants(exp_dir, exp, baseline_dir, variant_dirs):
-    """Each variant's greedy and beam (--eval-beam) translations of the scored subset against the
-    T=1 transformer's, from the files of their runs (no decoding): paired bootstrap (sacrebleu) ->
-    final/compare-<run>.json, written once."""
+def compare_variants(exp_dir, exp, run_dir):
+    """A variant's greedy and beam (--eval-beam) translations of the scored subset against those of
+    its baseline's T=1 run (the transformer's, or e.g. lstm's for sact_lstm), from the files of their
+    runs (no decoding): paired bootstrap (sacrebleu) -> final/compare-<run>.json, written once."""
     name = os.path.basename(exp_dir)
-    todo = [d for d in variant_dirs if not os.path.exists(comparison_path(exp_dir, d))]
-    if not todo:
+    if os.path.exists(comparison_path(exp_dir, run_dir)):
         return
+    config = read_config(os.path.join(run_dir, "config.json"))
+    baseline_dir = baseline_run(exp_dir, exp, config["variant"])
     baseline = read_json(os.path.join(baseline_dir, "run.json")) if baseline_dir else None
     if baseline is None:
         say(
-            f"{name}: the variants' comparison waits for the T=1 transformer run "
+            f"{name}: the comparison of {os.path.basename(run_dir)} waits for the T=1 "
+            f"{baseline_variant(config['variant'])} run "
             f"({os.path.basename(baseline_dir) if baseline_dir else 'not in this sweep'})"
         )
+        return
+    run = read_json(os.path.join(run_dir, "run.json"))
+    if run is None:
+        say(f"{name}: the comparison of {os.path.basename(run_dir)} waits for its run")
         return
     subset = "test" if "test" in exp["subsets"] else "valid"
     final_dir = os.path.join(exp_dir, "final")
     os.makedirs(final_dir, exist_ok=True)
     with Lock(final_dir, RunFailed):
-        for run_dir in todo:
-            run = read_json(os.path.join(run_dir, "run.json"))
-            if run is None:
-                say(f"{name}: the comparison of {os.path.basename(run_dir)} waits for its run")
-                continue
-            significance = {}
-            for system in COMPARED:
-                try:  # ctemp-greedy-vs-beam compare
-                    significance[system] = gvb.compare_systems(
-                        os.path.join(baseline_dir, "eval", subset, "ref"),
-                        os.path.join(baseline_dir, "eval", subset, f"{system}.hyp"),
-                        os.path.join(run_dir, "eval", subset, f"{system}.hyp"),
-                        "bs",
-                        None,
-                        exp["bleu_tokenize"],
-                    )
-                except gvb.UsageError as e:
-                    raise RunFailed(f"significance test of {os.path.basename(run_dir)}: {e}") from None
-            config = read_config(os.path.join(run_dir, "config.json"))
-            result = {
-                "direction": f"{exp['src']}-{exp['tgt']}",
-                "experiment": name,
-                "variant": config["variant"],
-                "temperature": config["temperature"],
-                "run": os.path.basename(run_dir),
-                "baseline": os.path.basename(baseline_dir),
-                "scored_subset": subset,
-                "systems": {
-                    "baseline": {s: baseline["eval"][subset][s] for s in COMPARED},
-                    "variant": {s: run["eval"][subset][s] for s in COMPARED},
-                },
-                "significance": significance,
-            }
-            write_json(comparison_path(exp_dir, run_dir), result)
-            say(
-                f"{name}: {config['variant']} {subset} BLEU greedy {result['systems']['variant']['greedy']['bleu']:.2f}"
-                f" vs {result['systems']['baseline']['greedy']['bleu']:.2f} (T=1, p = "
-                f"{significance['greedy']['bleu']['p_value']:.4f}), beam "
-                f"{result['systems']['variant']['beam']['bleu']:.2f} vs "
-                f"{result['systems']['baseline']['beam']['bleu']:.2f} (p = {significance['beam']['bleu']['p_value']:.4f})"
-            )
+        significance = {}
+        for system in COMPARED:
+            try:  # ctemp-greedy-vs-beam compare
+                significance[system] = gvb.compare_systems(
+                    os.path.join(baseline_dir, "eval", subset, "ref"),
+                    os.path.join(baseline_dir, "eval", subset, f"{system}.hyp"),
+                    os.path.join(run_dir, "eval", subset, f"{system}.hyp"),
+                    "bs",
+                    None,
+                    exp["bleu_tokenize"],
+                )
+            except gvb.UsageError as e:
+                raise RunFailed(f"significance test of {os.path.basename(run_dir)}: {e}") from None
+        result = {
+            "direction": f"{exp['src']}-{exp['tgt']}",
+            "experiment": name,
+            "variant": config["variant"],
+            "temperature": config["temperature"],
+            "run": os.path.basename(run_dir),
+            "baseline": os.path.basename(baseline_dir),
+            "baseline_variant": baseline_variant(config["variant"]),
+            "scored_subset": subset,
+            "systems": {
+                "baseline": {s: baseline["eval"][subset][s] for s in COMPARED},
+                "variant": {s: run["eval"][subset][s] for s in COMPARED},
+            },
+            "significance": significance,
+        }
+        write_json(comparison_path(exp_dir, run_dir), result)
+    versus = f"{result['baseline_variant']} T=1"
+    say(
+        f"{name}: {config['variant']} {subset} BLEU greedy {result['systems']['variant']['greedy']['bleu']:.2f}"
+        f" vs {result['systems']['baseline']['greedy']['bleu']:.2f} ({versus}, p = "
+        f"{significance['greedy']['bleu']['p_value']:.4f}), beam "
+        f"{result['systems']['variant']['beam']['bleu']:.2f} vs "
+        f"{result['systems']['baseline']['beam']['bleu']:.2f} (p = {significance['beam']['bleu']['p_value']:.4f})"
+    )
 
 
 def tempering(exp_dir, exp, group, device, quiet=False):

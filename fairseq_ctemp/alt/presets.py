@@ -199,7 +199,9 @@ MAX_LEN = ["--max-len-a", "2", "--max-len-b", "20"]  # bounds babbling of early/
 # preset's Transformer options under another architecture, "{preset}" its name; "lstm": the preset's
 # LSTM sizes and an attention temperature); "criterion": tempered_ce (trained at every --temperatures
 # T: the transformer variant on the whole T x LS x SEM grid, the others at the primary LS and SEM) or
-# ct_cross_entropy (no fixed T, no SEM term: T = 1 only).
+# ct_cross_entropy (no fixed T, no SEM term: T = 1 only); "baseline": the variant whose T = 1 run
+# finalize tests it against (paired bootstrap), the transformer unless it is the same model without
+# its temperature.
 DEFAULT_VARIANT = "transformer"
 VARIANTS = {
     "transformer": {
@@ -228,8 +230,14 @@ VARIANTS = {
         "about": "the same LSTM with SACT (--attention-temperature sact), tempered_ce",
         "model": ("lstm", "sact"),
         "criterion": "tempered_ce",
+        "baseline": "lstm",
     },
 }
+
+
+def baseline_variant(variant):
+    """The variant whose T = 1 run a variant is compared with."""
+    return VARIANTS[variant].get("baseline", DEFAULT_VARIANT)
 
 
 def variant_model(variant, preset_name):

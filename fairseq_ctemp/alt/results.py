@@ -289,13 +289,15 @@ def table34(experiments):
 
 
 def variants_table(experiments):
-    """Every model variant against the T=1 transformer of its experiment (finalize's comparisons)."""
+    """Every model variant against the T=1 run of its baseline variant (the transformer, or e.g. lstm
+    for sact_lstm) in its experiment (finalize's comparisons)."""
     header = [
         "direction",
         "experiment",
         "variant",
         "T",
         "run",
+        "baseline",
         "scored on",
         "greedy",
         "greedy T=1",
@@ -318,6 +320,7 @@ def variants_table(experiments):
                     c["variant"],
                     fmt(c["temperature"]),
                     c["run"],
+                    c.get("baseline_variant", "transformer"),  # (comparisons before baselines per variant)
                     "test" if c["scored_subset"] == "test" else "dev",
                     num(v["greedy"]["bleu"]) + p_mark(sig["greedy"]["bleu"]["p_value"]),
                     num(b["greedy"]["bleu"]),
@@ -555,12 +558,13 @@ def report(experiments, out):
         "the same runs as an earlier row is left out.\n\n"
     )
     if tv[1]:
-        md.write("## Model variants against the T=1 transformer\n\n" + markdown_table(*tv) + "\n\n")
+        md.write("## Model variants against their baselines\n\n" + markdown_table(*tv) + "\n\n")
         md.write(
             "Each run of another model variant (trained at the primary label smoothing and SEM weight, "
-            "at its T; ct_transformer at T=1) against the transformer's T=1 run of the same label "
-            "smoothing and SEM weight: greedy, and beam k (untuned, as every run is decoded); † = "
-            "p < 0.05 (paired bootstrap against the T=1 transformer).\n\n"
+            "at its T; ct_transformer at T=1) against the T=1 run of its baseline (the transformer; "
+            "for sact_lstm, lstm) of the same label smoothing and SEM weight: greedy, and beam k "
+            "(untuned, as every run is decoded); † = p < 0.05 (paired bootstrap against the "
+            "baseline).\n\n"
         )
     md.write("## All runs\n\n" + (markdown_table(*tr) if tr[1] else "(none finished)") + "\n\n")
     for e in progress_bar(experiments, "plots"):

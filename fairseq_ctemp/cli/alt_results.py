@@ -11,8 +11,9 @@ if this tool wrote it, as its .alt_results file records, and holds nothing else)
                    label smoothing and SEM alone and combined (the paper's Tables 3 and 4)
   runs.csv         every run: variant, T, LS, SEM, seed, updates, stop reason, dev/test greedy and
                    beam BLEU, chrF
-  variants.csv     (a sweep with --variants) each model variant against the T=1 transformer:
-                   greedy and beam BLEU, chrF, paired bootstrap p-values
+  variants.csv     (a sweep with --variants) each model variant against its baseline's T=1 run
+                   (the transformer; sact_lstm: lstm): greedy and beam BLEU, chrF, paired
+                   bootstrap p-values
   table1_posthoc.csv   Table 1 with the row T=1 + post-hoc t*: dev NLL and ECE of each system
   reliability.<experiment>.png   reliability diagrams of T=1, T_opt and T=1 + post-hoc t*
   systems.csv      per system (T=1, T_opt, T=1 + post-hoc t*, each variant) and seed: greedy, beam
