@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import BIN_DIR, REPO, TINY_DIMS, json_log_records, run_main
+from conftest import BIN_DIR, REPO, TINY_DIMS, json_log_records, run_fairseq, run_main
 from sacrebleu.metrics import BLEU
 
 from fairseq_ctemp.alt import results as alt_results
@@ -208,15 +208,8 @@ def test_recipe_end_to_end_with_interruption(corpora):
         *VI_DATA,
     )
     assert "train 52, dev 12, test 12" in proc.stderr
-    proc = run(
-        "bash",
-        os.path.join(ALT, "prepare.sh"),
-        "en-ja",
-        "--work",
-        work,
-        *JA_DATA,
-        env=dict(ENV, ALT_LOCAL=str(corpora["local"])),
-    )
+    # (in this process: prepare.sh itself ran above)
+    proc = data("prepare", "en-ja", "--work", work, *JA_DATA, env=dict(ENV, ALT_LOCAL=str(corpora["local"])))
     assert "no test split" in proc.stderr
     vi_data, ja_data = work / "data" / "en-vi.bpe200.n52", work / "data" / "en-ja.spm20"
     info = json.loads((vi_data / "prepare.json").read_text())
@@ -272,7 +265,7 @@ def test_recipe_end_to_end_with_interruption(corpora):
     )
     assert command[0] == "fairseq-train" and command[command.index("--save-dir") + 1] == str(first)
     command[command.index("--save-dir") + 1] = str(corpora["root"] / "uninterrupted")
-    reference = run(*command).stdout
+    reference = run_fairseq(*command).stdout  # fairseq-train's cli_main in this process
     history = [
         (int(r["valid_num_updates"]), float(r["valid_bleu"])) for r in json_log_records(reference, "valid")
     ]
