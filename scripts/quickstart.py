@@ -101,6 +101,7 @@ def main():
     args = parser.parse_args()
     check_options(parser, args)
     averaged = min(5, args.epochs)  # the last epoch checkpoints kept (--keep-last-epochs 5)
+    from fairseq_ctemp.alt.data import fairseq_preprocess
     from fairseq_ctemp.cli import average_checkpoints
     from fairseq_ctemp.cli.greedy_vs_beam import run_greedy_vs_beam
     from fairseq_ctemp.cli.toy_translation import write_corpus
@@ -119,26 +120,25 @@ def main():
         )
         write_corpus(raw, sizes)
     if not os.path.exists(os.path.join(data, "dict.tgt.txt")):
-        run(
-            [
-                os.path.join(BIN_DIR, "fairseq-preprocess"),
-                "--source-lang",
-                "src",
-                "--target-lang",
-                "tgt",
-                "--trainpref",
-                f"{raw}/train",
-                "--validpref",
-                f"{raw}/valid",
-                "--testpref",
-                f"{raw}/test",
-                "--destdir",
-                data,
-                "--joined-dictionary",
-                "--workers",
-                "1",
-            ]
-        )
+        preprocess_args = [
+            "--source-lang",
+            "src",
+            "--target-lang",
+            "tgt",
+            "--trainpref",
+            f"{raw}/train",
+            "--validpref",
+            f"{raw}/valid",
+            "--testpref",
+            f"{raw}/test",
+            "--destdir",
+            data,
+            "--joined-dictionary",
+            "--workers",
+            "1",
+        ]
+        print("$ fairseq-preprocess " + " ".join(preprocess_args), flush=True)
+        fairseq_preprocess(preprocess_args)  # in this process; its log: data-bin/preprocess.log
 
     rows = []
     for temperature in (1.0, args.temperature):

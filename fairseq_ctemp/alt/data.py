@@ -462,11 +462,6 @@ def encode(tmp, raw, sub, langs, subwords):
 
 
 def binarise(tmp, tok, a, b, has_test, workers):
-    """fairseq-preprocess, in this process (fairseq is imported already): its log goes to
-    tmp/preprocess.log only."""
-    from fairseq import options
-    from fairseq_cli import preprocess
-
     argv = [
         "--source-lang",
         a,
@@ -482,14 +477,24 @@ def binarise(tmp, tok, a, b, has_test, workers):
         str(workers),
     ]
     argv += ["--testpref", os.path.join(tok, "test")] if has_test else []
+    try:
+        fairseq_preprocess(argv)
+    except Exception as e:
+        raise AltError(f"fairseq-preprocess {shlex.join(argv)} failed: {e}") from None
+
+
+def fairseq_preprocess(argv):
+    """fairseq-preprocess ARGV in this process (fairseq is imported already: no second start of
+    Python, torch and fairseq); its log goes to DESTDIR/preprocess.log only."""
+    from fairseq import options
+    from fairseq_cli import preprocess
+
     logger = logging.getLogger(preprocess.logger.name)
     kept = logger.handlers[:], logger.propagate, logger.level
-    logger.propagate = False  # not on this tool's console: into preprocess.log (main adds it)
+    logger.propagate = False  # not on the caller's console: into preprocess.log (main adds it)
     logger.setLevel(logging.INFO)  # what fairseq-preprocess logs
     try:
         preprocess.main(options.get_preprocessing_parser().parse_args(argv))
-    except Exception as e:
-        raise AltError(f"fairseq-preprocess {shlex.join(argv)} failed: {e}") from None
     finally:
         for handler in logger.handlers[len(kept[0]) :]:
             handler.close()
