@@ -605,3 +605,21 @@ def test_sweep_decoding_options_cover_greedy_vs_beam():
     from fairseq_ctemp.cli.greedy_vs_beam import OWN_OPTIONS
 
     assert set(OWN_OPTIONS) <= set(alt_sweep.DECODING_OPTIONS)
+
+
+def test_a_run_whose_training_fails_reports_fairseqs_error_and_keeps_its_log(tmp_path, capfd):
+    """A run trains in its own process: fairseq-train's failure (here its own option error) becomes
+    the run's error with the log's last lines, the log keeps what came before, and this process's
+    output goes back where it was."""
+    log = tmp_path / "train.log"
+    log.write_text("an earlier session\n")
+    with pytest.raises(alt_common.RunFailed) as failed:
+        training.train_in_this_process([str(tmp_path), "--arch", "no_such_arch"], str(log))
+    assert str(failed.value).startswith("fairseq-train failed:")
+    assert "argument --arch/-a: invalid choice: 'no_such_arch'" in str(failed.value).splitlines()[-1]
+    text = log.read_text()
+    assert (
+        text.startswith("an earlier session\n") and " -m fairseq_ctemp.cli.alt_sweep fairseq-train " in text
+    )
+    print("after")
+    assert capfd.readouterr().out.endswith("after\n")

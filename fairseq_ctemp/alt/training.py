@@ -2,6 +2,7 @@
 resumes from), its checkpoints (interval checkpoints, an interrupted copy repaired, those of the
 last validations), and fairseq-train itself with the patience of a resumed run restored."""
 
+import contextlib
 import datetime
 import glob
 import logging
@@ -191,20 +192,22 @@ def train_in_this_process(argv, log_path, patience=None):
     that does the same from a shell. Raises RunFailed with the log's tail if training fails."""
     root = logging.getLogger()
     handlers, level, argv0 = root.handlers[:], root.level, sys.argv
-    with open(log_path, "a", encoding="utf-8") as log:
+    with open(log_path, "a", encoding="utf-8", buffering=1) as log:
         command = shlex.join(sweep_command("fairseq-train", *argv))
         log.write(f"# {datetime.datetime.now():%Y-%m-%d %H:%M:%S} $ {command}\n")
-        log.flush()
         sys.stdout.flush()
         sys.stderr.flush()
         saved = os.dup(1), os.dup(2)
-        os.dup2(log.fileno(), 1)  # fairseq logs to sys.stdout, warnings go to sys.stderr
+        os.dup2(log.fileno(), 1)  # what torch's C++ code prints
         os.dup2(log.fileno(), 2)
-        try:
-            fairseq_train(argv, patience)
-            error = None
-        except Exception as e:  # (SystemExit, KeyboardInterrupt: this process stops as it would)
-            traceback.print_exc()
+        error = None
+        try:  # fairseq's log (sys.stdout), Python's warnings and errors (sys.stderr)
+            with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+                fairseq_train(argv, patience)
+        except SystemExit as e:  # fairseq's option errors (its message is in the log already)
+            error = e if e.code not in (None, 0) else None
+        except Exception as e:  # (KeyboardInterrupt: this process stops as it would)
+            traceback.print_exc(file=log)
             error = e
         finally:
             sys.stdout.flush()
