@@ -32,7 +32,7 @@ from .common import (
     write_json,
 )
 from .finalize import pending as finalize_pending
-from .presets import DEFAULT_VARIANT, MAX_LEN, PRESETS, VARIANTS, variant_model
+from .presets import DEFAULT_VARIANT, MAX_LEN, PRESETS, VARIANTS, baseline_variant, variant_model
 from .training import last_saved_update, read_log
 
 
@@ -539,8 +539,8 @@ def print_plan(experiments, args, device):
             )
         if len(variants) > 1:
             steps.append(
-                f"each of {', '.join(v for v in variants if v != DEFAULT_VARIANT)} against T=1 (greedy "
-                f"and beam {exp['eval_beam']}, paired bootstrap)"
+                ", ".join(f"{v} against {baseline_variant(v)} T=1" for v in variants if v != DEFAULT_VARIANT)
+                + f" (greedy and beam {exp['eval_beam']}, paired bootstrap)"
             )
         if steps:
             print("  then finalize: " + "; ".join(steps))
