@@ -58,10 +58,11 @@ def run_one(run_dir, device):
             argv += config["train_args"] + device_args(device, training=True)
             patience = None
             if resume:
-                last, *patience = resume
+                last, best, since = resume
+                patience = best, since
                 say(
                     f"{config['name']}: resuming from checkpoint_last.pt (update {last}; best dev "
-                    f"BLEU {patience[0]:g}, {patience[1]} validation(s) without improvement)"
+                    f"BLEU {best:g}, {since} validation(s) without improvement)"
                 )
             start = datetime.datetime.now()
             training.train_in_this_process(argv, os.path.join(run_dir, "train.log"), patience)
