@@ -13,7 +13,7 @@ from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_l
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.modules.adaptive_softmax import AdaptiveSoftmax
 
-from fairseq_ctemp.modules import AdaptiveSoftmaxHead, ContextualTemperature
+from fairseq_ctemp.modules import AdaptiveSoftmaxHead, ContextualTemperature, MixtureOfSoftmaxesHead
 from fairseq_ctemp.modules.adaptive_softmax_head import temperature_entries
 
 NORMALIZATIONS = [None, "softmax", "lambda_tanh", "tanh_plus_lambda", "constant"]
@@ -398,3 +398,66 @@ def test_a_tied_softmax_head_loads_its_own_state_dict(toy_data):
     state = {k: v + 1 for k, v in model.state_dict().items()}
     model.load_state_dict(state)  # strict, after fairseq's upgrade_state_dict
     torch.testing.assert_close(head.output.weight, state["decoder.embed_tokens.weight"], rtol=0, atol=0)
+
+
+def mos_head(normalization, components=3):
+    torch.manual_seed(0)
+    temperature = (
+        None
+        if normalization is None
+        else ContextualTemperature(
+            D,
+            V,
+            rank=4,
+            normalization=normalization,
+            alpha=0.3,
+            beta=0.7,
+            learn_alpha_beta=normalization == "softmax",
+            lam=3.0,
+            constant=1.7,
+        )
+    )
+    return MixtureOfSoftmaxesHead(D, V, components, latent_dim=6, temperature=temperature).eval()
+
+
+def reference_mixture_log_probs(head, h):
+    """The definition in float64 and probability space: log sum_m pi_m softmax(z_m / tau)."""
+    h = h.double()
+    prior = torch.softmax(h @ head.prior.weight.double().t(), -1)
+    latent = torch.tanh(h @ head.latent.weight.double().t() + head.latent.bias.double())
+    latent = latent.view(*h.shape[:-1], head.n_components, -1)
+    z = latent @ head.output.weight.double().t() + head.output.bias.double()
+    t = head.temperature
+    if t is None:
+        tau = torch.ones(*h.shape[:-1], V, dtype=torch.float64)
+    elif t.normalization == "constant":
+        tau = torch.full((*h.shape[:-1], V), 1.7, dtype=torch.float64)
+    else:
+        mu = h @ t.down.weight.double().t() @ t.up.weight.double().t()
+        if t.normalization == "softmax":
+            alpha, beta = (x.double() for x in t.alpha_beta())
+            tau = (torch.softmax(mu, -1) + alpha) / beta
+        else:
+            tau = 3.0 ** torch.tanh(mu)
+    p = (prior.unsqueeze(-1) * torch.softmax(z / tau.unsqueeze(-2), -1)).sum(-2)
+    return torch.log(p)
+
+
+@pytest.mark.parametrize("normalization", [None, "softmax", "lambda_tanh", "constant"])
+def test_mixture_head_training_score_matches_the_float64_definition(normalization):
+    """The MoS head's training path never forms the full mixture: its target log-probabilities and
+    the gradients of every parameter must still be those of the full distribution."""
+    head = mos_head(normalization)
+    h = (torch.randn(2, 5, D) * 3).requires_grad_()
+    target = torch.randint(0, V, (2, 5))
+    scores, stats = head.score(h, target)
+    ref = reference_mixture_log_probs(head, h).gather(-1, target[..., None])[..., 0]
+    torch.testing.assert_close(scores.double(), ref, atol=1e-5, rtol=1e-5)
+    full, full_stats = head(h)  # the decoding path gives the same numbers and statistics
+    torch.testing.assert_close(full.gather(-1, target[..., None])[..., 0], scores, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(stats.scale, full_stats.scale)
+    params = [h] + [p for p in head.parameters() if p.requires_grad]
+    grads = torch.autograd.grad(scores.sum(), params)
+    ref_grads = torch.autograd.grad(ref.sum(), params)
+    for g, r in zip(grads, ref_grads):
+        torch.testing.assert_close(g, r, atol=1e-5, rtol=1e-4)
