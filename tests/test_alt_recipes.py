@@ -310,7 +310,7 @@ def test_recipe_end_to_end_with_interruption(corpora):
     proc = sweep_run(*options, "--dry-run", "--", *TINY)  # the plan shows the interrupted run
     assert f"interrupted: resumes from checkpoint_last.pt (update {killed_at})" in proc.stdout
     proc = run_main(results_command.main, "--work", work)  # a sweep in progress
-    assert "no finished direction yet" in proc.stdout
+    assert "Table 1 needs a finished T=1 run and a finished run at another T" in proc.stdout
     runs_csv = (work / "results" / "runs.csv").read_text()
     assert re.search(
         r"^vi-en\.mini\.bpe200\.n52\.seed2,vi-en,transformer,1,0\.1,0,2,[1-9]\d*,\(not finished\),",

@@ -35,7 +35,7 @@ import glob
 import os
 
 from ..alt.common import AltError, run_main, say
-from ..alt.results import check_out, load, markdown_table, replace_dir, report
+from ..alt.results import NO_TABLE1, check_out, load, markdown_table, replace_dir, report
 
 
 def main(argv=None):
@@ -61,7 +61,7 @@ def results_main(argv=None):
     if not experiments:
         raise AltError(f"no sweep in {args.work}/sweep: run ctemp-alt-sweep (examples/alt/sweep.sh) first")
     header, rows = replace_dir(out, lambda tmp: report(experiments, tmp))
-    print(markdown_table(header, rows) if rows else "no finished direction yet (see runs.csv)")
+    print(markdown_table(header, rows) if rows else f"Table 1: {NO_TABLE1} (see runs.csv)")
     written = ["table1.csv", "table34.csv", "runs.csv"] + (
         ["variants.csv"] if os.path.exists(os.path.join(out, "variants.csv")) else []
     )
