@@ -3,13 +3,17 @@
 The plugin checks its options when fairseq builds a model or criterion and raises a ValueError
 whose message starts with the option ("--softmax-temperature must be ..."). Uncaught, fairseq-train
 would print a traceback ending in that message; this hook prints "<program>: error: <message>"
-instead (exit status 1). Every other exception keeps its traceback."""
+instead (exit status 1). Every other exception keeps its traceback.
+
+fairseq-train makes its --save-dir before it builds the model and criterion, so a bad option would
+leave an empty directory behind: the directories it made are removed again if still empty."""
 
 import os
 import sys
 import traceback
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+MADE_DIRECTORIES = []  # by fairseq's verify_checkpoint_directory in this process, deepest first
 
 
 def is_option_error(error):
@@ -20,13 +24,49 @@ def is_option_error(error):
     return bool(frames) and os.path.abspath(frames[-1].filename).startswith(PACKAGE_DIR + os.sep)
 
 
+def missing_directories(path):
+    """``path`` and those of its parents that do not exist yet, deepest first."""
+    missing, path = [], os.path.abspath(path)
+    while not os.path.exists(path):
+        missing.append(path)
+        path = os.path.dirname(path)
+    return missing
+
+
+def remember_made_directories():
+    from fairseq import checkpoint_utils
+
+    verify = checkpoint_utils.verify_checkpoint_directory
+    if getattr(verify, "ctemp_option_errors", False):
+        return
+
+    def verify_checkpoint_directory(save_dir):
+        missing = missing_directories(save_dir)
+        verify(save_dir)
+        MADE_DIRECTORIES.extend(missing)
+
+    verify_checkpoint_directory.ctemp_option_errors = True
+    checkpoint_utils.verify_checkpoint_directory = verify_checkpoint_directory
+
+
+def remove_made_directories():
+    """Those still empty: nothing was written into them (nor by anyone else)."""
+    for path in MADE_DIRECTORIES:
+        try:
+            os.rmdir(path)
+        except OSError:
+            pass
+
+
 def install():
+    remember_made_directories()
     previous = sys.excepthook
     if getattr(previous, "ctemp_option_errors", False):
         return
 
     def excepthook(kind, error, tb):
         if is_option_error(error):
+            remove_made_directories()
             sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {error}\n")
         else:
             previous(kind, error, tb)
