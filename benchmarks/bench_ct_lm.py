@@ -1,13 +1,25 @@
 #!/usr/bin/env python
-"""Words/s and peak memory of the contextual-temperature LM heads against fairseq's adaptive softmax.
+"""Words/s and peak memory of the contextual-temperature LM heads against fairseq's stock LMs.
 
-In one process, one fairseq Trainer per model, all with the same transformer_lm body (same layers,
-dims, dropout, seed, optimizer), on the same language-modelling batches:
+In one process, one fairseq Trainer per model, all with the same body (same layers, dims, dropout,
+seed, optimizer; but for fairseq's stock LSTM, see below), on the same language-modelling batches.
+--body transformer (default):
 
   A  stock  fairseq --arch transformer_lm --adaptive-softmax-cutoff C, --criterion adaptive_loss
   B  ct-ada --arch ct_transformer_lm --output-head adaptive (contextual temperature), ct_cross_entropy
   C  ct-full --arch ct_transformer_lm --output-head softmax (CT over all V words), ct_cross_entropy
   D  ada-noT --arch ct_transformer_lm --output-head adaptive --ct-normalization none (our head, tau = 1)
+
+--body lstm: the PTB LSTM LM of examples/language_model/ptb_converged_experiment.sh (its sizes,
+dropouts and batches; the Adam settings above stand in for its lr, clip-norm and weight decay, which
+hardly change the cost), tied input/output embedding:
+
+  A  stock   fairseq --arch lstm_lm, --criterion cross_entropy (one hidden size for all its layers:
+             the first of --lstm-hidden-sizes, then its projection to the embedding dim)
+  B  softmax --arch ct_lstm_lm --output-head softmax --ct-normalization none, ct_cross_entropy
+  C  ct      the same with contextual temperature (--ct-normalization softmax --ct-rank Q)
+  D  mos     --arch ct_lstm_lm --output-head mos --mos-components M --ct-normalization none
+  E  ct-mos  the same with contextual temperature
 
 The batches are a random token stream (words drawn from a Zipf distribution over the dictionary's
 frequency order, so the adaptive softmax's tail clusters are hit as with real text; sentences end
@@ -49,6 +61,26 @@ from bench_tempered_ce import (  # noqa: E402  (peak_bytes: profiler memory even
 WT2_VOCAB = 33278  # WikiText-2's vocabulary
 CPU_DEFAULTS = dict(max_tokens=1024, tokens_per_sample=256, layers=2, dim=256, ffn=1024, heads=4)
 GPU_DEFAULTS = dict(max_tokens=8192, tokens_per_sample=512, layers=6, dim=512, ffn=2048, heads=8)
+BODY_DEFAULTS = {  # the transformer's beside CPU_DEFAULTS / GPU_DEFAULTS; the LSTM's on any device
+    "transformer": dict(vocab=WT2_VOCAB, ct_rank=280),
+    # examples/language_model/ptb_converged_experiment.sh: PTB's 10k words, batches of 20 x 70
+    "lstm": dict(
+        vocab=10000,
+        max_tokens=1400,
+        tokens_per_sample=70,
+        dim=128,
+        lstm_hidden_sizes="256,128",
+        ct_rank=64,
+        mos_components=2,
+    ),
+}
+BODY_OPTIONS = {  # the options of one body only
+    "transformer": ("layers", "ffn", "heads", "cutoffs"),
+    "lstm": ("lstm_hidden_sizes", "mos_components"),
+}
+PTB_DROPOUTS = dict(
+    dropout=0.2, dropout_input=0.2, dropout_hidden=0.1, dropout_embedding=0, weight_dropout=0.2
+)
 HELP = dict(
     max_tokens="tokens per batch (--max-tokens)",
     tokens_per_sample="block length (--tokens-per-sample)",
@@ -57,15 +89,23 @@ HELP = dict(
     ffn="FFN dim",
     heads="attention heads",
 )
-MODELS = {  # name: (label, fairseq options beyond the common ones)
-    "A": ("stock", ["--arch", "transformer_lm", "--criterion", "adaptive_loss"]),
+FAIRSEQ_OPTIONS = {  # this script's options that models pass on to fairseq
+    "cutoffs": "--adaptive-softmax-cutoff",
+    "ct_rank": "--ct-rank",
+    "ct_normalization": "--ct-normalization",
+    "mos_components": "--mos-components",
+}
+MODELS = {  # name: (label, fairseq options beyond the common ones, FAIRSEQ_OPTIONS they take)
+    "A": ("stock", ["--arch", "transformer_lm", "--criterion", "adaptive_loss"], ["cutoffs"]),
     "B": (
         "ct-ada",
         ["--arch", "ct_transformer_lm", "--output-head", "adaptive", "--criterion", "ct_cross_entropy"],
+        ["cutoffs", "ct_rank", "ct_normalization"],
     ),
     "C": (
         "ct-full",
         ["--arch", "ct_transformer_lm", "--output-head", "softmax", "--criterion", "ct_cross_entropy"],
+        ["ct_rank", "ct_normalization"],
     ),
     "D": (
         "ada-noT",
@@ -79,37 +119,69 @@ MODELS = {  # name: (label, fairseq options beyond the common ones)
             "--criterion",
             "ct_cross_entropy",
         ],
+        ["cutoffs"],
     ),
 }
 RATIOS = (("B", "A", 0.8), ("C", "A", None), ("B", "C", None), ("D", "A", None), ("B", "D", None))
+CT_LSTM = ["--arch", "ct_lstm_lm", "--criterion", "ct_cross_entropy", "--output-head"]
+LSTM_MODELS = {  # --body lstm
+    "A": ("stock", ["--arch", "lstm_lm", "--criterion", "cross_entropy"], []),
+    "B": ("softmax", [*CT_LSTM, "softmax", "--ct-normalization", "none"], []),
+    "C": ("ct", [*CT_LSTM, "softmax"], ["ct_rank", "ct_normalization"]),
+    "D": ("mos", [*CT_LSTM, "mos", "--ct-normalization", "none"], ["mos_components"]),
+    "E": ("ct-mos", [*CT_LSTM, "mos"], ["mos_components", "ct_rank", "ct_normalization"]),
+}
+LSTM_RATIOS = tuple((x, y, None) for x, y in ("BA", "CA", "DA", "EA", "CB", "DB", "ED"))
+BODIES = {"transformer": (MODELS, RATIOS), "lstm": (LSTM_MODELS, LSTM_RATIOS)}
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    p.add_argument("--body", choices=list(BODIES), default="transformer", help="(default %(default)s)")
+    lstm = BODY_DEFAULTS["lstm"]
     p.add_argument(
         "--vocab",
         type=int,
-        default=WT2_VOCAB,
-        help="dictionary size, specials included (default %(default)s, WikiText-2)",
+        help=f"dictionary size, specials included (default {BODY_DEFAULTS['transformer']['vocab']}, "
+        f"WikiText-2; --body lstm {lstm['vocab']}, PTB)",
     )
     for key, text in HELP.items():
         p.add_argument(
             "--" + key.replace("_", "-"),
             type=int,
-            help=f"{text} (default: CPU {CPU_DEFAULTS[key]}, GPU {GPU_DEFAULTS[key]})",
+            help=f"{text} (default: CPU {CPU_DEFAULTS[key]}, GPU {GPU_DEFAULTS[key]}; "
+            + (f"--body lstm {lstm[key]})" if key in lstm else "--body transformer only)"),
         )
+    p.add_argument(
+        "--lstm-hidden-sizes",
+        help=f"--body lstm: LSTM sizes, one per layer (default {lstm['lstm_hidden_sizes']})",
+    )
     p.add_argument(
         "--cutoffs",
         help="--adaptive-softmax-cutoff of A, B, D (default: 2000,10000 scaled "
-        "by vocab/33278, i.e. 2000,10000 at WikiText-2 size)",
+        "by vocab/33278, i.e. 2000,10000 at WikiText-2 size; --body transformer only)",
     )
-    p.add_argument("--ct-rank", type=int, default=280, help="--ct-rank Q of B and C (default 280)")
-    p.add_argument("--ct-normalization", default="softmax", help="of B and C (default softmax)")
+    p.add_argument(
+        "--ct-rank",
+        type=int,
+        help=f"--ct-rank Q of the CT models (default {BODY_DEFAULTS['transformer']['ct_rank']}; "
+        f"--body lstm {lstm['ct_rank']})",
+    )
+    p.add_argument(
+        "--ct-normalization",
+        default="softmax",
+        help="of the CT models (transformer B, C; lstm C, E; default softmax)",
+    )
+    p.add_argument(
+        "--mos-components",
+        type=int,
+        help=f"--body lstm: M of the MoS models D, E (default {lstm['mos_components']})",
+    )
     p.add_argument(
         "--models",
-        default="A,B,C,D",
-        help="which of A,B,C,D to run (default all; A is needed for the ratios to stock)",
+        help="comma-separated subset of the body's models, transformer A,B,C,D, lstm A,B,C,D,E "
+        "(default all; A is needed for the ratios to stock)",
     )
     p.add_argument(
         "--zipf", type=float, default=1.0, help="Zipf exponent of the word distribution (default 1)"
@@ -135,32 +207,83 @@ def parse_args(argv=None):
     add_json_option(p)
     args = p.parse_args(argv)
     check_json_target(p, args)
-    resolve_device(p, args, CPU_DEFAULTS, GPU_DEFAULTS)
-    if args.cutoffs is None:
+    for body, keys in BODY_OPTIONS.items():
+        given = [key for key in keys if body != args.body and getattr(args, key) is not None]
+        if given:
+            p.error(f"--{given[0].replace('_', '-')} is an option of --body {body} only")
+    for key, value in BODY_DEFAULTS[args.body].items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    transformer = args.body == "transformer"
+    resolve_device(p, args, *((CPU_DEFAULTS, GPU_DEFAULTS) if transformer else ({}, {})))
+    if transformer and args.cutoffs is None:
         args.cutoffs = ",".join(str(max(1, round(c * args.vocab / WT2_VOCAB))) for c in (2000, 10000))
-    args.models = [m.strip().upper() for m in args.models.split(",") if m.strip()]
-    if not args.models or any(m not in MODELS for m in args.models):
-        p.error(f"--models must be a comma-separated subset of {','.join(MODELS)}, got {args.models}")
+    models = BODIES[args.body][0]
+    args.models = [m.strip().upper() for m in (args.models or ",".join(models)).split(",") if m.strip()]
+    if not args.models or any(m not in models for m in args.models):
+        p.error(f"--models must be a comma-separated subset of {','.join(models)}, got {args.models}")
     if args.batches < 1 or args.rounds < 1 or args.warmup < 0:
         p.error("--batches and --rounds must be >= 1, --warmup >= 0")
     torch.set_num_threads(args.threads)
     return args
 
 
+def config(args):
+    """The options of this run (those of the other body left out)."""
+    other = {key for body, keys in BODY_OPTIONS.items() if body != args.body for key in keys}
+    return {key: value for key, value in vars(args).items() if key not in other}
+
+
+def model_options(args, name):
+    """The fairseq options that make model `name` of this body (beyond the body's size options)."""
+    _, options, keys = BODIES[args.body][0][name]
+    return options + [x for key in keys for x in (FAIRSEQ_OPTIONS[key], str(getattr(args, key)))]
+
+
+def body_options(args, name):
+    """The fairseq options of the body's size and dropout."""
+    if args.body == "transformer":
+        return [
+            "--decoder-layers",
+            str(args.layers),
+            "--decoder-embed-dim",
+            str(args.dim),
+            "--decoder-input-dim",
+            str(args.dim),
+            "--decoder-output-dim",
+            str(args.dim),  # (config default: 512)
+            "--decoder-ffn-embed-dim",
+            str(args.ffn),
+            "--decoder-attention-heads",
+            str(args.heads),
+            "--dropout",
+            "0.1",
+        ]
+    sizes = args.lstm_hidden_sizes.split(",")
+    if name == "A":  # fairseq's lstm_lm: one hidden size for all layers, projected to the embedding dim
+        return [
+            "--decoder-embed-dim",
+            str(args.dim),
+            "--decoder-hidden-size",
+            sizes[0],
+            "--decoder-layers",
+            str(len(sizes)),
+            "--decoder-out-embed-dim",
+            str(args.dim),
+            "--share-decoder-input-output-embed",
+            "--decoder-dropout-in",
+            str(PTB_DROPOUTS["dropout_input"]),
+            "--decoder-dropout-out",  # between the layers and on the output
+            str(PTB_DROPOUTS["dropout"]),
+        ]
+    dropouts = [x for key, p in PTB_DROPOUTS.items() for x in ("--" + key.replace("_", "-"), str(p))]
+    return ["--embed-dim", str(args.dim), "--lstm-hidden-sizes", args.lstm_hidden_sizes, *dropouts]
+
+
 def fairseq_cfg(args, data_dir, name):
     from fairseq import options
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-    model_args = MODELS[name][1]
-    if name in ("A", "B", "D"):
-        model_args = model_args + ["--adaptive-softmax-cutoff", args.cutoffs]
-    if name in ("B", "C"):
-        model_args = model_args + [
-            "--ct-rank",
-            str(args.ct_rank),
-            "--ct-normalization",
-            args.ct_normalization,
-        ]
     argv = [
         data_dir,
         "--user-dir",
@@ -171,20 +294,7 @@ def fairseq_cfg(args, data_dir, name):
         str(args.tokens_per_sample),
         "--sample-break-mode",
         "none",
-        "--decoder-layers",
-        str(args.layers),
-        "--decoder-embed-dim",
-        str(args.dim),
-        "--decoder-input-dim",
-        str(args.dim),
-        "--decoder-output-dim",
-        str(args.dim),  # (config default: 512)
-        "--decoder-ffn-embed-dim",
-        str(args.ffn),
-        "--decoder-attention-heads",
-        str(args.heads),
-        "--dropout",
-        "0.1",
+        *body_options(args, name),
         "--seed",
         str(args.seed),
         "--optimizer",
@@ -201,7 +311,7 @@ def fairseq_cfg(args, data_dir, name):
         "legacy_ddp",  # adaptive_loss refuses pytorch_ddp (single process anyway)
         *(["--fp16"] if args.fp16 else []),
         *([] if args.device == "cuda" else ["--cpu"]),
-        *model_args,
+        *model_options(args, name),
         *args.fairseq_args.split(),
     ]
     return convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv))
@@ -300,8 +410,8 @@ def main(argv=None):
     import fairseq.tasks
     from fairseq.trainer import Trainer
 
-    cuda = args.device == "cuda"
-    names = args.models
+    cuda, transformer = args.device == "cuda", args.body == "transformer"
+    names, (models, ratio_list) = args.models, BODIES[args.body]
     with tempfile.TemporaryDirectory() as data_dir:
         with open(os.path.join(data_dir, "dict.txt"), "w") as f:  # + 4 specials: len == --vocab
             f.writelines(f"w{i} {args.vocab - i}\n" for i in range(args.vocab - 4))
@@ -330,40 +440,54 @@ def main(argv=None):
         f" | loadavg at start {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
     )
     print(
-        "config:", " ".join(f"{k}={','.join(v) if isinstance(v, list) else v}" for k, v in vars(args).items())
+        "config:",
+        " ".join(f"{k}={','.join(v) if isinstance(v, list) else v}" for k, v in config(args).items()),
     )
-    print(
-        f"body: transformer_lm, {args.layers} layers, {args.dim}-d, FFN {args.ffn}, {args.heads} heads, "
-        f"dropout 0.1, untied input embedding; vocab {len(dictionary)}, {'fp16' if args.fp16 else 'fp32'}, "
-        f"adam, clip-norm 1"
-    )
-    shares = cluster_shares(batches, [int(c) for c in args.cutoffs.split(",")], dictionary.pad())
-    print(
+    if transformer:
+        body_text = (
+            f"transformer_lm, {args.layers} layers, {args.dim}-d, FFN {args.ffn}, {args.heads} heads, "
+            "dropout 0.1, untied input embedding"
+        )
+    else:
+        first, *others = args.lstm_hidden_sizes.split(",")
+        projection = f", then its {first} -> {args.dim} projection" if int(first) != args.dim else ""
+        body_text = (
+            f"LSTM, tied input/output embedding (counted in the body); B-E: {' '.join(body_options(args, 'B'))}"
+            f"; A: {' '.join(body_options(args, 'A'))} (fairseq's lstm_lm has one hidden size for all its "
+            f"layers: {len(others) + 1} x {first}{projection})"
+        )
+    print(f"body: {body_text}; vocab {len(dictionary)}, {'fp16' if args.fp16 else 'fp32'}, adam, clip-norm 1")
+    batches_text = (
         f"batches: {len(batches)} x {tuple(batches[0]['target'].shape)} (sentences x tokens), "
-        f"{words} target words per segment; Zipf {args.zipf}: shortlist / tail clusters (cutoffs "
-        f"{args.cutoffs}) get {' / '.join(f'{s:.1%}' for s in shares)} of the targets"
+        f"{words} target words per segment; Zipf {args.zipf}"
     )
+    if transformer:
+        shares = cluster_shares(batches, [int(c) for c in args.cutoffs.split(",")], dictionary.pad())
+        batches_text += (
+            f": shortlist / tail clusters (cutoffs {args.cutoffs}) get "
+            f"{' / '.join(f'{s:.1%}' for s in shares)} of the targets"
+        )
+    print(batches_text)
     for name in names:
-        extra = list(MODELS[name][1])
-        extra += ["--adaptive-softmax-cutoff", args.cutoffs] if name in ("A", "B", "D") else []
-        if name in ("B", "C"):
-            extra += ["--ct-rank", str(args.ct_rank), "--ct-normalization", args.ct_normalization]
         total, head = sizes[name]
         print(
-            f"{name} = {MODELS[name][0]:8} {' '.join(extra)}  ({total / 1e6:.2f}M params: body "
-            f"{(total - head) / 1e6:.2f}M + output layer {head / 1e6:.2f}M)"
+            f"{name} = {models[name][0]:8} {' '.join(model_options(args, name))}  ({total / 1e6:.2f}M params: "
+            f"body {(total - head) / 1e6:.2f}M + output layer {head / 1e6:.2f}M)"
         )
-    body = args.layers * (4 * args.dim**2 + 2 * args.dim * args.ffn)
-    macs = {name: forward_macs(args, name, shares, len(dictionary)) for name in names}
-    print(
-        f"forward MACs per target word (linear layers, analytic): body {body / 1e6:.3g}M + output layer "
-        + ", ".join(f"{name} {macs[name] / 1e6:.3g}M" for name in names)
-        + (
-            f"; (body + A) / (body + B) = {(body + macs['A']) / (body + macs['B']):.3f}"
-            if "A" in names and "B" in names
-            else ""
+    if transformer:
+        body = args.layers * (4 * args.dim**2 + 2 * args.dim * args.ffn)
+        macs = {name: forward_macs(args, name, shares, len(dictionary)) for name in names}
+        print(
+            f"forward MACs per target word (linear layers, analytic): body {body / 1e6:.3g}M + output layer "
+            + ", ".join(f"{name} {macs[name] / 1e6:.3g}M" for name in names)
+            + (
+                f"; (body + A) / (body + B) = {(body + macs['A']) / (body + macs['B']):.3f}"
+                if "A" in names and "B" in names
+                else ""
+            )
         )
-    )
+    else:
+        print("forward MACs and cluster shares: analytic for the transformer body only, not computed here")
     print()
 
     wall = {name: [] for name in names}
@@ -390,7 +514,7 @@ def main(argv=None):
     for name in names:
         (peak, resting), w = peaks[name], wall[name]
         print(
-            f"{name} {MODELS[name][0]:9} {med(w):9.0f} [{min(w):7.0f} .. {max(w):7.0f}] {med(cpu[name]):11.0f} "
+            f"{name} {models[name][0]:9} {med(w):9.0f} [{min(w):7.0f} .. {max(w):7.0f}] {med(cpu[name]):11.0f} "
             f"{peak / 2**20:9.1f} {(peak - resting) / 2**20:9.1f}"
         )
     method = "torch.cuda.max_memory_allocated" if cuda else "torch.profiler memory events + resting tensors"
@@ -409,7 +533,7 @@ def main(argv=None):
         f"{'peak mem':>9} {'step mem':>9}"
     )
     ratios = {}
-    for x, y, target in RATIOS:
+    for x, y, target in ratio_list:
         if x not in names or y not in names:
             continue
         paired = [a / b for a, b in zip(wall[x], wall[y])]
@@ -420,10 +544,10 @@ def main(argv=None):
             f"RATIO {x}/{y} {speed:10.3f}x "
             f"{med(cpu[x]) / med(cpu[y]):10.3f}x {med(paired):19.3f}x [{min(paired):.3f} .. {max(paired):.3f}]"
             f" {peak_x / peak_y:8.3f}x {(peak_x - rest_x) / (peak_y - rest_y):8.3f}x"
-            f"   ({MODELS[x][0]} / {MODELS[y][0]}){verdict}"
+            f"   ({models[x][0]} / {models[y][0]}){verdict}"
         )
         ratios[f"{x}/{y}"] = {
-            "label": f"{MODELS[x][0]} / {MODELS[y][0]}",
+            "label": f"{models[x][0]} / {models[y][0]}",
             "words_per_s": speed,
             "words_per_cpu_s": med(cpu[x]) / med(cpu[y]),
             "paired_words_per_s_median": med(paired),
@@ -436,10 +560,10 @@ def main(argv=None):
         "benchmark": "bench_ct_lm",
         "command": command,
         "environment": environment(args),
-        "config": vars(args),
+        "config": config(args),
         "memory_method": method,
         "models": {
-            f"{name} {MODELS[name][0]}": {
+            f"{name} {models[name][0]}": {
                 **speed_summary(wall[name], cpu[name]),
                 "peak_mib": peaks[name][0] / 2**20,
                 "step_mib": (peaks[name][0] - peaks[name][1]) / 2**20,

@@ -32,7 +32,7 @@ def bench_ct_lm(benchmarks):
     return benchmarks["bench_ct_lm"]
 
 
-def run_main(bench, argv, capsys):
+def run_main(bench, argv, capsys, size=("--layers", "1", "--dim", "32")):
     import logging
 
     import torch
@@ -45,10 +45,7 @@ def run_main(bench, argv, capsys):
                 "cpu",
                 "--vocab",
                 "300",
-                "--layers",
-                "1",
-                "--dim",
-                "32",
+                *size,
                 "--rounds",
                 "1",
                 "--warmup",
@@ -166,6 +163,62 @@ def test_bench_ct_lm_smoke(bench_ct_lm, capsys, tmp_path):
     assert result["ratios"]["B/A"]["met"] == (verdict == "OK")
 
 
+def test_bench_ct_lm_lstm_smoke(bench_ct_lm, capsys, tmp_path):
+    options = (
+        "--body lstm --lstm-hidden-sizes 48,32 --tokens-per-sample 16 --max-tokens 64 --ct-rank 8".split()
+    )
+    out = run_main(bench_ct_lm, [*options, "--json", str(tmp_path / "r.json")], capsys, size=("--dim", "32"))
+    assert (
+        "config: device=cpu body=lstm vocab=300 max_tokens=64 tokens_per_sample=16 dim=32 "
+        "lstm_hidden_sizes=48,32 ct_rank=8 ct_normalization=softmax mos_components=2 models=A,B,C,D,E "
+    ) in out  # the transformer's options left out
+    assert "one hidden size for all its layers: 2 x 48, then its 48 -> 32 projection)" in out
+    assert "--dropout-hidden 0.1 --dropout-embedding 0 --weight-dropout 0.2;" in out  # the PTB recipe's
+    assert "forward MACs and cluster shares: analytic for the transformer body only, not computed here" in out
+    ct_lstm = "--arch ct_lstm_lm --criterion ct_cross_entropy --output-head"
+    for name, label, model in (
+        ("A", "stock", "--arch lstm_lm --criterion cross_entropy"),
+        ("B", "softmax", f"{ct_lstm} softmax --ct-normalization none"),
+        ("C", "ct", f"{ct_lstm} softmax --ct-rank 8 --ct-normalization softmax"),
+        ("D", "mos", f"{ct_lstm} mos --ct-normalization none --mos-components 2"),
+        ("E", "ct-mos", f"{ct_lstm} mos --mos-components 2 --ct-rank 8 --ct-normalization softmax"),
+    ):
+        assert re.search(rf"^{name} = {label} +{re.escape(model)}  \(", out, re.M), f"{name}:\n{out}"
+        row = re.search(rf"^{name} {label} +(\d+) \[ *\d+ \.\. *\d+\] +(\d+) +([\d.]+) +([\d.]+)$", out, re.M)
+        assert row and float(row.group(3)) > 0, f"no result row for {name}:\n{out}"
+    ratios = ["B/A", "C/A", "D/A", "E/A", "C/B", "D/B", "E/D"]
+    for ratio in ratios:
+        assert re.search(rf"^RATIO {ratio} +[\d.]+x +[\d.]+x +[\d.]+x \[", out, re.M), f"{ratio}:\n{out}"
+    assert "target >=" not in out
+    result, printed = read_json(tmp_path / "r.json", out, r"^RATIO E/D +([\d.]+)x")
+    assert list(result["models"]) == ["A stock", "B softmax", "C ct", "D mos", "E ct-mos"]
+    assert list(result["ratios"]) == ratios and result["ratios"]["D/B"]["label"] == "mos / softmax"
+    assert round(result["ratios"]["E/D"]["words_per_s"], 3) == printed
+    assert result["config"]["body"] == "lstm" and "layers" not in result["config"]
+
+
+def test_bench_ct_lm_lstm_stock_is_fairseqs_tied_lstm_lm(bench_ct_lm):
+    """Model A of --body lstm: fairseq's lstm_lm, its LSTMs all of the first size, then projected
+    to the embedding dim, the output embedding tied to the input one."""
+    import tempfile
+
+    from fairseq import tasks
+
+    args = bench_ct_lm.parse_args(
+        "--device cpu --body lstm --vocab 300 --dim 32 --lstm-hidden-sizes 48,24".split()
+    )
+    with tempfile.TemporaryDirectory() as data_dir:
+        with open(os.path.join(data_dir, "dict.txt"), "w") as f:
+            f.writelines(f"w{i} 1\n" for i in range(args.vocab - 4))
+        cfg = bench_ct_lm.fairseq_cfg(args, data_dir, "A")
+        task = tasks.setup_task(cfg.task)
+    decoder = task.build_model(cfg.model).decoder
+    assert decoder.share_input_output_embed and not hasattr(decoder, "fc_out")
+    assert [(c.input_size, c.hidden_size) for c in decoder.layers] == [(32, 48), (48, 48)]
+    assert tuple(decoder.additional_fc.weight.shape) == (32, 48)
+    assert (decoder.dropout_in_module.p, decoder.dropout_out_module.p) == (0.2, 0.2)
+
+
 def test_benchmarks_refuse_an_existing_json_target_before_any_work(benchmarks, tmp_path, capsys):
     existing = tmp_path / "r.json"
     existing.write_text("{}")
@@ -183,6 +236,23 @@ def test_bench_ct_lm_options(bench_ct_lm):
         bench_ct_lm.parse_args(["--device", "cpu", "--models", "A,E"])
     with pytest.raises(SystemExit):
         bench_ct_lm.parse_args(["--device", "cpu", "--fp16"])
+    args = bench_ct_lm.parse_args(["--device", "cpu"])  # the transformer body's defaults
+    assert (args.vocab, args.ct_rank, args.dim, args.lstm_hidden_sizes) == (33278, 280, 256, None)
+
+
+def test_bench_ct_lm_lstm_options(bench_ct_lm):
+    """--body lstm: the PTB converged recipe's sizes and batches, on CPU and CUDA alike; the options
+    of the other body are refused."""
+    args = bench_ct_lm.parse_args(["--device", "cpu", "--body", "lstm"])
+    assert (args.vocab, args.max_tokens, args.tokens_per_sample, args.dim) == (10000, 1400, 70, 128)
+    assert (args.lstm_hidden_sizes, args.ct_rank, args.mos_components) == ("256,128", 64, 2)
+    assert args.models == ["A", "B", "C", "D", "E"] and args.layers is None and args.cutoffs is None
+    for argv in (["--layers", "2"], ["--cutoffs", "10,20"], ["--models", "A,F"]):
+        with pytest.raises(SystemExit):
+            bench_ct_lm.parse_args(["--device", "cpu", "--body", "lstm", *argv])
+    for argv in (["--mos-components", "2"], ["--lstm-hidden-sizes", "8"], ["--models", "E"]):
+        with pytest.raises(SystemExit):
+            bench_ct_lm.parse_args(["--device", "cpu", *argv])
 
 
 TINY_TRANSLATOR = (
