@@ -13,7 +13,12 @@ from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_l
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.modules.adaptive_softmax import AdaptiveSoftmax
 
-from fairseq_ctemp.modules import AdaptiveSoftmaxHead, ContextualTemperature, MixtureOfSoftmaxesHead
+from fairseq_ctemp.modules import (
+    AdaptiveSoftmaxHead,
+    ContextualTemperature,
+    MixtureOfSoftmaxesHead,
+    TemperedSoftmaxHead,
+)
 from fairseq_ctemp.modules.adaptive_softmax_head import temperature_entries
 
 NORMALIZATIONS = [None, "softmax", "lambda_tanh", "tanh_plus_lambda", "constant"]
@@ -400,7 +405,8 @@ def test_a_tied_softmax_head_loads_its_own_state_dict(toy_data):
     torch.testing.assert_close(head.output.weight, state["decoder.embed_tokens.weight"], rtol=0, atol=0)
 
 
-def mos_head(normalization, components=3):
+def temperature_head(kind, normalization):
+    """A softmax or MoS (3 components) head with the given temperature normalisation."""
     torch.manual_seed(0)
     temperature = (
         None
@@ -417,15 +423,21 @@ def mos_head(normalization, components=3):
             constant=1.7,
         )
     )
-    return MixtureOfSoftmaxesHead(D, V, components, latent_dim=6, temperature=temperature).eval()
+    if kind == "softmax":
+        return TemperedSoftmaxHead(D, V, temperature).eval()
+    return MixtureOfSoftmaxesHead(D, V, 3, latent_dim=6, temperature=temperature).eval()
 
 
-def reference_mixture_log_probs(head, h):
-    """The definition in float64 and probability space: log sum_m pi_m softmax(z_m / tau)."""
+def reference_head_log_probs(head, h):
+    """The definition in float64 and probability space: log sum_m pi_m softmax(z_m / tau) (one
+    component of weight 1 for the softmax head)."""
     h = h.double()
-    prior = torch.softmax(h @ head.prior.weight.double().t(), -1)
-    latent = torch.tanh(h @ head.latent.weight.double().t() + head.latent.bias.double())
-    latent = latent.view(*h.shape[:-1], head.n_components, -1)
+    if isinstance(head, MixtureOfSoftmaxesHead):
+        prior = torch.softmax(h @ head.prior.weight.double().t(), -1)
+        latent = torch.tanh(h @ head.latent.weight.double().t() + head.latent.bias.double())
+        latent = latent.view(*h.shape[:-1], head.n_components, -1)
+    else:
+        prior, latent = torch.ones(*h.shape[:-1], 1, dtype=torch.float64), h.unsqueeze(-2)
     z = latent @ head.output.weight.double().t() + head.output.bias.double()
     t = head.temperature
     if t is None:
@@ -444,14 +456,15 @@ def reference_mixture_log_probs(head, h):
 
 
 @pytest.mark.parametrize("normalization", [None, "softmax", "lambda_tanh", "constant"])
-def test_mixture_head_training_score_matches_the_float64_definition(normalization):
-    """The MoS head's training path never forms the full mixture: its target log-probabilities and
-    the gradients of every parameter must still be those of the full distribution."""
-    head = mos_head(normalization)
+@pytest.mark.parametrize("kind", ["softmax", "mos"])
+def test_training_score_matches_the_float64_definition(kind, normalization):
+    """The heads' training path scores the target only (no full mixture, no dense gradient): its
+    log-probabilities and the gradients of every parameter must be those of the full distribution."""
+    head = temperature_head(kind, normalization)
     h = (torch.randn(2, 5, D) * 3).requires_grad_()
     target = torch.randint(0, V, (2, 5))
     scores, stats = head.score(h, target)
-    ref = reference_mixture_log_probs(head, h).gather(-1, target[..., None])[..., 0]
+    ref = reference_head_log_probs(head, h).gather(-1, target[..., None])[..., 0]
     torch.testing.assert_close(scores.double(), ref, atol=1e-5, rtol=1e-5)
     full, full_stats = head(h)  # the decoding path gives the same numbers and statistics
     torch.testing.assert_close(full.gather(-1, target[..., None])[..., 0], scores, atol=1e-5, rtol=1e-5)
