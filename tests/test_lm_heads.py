@@ -458,8 +458,8 @@ def reference_head_log_probs(head, h):
 @pytest.mark.parametrize("normalization", [None, "softmax", "lambda_tanh", "constant"])
 @pytest.mark.parametrize("kind", ["softmax", "mos"])
 def test_training_score_matches_the_float64_definition(kind, normalization):
-    """The heads' training path scores the target only (no full mixture, no dense gradient): its
-    log-probabilities and the gradients of every parameter must be those of the full distribution."""
+    """The heads' training path (for MoS: the target's mixture only, never the full mixture) gives
+    the log-probabilities and the gradients of every parameter of the full distribution."""
     head = temperature_head(kind, normalization)
     h = (torch.randn(2, 5, D) * 3).requires_grad_()
     target = torch.randint(0, V, (2, 5))
