@@ -10,8 +10,11 @@ import pytest
 from fairseq_ctemp.alt import results, systems
 
 
-def scores(greedy, beam, k=4):
-    return {"greedy": {"bleu": greedy}, "beam": {"bleu": beam, "beam": k}}
+def scores(greedy, beam, k=4):  # chrF: a number of its own, here BLEU + 20
+    return {
+        "greedy": {"bleu": greedy, "chrf": greedy + 20},
+        "beam": {"bleu": beam, "chrf": beam + 20, "beam": k},
+    }
 
 
 def write_calibration(run_dir, ece, nll):
@@ -43,8 +46,8 @@ def experiment(name, runs, t_opt=None, posthoc=None):
         final = {
             "t_opt": t_opt,
             "systems": {
-                "untempered": {"beam": {"bleu": 8.25, "beam": 6, "lenpen": 1.4}},
-                "tempered": {"beam": {"bleu": 7.87, "beam": 4, "lenpen": 1.2}},
+                "untempered": {"beam": {"bleu": 8.25, "chrf": 28.5, "beam": 6, "lenpen": 1.4}},
+                "tempered": {"beam": {"bleu": 7.87, "chrf": 27.5, "beam": 4, "lenpen": 1.2}},
             },
         }
     return {
@@ -62,8 +65,8 @@ def sweeps(tmp_path):
         "scored_subset": "valid",
         "systems": {
             "posthoc": {
-                "greedy": {"bleu": 6.62},
-                "beam": {"bleu": 8.3, "beam": 8, "lenpen": 1.0},
+                "greedy": {"bleu": 6.62, "chrf": 26.1},
+                "beam": {"bleu": 8.3, "chrf": 28.9, "beam": 8, "lenpen": 1.0},
                 "calibration": {"valid": {"ece": 0.019, "nll": 3.825}},
             }
         },
@@ -129,6 +132,9 @@ def test_points_of_two_seeds_are_one_setup(sweeps):
         ("ct_transformer", 1, 7.0, 8.0, None, None),
         ("sact_lstm T=1", 2, 5.5, 6.5, None, None),
     ]
+    chrf = [(p["greedy_chrf"], p["beam_chrf"], p["tuned_chrf"]) for p in setups["en-vi.mini.spm2000.n4000"]]
+    assert chrf[0] == (26.62, 27.9, 28.5) and chrf[2] == (26.67, 27.71, 27.5)
+    assert chrf[3] == (26.1, None, 28.9)  # the post-hoc row: greedy and tuned beam only
 
 
 def test_a_failed_calibration_or_post_hoc_row_is_left_out(sweeps, tmp_path):
@@ -154,6 +160,7 @@ def test_report_writes_the_csv_and_one_figure_per_setup(sweeps, tmp_path):
         "1.9",
     )
     assert posthoc["beam BLEU"] == "" and posthoc["scored on"] == "dev"
+    assert (posthoc["greedy chrF"], posthoc["tuned beam chrF"]) == ("26.10", "28.90")
     assert len(table) == 6
     png = out / "systems.en-vi.mini.spm2000.n4000.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

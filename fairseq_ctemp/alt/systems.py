@@ -22,9 +22,12 @@ HEADER = [
     "seed",
     "scored on",
     "greedy BLEU",
+    "greedy chrF",
     "beam BLEU",
+    "beam chrF",
     "beam k",
     "tuned beam BLEU",
+    "tuned beam chrF",
     "tuned beam (k, lp)",
     "dev ECE %",
     "dev NLL",
@@ -43,7 +46,8 @@ def run_calibration(run_dir):
 
 def points(experiments):
     """{setup: [point, ...]} with a point per system and seed: system, seed, subset, greedy, beam,
-    beam_k, tuned, tuned_setting, ece, nll (None where not measured). The runs of the primary label
+    beam_k, tuned (BLEU; each with its chrF as <key>_chrf), tuned_setting, ece, nll (None where not
+    measured). The runs of the primary label
     smoothing and SEM weight only; of the transformer's own temperatures, T = 1 and T_opt."""
     setups = {}
     for e in experiments:
@@ -78,9 +82,12 @@ def points(experiments):
                     "seed": run["seed"],
                     "subset": subset,
                     "greedy": scores["greedy"]["bleu"],
+                    "greedy_chrf": scores["greedy"]["chrf"],
                     "beam": scores["beam"]["bleu"],
+                    "beam_chrf": scores["beam"]["chrf"],
                     "beam_k": scores["beam"]["beam"],
                     "tuned": best["bleu"] if best else None,
+                    "tuned_chrf": best["chrf"] if best else None,
                     "tuned_setting": (best["beam"], best["lenpen"]) if best else None,
                     "ece": calibration["ece"] if calibration else None,
                     "nll": calibration["nll"] if calibration else None,
@@ -95,9 +102,12 @@ def points(experiments):
                     "seed": next((r["seed"] for r in e["runs"]), None),
                     "subset": post["scored_subset"],
                     "greedy": p["greedy"]["bleu"],
+                    "greedy_chrf": p["greedy"]["chrf"],
                     "beam": None,  # only tuned at t*
+                    "beam_chrf": None,
                     "beam_k": None,
                     "tuned": p["beam"]["bleu"],
+                    "tuned_chrf": p["beam"]["chrf"],
                     "tuned_setting": (p["beam"]["beam"], p["beam"]["lenpen"]),
                     "ece": dev["ece"],
                     "nll": dev["nll"],
@@ -137,9 +147,12 @@ def rows(setups):
                     p["seed"],
                     "dev" if p["subset"] == "valid" else p["subset"],
                     cell(p["greedy"]),
+                    cell(p["greedy_chrf"]),
                     cell(p["beam"]),
+                    cell(p["beam_chrf"]),
                     p["beam_k"] or "",
                     cell(p["tuned"]),
+                    cell(p["tuned_chrf"]),
                     f"({p['tuned_setting'][0]}, {fmt(p['tuned_setting'][1])})" if p["tuned_setting"] else "",
                     "" if p["ece"] is None else f"{100 * p['ece']:.1f}",
                     cell(p["nll"], 3),
@@ -210,7 +223,7 @@ def report(experiments, out, markdown_table, write_csv):
     md = [
         "## Systems side by side, across seeds\n",
         markdown_table(header, table) + "\n",
-        "Beam BLEU: beam k at length penalty 1, as every run is decoded; tuned beam: width and length "
+        "Beam: beam k at length penalty 1, as every run is decoded; tuned beam: width and length "
         "penalty tuned on dev by finalize (T = 1, T_opt, T = 1 + post-hoc t* only). ECE and NLL "
         "(nats/token): dev, teacher forced, of the distribution each system decodes.\n",
     ]

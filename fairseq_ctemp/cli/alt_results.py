@@ -17,7 +17,7 @@ if this tool wrote it, as its .alt_results file records, and holds nothing else)
   table1_posthoc.csv   Table 1 with the row T=1 + post-hoc t*: dev NLL and ECE of each system
   reliability.<experiment>.png   reliability diagrams of T=1, T_opt and T=1 + post-hoc t*
   systems.csv      per system (T=1, T_opt, T=1 + post-hoc t*, each variant) and seed: greedy, beam
-                   and tuned-beam BLEU, dev ECE and NLL
+                   and tuned-beam BLEU and chrF, dev ECE and NLL
   systems.<setup>.png            those side by side, a marker per seed (setup: the experiment
                                  without its .seed<N>)
   bleu_vs_T.<experiment>.png     greedy and beam BLEU against T (Figure 1), per LS/SEM group; the
