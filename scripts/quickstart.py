@@ -15,6 +15,7 @@ re-running prints the table again; delete the folder to start over.
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -82,6 +83,18 @@ def check_options(parser, args):
             json.dump({"epochs": args.epochs, "train_pairs": args.train_pairs}, f)
 
 
+def make_once(path, make):
+    """make(PATH.part), then rename it to PATH: PATH exists only when the step finished. A PATH.part
+    left by an interrupted run of this script is removed first (it wrote it)."""
+    if os.path.exists(path):
+        return
+    part = path + ".part"
+    if os.path.isdir(part):
+        shutil.rmtree(part)
+    make(part)
+    os.replace(part, path)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workdir", default=os.path.join(REPO, "quickstart"))
@@ -108,7 +121,8 @@ def main():
 
     work = args.workdir
     raw, data = os.path.join(work, "raw"), os.path.join(work, "data-bin")
-    if not os.path.exists(raw):
+
+    def corpus(destdir):
         sizes = (
             ("train", args.train_pairs),
             ("valid", args.train_pairs // 10),
@@ -118,8 +132,11 @@ def main():
             "== 1. synthetic corpus: " + " / ".join(f"{n} {split}" for split, n in sizes) + " sentence pairs",
             flush=True,
         )
-        write_corpus(raw, sizes)
-    if not os.path.exists(os.path.join(data, "dict.tgt.txt")):
+        write_corpus(destdir, sizes)
+
+    make_once(raw, corpus)
+
+    def preprocess(destdir):
         preprocess_args = [
             "--source-lang",
             "src",
@@ -132,13 +149,15 @@ def main():
             "--testpref",
             f"{raw}/test",
             "--destdir",
-            data,
+            destdir,
             "--joined-dictionary",
             "--workers",
             "1",
         ]
         print("$ fairseq-preprocess " + " ".join(preprocess_args), flush=True)
-        fairseq_preprocess(preprocess_args)  # in this process; its log: data-bin/preprocess.log
+        fairseq_preprocess(preprocess_args)  # in this process; its log: preprocess.log in destdir
+
+    make_once(data, preprocess)
 
     rows = []
     for temperature in (1.0, args.temperature):

@@ -16,6 +16,9 @@ ENV = dict(os.environ, OMP_NUM_THREADS="1")
 
 def test_quickstart_table_is_its_results(tmp_path):
     work = tmp_path / "quickstart"
+    for left in ("raw.part", "data-bin.part"):  # what an interrupted run leaves: redone, not reused
+        (work / left).mkdir(parents=True)
+        (work / left / "train.src").write_text("half a corpus\n")
     proc = subprocess.run(
         [sys.executable, QUICKSTART, "--workdir", str(work), "--epochs", "1", "--train-pairs", "100"],
         env=ENV,
@@ -24,6 +27,8 @@ def test_quickstart_table_is_its_results(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "100 train / 10 valid / 10 test sentence pairs" in proc.stdout
+    assert sorted(os.listdir(work)) == ["T1", "T4", "data-bin", "quickstart.json", "raw"]
+    assert len((work / "raw" / "train.src").read_text().splitlines()) == 100
     rows = [
         line.strip("|").split("|")
         for line in proc.stdout.splitlines()
