@@ -531,6 +531,12 @@ CASES = [
         "--softmax-temperature after -- is set by the sweep (--temperatures)",
     ),
     (
+        "sweep: an abbreviation of a fairseq-train option the sweep sets",
+        SWEEP,
+        ["run", *SWEEP_OK, "--", "--softmax-temp", "3"],
+        "--softmax-temp (fairseq reads it as --softmax-temperature) after -- is set by the sweep",
+    ),
+    (
         "sweep: direction not prepared",
         SWEEP,
         ["run", "en-ja", *SWEEP_OK[1:]],

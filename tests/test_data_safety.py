@@ -607,6 +607,27 @@ def test_sweep_decoding_options_cover_greedy_vs_beam():
     assert set(OWN_OPTIONS) <= set(alt_sweep.DECODING_OPTIONS)
 
 
+def test_every_beginning_of_an_option_the_sweep_sets_is_refused_unless_it_is_fairseqs_own():
+    """fairseq's argparse reads an unambiguous beginning of an option as the option, so after --
+    each beginning of one the sweep sets would set it too; the exceptions are real options of
+    fairseq-train (checked against its parser, so the list cannot go stale)."""
+    from fairseq import options
+
+    parser = options.get_training_parser()
+    fairseq_options = {o for action in parser._actions for o in action.option_strings}
+    for owned in alt_sweep.SWEEP_TRAIN_OPTIONS:
+        for end in range(3, len(owned) + 1):
+            beginning = owned[:end]
+            if beginning in fairseq_options and beginning not in alt_sweep.SWEEP_TRAIN_OPTIONS:
+                assert beginning in alt_sweep.FAIRSEQ_OPTIONS_LIKE_SWEEP_OPTIONS, beginning
+                assert alt_sweep.sweep_train_option(beginning) is None
+            else:
+                assert alt_sweep.sweep_train_option(beginning) is not None, beginning
+    for option in alt_sweep.FAIRSEQ_OPTIONS_LIKE_SWEEP_OPTIONS:
+        assert option in fairseq_options
+    assert alt_sweep.sweep_train_option("--lr") is None and alt_sweep.sweep_train_option("--dropout") is None
+
+
 def test_a_run_whose_training_fails_reports_fairseqs_error_and_keeps_its_log(tmp_path, capfd):
     """A run trains in its own process: fairseq-train's failure (here its own option error) becomes
     the run's error with the log's last lines, the log keeps what came before, and this process's

@@ -88,6 +88,21 @@ SWEEP_TRAIN_OPTIONS = {
 }
 
 
+# fairseq-train options that begin like one the sweep sets; fairseq's argparse takes any other
+# unambiguous beginning of an option (--softmax-temp) as that option
+FAIRSEQ_OPTIONS_LIKE_SWEEP_OPTIONS = ("--save-interval", "--validate-interval")
+
+
+def sweep_train_option(option):
+    """The option the sweep sets that OPTION (after --) would set: itself or the one it
+    abbreviates (None: not one of them)."""
+    if option in SWEEP_TRAIN_OPTIONS:
+        return option
+    if not option.startswith("--") or option in FAIRSEQ_OPTIONS_LIKE_SWEEP_OPTIONS:
+        return None
+    return next((o for o in SWEEP_TRAIN_OPTIONS if o.startswith(option)), None)
+
+
 # fairseq-generate options every decoding sets (ctemp-greedy-vs-beam's OWN_OPTIONS and the sweep's)
 DECODING_OPTIONS = (
     "--path",
@@ -188,10 +203,12 @@ def check_settings(args, preset):
     check_variants(args, variants, temperatures)
     check_finalize_group(args, temperatures, variants)
     check_decoding_options(args)
-    for option in (arg.split("=")[0] for arg in args.fairseq_args):
-        if option in SWEEP_TRAIN_OPTIONS:
+    for option in (arg.split("=")[0] for arg in args.fairseq_args if arg.startswith("-")):
+        owned = sweep_train_option(option)
+        if owned is not None:
+            named = option if owned == option else f"{option} (fairseq reads it as {owned})"
             raise AltError(
-                f"{option} after -- is set by the sweep ({SWEEP_TRAIN_OPTIONS[option]}); "
+                f"{named} after -- is set by the sweep ({SWEEP_TRAIN_OPTIONS[owned]}); "
                 "fairseq would silently use one value for every run"
             )
     return temperatures, scalar, variants
