@@ -13,7 +13,7 @@ import sys
 import traceback
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-MADE_DIRECTORIES = []  # by fairseq's verify_checkpoint_directory in this process, deepest first
+MADE_DIRECTORIES = []  # by fairseq's verify_checkpoint_directory for the latest run, deepest first
 
 
 def is_option_error(error):
@@ -43,7 +43,7 @@ def remember_made_directories():
     def verify_checkpoint_directory(save_dir):
         missing = missing_directories(save_dir)
         verify(save_dir)
-        MADE_DIRECTORIES.extend(missing)
+        MADE_DIRECTORIES[:] = missing  # (one call per fairseq-train run, before its model is built)
 
     verify_checkpoint_directory.ctemp_option_errors = True
     checkpoint_utils.verify_checkpoint_directory = verify_checkpoint_directory
