@@ -187,13 +187,84 @@ def generation_batches(args, dictionary, device):
     return batches
 
 
+def rotations(names, rounds):
+    """Each round's model order: rotated from round to round, so no model always goes first."""
+    return [names[r % len(names) :] + names[: r % len(names)] for r in range(rounds)]
+
+
+def time_training(trainers, batches, words, args, sync):
+    """Training words/s of every model, wall and CPU time, per round after the warm-up ones."""
+    names = list(trainers)
+    wall, cpu = {n: [] for n in names}, {n: [] for n in names}
+    for r, order in enumerate(rotations(names, args.warmup + args.rounds)):
+        for name in order:
+            sync()
+            start, cpu_start = time.perf_counter(), time.process_time()
+            for sample in batches:
+                trainers[name].train_step([sample])
+            sync()
+            if r >= args.warmup:
+                wall[name].append(words / (time.perf_counter() - start))
+                cpu[name].append(words / (time.process_time() - cpu_start))
+    return wall, cpu
+
+
+def time_beam_search(trainers, task, gen_batches, args, sync):
+    """Beam-search sentences/s of every model (fairseq's SequenceGenerator, args.beam, exactly
+    args.gen_len steps for every sentence so that every model does the same work), wall and CPU."""
+    from fairseq.sequence_generator import SequenceGenerator
+
+    names = list(trainers)
+    generators = {}
+    for name in names:
+        model = trainers[name].model
+        model.make_generation_fast_(need_attn=False)  # as fairseq-generate without --print-alignment
+        model.eval()
+        generators[name] = SequenceGenerator(
+            [model],
+            task.target_dictionary,
+            beam_size=args.beam,
+            max_len_a=0,
+            max_len_b=args.gen_len,
+            min_len=args.gen_len,
+        )
+    wall, cpu, steps = {n: [] for n in names}, {n: [] for n in names}, {}
+    with torch.no_grad():
+        for r, order in enumerate(rotations(names, args.warmup + args.rounds)):
+            for name in order:
+                sync()
+                start, cpu_start = time.perf_counter(), time.process_time()
+                outputs = [generators[name].forward(b) for b in gen_batches]
+                sync()
+                if r >= args.warmup:
+                    wall[name].append(args.gen_sentences / (time.perf_counter() - start))
+                    cpu[name].append(args.gen_sentences / (time.process_time() - cpu_start))
+                steps[name] = {len(h[0]["tokens"]) for out in outputs for h in out}
+    assert all(s == {args.gen_len + 1} for s in steps.values()), steps  # same work for every model
+    return wall, cpu
+
+
+def print_speeds(names, train, gen, beam, width):
+    """The table of training words/s and beam sentences/s: median [min .. max] and per CPU-second."""
+    med = statistics.median
+    print(
+        f"\n{'':{width}} {'train words/s median [min .. max]':>34} {'words/CPU-s':>11}   "
+        f"{f'beam-{beam} sentences/s [min .. max]':>33} {'sent/CPU-s':>10}"
+    )
+    for name in names:
+        w, g = train[0][name], gen[0][name]
+        print(
+            f"{name:{width}} {med(w):12.0f} [{min(w):8.0f} .. {max(w):8.0f}] {med(train[1][name]):11.0f}   "
+            f"{med(g):12.2f} [{min(g):7.2f} .. {max(g):7.2f}] {med(gen[1][name]):10.2f}"
+        )
+
+
 def main(argv=None):
     args = parse_args(argv)
     logging.disable(logging.INFO)  # fairseq and hydra chatter, and fairseq's deprecation warnings
     for category in (UserWarning, FutureWarning):
         warnings.simplefilter("ignore", category)
     import fairseq.tasks
-    from fairseq.sequence_generator import SequenceGenerator
     from fairseq.trainer import Trainer
 
     cuda = args.device == "cuda"
@@ -232,58 +303,11 @@ def main(argv=None):
         [(b["nsentences"], b["ntokens"], tuple(b["target"].shape)) for b in batches],
     )
 
-    train_wall, train_cpu = {n: [] for n in names}, {n: [] for n in names}
-    for r in range(args.warmup + args.rounds):
-        for name in names[r % len(names) :] + names[: r % len(names)]:  # rotating order
-            sync()
-            start, cpu_start = time.perf_counter(), time.process_time()
-            for sample in batches:
-                trainers[name].train_step([sample])
-            sync()
-            if r >= args.warmup:
-                train_wall[name].append(words / (time.perf_counter() - start))
-                train_cpu[name].append(words / (time.process_time() - cpu_start))
-
+    train_wall, train_cpu = time_training(trainers, batches, words, args, sync)
     gen_batches = generation_batches(args, task.source_dictionary, "cuda" if cuda else "cpu")
-    generators = {}
-    for name in names:
-        model = trainers[name].model
-        model.make_generation_fast_(need_attn=False)  # as fairseq-generate without --print-alignment
-        model.eval()
-        generators[name] = SequenceGenerator(
-            [model],
-            task.target_dictionary,
-            beam_size=args.beam,
-            max_len_a=0,
-            max_len_b=args.gen_len,
-            min_len=args.gen_len,
-        )
-    gen_wall, gen_cpu = {n: [] for n in names}, {n: [] for n in names}
-    steps = {}
-    with torch.no_grad():
-        for r in range(args.warmup + args.rounds):
-            for name in names[r % len(names) :] + names[: r % len(names)]:
-                sync()
-                start, cpu_start = time.perf_counter(), time.process_time()
-                outputs = [generators[name].forward(b) for b in gen_batches]
-                sync()
-                if r >= args.warmup:
-                    gen_wall[name].append(args.gen_sentences / (time.perf_counter() - start))
-                    gen_cpu[name].append(args.gen_sentences / (time.process_time() - cpu_start))
-                steps[name] = {len(h[0]["tokens"]) for out in outputs for h in out}
-    assert all(s == {args.gen_len + 1} for s in steps.values()), steps  # same work for every model
-
+    gen_wall, gen_cpu = time_beam_search(trainers, task, gen_batches, args, sync)
     med = statistics.median
-    print(
-        f"\n{'':14} {'train words/s median [min .. max]':>34} {'words/CPU-s':>11}   "
-        f"{f'beam-{args.beam} sentences/s [min .. max]':>33} {'sent/CPU-s':>10}"
-    )
-    for name in names:
-        w, g = train_wall[name], gen_wall[name]
-        print(
-            f"{name:14} {med(w):12.0f} [{min(w):8.0f} .. {max(w):8.0f}] {med(train_cpu[name]):11.0f}   "
-            f"{med(g):12.2f} [{min(g):7.2f} .. {max(g):7.2f}] {med(gen_cpu[name]):10.2f}"
-        )
+    print_speeds(names, (train_wall, train_cpu), (gen_wall, gen_cpu), args.beam, 14)
     cuda_peak = cuda_max_memory_mib(cuda)
     print(
         f"\nloadavg at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}"

@@ -28,14 +28,18 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 import warnings
 
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_sact import generation_batches  # noqa: E402  (random sources, collated like fairseq)
+from bench_sact import (  # noqa: E402  (random sources collated like fairseq; the timed rounds)
+    generation_batches,
+    print_speeds,
+    time_beam_search,
+    time_training,
+)
 from bench_tempered_ce import (  # noqa: E402  (the same batches, device choice and JSON report)
     PLUGIN_DIR,
     add_json_option,
@@ -220,7 +224,6 @@ def main(argv=None):
     import fairseq.tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from fairseq.models import ARCH_MODEL_REGISTRY
-    from fairseq.sequence_generator import SequenceGenerator
     from fairseq.trainer import Trainer
     from fairseq.utils import import_user_module
 
@@ -303,57 +306,11 @@ def main(argv=None):
         f"output projection {g_output / 1e6:.1f}M + temperature {g_temperature / 1e6:.1f}M -> bound {gen_bound:.3f}"
     )
 
-    train_wall, train_cpu = {n: [] for n in names}, {n: [] for n in names}
-    for r in range(args.warmup + args.rounds):
-        for name in names[r % len(names) :] + names[: r % len(names)]:  # rotating order
-            sync()
-            start, cpu_start = time.perf_counter(), time.process_time()
-            for sample in batches:
-                trainers[name].train_step([sample])
-            sync()
-            if r >= args.warmup:
-                train_wall[name].append(words / (time.perf_counter() - start))
-                train_cpu[name].append(words / (time.process_time() - cpu_start))
-
+    train_wall, train_cpu = time_training(trainers, batches, words, args, sync)
     gen_batches = generation_batches(args, task.source_dictionary, "cuda" if cuda else "cpu")
-    generators = {}
-    for name in names:
-        model = trainers[name].model
-        model.make_generation_fast_(need_attn=False)  # as fairseq-generate without --print-alignment
-        model.eval()
-        generators[name] = SequenceGenerator(
-            [model],
-            task.target_dictionary,
-            beam_size=args.beam,
-            max_len_a=0,
-            max_len_b=args.gen_len,
-            min_len=args.gen_len,
-        )
-    gen_wall, gen_cpu, steps = {n: [] for n in names}, {n: [] for n in names}, {}
-    with torch.no_grad():
-        for r in range(args.warmup + args.rounds):
-            for name in names[r % len(names) :] + names[: r % len(names)]:
-                sync()
-                start, cpu_start = time.perf_counter(), time.process_time()
-                outputs = [generators[name].forward(b) for b in gen_batches]
-                sync()
-                if r >= args.warmup:
-                    gen_wall[name].append(args.gen_sentences / (time.perf_counter() - start))
-                    gen_cpu[name].append(args.gen_sentences / (time.process_time() - cpu_start))
-                steps[name] = {len(h[0]["tokens"]) for out in outputs for h in out}
-    assert all(s == {args.gen_len + 1} for s in steps.values()), steps  # same work for every model
-
+    gen_wall, gen_cpu = time_beam_search(trainers, task, gen_batches, args, sync)
     med = statistics.median
-    print(
-        f"\n{'':20} {'train words/s median [min .. max]':>34} {'words/CPU-s':>11}   "
-        f"{f'beam-{args.beam} sentences/s [min .. max]':>33} {'sent/CPU-s':>10}"
-    )
-    for name in names:
-        w, g = train_wall[name], gen_wall[name]
-        print(
-            f"{name:20} {med(w):12.0f} [{min(w):8.0f} .. {max(w):8.0f}] {med(train_cpu[name]):11.0f}   "
-            f"{med(g):12.2f} [{min(g):7.2f} .. {max(g):7.2f}] {med(gen_cpu[name]):10.2f}"
-        )
+    print_speeds(names, (train_wall, train_cpu), (gen_wall, gen_cpu), args.beam, 20)
     print(f"\nloadavg at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     summaries = {}
     for name in names:
