@@ -114,10 +114,10 @@ def main():
     args = parser.parse_args()
     check_options(parser, args)
     averaged = min(5, args.epochs)  # the last epoch checkpoints kept (--keep-last-epochs 5)
-    from fairseq_ctemp.alt.data import fairseq_preprocess
     from fairseq_ctemp.cli import average_checkpoints
     from fairseq_ctemp.cli.greedy_vs_beam import run_greedy_vs_beam
     from fairseq_ctemp.cli.toy_translation import write_corpus
+    from fairseq_ctemp.preprocess import fairseq_preprocess
 
     work = args.workdir
     raw, data = os.path.join(work, "raw"), os.path.join(work, "data-bin")

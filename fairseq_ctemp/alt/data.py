@@ -4,7 +4,6 @@ binarised for fairseq; every step written under a temporary name and never overw
 and the checks: ctemp-alt-data --help."""
 
 import codecs
-import logging
 import os
 import random
 import re
@@ -15,6 +14,7 @@ import urllib.request
 import zipfile
 
 from ..cli.toy_translation import ToyLanguagePair
+from ..preprocess import fairseq_preprocess
 from ..progress import progress_bar
 from .common import (
     FAIRSEQ_SUBSET,
@@ -481,25 +481,6 @@ def binarise(tmp, tok, a, b, has_test, workers):
         fairseq_preprocess(argv)
     except Exception as e:
         raise AltError(f"fairseq-preprocess {shlex.join(argv)} failed: {e}") from None
-
-
-def fairseq_preprocess(argv):
-    """fairseq-preprocess ARGV in this process (fairseq is imported already: no second start of
-    Python, torch and fairseq); its log goes to DESTDIR/preprocess.log only."""
-    from fairseq import options
-    from fairseq_cli import preprocess
-
-    logger = logging.getLogger(preprocess.logger.name)
-    kept = logger.handlers[:], logger.propagate, logger.level
-    logger.propagate = False  # not on the caller's console: into preprocess.log (main adds it)
-    logger.setLevel(logging.INFO)  # what fairseq-preprocess logs
-    try:
-        preprocess.main(options.get_preprocessing_parser().parse_args(argv))
-    finally:
-        for handler in logger.handlers[len(kept[0]) :]:
-            handler.close()
-        logger.handlers[:], logger.propagate = kept[:2]
-        logger.setLevel(kept[2])
 
 
 def corpus_splits(source, a, b, args):
