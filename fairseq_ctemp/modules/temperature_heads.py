@@ -190,7 +190,6 @@ class MixtureOfSoftmaxesHead(TemperatureHead):
 
     def score(self, h, target):
         log_prior, logits, tau = self.mixture(h)
-        if tau is not None:
-            tau = tau.float().unsqueeze(-2)
-        log_p, _ = MixtureTargetLogProb.apply(logits, tau, log_prior, target)
-        return log_p, TauStats.of(None if tau is None else tau.squeeze(-2), h.shape[:-1], h.device)
+        shared = None if tau is None else tau.unsqueeze(-2)  # by the components, as in forward
+        log_p, _ = MixtureTargetLogProb.apply(logits, shared, log_prior, target)
+        return log_p, TauStats.of(tau, h.shape[:-1], h.device)
