@@ -20,7 +20,7 @@ from fairseq.models import ARCH_MODEL_REGISTRY
 from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.significance import PairedTest
 
-from fairseq_ctemp.alt import finalize
+from fairseq_ctemp.alt import finalize, posthoc
 from fairseq_ctemp.alt.data import toy_language_pair
 from fairseq_ctemp.alt.presets import VARIANTS
 from fairseq_ctemp.cli import alt_data, alt_sweep
@@ -121,17 +121,19 @@ def expected_comparison(baseline_dir, run_dir, system):
     return bleu, p
 
 
-def test_each_variant_is_compared_with_the_t1_run_of_its_baseline(tmp_path):
-    """finalize's comparison from the runs' files: sact_lstm against lstm (the same model without
-    the attention temperature), lstm and sact_transformer at T = 2 against the T = 1 transformer;
-    BLEU and p-values as sacrebleu gives them."""
-    exp = {"src": "en", "tgt": "vi", "primary": [0.1, 0.0], "subsets": ["valid"], "bleu_tokenize": "13a"}
-    exp_dir = tmp_path / "en-vi.mini.bpe200"
+EXP = {"src": "en", "tgt": "vi", "primary": [0.1, 0.0], "subsets": ["valid"], "bleu_tokenize": "13a"}
+EXP_FILE = {**EXP, "data": "../../data/en-vi.bpe200", "data_tag": "bpe200"}  # (experiment.json)
+
+
+def finished_runs(exp_dir, variants):
+    """Run directories of an experiment as finished runs leave them for finalize (config, dev
+    translations, run.json, calibration), each (variant, T) translating the same references with
+    its own errors: {(variant, T): run dir}."""
     words = "the a cat dog sat ran on under mat rug red big small".split()
     rng = random.Random(1)
     refs = [" ".join(rng.choices(words, k=8)) for _ in range(30)]
     runs = {}
-    for variant, t in (("transformer", 1.0), ("lstm", 1.0), ("sact_lstm", 1.0), ("sact_transformer", 2.0)):
+    for variant, t in variants:
         name = f"{variant}-T{t:g}-ls0.1-sem0"
         run_dir = runs[variant, t] = exp_dir / name
         (run_dir / "eval" / "valid").mkdir(parents=True)
@@ -146,12 +148,25 @@ def test_each_variant_is_compared_with_the_t1_run_of_its_baseline(tmp_path):
             (run_dir / "eval" / "valid" / f"{system}.hyp").write_text("".join(h + "\n" for h in hyps))
             evals[system] = {"bleu": sacrebleu.corpus_bleu(hyps, [refs]).score}
         (run_dir / "run.json").write_text(json.dumps({"eval": {"valid": evals}}))
+        (run_dir / "eval" / "valid" / posthoc.CALIBRATION).write_text("{}")  # (its ECE: not read here)
+    (exp_dir / "experiment.json").write_text(json.dumps(EXP_FILE))
+    return runs
+
+
+def test_each_variant_is_compared_with_the_t1_run_of_its_baseline(tmp_path):
+    """finalize's comparison from the runs' files: sact_lstm against lstm (the same model without
+    the attention temperature), lstm and sact_transformer at T = 2 against the T = 1 transformer;
+    BLEU and p-values as sacrebleu gives them."""
+    exp_dir = tmp_path / "en-vi.mini.bpe200"
+    runs = finished_runs(
+        exp_dir, (("transformer", 1.0), ("lstm", 1.0), ("sact_lstm", 1.0), ("sact_transformer", 2.0))
+    )
     for variant, t, baseline in (
         ("sact_lstm", 1.0, ("lstm", 1.0)),
         ("lstm", 1.0, ("transformer", 1.0)),
         ("sact_transformer", 2.0, ("transformer", 1.0)),
     ):
-        finalize.compare_variants(str(exp_dir), exp, str(runs[variant, t]))
+        finalize.compare_variants(str(exp_dir), EXP, str(runs[variant, t]))
         compared = json.loads((exp_dir / "final" / f"compare-{runs[variant, t].name}.json").read_text())
         assert (compared["baseline"], compared["baseline_variant"]) == (runs[baseline].name, baseline[0])
         for system in ("greedy", "beam"):
@@ -159,6 +174,23 @@ def test_each_variant_is_compared_with_the_t1_run_of_its_baseline(tmp_path):
             assert compared["systems"]["baseline"][system]["bleu"] == pytest.approx(bleu_baseline)
             assert compared["systems"]["variant"][system]["bleu"] == pytest.approx(bleu_variant)
             assert compared["significance"][system]["bleu"]["p_value"] == pytest.approx(p)
+
+
+def test_a_sweep_of_lstm_and_sact_lstm_compares_sact_lstm_with_lstm(tmp_path, capsys):
+    """Without the transformer, lstm is sact_lstm's baseline only: finalize compares sact_lstm with
+    it, says lstm is not compared, and has nothing left to do."""
+    exp_dir = tmp_path / "sweep" / "en-vi.mini.bpe200"
+    runs = finished_runs(exp_dir, (("lstm", 1.0), ("sact_lstm", 1.0)))
+    assert finalize.pending(str(exp_dir))
+    finalize.finalize(str(exp_dir), {"cpu": True})
+    compared_name = f"compare-{runs['sact_lstm', 1.0].name}.json"
+    compared = json.loads((exp_dir / "final" / compared_name).read_text())
+    assert compared["baseline"] == runs["lstm", 1.0].name
+    assert [f for f in os.listdir(exp_dir / "final") if not f.startswith(".")] == [compared_name]
+    err = capsys.readouterr().err
+    assert f"{runs['lstm', 1.0].name} is not compared: no T=1 transformer run in this experiment" in err
+    assert "no finalize" not in err
+    assert not finalize.pending(str(exp_dir))
 
 
 def test_variants_train_evaluate_and_compare_with_t1(swept):
@@ -299,6 +331,19 @@ def test_a_sweep_over_t_trains_the_tempered_variants_at_every_t(work):
     argv = commands["sact_transformer-T1-ls0.1-sem0"]
     assert argv[argv.index("--softmax-temperature") + 1] == "1"
     assert argv[argv.index("--arch") + 1] == "sact_transformer_alt_mini"
+
+
+def test_the_plan_of_lstm_and_sact_lstm_alone_names_the_one_comparison(work):
+    """lstm,sact_lstm without the transformer: the two runs, sact_lstm against lstm; --no-finalize
+    plans no finalize."""
+    plan = [*SWEEP, "--seed", "4", "--work", work, "--dry-run"]
+    plan[plan.index("--variants") + 1] = "lstm,sact_lstm"
+    stdout = sweep(*plan).stdout
+    planned = [line.split()[0] for line in stdout.splitlines() if line.endswith(" to train")]
+    assert planned == ["lstm-T1-ls0.1-sem0", "sact_lstm-T1-ls0.1-sem0"]
+    assert "  then finalize: sact_lstm against lstm T=1 (greedy and beam 2, paired bootstrap)\n" in stdout
+    stdout = sweep(*plan, "--no-finalize").stdout
+    assert "  no finalize (--no-finalize)\n" in stdout and "then finalize" not in stdout
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))

@@ -487,6 +487,18 @@ CASES = [
         "finalize compares lstm with the T=1 transformer: add transformer to --variants",
     ),
     (
+        "sweep: sact_lstm to finalize without lstm",
+        SWEEP,
+        ["run", *SWEEP_OK[:-2], "--variants", "sact_lstm"],
+        "finalize compares sact_lstm with the T=1 lstm: add lstm to --variants",
+    ),
+    (
+        "sweep: a variant without its baseline beside another variant's baseline",
+        SWEEP,
+        ["run", *SWEEP_OK[:-2], "--variants", "ct_transformer,lstm,sact_lstm"],
+        "finalize compares ct_transformer with the T=1 transformer: add transformer to --variants",
+    ),
+    (
         "sweep: a seed twice",
         SWEEP,
         ["run", *SWEEP_OK, "--seed", "1,2,1"],

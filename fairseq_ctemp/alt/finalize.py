@@ -59,7 +59,11 @@ def pending(exp_dir):
             and len(tempered) > 1
             and not os.path.exists(os.path.join(exp_dir, "final", "final.json"))
         )
-        or any(not os.path.exists(comparison_path(exp_dir, d)) for d in variants)
+        or any(
+            not os.path.exists(comparison_path(exp_dir, d))
+            and baseline_run(exp_dir, exp, read_config(os.path.join(d, "config.json"))["variant"])
+            for d in variants
+        )
         or posthoc.pending(exp_dir, exp)
     )
 
@@ -90,11 +94,16 @@ def compare_variants(exp_dir, exp, run_dir):
     config = read_config(os.path.join(run_dir, "config.json"))
     baseline_dir = baseline_run(exp_dir, exp, config["variant"])
     baseline = read_json(os.path.join(baseline_dir, "run.json")) if baseline_dir else None
+    if baseline_dir is None:  # e.g. lstm in a sweep of lstm,sact_lstm: the baseline of sact_lstm only
+        say(
+            f"{name}: {os.path.basename(run_dir)} is not compared: no T=1 "
+            f"{baseline_variant(config['variant'])} run in this experiment"
+        )
+        return
     if baseline is None:
         say(
             f"{name}: the comparison of {os.path.basename(run_dir)} waits for the T=1 "
-            f"{baseline_variant(config['variant'])} run "
-            f"({os.path.basename(baseline_dir) if baseline_dir else 'not in this sweep'})"
+            f"{baseline_variant(config['variant'])} run ({os.path.basename(baseline_dir)})"
         )
         return
     run = read_json(os.path.join(run_dir, "run.json"))
@@ -152,7 +161,7 @@ def tempering(exp_dir, exp, group, device, quiet=False):
         return read_json(os.path.join(final_dir, "final.json"))
     ls, sem = exp["primary"]
     if 1.0 not in group or len(group) < 2:
-        if quiet and 1.0 in group:
+        if quiet and (1.0 in group or not group):  # a sweep of variants only: nothing to temper
             return None
         say(
             f"{os.path.basename(exp_dir)}: no finalize: it needs T=1 and another T at label smoothing "

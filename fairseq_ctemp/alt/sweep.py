@@ -247,15 +247,28 @@ def check_variants(args, variants, temperatures):
         )
 
 
+def compared_variants(variants):
+    """The variants finalize compares with their baseline's T=1 run: those whose baseline is in the
+    sweep (e.g. lstm,sact_lstm: sact_lstm against lstm; lstm is the baseline, not compared)."""
+    return [v for v in variants if v != DEFAULT_VARIANT and baseline_variant(v) in variants]
+
+
 def check_finalize_group(args, temperatures, variants=(DEFAULT_VARIANT,)):
     """finalize compares T=1 with the other temperatures at the primary LS / SEM, and every other
-    variant with T=1: the sweep must train them (else --no-finalize)."""
+    variant with its baseline's T=1 run: the sweep must train them (else --no-finalize). A variant
+    without its baseline is allowed only as another variant's baseline."""
     if args.no_finalize:
         return
-    if DEFAULT_VARIANT not in variants:
+    baselines = {baseline_variant(v) for v in compared_variants(variants)}
+    alone = [
+        v for v in variants if v not in (DEFAULT_VARIANT, *baselines) and baseline_variant(v) not in variants
+    ]
+    if alone:
+        wanted = baseline_variant(alone[0])
         raise AltError(
-            f"finalize compares {','.join(variants)} with the T=1 transformer: add transformer to "
-            "--variants (its finished runs are reused, not trained again), or pass --no-finalize"
+            f"finalize compares {','.join(v for v in alone if baseline_variant(v) == wanted)} with the "
+            f"T=1 {wanted}: add {wanted} to --variants (its finished runs are reused, not trained "
+            "again), or pass --no-finalize"
         )
     for option, value, values, listed in (
         (
@@ -554,12 +567,15 @@ def print_plan(experiments, args, device):
                 f"lenpens {exp['grid_lenpens']} on dev for T_opt and T=1; paired bootstrap; timing of "
                 f"beams {exp['speed_beams']}; T=1 + post-hoc t* (fitted on dev NLL), tuned the same"
             )
-        if len(variants) > 1:
+        compared = compared_variants(variants)
+        if compared:
             steps.append(
-                ", ".join(f"{v} against {baseline_variant(v)} T=1" for v in variants if v != DEFAULT_VARIANT)
+                ", ".join(f"{v} against {baseline_variant(v)} T=1" for v in compared)
                 + f" (greedy and beam {exp['eval_beam']}, paired bootstrap)"
             )
-        if steps:
+        if args.no_finalize:
+            print("  no finalize (--no-finalize)")
+        elif steps:
             print("  then finalize: " + "; ".join(steps))
 
 
