@@ -116,8 +116,8 @@ def main():
     averaged = min(5, args.epochs)  # the last epoch checkpoints kept (--keep-last-epochs 5)
     from fairseq_ctemp.cli import average_checkpoints
     from fairseq_ctemp.cli.greedy_vs_beam import run_greedy_vs_beam
-    from fairseq_ctemp.cli.toy_translation import write_corpus
     from fairseq_ctemp.preprocess import fairseq_preprocess
+    from fairseq_ctemp.toy_data import write_corpus
 
     work = args.workdir
     raw, data = os.path.join(work, "raw"), os.path.join(work, "data-bin")

@@ -413,7 +413,7 @@ def built_once(tmp_path_factory, name, build):
 
 
 def make_toy_data(root):
-    from fairseq_ctemp.cli.toy_translation import write_corpus
+    from fairseq_ctemp.toy_data import write_corpus
 
     raw = root / "raw"
     write_corpus(str(raw), (("train", 800), ("valid", 80), ("test", 80)), vocab=150)

@@ -18,7 +18,7 @@ from sacrebleu.metrics import BLEU, CHRF
 
 from fairseq_ctemp import translate
 from fairseq_ctemp.cli import greedy_vs_beam as gvb
-from fairseq_ctemp.cli.toy_translation import write_corpus
+from fairseq_ctemp.toy_data import write_corpus
 
 pytestmark = pytest.mark.e2e
 BIN = os.path.dirname(sys.executable)

@@ -51,7 +51,7 @@ def fails(proc, message):
 @pytest.fixture(scope="module")
 def ptb_like(tmp_path_factory):
     """A tiny corpus laid out like PTB (ptb.{train,valid,test}.txt, one sentence per line)."""
-    from fairseq_ctemp.cli.toy_translation import write_corpus
+    from fairseq_ctemp.toy_data import write_corpus
 
     root = tmp_path_factory.mktemp("lm_recipes")
     toy = root / "toy"

@@ -13,9 +13,9 @@ import unicodedata
 import urllib.request
 import zipfile
 
-from ..cli.toy_translation import ToyLanguagePair
 from ..preprocess import fairseq_preprocess
 from ..progress import progress_bar
+from ..toy_data import ToyLanguagePair
 from .common import (
     FAIRSEQ_SUBSET,
     LANGUAGES,
