@@ -346,6 +346,49 @@ def test_the_plan_of_lstm_and_sact_lstm_alone_names_the_one_comparison(work):
     assert "  no finalize (--no-finalize)\n" in stdout and "then finalize" not in stdout
 
 
+def test_a_started_sweep_takes_a_larger_max_update_and_nothing_else(work, monkeypatch):
+    """--max-update may be raised for a started experiment: unfinished runs resume under the new
+    cap, a run early stopping ended keeps its config; a lower cap, another option, or a run the
+    old cap stopped is refused, and a refused command writes nothing."""
+    monkeypatch.setattr(alt_sweep, "execute_local", lambda *args: None)  # plan and write, train nothing
+    base = [*SWEEP, "--seed", "5", "--work", work, "--no-finalize"]
+    i = base.index("--max-update") + 1
+    exp = work / "sweep" / "en-vi.mini.bpe200.seed5"
+
+    def started(cap, *more, check=True):
+        return sweep(*base[:i], cap, *base[i + 1 :], *more, check=check)
+
+    def cap_of(name):
+        argv = json.loads((exp / name / "config.json").read_text())["train_args"]
+        return argv[argv.index("--max-update") + 1]
+
+    started("8")
+    assert [cap_of(name) for name in RUNS] == ["8", "8", "8"]
+    (exp / RUNS[0] / "train.json").write_text(json.dumps({"stop_reason": "early stop"}))
+    started("20")
+    assert [cap_of(name) for name in RUNS] == ["8", "20", "20"]  # the early-stopped run keeps its own
+    assert json.loads((exp / "experiment.json").read_text())["max_update"] == 20
+    before = snapshot(exp)
+    for cap, more, message in (
+        ("10", [], "was started with other settings (max_update"),
+        ("30", ["--patience", "4"], "was started with other settings (max_update, patience"),
+    ):
+        assert message in started(cap, *more, check=False).stderr
+    assert snapshot(exp) == before
+    (exp / RUNS[2] / "train.json").write_text(json.dumps({"stop_reason": "max update"}))
+    before = snapshot(exp)
+    proc = started("30", check=False)
+    assert (
+        proc.returncode != 0
+        and (
+            f"--max-update: {exp / RUNS[2]} stopped at --max-update 20 (max update), and its averaged "
+            "checkpoint and scores are final; train longer in another --work"
+        )
+        in proc.stderr
+    )
+    assert snapshot(exp) == before
+
+
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_every_variant_builds_its_model_and_criterion(work, variant):
     """The fairseq-train options a variant's run gets (as the plan prints them) parse, and build the

@@ -5,6 +5,7 @@ in its own process) and finalize, or a SLURM job array."""
 import concurrent.futures
 import datetime
 import json
+import math
 import os
 import shlex
 import threading
@@ -366,11 +367,15 @@ def plan(args):
             run_dir = os.path.join(exp_dir, config["name"])
             old = read_config(os.path.join(run_dir, "config.json"))
             if old is not None and old != config:
-                raise AltError(
-                    f"{run_dir} was started with other fairseq-train options:\n  "
-                    f"{shlex.join(old['train_args'])}\nnow:\n  {shlex.join(config['train_args'])}\n"
-                    "use another --work, or the options it was started with"
-                )
+                if not raised_max_update(old, config):
+                    raise AltError(
+                        f"{run_dir} was started with other fairseq-train options:\n  "
+                        f"{shlex.join(old['train_args'])}\nnow:\n  {shlex.join(config['train_args'])}\n"
+                        "use another --work, or the options it was started with"
+                    )
+                config = config_with_raised_max_update(run_dir, old, config)
+                if config is not old:
+                    writes[os.path.join(run_dir, "config.json")] = config
             if old is None:
                 writes[os.path.join(run_dir, "config.json")] = config
             runs.append((run_dir, config, run_state(run_dir)))
@@ -390,12 +395,50 @@ def check_experiment(exp_dir, exp, writes):
         return
     check_data_location(exp_dir, existing, AltError)
     existing["data"] = exp["data"]  # the same directory, maybe named by an absolute path
-    if existing != exp:
+    if existing != exp and raised_max_update(existing, exp):
+        writes[os.path.join(exp_dir, "experiment.json")] = exp  # its runs are checked in plan()
+    elif existing != exp:
         diff = sorted(k for k in set(exp) | set(existing) if exp.get(k) != existing.get(k))
         raise AltError(
             f"{exp_dir} was started with other settings ({', '.join(diff)}: "
             f"{ {k: existing.get(k) for k in diff} }); use another --work or the same options"
         )
+
+
+def max_update_of(settings):
+    """The --max-update cap of an experiment.json or a run's config.json (inf: none), and the
+    settings without it."""
+    if "train_args" in settings:
+        argv = settings["train_args"]
+        at = [i for i, a in enumerate(argv) if a == "--max-update"]
+        cap = float(argv[at[-1] + 1]) if at else 0
+        rest = dict(settings, train_args=[a for i, a in enumerate(argv) if i not in at and i - 1 not in at])
+    else:
+        cap, rest = settings.get("max_update") or 0, {k: v for k, v in settings.items() if k != "max_update"}
+    return cap or math.inf, rest
+
+
+def raised_max_update(old, new):
+    """Whether `new` is `old` with a larger --max-update: the one change a started experiment
+    takes, so that runs the cap would cut short can go on to early stopping."""
+    (old_cap, old_rest), (new_cap, new_rest) = max_update_of(old), max_update_of(new)
+    return old_rest == new_rest and new_cap > old_cap
+
+
+def config_with_raised_max_update(run_dir, old, new):
+    """The config a run goes on with under a raised --max-update: the new one if it has not
+    finished training (it resumes under the new cap), its own if early stopping ended it (the cap
+    never bound). A run the old cap stopped keeps its results: AltError."""
+    summary = read_json(os.path.join(run_dir, "train.json"))
+    if summary is None:
+        return new
+    if summary["stop_reason"] == "early stop":
+        return old
+    raise AltError(
+        f"--max-update: {run_dir} stopped at --max-update {max_update_of(old)[0]:g} "
+        f"({summary['stop_reason']}), and its averaged checkpoint and scores are final; "
+        "train longer in another --work"
+    )
 
 
 def run_grid(args, temperatures, variants):

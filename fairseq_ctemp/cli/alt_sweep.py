@@ -139,7 +139,7 @@ def sweep_main(argv=None):
         ("interval", int, "validate (BLEU) and save every N updates"),
         ("patience", int, "stop after N validations without improvement"),
         ("average", int, "average the last N interval checkpoints"),
-        ("max-update", int, "cap on updates (mini: 8000; 0: none)"),
+        ("max-update", int, "cap on updates (mini: 8000; 0: none); may be raised for a started sweep"),
         ("eval-beam", int, "beam of every run's beam decoding (4)"),
         ("log-interval", int, "fairseq --log-interval"),
         ("decode-batch", int, "fairseq-generate --batch-size"),
