@@ -12,7 +12,10 @@ not for "train_inner" ("loss", "num_updates"), "epoch" never. Values that are nu
 """
 
 import json
+import logging
+import os
 import re
+import sys
 
 KINDS = ("train_inner", "train", "valid")
 _SIMPLE_FIELD = re.compile(r"^(\S+) (\S+)$")  # "loss 6.543" of a simple-format "|"-separated line
@@ -79,3 +82,15 @@ def by_update(records, key):
         if isinstance(record.get(key), float):
             latest[int(record[key])] = record
     return [latest[update] for update in sorted(latest)]
+
+
+def use_fairseq_train_format():
+    """Log as fairseq-train does (what read() parses back): fairseq_cli.train sets this format when
+    it is imported first, but a program that imported the plugin first has fairseq's other one."""
+    logging.basicConfig(
+        format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
+        datefmt="%Y-%m-%d %H:%M:%S",
+        level=os.environ.get("LOGLEVEL", "INFO").upper(),
+        stream=sys.stdout,
+        force=True,
+    )

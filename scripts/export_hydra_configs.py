@@ -63,7 +63,8 @@ def recipe_options(script, *args, env=None):
     if proc.returncode != 0:
         raise RuntimeError(f"{script} {shlex.join(args)} (DRY_RUN=1) failed:\n{proc.stderr}")
     words = shlex.split(proc.stdout)
-    if len(words) < 2 or os.path.basename(words[0]) != "fairseq-train":
+    # ctemp-train takes fairseq-train's options (it only carries the patience count across resumes)
+    if len(words) < 2 or os.path.basename(words[0]) not in ("fairseq-train", "ctemp-train"):
         raise RuntimeError(f"{script} (DRY_RUN=1) printed no fairseq-train command:\n{proc.stdout}")
     options, rest = [], words[2:]
     while rest:

@@ -205,6 +205,7 @@ FAIRSEQ_MAINS = {
     "fairseq-generate": "fairseq_cli.generate",
     "fairseq-interactive": "fairseq_cli.interactive",
     "fairseq-eval-lm": "fairseq_cli.eval_lm",
+    "ctemp-train": "fairseq_ctemp.cli.train",
 }
 FAIRSEQ_LOG_FORMAT = logging.Formatter(  # fairseq_cli's logging.basicConfig
     "%(asctime)s | %(levelname)s | %(name)s | %(message)s", datefmt="%Y-%m-%d %H:%M:%S"
@@ -251,7 +252,7 @@ def _run_fairseq(name, args, input, check):
     root.setLevel(os.environ.get("LOGLEVEL", "INFO").upper())
     sys.argv, sys.stdin = [name, *map(str, args)], io.StringIO(input or "")
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
-    if name == "fairseq-train":
+    if name in ("fairseq-train", "ctemp-train"):
         reset_fairseq_train_state()
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):

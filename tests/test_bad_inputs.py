@@ -796,6 +796,12 @@ CASES = [
         "fairseq-train: error: --softmax-temperature must be in [0.01, 100], got 1e-09",
     ),
     (
+        "ctemp-train: degenerate --softmax-temperature",
+        ["ctemp-train"],  # a subprocess, as the line above
+        [*TRAIN, "tempered_ce", "--softmax-temperature", "1e-9"],
+        "ctemp-train: error: --softmax-temperature must be in [0.01, 100], got 1e-09",
+    ),
+    (
         "train: degenerate --ct-constant",
         fairseq_train,
         [
@@ -947,6 +953,12 @@ CASES = [
         "no log {root}/none.log",
     ),
     (
+        "lm_results: tau of a missing dump",
+        lm_results,
+        ["tau", "--dumps", "{root}/none/tau_test.tsv", "--output", "{root}/new/tau"],
+        "lm_results.py: error: no dump {root}/none/tau_test.tsv (ctemp-ct-analysis dump --output",
+    ),
+    (
         "sact summarize: missing work directory",
         sact_summarize,
         ["{root}/nowhere", "test", "5", "sact"],
@@ -1095,7 +1107,7 @@ def test_the_suite_covers_every_tool():
     examples/ and benchmarks/ has a case, or is named here with the reason it has none."""
     covered = " ".join(" ".join(map(str, c[1])) if isinstance(c[1], list) else c[1].__name__ for c in CASES)
     consoles = console_scripts()
-    assert len(consoles) == 10
+    assert len(consoles) == 11
     for console, module in consoles.items():
         assert console in covered or module.rsplit(".", 1)[1] in covered, console
     not_covered = {  # relative to the repository: why it has no case of its own

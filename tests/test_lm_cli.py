@@ -11,6 +11,9 @@ import torch
 from conftest import PLUGIN_DIR, RawModel, cli, json_log_records, run_fairseq
 from test_distributed_and_install import ONE_THREAD, assert_same_updates, train_on_two_ranks
 
+from fairseq_ctemp import lm_eval
+from fairseq_ctemp.models.temperature_head import TemperatureHeadDecoderMixin
+
 pytestmark = pytest.mark.e2e
 LM_TRAIN = [
     "--user-dir",
@@ -129,6 +132,41 @@ def test_every_head_trains_and_eval_lm_scores_every_token_of_the_normalised_dist
         assert abs(float(valid["valid_ppl"]) - 2 ** float(valid["valid_nll_loss"])) < 0.01 * float(
             valid["valid_ppl"]
         )
+
+
+def eval_lm_api(data, checkpoint):
+    """lm_eval.evaluate: fairseq-eval-lm through its Python API, with its two guards' counts."""
+    return lm_eval.evaluate(
+        [str(data), "--user-dir", PLUGIN_DIR, "--path", str(checkpoint), "--cpu", "--gen-subset", "test"]
+        + ["--max-tokens", "4000", "--num-workers", "0", "--tokens-per-sample", "64"]
+    )
+
+
+@pytest.mark.parametrize("head", sorted(HEADS))
+def test_the_evaluation_guards_pass_for_every_head(toy_data, trained, head):
+    result = eval_lm_api(toy_data["lm_bin"], trained[head][0] / "checkpoint_last.pt")
+    expected = corpus_tokens(toy_data["raw"] / "test.tgt")
+    lm_eval.check(result, expected, "test")  # raises if a guard fails
+    assert result.tokens == expected and result.positions_checked >= expected
+    assert result.max_log_normalizer < 1e-5
+
+
+def test_the_evaluation_refuses_a_distribution_that_does_not_sum_to_one(toy_data, trained, monkeypatch):
+    """A head whose log-probabilities are off by a constant (a temperature or normaliser applied
+    after the log-softmax) is caught, by how much it is off."""
+    original = TemperatureHeadDecoderMixin.get_normalized_probs
+
+    def off_by_a_constant(self, net_output, log_probs, sample=None):
+        lprobs = original(self, net_output, True, sample) + 0.01
+        return lprobs if log_probs else lprobs.exp()
+
+    monkeypatch.setattr(TemperatureHeadDecoderMixin, "get_normalized_probs", off_by_a_constant)
+    result = eval_lm_api(toy_data["lm_bin"], trained["lstm-mos-ct"][0] / "checkpoint_last.pt")
+    assert result.max_log_normalizer == pytest.approx(0.01, abs=1e-5)
+    with pytest.raises(ValueError, match=r"do not sum to 1: \|log sum_v p\(v\)\| reaches 0.01 nats"):
+        lm_eval.check(result, result.tokens, "test")
+    with pytest.raises(ValueError, match="evaluated .* tokens but test has"):
+        lm_eval.check(result, result.tokens + 1, "test")
 
 
 def test_a_context_window_changes_the_conditioning_not_the_scored_tokens(toy_data, trained):

@@ -3,10 +3,12 @@ prepare -> train -> evaluate (token-count check) -> plot / table, re-runs skip f
 bad inputs fail with a clear message. No network: downloads are pointed at a closed local port."""
 
 import collections
+import csv
 import json
 import math
 import os
 import shutil
+import statistics
 import subprocess
 
 import pytest
@@ -134,6 +136,8 @@ def test_recipes_end_to_end(ptb_like):
     result = json.loads((save / "eval_test.json").read_text())
     assert result["evaluated_tokens"] == result["expected_tokens"] == corpus_tokens(raw / "ptb.test.txt")
     assert (result["tokens_per_sample"], result["context_window"]) == (140, 70)
+    # every distribution scored sums to 1 (lm_eval's guard; test_lm_cli shows it catches one that does not)
+    assert result["positions_checked"] >= result["evaluated_tokens"] and result["max_log_normalizer"] < 1e-5
     # 2 epochs of the tiny model reach the unigram level; a uniform model is at 160
     assert result["ppl"] == pytest.approx(2 ** result["loss_base2"], rel=1e-3)
     assert result["ppl"] < 1.05 * unigram_perplexity(raw / "ptb.train.txt", raw / "ptb.test.txt")
@@ -147,8 +151,34 @@ def test_recipes_end_to_end(ptb_like):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     table = root / "table"
     run_main(lm_results.main, "table", "--runs", root, "--variants", "ct-mos", "--output", table)
-    row = (table.with_suffix(".csv")).read_text().splitlines()[1].split(",")
-    assert row[0] == "ct-mos" and float(row[2]) == pytest.approx(result["ppl"], abs=0.01)
+    with open(table.with_suffix(".csv")) as f:
+        (row,) = csv.DictReader(f)
+    assert row["variant"] == "ct-mos" and float(row["test_ppl"]) == pytest.approx(result["ppl"], abs=0.01)
+    assert (row["stopped_by"], row["epochs"]) == ("not early-stopped", "2")  # MAX_EPOCH=2 ended it
+    assert float(row["test_max_log_normalizer"]) == result["max_log_normalizer"]
+
+    # tau statistics over the test text, from ctemp-ct-analysis's dump, against the dump's own numbers
+    from fairseq_ctemp.cli import ct_analysis
+
+    dump = root / "tau_test.tsv"
+    run_main(
+        ct_analysis.main,
+        "dump",
+        *("--path", save / "checkpoint_best.pt", "--data", data_bin),
+        *("--text", raw / "ptb.test.txt", "--output", dump, "--cpu"),
+    )
+    run_main(lm_results.main, "tau", "--dumps", dump, "--labels", "ct-mos", "--output", root / "tau")
+    with open(dump) as f:
+        positions = list(csv.DictReader(f, delimiter="\t"))
+    target = [float(p["tau_target"]) for p in positions]
+    with open(root / "tau.csv") as f:
+        (stats,) = csv.DictReader(f)
+    assert int(stats["positions"]) == len(positions) == corpus_tokens(raw / "ptb.test.txt")
+    assert float(stats["tau_target_mean"]) == pytest.approx(statistics.fmean(target), rel=1e-9)
+    assert float(stats["tau_target_std"]) == pytest.approx(statistics.pstdev(target), rel=1e-6)
+    assert float(stats["tau_min"]) == min(float(p["tau_min"]) for p in positions)
+    assert float(stats["tau_max"]) == max(float(p["tau_max"]) for p in positions)
+    assert min(target) <= float(stats["tau_target_p5"]) <= float(stats["tau_target_p95"]) <= max(target)
 
 
 def test_bad_inputs(ptb_like, tmp_path):

@@ -5,9 +5,14 @@
       validation perplexity (or another valid_* metric) against updates or epochs, one line per run,
       from fairseq's --log-format json logs (train.sh tees them into SAVE_DIR/train.log).
   lm_results.py table --runs RUNS_DIR --variants softmax ct ... [--eval-suffix _checkpoint_last] --output PREFIX
-      PREFIX.md and PREFIX.csv: per variant (RUNS_DIR/<variant>): valid / test perplexity and the
-      evaluated token counts (eval_{valid,test}SUFFIX.json from evaluate.sh), parameters, updates,
-      training time and the final training tau statistics.
+      PREFIX.md and PREFIX.csv: per variant (RUNS_DIR/<variant>): valid / test perplexity, the
+      evaluation guards (evaluated tokens, largest |log sum p| of eval_{valid,test}SUFFIX.json from
+      evaluate.sh), parameters, whether early stopping ended the run, its epochs and best epoch,
+      updates, training time and the final training tau statistics.
+  lm_results.py tau --dumps RUN/tau_test.tsv ... [--labels ...] --output PREFIX
+      PREFIX.md and PREFIX.csv: tau statistics of CT models over a text, from their
+      ``ctemp-ct-analysis dump`` TSVs: mean over the vocabulary, tau of the target token (mean, std,
+      5th / 95th percentiles), smallest and largest tau of any word at any position.
   lm_results.py protocols --runs RUNS_DIR --variants softmax --output FILE.md
       test perplexity of the same checkpoint under different eval-lm block / context settings
       (RUNS_DIR/<variant>/protocol_<block>_<context>/eval_test_checkpoint_last.json).
@@ -105,7 +110,10 @@ def run_summary(run_dir, eval_suffix):
         row[f"{subset}_tokens"] = result["evaluated_tokens"] if result else None
         if result and subset == "test":
             row["eval_protocol"] = f"{result['tokens_per_sample']}/{result['context_window']}"
+            row["test_max_log_normalizer"] = result.get("max_log_normalizer")  # older results lack it
+    row.setdefault("test_max_log_normalizer", None)
     row["params"] = row["updates"] = row["train_seconds"] = None
+    row["stopped_by"] = row["epochs"] = row["best_epoch"] = None
     row["train_ppl"] = row["tau_mean"] = row["tau_min"] = row["tau_max"] = None
     if os.path.exists(log):
         with open(log, errors="replace") as f:
@@ -113,6 +121,14 @@ def run_summary(run_dir, eval_suffix):
         params = re.findall(r"num\. (?:shared )?model params: ([\d,]+)", text)
         if params:
             row["params"] = int(params[-1].replace(",", ""))
+        row["stopped_by"] = "early stop" if EARLY_STOP in text else "not early-stopped"
+        valid = {}  # epoch -> valid_nll_loss, a resumed run's repeated epochs keeping the latest
+        for record in logs.read(log, "valid"):
+            if "valid_nll_loss" in record:
+                valid[int(record["epoch"])] = record["valid_nll_loss"]
+        if valid:
+            row["epochs"] = max(valid)
+            row["best_epoch"] = min(valid, key=lambda epoch: (valid[epoch], epoch))
         seconds = re.findall(r"done training in ([\d.]+) seconds", text)
         if seconds:
             row["train_seconds"] = round(float(seconds[-1]))
@@ -129,6 +145,8 @@ def run_summary(run_dir, eval_suffix):
     return row
 
 
+EARLY_STOP = "early stop since valid performance hasn't improved"  # fairseq-train's log line
+
 COLUMNS = [
     "variant",
     "valid_ppl",
@@ -136,7 +154,11 @@ COLUMNS = [
     "valid_tokens",
     "test_tokens",
     "eval_protocol",
+    "test_max_log_normalizer",
     "params",
+    "stopped_by",
+    "epochs",
+    "best_epoch",
     "updates",
     "train_seconds",
     "train_ppl",
@@ -150,6 +172,8 @@ def fmt(value):
     if value is None:
         return "–"
     if isinstance(value, float):
+        if 0 < abs(value) < 1e-3:
+            return f"{value:.1e}"
         return f"{value:.2f}" if abs(value) >= 10 else f"{value:.5g}"
     if isinstance(value, int) and value >= 10000:
         return f"{value:,}"
@@ -178,7 +202,11 @@ def table(args):
         "valid tokens",
         "test tokens",
         "eval blocks/context",
+        "test max abs log Σp",
         "params",
+        "stopped by",
+        "epochs",
+        "best epoch",
         "updates",
         "train time (s)",
         "last train ppl",
@@ -223,6 +251,65 @@ def protocols(args):
     print("\n".join(lines))
 
 
+TAU_COLUMNS = [
+    "variant",
+    "positions",
+    "tau_mean_over_vocabulary",
+    "tau_target_mean",
+    "tau_target_std",
+    "tau_target_p5",
+    "tau_target_p95",
+    "tau_min",
+    "tau_max",
+]
+
+
+def tau(args):
+    """tau statistics of CT models over a text, from their ctemp-ct-analysis dump TSVs."""
+    import numpy as np
+
+    labels = args.labels or [os.path.basename(os.path.dirname(os.path.abspath(p))) for p in args.dumps]
+    if len(labels) != len(args.dumps):
+        sys.exit("lm_results.py: error: give one --labels entry per --dumps file")
+    rows = []
+    for path, label in zip(args.dumps, labels):
+        if not os.path.exists(path):
+            sys.exit(f"lm_results.py: error: no dump {path} (ctemp-ct-analysis dump --output {path} ...)")
+        with open(path, newline="") as f:
+            records = list(csv.DictReader(f, delimiter="\t"))
+        if not records:
+            sys.exit(f"lm_results.py: error: {path} has no positions")
+        column = {
+            key: np.array([float(r[key]) for r in records])
+            for key in ("tau_target", "tau_mean", "tau_min", "tau_max")
+        }
+        target = column["tau_target"]
+        rows.append(
+            {
+                "variant": label,
+                "positions": len(records),
+                "tau_mean_over_vocabulary": float(column["tau_mean"].mean()),
+                "tau_target_mean": float(target.mean()),
+                "tau_target_std": float(target.std()),
+                "tau_target_p5": float(np.percentile(target, 5)),
+                "tau_target_p95": float(np.percentile(target, 95)),
+                "tau_min": float(column["tau_min"].min()),
+                "tau_max": float(column["tau_max"].max()),
+            }
+        )
+    os.makedirs(os.path.dirname(os.path.abspath(args.output)) or ".", exist_ok=True)
+    with open(args.output + ".csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, TAU_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    header = ["variant", "positions", "mean_v τ", "τ(target) mean", "std", "5 %", "95 %", "min τ", "max τ"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
+    lines += ["| " + " | ".join(fmt(row[c]) for c in TAU_COLUMNS) + " |" for row in rows]
+    with open(args.output + ".md", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -246,6 +333,11 @@ def main(argv=None):
     )
     t.add_argument("--output", required=True, help="output prefix: writes PREFIX.md and PREFIX.csv")
     t.set_defaults(func=table)
+    u = sub.add_parser("tau", help="tau statistics of CT models (markdown + CSV) from ct-analysis dumps")
+    u.add_argument("--dumps", nargs="+", required=True, help="ctemp-ct-analysis dump TSVs, one per model")
+    u.add_argument("--labels", nargs="+", help="one label per dump (default: its directory's name)")
+    u.add_argument("--output", required=True, help="output prefix: writes PREFIX.md and PREFIX.csv")
+    u.set_defaults(func=tau)
     r = sub.add_parser("protocols", help="test ppl of one checkpoint under several eval-lm settings")
     r.add_argument("--runs", required=True)
     r.add_argument("--variants", nargs="+", required=True)

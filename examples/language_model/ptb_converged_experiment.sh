@@ -6,7 +6,9 @@
 #   train    (default) trains and evaluates every variant of VARIANTS in EXP_DIR, one run at a time;
 #            re-running resumes the unfinished run from its checkpoint_last.pt and skips finished ones
 #   results  the table (RESULTS.md / .csv) and the validation curves (RESULTS_valid_curves.png) of
-#            the runs that have finished
+#            the runs that have finished; for the CT models among them, tau over the test text
+#            (ctemp-ct-analysis): statistics (RESULTS_tau.md / .csv) and tau against sentence position
+#            (RESULTS_tau_positions.png / .csv)
 # Variants: softmax, constant-T (a fixed temperature T, loss scaled by T), ct (contextual
 #   temperature), mos and ct-mos (MOS_COMPONENTS softmaxes), each optionally suffixed @SEED for
 #   another seed (default seed 1), e.g. "ct@2". The default list is the comparison's first pass.
@@ -18,8 +20,9 @@
 #      RESULTS (examples/language_model/results/ptb_converged), DEVICE_ARGS (--cpu)
 # Schedule: Adam, one validation per epoch (fairseq's reduce-on-plateau only sees end-of-epoch
 # validations), lr x 0.5 after an epoch without improvement; interrupted runs resume from the last
-# finished epoch. The checkpoint with the best validation loss is evaluated (checkpoint_best.pt) with evaluate.sh's protocol
-# (140/70, every test token scored once, token count checked).
+# finished epoch with their early-stopping count (train.sh trains with ctemp-train), so they stop
+# where they would have stopped uninterrupted. The checkpoint with the best validation loss is evaluated (checkpoint_best.pt) with evaluate.sh's protocol
+# (140/70, every test token scored once, token count and normalisation checked).
 # Run it with OMP_NUM_THREADS=1: the sizes above were chosen so that one run converges in about two
 # hours of one thread of a 2-core x86 CPU (see examples/language_model/README.md).
 set -euo pipefail
@@ -70,3 +73,24 @@ python=$([ -x "$here/../../.venv/bin/python" ] && echo "$here/../../.venv/bin/py
 "$python" "$here/lm_results.py" plot --logs $(for v in "${finished[@]}"; do echo "$exp/runs/$v/train.log"; done) \
   --labels "${finished[@]}" --x epoch --title "PTB, LSTM to early stopping: validation perplexity" \
   --output "${results}_valid_curves.png"
+
+# tau of the CT models over the test text: statistics and mean tau against sentence position
+ct_runs=()
+for run in "${finished[@]}"; do
+  case ${run%@*} in ct|ct-mos) ct_runs+=("$run") ;; esac
+done
+[ ${#ct_runs[@]} -gt 0 ] || exit 0
+text=${PTB_DIR:-$exp/data-bin/ptb.raw}/ptb.test.txt
+[ -f "$text" ] || die "no $text for the tau analysis of ${ct_runs[*]}: set PTB_DIR to the directory of ptb.test.txt"
+analysis=("$python" -m fairseq_ctemp.cli.ct_analysis)
+export PYTHONPATH="$here/../..${PYTHONPATH:+:$PYTHONPATH}"  # this checkout's fairseq_ctemp
+dumps=() checkpoints=()
+for run in "${ct_runs[@]}"; do
+  dump=$exp/runs/$run/tau_test.tsv checkpoints+=("$exp/runs/$run/checkpoint_best.pt") dumps+=("$dump")
+  [ -f "$dump" ] || "${analysis[@]}" dump --path "$exp/runs/$run/checkpoint_best.pt" --data "$DATA_BIN" \
+    --text "$text" --output "$dump" --cpu
+done
+"$python" "$here/lm_results.py" tau --dumps "${dumps[@]}" --labels "${ct_runs[@]}" --output "${results}_tau"
+"${analysis[@]}" positions --path "${checkpoints[@]}" --labels "${ct_runs[@]}" --data "$DATA_BIN" --text "$text" \
+  --stats target min max --cpu --force --title "PTB test: tau against sentence position" \
+  --output "${results}_tau_positions.png"

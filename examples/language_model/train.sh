@@ -18,10 +18,12 @@
 #   SCHEDULER          the whole --lr-scheduler option block (ptb/wt2: reduce_lr_on_plateau, lr x 0.25
 #                      after a validation without improvement; wt103: cosine with 4000 warm-up updates)
 #   SEED (1), LOG_INTERVAL (100), DEVICE_ARGS (e.g. --cpu, or --fp16 on GPUs)
-#   DRY_RUN=1          print the fairseq-train command and stop (nothing is checked or written)
+#   DRY_RUN=1          print the training command and stop (nothing is checked or written)
 # Extra arguments are appended last, so they override any default above (e.g. --lr-scheduler ...).
-# Logs go to SAVE_DIR/train.log (--log-format json, appended). Re-running resumes from
-# SAVE_DIR/checkpoint_last.pt; a finished run (SAVE_DIR/train.done) is skipped.
+# Logs go to SAVE_DIR/train.log (--log-format json, appended). Training runs fairseq-train through
+# ctemp-train, which carries the --patience count in the checkpoints: re-running resumes from
+# SAVE_DIR/checkpoint_last.pt and stops where the uninterrupted run would have stopped; a finished run
+# (SAVE_DIR/train.done) is skipped.
 set -euo pipefail
 usage() { sed -n '2,/^set -euo/{/^#/p;}' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 [ $# -ge 3 ] || usage
@@ -89,7 +91,7 @@ case $optimizer in
   *) opt=(--optimizer "$optimizer" --lr "${LR:-$lr_default}") ;;
 esac
 
-command=("$(tool fairseq-train)" "$data" --user-dir "$user_dir" --task language_modeling
+command=("$(tool ctemp-train)" "$data" --user-dir "$user_dir" --task language_modeling
   --save-dir "$save" --arch "${ARCH:-$arch_default}" "${preset[@]}" --output-head "$head" "${ct[@]}"
   --criterion ct_cross_entropy --best-checkpoint-metric nll_loss
   "${opt[@]}" "${scheduler[@]}" --clip-norm 0.25 --weight-decay "$weight_decay"

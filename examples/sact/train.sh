@@ -12,8 +12,10 @@
 #        epoch from this epoch, as the authors' code), SEED (1), EVAL_BLEU (1: validation BLEU picks
 #        checkpoint_best.pt; 0: validation loss does), BPE (sentencepiece for the ALT data, empty for
 #        word-level IWSLT), PATIENCE (10), DEVICE_ARGS (e.g. --cpu or --fp16)
-#        DRY_RUN=1 prints the fairseq-train command and stops (nothing is written)
-# Training resumes from SAVE_DIR/checkpoint_last.pt; a finished run is left as it is.
+#        DRY_RUN=1 prints the training command and stops (nothing is written)
+# Training runs fairseq-train through ctemp-train, which carries the --patience count in the
+# checkpoints: it resumes from SAVE_DIR/checkpoint_last.pt and stops where the uninterrupted run
+# would have stopped; a finished run is left as it is.
 # The log is appended to SAVE_DIR/train.log.
 set -euo pipefail
 [ $# -ge 3 ] || { sed -n '2,/^set -euo/{/^#/p;}' "$0"; exit 2; }
@@ -34,7 +36,7 @@ if [ "${EVAL_BLEU:-1}" = 1 ]; then
              --eval-bleu-detok space ${BPE:+--eval-bleu-remove-bpe "$BPE"}
              --best-checkpoint-metric bleu --maximize-best-checkpoint-metric)
 fi
-command=(fairseq-train "$data" --user-dir "$user_dir" --task translation -s "${SRC:-en}" -t "${TGT:-vi}"
+command=(ctemp-train "$data" --user-dir "$user_dir" --task translation -s "${SRC:-en}" -t "${TGT:-vi}"
   --arch "${ARCH:-sact_lstm_iwslt_en_vi}" "${temperature[@]}"
   --criterion cross_entropy --optimizer adam --lr "${LR:-3e-4}" --clip-norm "${CLIP_NORM:-10}"
   --lr-scheduler fixed --force-anneal "${DECAY_FROM:-12}" --lr-shrink 0.8

@@ -168,15 +168,7 @@ def fairseq_train(argv, patience=None):
     from fairseq import checkpoint_utils
     from fairseq_cli import train
 
-    # fairseq-train's log format (the recipes read it back): fairseq_cli.train sets it when imported
-    # first, but importing the plugin imported fairseq, which set another one.
-    logging.basicConfig(
-        format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
-        datefmt="%Y-%m-%d %H:%M:%S",
-        level=os.environ.get("LOGLEVEL", "INFO").upper(),
-        stream=sys.stdout,
-        force=True,
-    )
+    logs.use_fairseq_train_format()  # the recipes read the log back
     save_epoch_end_validations(checkpoint_utils)
     if patience is None and os.environ.get("ALT_PATIENCE_BEST"):
         patience = float(os.environ["ALT_PATIENCE_BEST"]), int(os.environ["ALT_PATIENCE_RUNS"])

@@ -1,0 +1,54 @@
+"""ctemp-train: a run interrupted after its best validation and resumed stops where the same run
+uninterrupted stops (fairseq's --patience count is carried in the checkpoints), where plain
+fairseq-train, resumed the same way, counts anew and trains on."""
+
+import torch
+from conftest import PLUGIN_DIR, TINY_LM, json_log_records, run_fairseq
+
+from fairseq_ctemp import early_stopping
+
+# A tiny LM that overfits the toy corpus fast at this learning rate: its validation loss is best at
+# epoch 9 and early stopping (patience 2) ends it at epoch 11.
+TRAIN = [
+    *("--user-dir", PLUGIN_DIR, "--task", "language_modeling", "--tokens-per-sample", "32", "--cpu"),
+    *("--optimizer", "adam", "--lr", "3e-2", "--max-tokens", "1024", "--seed", "1", "--num-workers", "0"),
+    *("--no-epoch-checkpoints", "--log-format", "json", "--patience", "2", *TINY_LM),
+]
+
+
+def train(program, data, save_dir, max_epoch):
+    log = run_fairseq(program, data, *TRAIN, "--save-dir", save_dir, "--max-epoch", max_epoch).stdout
+    return log, [(int(r["epoch"]), r["valid_loss"]) for r in json_log_records(log, "valid")]
+
+
+def test_a_resumed_run_stops_where_the_uninterrupted_run_stops(toy_data, tmp_path):
+    data = toy_data["lm_bin"]
+    log, full = train("ctemp-train", data, tmp_path / "full", 40)
+    assert "early stop since valid performance hasn't improved for last 2 runs" in log
+    losses = [loss for _, loss in full]
+    best = losses.index(min(losses))
+    stop = len(full)
+    assert stop == best + 3 < 40  # the stop is by patience, after the best and two worse epochs
+    interrupt = best + 2  # after the best and one worse validation: one left before the stop
+
+    # Interrupted at `interrupt`, then the same command with the full budget: the same validations,
+    # and the stop after the same epoch.
+    _, first = train("ctemp-train", data, tmp_path / "resumed", interrupt)
+    state = torch.load(tmp_path / "resumed" / "checkpoint_last.pt", weights_only=False)["extra_state"]
+    assert early_stopping.saved_state(state)["num_runs"] == 1
+    log, rest = train("ctemp-train", data, tmp_path / "resumed", 40)
+    assert "early stopping resumed" in log and "early stop since" in log
+    assert first + rest == full
+
+    # fairseq-train, interrupted and resumed the same way, counts its patience anew from the
+    # first validation after the resume (worse than the best) and trains beyond the stop.
+    train("fairseq-train", data, tmp_path / "plain", interrupt)
+    log, plain_rest = train("fairseq-train", data, tmp_path / "plain", 40)
+    assert plain_rest[-1][0] > stop
+
+
+def test_a_checkpoint_without_the_count_is_resumed_with_a_warning(toy_data, tmp_path):
+    train("fairseq-train", toy_data["lm_bin"], tmp_path, 1)
+    log, resumed = train("ctemp-train", toy_data["lm_bin"], tmp_path, 2)
+    assert "holds no early-stopping count (not written by ctemp-train)" in log
+    assert [epoch for epoch, _ in resumed] == [2]
