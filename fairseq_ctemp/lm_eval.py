@@ -5,11 +5,13 @@
     result.loss_base2, result.perplexity, result.tokens, result.max_log_normalizer
     lm_eval.check(result, expected_tokens=82430, subset="test")   # ValueError if a guard fails
 
-The arguments are fairseq-eval-lm's, and fairseq_cli.eval_lm.main runs unchanged on them. Two guards
+The arguments are fairseq-eval-lm's, and fairseq_cli.eval_lm.main runs unchanged on them. Guards
 watch it, so that a perplexity is known to be over the whole subset and of a distribution:
 - the scored tokens, which fairseq only writes into its log, are counted from the batches that its
   ``eval_lm`` scores (the non-padding targets; with --context-window the context tokens are padding
   there), so a caller can check that every token of the subset was scored exactly once;
+- fairseq leaves a token whose probability is 0 (log-probability -inf) out of the perplexity, with
+  only a log line: such tokens (and NaN ones) are counted;
 - every distribution that the scorer takes the targets' probabilities from is checked to sum to 1
   over the vocabulary: the largest |log sum_v p(v)| over all positions is reported. A head that
   divides by a temperature, mixes softmaxes or splits the vocabulary into clusters would otherwise
@@ -18,6 +20,7 @@ watch it, so that a perplexity is known to be over the whole subset and of a dis
 
 import contextlib
 import functools
+import math
 from typing import NamedTuple
 
 import fairseq_cli.eval_lm
@@ -27,48 +30,78 @@ from fairseq import options
 # The largest |log sum_v p(v)| (nats) that check() accepts: float32 rounding over 10^4-10^5 words is
 # ~1e-6; a head that forgets a normaliser, a cluster or a temperature is off by far more.
 NORMALIZATION_TOLERANCE = 1e-3
+CHECK_ELEMENTS = 2**24  # probabilities summed at a time (64 MB in float32)
 
 
 class Perplexity(NamedTuple):
     loss_base2: float  # mean negative log2-likelihood per scored token
     perplexity: float  # 2 ** loss_base2
-    tokens: int  # tokens scored
+    tokens: int  # tokens in the scored batches (non-padding targets)
     positions_checked: int  # positions whose whole distribution was summed
     max_log_normalizer: float  # the largest |log sum_v p(v)| over them, in nats (0 if normalised)
+    tokens_not_finite: int  # targets of probability 0 or NaN, which fairseq leaves out
 
 
-@contextlib.contextmanager
-def _guarded(counter, normalizer):
-    """fairseq_cli.eval_lm.eval_lm with its batch iterator wrapped to add each batch's non-padding
-    targets to counter[0], and each model's get_normalized_probs wrapped to add its positions to
-    normalizer[0] and keep the largest |log sum_v p(v)| in normalizer[1]."""
-    eval_lm = fairseq_cli.eval_lm.eval_lm
+class _Guards:
+    """What the guards count while fairseq_cli.eval_lm runs (see the module's doc)."""
 
-    def check_normalization(get_normalized_probs):
+    def __init__(self):
+        self.tokens = self.positions = self.not_finite = 0
+        self.max_log_normalizer = 0.0
+
+    def watch_batches(self, batch_iterator, pad):
+        for sample in batch_iterator:
+            if "target" in sample:  # fairseq skips the empty batches (no net_input, no target)
+                self.tokens += int(sample["target"].ne(pad).sum())
+            yield sample
+
+    def watch_distributions(self, get_normalized_probs, pad):
         @functools.wraps(get_normalized_probs)
         def checked(net_output, log_probs, sample=None):
             probs = get_normalized_probs(net_output, log_probs, sample=sample)
             with torch.no_grad():
-                values = probs.detach().float()
-                log_sums = values.logsumexp(-1) if log_probs else values.sum(-1).log()
-                normalizer[0] += log_sums.numel()
-                normalizer[1] = max(normalizer[1], float(log_sums.abs().max()) if log_sums.numel() else 0.0)
+                self.check(probs.detach(), log_probs, sample["target"] if sample else None, pad)
             return probs
 
         return checked
 
+    def check(self, probs, log_probs, target, pad):
+        rows = probs.reshape(-1, probs.size(-1))
+        step = max(1, CHECK_ELEMENTS // rows.size(1))  # bounded memory: V can be 10^5 words
+        for chunk in rows.split(step):
+            values = chunk.float()
+            log_sums = values.logsumexp(-1) if log_probs else values.sum(-1).log()
+            self.positions += log_sums.numel()
+            worst = float(log_sums.abs().max())
+            if math.isnan(worst) or worst > self.max_log_normalizer:  # a NaN stays: max() drops it
+                self.max_log_normalizer = worst
+        if target is not None and target.numel() == rows.size(0):  # the scorer's targets of these rows
+            target = target.reshape(-1)
+            picked = rows.gather(1, target.unsqueeze(1)).squeeze(1).float()
+            picked = picked if log_probs else picked.log()
+            self.not_finite += int((~torch.isfinite(picked) & target.ne(pad)).sum())
+
+    def result(self, results):
+        return Perplexity(
+            float(results["loss"]),
+            float(results["perplexity"]),
+            self.tokens,
+            self.positions,
+            self.max_log_normalizer,
+            self.not_finite,
+        )
+
+
+@contextlib.contextmanager
+def _guarded(guards):
+    """fairseq_cli.eval_lm.eval_lm with its batches and each model's get_normalized_probs watched."""
+    eval_lm = fairseq_cli.eval_lm.eval_lm
+
     def guarded_eval_lm(models, source_dictionary, batch_iterator, *args, **kwargs):
         pad = source_dictionary.pad()
-
-        def batches():
-            for sample in batch_iterator:
-                if "target" in sample:  # fairseq skips the empty batches (no net_input, no target)
-                    counter[0] += int(sample["target"].ne(pad).sum())
-                yield sample
-
         for model in models:
-            model.get_normalized_probs = check_normalization(model.get_normalized_probs)
-        return eval_lm(models, source_dictionary, batches(), *args, **kwargs)
+            model.get_normalized_probs = guards.watch_distributions(model.get_normalized_probs, pad)
+        return eval_lm(models, source_dictionary, guards.watch_batches(batch_iterator, pad), *args, **kwargs)
 
     fairseq_cli.eval_lm.eval_lm = guarded_eval_lm
     try:
@@ -80,19 +113,25 @@ def _guarded(counter, normalizer):
 def evaluate(argv):
     """fairseq-eval-lm on argv (its command-line arguments, without the program name)."""
     args = options.parse_args_and_arch(options.get_eval_lm_parser(), list(argv))
-    counter, normalizer = [0], [0, 0.0]
-    with _guarded(counter, normalizer):
+    guards = _Guards()
+    with _guarded(guards):
         results = fairseq_cli.eval_lm.main(args)
-    return Perplexity(float(results["loss"]), float(results["perplexity"]), counter[0], *normalizer)
+    return guards.result(results)
 
 
 def check(result, expected_tokens, subset):
     """ValueError, saying what is wrong, unless every one of the subset's expected_tokens was scored
-    once and every distribution summed to 1 within NORMALIZATION_TOLERANCE."""
+    once, with a finite log-probability, and every distribution summed to 1 within
+    NORMALIZATION_TOLERANCE."""
     if result.tokens != expected_tokens:
         raise ValueError(
             f"evaluated {result.tokens:,} tokens but {subset} has {expected_tokens:,} (tokens + </s>): "
             "the perplexity would not be over the whole corpus"
+        )
+    if result.tokens_not_finite:
+        raise ValueError(
+            f"{result.tokens_not_finite:,} of the {result.tokens:,} tokens have probability 0 or NaN, "
+            "which fairseq-eval-lm leaves out: the perplexity would not be over the whole corpus"
         )
     if result.positions_checked == 0:
         raise ValueError("no distribution was checked: the model's get_normalized_probs was never called")

@@ -4,6 +4,7 @@ exp(unscaled NLL) of the normalised distribution over every corpus token; resume
 training with c10d. The CLIs run in this process (conftest.run_fairseq) but for the 2 ranks, which
 are processes of their own."""
 
+import math
 import re
 
 import pytest
@@ -148,12 +149,13 @@ def test_the_evaluation_guards_pass_for_every_head(toy_data, trained, head):
     expected = corpus_tokens(toy_data["raw"] / "test.tgt")
     lm_eval.check(result, expected, "test")  # raises if a guard fails
     assert result.tokens == expected and result.positions_checked >= expected
-    assert result.max_log_normalizer < 1e-5
+    assert result.max_log_normalizer < 1e-5 and result.tokens_not_finite == 0
 
 
-def test_the_evaluation_refuses_a_distribution_that_does_not_sum_to_one(toy_data, trained, monkeypatch):
+def test_the_evaluation_refuses_unnormalised_or_zero_probabilities(toy_data, trained, monkeypatch):
     """A head whose log-probabilities are off by a constant (a temperature or normaliser applied
-    after the log-softmax) is caught, by how much it is off."""
+    after the log-softmax) is caught, by how much it is off; so is one that gives a target
+    probability 0 (fairseq-eval-lm would leave it out of the perplexity), and NaN."""
     original = TemperatureHeadDecoderMixin.get_normalized_probs
 
     def off_by_a_constant(self, net_output, log_probs, sample=None):
@@ -167,6 +169,37 @@ def test_the_evaluation_refuses_a_distribution_that_does_not_sum_to_one(toy_data
         lm_eval.check(result, result.tokens, "test")
     with pytest.raises(ValueError, match="evaluated .* tokens but test has"):
         lm_eval.check(result, result.tokens + 1, "test")
+
+    # a normalised distribution that gives </s> probability 0: fairseq would leave every </s> out
+    def no_end_of_sentence(self, net_output, log_probs, sample=None):
+        lprobs = original(self, net_output, True, sample)
+        lprobs[..., self.dictionary.eos()] = float("-inf")
+        lprobs = lprobs.log_softmax(-1)
+        return lprobs if log_probs else lprobs.exp()
+
+    monkeypatch.setattr(TemperatureHeadDecoderMixin, "get_normalized_probs", no_end_of_sentence)
+    result = eval_lm_api(toy_data["lm_bin"], trained["lstm-mos-ct"][0] / "checkpoint_last.pt")
+    lines = len((toy_data["raw"] / "test.tgt").read_text().splitlines())
+    assert result.max_log_normalizer < 1e-5 and result.tokens_not_finite == lines
+    with pytest.raises(ValueError, match=f"{lines} of the {result.tokens} tokens have probability 0 or NaN"):
+        lm_eval.check(result, result.tokens, "test")
+
+    # a NaN anywhere is reported as NaN and refused
+    monkeypatch.setattr(
+        TemperatureHeadDecoderMixin,
+        "get_normalized_probs",
+        lambda self, net_output, log_probs, sample=None: (
+            original(self, net_output, log_probs, sample) * float("nan")
+        ),
+    )
+    result = eval_lm_api(toy_data["lm_bin"], trained["lstm-mos-ct"][0] / "checkpoint_last.pt")
+    assert math.isnan(result.max_log_normalizer) and result.tokens_not_finite == result.tokens
+    with pytest.raises(
+        ValueError, match=f"{result.tokens} of the {result.tokens} tokens have probability 0 or NaN"
+    ):
+        lm_eval.check(result, result.tokens, "test")
+    with pytest.raises(ValueError, match="reaches nan nats"):
+        lm_eval.check(result._replace(tokens_not_finite=0), result.tokens, "test")
 
 
 def test_a_context_window_changes_the_conditioning_not_the_scored_tokens(toy_data, trained):

@@ -12,8 +12,9 @@
 #   from a zero state (no state is carried across blocks), so its context is at most CONTEXT_WINDOW +
 #   the block. Perplexity = 2^(mean base-2 NLL), unaffected by the training loss scale.
 # Checks that the number of evaluated tokens equals the corpus count recorded by prepare.sh
-# (DATA_BIN/counts.tsv: tokens + one </s> per line; PTB test: 82,430) and that every distribution
-# the scores come from sums to 1 over the vocabulary (fairseq_ctemp.lm_eval), and fails otherwise.
+# (DATA_BIN/counts.tsv: tokens + one </s> per line; PTB test: 82,430), that none has probability 0
+# (fairseq-eval-lm would leave it out) and that every distribution the scores come from sums to 1
+# over the vocabulary (fairseq_ctemp.lm_eval), and fails otherwise.
 # Writes SAVE_DIR/eval_SUBSET.json (with CHECKPOINT other than checkpoint_best.pt:
 # eval_SUBSET_<checkpoint name>.json) and the full log next to it; an existing result is kept.
 set -euo pipefail
@@ -65,6 +66,7 @@ record = {"dataset": dataset, "subset": subset, "checkpoint": checkpoint,
           "tokens_per_sample": int(tps), "context_window": int(context),
           "evaluated_tokens": scored.tokens, "expected_tokens": int(expected),
           "positions_checked": scored.positions_checked, "max_log_normalizer": scored.max_log_normalizer,
+          "tokens_not_finite": scored.tokens_not_finite,
           "loss_base2": scored.loss_base2, "ppl": scored.perplexity,
           "command": shlex.join(["fairseq-eval-lm", *eval_args]),
           "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
