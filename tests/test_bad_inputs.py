@@ -12,6 +12,7 @@ import collections
 import contextlib
 import hashlib
 import io
+import logging
 import os
 import runpy
 import shutil
@@ -1143,6 +1144,8 @@ def test_every_command_runs_as_python_m(console, module, monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", [module, "--help"])
     # as a fresh `python -m` finds it: not yet imported (runpy warns about one that is)
     monkeypatch.delitem(sys.modules, module, raising=False)
+    # ctemp-train logs as fairseq-train does, to this test's captured stdout: not to later tests'
+    monkeypatch.setattr(logging.getLogger(), "handlers", logging.getLogger().handlers[:])
     with pytest.raises(SystemExit) as exit_info:
         runpy.run_module(module, run_name="__main__", alter_sys=True)
     assert exit_info.value.code == 0
