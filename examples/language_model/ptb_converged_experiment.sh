@@ -21,10 +21,11 @@
 # Schedule: Adam, one validation per epoch (fairseq's reduce-on-plateau only sees end-of-epoch
 # validations), lr x 0.5 after an epoch without improvement; interrupted runs resume from the last
 # finished epoch with their early-stopping count (train.sh trains with ctemp-train), so they stop
-# where they would have stopped uninterrupted. The checkpoint with the best validation loss is evaluated (checkpoint_best.pt) with evaluate.sh's protocol
-# (140/70, every test token scored once, token count and normalisation checked).
-# Run it with OMP_NUM_THREADS=1: the sizes above were chosen so that one run converges in about two
-# hours of one thread of a 2-core x86 CPU (see examples/language_model/README.md).
+# where they would have stopped uninterrupted. The checkpoint with the best validation loss
+# (checkpoint_best.pt) is evaluated with evaluate.sh's protocol (140/70, every test token scored
+# once; token count, zero probabilities and normalisation checked).
+# Run it with OMP_NUM_THREADS=1: the sizes above were chosen for about two hours of one thread of a
+# 2-core x86 CPU per run; the runs need longer (see examples/language_model/README.md).
 set -euo pipefail
 usage() { sed -n '2,/^set -euo/{/^#/p;}' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 die() { echo "ptb_converged_experiment.sh: error: $*" >&2; exit 2; }
@@ -74,7 +75,7 @@ python=$([ -x "$here/../../.venv/bin/python" ] && echo "$here/../../.venv/bin/py
   --labels "${finished[@]}" --x epoch --title "PTB, LSTM to early stopping: validation perplexity" \
   --output "${results}_valid_curves.png"
 
-# tau of the CT models over the test text: statistics and mean tau against sentence position
+# tau of the CT models over the test text: statistics, and tau against sentence position
 ct_runs=()
 for run in "${finished[@]}"; do
   case ${run%@*} in ct|ct-mos) ct_runs+=("$run") ;; esac
