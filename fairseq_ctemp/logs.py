@@ -18,6 +18,9 @@ import re
 import sys
 
 KINDS = ("train_inner", "train", "valid")
+EARLY_STOP = (
+    "early stop since valid performance hasn't improved"  # fairseq-train's line when --patience ends a run
+)
 _SIMPLE_FIELD = re.compile(r"^(\S+) (\S+)$")  # "loss 6.543" of a simple-format "|"-separated line
 
 

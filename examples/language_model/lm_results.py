@@ -121,7 +121,7 @@ def run_summary(run_dir, eval_suffix):
         params = re.findall(r"num\. (?:shared )?model params: ([\d,]+)", text)
         if params:
             row["params"] = int(params[-1].replace(",", ""))
-        row["stopped_by"] = "early stop" if EARLY_STOP in text else "not early-stopped"
+        row["stopped_by"] = "early stop" if logs.EARLY_STOP in text else "not early-stopped"
         valid = {}  # epoch -> valid_nll_loss, a resumed run's repeated epochs keeping the latest
         for record in logs.read(log, "valid"):
             if "valid_nll_loss" in record:
@@ -144,8 +144,6 @@ def run_summary(run_dir, eval_suffix):
             row["updates"] = int(float(train[-1]["train_num_updates"]))
     return row
 
-
-EARLY_STOP = "early stop since valid performance hasn't improved"  # fairseq-train's log line
 
 COLUMNS = [
     "variant",

@@ -47,7 +47,7 @@ def training_summary(run_dir, patience):
     valid = [r for r in validations(run_dir) if "valid_bleu" in r]
     reason = (
         "early stop"
-        if "early stop since valid performance hasn't improved" in text
+        if logs.EARLY_STOP in text
         else "max update"
         if "Stopping training due to num_updates" in text
         else "max epoch / other"

@@ -12,9 +12,9 @@ model's input format (e.g. sentencepiece pieces), or pass --source-spm to encode
     ctemp-sact-heatmaps DATA_BIN --path CKPT --input SENTENCES \\
         --out-dir DIR [-s en -t vi] [--references REFS] [--beam 5] [--source-spm spm.en.model]
 
-Writes DIR/sact_attention.json ({"mode", "lambda", "tau_rows", "sentences": [{"source_tokens",
-"target_tokens", "tau", "attention"}], "checkpoint" as given}: tau[t] and attention[t][i] belong to target token t, which
-the model predicted from the tokens before it; tau[t] is a number for sact_lstm, a list with one
+Writes DIR/sact_attention.json ({"checkpoint" (the path as given), "mode", "lambda", "tau_rows",
+"sentences": [{"source_tokens", "target_tokens", "tau", "attention"}]}: tau[t] and attention[t][i]
+belong to target token t, which the model predicted from the tokens before it; tau[t] is a number for sact_lstm, a list with one
 number per entry of tau_rows ("layer 1", ... or "layer 1 head 1", ...) for sact_transformer) and
 DIR/sentence<N>.png. Existing files are never overwritten.
 """
