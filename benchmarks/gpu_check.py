@@ -86,6 +86,13 @@ def parse_args(argv=None):
         "--bench-timeout", type=float, default=70, help="seconds per benchmark (default %(default)s)"
     )
     p.add_argument(
+        "--test-workers",
+        type=int,
+        default=4,
+        help="pytest-xdist processes sharing the GPU for the tests; 0 runs them in this one "
+        "(default %(default)s: one at a time they take about twice as long)",
+    )
+    p.add_argument(
         "--preflight",
         action="store_true",
         help="only check the device (if torch is installed) and --out, then exit (make gpu-check runs "
@@ -101,6 +108,8 @@ def parse_args(argv=None):
     for option in ("test_timeout", "bench_timeout"):
         if not getattr(args, option) > 0:
             p.error(f"--{option.replace('_', '-')} must be > 0 seconds, got {getattr(args, option)}")
+    if args.test_workers < 0:
+        p.error(f"--test-workers must be >= 0, got {args.test_workers}")
     if not os.path.exists(args.tests):
         p.error(f"--tests {args.tests} does not exist")
     return args
@@ -280,6 +289,10 @@ def run_tests(args, out):
         f"--junitxml={os.path.abspath(junit)}",
     ]
     env = dict(os.environ)
+    if args.test_workers:
+        command += ["-n", str(args.test_workers)]
+        # The workers' CPU-side work (the fp32 CPU reference runs) shares the cores between them.
+        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // args.test_workers)))
     env.pop("CTEMP_CUDA_TESTS_ON_CPU", None)  # the report is about CUDA, never the tests' CPU dry run
     returncode, seconds = run_logged(command, os.path.join(out, "pytest.log"), args.test_timeout, env)
     cases = junit_cases(junit) if os.path.exists(junit) else []

@@ -253,6 +253,12 @@ def build_model(data, name):
     args = options.parse_args_and_arch(
         parser, [str(data), "--user-dir", PLUGIN_DIR, *task_args, "--dropout", "0", *MODELS[name]]
     )
+    # Every dropout off (the architectures' own defaults too: locked, embedding, weight, attention),
+    # so that training mode, which the gradients need (cuDNN's RNN backward refuses eval mode),
+    # computes the same function as eval mode; test_model_in_half_precision checks that it does.
+    for key, value in vars(args).items():
+        if "dropout" in key and isinstance(value, float):
+            setattr(args, key, 0.0)
     cfg = convert_namespace_to_omegaconf(args)
     task = tasks.setup_task(cfg.task)
     torch.manual_seed(1)
@@ -324,7 +330,10 @@ def test_model_in_half_precision(toy_data, name, precision):
         ("half", model, net_input, target),
         ("fp32", reference, cpu_input, target.cpu()),
     ):
+        m.train()  # as in fairseq-train; cuDNN's RNN backward refuses eval mode
         lp = m.get_normalized_probs(m(**inputs), log_probs=True)
+        if key == "fp32":  # no dropout left: training mode computes what eval mode did
+            torch.testing.assert_close(lp.detach(), expected, atol=1e-6, rtol=0)
         (-lp.gather(-1, y[..., None]).mean()).backward()
         grads[key] = [(n, p.grad) for n, p in m.named_parameters() if p.requires_grad and p.grad is not None]
     assert [n for n, _ in grads["half"]] == [n for n, _ in grads["fp32"]]

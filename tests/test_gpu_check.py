@@ -64,7 +64,16 @@ def test_report_on_the_cpu_has_every_cuda_test_skipped_and_a_benchmark(
     gpu_check, tmp_path, capsys, monkeypatch
 ):
     out = tmp_path / "report"
-    argv = ["--allow-cpu", "--smoke", "--benchmarks", "tempered_ce", "--tests", "tests/test_cuda.py"]
+    argv = [
+        "--allow-cpu",
+        "--smoke",
+        "--benchmarks",
+        "tempered_ce",
+        "--tests",
+        "tests/test_cuda.py",
+        "--test-workers",
+        "0",
+    ]
     monkeypatch.chdir(REPO)  # as make runs it
     assert gpu_check.main([*argv, "--out", str(out)]) == 0
     assert sorted(os.listdir(out)) == [
@@ -163,7 +172,19 @@ def test_outcomes_are_reported_as_pytest_gives_them(gpu_check, tmp_path):
         "def test_not_marked_cuda(): pass\n"
     )
     out = tmp_path / "report"
-    status = gpu_check.main(["--allow-cpu", "--benchmarks", "none", "--tests", str(tests), "--out", str(out)])
+    status = gpu_check.main(
+        [
+            "--allow-cpu",
+            "--benchmarks",
+            "none",
+            "--tests",
+            str(tests),
+            "--test-workers",
+            "2",
+            "--out",
+            str(out),
+        ]
+    )
     assert status == 1
     report = json.loads((out / "report.json").read_text())
     outcomes = {c["id"].split("::")[1]: (c["outcome"], c["message"]) for c in report["tests"]["cases"]}
@@ -223,7 +244,17 @@ def test_a_step_past_its_time_limit_is_stopped_and_reported(gpu_check, tmp_path)
         "    child.wait()\n"
     )
     out = tmp_path / "report"
-    argv = ["--allow-cpu", "--benchmarks", "none", "--tests", str(tests), "--test-timeout", "3"]
+    argv = [
+        "--allow-cpu",
+        "--benchmarks",
+        "none",
+        "--tests",
+        str(tests),
+        "--test-timeout",
+        "3",
+        "--test-workers",
+        "0",
+    ]
     assert gpu_check.main([*argv, "--out", str(out)]) == 1
     report = json.loads((out / "report.json").read_text())
     assert report["tests"]["status"] == "timeout" and report["tests"]["returncode"] is None

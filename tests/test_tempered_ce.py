@@ -288,3 +288,18 @@ def test_training_diagnostics_are_a_scaled_estimate_and_validation_ones_exact():
     for key, value in zip(("entropy", "entropy_untempered", "nll_loss_untempered"), reference[2:]):
         torch.testing.assert_close(exact[key].double(), value, rtol=1e-5, atol=1e-4)
         assert abs(float(estimate[key]) / float(value) - 1) < 0.05, key
+
+
+def test_training_diagnostics_are_exact_with_fewer_targets_than_sampled_positions():
+    """More positions than the sample (600 > 256) but fewer non-padding targets (< 240): each is
+    counted once, unscaled, so training logs the exact sums."""
+    task, dictionary = make_task(30)
+    logits, sample = random_batch(30, 20, 30, seed=5)
+    sample["target"][:, 8:] = PAD
+    sample["ntokens"] = int(sample["target"].ne(PAD).sum())
+    assert logits.shape[0] * logits.shape[1] > 256 > sample["ntokens"] > 100
+    criterion = make_criterion(task, 2.0, 0.1)
+    _, _, logged = criterion(LogitsModel(logits, dictionary), sample)
+    reference = slow_reference(logits, sample["target"], 2.0, 0.1, 0.0)
+    for key, value in zip(("entropy", "entropy_untempered", "nll_loss_untempered"), reference[2:]):
+        torch.testing.assert_close(logged[key].double(), value, rtol=1e-5, atol=1e-4)

@@ -226,24 +226,40 @@ class TemperedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
         if self.ignore_prefix_size > 0:
             logits = logits[:, self.ignore_prefix_size :, :]
         logits = logits.reshape(-1, logits.size(-1))
-        keep = target.ne(self.padding_idx).nonzero().squeeze(-1)
-        scale = 1.0
-        if self.training and len(keep) > _TRAINING_DIAGNOSTIC_ROWS:
-            spaced = torch.linspace(0, len(keep) - 1, _TRAINING_DIAGNOSTIC_ROWS, device=keep.device)
-            scale = len(keep) / _TRAINING_DIAGNOSTIC_ROWS
-            keep = keep[spaced.round().long()]
+        not_padding = target.ne(self.padding_idx)
+        if self.training and logits.size(0) > _TRAINING_DIAGNOSTIC_ROWS:
+            # Evenly spaced non-padding positions, found without .nonzero() (a host-device
+            # synchronisation mid-step): the q-th one is where the running count reaches q. With
+            # fewer positions than rows, each is found at least once: count it once, unscaled.
+            count = not_padding.cumsum(0)
+            n = count[-1]
+            q = torch.linspace(0, 1, _TRAINING_DIAGNOSTIC_ROWS, device=logits.device).mul_(n - 1)
+            rows = torch.searchsorted(count, q.round_().long() + 1).clamp_(max=logits.size(0) - 1)
+            weights = not_padding.index_select(0, rows)
+            weights[1:] &= rows[1:] != rows[:-1]
+            scale = (n / _TRAINING_DIAGNOSTIC_ROWS).clamp(min=1)
+            chunks = [(rows, weights.float() * scale)]
+        else:
+            keep = not_padding.nonzero().squeeze(-1)
+            chunks = [
+                (rows, None) for rows in keep.split(max(1, _DIAGNOSTIC_CHUNK_ELEMENTS // logits.size(-1)))
+            ]
         stats = torch.zeros(3, dtype=torch.float32, device=logits.device)
-        for rows in keep.split(max(1, _DIAGNOSTIC_CHUNK_ELEMENTS // logits.size(-1))):
+        for rows, weights in chunks:
             tempered = lprobs.index_select(0, rows).float()
             untempered = (
                 tempered
                 if self.temperature == 1.0
                 else F.log_softmax(logits.index_select(0, rows).float(), dim=-1)
             )
-            stats[0] -= (tempered.exp() * tempered).sum()
-            stats[1] -= (untempered.exp() * untempered).sum()
-            stats[2] -= untempered.gather(1, target.index_select(0, rows).unsqueeze(-1)).sum()
-        stats *= scale
+            per_row = torch.stack(
+                [
+                    -(tempered.exp() * tempered).sum(-1),
+                    -(untempered.exp() * untempered).sum(-1),
+                    -untempered.gather(1, target.index_select(0, rows).unsqueeze(-1)).squeeze(-1),
+                ]
+            )
+            stats += per_row.sum(1) if weights is None else per_row @ weights
         return {"entropy": stats[0], "entropy_untempered": stats[1], "nll_loss_untempered": stats[2]}
 
     @classmethod
