@@ -60,7 +60,12 @@ def carried_in_checkpoints():
         if extra_state is None or reset_optimizer or reset_meters:
             return extra_state
         state = saved_state(extra_state)
-        if state is None:
+        if state is None and getattr(counter, "best", None) is not None:  # set by the caller
+            logger.info(
+                f"{filename} holds no early-stopping count: keeping the one restored before "
+                f"(best {counter.best:.6g}, {counter.num_runs} validation(s) without improvement)"
+            )
+        elif state is None:
             logger.warning(
                 f"{filename} holds no early-stopping count (not written by ctemp-train): "
                 "--patience counts anew from the next validation"

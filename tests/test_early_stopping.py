@@ -52,3 +52,37 @@ def test_a_checkpoint_without_the_count_is_resumed_with_a_warning(toy_data, tmp_
     log, resumed = train("ctemp-train", toy_data["lm_bin"], tmp_path, 2)
     assert "holds no early-stopping count (not written by ctemp-train)" in log
     assert [epoch for epoch, _ in resumed] == [2]
+
+
+def test_the_alt_pipeline_carries_the_count_and_keeps_a_replayed_one_for_older_checkpoints(
+    toy_data, tmp_path
+):
+    """The ALT pipeline trains in its own process with the count carried in the checkpoints; a count
+    it replayed from the log (`patience`) serves only a checkpoint that holds none."""
+    from conftest import reset_fairseq_train_state
+
+    from fairseq_ctemp.alt import training
+
+    data = toy_data["lm_bin"]
+    train("fairseq-train", data, tmp_path, 1)  # a checkpoint without the count
+
+    def alt_train(max_epoch, patience):
+        args = [str(data), *TRAIN, "--save-dir", str(tmp_path), "--max-epoch", str(max_epoch)]
+        reset_fairseq_train_state()
+        try:
+            training.train_in_this_process(args, str(tmp_path / "alt.log"), patience)
+        finally:
+            reset_fairseq_train_state()
+        checkpoint = torch.load(tmp_path / "checkpoint_last.pt", weights_only=False)
+        return (tmp_path / "alt.log").read_text(), early_stopping.saved_state(checkpoint["extra_state"])
+
+    # A validation loss of 0 is never beaten: epoch 2 adds one validation without improvement.
+    log, state = alt_train(2, patience=(0.0, 1))
+    assert "holds no early-stopping count: keeping the one restored before (best 0, 1 validation(s)" in log
+    assert state == {"best": 0.0, "num_runs": 2}
+    # The checkpoint's count wins over a replayed one: epoch 3 is the third without improvement,
+    # and patience 2 stops the run there.
+    log, state = alt_train(3, patience=(99.0, 0))
+    assert "early stopping resumed: best 0, 2 validation(s) without improvement" in log
+    assert "early stop since valid performance hasn't improved for last 2 runs" in log
+    assert state == {"best": 0.0, "num_runs": 3}

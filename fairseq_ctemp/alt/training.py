@@ -164,9 +164,13 @@ def fairseq_train(argv, patience=None):
     """fairseq-train with the early-stopping state of a resumed run restored (single process;
     fairseq's own distributed training starts fresh processes, which count anew) and every
     validation's checkpoint kept under its interval name (save_epoch_end_validations).
-    patience: (best dev BLEU, validations without improvement), else read from ALT_PATIENCE_*."""
+    The count is carried in the checkpoints (early_stopping, as ctemp-train does); patience (best
+    dev BLEU, validations without improvement; else read from ALT_PATIENCE_*), replayed from the
+    log, only serves checkpoints written before they carried it (the log's BLEU has 2 decimals)."""
     from fairseq import checkpoint_utils
     from fairseq_cli import train
+
+    from .. import early_stopping
 
     logs.use_fairseq_train_format()  # the recipes read the log back
     save_epoch_end_validations(checkpoint_utils)
@@ -175,7 +179,8 @@ def fairseq_train(argv, patience=None):
     if patience is not None:
         train.should_stop_early.best, train.should_stop_early.num_runs = patience
     sys.argv = ["fairseq-train"] + argv
-    train.cli_main()
+    with early_stopping.carried_in_checkpoints():
+        train.cli_main()
 
 
 def train_in_this_process(argv, log_path, patience=None):
