@@ -213,3 +213,19 @@ def test_bad_inputs(ptb_like, tmp_path):
     fails(recipe("evaluate.sh", save, "ptb", "dev"), "unknown subset 'dev'")
     fails(recipe("evaluate.sh", save, "ptb5"), "unknown dataset 'ptb5'")
     assert recipe("train.sh", "ptb").returncode == 2  # usage
+
+
+def test_training_time_adds_up_every_process_of_a_resumed_run():
+    """fairseq's train_wall restarts at 0 in each process of a resumed run; an epoch trained again
+    after an interruption counts once."""
+    lm_results = example_script(os.path.join(RECIPES, "lm_results.py"))
+    start = "2026-01-01 00:00:00 | INFO | fairseq_cli.train | {'_name': None, 'common': {}}\n"
+
+    def epoch(n, wall):
+        return f'2026-01-01 00:00:00 | INFO | train | {{"epoch": {n}, "train_loss": "5.1", "train_wall": "{wall}"}}\n'
+
+    log = start + epoch(1, 100) + epoch(2, 200)  # killed during epoch 3
+    log += start + epoch(3, 250) + epoch(4, 370)  # a first epoch longer than the last one before
+    log += start + epoch(4, 140) + epoch(5, 260)  # epoch 4 again (killed before its checkpoint)
+    assert lm_results.training_seconds(log) == 100 + 100 + 250 + 140 + 120
+    assert lm_results.training_seconds(start) is None

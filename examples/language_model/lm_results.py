@@ -101,6 +101,25 @@ def read_json(path):
         return json.load(f)
 
 
+# fairseq-train logs its configuration once at each start: a resumed run's log has one per process.
+PROCESS_START = re.compile(r"(?m)^.*\| fairseq_cli\.train \| \{'_name'.*$")
+
+
+def training_seconds(log_text):
+    """fairseq's train_wall summed over the epochs a run kept, across resumes. train_wall counts
+    from the start of each process (so a resumed run's "done training in" covers its last part
+    only): within each process, an epoch took the difference to the one before. An epoch trained
+    again after an interruption counts once, as its latest record."""
+    per_epoch = {}
+    for process in PROCESS_START.split(log_text):
+        previous = 0.0
+        for record in logs.parse(process, "train"):
+            if "train_wall" in record:
+                per_epoch[int(record["epoch"])] = float(record["train_wall"]) - previous
+                previous = float(record["train_wall"])
+    return round(sum(per_epoch.values())) if per_epoch else None
+
+
 def run_summary(run_dir, eval_suffix):
     log = os.path.join(run_dir, "train.log")
     row = {"variant": os.path.basename(run_dir)}
@@ -129,9 +148,7 @@ def run_summary(run_dir, eval_suffix):
         if valid:
             row["epochs"] = max(valid)
             row["best_epoch"] = min(valid, key=lambda epoch: (valid[epoch], epoch))
-        seconds = re.findall(r"done training in ([\d.]+) seconds", text)
-        if seconds:
-            row["train_seconds"] = round(float(seconds[-1]))
+        row["train_seconds"] = training_seconds(text)
         inner = logs.read(log, "train_inner")
         if inner:
             last = inner[-1]
