@@ -13,11 +13,15 @@ resumed run stops exactly where it would have stopped without the interruption.
 
 fairseq calls ``should_stop_early`` before it saves the checkpoint of a validation, so each
 checkpoint holds the count after its own validation. As fairseq does for the best checkpoint value,
-``--reset-optimizer`` or ``--reset-meters`` start the count anew.
+``--reset-optimizer`` or ``--reset-meters`` start the count anew. The worker processes that fairseq's
+multi-GPU training spawns start afresh, without the patch; they inherit the environment variable
+``ENV`` set inside ``carried_in_checkpoints()``, and the plugin, which they import (``--user-dir``),
+then carries the count in them too (``install_if_requested``).
 """
 
 import contextlib
 import logging
+import os
 
 EXTRA_STATE_KEY = "ctemp_early_stopping"
 
@@ -29,12 +33,43 @@ def saved_state(extra_state):
     return (extra_state or {}).get(EXTRA_STATE_KEY)
 
 
+# Set while the count is carried: the processes fairseq spawns for multi-GPU training inherit it and,
+# when they import the plugin (--user-dir), carry the count too (install_if_requested).
+ENV = "CTEMP_EARLY_STOPPING_IN_CHECKPOINTS"
+
+
 @contextlib.contextmanager
 def carried_in_checkpoints():
-    """Save and restore should_stop_early's count with fairseq's checkpoints (see the module doc)."""
+    """Save and restore should_stop_early's count with fairseq's checkpoints (see the module doc),
+    in this process and in those that fairseq spawns from it."""
+    restore = _install()
+    previous = os.environ.get(ENV)
+    os.environ[ENV] = "1"
+    try:
+        yield
+    finally:
+        restore()
+        if previous is None:
+            os.environ.pop(ENV, None)
+        else:
+            os.environ[ENV] = previous
+
+
+def install_if_requested():
+    """In a process started under carried_in_checkpoints() (a spawned multi-GPU worker, which
+    imports the plugin afresh): carry the count there too, for the process's lifetime."""
+    if os.environ.get(ENV) == "1":
+        _install()
+
+
+def _install():
+    """Patch fairseq's Trainer to save and restore the count; returns the function that undoes it
+    (nothing to undo when it is patched already)."""
     from fairseq.trainer import Trainer
     from fairseq_cli import train
 
+    if getattr(Trainer.save_checkpoint, "carries_early_stopping", False):
+        return lambda: None
     counter = train.should_stop_early
     save, load = Trainer.save_checkpoint, Trainer.load_checkpoint
 
@@ -78,8 +113,10 @@ def carried_in_checkpoints():
             )
         return extra_state
 
+    save_checkpoint.carries_early_stopping = True
     Trainer.save_checkpoint, Trainer.load_checkpoint = save_checkpoint, load_checkpoint
-    try:
-        yield
-    finally:
+
+    def restore():
         Trainer.save_checkpoint, Trainer.load_checkpoint = save, load
+
+    return restore

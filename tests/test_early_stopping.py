@@ -2,8 +2,10 @@
 uninterrupted stops (fairseq's --patience count is carried in the checkpoints), where plain
 fairseq-train, resumed the same way, counts anew and trains on."""
 
+import os
+
 import torch
-from conftest import PLUGIN_DIR, TINY_LM, json_log_records, run_fairseq
+from conftest import PLUGIN_DIR, TINY_LM, json_log_records, run_cli, run_fairseq
 
 from fairseq_ctemp import early_stopping
 
@@ -86,3 +88,20 @@ def test_the_alt_pipeline_carries_the_count_and_keeps_a_replayed_one_for_older_c
     assert "early stopping resumed: best 0, 2 validation(s) without improvement" in log
     assert "early stop since valid performance hasn't improved for last 2 runs" in log
     assert state == {"best": 0.0, "num_runs": 3}
+
+
+def test_a_fresh_process_under_ctemp_train_carries_the_count(toy_data, tmp_path, monkeypatch):
+    """A worker that fairseq's multi-GPU training spawns is a fresh interpreter with ctemp-train's
+    environment, importing the plugin for --user-dir: plain fairseq-train in such a process carries
+    the count; without the variable it does not."""
+    monkeypatch.delenv(early_stopping.ENV, raising=False)
+    with early_stopping.carried_in_checkpoints():
+        env = {early_stopping.ENV: os.environ[early_stopping.ENV]}
+    assert early_stopping.ENV not in os.environ  # set for the processes started inside only
+    for carried, variables in ((True, env), (False, {early_stopping.ENV: ""})):
+        save = tmp_path / str(carried)
+        run_cli(
+            "fairseq-train", toy_data["lm_bin"], *TRAIN, "--max-epoch", "1", "--save-dir", save, env=variables
+        )
+        state = torch.load(save / "checkpoint_last.pt", weights_only=False)["extra_state"]
+        assert (early_stopping.saved_state(state) is not None) is carried

@@ -6,7 +6,8 @@ patience anew and trains longer than the same run uninterrupted.
     ctemp-train data-bin/ptb --user-dir "$(ctemp-user-dir)" --task language_modeling \\
         --save-dir ckpt --patience 3 ...       # interrupted: the same command resumes it
 
-One process: fairseq's multi-GPU training spawns fresh workers, in which the count is not carried.
+The count is carried in the workers that fairseq's multi-GPU training spawns too (they import the
+plugin: ``--user-dir``).
 """
 
 import sys
