@@ -130,6 +130,12 @@ def in_process(main, argv):
     return code or 0, out.getvalue()
 
 
+def ctemp_train(argv):
+    from fairseq_ctemp.cli import train
+
+    train.main(argv)
+
+
 def quickstart(argv):
     saved = sys.argv
     sys.argv = ["quickstart.py", *argv]
@@ -801,6 +807,13 @@ CASES = [
         ["ctemp-train"],  # a subprocess, as the line above
         [*TRAIN, "tempered_ce", "--softmax-temperature", "1e-9"],
         "ctemp-train: error: --softmax-temperature must be in [0.01, 100], got 1e-09",
+    ),
+    (
+        "ctemp-train: --user-dir of another copy of the plugin",
+        ctemp_train,
+        [*TRAIN, "tempered_ce", "--user-dir", "{root}/checkout/fairseq_ctemp"],
+        "ctemp-train: error: --user-dir {root}/checkout/fairseq_ctemp is another copy of fairseq_ctemp than "
+        "the one ctemp-train runs from",
     ),
     (
         "train: degenerate --ct-constant",

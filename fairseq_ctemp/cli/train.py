@@ -10,7 +10,31 @@ The count is carried in the workers that fairseq's multi-GPU training spawns too
 plugin: ``--user-dir``).
 """
 
+import os
 import sys
+
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def check_user_dir(argv):
+    """ctemp-train runs from this package, so fairseq would refuse a --user-dir naming another copy
+    of fairseq_ctemp (ImportError "not globally unique", with a traceback). Returns the one-line
+    reason, or None."""
+    user_dir = None  # the last one given, as argparse takes it
+    for i, arg in enumerate(argv):
+        if arg == "--user-dir" and i + 1 < len(argv):
+            user_dir = argv[i + 1]
+        elif arg.startswith("--user-dir="):
+            user_dir = arg.split("=", 1)[1]
+    if user_dir is None or os.path.basename(os.path.normpath(user_dir)) != "fairseq_ctemp":
+        return None
+    if os.path.realpath(user_dir) == os.path.realpath(PACKAGE_DIR):
+        return None
+    return (
+        f"--user-dir {user_dir} is another copy of fairseq_ctemp than the one ctemp-train runs from "
+        f"({PACKAGE_DIR}): give --user-dir {PACKAGE_DIR} (what ctemp-user-dir prints), or run the "
+        "other copy's own ctemp-train"
+    )
 
 
 def cli_main():
@@ -27,7 +51,12 @@ def main(argv=None):
     from .. import logs
 
     # fairseq's usage and the plugin's option errors name the program
-    sys.argv = ["ctemp-train", *(sys.argv[1:] if argv is None else argv)]
+    args = sys.argv[1:] if argv is None else list(argv)
+    problem = check_user_dir(args)
+    if problem:
+        print(f"ctemp-train: error: {problem}", file=sys.stderr)
+        sys.exit(2)
+    sys.argv = ["ctemp-train", *args]
     logs.use_fairseq_train_format()
     cli_main()
 
