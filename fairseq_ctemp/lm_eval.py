@@ -4,6 +4,7 @@
                                "--gen-subset", "test", "--tokens-per-sample", "140", "--context-window", "70"])
     result.loss_base2, result.perplexity, result.tokens, result.max_log_normalizer
     lm_eval.check(result, expected_tokens=82430, subset="test")   # ValueError if a guard fails
+    lm_eval.evaluate(argv, sentences=True).sentences              # [(NLL in nats, tokens)] per line
 
 The arguments are fairseq-eval-lm's, and fairseq_cli.eval_lm.main runs unchanged on them. Guards
 watch it, so that a perplexity is known to be over the whole subset and of a distribution:
@@ -16,16 +17,21 @@ watch it, so that a perplexity is known to be over the whole subset and of a dis
   over the vocabulary: the largest |log sum_v p(v)| over all positions is reported. A head that
   divides by a temperature, mixes softmaxes or splits the vocabulary into clusters would otherwise
   report a perplexity of something that is not a distribution without any sign of it.
+
+With ``sentences=True`` the scorer's per-token log-probabilities are kept too, and summed per
+sentence of the subset (the scored stream, blocks in order, split after each </s>): what a paired
+test between two models resamples.
 """
 
 import contextlib
 import functools
 import math
-from typing import NamedTuple
+from typing import List, NamedTuple, Optional, Tuple
 
 import fairseq_cli.eval_lm
 import torch
 from fairseq import options
+from fairseq.sequence_scorer import SequenceScorer
 
 # The largest |log sum_v p(v)| (nats) that check() accepts: float32 rounding over 10^4-10^5 words is
 # ~1e-6; a head that forgets a normaliser, a cluster or a temperature is off by far more.
@@ -40,14 +46,42 @@ class Perplexity(NamedTuple):
     positions_checked: int  # positions whose whole distribution was summed
     max_log_normalizer: float  # the largest |log sum_v p(v)| over them, in nats (0 if normalised)
     tokens_not_finite: int  # targets of probability 0 or NaN, which fairseq leaves out
+    # with sentences=True: (negative log-likelihood in nats, tokens) of each sentence, in order
+    sentences: Optional[List[Tuple[float, int]]] = None
 
 
 class _Guards:
     """What the guards count while fairseq_cli.eval_lm runs (see the module's doc)."""
 
-    def __init__(self):
+    def __init__(self, keep_scores=False):
         self.tokens = self.positions = self.not_finite = 0
         self.max_log_normalizer = 0.0
+        self.scores = {} if keep_scores else None  # sample id -> (target tokens, log-probabilities)
+        self.eos = None  # the dictionary's </s>, which ends every sentence of the stream
+
+    def watch_scorer(self, generate):
+        @functools.wraps(generate)
+        def watched(scorer, models, sample, **kwargs):
+            hypos = generate(scorer, models, sample, **kwargs)
+            if self.scores is not None:
+                for sample_id, (hypo, *_) in zip(sample["id"].tolist(), hypos):
+                    self.scores[sample_id] = (hypo["tokens"].cpu(), hypo["positional_scores"].double().cpu())
+            return hypos
+
+        return watched
+
+    def sentences(self, eos):
+        """(NLL in nats, tokens) per sentence of the scored stream: the blocks in id order (the
+        subset's order), cut after each </s>."""
+        if not self.scores:
+            return []
+        tokens = torch.cat([self.scores[i][0] for i in sorted(self.scores)])
+        scores = torch.cat([self.scores[i][1] for i in sorted(self.scores)])
+        ends = (tokens == eos).nonzero().squeeze(-1).add(1).tolist()
+        if not ends or ends[-1] != len(tokens):  # a last line without </s>
+            ends.append(len(tokens))
+        starts = [0] + ends[:-1]
+        return [(-float(scores[a:b].sum()), b - a) for a, b in zip(starts, ends)]
 
     def watch_batches(self, batch_iterator, pad):
         for sample in batch_iterator:
@@ -89,6 +123,7 @@ class _Guards:
             self.positions,
             self.max_log_normalizer,
             self.not_finite,
+            None if self.scores is None else self.sentences(self.eos),
         )
 
 
@@ -98,22 +133,26 @@ def _guarded(guards):
     eval_lm = fairseq_cli.eval_lm.eval_lm
 
     def guarded_eval_lm(models, source_dictionary, batch_iterator, *args, **kwargs):
-        pad = source_dictionary.pad()
+        pad, guards.eos = source_dictionary.pad(), source_dictionary.eos()
         for model in models:
             model.get_normalized_probs = guards.watch_distributions(model.get_normalized_probs, pad)
         return eval_lm(models, source_dictionary, guards.watch_batches(batch_iterator, pad), *args, **kwargs)
 
+    generate = SequenceScorer.generate
     fairseq_cli.eval_lm.eval_lm = guarded_eval_lm
+    SequenceScorer.generate = guards.watch_scorer(generate)
     try:
         yield
     finally:
         fairseq_cli.eval_lm.eval_lm = eval_lm
+        SequenceScorer.generate = generate
 
 
-def evaluate(argv):
-    """fairseq-eval-lm on argv (its command-line arguments, without the program name)."""
+def evaluate(argv, sentences=False):
+    """fairseq-eval-lm on argv (its command-line arguments, without the program name); with
+    sentences=True, also each sentence's NLL (``Perplexity.sentences``)."""
     args = options.parse_args_and_arch(options.get_eval_lm_parser(), list(argv))
-    guards = _Guards()
+    guards = _Guards(keep_scores=sentences)
     with _guarded(guards):
         results = fairseq_cli.eval_lm.main(args)
     return guards.result(results)

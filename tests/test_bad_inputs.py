@@ -967,6 +967,12 @@ CASES = [
         "no log {root}/none.log",
     ),
     (
+        "lm_results: compare without a baseline",
+        lm_results,
+        ["compare", "--runs", "{root}", "--variants", "softmax", "--output", "{root}/compare"],
+        "--variants needs a baseline and at least one variant to compare",
+    ),
+    (
         "lm_results: tau of a missing dump",
         lm_results,
         ["tau", "--dumps", "{root}/none/tau_test.tsv", "--output", "{root}/new/tau"],

@@ -152,6 +152,26 @@ def test_the_evaluation_guards_pass_for_every_head(toy_data, trained, head):
     assert result.max_log_normalizer < 1e-5 and result.tokens_not_finite == 0
 
 
+def test_sentence_scores_are_the_lines_of_the_subset_and_add_up_to_the_perplexity(toy_data, trained):
+    """lm_eval.evaluate(sentences=True): one (NLL, tokens) per line of the raw test text, with that
+    line's words + </s>, summing to fairseq's loss over the whole subset."""
+    head = sorted(HEADS)[0]
+    argv = [
+        str(toy_data["lm_bin"]),
+        "--user-dir",
+        PLUGIN_DIR,
+        "--path",
+        str(trained[head][0] / "checkpoint_last.pt"),
+    ]
+    argv += ["--cpu", "--gen-subset", "test", "--max-tokens", "4000", "--num-workers", "0"]
+    result = lm_eval.evaluate([*argv, "--tokens-per-sample", "64", "--context-window", "16"], sentences=True)
+    lines = (toy_data["raw"] / "test.tgt").read_text().splitlines()
+    assert [n for _, n in result.sentences] == [len(line.split()) + 1 for line in lines]
+    nll = sum(x for x, _ in result.sentences)
+    assert nll / result.tokens / math.log(2) == pytest.approx(result.loss_base2, rel=1e-6)
+    assert lm_eval.evaluate(argv + ["--tokens-per-sample", "64"]).sentences is None  # only when asked
+
+
 def test_the_evaluation_refuses_unnormalised_or_zero_probabilities(toy_data, trained, monkeypatch):
     """A head whose log-probabilities are off by a constant (a temperature or normaliser applied
     after the log-softmax) is caught, by how much it is off; so is one that gives a target

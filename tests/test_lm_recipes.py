@@ -143,6 +143,21 @@ def test_recipes_end_to_end(ptb_like):
     assert result["ppl"] < 1.05 * unigram_perplexity(raw / "ptb.train.txt", raw / "ptb.test.txt")
     assert "not re-evaluating" in ok(recipe("evaluate.sh", save, "ptb", "test", env=env))
     assert json.loads((save / "eval_test.json").read_text()) == result  # never overwritten
+    # each line's NLL and tokens, for lm_results.py compare: they add up to the result
+    with open(save / "eval_test.sentences.tsv") as f:
+        sentences = [(float(r["nll_nats"]), int(r["tokens"])) for r in csv.DictReader(f, delimiter="\t")]
+    assert [n for _, n in sentences] == [
+        len(line.split()) + 1 for line in (raw / "ptb.test.txt").read_text().splitlines()
+    ]
+    assert sum(x for x, _ in sentences) / result["evaluated_tokens"] / math.log(2) == pytest.approx(
+        result["loss_base2"]
+    )
+    # a result evaluated before sentences were written gets them, the result itself kept
+    (save / "eval_test.sentences.tsv").rename(root / "sentences.tsv")
+    stamp = (save / "eval_test.json").stat().st_mtime_ns
+    assert "eval_test.json kept)" in ok(recipe("evaluate.sh", save, "ptb", "test", env=env))
+    assert (save / "eval_test.sentences.tsv").read_text() == (root / "sentences.tsv").read_text()
+    assert (save / "eval_test.json").stat().st_mtime_ns == stamp
 
     # Learning curves -> PNG, and the results table.
     png = root / "curves.png"
@@ -229,3 +244,41 @@ def test_training_time_adds_up_every_process_of_a_resumed_run():
     log += start + epoch(4, 140) + epoch(5, 260)  # epoch 4 again (killed before its checkpoint)
     assert lm_results.training_seconds(log) == 100 + 100 + 250 + 140 + 120
     assert lm_results.training_seconds(start) is None
+
+
+def test_compare_pairs_the_sentences_of_two_runs(tmp_path):
+    """lm_results.py compare: a variant better by 0.1 nats on every token has ratio e^-0.1 and
+    p < 1/samples; one that only adds symmetric noise to the baseline's sentences has p > 0.05."""
+    import numpy as np
+
+    lm_results = example_script(os.path.join(RECIPES, "lm_results.py"))
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(5, 30, size=400)
+    base = tokens * 4.5 + rng.normal(0, 10, size=400)
+    noise = rng.normal(0, 3, size=400)
+    for name, nll in (("a", base), ("better", base - 0.1 * tokens), ("noisy", base + noise - noise.mean())):
+        (tmp_path / name).mkdir()
+        rows = "".join(f"{float(x)!r}\t{int(n)}\n" for x, n in zip(nll, tokens))
+        (tmp_path / name / "eval_test.sentences.tsv").write_text("nll_nats\ttokens\n" + rows)
+    out = tmp_path / "compare"
+    run_main(
+        lm_results.main,
+        "compare",
+        "--runs",
+        tmp_path,
+        "--variants",
+        "a",
+        "better",
+        "noisy",
+        "--samples",
+        "2000",
+        "--output",
+        out,
+    )
+    with open(out.with_suffix(".csv")) as f:
+        better, noisy = csv.DictReader(f)
+    assert float(better["ppl_ratio"]) == pytest.approx(math.exp(-0.1)) and float(better["p_value"]) == 0
+    assert float(better["ppl_baseline"]) == pytest.approx(math.exp(base.sum() / tokens.sum()))
+    assert float(noisy["ppl_ratio"]) == pytest.approx(1.0) and float(noisy["p_value"]) > 0.05
+    assert float(noisy["ratio_low"]) < 1 < float(noisy["ratio_high"])
+    assert "< 0.0005" in (tmp_path / "compare.md").read_text()

@@ -16,7 +16,9 @@
 # (fairseq-eval-lm would leave it out) and that every distribution the scores come from sums to 1
 # over the vocabulary (fairseq_ctemp.lm_eval), and fails otherwise.
 # Writes SAVE_DIR/eval_SUBSET.json (with CHECKPOINT other than checkpoint_best.pt:
-# eval_SUBSET_<checkpoint name>.json) and the full log next to it; an existing result is kept.
+# eval_SUBSET_<checkpoint name>.json), the full log next to it, and eval_SUBSET.sentences.tsv: each
+# line's NLL (nats) and tokens, what lm_results.py compare resamples. An existing result is kept; a
+# result without its sentences file gets one (the evaluation is rerun and must give its perplexity).
 set -euo pipefail
 usage() { sed -n '2,/^set -euo/{/^#/p;}' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 [ $# -ge 2 ] && [ $# -le 3 ] || usage
@@ -33,10 +35,12 @@ esac
 [ "$context" -lt "$tps" ] || die "CONTEXT_WINDOW ($context) must be smaller than TOKENS_PER_SAMPLE ($tps)"
 name=eval_$subset
 [ "$checkpoint" = checkpoint_best.pt ] || name=${name}_$(basename "$checkpoint" .pt)
-result=$save/$name.json
-if [ -f "$result" ]; then
+result=$save/$name.json sentences=$save/$name.sentences.tsv
+if [ -f "$result" ] && [ -f "$sentences" ]; then
   log "$result exists; not re-evaluating:"; cat "$result"; exit 0
 fi
+[ -f "$result" ] || [ ! -f "$sentences" ] \
+  || die "$sentences exists without $result (an interrupted evaluation?): move it away to evaluate again"
 [ -f "$save/$checkpoint" ] || die "no checkpoint $save/$checkpoint (train first, or set CHECKPOINT)"
 [ -f "$data/$subset.idx" ] || die "no $subset split in $data (run prepare.sh $dataset first, or set DATA_BIN)"
 expected=$(awk -v s="$subset" '$1 == s {print $3}' "$data/counts.tsv" 2>/dev/null || true)
@@ -50,18 +54,33 @@ eval_args=("$data" --user-dir "$user_dir" --path "$save/$checkpoint"
   --gen-subset "$subset" --tokens-per-sample "$tps" --context-window "$context"
   --max-tokens "${MAX_TOKENS:-8000}" --num-workers 0 $device)
 log_file=$save/$name.log
+only_sentences=$([ -f "$result" ] && echo 1 || echo 0)
+[ "$only_sentences" = 0 ] || log_file=$save/$name.sentences.log  # the first evaluation's log is kept
 # fairseq-eval-lm through its Python API (fairseq_ctemp.lm_eval): typed results and the count of
 # scored tokens, not its log text.
 PYTHONPATH="$repo_root${PYTHONPATH:+:$PYTHONPATH}" "$(python_bin)" - "$result" "$expected" "$dataset" "$subset" \
   "$save/$checkpoint" "$tps" "$context" "${eval_args[@]}" > "$log_file" 2>&1 <<'EOF' || { tail -20 "$log_file" >&2; die "evaluation failed (log: $log_file)"; }
-import json, shlex, sys, time
+import json, math, os, shlex, sys, time
 from fairseq_ctemp import lm_eval
 result, expected, dataset, subset, checkpoint, tps, context, *eval_args = sys.argv[1:]
-scored = lm_eval.evaluate(eval_args)
+scored = lm_eval.evaluate(eval_args, sentences=True)
 try:
     lm_eval.check(scored, int(expected), subset)
 except ValueError as e:
     sys.exit(f"evaluate.sh: error: {e}; not writing {result}")
+sentences = result[: -len(".json")] + ".sentences.tsv"
+if os.path.exists(result):  # an earlier result without its sentences: the same perplexity, or nothing
+    with open(result) as f:
+        recorded = json.load(f)["loss_base2"]
+    if not math.isclose(recorded, scored.loss_base2, rel_tol=1e-6):
+        sys.exit(f"evaluate.sh: error: {result} records loss {recorded} but the evaluation gives "
+                 f"{scored.loss_base2}: not writing {sentences}")
+with open(sentences, "x") as f:
+    f.write("nll_nats\ttokens\n")
+    f.writelines(f"{nll!r}\t{n}\n" for nll, n in scored.sentences)
+if os.path.exists(result):
+    print(f"wrote {sentences}; {result} kept")
+    sys.exit(0)
 record = {"dataset": dataset, "subset": subset, "checkpoint": checkpoint,
           "tokens_per_sample": int(tps), "context_window": int(context),
           "evaluated_tokens": scored.tokens, "expected_tokens": int(expected),
@@ -75,4 +94,5 @@ with open(result, "x") as f:
     f.write("\n")
 print(json.dumps(record))
 EOF
+[ "$only_sentences" = 0 ] || log "wrote $sentences ($result kept)"
 cat "$result"

@@ -17,6 +17,11 @@
       test perplexity of the same checkpoint under different eval-lm block / context settings
       (RUNS_DIR/<variant>/protocol_<block>_<context>/eval_test_checkpoint_last.json).
 
+  lm_results.py compare --runs RUNS_DIR --variants softmax mos ... [--subset test] --output PREFIX
+      PREFIX.md and PREFIX.csv: each variant's perplexity against the first's, with a paired
+      bootstrap over the subset's sentences (evaluate.sh's eval_SUBSET.sentences.tsv): the ratio of
+      the perplexities, its 95 % interval and the two-sided p-value of "no difference".
+
 For the temperatures themselves (tau per position, heat maps) see ctemp-ct-analysis.
 """
 
@@ -325,6 +330,110 @@ def tau(args):
     print("\n".join(lines))
 
 
+COMPARE_COLUMNS = [
+    "baseline",
+    "variant",
+    "ppl_baseline",
+    "ppl_variant",
+    "ppl_ratio",
+    "ratio_low",
+    "ratio_high",
+    "p_value",
+    "sentences",
+    "samples",
+]
+
+
+def read_sentences(path):
+    """(NLL in nats, tokens) per sentence, as numpy arrays, from evaluate.sh's sentences TSV."""
+    import numpy as np
+
+    if not os.path.exists(path):
+        sys.exit(f"lm_results.py: error: no {path} (evaluate.sh writes it; run it again for an older result)")
+    with open(path) as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    return np.array([float(r["nll_nats"]) for r in rows]), np.array([int(r["tokens"]) for r in rows])
+
+
+def paired_bootstrap(nll_a, nll_b, tokens, samples, seed):
+    """Resample the sentences with replacement `samples` times; per resample, the difference of the
+    per-token NLL (nats) of b and a. Returns (ppl ratio b / a, its 2.5 and 97.5 percentiles, the
+    two-sided p-value of a difference of 0: twice the smaller share of resamples on either side)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    diffs = []
+    for start in range(0, samples, 500):  # 500 resamples at a time: bounded memory
+        idx = rng.integers(0, len(tokens), size=(min(500, samples - start), len(tokens)))
+        diffs.append((nll_b[idx].sum(1) - nll_a[idx].sum(1)) / tokens[idx].sum(1))
+    diffs = np.concatenate(diffs)
+    observed = (nll_b.sum() - nll_a.sum()) / tokens.sum()
+    p = min(1.0, 2 * min(float((diffs <= 0).mean()), float((diffs >= 0).mean())))
+    low, high = np.percentile(diffs, [2.5, 97.5])
+    return float(np.exp(observed)), float(np.exp(low)), float(np.exp(high)), p
+
+
+def compare(args):
+    """Each variant's perplexity against the first's, paired over the subset's sentences."""
+    import numpy as np
+
+    if len(args.variants) < 2:
+        sys.exit("lm_results.py: error: --variants needs a baseline and at least one variant to compare")
+    if args.samples < 100:
+        sys.exit(f"lm_results.py: error: --samples must be >= 100, got {args.samples}")
+    name = f"eval_{args.subset}.sentences.tsv"
+    scored = {v: read_sentences(os.path.join(args.runs, v, name)) for v in args.variants}
+    baseline = args.variants[0]
+    nll_a, tokens = scored[baseline]
+    rows = []
+    for variant in args.variants[1:]:
+        nll_b, tokens_b = scored[variant]
+        if not np.array_equal(tokens, tokens_b):
+            sys.exit(
+                f"lm_results.py: error: {variant} and {baseline} were not scored on the same sentences ({name})"
+            )
+        ratio, low, high, p = paired_bootstrap(nll_a, nll_b, tokens, args.samples, args.seed)
+        rows.append(
+            {
+                "baseline": baseline,
+                "variant": variant,
+                "ppl_baseline": float(np.exp(nll_a.sum() / tokens.sum())),
+                "ppl_variant": float(np.exp(nll_b.sum() / tokens.sum())),
+                "ppl_ratio": ratio,
+                "ratio_low": low,
+                "ratio_high": high,
+                "p_value": p,
+                "sentences": len(tokens),
+                "samples": args.samples,
+            }
+        )
+    os.makedirs(os.path.dirname(os.path.abspath(args.output)) or ".", exist_ok=True)
+    with open(args.output + ".csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, COMPARE_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    header = [
+        "baseline",
+        "variant",
+        f"{args.subset} ppl, baseline",
+        "variant",
+        "ppl ratio",
+        "95 % interval",
+        "p",
+        "sentences",
+    ]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] * 2 + ["---:"] * 6) + "|"]
+    for r in rows:
+        p = f"< {1 / r['samples']:g}" if r["p_value"] == 0 else f"{r['p_value']:.3g}"
+        lines.append(
+            f"| {r['baseline']} | {r['variant']} | {r['ppl_baseline']:.2f} | {r['ppl_variant']:.2f} | "
+            f"{r['ppl_ratio']:.4f} | {r['ratio_low']:.4f}–{r['ratio_high']:.4f} | {p} | {r['sentences']:,} |"
+        )
+    with open(args.output + ".md", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -358,6 +467,16 @@ def main(argv=None):
     r.add_argument("--variants", nargs="+", required=True)
     r.add_argument("--output", required=True)
     r.set_defaults(func=protocols)
+    c = sub.add_parser(
+        "compare", help="perplexities against the first variant's, paired bootstrap over sentences"
+    )
+    c.add_argument("--runs", required=True)
+    c.add_argument("--variants", nargs="+", required=True, help="the baseline first, then the variants")
+    c.add_argument("--subset", default="test")
+    c.add_argument("--samples", type=int, default=10000, help="bootstrap resamples (default %(default)s)")
+    c.add_argument("--seed", type=int, default=1)
+    c.add_argument("--output", required=True, help="output prefix: writes PREFIX.md and PREFIX.csv")
+    c.set_defaults(func=compare)
     args = parser.parse_args(argv)
     args.func(args)
 

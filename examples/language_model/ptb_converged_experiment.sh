@@ -5,7 +5,8 @@
 # Usage: examples/language_model/ptb_converged_experiment.sh [train|results]
 #   train    (default) trains and evaluates every variant of VARIANTS in EXP_DIR, one run at a time;
 #            re-running resumes the unfinished run from its checkpoint_last.pt and skips finished ones
-#   results  the table (RESULTS.md / .csv) and the validation curves (RESULTS_valid_curves.png) of
+#   results  the table (RESULTS.md / .csv), each row against softmax with a paired bootstrap over
+#            the test sentences (RESULTS_compare.md / .csv) and the validation curves (RESULTS_valid_curves.png) of
 #            the runs that have finished; for the CT models among them, tau over the test text
 #            (ctemp-ct-analysis): statistics (RESULTS_tau.md / .csv) and tau against sentence position
 #            (RESULTS_tau_positions.png / .csv)
@@ -72,6 +73,12 @@ done
 mkdir -p "$(dirname "$results")"
 python=$([ -x "$here/../../.venv/bin/python" ] && echo "$here/../../.venv/bin/python" || echo python3)
 "$python" "$here/lm_results.py" table --runs "$exp/runs" --variants "${finished[@]}" --output "$results"
+# each finished row against the softmax one, paired over the test sentences (a result evaluated
+# before evaluate.sh wrote sentences gets them now)
+if [ ${#finished[@]} -gt 1 ] && [ "${finished[0]}" = softmax ]; then
+  for run in "${finished[@]}"; do bash "$here/evaluate.sh" "$exp/runs/$run" ptb test > /dev/null; done
+  "$python" "$here/lm_results.py" compare --runs "$exp/runs" --variants "${finished[@]}" --output "${results}_compare"
+fi
 "$python" "$here/lm_results.py" plot --logs $(for v in "${finished[@]}"; do echo "$exp/runs/$v/train.log"; done) \
   --labels "${finished[@]}" --x epoch --title "PTB, LSTM to early stopping: validation perplexity" \
   --output "${results}_valid_curves.png"
