@@ -188,6 +188,15 @@ COLUMNS = [
 ]
 
 
+def write_csv(prefix, columns, rows):
+    """PREFIX.csv with these columns (its directory made if needed)."""
+    os.makedirs(os.path.dirname(os.path.abspath(prefix)) or ".", exist_ok=True)
+    with open(prefix + ".csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, columns)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
 def fmt(value):
     if value is None:
         return "–"
@@ -210,11 +219,7 @@ def table(args):
         rows.append(run_summary(run_dir, args.eval_suffix))
     if not rows:
         sys.exit("lm_results.py: error: no runs found")
-    os.makedirs(os.path.dirname(os.path.abspath(args.output)) or ".", exist_ok=True)
-    with open(args.output + ".csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(args.output, COLUMNS, rows)
     header = [
         "variant",
         "valid ppl",
@@ -317,11 +322,7 @@ def tau(args):
                 "tau_max": float(column["tau_max"].max()),
             }
         )
-    os.makedirs(os.path.dirname(os.path.abspath(args.output)) or ".", exist_ok=True)
-    with open(args.output + ".csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, TAU_COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(args.output, TAU_COLUMNS, rows)
     header = ["variant", "positions", "mean_v τ", "τ(target) mean", "std", "5 %", "95 %", "min τ", "max τ"]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
     lines += ["| " + " | ".join(fmt(row[c]) for c in TAU_COLUMNS) + " |" for row in rows]
@@ -407,11 +408,7 @@ def compare(args):
                 "samples": args.samples,
             }
         )
-    os.makedirs(os.path.dirname(os.path.abspath(args.output)) or ".", exist_ok=True)
-    with open(args.output + ".csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, COMPARE_COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(args.output, COMPARE_COLUMNS, rows)
     header = [
         "baseline",
         "variant",
