@@ -241,7 +241,7 @@ def run_logged(command, log_path, timeout, env=None):
             kill_group(proc)
             returncode = None
             log.write(f"\ngpu-check: stopped after {timeout:g} s\n")
-        except BaseException:  # Ctrl-C: its own session would outlive us otherwise
+        except BaseException:  # Ctrl-C: its own process group would outlive us otherwise
             kill_group(proc)
             raise
     return returncode, time.monotonic() - start

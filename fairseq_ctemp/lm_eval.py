@@ -75,8 +75,9 @@ class _Guards:
         subset's order), cut after each </s>."""
         if not self.scores:
             return []
-        tokens = torch.cat([self.scores[i][0] for i in sorted(self.scores)])
-        scores = torch.cat([self.scores[i][1] for i in sorted(self.scores)])
+        blocks = [self.scores[i] for i in sorted(self.scores)]
+        tokens = torch.cat([block_tokens for block_tokens, _ in blocks])
+        scores = torch.cat([block_scores for _, block_scores in blocks])
         ends = (tokens == eos).nonzero().squeeze(-1).add(1).tolist()
         if not ends or ends[-1] != len(tokens):  # a last line without </s>
             ends.append(len(tokens))

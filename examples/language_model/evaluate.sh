@@ -78,8 +78,7 @@ if os.path.exists(result):  # an earlier result without its sentences: the same 
 with open(sentences, "x") as f:
     f.write("nll_nats\ttokens\n")
     f.writelines(f"{nll!r}\t{n}\n" for nll, n in scored.sentences)
-if os.path.exists(result):
-    print(f"wrote {sentences}; {result} kept")
+if os.path.exists(result):  # kept as it is
     sys.exit(0)
 record = {"dataset": dataset, "subset": subset, "checkpoint": checkpoint,
           "tokens_per_sample": int(tps), "context_window": int(context),

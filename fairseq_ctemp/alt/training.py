@@ -161,12 +161,12 @@ def repair_last_checkpoint(run_dir):
 
 
 def fairseq_train(argv, patience=None):
-    """fairseq-train with the early-stopping state of a resumed run restored (single process;
-    fairseq's own distributed training starts fresh processes, which count anew) and every
-    validation's checkpoint kept under its interval name (save_epoch_end_validations).
-    The count is carried in the checkpoints (early_stopping, as ctemp-train does); patience (best
-    dev BLEU, validations without improvement; else read from ALT_PATIENCE_*), replayed from the
-    log, only serves checkpoints written before they carried it (the log's BLEU has 2 decimals)."""
+    """fairseq-train with the early-stopping state of a resumed run restored and every validation's
+    checkpoint kept under its interval name (save_epoch_end_validations). The count is carried in
+    the checkpoints (early_stopping, as ctemp-train does; also in the processes that fairseq's
+    distributed training spawns); patience (best dev BLEU, validations without improvement; else
+    read from ALT_PATIENCE_*), replayed from the log, only serves checkpoints written before they
+    carried it (the log's BLEU has 2 decimals), and only in this process."""
     from fairseq import checkpoint_utils
     from fairseq_cli import train
 

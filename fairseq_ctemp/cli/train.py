@@ -13,7 +13,7 @@ plugin: ``--user-dir``).
 import os
 import sys
 
-PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from ..option_errors import PACKAGE_DIR  # this package: the --user-dir ctemp-train can take
 
 
 def check_user_dir(argv):
