@@ -1,6 +1,10 @@
 """fairseq-ctemp: fixed and learned temperature for fairseq (use with --user-dir fairseq_ctemp)."""
 
-from . import compat, decoding, early_stopping, option_errors
+import os
+
+USER_DIR = os.path.dirname(os.path.abspath(__file__))  # this package: what --user-dir names
+
+from . import compat, decoding, early_stopping, option_errors  # noqa: E402
 
 compat.apply()
 decoding.apply()

@@ -12,7 +12,8 @@ import os
 import sys
 import traceback
 
-PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+from . import USER_DIR
+
 MADE_DIRECTORIES = []  # by fairseq's verify_checkpoint_directory for the latest run, deepest first
 
 
@@ -21,7 +22,7 @@ def is_option_error(error):
     if not isinstance(error, ValueError) or not str(error).startswith("--"):
         return False
     frames = traceback.extract_tb(error.__traceback__)
-    return bool(frames) and os.path.abspath(frames[-1].filename).startswith(PACKAGE_DIR + os.sep)
+    return bool(frames) and os.path.abspath(frames[-1].filename).startswith(USER_DIR + os.sep)
 
 
 def missing_directories(path):

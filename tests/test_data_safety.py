@@ -564,7 +564,7 @@ def test_a_validation_at_an_epoch_end_keeps_its_checkpoint(alt, tmp_path):
         "fairseq-train",
         alt["data"] / "bin",
         "--user-dir",
-        alt_common.PLUGIN_DIR,
+        alt_common.USER_DIR,
         "--source-lang",
         "en",
         "--target-lang",

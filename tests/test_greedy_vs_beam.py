@@ -16,13 +16,14 @@ import pytest
 from conftest import REPO, TINY_TRANSFORMER, run_fairseq
 from sacrebleu.metrics import BLEU, CHRF
 
+import fairseq_ctemp
 from fairseq_ctemp import translate
 from fairseq_ctemp.cli import greedy_vs_beam as gvb
 from fairseq_ctemp.toy_data import write_corpus
 
 pytestmark = pytest.mark.e2e
 BIN = os.path.dirname(sys.executable)
-USER_DIR = gvb.PACKAGE_DIR  # the fairseq_ctemp package directory
+USER_DIR = fairseq_ctemp.USER_DIR  # the package directory: the --user-dir
 # Untrained models decode up to max length: keep that short so the suite stays fast.
 GENERATE_ARGS = [
     "--cpu",

@@ -8,9 +8,8 @@ import shutil
 import socket
 import sys
 
+from .. import USER_DIR  # the --user-dir of the runs it starts
 from .presets import DEFAULT_VARIANT
-
-PLUGIN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the --user-dir
 
 # Our language codes -> the code in the release's file names (data_<code>.txt) and the name.
 # The release calls Bengali "bg" (not Bulgarian) and Khmer "khm"; both spellings are accepted.
@@ -122,7 +121,7 @@ def tool(name):
 def tool_env(threads=None, extra=None):
     """The environment of a child process: it imports this very package (e.g. a checkout's)."""
     env = dict(os.environ)
-    here = os.path.dirname(PLUGIN_DIR)
+    here = os.path.dirname(USER_DIR)
     env["PYTHONPATH"] = here + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["PYTHONIOENCODING"] = "utf-8"
     env["PYTHONUNBUFFERED"] = "1"  # logs complete up to the moment a run is killed

@@ -10,7 +10,7 @@ import torch
 from ..cli import average_checkpoints
 from . import evaluate, posthoc, training
 from .common import (
-    PLUGIN_DIR,
+    USER_DIR,
     Lock,
     RunFailed,
     device_args,
@@ -47,7 +47,7 @@ def run_one(run_dir, device):
             argv = [
                 data["bin"],
                 "--user-dir",
-                PLUGIN_DIR,
+                USER_DIR,
                 "--source-lang",
                 exp["src"],
                 "--target-lang",

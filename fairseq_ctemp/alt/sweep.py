@@ -14,7 +14,7 @@ from .. import translate
 from ..criterions.checks import TEMPERATURE_RANGE
 from .children import call, child_env, sweep_command
 from .common import (
-    PLUGIN_DIR,
+    USER_DIR,
     AltError,
     RunFailed,
     bleu_tokenize,
@@ -581,7 +581,7 @@ def print_plan(experiments, args, device):
                         "fairseq-train",
                         exp["data"] + "/bin",
                         "--user-dir",
-                        PLUGIN_DIR,
+                        USER_DIR,
                         "--source-lang",
                         exp["src"],
                         "--target-lang",

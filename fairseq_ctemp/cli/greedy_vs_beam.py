@@ -38,7 +38,6 @@ from .. import translate
 from ..progress import progress_bar
 from . import inputs
 
-PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the --user-dir
 # Set by this command for every decoding; after -- they would make the two systems differ silently.
 OWN_OPTIONS = (
     "--path",

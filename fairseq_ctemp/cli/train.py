@@ -13,7 +13,7 @@ plugin: ``--user-dir``).
 import os
 import sys
 
-from ..option_errors import PACKAGE_DIR  # this package: the --user-dir ctemp-train can take
+from .. import USER_DIR  # this package: the --user-dir ctemp-train can take
 
 
 def check_user_dir(argv):
@@ -28,11 +28,11 @@ def check_user_dir(argv):
             user_dir = arg.split("=", 1)[1]
     if user_dir is None or os.path.basename(os.path.normpath(user_dir)) != "fairseq_ctemp":
         return None
-    if os.path.realpath(user_dir) == os.path.realpath(PACKAGE_DIR):
+    if os.path.realpath(user_dir) == os.path.realpath(USER_DIR):
         return None
     return (
         f"--user-dir {user_dir} is another copy of fairseq_ctemp than the one ctemp-train runs from "
-        f"({PACKAGE_DIR}): give --user-dir {PACKAGE_DIR} (what ctemp-user-dir prints), or run the "
+        f"({USER_DIR}): give --user-dir {USER_DIR} (what ctemp-user-dir prints), or run the "
         "other copy's own ctemp-train"
     )
 

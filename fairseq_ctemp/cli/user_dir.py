@@ -4,16 +4,15 @@ fairseq-train ... --user-dir "$(ctemp-user-dir)"
 """
 
 import argparse
-import os
 
 
 def main(argv=None):
     argparse.ArgumentParser(prog="ctemp-user-dir", description=__doc__.strip().split("\n")[0]).parse_args(
         argv
     )
-    import fairseq_ctemp
+    from fairseq_ctemp import USER_DIR
 
-    print(os.path.dirname(os.path.abspath(fairseq_ctemp.__file__)))
+    print(USER_DIR)
 
 
 if __name__ == "__main__":
