@@ -213,6 +213,10 @@ def sact_summarize(argv):
     example_script(os.path.join(REPO, "examples", "sact", "summarize.py")).main(argv)
 
 
+def sact_translate_subset(argv):
+    example_script(os.path.join(REPO, "examples", "sact", "translate_subset.py")).main(argv)
+
+
 def export_hydra_configs(argv):
     example_script(os.path.join(SCRIPTS, "export_hydra_configs.py")).main(argv)
 
@@ -979,6 +983,24 @@ CASES = [
         "lm_results.py: error: no dump {root}/none/tau_test.tsv (ctemp-ct-analysis dump --output",
     ),
     (
+        "sact translate_subset.py: beam 0",
+        sact_translate_subset,
+        ["{toy}/bin", "{ckpt}/a.pt", "test", "0", "1", "{root}/new.hyp", "--cpu"],
+        "BEAM must be an integer >= 1 and LENPEN a number > 0, got 0 1",
+    ),
+    (
+        "sact translate_subset.py: an option the API does not take",
+        sact_translate_subset,
+        ["{toy}/bin", "{ckpt}/a.pt", "test", "4", "1", "{root}/new.hyp", "--print-alignment"],
+        "--print-alignment is not a decoding option",
+    ),
+    (
+        "sact translate_subset.py: existing output",
+        sact_translate_subset,
+        ["{toy}/bin", "{ckpt}/a.pt", "test", "4", "1", "{toy}/raw/test.tgt", "--cpu"],
+        "{toy}/raw/test.tgt already exists; refusing to overwrite it",
+    ),
+    (
         "sact summarize: missing work directory",
         sact_summarize,
         ["{root}/nowhere", "test", "5", "sact"],
@@ -1142,6 +1164,7 @@ def test_the_suite_covers_every_tool():
         "export_hydra_configs.py": export_hydra_configs,
         "lm_results.py": lm_results,
         "summarize.py": sact_summarize,
+        "translate_subset.py": sact_translate_subset,
         "bench_ct_lm.py": bench_ct_lm,
         "bench_sact.py": bench_sact,
         "bench_tempered_ce.py": bench_tempered_ce,

@@ -383,29 +383,40 @@ def test_train_with_validation_bleu_at_the_training_temperature(sact_run):
 
 
 @pytest.mark.e2e
-def test_generate_with_beam_search_then_score_with_sacrebleu_once(sact_run, toy_data):
-    """evaluate.sh: fairseq-generate (beam 4, at the training temperature, with the attention
-    alignments) -> hypotheses in corpus order -> sacrebleu; a second call redoes nothing."""
-    args = (
-        "evaluate.sh",
-        toy_data["bin"],
-        sact_run["dir"],
-        "test",
-        toy_data["raw"] / "test.tgt",
-        "--print-alignment",
-    )
+def test_evaluate_decodes_as_fairseq_generate_then_scores_with_sacrebleu_once(sact_run, toy_data):
+    """evaluate.sh: beam 4 through fairseq's Python API at the training temperature -> the hypotheses
+    of fairseq-generate itself (the real CLI, which also prints the SACT attention alignments), in
+    corpus order -> sacrebleu; a second call redoes nothing; an option the API does not take is
+    refused in one line before any decoding."""
+    save = sact_run["dir"]
+    args = ("evaluate.sh", toy_data["bin"], save, "test", toy_data["raw"] / "test.tgt", "--batch-size", "32")
     bleu, chrf = json.loads(recipe(*args, BEAM="4"))
     assert bleu["name"] == "BLEU" and chrf["name"] == "chrF2" and 0 <= bleu["score"] <= 100
-    output = (sact_run["dir"] / "test.beam4.log").read_text()
-    assert f"decoding at training temperature T={T_TRAIN:g}" in output
-    assert len(hypotheses(output)) == 80
-    assert sum(line.startswith("A-") for line in output.splitlines()) == 80
-    assert "Generate test with beam=4: BLEU4" in output
-    hyp = (sact_run["dir"] / "test.beam4.hyp").read_text().splitlines()
-    assert hyp == [hypotheses(output)[i][1] for i in range(80)]  # corpus order
-    stamp = (sact_run["dir"] / "test.beam4.json").stat().st_mtime_ns
+    decoded = json.loads((save / "test.beam4.log").read_text().splitlines()[-1])
+    assert (decoded["beam"], decoded["n_sentences"], decoded["decoding_temperature"]) == (4, 80, T_TRAIN)
+    generate = run_fairseq(
+        "fairseq-generate",
+        toy_data["bin"],
+        *("--user-dir", PLUGIN_DIR, "--path", save / "checkpoint_best.pt", "--gen-subset", "test"),
+        *("-s", "src", "-t", "tgt", "--beam", "4", "--max-len-a", "1.5", "--max-len-b", "10"),
+        *("--batch-size", "32", "--cpu", "--print-alignment"),
+        env=ONE_THREAD,
+    ).stdout
+    assert f"decoding at training temperature T={T_TRAIN:g}" in generate
+    assert sum(line.startswith("A-") for line in generate.splitlines()) == 80
+    hyp = (save / "test.beam4.hyp").read_text().splitlines()
+    assert hyp == [hypotheses(generate)[i][1] for i in range(80)]
+    stamp = (save / "test.beam4.json").stat().st_mtime_ns
     assert json.loads(recipe(*args, BEAM="4")) == [bleu, chrf]
-    assert (sact_run["dir"] / "test.beam4.json").stat().st_mtime_ns == stamp  # nothing redone
+    assert (save / "test.beam4.json").stat().st_mtime_ns == stamp  # nothing redone
+    proc = subprocess.run(
+        ["bash", os.path.join(RECIPE, "evaluate.sh"), *map(str, args[1:]), "--print-alignment"],
+        env=dict(os.environ, PATH=BIN_DIR + os.pathsep + os.environ["PATH"], SRC="src", TGT="tgt", BEAM="3"),
+        text=True,
+        capture_output=True,
+    )
+    assert proc.returncode != 0 and "--print-alignment is not a decoding option" in proc.stderr
+    assert not (save / "test.beam3.hyp").exists()
 
 
 @pytest.mark.e2e

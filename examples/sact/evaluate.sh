@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Beam-search one checkpoint on one subset and score it with sacrebleu (BLEU and chrF).
 #
-# Usage: examples/sact/evaluate.sh DATA_BIN SAVE_DIR SUBSET REFERENCE [extra fairseq-generate args...]
+# Usage: examples/sact/evaluate.sh DATA_BIN SAVE_DIR SUBSET REFERENCE [decoding options...]
 #   SUBSET:    the binarized subset to translate (valid, test)
 #   REFERENCE: the plain-text reference of that subset, one sentence a line (\r is stripped)
+#   decoding options: fairseq-generate's that fairseq's Python API takes here (translate_subset.py)
+# Decodes through fairseq's Python API (translate_subset.py: fairseq-generate's generator, at the
+# model's training temperature), then scores with sacrebleu.
 # Env:   SRC (en), TGT (vi), CHECKPOINT (checkpoint_best.pt), BEAM (5), LENPEN (1.0),
 #        MAX_LEN_A (1.5), MAX_LEN_B (10): hypotheses are at most MAX_LEN_A * source length + MAX_LEN_B
 #        tokens, BPE (sentencepiece for the ALT data: hypotheses are decoded before scoring; empty for
 #        word-level data), TOKENIZE (sacrebleu's tokenizer, 13a), DEVICE_ARGS (e.g. --cpu)
-# Writes SAVE_DIR/SUBSET.beamB.{log,hyp,json} (never overwritten: delete them to score again) and
+# Writes SAVE_DIR/SUBSET.beamB.{log,hyp,json} (never overwritten: delete them to score again; the
+# log holds what was decoded: sentences, temperature, decode seconds) and
 # prints the sacrebleu JSON (BLEU, then chrF, with their signatures).
 set -euo pipefail
 [ $# -ge 4 ] || { sed -n '2,/^set -euo/{/^#/p;}' "$0"; exit 2; }
@@ -19,19 +23,18 @@ die() { echo "evaluate.sh: error: $*" >&2; exit 2; }
 [ -f "$ref" ] || die "REFERENCE $ref: no such file"
 [ -f "$save/${CHECKPOINT:-checkpoint_best.pt}" ] || die "no checkpoint $save/${CHECKPOINT:-checkpoint_best.pt} (train first, or set CHECKPOINT)"
 here=$(cd "$(dirname "$0")/../.." && pwd)
-user_dir=${USER_DIR:-$here/fairseq_ctemp}
+python=$([ -x "$here/.venv/bin/python" ] && echo "$here/.venv/bin/python" || echo python3)
 beam=${BEAM:-5}
 out=$save/$subset.beam$beam
 
 if [ ! -f "$out.hyp" ]; then
-  fairseq-generate "$data" --user-dir "$user_dir" --task translation -s "${SRC:-en}" -t "${TGT:-vi}" \
-    --path "$save/${CHECKPOINT:-checkpoint_best.pt}" --gen-subset "$subset" --beam "$beam" \
-    --lenpen "${LENPEN:-1.0}" --max-len-a "${MAX_LEN_A:-1.5}" --max-len-b "${MAX_LEN_B:-10}" \
+  rm -f "$out.hyp.tmp"  # this script's own, from an interrupted call
+  PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" "$python" "$here/examples/sact/translate_subset.py" \
+    "$data" "$save/${CHECKPOINT:-checkpoint_best.pt}" "$subset" "$beam" "${LENPEN:-1.0}" "$out.hyp.tmp" \
+    -s "${SRC:-en}" -t "${TGT:-vi}" --max-len-a "${MAX_LEN_A:-1.5}" --max-len-b "${MAX_LEN_B:-10}" \
     --batch-size 64 ${BPE:+--post-process "$BPE"} ${DEVICE_ARGS:-} "$@" > "$out.log.tmp" 2>&1 \
     || { tail -20 "$out.log.tmp" >&2; exit 1; }
   mv "$out.log.tmp" "$out.log"
-  # D-<id>\t<score>\t<detokenized hypothesis>, in corpus order
-  grep '^D-' "$out.log" | sed 's/^D-//' | sort -t$'\t' -k1,1n | cut -f3 > "$out.hyp.tmp"
   mv "$out.hyp.tmp" "$out.hyp"
 fi
 if [ ! -f "$out.json" ]; then
