@@ -49,6 +49,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_tempered_ce import (  # noqa: E402  (peak_bytes: profiler memory events)
     PLUGIN_DIR,
     add_json_option,
+    add_timing_options,
     check_json_target,
     cuda_max_memory_mib,
     environment,
@@ -186,18 +187,7 @@ def parse_args(argv=None):
     p.add_argument(
         "--zipf", type=float, default=1.0, help="Zipf exponent of the word distribution (default 1)"
     )
-    p.add_argument(
-        "--fp16",
-        action=argparse.BooleanOptionalAction,
-        help="fairseq --fp16 (default: on for CUDA, off for CPU)",
-    )
-    p.add_argument("--batches", type=int, default=2, help="batches per timed segment (default 2)")
-    p.add_argument(
-        "--rounds", type=int, default=10, help="timed rounds, each running every model (default 10)"
-    )
-    p.add_argument("--warmup", type=int, default=1, help="discarded rounds first (default 1)")
-    p.add_argument("--threads", type=int, default=torch.get_num_threads(), help="(default %(default)s)")
-    p.add_argument("--seed", type=int, default=1)
+    add_timing_options(p, rounds=10, rounds_help="timed rounds, each running every model")
     p.add_argument(
         "--fairseq-args",
         default="",

@@ -50,6 +50,40 @@ def resolve_device(p, args, cpu_defaults, gpu_defaults):
         p.error("--fp16 needs CUDA (fairseq's fp16 trainer moves the model to the GPU)")
 
 
+def add_timing_options(p, rounds, rounds_help="timed rounds", lengths=None):
+    """The options every benchmark shares: precision, what one timed round is, threads and seed;
+    lengths: the default (MIN, MAX) of the random sentence lengths, None for a benchmark without."""
+    p.add_argument(
+        "--fp16",
+        action=argparse.BooleanOptionalAction,
+        help="fairseq --fp16 (default: on for CUDA, off for CPU)",
+    )
+    p.add_argument("--batches", type=int, default=2, help="training batches per timed segment (default 2)")
+    p.add_argument("--rounds", type=int, default=rounds, help=f"{rounds_help} (default {rounds})")
+    p.add_argument("--warmup", type=int, default=1, help="discarded rounds first (default 1)")
+    if lengths:
+        p.add_argument(
+            "--lengths",
+            type=int,
+            nargs=2,
+            default=list(lengths),
+            metavar=("MIN", "MAX"),
+            help=f"sentence lengths, uniform in [MIN, MAX] (default {lengths[0]} {lengths[1]})",
+        )
+    p.add_argument("--threads", type=int, default=torch.get_num_threads(), help="(default %(default)s)")
+    p.add_argument("--seed", type=int, default=1)
+
+
+def add_beam_search_options(p):
+    """The decoding half of the translation benchmarks."""
+    p.add_argument("--beam", type=int, default=5, help="beam size (default 5)")
+    p.add_argument("--gen-sentences", type=int, default=64, help="sentences decoded per round (default 64)")
+    p.add_argument(
+        "--gen-batch-size", type=int, default=32, help="sentences per generation batch (default 32)"
+    )
+    p.add_argument("--gen-len", type=int, default=25, help="target tokens decoded per sentence (default 25)")
+
+
 def add_json_option(p):
     p.add_argument(
         "--json",
@@ -113,24 +147,7 @@ def parse_args(argv=None):
     p.add_argument("--temperature", type=float, default=4.0, help="tempered_ce T (default 4)")
     p.add_argument("--sem-weight", type=float, default=0.0, help="tempered_ce --sem-weight (default 0)")
     p.add_argument("--label-smoothing", type=float, default=0.1, help="both criteria (default 0.1)")
-    p.add_argument(
-        "--fp16",
-        action=argparse.BooleanOptionalAction,
-        help="fairseq --fp16 (default: on for CUDA, off for CPU)",
-    )
-    p.add_argument("--batches", type=int, default=2, help="batches per timed segment (default 2)")
-    p.add_argument("--rounds", type=int, default=8, help="timed A B / B A rounds (default 8)")
-    p.add_argument("--warmup", type=int, default=1, help="discarded rounds first (default 1)")
-    p.add_argument(
-        "--lengths",
-        type=int,
-        nargs=2,
-        default=[8, 60],
-        metavar=("MIN", "MAX"),
-        help="sentence lengths, uniform in [MIN, MAX] (default 8 60)",
-    )
-    p.add_argument("--threads", type=int, default=torch.get_num_threads(), help="(default %(default)s)")
-    p.add_argument("--seed", type=int, default=1)
+    add_timing_options(p, rounds=8, rounds_help="timed A B / B A rounds", lengths=(8, 60))
     p.add_argument(
         "--fairseq-args",
         default="",

@@ -42,7 +42,9 @@ from bench_sact import (  # noqa: E402  (random sources collated like fairseq; t
 )
 from bench_tempered_ce import (  # noqa: E402  (the same batches, device choice and JSON report)
     PLUGIN_DIR,
+    add_beam_search_options,
     add_json_option,
+    add_timing_options,
     check_json_target,
     cuda_max_memory_mib,
     environment,
@@ -88,30 +90,8 @@ def parse_args(argv=None):
         default="transformer,ct_transformer,sact_transformer",
         help=f"comma-separated, from {', '.join(MODELS)} (default %(default)s; {STOCK} is needed for the ratios)",
     )
-    p.add_argument(
-        "--fp16",
-        action=argparse.BooleanOptionalAction,
-        help="fairseq --fp16 (default: on for CUDA, off for CPU)",
-    )
-    p.add_argument("--batches", type=int, default=2, help="training batches per timed segment (default 2)")
-    p.add_argument("--rounds", type=int, default=5, help="timed rounds (default 5)")
-    p.add_argument("--warmup", type=int, default=1, help="discarded rounds first (default 1)")
-    p.add_argument(
-        "--lengths",
-        type=int,
-        nargs=2,
-        default=[8, 40],
-        metavar=("MIN", "MAX"),
-        help="sentence lengths, uniform in [MIN, MAX] (default 8 40)",
-    )
-    p.add_argument("--beam", type=int, default=5, help="beam size (default 5)")
-    p.add_argument("--gen-sentences", type=int, default=64, help="sentences decoded per round (default 64)")
-    p.add_argument(
-        "--gen-batch-size", type=int, default=32, help="sentences per generation batch (default 32)"
-    )
-    p.add_argument("--gen-len", type=int, default=25, help="target tokens decoded per sentence (default 25)")
-    p.add_argument("--threads", type=int, default=torch.get_num_threads(), help="(default %(default)s)")
-    p.add_argument("--seed", type=int, default=1)
+    add_timing_options(p, rounds=5, lengths=(8, 40))
+    add_beam_search_options(p)
     p.add_argument(
         "--fairseq-args",
         default="",
