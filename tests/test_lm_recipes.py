@@ -244,6 +244,25 @@ def test_training_time_adds_up_every_process_of_a_resumed_run():
     log += start + epoch(4, 140) + epoch(5, 260)  # epoch 4 again (killed before its checkpoint)
     assert lm_results.training_seconds(log) == 100 + 100 + 250 + 140 + 120
     assert lm_results.training_seconds(start) is None
+    assert lm_results.devices_text(lm_results.training_seconds_by_device(log)) is None  # not in the log
+
+
+def test_training_time_of_a_run_that_moved_from_a_gpu_to_the_cpu():
+    """Each process's device is fairseq's common.cpu in the configuration it logs at its start."""
+    lm_results = example_script(os.path.join(RECIPES, "lm_results.py"))
+
+    def start(cpu):
+        return f"2026-01-01 00:00:00 | INFO | fairseq_cli.train | {{'_name': None, 'common': {{'cpu': {cpu}}}}}\n"
+
+    def epoch(n, wall):
+        return f'2026-01-01 00:00:00 | INFO | train | {{"epoch": {n}, "train_loss": "5.1", "train_wall": "{wall}"}}\n'
+
+    on_gpu = start(False) + epoch(1, 20) + epoch(2, 41)
+    log = on_gpu + start(True) + epoch(3, 300) + epoch(4, 1234)
+    assert lm_results.training_seconds_by_device(log) == {"gpu": 41, "cpu": 1234}
+    assert lm_results.devices_text(lm_results.training_seconds_by_device(log)) == "GPU 41 s + CPU 1,234 s"
+    assert lm_results.devices_text(lm_results.training_seconds_by_device(on_gpu)) == "GPU"
+    assert lm_results.training_seconds(log) == 1275
 
 
 def test_compare_pairs_the_sentences_of_two_runs(tmp_path):

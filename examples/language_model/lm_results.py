@@ -108,21 +108,45 @@ def read_json(path):
 
 # fairseq-train logs its configuration once at each start: a resumed run's log has one per process.
 PROCESS_START = re.compile(r"(?m)^.*\| fairseq_cli\.train \| \{'_name'.*$")
+ON_CPU = re.compile(r"'cpu': (True|False)")  # common.cpu in that configuration
+
+
+def training_seconds_by_device(log_text):
+    """fairseq's train_wall summed over the epochs a run kept, across resumes, per device ("cpu",
+    "gpu", or None where the configuration does not say): {device: seconds}. train_wall counts from
+    the start of each process (so a resumed run's "done training in" covers its last part only):
+    within each process, an epoch took the difference to the one before. An epoch trained again
+    after an interruption counts once, as its latest record."""
+    starts = list(PROCESS_START.finditer(log_text))
+    bounds = [0] + [m.start() for m in starts] + [len(log_text)]
+    configs = [""] + [m.group(0) for m in starts]
+    per_epoch = {}  # epoch -> (device, seconds)
+    for config, begin, end in zip(configs, bounds, bounds[1:]):
+        cpu = ON_CPU.search(config)
+        device = None if cpu is None else "cpu" if cpu.group(1) == "True" else "gpu"
+        previous = 0.0
+        for record in logs.parse(log_text[begin:end], "train"):
+            if "train_wall" in record:
+                per_epoch[int(record["epoch"])] = device, float(record["train_wall"]) - previous
+                previous = float(record["train_wall"])
+    by_device = {}
+    for device, seconds in per_epoch.values():
+        by_device[device] = by_device.get(device, 0.0) + seconds
+    return {device: round(seconds) for device, seconds in by_device.items()}
 
 
 def training_seconds(log_text):
-    """fairseq's train_wall summed over the epochs a run kept, across resumes. train_wall counts
-    from the start of each process (so a resumed run's "done training in" covers its last part
-    only): within each process, an epoch took the difference to the one before. An epoch trained
-    again after an interruption counts once, as its latest record."""
-    per_epoch = {}
-    for process in PROCESS_START.split(log_text):
-        previous = 0.0
-        for record in logs.parse(process, "train"):
-            if "train_wall" in record:
-                per_epoch[int(record["epoch"])] = float(record["train_wall"]) - previous
-                previous = float(record["train_wall"])
-    return round(sum(per_epoch.values())) if per_epoch else None
+    """The training time of all devices together (training_seconds_by_device), None without records."""
+    by_device = training_seconds_by_device(log_text)
+    return sum(by_device.values()) if by_device else None
+
+
+def devices_text(by_device):
+    """CPU, GPU, or for a run that moved: "GPU 565 s + CPU 8,012 s" (in the order trained)."""
+    names = [(device or "?").upper() for device in by_device]
+    if len(names) == 1:
+        return None if None in by_device else names[0]
+    return " + ".join(f"{name} {seconds:,} s" for name, seconds in zip(names, by_device.values())) or None
 
 
 def run_summary(run_dir, eval_suffix):
@@ -135,8 +159,9 @@ def run_summary(run_dir, eval_suffix):
         if result and subset == "test":
             row["eval_protocol"] = f"{result['tokens_per_sample']}/{result['context_window']}"
             row["test_max_log_normalizer"] = result.get("max_log_normalizer")  # older results lack it
+    row.setdefault("eval_protocol", None)  # a run not evaluated yet
     row.setdefault("test_max_log_normalizer", None)
-    row["params"] = row["updates"] = row["train_seconds"] = None
+    row["params"] = row["updates"] = row["train_seconds"] = row["trained_on"] = None
     row["stopped_by"] = row["epochs"] = row["best_epoch"] = None
     row["train_ppl"] = row["tau_mean"] = row["tau_min"] = row["tau_max"] = None
     if os.path.exists(log):
@@ -153,7 +178,9 @@ def run_summary(run_dir, eval_suffix):
         if valid:
             row["epochs"] = max(valid)
             row["best_epoch"] = min(valid, key=lambda epoch: (valid[epoch], epoch))
-        row["train_seconds"] = training_seconds(text)
+        by_device = training_seconds_by_device(text)
+        row["train_seconds"] = sum(by_device.values()) if by_device else None
+        row["trained_on"] = devices_text(by_device)
         inner = logs.read(log, "train_inner")
         if inner:
             last = inner[-1]
@@ -181,6 +208,7 @@ COLUMNS = [
     "best_epoch",
     "updates",
     "train_seconds",
+    "trained_on",
     "train_ppl",
     "tau_mean",
     "tau_min",
@@ -234,6 +262,7 @@ def table(args):
         "best epoch",
         "updates",
         "train time (s)",
+        "trained on",
         "last train ppl",
         "train τ mean",
         "τ min",
