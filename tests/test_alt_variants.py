@@ -22,7 +22,7 @@ from sacrebleu.significance import PairedTest
 
 from fairseq_ctemp.alt import finalize, posthoc
 from fairseq_ctemp.alt.data import toy_language_pair
-from fairseq_ctemp.alt.presets import VARIANTS
+from fairseq_ctemp.alt.presets import variant_names
 from fairseq_ctemp.cli import alt_data, alt_sweep
 from fairseq_ctemp.cli import alt_results as results_command
 
@@ -337,11 +337,14 @@ def test_the_plan_of_lstm_and_sact_lstm_alone_names_the_one_comparison(work):
     """lstm,sact_lstm without the transformer: the two runs, sact_lstm against lstm; --no-finalize
     plans no finalize."""
     plan = [*SWEEP, "--seed", "4", "--work", work, "--dry-run"]
-    plan[plan.index("--variants") + 1] = "lstm,sact_lstm"
+    plan[plan.index("--variants") + 1] = "lstm,sact_lstm,fixed_lstm:2.0,fixed_lstm:2"
     stdout = sweep(*plan).stdout
     planned = [line.split()[0] for line in stdout.splitlines() if line.endswith(" to train")]
-    assert planned == ["lstm-T1-ls0.1-sem0", "sact_lstm-T1-ls0.1-sem0"]
-    assert "  then finalize: sact_lstm against lstm T=1 (greedy and beam 2, paired bootstrap)\n" in stdout
+    assert planned == ["lstm-T1-ls0.1-sem0", "sact_lstm-T1-ls0.1-sem0", "fixed_lstm-tau2-T1-ls0.1-sem0"]
+    assert (
+        "  then finalize: sact_lstm against lstm T=1, fixed_lstm:2 against lstm T=1 (greedy and beam 2, "
+        "paired bootstrap)\n"
+    ) in stdout
     stdout = sweep(*plan, "--no-finalize").stdout
     assert "  no finalize (--no-finalize)\n" in stdout and "then finalize" not in stdout
 
@@ -389,7 +392,7 @@ def test_a_started_sweep_takes_a_larger_max_update_and_nothing_else(work, monkey
     assert snapshot(exp) == before
 
 
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("variant", sorted(v.replace(":TAU", ":0.5") for v in variant_names()))
 def test_every_variant_builds_its_model_and_criterion(work, variant):
     """The fairseq-train options a variant's run gets (as the plan prints them) parse, and build the
     model and the criterion."""
@@ -397,15 +400,17 @@ def test_every_variant_builds_its_model_and_criterion(work, variant):
 
     assert variant_model(variant, "mini")[1] in ARCH_MODEL_REGISTRY
     variants = "transformer" if variant == "transformer" else f"transformer,{variant}"
-    name = "T1-ls0.1-sem0" if variant == "transformer" else f"{variant}-T1-ls0.1-sem0"
+    name = "T1-ls0.1-sem0" if variant == "transformer" else f"{variant.replace(':', '-tau')}-T1-ls0.1-sem0"
     argv = dry_run_commands(work, variants)[0][name]
     assert argv[0] == "fairseq-train"
     args = options.parse_args_and_arch(options.get_training_parser(), argv[1:])
     task = tasks.setup_task(args)
     model, criterion = task.build_model(args), task.build_criterion(args)
-    expected = {"lstm": "none", "sact_lstm": "sact"}
+    expected = {"lstm": "none", "sact_lstm": "sact", "fixed_lstm:0.5": "fixed"}
     if variant in expected:
         assert type(model).__name__ == "SactLSTMModel" and args.attention_temperature == expected[variant]
+    if variant == "fixed_lstm:0.5":
+        assert args.fixed_attention_temperature == 0.5
     if variant == "sact_transformer":
         assert type(model).__name__ == "SactTransformerModel"
     assert type(criterion).__name__ == (

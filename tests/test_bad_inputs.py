@@ -450,7 +450,27 @@ CASES = [
         "sweep: unknown variant",
         SWEEP,
         ["run", *SWEEP_OK, "--variants", "transformer,gru"],
-        "--variants: unknown gru; choose from transformer, ct_transformer, sact_transformer, lstm, sact_lstm",
+        "--variants: unknown gru; choose from transformer, ct_transformer, sact_transformer, lstm, sact_lstm, "
+        "fixed_lstm:TAU",
+    ),
+    (
+        "sweep: fixed_lstm without its temperature",
+        SWEEP,
+        ["run", *SWEEP_OK, "--variants", "lstm,fixed_lstm"],
+        "--variants: fixed_lstm: fixed_lstm needs its --fixed-attention-temperature as fixed_lstm:VALUE, "
+        "a number > 0",
+    ),
+    (
+        "sweep: fixed_lstm at temperature 0",
+        SWEEP,
+        ["run", *SWEEP_OK, "--variants", "lstm,fixed_lstm:0"],
+        "--variants: fixed_lstm:0: fixed_lstm needs its --fixed-attention-temperature as fixed_lstm:VALUE",
+    ),
+    (
+        "sweep: a value for a variant without one",
+        SWEEP,
+        ["run", *SWEEP_OK, "--variants", "lstm:2"],
+        "--variants: lstm:2: lstm takes no :VALUE",
     ),
     (
         "sweep: ct_transformer at T=2",
@@ -470,7 +490,7 @@ CASES = [
         SWEEP,
         ["run", *SWEEP_OK, "--variants", ","],
         "--variants: no variant given; choose from transformer, ct_transformer, sact_transformer, lstm, "
-        "sact_lstm",
+        "sact_lstm, fixed_lstm:TAU",
     ),
     (
         "sweep: sact_transformer of a preset without its architecture",

@@ -10,8 +10,11 @@ updates), "patience", "average" (checkpoints of the last N validations averaged)
 "eval_beam", "speed_beams", "decode_batch", "threads" (per run on CPU; None: torch's default).
 
 VARIANTS: the models a sweep can train besides (or instead of) the preset's Transformer, each with
-the preset's data, training options, validation BLEU, early stopping, averaging and decoding.
+the preset's data, training options, validation BLEU, early stopping, averaging and decoding. A
+variant with a "parameter" is named with its value, NAME:VALUE (fixed_lstm:2).
 """
+
+import math
 
 PAPER_T = [1.0, 1.2, 1.4, 1.6, 1.8, 2.0, 3.0, 4.0, 5.0, 10.0]
 
@@ -232,21 +235,70 @@ VARIANTS = {
         "criterion": "tempered_ce",
         "baseline": "lstm",
     },
+    "fixed_lstm": {
+        "about": "the same LSTM with a constant attention temperature TAU (fixed_lstm:TAU, "
+        "--attention-temperature fixed; the SACT paper's ablation), tempered_ce",
+        "model": ("lstm", "fixed"),
+        "criterion": "tempered_ce",
+        "baseline": "lstm",
+        "parameter": "--fixed-attention-temperature",  # a number > 0
+    },
 }
+
+
+def split_variant(variant):
+    """'fixed_lstm:2' -> ('fixed_lstm', 2.0), 'lstm' -> ('lstm', None); ValueError (what is wrong)
+    for an unknown name, or a value missing, given to a variant without one, or not a number > 0."""
+    name, colon, value = variant.partition(":")
+    if name not in VARIANTS:
+        raise ValueError(f"unknown {variant}")
+    if "parameter" not in VARIANTS[name]:
+        if colon:
+            raise ValueError(f"{variant}: {name} takes no :VALUE")
+        return name, None
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not (math.isfinite(number) and number > 0):
+        raise ValueError(
+            f"{variant}: {name} needs its {VARIANTS[name]['parameter']} as {name}:VALUE, a number > 0"
+        )
+    return name, number
+
+
+def variant_names():
+    """The names --variants takes, as its help and errors show them (fixed_lstm:TAU)."""
+    return [name + (":TAU" if "parameter" in spec else "") for name, spec in VARIANTS.items()]
+
+
+def canonical_variant(variant):
+    """The one spelling of a variant (fixed_lstm:2.0 -> fixed_lstm:2): the same run, the same name."""
+    name, value = split_variant(variant)
+    return name if value is None else f"{name}:{value:g}"
+
+
+def variant_spec(variant):
+    """The VARIANTS entry of a variant, with or without its :VALUE."""
+    return VARIANTS[split_variant(variant)[0]]
 
 
 def baseline_variant(variant):
     """The variant whose T = 1 run a variant is compared with."""
-    return VARIANTS[variant].get("baseline", DEFAULT_VARIANT)
+    return variant_spec(variant).get("baseline", DEFAULT_VARIANT)
 
 
 def variant_model(variant, preset_name):
     """(fairseq-train model options, the architecture) of a variant of a preset."""
     preset = PRESETS[preset_name]
-    kind, value = VARIANTS[variant]["model"]
+    name, parameter = split_variant(variant)
+    kind, value = VARIANTS[name]["model"]
     if kind == "preset":
         return list(preset["model"]), preset["model"][1]
     if kind == "arch":  # the same sizes and dropout, stated explicitly, under the variant's architecture
         arch = value.format(preset=preset_name)
         return ["--arch", arch, *preset["model"][2:]], arch
-    return [*preset["lstm"], "--attention-temperature", value], preset["lstm"][1]
+    options = [*preset["lstm"], "--attention-temperature", value]
+    if parameter is not None:
+        options += [VARIANTS[name]["parameter"], f"{parameter:g}"]
+    return options, preset["lstm"][1]

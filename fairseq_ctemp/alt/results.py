@@ -96,7 +96,7 @@ def run_label(run):
     variant = run["variant"]
     if variant == DEFAULT_VARIANT:
         return f"T={fmt(run['temperature'])}"
-    if VARIANTS.get(variant, {}).get("criterion") == "ct_cross_entropy":
+    if VARIANTS.get(variant.partition(":")[0], {}).get("criterion") == "ct_cross_entropy":
         return variant
     return f"{variant} T={fmt(run['temperature'])}"
 

@@ -33,15 +33,25 @@ from .common import (
     write_json,
 )
 from .finalize import pending as finalize_pending
-from .presets import DEFAULT_VARIANT, MAX_LEN, PRESETS, VARIANTS, baseline_variant, variant_model
+from .presets import (
+    DEFAULT_VARIANT,
+    MAX_LEN,
+    PRESETS,
+    baseline_variant,
+    canonical_variant,
+    variant_model,
+    variant_names,
+    variant_spec,
+)
 from .training import last_saved_update, read_log
 
 
 def run_name(t, ls, sem, variant=DEFAULT_VARIANT):
     """T1-ls0.1-sem0 for the preset's Transformer (the names of sweeps before variants), else with
-    the variant first: ct_transformer-T1-ls0.1-sem0."""
+    the variant first: ct_transformer-T1-ls0.1-sem0, fixed_lstm-tau2-T1-ls0.1-sem0 (no ':' in a
+    path: fairseq's --path reads it as an ensemble)."""
     name = f"T{fmt(t)}-ls{fmt(ls)}-sem{fmt(sem)}"
-    return name if variant == DEFAULT_VARIANT else f"{variant}-{name}"
+    return name if variant == DEFAULT_VARIANT else f"{variant.replace(':', '-tau')}-{name}"
 
 
 def experiment_dir(work, src, tgt, preset, tag, seed):
@@ -126,13 +136,15 @@ DECODING_OPTIONS = (
 def check_settings(args, preset):
     """Every option of a sweep, including those only used after training (decoding, finalize),
     checked before anything is written or started. Returns (temperatures, scalar settings, variants)."""
-    variants = list(dict.fromkeys([DEFAULT_VARIANT] if args.variants is None else args.variants))
-    unknown = [v for v in variants if v not in VARIANTS]
-    if unknown or not variants:
-        raise AltError(
-            f"--variants: {'unknown ' + ', '.join(unknown) if unknown else 'no variant given'}; "
-            f"choose from {', '.join(VARIANTS)}"
-        )
+    variants = []
+    for variant in [DEFAULT_VARIANT] if args.variants is None else args.variants:
+        try:
+            variants.append(canonical_variant(variant))
+        except ValueError as e:
+            raise AltError(f"--variants: {e}; choose from {', '.join(variant_names())}") from None
+    variants = list(dict.fromkeys(variants))
+    if not variants:
+        raise AltError(f"--variants: no variant given; choose from {', '.join(variant_names())}")
     tempered = DEFAULT_VARIANT in variants
     temperatures = args.temperatures or (preset["temperatures"] if tempered else [1.0])
     low, high = TEMPERATURE_RANGE
@@ -227,7 +239,7 @@ def check_variants(args, variants, temperatures):
                 f"--variants {variant}: --arch {arch} (preset {args.preset}) is not registered by this "
                 f"fairseq-ctemp; leave {variant} out"
             )
-    untempered = [v for v in variants if VARIANTS[v]["criterion"] != "tempered_ce"]
+    untempered = [v for v in variants if variant_spec(v)["criterion"] != "tempered_ce"]
     if not untempered:
         return
     listed = ",".join(map(fmt, temperatures))
@@ -458,13 +470,13 @@ def run_grid(args, temperatures, variants):
             grid += [
                 (variant, t, args.primary_label_smoothing, args.primary_sem_weight)
                 for t in temperatures
-                if VARIANTS[variant]["criterion"] == "tempered_ce" or fmt(t) == "1"
+                if variant_spec(variant)["criterion"] == "tempered_ce" or fmt(t) == "1"
             ]
     return grid
 
 
 def criterion_args(variant, t, ls, sem):
-    if VARIANTS[variant]["criterion"] == "ct_cross_entropy":
+    if variant_spec(variant)["criterion"] == "ct_cross_entropy":
         return ["--criterion", "ct_cross_entropy", "--label-smoothing", fmt(ls)]
     return [
         "--criterion",

@@ -20,6 +20,8 @@ the T=1 transformer (paired bootstrap):
   sact_transformer  sact_transformer_alt_<preset> (SACT attention temperature), tempered_ce
   lstm              the SACT recipe's LSTM, plain attention (sact_lstm --attention-temperature none)
   sact_lstm         the same LSTM with SACT (--attention-temperature sact)
+  fixed_lstm:TAU    the same LSTM with a constant attention temperature TAU (--attention-temperature
+                    fixed; the SACT paper's ablation); its runs: fixed_lstm-tauTAU-T<T>-ls<eps>-sem<w>/
 
 Layout: WORK/sweep/<src>-<tgt>.<preset>.<data tag>[.seed<N> for a seed other than 1]/ (an
 "experiment": experiment.json) with one directory per run, T<T>-ls<eps>-sem<w>/ (other variants:
@@ -48,7 +50,7 @@ import sys
 from ..alt.children import Tee, die_with_parent, stopping_children
 from ..alt.common import AltError, RunFailed, run_main, say
 from ..alt.finalize import finalize
-from ..alt.presets import DEFAULT_VARIANT, MAX_LEN, PRESETS, VARIANTS
+from ..alt.presets import DEFAULT_VARIANT, MAX_LEN, PRESETS, variant_names
 from ..alt.runs import run_one
 from ..alt.sweep import execute_local, plan, print_plan, submit_slurm
 from ..alt.training import fairseq_train
@@ -125,7 +127,7 @@ def sweep_main(argv=None):
         "--variants",
         type=name_list,
         metavar="NAMES",
-        help=f"models to train, from {', '.join(VARIANTS)} (default {DEFAULT_VARIANT}; above)",
+        help=f"models to train, from {', '.join(variant_names())} (default {DEFAULT_VARIANT}; above)",
     )
     p.add_argument(
         "--seed",
