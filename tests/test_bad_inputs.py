@@ -457,14 +457,14 @@ CASES = [
         "sweep: fixed_lstm without its temperature",
         SWEEP,
         ["run", *SWEEP_OK, "--variants", "lstm,fixed_lstm"],
-        "--variants: fixed_lstm: fixed_lstm needs its --fixed-attention-temperature as fixed_lstm:VALUE, "
+        "--variants: fixed_lstm: fixed_lstm needs its --fixed-attention-temperature as fixed_lstm:TAU, "
         "a number > 0",
     ),
     (
         "sweep: fixed_lstm at temperature 0",
         SWEEP,
         ["run", *SWEEP_OK, "--variants", "lstm,fixed_lstm:0"],
-        "--variants: fixed_lstm:0: fixed_lstm needs its --fixed-attention-temperature as fixed_lstm:VALUE",
+        "--variants: fixed_lstm:0: fixed_lstm needs its --fixed-attention-temperature as fixed_lstm:TAU",
     ),
     (
         "sweep: a value for a variant without one",

@@ -241,7 +241,7 @@ VARIANTS = {
         "model": ("lstm", "fixed"),
         "criterion": "tempered_ce",
         "baseline": "lstm",
-        "parameter": "--fixed-attention-temperature",  # a number > 0
+        "parameter": ("--fixed-attention-temperature", "TAU"),  # (its option, its name), a number > 0
     },
 }
 
@@ -261,15 +261,23 @@ def split_variant(variant):
     except ValueError:
         number = math.nan
     if not (math.isfinite(number) and number > 0):
-        raise ValueError(
-            f"{variant}: {name} needs its {VARIANTS[name]['parameter']} as {name}:VALUE, a number > 0"
-        )
+        option, value_name = VARIANTS[name]["parameter"]
+        raise ValueError(f"{variant}: {name} needs its {option} as {name}:{value_name}, a number > 0")
     return name, number
 
 
 def variant_names():
     """The names --variants takes, as its help and errors show them (fixed_lstm:TAU)."""
-    return [name + (":TAU" if "parameter" in spec else "") for name, spec in VARIANTS.items()]
+    return [
+        name + (f":{spec['parameter'][1]}" if "parameter" in spec else "") for name, spec in VARIANTS.items()
+    ]
+
+
+def variant_dir_name(variant):
+    """The variant's part of its run directories: fixed_lstm:2 -> fixed_lstm-tau2 (no ':' in a path:
+    fairseq's --path reads it as an ensemble)."""
+    name, value = split_variant(variant)
+    return name if value is None else f"{name}-{VARIANTS[name]['parameter'][1].lower()}{value:g}"
 
 
 def canonical_variant(variant):
@@ -300,5 +308,5 @@ def variant_model(variant, preset_name):
         return ["--arch", arch, *preset["model"][2:]], arch
     options = [*preset["lstm"], "--attention-temperature", value]
     if parameter is not None:
-        options += [VARIANTS[name]["parameter"], f"{parameter:g}"]
+        options += [VARIANTS[name]["parameter"][0], f"{parameter:g}"]
     return options, preset["lstm"][1]

@@ -39,6 +39,7 @@ from .presets import (
     PRESETS,
     baseline_variant,
     canonical_variant,
+    variant_dir_name,
     variant_model,
     variant_names,
     variant_spec,
@@ -48,10 +49,9 @@ from .training import last_saved_update, read_log
 
 def run_name(t, ls, sem, variant=DEFAULT_VARIANT):
     """T1-ls0.1-sem0 for the preset's Transformer (the names of sweeps before variants), else with
-    the variant first: ct_transformer-T1-ls0.1-sem0, fixed_lstm-tau2-T1-ls0.1-sem0 (no ':' in a
-    path: fairseq's --path reads it as an ensemble)."""
+    the variant first: ct_transformer-T1-ls0.1-sem0, fixed_lstm-tau2-T1-ls0.1-sem0."""
     name = f"T{fmt(t)}-ls{fmt(ls)}-sem{fmt(sem)}"
-    return name if variant == DEFAULT_VARIANT else f"{variant.replace(':', '-tau')}-{name}"
+    return name if variant == DEFAULT_VARIANT else f"{variant_dir_name(variant)}-{name}"
 
 
 def experiment_dir(work, src, tgt, preset, tag, seed):
