@@ -199,6 +199,7 @@ def test_dump_matches_the_model_position_by_position(trained, dumped):
             assert float(row["tau_mean"]) == pytest.approx(tau.mean(), abs=1e-6)
             assert float(row["tau_min"]) == pytest.approx(tau.min(), abs=1e-6)
             assert float(row["tau_max"]) == pytest.approx(tau.max(), abs=1e-6)
+            assert tau[d.index(row["tau_argmax"])] == pytest.approx(tau.max(), abs=1e-6)
             assert float(row["logp_target"]) == pytest.approx(ref["lprobs"][i, target], abs=1e-5)
             assert float(row["p_target"]) == pytest.approx(math.exp(ref["lprobs"][i, target]), rel=1e-5)
             np.testing.assert_allclose(dumped["full"][index], tau, atol=1e-6)

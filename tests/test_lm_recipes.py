@@ -194,6 +194,10 @@ def test_recipes_end_to_end(ptb_like):
     assert float(stats["tau_min"]) == min(float(p["tau_min"]) for p in positions)
     assert float(stats["tau_max"]) == max(float(p["tau_max"]) for p in positions)
     assert min(target) <= float(stats["tau_target_p5"]) <= float(stats["tau_target_p95"]) <= max(target)
+    on_target = [p["tau_argmax"] == p["target"] for p in positions]
+    assert float(stats["tau_argmax_is_target"]) == pytest.approx(statistics.fmean(on_target), rel=1e-9)
+    most = collections.Counter(p["tau_argmax"] for p in positions).most_common(1)[0]
+    assert stats["tau_argmax_words"].startswith(f"{most[0]} {most[1] / len(positions):.0%}")
 
 
 def test_bad_inputs(ptb_like, tmp_path):

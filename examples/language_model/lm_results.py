@@ -26,6 +26,7 @@ For the temperatures themselves (tau per position, heat maps) see ctemp-ct-analy
 """
 
 import argparse
+import collections
 import csv
 import glob
 import json
@@ -315,7 +316,15 @@ TAU_COLUMNS = [
     "tau_target_p95",
     "tau_min",
     "tau_max",
+    "tau_argmax_is_target",
+    "tau_argmax_words",
 ]
+
+
+def argmax_words(words, k=5):
+    """The k words that most often have the largest tau, with their share of the positions."""
+    counts = collections.Counter(words)
+    return ", ".join(f"{w} {n / len(words):.0%}" for w, n in counts.most_common(k))
 
 
 def tau(args):
@@ -349,10 +358,22 @@ def tau(args):
                 "tau_target_p95": float(np.percentile(target, 95)),
                 "tau_min": float(column["tau_min"].min()),
                 "tau_max": float(column["tau_max"].max()),
+                # dumps written before ctemp-ct-analysis had the column: None
+                "tau_argmax_is_target": (
+                    float(np.mean([r["tau_argmax"] == r["target"] for r in records]))
+                    if "tau_argmax" in records[0]
+                    else None
+                ),
+                "tau_argmax_words": (
+                    argmax_words([r["tau_argmax"] for r in records]) if "tau_argmax" in records[0] else None
+                ),
             }
         )
     write_csv(args.output, TAU_COLUMNS, rows)
-    header = ["variant", "positions", "mean_v τ", "τ(target) mean", "std", "5 %", "95 %", "min τ", "max τ"]
+    header = [
+        *("variant", "positions", "mean_v τ", "τ(target) mean", "std", "5 %", "95 %", "min τ", "max τ"),
+        *("largest τ on the target", "words with the largest τ (share of positions)"),
+    ]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
     lines += ["| " + " | ".join(fmt(row[c]) for c in TAU_COLUMNS) + " |" for row in rows]
     with open(args.output + ".md", "w") as f:

@@ -276,6 +276,7 @@ class Scores:
     tau_min: Optional[np.ndarray] = None
     tau_max: Optional[np.ndarray] = None
     tau_std: Optional[np.ndarray] = None
+    tau_argmax: Optional[List[str]] = None  # (L,) the word with the largest tau
     tau_columns: Optional[np.ndarray] = None  # (L, K) tau of the requested vocabulary entries
     tau_full: Optional[np.ndarray] = None  # (L, V)
     topk_ids: Optional[np.ndarray] = None  # (L, k) most probable next tokens
@@ -383,6 +384,7 @@ def _score_batch(lm, batch, encoded, columns, full, topk, need_tau):
             tau_min=tau.amin(-1),
             tau_max=tau.amax(-1),
             tau_std=tau.std(-1, unbiased=False),
+            tau_argmax=tau.argmax(-1),
         )
         if columns is not None:
             out["tau_columns"] = tau[..., torch.as_tensor(columns, device=tau.device)]
@@ -391,6 +393,7 @@ def _score_batch(lm, batch, encoded, columns, full, topk, need_tau):
         if topk:
             out["topk_tau"] = tau.gather(-1, out["topk_ids"])
     out = {k: v.cpu().numpy() for k, v in out.items()}
+    argmax = out.pop("tau_argmax", None)
     for i, (sentence, (inp, tgt)) in enumerate(zip(batch, encoded)):
         length = len(inp)
         yield Scores(
@@ -398,6 +401,7 @@ def _score_batch(lm, batch, encoded, columns, full, topk, need_tau):
             inputs=[d[t] for t in inp],
             targets=[d[t] for t in tgt],
             target_ids=np.asarray(tgt),
+            tau_argmax=None if argmax is None else [d[t] for t in argmax[i, :length]],
             **{k: v[i, :length] for k, v in out.items()},
         )
 
@@ -417,6 +421,7 @@ DUMP_FIELDS = (
     "tau_mean",
     "tau_min",
     "tau_max",
+    "tau_argmax",
 )
 
 
@@ -437,6 +442,7 @@ def dump_rows(scores):
                     "tau_mean": float(s.tau_mean[i]),
                     "tau_min": float(s.tau_min[i]),
                     "tau_max": float(s.tau_max[i]),
+                    "tau_argmax": s.tau_argmax[i],
                 },
             )
 
