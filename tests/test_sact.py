@@ -499,6 +499,14 @@ def test_heatmap_script_dumps_tau_and_attention_and_draws_them(sact_run, toy_dat
             len(row) == len(sentence["source_tokens"]) and abs(sum(row) - 1) < 1e-4 for row in attention
         )
         assert (out / f"sentence{i + 1}.png").read_bytes()[:4] == b"\x89PNG"
-    assert "wrote" in capsys.readouterr().out
+    every = [t for sentence in dump["sentences"] for t in sentence["tau"]]
+    (summary,) = dump["tau_summary"]
+    assert summary["tokens"] == len(every) and summary["mean"] == pytest.approx(sum(every) / len(every))
+    assert (summary["min"], summary["max"]) == (min(every), max(every))
+    printed = capsys.readouterr().out
+    assert (
+        "wrote" in printed
+        and f"tau over the {len(every)} target tokens: mean {summary['mean']:.3f}" in printed
+    )
     with pytest.raises(SystemExit, match="sact_attention.json already exists; refusing to overwrite"):
         run_heatmap_script(*args)

@@ -647,7 +647,11 @@ def test_heatmap_script_plots_tau_per_layer_and_target_token(trained, toy_data, 
         attention = sentence["attention"]
         assert len(attention) == len(tokens) and all(abs(sum(row) - 1) < 1e-4 for row in attention)
         assert (out / f"sentence{i + 1}.png").read_bytes()[:4] == b"\x89PNG"
-    assert "layer 1" in capsys.readouterr().out
+    for j, summary in enumerate(dump["tau_summary"]):  # per layer, over every target token
+        every = [row[j] for sentence in dump["sentences"] for row in sentence["tau"]]
+        assert summary["row"] == f"layer {j + 1}" and summary["tokens"] == len(every)
+        assert summary["mean"] == pytest.approx(sum(every) / len(every))
+    assert "tau (layer 1) over the" in capsys.readouterr().out
 
 
 @pytest.mark.e2e

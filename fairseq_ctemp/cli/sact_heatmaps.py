@@ -23,6 +23,7 @@ import argparse
 import json
 import logging
 import os
+import statistics
 
 import torch
 
@@ -116,6 +117,18 @@ def tau_rows(tau):
     if k == 1:
         return [f"layer {i + 1}" for i in range(layers)]
     return [f"layer {i + 1} head {j + 1}" for i in range(layers) for j in range(k)]
+
+
+def tau_summary(sentences, rows):
+    """Mean, min and max of tau over every target token of the sentences: one entry for sact_lstm,
+    one per row (layer, or layer and head) for sact_transformer."""
+    values = [tau for sentence in sentences for tau in sentence["tau"]]
+    columns = [values] if rows is None else [list(column) for column in zip(*values)]
+    labels = [None] if rows is None else rows
+    return [
+        {"row": label, "tokens": len(c), "mean": statistics.fmean(c), "min": min(c), "max": max(c)}
+        for label, c in zip(labels, columns)
+    ]
 
 
 @torch.no_grad()
@@ -230,6 +243,7 @@ def heatmaps(args):
     mode, lam, _ = temperature_settings(model)
     analysed = [analyse(model, task, s, r, args) for s, r in zip(sources, references)]
     sentences, rows = [a[0] for a in analysed], analysed[0][1]
+    summary = tau_summary(sentences, rows)
     os.makedirs(args.out_dir, exist_ok=True)
     with open(dump_path, "x", encoding="utf-8") as f:
         json.dump(
@@ -239,6 +253,7 @@ def heatmaps(args):
                 "lambda": lam,
                 "tau_rows": rows,
                 "decoding": "forced (--references)" if args.references else f"beam {args.beam}",
+                "tau_summary": summary,
                 "sentences": sentences,
             },
             f,
@@ -250,6 +265,11 @@ def heatmaps(args):
     print(f"wrote {dump_path} and {len(pngs)} PNG heatmaps in {args.out_dir}")
     if rows:
         print("tau per target token: " + " / ".join(rows))
+    for s in summary:
+        print(
+            f"tau{' (' + s['row'] + ')' if s['row'] else ''} over the {s['tokens']} target tokens: "
+            f"mean {s['mean']:.3f}, min {s['min']:.3f}, max {s['max']:.3f}"
+        )
     for i, sentence in enumerate(sentences):
         print(
             f"{i + 1}: "
