@@ -347,6 +347,9 @@ def tau(args):
             for key in ("tau_target", "tau_mean", "tau_min", "tau_max")
         }
         target = column["tau_target"]
+        # dumps written before ctemp-ct-analysis had the column: None
+        argmax = [r["tau_argmax"] for r in records] if "tau_argmax" in records[0] else None
+        on_target = None if argmax is None else [a == r["target"] for a, r in zip(argmax, records)]
         rows.append(
             {
                 "variant": label,
@@ -358,15 +361,8 @@ def tau(args):
                 "tau_target_p95": float(np.percentile(target, 95)),
                 "tau_min": float(column["tau_min"].min()),
                 "tau_max": float(column["tau_max"].max()),
-                # dumps written before ctemp-ct-analysis had the column: None
-                "tau_argmax_is_target": (
-                    float(np.mean([r["tau_argmax"] == r["target"] for r in records]))
-                    if "tau_argmax" in records[0]
-                    else None
-                ),
-                "tau_argmax_words": (
-                    argmax_words([r["tau_argmax"] for r in records]) if "tau_argmax" in records[0] else None
-                ),
+                "tau_argmax_is_target": None if argmax is None else float(np.mean(on_target)),
+                "tau_argmax_words": None if argmax is None else argmax_words(argmax),
             }
         )
     write_csv(args.output, TAU_COLUMNS, rows)

@@ -40,9 +40,9 @@ def main(argv):
         sys.exit(f"{PROG}: error: DATA_BIN {data}: no such directory")
     if not os.path.isfile(checkpoint):
         sys.exit(f"{PROG}: error: CHECKPOINT {checkpoint}: no such file")
+    if os.path.exists(output):
+        sys.exit(f"{PROG}: error: {output} already exists; refusing to overwrite it")
     try:
-        if os.path.exists(output):
-            raise gvb.UsageError(f"{output} already exists; refusing to overwrite it")
         translator = gvb.load_translator(data, checkpoint, extra)
         out = gvb.decode(translator, subset, beam, lenpen, extra, progress=False)
     except gvb.UsageError as e:
