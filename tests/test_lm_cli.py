@@ -4,6 +4,7 @@ exp(unscaled NLL) of the normalised distribution over every corpus token; resume
 training with c10d. The CLIs run in this process (conftest.run_fairseq) but for the 2 ranks, which
 are processes of their own."""
 
+import logging
 import math
 import re
 
@@ -172,10 +173,11 @@ def test_sentence_scores_are_the_lines_of_the_subset_and_add_up_to_the_perplexit
     assert lm_eval.evaluate(argv + ["--tokens-per-sample", "64"]).sentences is None  # only when asked
 
 
-def test_the_evaluation_refuses_unnormalised_or_zero_probabilities(toy_data, trained, monkeypatch):
+def test_the_evaluation_refuses_unnormalised_or_zero_probabilities(toy_data, trained, monkeypatch, caplog):
     """A head whose log-probabilities are off by a constant (a temperature or normaliser applied
     after the log-softmax) is caught, by how much it is off; so is one that gives a target
-    probability 0 (fairseq-eval-lm would leave it out of the perplexity), and NaN."""
+    probability 0 (fairseq-eval-lm would leave it out of the perplexity, printing the tokens it
+    skips: compat.py makes that message printable), and NaN."""
     original = TemperatureHeadDecoderMixin.get_normalized_probs
 
     def off_by_a_constant(self, net_output, log_probs, sample=None):
@@ -198,7 +200,10 @@ def test_the_evaluation_refuses_unnormalised_or_zero_probabilities(toy_data, tra
         return lprobs if log_probs else lprobs.exp()
 
     monkeypatch.setattr(TemperatureHeadDecoderMixin, "get_normalized_probs", no_end_of_sentence)
-    result = eval_lm_api(toy_data["lm_bin"], trained["lstm-mos-ct"][0] / "checkpoint_last.pt")
+    with caplog.at_level(logging.INFO, logger="fairseq_cli.eval_lm"):
+        result = eval_lm_api(toy_data["lm_bin"], trained["lstm-mos-ct"][0] / "checkpoint_last.pt")
+    skipped = [m for m in caplog.messages if m.startswith("skipping tokens with inf scores:")]
+    assert skipped  # fairseq's message, formatted (its tokens are </s>, which fairseq prints as "")
     lines = len((toy_data["raw"] / "test.tgt").read_text().splitlines())
     assert result.max_log_normalizer < 1e-5 and result.tokens_not_finite == lines
     with pytest.raises(ValueError, match=f"{lines} of the {result.tokens} tokens have probability 0 or NaN"):
