@@ -61,6 +61,24 @@ LSTM_SMALL = [
     "0.3",
 ]
 
+# The GPU presets' learning rate and batch (the paper's), and their sweep: the paper's
+# temperatures and decoding grid, a validation every 1,000 updates, no cap.
+PAPER_LR = ["--lr", "5e-4", "--warmup-updates", "4000", "--max-tokens", "4096"]
+GPU_SWEEP = {
+    "lstm": LSTM_PAPER,
+    "interval": 1000,
+    "patience": 10,
+    "average": 10,
+    "max_update": None,
+    "log_interval": 100,
+    "temperatures": PAPER_T,
+    "grid_beams": PAPER_BEAMS,
+    "grid_lenpens": PAPER_LENPENS,
+    "eval_beam": 4,
+    "speed_beams": [4, 10],
+    "decode_batch": 128,
+    "threads": None,
+}
 
 PRESETS = {
     "base": {
@@ -78,26 +96,9 @@ PRESETS = {
         ],
         "training": [
             *OPTIMIZER,
-            "--lr",
-            "5e-4",
-            "--warmup-updates",
-            "4000",
-            "--max-tokens",
-            "4096",
+            *PAPER_LR,
         ],
-        "lstm": LSTM_PAPER,
-        "interval": 1000,
-        "patience": 10,
-        "average": 10,
-        "max_update": None,
-        "log_interval": 100,
-        "temperatures": PAPER_T,
-        "grid_beams": PAPER_BEAMS,
-        "grid_lenpens": PAPER_LENPENS,
-        "eval_beam": 4,
-        "speed_beams": [4, 10],
-        "decode_batch": 128,
-        "threads": None,
+        **GPU_SWEEP,
     },
     "small": {
         "about": "fairseq's transformer_iwslt_de_en (6+6 layers, 512/1024, 4 heads), dropout 0.3, GPU",
@@ -112,26 +113,9 @@ PRESETS = {
             "--weight-decay",
             "0.0001",
             *OPTIMIZER,
-            "--lr",
-            "5e-4",
-            "--warmup-updates",
-            "4000",
-            "--max-tokens",
-            "4096",
+            *PAPER_LR,
         ],
-        "lstm": LSTM_PAPER,
-        "interval": 1000,
-        "patience": 10,
-        "average": 10,
-        "max_update": None,
-        "log_interval": 100,
-        "temperatures": PAPER_T,
-        "grid_beams": PAPER_BEAMS,
-        "grid_lenpens": PAPER_LENPENS,
-        "eval_beam": 4,
-        "speed_beams": [4, 10],
-        "decode_batch": 128,
-        "threads": None,
+        **GPU_SWEEP,
     },
     "mini": {
         "about": "CPU: 2+2 layers, 128/512, 4 heads, one thread per run, capped updates "
