@@ -47,6 +47,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_tempered_ce import (  # noqa: E402  (peak_bytes: profiler memory events)
+    ADAM_ARGS,
     PLUGIN_DIR,
     add_json_option,
     add_timing_options,
@@ -287,14 +288,7 @@ def fairseq_cfg(args, data_dir, name):
         *body_options(args, name),
         "--seed",
         str(args.seed),
-        "--optimizer",
-        "adam",
-        "--adam-betas",
-        "(0.9, 0.98)",
-        "--lr",
-        "5e-4",
-        "--clip-norm",
-        "1.0",
+        *ADAM_ARGS,
         "--max-tokens",
         str(args.max_tokens),
         "--ddp-backend",

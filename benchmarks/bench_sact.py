@@ -29,7 +29,6 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from bench_tempered_ce import (  # noqa: E402  (the same batch maker)
-    PLUGIN_DIR,
     add_beam_search_options,
     add_json_option,
     add_timing_options,
@@ -39,6 +38,7 @@ from bench_tempered_ce import (  # noqa: E402  (the same batch maker)
     random_batches,
     resolve_device,
     speed_summary,
+    translation_data_args,
     write_json,
 )
 
@@ -92,15 +92,7 @@ def fairseq_cfg(args, data_dir, model_args):
 
     d, layers = str(args.dim), str(args.layers)
     argv = [
-        data_dir,
-        "--user-dir",
-        os.path.abspath(PLUGIN_DIR),
-        "--task",
-        "translation",
-        "-s",
-        "src",
-        "-t",
-        "tgt",
+        *translation_data_args(data_dir),
         *model_args,
         "--encoder-layers",
         layers,

@@ -27,6 +27,8 @@ import torch
 PLUGIN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fairseq_ctemp")
 CPU_DEFAULTS = dict(vocab=8000, max_tokens=4000, layers=2, dim=256, ffn=1024, heads=4)
 GPU_DEFAULTS = dict(vocab=32000, max_tokens=8192, layers=6, dim=512, ffn=2048, heads=8)  # base
+# The optimizer of the Transformer and LM benchmarks (their speeds are per update of the same Adam).
+ADAM_ARGS = ["--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--lr", "5e-4", "--clip-norm", "1.0"]
 HELP = dict(
     vocab="dictionary size",
     max_tokens="tokens per batch (--max-tokens)",
@@ -179,15 +181,7 @@ def fairseq_cfg(args, data_dir, criterion_args):
         "attention-heads": args.heads,
     }
     argv = [
-        data_dir,
-        "--user-dir",
-        os.path.abspath(PLUGIN_DIR),
-        "--task",
-        "translation",
-        "-s",
-        "src",
-        "-t",
-        "tgt",
+        *translation_data_args(data_dir),
         "--arch",
         "transformer",
         "--seed",
@@ -196,14 +190,7 @@ def fairseq_cfg(args, data_dir, criterion_args):
         "--share-decoder-input-output-embed",
         "--dropout",
         "0.1",
-        "--optimizer",
-        "adam",
-        "--adam-betas",
-        "(0.9, 0.98)",
-        "--lr",
-        "5e-4",
-        "--clip-norm",
-        "1.0",
+        *ADAM_ARGS,
         "--max-tokens",
         str(args.max_tokens),
         "--label-smoothing",
@@ -214,6 +201,21 @@ def fairseq_cfg(args, data_dir, criterion_args):
         *criterion_args,
     ]
     return convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv))
+
+
+def translation_data_args(data_dir):
+    """fairseq-train's data arguments for random_batches' src-tgt data, with this plugin."""
+    return [
+        data_dir,
+        "--user-dir",
+        os.path.abspath(PLUGIN_DIR),
+        "--task",
+        "translation",
+        "-s",
+        "src",
+        "-t",
+        "tgt",
+    ]
 
 
 def random_batches(args, task):

@@ -41,6 +41,7 @@ from bench_sact import (  # noqa: E402  (random sources collated like fairseq; t
     time_training,
 )
 from bench_tempered_ce import (  # noqa: E402  (the same batches, device choice and JSON report)
+    ADAM_ARGS,
     PLUGIN_DIR,
     add_beam_search_options,
     add_json_option,
@@ -51,6 +52,7 @@ from bench_tempered_ce import (  # noqa: E402  (the same batches, device choice 
     random_batches,
     resolve_device,
     speed_summary,
+    translation_data_args,
     write_json,
 )
 
@@ -131,15 +133,7 @@ def training_args(args, data_dir, name):
 
     arch, extra, criterion = MODELS[name]
     argv = [
-        data_dir,
-        "--user-dir",
-        os.path.abspath(PLUGIN_DIR),
-        "--task",
-        "translation",
-        "-s",
-        "src",
-        "-t",
-        "tgt",
+        *translation_data_args(data_dir),
         "--arch",
         arch.format(preset=args.preset),
         *extra,
@@ -147,14 +141,7 @@ def training_args(args, data_dir, name):
         criterion,
         "--label-smoothing",
         "0.1",
-        "--optimizer",
-        "adam",
-        "--adam-betas",
-        "(0.9, 0.98)",
-        "--lr",
-        "5e-4",
-        "--clip-norm",
-        "1.0",
+        *ADAM_ARGS,
         "--max-tokens",
         str(args.max_tokens),
         "--seed",
