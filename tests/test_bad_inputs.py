@@ -21,7 +21,7 @@ import sys
 
 import pytest
 import torch
-from conftest import BIN_DIR, PLUGIN_DIR, REPO, console_scripts, example_script, run_fairseq
+from conftest import BIN_DIR, PLUGIN_DIR, REPO, TINY_DIMS, console_scripts, example_script, run_fairseq
 from conftest import command as console_command
 
 pytestmark = pytest.mark.e2e
@@ -257,22 +257,7 @@ TRAIN = [
     PLUGIN_DIR,
     "--arch",
     "transformer",
-    "--encoder-layers",
-    "1",
-    "--decoder-layers",
-    "1",
-    "--encoder-embed-dim",
-    "16",
-    "--decoder-embed-dim",
-    "16",
-    "--encoder-ffn-embed-dim",
-    "32",
-    "--decoder-ffn-embed-dim",
-    "32",
-    "--encoder-attention-heads",
-    "2",
-    "--decoder-attention-heads",
-    "2",
+    *TINY_DIMS,
     "--cpu",
     "--optimizer",
     "adam",

@@ -22,7 +22,7 @@ import time
 
 import pytest
 import torch
-from conftest import BIN_DIR, run_main
+from conftest import BIN_DIR, TINY_DIMS, run_main
 
 from fairseq_ctemp.alt import common as alt_common
 from fairseq_ctemp.alt import sweep as alt_sweep
@@ -39,28 +39,10 @@ ENV = dict(
 )
 for key in ("ALT_RELEASE", "ALT_LOCAL", "ALT_WORK"):
     ENV.pop(key, None)
-MODEL = [
-    "--encoder-layers",
-    "1",
-    "--decoder-layers",
-    "1",
-    "--encoder-embed-dim",
-    "16",
-    "--decoder-embed-dim",
-    "16",
-    "--encoder-ffn-embed-dim",
-    "32",
-    "--decoder-ffn-embed-dim",
-    "32",
-    "--encoder-attention-heads",
-    "2",
-    "--decoder-attention-heads",
-    "2",
-]
 TINY = [
     "--arch",
     "transformer",
-    *MODEL,
+    *TINY_DIMS,
     "--optimizer",
     "adam",
     "--lr",
@@ -492,7 +474,7 @@ def test_a_killed_sweep_takes_its_runs_with_it(alt, tmp_path):
             "--max-update",
             "100000",
             "--",
-            *MODEL,
+            *TINY_DIMS,
         ],
         env=ENV,
         stdout=subprocess.DEVNULL,
