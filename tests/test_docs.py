@@ -1,0 +1,48 @@
+"""The tracked files: every relative link and image of the Markdown points at a file of the
+repository, and no file names a local path of the machine that wrote it."""
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+# the tracked files are what a clone has (git ls-files / git grep); an unpacked archive has no .git
+pytestmark = pytest.mark.skipif(not Path(REPO, ".git").exists(), reason="not a git checkout")
+LINK = re.compile(r"\]\(([^)\s]+)\)")  # [text](target) and ![alt](target)
+
+
+def markdown_files():
+    listed = subprocess.run(
+        ["git", "ls-files", "*.md"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split()
+    return [Path(REPO, name) for name in listed]
+
+
+def broken_links(path):
+    for target in LINK.findall(path.read_text(encoding="utf-8")):
+        if re.match(r"[a-z]+:", target) or target.startswith("#"):
+            continue  # a URL or an anchor in the same file
+        if not (path.parent / target.split("#")[0]).exists():
+            yield target
+
+
+def test_relative_links_in_markdown_resolve():
+    files = markdown_files()
+    assert len(files) > 10 and Path(REPO, "README.md") in files
+    broken = {str(p.relative_to(REPO)): list(broken_links(p)) for p in files}
+    assert not {name: links for name, links in broken.items() if links}
+
+
+def test_no_tracked_file_names_a_local_path():
+    """Generated reports and docs name paths as placeholders (WORK, path/to/...), never the absolute
+    or sibling paths of the machine that wrote them."""
+    local = r"(/home/|/root/|/tmp/pytest|/work/(runs|shared|main)|\.\./shared/)"
+    found = subprocess.run(
+        ["git", "grep", "-n", "-I", "-E", local, "--", ".", ":!tests/test_docs.py"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert found.returncode == 1, found.stdout[:2000]  # git grep: 1 = no match, 2 = error
