@@ -1,6 +1,7 @@
-"""The tracked files: every relative link and image of the Markdown points at a file of the
-repository, and no file names a local path of the machine that wrote it."""
+"""The tracked files: every relative link and image of the Markdown points at a file (and heading)
+of the repository, and no file names a local path of the machine that wrote it."""
 
+import collections
 import re
 import subprocess
 from pathlib import Path
@@ -20,11 +21,27 @@ def markdown_files():
     return [Path(REPO, name) for name in listed]
 
 
+def anchors(path):
+    """The anchors of path's headings, as GitHub makes them (lower case, punctuation dropped, spaces
+    to hyphens, -1, -2, ... after repeats); headings inside code blocks are not headings."""
+    made, repeats, in_code = set(), collections.Counter(), False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        in_code ^= line.startswith("```")
+        heading = re.match(r"#+\s+(.*)", line)
+        if heading and not in_code:
+            slug = re.sub(r"[^\w\- ]", "", heading.group(1).strip().lower()).replace(" ", "-")
+            made.add(f"{slug}-{repeats[slug]}" if repeats[slug] else slug)
+            repeats[slug] += 1
+    return made
+
+
 def broken_links(path):
     for target in LINK.findall(path.read_text(encoding="utf-8")):
-        if re.match(r"[a-z]+:", target) or target.startswith("#"):
-            continue  # a URL or an anchor in the same file
-        if not (path.parent / target.split("#")[0]).exists():
+        if re.match(r"[a-z]+:", target):
+            continue  # a URL
+        name, _, anchor = target.partition("#")
+        linked = path.parent / name if name else path
+        if not linked.exists() or (anchor and linked.suffix == ".md" and anchor not in anchors(linked)):
             yield target
 
 
