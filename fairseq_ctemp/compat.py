@@ -17,6 +17,16 @@ run resumed at epoch k. A resumed run therefore sees different batches than an u
 We create every reusable training iterator as fairseq does at epoch 1 (then set its real epoch), so
 resuming reproduces the uninterrupted run exactly. Runs from scratch are unchanged.
 
+fairseq saves the checkpoint of an epoch's end before it steps the learning-rate scheduler with that
+epoch's validation loss (``fairseq_cli.train.main``: ``train`` saves, then ``trainer.lr_step(epoch,
+valid_loss)``), and a run resumed from that checkpoint never makes the step: ``load_checkpoint``
+only calls ``lr_step(next_epoch)``, without a loss. Under ``reduce_lr_on_plateau`` a resumed run
+whose last epoch did not improve keeps the learning rate the uninterrupted run halves (and one whose
+last epoch did improve keeps the older best to compare with). When a checkpoint saved at an epoch's
+end is loaded with its optimizer and scheduler (no ``--reset-*``), we make that step, with the
+validation loss the checkpoint holds, before fairseq's own; every epoch-level scheduler then
+continues as it would have uninterrupted.
+
 fairseq's ``--ddp-backend pytorch_ddp`` (c10d, the default) passes ``device_ids=[device_id]`` to
 torch's DistributedDataParallel even for a CPU model, which torch refuses; on CPU we pass no device
 ids, as torch expects, so CPU runs (gloo) can use c10d instead of being limited to legacy_ddp.
@@ -175,6 +185,43 @@ def batches_independent_of_resume_epoch():
 
     get_batch_iterator._ctemp_patched = True
     FairseqTask.get_batch_iterator = get_batch_iterator
+
+
+def saved_at_end_of_epoch(extra_state):
+    """The epoch whose end a checkpoint's extra state was saved at, or None (saved mid-epoch, or
+    without its iterator's state)."""
+    position = (extra_state or {}).get("train_iterator") or {}
+    if position.get("iterations_in_epoch") == 0 and position.get("epoch", 0) > 1:
+        return position["epoch"] - 1  # at an epoch's end the iterator saves the next epoch
+    return None
+
+
+def lr_step_of_the_saved_epoch_on_resume():
+    from fairseq.trainer import Trainer
+
+    load = Trainer.load_checkpoint
+    if getattr(load, "_ctemp_patched", False):
+        return
+
+    def load_checkpoint(
+        self,
+        filename,
+        reset_optimizer=False,
+        reset_lr_scheduler=False,
+        optimizer_overrides=None,
+        reset_meters=False,
+    ):
+        extra_state = load(
+            self, filename, reset_optimizer, reset_lr_scheduler, optimizer_overrides, reset_meters
+        )
+        epoch = saved_at_end_of_epoch(extra_state)
+        fresh = reset_optimizer or reset_lr_scheduler or self.cfg.checkpoint.reset_dataloader
+        if epoch is not None and not fresh:
+            self.lr_step(epoch, extra_state.get("val_loss"))
+        return extra_state
+
+    load_checkpoint._ctemp_patched = True
+    Trainer.load_checkpoint = load_checkpoint
 
 
 def numpy_compat_long():
@@ -427,6 +474,7 @@ def apply():
     cpu_pytorch_ddp()
     bf16_without_tpu()
     batches_independent_of_resume_epoch()
+    lr_step_of_the_saved_epoch_on_resume()
     numpy_compat_long()
     pin_memory_only_with_an_accelerator()
     batch_threads_stop_at_exit()

@@ -10,7 +10,7 @@ import warnings
 
 import pytest
 import torch
-from conftest import PLUGIN_DIR, REPO
+from conftest import PLUGIN_DIR, REPO, TINY_LM, json_log_records, run_fairseq
 
 import fairseq_ctemp  # noqa: F401  (applies the fixes)
 from fairseq_ctemp import compat
@@ -235,3 +235,52 @@ def test_fairseq_config_conversion_without_hydra_experimental(arch, monkeypatch)
     assert len(messages) == 6 and set(FAIRSEQ_FILES) <= set(messages)
     assert as_plain(cfg) == as_plain(cfg0)
     assert cfg.criterion.softmax_temperature == 1.0 and cfg.model._name == arch[1]
+
+
+# ------------------------------------------------------------------------- lr step on resume
+# No validation counts as better than 0.5 x the best one: reduce_lr_on_plateau halves the learning
+# rate after every epoch but the first, whatever the losses are.
+PLATEAU = [
+    *(
+        "--lr-scheduler",
+        "reduce_lr_on_plateau",
+        "--lr-shrink",
+        "0.5",
+        "--lr-patience",
+        "0",
+        "--lr-threshold",
+        "0.5",
+    ),
+    *(
+        "--task",
+        "language_modeling",
+        "--tokens-per-sample",
+        "32",
+        "--cpu",
+        "--optimizer",
+        "adam",
+        "--lr",
+        "1e-2",
+    ),
+    *("--max-tokens", "1024", "--seed", "1", "--num-workers", "0", "--log-format", "json", *TINY_LM),
+]
+
+
+def test_a_resumed_run_steps_its_learning_rate_where_the_uninterrupted_run_does(toy_data, tmp_path):
+    """The epoch-end checkpoint is saved before fairseq's lr step of that epoch; resumed from it, the
+    run makes the step (a halving here) instead of keeping the epoch's learning rate."""
+
+    def train(save_dir, max_epoch, *extra):
+        argv = [toy_data["lm_bin"], "--user-dir", PLUGIN_DIR, *PLATEAU, "--save-dir", save_dir, *extra]
+        log = run_fairseq("fairseq-train", *argv, "--max-epoch", max_epoch).stdout
+        return [(int(r["epoch"]), r["train_lr"], r["train_loss"]) for r in json_log_records(log, "train")]
+
+    full = train(tmp_path / "full", 4)
+    assert [lr for _, lr, _ in full] == pytest.approx([1e-2, 1e-2, 5e-3, 2.5e-3])  # the schedule
+    resumed = train(tmp_path / "resumed", 2) + train(tmp_path / "resumed", 4)
+    assert resumed == full  # the same learning rates, hence the same training losses
+
+    # --reset-lr-scheduler asks for a fresh scheduler: no step is made up for it (one would make
+    # epoch 2's loss its best, and epoch 3, not better than half of it, would halve the rate)
+    train(tmp_path / "reset", 2)
+    assert [lr for _, lr, _ in train(tmp_path / "reset", 4, "--reset-lr-scheduler")] == [1e-2, 1e-2]
