@@ -24,8 +24,10 @@ only calls ``lr_step(next_epoch)``, without a loss. Under ``reduce_lr_on_plateau
 whose last epoch did not improve keeps the learning rate the uninterrupted run halves (and one whose
 last epoch did improve keeps the older best to compare with). When a checkpoint saved at an epoch's
 end is loaded with its optimizer and scheduler (no ``--reset-*``), we make that step, with the
-validation loss the checkpoint holds, before fairseq's own; every epoch-level scheduler then
-continues as it would have uninterrupted.
+validation loss the checkpoint holds, before fairseq's own. ``reduce_lr_on_plateau`` also keeps
+only its best loss in checkpoints, not torch's counts of epochs without improvement and of cooldown
+epochs, so with ``--lr-patience`` above 0 a resumed run counted anew; its checkpoints now hold
+both counts. Every epoch-level scheduler then continues as it would have uninterrupted.
 
 fairseq's ``--ddp-backend pytorch_ddp`` (c10d, the default) passes ``device_ids=[device_id]`` to
 torch's DistributedDataParallel even for a CPU model, which torch refuses; on CPU we pass no device
@@ -222,6 +224,33 @@ def lr_step_of_the_saved_epoch_on_resume():
 
     load_checkpoint._ctemp_patched = True
     Trainer.load_checkpoint = load_checkpoint
+
+
+PLATEAU_COUNTS = ("num_bad_epochs", "cooldown_counter")  # torch ReduceLROnPlateau's, saved too
+
+
+def plateau_counts_in_checkpoints():
+    from fairseq.optim.lr_scheduler.reduce_lr_on_plateau import ReduceLROnPlateauLRSchedule
+
+    state_dict, load_state_dict = (
+        ReduceLROnPlateauLRSchedule.state_dict,
+        ReduceLROnPlateauLRSchedule.load_state_dict,
+    )
+    if getattr(state_dict, "_ctemp_patched", False):
+        return
+
+    def state_dict_with_counts(self):
+        return {**state_dict(self), **{key: getattr(self.lr_scheduler, key) for key in PLATEAU_COUNTS}}
+
+    def load_state_dict_with_counts(self, state):
+        load_state_dict(self, state)
+        for key in PLATEAU_COUNTS:
+            if key in state:  # absent from checkpoints written without this fix: counted anew
+                setattr(self.lr_scheduler, key, state[key])
+
+    state_dict_with_counts._ctemp_patched = True
+    ReduceLROnPlateauLRSchedule.state_dict = state_dict_with_counts
+    ReduceLROnPlateauLRSchedule.load_state_dict = load_state_dict_with_counts
 
 
 def numpy_compat_long():
@@ -475,6 +504,7 @@ def apply():
     bf16_without_tpu()
     batches_independent_of_resume_epoch()
     lr_step_of_the_saved_epoch_on_resume()
+    plateau_counts_in_checkpoints()
     numpy_compat_long()
     pin_memory_only_with_an_accelerator()
     batch_threads_stop_at_exit()

@@ -238,19 +238,10 @@ def test_fairseq_config_conversion_without_hydra_experimental(arch, monkeypatch)
 
 
 # ------------------------------------------------------------------------- lr step on resume
-# No validation counts as better than 0.5 x the best one: reduce_lr_on_plateau halves the learning
-# rate after every epoch but the first, whatever the losses are.
+# No validation counts as better than 0.5 x the best one: after the first epoch every epoch is one
+# without improvement, and reduce_lr_on_plateau halves the rate after more than --lr-patience of them.
 PLATEAU = [
-    *(
-        "--lr-scheduler",
-        "reduce_lr_on_plateau",
-        "--lr-shrink",
-        "0.5",
-        "--lr-patience",
-        "0",
-        "--lr-threshold",
-        "0.5",
-    ),
+    *("--lr-scheduler", "reduce_lr_on_plateau", "--lr-shrink", "0.5", "--lr-threshold", "0.5"),
     *(
         "--task",
         "language_modeling",
@@ -264,23 +255,45 @@ PLATEAU = [
     ),
     *("--max-tokens", "1024", "--seed", "1", "--num-workers", "0", "--log-format", "json", *TINY_LM),
 ]
+SCHEDULES = {  # --lr-patience: the learning rate of epochs 1-5 (the reference: torch's documented rule)
+    0: [1e-2, 1e-2, 5e-3, 2.5e-3, 1.25e-3],
+    1: [1e-2, 1e-2, 1e-2, 5e-3, 5e-3],
+}
 
 
-def test_a_resumed_run_steps_its_learning_rate_where_the_uninterrupted_run_does(toy_data, tmp_path):
+def plateau_training(data, save_dir, max_epoch, *extra):
+    """fairseq-train under PLATEAU: (epoch, learning rate, training loss) of each epoch it trained."""
+    argv = [
+        data,
+        "--user-dir",
+        PLUGIN_DIR,
+        *PLATEAU,
+        "--save-dir",
+        save_dir,
+        *extra,
+        "--max-epoch",
+        max_epoch,
+    ]
+    log = run_fairseq("fairseq-train", *argv).stdout
+    return [(int(r["epoch"]), r["train_lr"], r["train_loss"]) for r in json_log_records(log, "train")]
+
+
+@pytest.mark.parametrize("patience", sorted(SCHEDULES))
+def test_a_resumed_run_steps_its_learning_rate_where_the_uninterrupted_run_does(toy_data, tmp_path, patience):
     """The epoch-end checkpoint is saved before fairseq's lr step of that epoch; resumed from it, the
-    run makes the step (a halving here) instead of keeping the epoch's learning rate."""
-
-    def train(save_dir, max_epoch, *extra):
-        argv = [toy_data["lm_bin"], "--user-dir", PLUGIN_DIR, *PLATEAU, "--save-dir", save_dir, *extra]
-        log = run_fairseq("fairseq-train", *argv, "--max-epoch", max_epoch).stdout
-        return [(int(r["epoch"]), r["train_lr"], r["train_loss"]) for r in json_log_records(log, "train")]
-
-    full = train(tmp_path / "full", 4)
-    assert [lr for _, lr, _ in full] == pytest.approx([1e-2, 1e-2, 5e-3, 2.5e-3])  # the schedule
-    resumed = train(tmp_path / "resumed", 2) + train(tmp_path / "resumed", 4)
+    run makes the step (and, with --lr-patience, counts the epochs without improvement on from the
+    checkpoint's count) instead of keeping the epoch's learning rate."""
+    data, options = toy_data["lm_bin"], ("--lr-patience", patience)
+    full = plateau_training(data, tmp_path / "full", 5, *options)
+    assert [lr for _, lr, _ in full] == pytest.approx(SCHEDULES[patience])
+    resumed = plateau_training(data, tmp_path / "resumed", 3, *options)
+    resumed += plateau_training(data, tmp_path / "resumed", 5, *options)
     assert resumed == full  # the same learning rates, hence the same training losses
 
-    # --reset-lr-scheduler asks for a fresh scheduler: no step is made up for it (one would make
-    # epoch 2's loss its best, and epoch 3, not better than half of it, would halve the rate)
-    train(tmp_path / "reset", 2)
-    assert [lr for _, lr, _ in train(tmp_path / "reset", 4, "--reset-lr-scheduler")] == [1e-2, 1e-2]
+
+def test_a_reset_scheduler_gets_no_step_made_up(toy_data, tmp_path):
+    """--reset-lr-scheduler asks for a fresh scheduler: a step made up for it would make epoch 2's
+    loss its best, and epoch 3, not better than half of it, would halve the rate."""
+    plateau_training(toy_data["lm_bin"], tmp_path, 2, "--lr-patience", "0")
+    resumed = plateau_training(toy_data["lm_bin"], tmp_path, 4, "--lr-patience", "0", "--reset-lr-scheduler")
+    assert [lr for _, lr, _ in resumed] == [1e-2, 1e-2]
