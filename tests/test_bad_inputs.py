@@ -976,6 +976,12 @@ CASES = [
         "no log {root}/none.log",
     ),
     (
+        "lm_results: --csv without .csv",
+        lm_results,
+        ["plot", "--logs", "{root}/none.log", "--output", "{root}/c.png", "--csv", "{root}/c.tsv"],
+        "--csv {root}/c.tsv: give a file name ending in .csv",
+    ),
+    (
         "lm_results: compare without a baseline",
         lm_results,
         ["compare", "--runs", "{root}", "--variants", "softmax", "--output", "{root}/compare"],

@@ -12,7 +12,7 @@ import statistics
 import subprocess
 
 import pytest
-from conftest import BIN_DIR, REPO, example_script, run_main
+from conftest import BIN_DIR, REPO, example_script, json_log_records, run_main
 
 pytestmark = pytest.mark.e2e
 RECIPES = os.path.join(REPO, "examples", "language_model")
@@ -162,8 +162,25 @@ def test_recipes_end_to_end(ptb_like):
     # Learning curves -> PNG, and the results table.
     png = root / "curves.png"
     lm_results = example_script(os.path.join(RECIPES, "lm_results.py"))  # in this process
-    run_main(lm_results.main, "plot", "--logs", save / "train.log", "--labels", "ct-mos", "--output", png)
+    points = root / "curves.csv"
+    run_main(
+        lm_results.main,
+        *("plot", "--logs", save / "train.log", "--labels", "ct-mos", "--output", png, "--csv", points),
+    )
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the points: each epoch's validation perplexity and learning rate, as the log has them
+    with open(points) as f:
+        plotted = [
+            (r["run"], int(r["epoch"]), float(r["valid_ppl"]), float(r["lr"])) for r in csv.DictReader(f)
+        ]
+    logged = {int(r["epoch"]): r for r in json_log_records((save / "train.log").read_text(), "valid")}
+    lrs = {
+        int(r["epoch"]): r["train_lr"] for r in json_log_records((save / "train.log").read_text(), "train")
+    }
+    assert (
+        plotted == [("ct-mos", e, logged[e]["valid_ppl"], lrs[e]) for e in sorted(logged)]
+        and len(plotted) == 2
+    )
     table = root / "table"
     run_main(lm_results.main, "table", "--runs", root, "--variants", "ct-mos", "--output", table)
     with open(table.with_suffix(".csv")) as f:

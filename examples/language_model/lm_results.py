@@ -3,7 +3,8 @@
 
   lm_results.py plot  --logs RUN/train.log ... [--labels ...] [--x update|epoch] [--metric ppl] --output curves.png
       validation perplexity (or another valid_* metric) against updates or epochs, one line per run,
-      from fairseq's --log-format json logs (train.sh tees them into SAVE_DIR/train.log).
+      from fairseq's --log-format json logs (train.sh tees them into SAVE_DIR/train.log); with
+      --csv FILE.csv also the points, and per epoch the learning rate it trained at.
   lm_results.py table --runs RUNS_DIR --variants softmax ct ... [--eval-suffix _checkpoint_last] --output PREFIX
       PREFIX.md and PREFIX.csv: per variant (RUNS_DIR/<variant>): valid / test perplexity, the
       evaluation guards (evaluated tokens, largest |log sum p| of eval_{valid,test}SUFFIX.json from
@@ -49,6 +50,14 @@ def curve(path, x_key, metric):
     return sorted(points.items())
 
 
+def learning_rates(path):
+    """{epoch: the learning rate it trained at} from a log's end-of-epoch train records (a resumed
+    run's repeated epoch keeps the latest)."""
+    return {
+        int(r["epoch"]): r["train_lr"] for r in logs.read(path, "train") if "train_lr" in r and "epoch" in r
+    }
+
+
 def plot(args):
     import matplotlib
 
@@ -60,9 +69,11 @@ def plot(args):
         sys.exit("lm_results.py: error: give one --labels entry per --logs file")
     from matplotlib.ticker import ScalarFormatter
 
+    if args.csv and not args.csv.endswith(".csv"):
+        sys.exit(f"lm_results.py: error: --csv {args.csv}: give a file name ending in .csv")
     fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)
     styles = ["-", "--", "-.", ":"]
-    plotted = 0
+    plotted, rows = 0, []
     for path, label in zip(args.logs, labels):
         if not os.path.exists(path):
             sys.exit(f"lm_results.py: error: no log {path}")
@@ -70,6 +81,11 @@ def plot(args):
         if not points:
             print(f"lm_results.py: warning: no valid_{args.metric} records in {path}", file=sys.stderr)
             continue
+        lrs = learning_rates(path) if args.x == "epoch" else {}
+        rows += [
+            {"run": label, args.x: int(x), f"valid_{args.metric}": y, "lr": lrs.get(int(x), "")}
+            for x, y in points
+        ]
         xs, ys = zip(*points)
         ax.plot(
             xs,
@@ -98,6 +114,9 @@ def plot(args):
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
     fig.savefig(args.output)
     print(f"wrote {args.output}")
+    if args.csv:
+        write_csv(args.csv[: -len(".csv")], ["run", args.x, f"valid_{args.metric}", "lr"], rows)
+        print(f"wrote {args.csv}")
 
 
 def read_json(path):
@@ -489,6 +508,7 @@ def main(argv=None):
     p.add_argument("--metric", default="ppl", help="valid_<metric> to plot (ppl, nll_loss, tau_mean, ...)")
     p.add_argument("--title")
     p.add_argument("--output", required=True)
+    p.add_argument("--csv", help="also write the points (and per epoch the learning rate) to this .csv file")
     p.set_defaults(func=plot)
     t = sub.add_parser("table", help="results table (markdown + CSV) of several runs")
     t.add_argument("--runs", required=True)

@@ -81,7 +81,7 @@ if [ ${#finished[@]} -gt 1 ] && [ "${finished[0]}" = softmax ]; then
 fi
 "$python" "$here/lm_results.py" plot --logs $(for v in "${finished[@]}"; do echo "$exp/runs/$v/train.log"; done) \
   --labels "${finished[@]}" --x epoch --title "PTB, LSTM to early stopping: validation perplexity" \
-  --output "${results}_valid_curves.png"
+  --output "${results}_valid_curves.png" --csv "${results}_valid_curves.csv"
 
 # tau of the CT models over the test text: statistics, and tau against sentence position
 ct_runs=()
