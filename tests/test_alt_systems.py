@@ -167,6 +167,17 @@ def test_report_writes_the_csv_and_one_figure_per_setup(sweeps, tmp_path):
     assert "![systems.en-vi.mini.spm2000.n4000.png]" in md
 
 
+def test_the_legend_names_every_seed_even_one_the_first_system_lacks(sweeps):
+    ps = [
+        p
+        for p in systems.points(sweeps)["en-vi.mini.spm2000.n4000"]
+        if p["seed"] == 2 or p["system"] != "T = 1"
+    ]
+    assert {p["seed"] for p in ps if p["system"] == "T = 1"} == {2}  # the first system: seed 2 only
+    fig = systems.figure("en-vi.mini.spm2000.n4000", ps)
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["seed 1", "seed 2"]
+
+
 def test_no_finished_run_no_section(tmp_path):
     assert (
         systems.report([experiment("en-vi.x", [])], str(tmp_path), results.markdown_table, results.write_csv)

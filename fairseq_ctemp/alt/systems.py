@@ -162,12 +162,22 @@ def rows(setups):
 
 
 def plot(setup, ps, path):
+    """figure(setup, ps), saved to path."""
+    import matplotlib.pyplot as plt
+
+    fig = figure(setup, ps)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def figure(setup, ps):
     """Three panels — greedy BLEU, beam BLEU (beam k filled, tuned open), dev ECE — with the systems
-    on the x axis, a marker per seed and a bar at the mean over seeds."""
+    on the x axis, a marker per seed (the legend names every seed) and a bar at the mean over seeds."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     systems = list(dict.fromkeys(p["system"] for p in ps))
     seeds = sorted({p["seed"] for p in ps}, key=lambda s: -1 if s is None else s)
@@ -195,7 +205,6 @@ def plot(setup, ps, path):
                             markers[i % len(markers)],
                             color=f"C{i}",
                             markerfacecolor=f"C{i}" if filled else "none",
-                            label=f"seed {seed}" if (x, key) == (0, series[0][0]) else None,
                         )
                 if values:  # the mean over seeds
                     mean = sum(values) / len(values)
@@ -206,11 +215,16 @@ def plot(setup, ps, path):
         ax.grid(alpha=0.3, axis="y")
     subset = "dev" if all(p["subset"] == "valid" for p in ps) else "test"
     axes[0][0].set_ylabel(f"{subset} BLEU")
-    axes[0][0].legend(fontsize=8)
+    seed_markers = [
+        Line2D(
+            [], [], marker=markers[i % len(markers)], color=f"C{i}", linestyle="none", label=f"seed {seed}"
+        )
+        for i, seed in enumerate(seeds)
+    ]
+    axes[0][0].legend(handles=seed_markers, fontsize=8)
     fig.suptitle(f"{setup}: systems side by side, one marker per seed, a bar at the mean", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig
 
 
 def report(experiments, out, markdown_table, write_csv):
