@@ -268,6 +268,33 @@ def test_training_time_adds_up_every_process_of_a_resumed_run():
     assert lm_results.devices_text(lm_results.training_seconds_by_device(log)) is None  # not in the log
 
 
+def test_the_epochs_at_which_a_run_was_resumed():
+    lm_results = example_script(os.path.join(RECIPES, "lm_results.py"))
+    line = (
+        "2026-01-01 00:00:00 | INFO | fairseq.trainer | Loaded checkpoint runs/{} (epoch {} @ {} updates)\n"
+    )
+    log = (
+        line.format("ct/checkpoint_last.pt", 28, 17928)
+        + "...\n"
+        + line.format("ct/checkpoint_last.pt", 35, 22576)
+    )
+    assert lm_results.resumed_at(log) == "28 35"
+    assert (
+        lm_results.resumed_at("2026-01-01 00:00:00 | INFO | fairseq_cli.train | no checkpoint found\n")
+        is None
+    )
+
+
+def test_the_best_epoch_is_that_of_checkpoint_best():
+    """fairseq saves checkpoint_best.pt when a validation loss (rounded as logged) is not worse than
+    the best: of equal losses the latest is best."""
+    lm_results = example_script(os.path.join(RECIPES, "lm_results.py"))
+    valid = {33: 6.666, 34: 6.667, 35: 6.667, 36: 6.666}
+    saved = "| INFO | fairseq.checkpoint_utils | Saved checkpoint runs/x/checkpoint_best.pt (epoch {} @ {} updates, score 6.666)\n"
+    assert lm_results.best_epoch(saved.format(33, 21912) + saved.format(36, 23904), valid) == 36
+    assert lm_results.best_epoch("", valid) == 36  # the same rule, from the losses alone
+
+
 def test_training_time_of_a_run_that_moved_from_a_gpu_to_the_cpu():
     """Each process's device is fairseq's common.cpu in the configuration it logs at its start."""
     lm_results = example_script(os.path.join(RECIPES, "lm_results.py"))

@@ -9,7 +9,8 @@
       PREFIX.md and PREFIX.csv: per variant (RUNS_DIR/<variant>): valid / test perplexity, the
       evaluation guards (evaluated tokens, largest |log sum p| of eval_{valid,test}SUFFIX.json from
       evaluate.sh), parameters, whether early stopping ended the run, its epochs and best epoch,
-      updates, training time and the final training tau statistics.
+      updates, training time (and on which devices), the epochs at which a resumed run went on,
+      and the final training tau statistics.
   lm_results.py tau --dumps RUN/tau_test.tsv ... [--labels ...] --output PREFIX
       PREFIX.md and PREFIX.csv: tau statistics of CT models over a text, from their
       ``ctemp-ct-analysis dump`` TSVs: mean over the vocabulary, tau of the target token (mean, std,
@@ -169,6 +170,31 @@ def devices_text(by_device):
     return " + ".join(f"{name} {seconds:,} s" for name, seconds in zip(names, by_device.values())) or None
 
 
+# fairseq-train's line when it resumes: the epoch is the one it goes on with (the next one after a
+# checkpoint saved at an epoch's end)
+RESUMED = re.compile(r"Loaded checkpoint \S+ \(epoch (\d+) @ \d+ updates\)")
+
+
+def resumed_at(log_text):
+    """The epochs at which the processes of a resumed run went on, in order ("28 29"), or None."""
+    return " ".join(RESUMED.findall(log_text)) or None
+
+
+# fairseq's line when it writes checkpoint_best.pt (the epoch is the one just validated)
+BEST_SAVED = re.compile(r"Saved checkpoint \S*checkpoint_best\.pt \(epoch (\d+) @")
+
+
+def best_epoch(log_text, valid):
+    """The epoch of checkpoint_best.pt: the last one fairseq saved as best. fairseq compares the
+    validation losses it logs, rounded to 3 decimals, and a tie counts as best (but not as an
+    improvement for --patience), so among equal losses the latest is best. Without the save lines,
+    that rule applied to valid ({epoch: logged valid loss})."""
+    saved = BEST_SAVED.findall(log_text)
+    if saved:
+        return int(saved[-1])
+    return min(valid, key=lambda epoch: (valid[epoch], -epoch))
+
+
 def run_summary(run_dir, eval_suffix):
     log = os.path.join(run_dir, "train.log")
     row = {"variant": os.path.basename(run_dir)}
@@ -182,7 +208,7 @@ def run_summary(run_dir, eval_suffix):
     row.setdefault("eval_protocol", None)  # a run not evaluated yet
     row.setdefault("test_max_log_normalizer", None)
     row["params"] = row["updates"] = row["train_seconds"] = row["trained_on"] = None
-    row["stopped_by"] = row["epochs"] = row["best_epoch"] = None
+    row["stopped_by"] = row["epochs"] = row["best_epoch"] = row["resumed_at"] = None
     row["train_ppl"] = row["tau_mean"] = row["tau_min"] = row["tau_max"] = None
     if os.path.exists(log):
         with open(log, errors="replace") as f:
@@ -197,10 +223,11 @@ def run_summary(run_dir, eval_suffix):
                 valid[int(record["epoch"])] = record["valid_nll_loss"]
         if valid:
             row["epochs"] = max(valid)
-            row["best_epoch"] = min(valid, key=lambda epoch: (valid[epoch], epoch))
+            row["best_epoch"] = best_epoch(text, valid)
         by_device = training_seconds_by_device(text)
         row["train_seconds"] = sum(by_device.values()) if by_device else None
         row["trained_on"] = devices_text(by_device)
+        row["resumed_at"] = resumed_at(text)
         inner = logs.read(log, "train_inner")
         if inner:
             last = inner[-1]
@@ -229,6 +256,7 @@ COLUMNS = [
     "updates",
     "train_seconds",
     "trained_on",
+    "resumed_at",
     "train_ppl",
     "tau_mean",
     "tau_min",
@@ -283,6 +311,7 @@ def table(args):
         "updates",
         "train time (s)",
         "trained on",
+        "resumed at epoch",
         "last train ppl",
         "train τ mean",
         "τ min",
