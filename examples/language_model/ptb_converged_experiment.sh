@@ -6,8 +6,10 @@
 #   train    (default) trains and evaluates every variant of VARIANTS in EXP_DIR, one run at a time;
 #            re-running resumes the unfinished run from its checkpoint_last.pt and skips finished ones
 #   results  the table (RESULTS.md / .csv), each row against softmax with a paired bootstrap over
-#            the test sentences (RESULTS_compare.md / .csv) and the validation curves (RESULTS_valid_curves.png) of
-#            the runs that have finished; for the CT models among them, tau over the test text
+#            the test sentences (RESULTS_compare.md / .csv; the rows of a further seed N also
+#            against softmax@N: RESULTS_compare_seedN) and the validation curves
+#            (RESULTS_valid_curves.png, points and learning rates in .csv) of the runs that have
+#            finished; for the CT models among them, tau over the test text
 #            (ctemp-ct-analysis): statistics (RESULTS_tau.md / .csv) and tau against sentence position
 #            (RESULTS_tau_positions.png / .csv)
 # Variants: softmax, constant-T (a fixed temperature T, loss scaled by T), ct (contextual
@@ -78,6 +80,17 @@ python=$([ -x "$here/../../.venv/bin/python" ] && echo "$here/../../.venv/bin/py
 if [ ${#finished[@]} -gt 1 ] && [ "${finished[0]}" = softmax ]; then
   for run in "${finished[@]}"; do bash "$here/evaluate.sh" "$exp/runs/$run" ptb test > /dev/null; done
   "$python" "$here/lm_results.py" compare --runs "$exp/runs" --variants "${finished[@]}" --output "${results}_compare"
+  # the rows of each further seed N against softmax@N (RESULTS_compare_seedN)
+  for seed in $(printf '%s\n' "${finished[@]}" | sed -n 's/.*@//p' | sort -un); do
+    same_seed=()
+    for run in "${finished[@]}"; do
+      if [[ $run == *@$seed && $run != softmax@$seed ]]; then same_seed+=("$run"); fi
+    done
+    if [ -f "$exp/runs/softmax@$seed/eval_test.json" ] && [ ${#same_seed[@]} -gt 0 ]; then
+      "$python" "$here/lm_results.py" compare --runs "$exp/runs" --variants "softmax@$seed" "${same_seed[@]}" \
+        --output "${results}_compare_seed$seed"
+    fi
+  done
 fi
 "$python" "$here/lm_results.py" plot --logs $(for v in "${finished[@]}"; do echo "$exp/runs/$v/train.log"; done) \
   --labels "${finished[@]}" --x epoch --title "PTB, LSTM to early stopping: validation perplexity" \
