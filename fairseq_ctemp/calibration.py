@@ -121,6 +121,25 @@ def reliability_bins(confidence, correct, n_bins=N_BINS):
     return bins
 
 
+def draw_reliability(ax, bins):
+    """A reliability diagram on the matplotlib axes ``ax``: accuracy per filled bin against its mean
+    confidence, and the diagonal of perfect calibration (the plots of ctemp-calibrate and the ALT
+    post-hoc report draw their panels with it)."""
+    filled = [b for b in bins if b["count"]]
+    ax.bar(
+        [b["range"][0] for b in filled],
+        [b["accuracy"] for b in filled],
+        [b["range"][1] - b["range"][0] for b in filled],
+        align="edge",
+        edgecolor="black",
+        label="accuracy",
+    )
+    confidence = [b["confidence"] for b in filled]
+    ax.plot(confidence, confidence, "o", color="tab:red", label="mean confidence")
+    ax.plot([0, 1], [0, 1], "--", color="gray", linewidth=1)
+    ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="confidence of the top-1 prediction")
+
+
 def expected_calibration_error(bins):
     """sum over bins of |bin| / N * |accuracy - mean confidence| (Guo et al., eq. 3)."""
     total = sum(b["count"] for b in bins)

@@ -265,24 +265,7 @@ def plot_reliability(posthoc, path):
     for row, subset in zip(axes, subsets):
         for ax, (key, label) in zip(row, SYSTEMS):
             c = systems[key]["calibration"][subset]
-            filled = [b for b in c["bins"] if b["count"]]
-            ax.bar(
-                [b["range"][0] for b in filled],
-                [b["accuracy"] for b in filled],
-                [b["range"][1] - b["range"][0] for b in filled],
-                align="edge",
-                edgecolor="black",
-                label="accuracy",
-            )
-            ax.plot(
-                [b["confidence"] for b in filled],
-                [b["confidence"] for b in filled],
-                "o",
-                color="tab:red",
-                label="mean confidence",
-            )
-            ax.plot([0, 1], [0, 1], "--", color="gray", linewidth=1)
-            ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="confidence of the top-1 prediction")
+            calibration.draw_reliability(ax, c["bins"])
             ax.set_title(
                 f"{label}, t={c['decoding_temperature']:.4g} ({LABEL[subset]})\n"
                 f"ECE {100 * c['ece']:.1f}%, NLL {c['nll']:.3f} nats/token",

@@ -144,21 +144,7 @@ def plot(result, path):
         (result.bins_fitted, result.fitted_temperature, result.ece_fitted, result.nll_fitted, "fitted t*"),
     )
     for ax, (bins, t, ece, nll, name) in zip(axes, panels):
-        filled = [b for b in bins if b["count"]]
-        left = [b["range"][0] for b in filled]
-        width = [b["range"][1] - b["range"][0] for b in filled]
-        ax.bar(
-            left, [b["accuracy"] for b in filled], width, align="edge", edgecolor="black", label="accuracy"
-        )
-        ax.plot(
-            [b["confidence"] for b in filled],
-            [b["confidence"] for b in filled],
-            "o",
-            color="tab:red",
-            label="mean confidence",
-        )
-        ax.plot([0, 1], [0, 1], "--", color="gray", linewidth=1)
-        ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="confidence of the top-1 prediction")
+        calibration.draw_reliability(ax, bins)
         ax.set_title(f"{name}: t={t:.4g}, ECE {100 * ece:.1f}%, NLL {nll:.3f}", fontsize=9)
     axes[0].set_ylabel("accuracy")
     axes[0].legend(loc="upper left", fontsize=8)
