@@ -10,10 +10,8 @@ import torch
 from ..cli import average_checkpoints
 from . import evaluate, posthoc, training
 from .common import (
-    USER_DIR,
     Lock,
     RunFailed,
-    device_args,
     load_experiment,
     prepared,
     read_config,
@@ -44,18 +42,7 @@ def run_one(run_dir, device):
                 if os.path.exists(os.path.join(run_dir, "checkpoint_last.pt"))
                 else None
             )
-            argv = [
-                data["bin"],
-                "--user-dir",
-                USER_DIR,
-                "--source-lang",
-                exp["src"],
-                "--target-lang",
-                exp["tgt"],
-                "--save-dir",
-                run_dir,
-            ]
-            argv += config["train_args"] + device_args(device, training=True)
+            argv = training.train_argv(exp, run_dir, config, device)
             patience = None
             if resume:
                 last, best, since = resume

@@ -14,14 +14,12 @@ from .. import translate
 from ..criterions.checks import TEMPERATURE_RANGE
 from .children import call, child_env, sweep_command
 from .common import (
-    USER_DIR,
     AltError,
     RunFailed,
     bleu_tokenize,
     check_data_location,
     data_dir,
     data_tag,
-    device_args,
     direction,
     fmt,
     prepared,
@@ -44,7 +42,7 @@ from .presets import (
     variant_names,
     variant_spec,
 )
-from .training import last_saved_update, read_log
+from .training import last_saved_update, read_log, train_argv
 
 
 def run_name(t, ls, sem, variant=DEFAULT_VARIANT):
@@ -588,22 +586,7 @@ def print_plan(experiments, args, device):
             differ = " (its other runs differ in T / LS / SEM)" if len(todo_of) > 1 else ""
             print(
                 f"  fairseq-train of {config['name']}{differ}:\n    "
-                + shlex.join(
-                    [
-                        "fairseq-train",
-                        exp["data"] + "/bin",
-                        "--user-dir",
-                        USER_DIR,
-                        "--source-lang",
-                        exp["src"],
-                        "--target-lang",
-                        exp["tgt"],
-                        "--save-dir",
-                        run_dir,
-                    ]
-                    + config["train_args"]
-                    + device_args(device, True)
-                )
+                + shlex.join(["fairseq-train", *train_argv(exp, run_dir, config, device)])
             )
         print(
             f"  then per run: average the last {exp['average']} checkpoints; greedy and beam "

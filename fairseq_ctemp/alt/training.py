@@ -16,7 +16,7 @@ import zipfile
 
 from .. import logs
 from .children import sweep_command
-from .common import RunFailed, say
+from .common import USER_DIR, RunFailed, device_args, say
 
 SAVED = re.compile(r"Saved checkpoint \S+ \(epoch \d+ @ (\d+) updates")
 
@@ -158,6 +158,24 @@ def repair_last_checkpoint(run_dir):
     tmp = last + ".repair"
     shutil.copyfile(newest, tmp)
     os.replace(tmp, last)
+
+
+def train_argv(exp, run_dir, config, device):
+    """fairseq-train's arguments for one run of experiment exp: what run-one trains with and what
+    the sweep's plan prints, from this one place so that the plan shows the command that runs."""
+    return [
+        os.path.join(exp["data"], "bin"),
+        "--user-dir",
+        USER_DIR,
+        "--source-lang",
+        exp["src"],
+        "--target-lang",
+        exp["tgt"],
+        "--save-dir",
+        run_dir,
+        *config["train_args"],
+        *device_args(device, training=True),
+    ]
 
 
 def fairseq_train(argv, patience=None):
