@@ -271,6 +271,19 @@ def test_results_have_the_variants(swept):
     ]
     assert "systems.en-vi.mini.bpe200.png" in names
 
+    # a part of the directory: the transformer and sact_transformer, as a sweep of those two gives
+    part = swept["work"] / "results-part"
+    run_main(
+        results_command.main, "--work", work, "--out", part, "--experiments", exp.name,
+        "--variants", "transformer,sact_transformer", env=ENV,
+    )  # fmt: skip
+    part_runs = list(csv.DictReader((part / "runs.csv").read_text(encoding="utf-8").splitlines()))
+    assert part_runs == [r for r in runs_csv if r["variant"] != "ct_transformer"]
+    part_variants = list(csv.DictReader((part / "variants.csv").read_text(encoding="utf-8").splitlines()))
+    assert part_variants == [variants[1]]
+    part_systems = list(csv.DictReader(open(part / "systems.csv", encoding="utf-8")))
+    assert part_systems == [systems[0], systems[2]]
+
 
 def test_a_finished_sweep_is_not_redone_and_older_run_directories_are_reused(swept):
     exp, before = swept["exp"], snapshot(swept["exp"])

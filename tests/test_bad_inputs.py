@@ -614,6 +614,30 @@ CASES = [
         "a-file is not a directory",
     ),
     ("results: no sweep", RESULTS, ["--work", "{root}/mine", "--out", "{root}/new"], "no sweep in"),
+    (
+        "results: unknown experiment",
+        RESULTS,
+        ["--work", "{root}/results-work", "--out", "{root}/new", "--experiments", "en-vi.base"],
+        "--experiments: no experiment en-vi.base in the working directory (it has: en-vi.mini.spm20)",
+    ),
+    (
+        "results: unknown variant",
+        RESULTS,
+        ["--work", "{root}/results-work", "--out", "{root}/new", "--variants", "transformer,gru"],
+        "--variants: unknown gru (expected some of: transformer, ct_transformer,",
+    ),
+    (
+        "results: empty variant name",
+        RESULTS,
+        ["--work", "{root}/results-work", "--out", "{root}/new", "--variants", "transformer,"],
+        "argument --variants: expected comma-separated names, got 'transformer,'",
+    ),
+    (
+        "results: no run of the variants",
+        RESULTS,
+        ["--work", "{root}/results-work", "--out", "{root}/new", "--variants", "lstm"],
+        "--variants: no run of lstm in the experiments selected",
+    ),
     # ctemp-average-checkpoints
     (
         "average: empty checkpoint",

@@ -73,6 +73,42 @@ def load(work):
     return experiments
 
 
+def select(experiments, names=None, variants=None):
+    """The experiments named in `names` (all when None), with only the runs, runs in progress and
+    comparisons of `variants` (all when None; NAME matches every NAME:VALUE); T_opt's tuning and the
+    post-hoc row belong to the transformer variant and go with it. Unknown names raise AltError."""
+    if names is not None:
+        known = [e["name"] for e in experiments]
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise AltError(
+                f"--experiments: no experiment {', '.join(unknown)} in the working directory "
+                f"(it has: {', '.join(known)})"
+            )
+        experiments = [e for e in experiments if e["name"] in names]
+    if variants is None:
+        return experiments
+    unknown = [v for v in variants if v.partition(":")[0] not in VARIANTS]
+    if unknown:
+        raise AltError(f"--variants: unknown {', '.join(unknown)} (expected some of: {', '.join(VARIANTS)})")
+
+    def wanted(variant):
+        return variant in variants or variant.partition(":")[0] in variants
+
+    with_default = DEFAULT_VARIANT in variants
+    return [
+        e
+        | {
+            "runs": [r for r in e["runs"] if wanted(r["variant"])],
+            "pending": [r for r in e["pending"] if wanted(r["variant"])],
+            "compare": [c for c in e["compare"] if wanted(c["variant"])],
+            "final": e["final"] if with_default else None,
+            "posthoc": e["posthoc"] if with_default else None,
+        }
+        for e in experiments
+    ]
+
+
 def run_order(run):
     """The transformer's runs by LS, SEM and T, then the other variants'."""
     variant = run["variant"]

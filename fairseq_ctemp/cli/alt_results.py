@@ -1,6 +1,11 @@
 """Tables and plots of ALT sweeps (ctemp-alt-sweep), shaped like the paper's.
 
-    ctemp-alt-results [--work runs/alt] [--out WORK/results]
+    ctemp-alt-results [--work runs/alt] [--out WORK/results] [--experiments NAME,...] [--variants V,...]
+
+--experiments and --variants report a part of a working directory that holds several sweeps (e.g.
+one seed's runs of some variants: --experiments en-vi.mini.spm2000.n4000.seed2 --variants
+transformer,ct_transformer); the comparisons of a variant against its baseline keep the baseline's
+numbers even when the baseline's own runs are left out.
 
 Writes OUT/ (regenerated as a whole, replaced only once complete; an existing OUT is replaced only
 if this tool wrote it, as its .alt_results file records, and holds nothing else):
@@ -35,7 +40,15 @@ import glob
 import os
 
 from ..alt.common import AltError, run_main, say
-from ..alt.results import NO_TABLE1, check_out, load, markdown_table, replace_dir, report
+from ..alt.results import NO_TABLE1, check_out, load, markdown_table, replace_dir, report, select
+
+
+def names_list(text):
+    """A comma-separated list of names, none empty."""
+    names = text.split(",")
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"expected comma-separated names, got '{text}'")
+    return names
 
 
 def main(argv=None):
@@ -54,12 +67,26 @@ def results_main(argv=None):
     parser.add_argument(
         "--out", help="default WORK/results; an existing one is replaced only if this tool wrote it"
     )
+    parser.add_argument(
+        "--experiments",
+        type=names_list,
+        help="only these experiments of WORK/sweep (comma-separated directory names; default: all)",
+    )
+    parser.add_argument(
+        "--variants",
+        type=names_list,
+        help="only the runs of these model variants (comma-separated, as the sweep's --variants; "
+        "fixed_lstm matches every fixed_lstm:TAU; default: all)",
+    )
     args = parser.parse_args(argv)
     out = os.path.abspath(args.out or os.path.join(args.work, "results"))
     check_out(out)
     experiments = load(args.work)
     if not experiments:
         raise AltError(f"no sweep in {args.work}/sweep: run ctemp-alt-sweep (examples/alt/sweep.sh) first")
+    experiments = select(experiments, args.experiments, args.variants)
+    if args.variants and not any(e["runs"] or e["pending"] for e in experiments):
+        raise AltError(f"--variants: no run of {','.join(args.variants)} in the experiments selected")
     header, rows = replace_dir(out, lambda tmp: report(experiments, tmp))
     print(markdown_table(header, rows) if rows else f"Table 1: {NO_TABLE1} (see runs.csv)")
     written = ["table1.csv", "table34.csv", "runs.csv"] + (
