@@ -36,9 +36,12 @@ def die_with_parent():
 
 
 CHILDREN = set()  # running subprocesses, terminated if the sweep itself is stopped
-
-
-CHILDREN_LOCK = threading.Lock()
+# Re-entrant: the SIGTERM handler runs in the main thread, which may be holding it in call().
+CHILDREN_LOCK = threading.RLock()
+# A stopped process still running this long after its SIGTERM is ended with os._exit: the
+# SystemExit the handler raises is lost if it lands in a __del__, a weakref callback or a library's
+# bare `except:`, and the process would then train on.
+STOP_GRACE_SECONDS = 5
 
 
 def child_env(env):
@@ -77,6 +80,9 @@ def stop_children(signum, frame):
         for proc in CHILDREN:
             if proc.poll() is None:
                 proc.terminate()
+    deadline = threading.Timer(STOP_GRACE_SECONDS, os._exit, (128 + signum,))
+    deadline.daemon = True
+    deadline.start()
     raise SystemExit(128 + signum)
 
 
