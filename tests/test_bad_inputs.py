@@ -414,6 +414,18 @@ CASES = [
         "--temperatures: 2.0, 2.0000001 name the same run (2)",
     ),
     (
+        "sweep: an empty entry in a list",
+        SWEEP,
+        ["run", *SWEEP_OK, "--temperatures", "1,,2"],
+        "argument --temperatures: expected comma-separated numbers, got '1,,2'",
+    ),
+    (
+        "sweep: an empty GPU id",
+        SWEEP,
+        ["run", *SWEEP_OK, "--gpus", "0,", "--dry-run"],
+        "argument --gpus: expected comma-separated GPU ids, got '0,'",
+    ),
+    (
         "sweep: temperature out of range",
         SWEEP,
         ["run", *SWEEP_OK, "--temperatures", "1,1e-9"],
@@ -474,8 +486,7 @@ CASES = [
         "sweep: no variant",
         SWEEP,
         ["run", *SWEEP_OK, "--variants", ","],
-        "--variants: no variant given; choose from transformer, ct_transformer, sact_transformer, lstm, "
-        "sact_lstm, fixed_lstm:TAU",
+        "argument --variants: expected comma-separated names, got ','",
     ),
     (
         "sweep: sact_transformer of a preset without its architecture",
@@ -749,6 +760,12 @@ CASES = [
         "--plot {root}/nowhere/r.png: directory {root}/nowhere does not exist",
     ),
     # ctemp-greedy-vs-beam
+    (
+        "greedy-vs-beam: not a list of integers",
+        greedy_vs_beam,
+        [*GVB[:5], "--grid-beams", "2,x", "--", "--cpu"],
+        "argument --grid-beams: expected comma-separated integers, got '2,x'",
+    ),
     (
         "greedy-vs-beam: non-UTF-8 --ref",
         greedy_vs_beam,

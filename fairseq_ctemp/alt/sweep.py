@@ -141,8 +141,6 @@ def check_settings(args, preset):
         except ValueError as e:
             raise AltError(f"--variants: {e}; choose from {', '.join(variant_names())}") from None
     variants = list(dict.fromkeys(variants))
-    if not variants:
-        raise AltError(f"--variants: no variant given; choose from {', '.join(variant_names())}")
     tempered = DEFAULT_VARIANT in variants
     temperatures = args.temperatures or (preset["temperatures"] if tempered else [1.0])
     low, high = TEMPERATURE_RANGE
@@ -553,7 +551,7 @@ def print_plan(experiments, args, device):
     where = (
         "SLURM: a job array of the runs to do, then one finalize job per direction"
         if args.slurm
-        else f"GPUs {args.gpus}, {args.gpus_per_run} per run ({len(gpu_slots(args))} runs at a time)"
+        else f"GPUs {','.join(args.gpus)}, {args.gpus_per_run} per run ({len(gpu_slots(args))} runs at a time)"
         if args.gpus
         else f"CPU, {args.jobs} run(s) at a time, {device.get('threads') or 'default'} thread(s) each"
     )
@@ -618,10 +616,9 @@ def print_plan(experiments, args, device):
 
 
 def gpu_slots(args):
-    gpus = [g for g in args.gpus.split(",") if g.strip()]
-    n = args.gpus_per_run
+    gpus, n = args.gpus, args.gpus_per_run
     if n < 1 or len(gpus) < n:
-        raise AltError(f"--gpus-per-run {n} with {len(gpus)} GPU(s) in --gpus {args.gpus}")
+        raise AltError(f"--gpus-per-run {n} with {len(gpus)} GPU(s) in --gpus {','.join(gpus)}")
     return [",".join(gpus[i : i + n]) for i in range(0, len(gpus) - n + 1, n)]
 
 

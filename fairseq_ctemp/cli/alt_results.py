@@ -41,14 +41,7 @@ import os
 
 from ..alt.common import AltError, run_main, say
 from ..alt.results import NO_TABLE1, check_out, load, markdown_table, replace_dir, report, select
-
-
-def names_list(text):
-    """A comma-separated list of names, none empty."""
-    names = text.split(",")
-    if not all(names):
-        raise argparse.ArgumentTypeError(f"expected comma-separated names, got '{text}'")
-    return names
+from . import arguments
 
 
 def main(argv=None):
@@ -69,12 +62,12 @@ def results_main(argv=None):
     )
     parser.add_argument(
         "--experiments",
-        type=names_list,
+        type=arguments.names,
         help="only these experiments of WORK/sweep (comma-separated directory names; default: all)",
     )
     parser.add_argument(
         "--variants",
-        type=names_list,
+        type=arguments.names,
         help="only the runs of these model variants (comma-separated, as the sweep's --variants; "
         "fixed_lstm matches every fixed_lstm:TAU; default: all)",
     )

@@ -54,24 +54,7 @@ from ..alt.presets import DEFAULT_VARIANT, MAX_LEN, PRESETS, variant_names
 from ..alt.runs import run_one
 from ..alt.sweep import execute_local, plan, print_plan, submit_slurm
 from ..alt.training import fairseq_train
-
-
-def float_list(text):
-    try:
-        return [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
-
-
-def int_list(text):
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-
-
-def name_list(text):
-    return [x.strip() for x in text.split(",") if x.strip()]
+from . import arguments
 
 
 def main(argv=None):
@@ -105,14 +88,19 @@ def sweep_main(argv=None):
     p.add_argument("--preset", choices=sorted(PRESETS), default="base")
     p.add_argument(
         "--temperatures",
-        type=float_list,
+        type=arguments.numbers,
         help="the T of the tempered_ce variants (default: the paper's 1,1.2,...,2,3,4,5,10; mini: 1,2,3,4,5; "
         "without the transformer variant: 1)",
     )
     p.add_argument(
-        "--label-smoothing", type=float_list, default=[0.1], help="e.g. 0,0.05,0.1,...,0.5 (default 0.1)"
+        "--label-smoothing",
+        type=arguments.numbers,
+        default=[0.1],
+        help="e.g. 0,0.05,0.1,...,0.5 (default 0.1)",
     )
-    p.add_argument("--sem-weights", type=float_list, default=[0.0], help="e.g. 0,0.1,0.3,0.5 (default 0)")
+    p.add_argument(
+        "--sem-weights", type=arguments.numbers, default=[0.0], help="e.g. 0,0.1,0.3,0.5 (default 0)"
+    )
     p.add_argument(
         "--primary-label-smoothing",
         type=float,
@@ -125,14 +113,14 @@ def sweep_main(argv=None):
     p.add_argument("--train-subset", type=int, help="which prepared data")
     p.add_argument(
         "--variants",
-        type=name_list,
+        type=arguments.names,
         metavar="NAMES",
         help=f"models to train, from {', '.join(variant_names())} (default {DEFAULT_VARIANT}; above)",
     )
     p.add_argument(
         "--seed",
         dest="seeds",
-        type=int_list,
+        type=arguments.integers,
         metavar="SEEDS",
         help="fairseq --seed of every run (default 1); a list (1,2) trains each seed, each seed but 1 in "
         "its own experiment directory (.seed<N>)",
@@ -147,9 +135,11 @@ def sweep_main(argv=None):
         ("decode-batch", int, "fairseq-generate --batch-size"),
     ):
         p.add_argument(f"--{name}", type=kind, help=f"{what} (default: the preset's)")
-    p.add_argument("--grid-beams", type=int_list, help="dev grid for T_opt and T=1 (base: 2,4,...,12)")
-    p.add_argument("--grid-lenpens", type=float_list, help="(base: 0.6,0.7,...,1.4)")
-    p.add_argument("--speed-beams", type=int_list, help="beams timed against greedy (4,10)")
+    p.add_argument(
+        "--grid-beams", type=arguments.integers, help="dev grid for T_opt and T=1 (base: 2,4,...,12)"
+    )
+    p.add_argument("--grid-lenpens", type=arguments.numbers, help="(base: 0.6,0.7,...,1.4)")
+    p.add_argument("--speed-beams", type=arguments.integers, help="beams timed against greedy (4,10)")
     p.add_argument(
         "--decode-args", help=f"fairseq-generate options for every decoding (default: {shlex.join(MAX_LEN)})"
     )
@@ -157,7 +147,11 @@ def sweep_main(argv=None):
         "--sacrebleu-tokenize", help="default by target language: zh, ja-mecab/char, char (th lo km), 13a"
     )
     p.add_argument("--jobs", type=int, default=1, help="runs at a time on CPU")
-    p.add_argument("--gpus", help="GPU ids for local runs, e.g. 0,1,2,3 (one run per --gpus-per-run GPUs)")
+    p.add_argument(
+        "--gpus",
+        type=arguments.comma_list(str, "GPU ids"),
+        help="GPU ids for local runs, e.g. 0,1,2,3 (one run per --gpus-per-run GPUs)",
+    )
     p.add_argument(
         "--gpus-per-run", type=int, default=1, help="GPUs per run (> 1: fairseq's own distributed training)"
     )

@@ -36,7 +36,7 @@ from sacrebleu.significance import PairedTest
 
 from .. import translate
 from ..progress import progress_bar
-from . import inputs
+from . import arguments, inputs
 
 # Set by this command for every decoding; after -- they would make the two systems differ silently.
 OWN_OPTIONS = (
@@ -440,14 +440,6 @@ def compare_main(argv):
             json.dump(result, f, indent=2)
 
 
-def int_list(text):
-    return [int(item) for item in text.split(",")]
-
-
-def float_list(text):
-    return [float(item) for item in text.split(",")]
-
-
 def main(argv=None):
     """Returns None: console scripts exit with main()'s return value (Python callers: see
     run_greedy_vs_beam and compare_systems)."""
@@ -471,8 +463,10 @@ def main(argv=None):
     parser.add_argument("--ref", help="raw reference file of --subset (detokenised scoring)")
     parser.add_argument("--temperature", type=float, help="decoding temperature (default: the training T)")
     parser.add_argument("--sacrebleu-tokenize", help="BLEU tokenizer (default: none; 13a with --ref)")
-    parser.add_argument("--grid-beams", type=int_list, help="e.g. 2,4,6,8,10,12: pick beam and lenpen on dev")
-    parser.add_argument("--grid-lenpens", type=float_list, help="e.g. 0.6,0.8,1.0,1.2,1.4")
+    parser.add_argument(
+        "--grid-beams", type=arguments.integers, help="e.g. 2,4,6,8,10,12: pick beam and lenpen on dev"
+    )
+    parser.add_argument("--grid-lenpens", type=arguments.numbers, help="e.g. 0.6,0.8,1.0,1.2,1.4")
     parser.add_argument("--dev-subset", default="valid", help="subset the grid decodes (default valid)")
     parser.add_argument("--dev-ref", help="raw reference file of --dev-subset")
     parser.add_argument("--save-dir", help="write greedy.hyp, beam.hyp, ref (and the grid's .hyp) here")
