@@ -4,7 +4,7 @@
 # Usage: examples/alt/run_all.sh DIRECTION... [data options] [sweep options] [-- fairseq-train options]
 #   data options (prepare.sh): --release PATH | --local DIR | --download, --drop-incomplete,
 #                              --spm-model-type T, --workers N
-#   shared:                    --work W, --subwords spm|bpe, --vocab N, --train-subset N
+#   shared:                    --work W, --subwords spm|bpe, --vocab N, --train-subset N, --carve-test N
 #   anything else goes to sweep.sh (--preset, --temperatures, --variants, --seed, --jobs, --gpus,
 #                              --slurm, --dry-run, ...)
 # Example (the mini experiment on the local En-Vi copy):
@@ -24,8 +24,8 @@ while [ $# -gt 0 ]; do
     --release=*|--local=*|--spm-model-type=*|--workers=*|--download|--drop-incomplete) data+=("$1"); shift ;;
     --work) work=$2; shift 2 ;;
     --work=*) work=${1#--work=}; shift ;;
-    --subwords|--vocab|--train-subset) shared+=("$1" "$2"); shift 2 ;;
-    --subwords=*|--vocab=*|--train-subset=*) shared+=("$1"); shift ;;
+    --subwords|--vocab|--train-subset|--carve-test) shared+=("$1" "$2"); shift 2 ;;
+    --subwords=*|--vocab=*|--train-subset=*|--carve-test=*) shared+=("$1"); shift ;;
     --dry-run) dry=1; sweep+=("$1"); shift ;;
     --slurm) slurm=1; sweep+=("$1"); shift ;;
     -*) sweep+=("$1"); shift

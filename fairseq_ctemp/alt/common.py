@@ -71,8 +71,14 @@ def pair(src, tgt):
     return a, b
 
 
-def data_tag(subwords, vocab, train_subset=None):
-    return f"{subwords}{vocab}" + (f".n{train_subset}" if train_subset else "")
+def data_tag(subwords, vocab, train_subset=None, carve_test=None):
+    """The data directory's name after its pair: spm8192, spm8192.test1000 (a test split carved from
+    train), spm8192.test1000.n4000 (and the first 4,000 training pairs of the rest)."""
+    return (
+        f"{subwords}{vocab}"
+        + (f".test{carve_test}" if carve_test else "")
+        + (f".n{train_subset}" if train_subset else "")
+    )
 
 
 def data_dir(work, src, tgt, tag):

@@ -494,6 +494,8 @@ def corpus_splits(source, a, b, args):
             + (" left after --drop-incomplete" if args.drop_incomplete else "")
             + "; every split needs at least one"
         )
+    if getattr(args, "carve_test", None):
+        splits, info["test_source"] = carve_test(splits, args.carve_test, source)
     if args.train_subset:
         if args.train_subset > len(splits["train"]):
             raise AltError(f"--train-subset {args.train_subset} > {len(splits['train'])} training pairs")
@@ -501,6 +503,20 @@ def corpus_splits(source, a, b, args):
     info["sizes"] = {s: len(p) for s, p in splits.items()}
     info["source"] = source.describe()
     return splits, info
+
+
+def carve_test(splits, n, source):
+    """A test split carved from train: its last n pairs (ALT lists sentences article by article, so
+    the carved articles stay whole but for the first), removed from train. Returns (splits, how)."""
+    if "test" in splits:
+        raise AltError(
+            f"--carve-test {n}: {source.describe()['path']} has a test split of its own; "
+            "score on it (leave out --carve-test) or remove it"
+        )
+    if n >= len(splits["train"]):
+        raise AltError(f"--carve-test {n}: train has only {len(splits['train'])} pairs; carve fewer")
+    splits = {**splits, "train": splits["train"][:-n], "test": splits["train"][-n:]}
+    return splits, f"carved: the last {n} pairs of train, removed from train"
 
 
 def check_options(dest, options):
@@ -528,7 +544,7 @@ def prepare(args):
         if (a, b) in done:
             continue
         done.append((a, b))
-        dest = data_dir(args.work, a, b, data_tag(args.subwords, args.vocab, args.train_subset))
+        dest = data_dir(args.work, a, b, data_tag(args.subwords, args.vocab, args.train_subset, args.carve_test))
         options = {
             "pair": f"{a}-{b}",
             "subwords": args.subwords,
@@ -536,6 +552,7 @@ def prepare(args):
             "train_subset": args.train_subset,
             "drop_incomplete": args.drop_incomplete,
             "spm_model_type": args.spm_model_type if args.subwords == "spm" else None,
+            **({"carve_test": args.carve_test} if args.carve_test else {}),  # older directories lack it
         }
         check_options(dest, options)
         splits, stats = corpus_splits(source, a, b, args)
@@ -569,6 +586,7 @@ def prepare_pair(dest, a, b, texts, stats, options, args):
     say(
         f"  sentences: {', '.join(f'{s} {n:,}' for s, n in sizes.items())}"
         + ("" if has_test else " (no test split: the recipes will score the dev set)")
+        + (f" (test {stats['test_source']})" if stats.get("test_source") else "")
     )
     if any(stats["dropped"].values()):
         say(f"  dropped pairs with an empty or missing side: {stats['dropped']}")
@@ -599,6 +617,7 @@ def prepare_pair(dest, a, b, texts, stats, options, args):
             "source": stats["source"],
             "sizes": sizes,
             "has_test": has_test,
+            "test_source": stats.get("test_source", "test split" if has_test else None),
             "dropped": stats["dropped"],
             "unassigned": stats["unassigned"],
             "remove_bpe": "sentencepiece" if args.subwords == "spm" else "subword_nmt",

@@ -332,7 +332,7 @@ def plan(args):
     [(exp_dir, exp, [(run_dir, config, state)])]."""
     preset = PRESETS[args.preset]
     temperatures, scalar, variants = check_settings(args, preset)
-    tag = data_tag(args.subwords, args.vocab, args.train_subset)
+    tag = data_tag(args.subwords, args.vocab, args.train_subset, args.carve_test)
     experiments, writes = [], {}
     for text, seed in [(text, seed) for text in args.directions for seed in args.seeds or [1]]:
         src, tgt = direction(text)
@@ -345,6 +345,7 @@ def plan(args):
                 + (f" --vocab {args.vocab}" if args.vocab != 8192 else "")
                 + (f" --subwords {args.subwords}" if args.subwords != "spm" else "")
                 + (f" --train-subset {args.train_subset}" if args.train_subset else "")
+                + (f" --carve-test {args.carve_test}" if args.carve_test else "")
             )
             if not args.dry_run:
                 raise AltError(message)

@@ -50,6 +50,8 @@ def training_summary(run_dir, patience):
         if logs.EARLY_STOP in text
         else "max update"
         if "Stopping training due to num_updates" in text
+        else "stop time"  # fairseq-train --stop-time-hours: a wall-clock budget
+        if "Stopping training due to cumulative_training_time" in text
         else "max epoch / other"
     )
     best = max(valid, key=lambda r: r["valid_bleu"]) if valid else None

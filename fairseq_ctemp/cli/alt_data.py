@@ -79,6 +79,13 @@ def data_main(argv=None):
     )
     p.add_argument("--spm-model-type", choices=("unigram", "bpe"), default="unigram")
     p.add_argument("--train-subset", type=int, help="keep only the first N training pairs")
+    p.add_argument(
+        "--carve-test",
+        type=int,
+        metavar="N",
+        help="a test split made of the last N training pairs, removed from train (for a copy without "
+        "a test split; the tables call it the carved test)",
+    )
     p.add_argument("--workers", type=int, default=1, help="threads for sentencepiece / fairseq-preprocess")
     p = commands.add_parser("check", help="run the corpus checks only")
     corpus_options(p)
@@ -91,7 +98,7 @@ def data_main(argv=None):
     args = parser.parse_args(argv)
 
     if args.command == "prepare":
-        for option in ("vocab", "train_subset", "workers"):
+        for option in ("vocab", "train_subset", "carve_test", "workers"):
             if getattr(args, option) is not None and getattr(args, option) < 1:
                 parser.error(f"--{option.replace('_', '-')} must be >= 1, got {getattr(args, option)}")
         prepare(args)

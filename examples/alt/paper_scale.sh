@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The paper-scale ALT sweep on one CUDA machine, start to finish in one go: data (a test split carved
+# from train where the copy has none), every run trained, averaged, decoded and calibrated there,
+# finalize (T_opt, tuned beam, significance, timing, post-hoc t*), the result tables, and then the
+# results alone (JSON, CSV, Markdown, PNG, logs; no checkpoints, no data) packed into
+# RESULTS/alt-results.tar.gz. Several runs can share a GPU (--runs-per-gpu): small models leave
+# much of it idle.
+#
+# Usage: examples/alt/paper_scale.sh DIRECTION... --local DIR --results DIR [--work runs/alt]
+#            [--carve-test 1000] [--runs-per-gpu K] [--wheels DIR] [run_all.sh / sweep options]
+#            [-- fairseq-train options]
+#   --local DIR       the ALT copy, DIR/{train,dev[,test]}.<lang>; with test files they are the test
+#                     split (pass --carve-test 0), else --carve-test N (default 1000) carves one
+#   --results DIR     where alt-results.tar.gz goes (created; an existing archive is refused)
+#   --runs-per-gpu K  runs at a time on each visible GPU (default 1; ignored with --gpus)
+#   --wheels DIR      first install what python lacks from the wheels in DIR (offline machines)
+#   anything else goes to run_all.sh, then to the sweep: --preset (default base), --temperatures,
+#   --variants, --seed, --interval, --patience, --average, --grid-beams, --gpus, --fp16, ...
+# Example, the En->Vi row of the paper-scale results on one GPU, five runs side by side:
+#   examples/alt/paper_scale.sh en-vi --local path/to/alt --results out --temperatures 1,2,3,4,5 \
+#       --runs-per-gpu 5 --fp16
+# Re-running the same command resumes; the archive is written only when everything has finished.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/common.sh"
+rest=() results="" wheels="" per_gpu=1 carve=1000 work=${ALT_WORK:-runs/alt} gpus=0 preset=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    --) rest+=("$@"); break ;;
+    --results) results=$2; shift 2 ;;
+    --wheels) wheels=$2; shift 2 ;;
+    --runs-per-gpu) per_gpu=$2; shift 2 ;;
+    --carve-test) carve=$2; shift 2 ;;
+    --work) work=$2; shift 2 ;;
+    --gpus|--gpus=*|--cpu) gpus=1; rest+=("$1"); shift ;;
+    --preset|--preset=*) preset=1; rest+=("$1"); shift ;;
+    *) rest+=("$1"); shift ;;
+  esac
+done
+die() { echo "paper_scale.sh: error: $*" >&2; exit 2; }
+[ -n "$results" ] || die "--results DIR is required (where the archive of the results goes)"
+[[ $per_gpu =~ ^[1-9][0-9]*$ ]] || die "--runs-per-gpu must be an integer >= 1, got '$per_gpu'"
+[[ $carve =~ ^[0-9]+$ ]] || die "--carve-test must be an integer >= 0, got '$carve'"
+mkdir -p "$results"
+results=$(cd "$results" && pwd)
+archive=$results/alt-results.tar.gz
+[ ! -e "$archive" ] || die "$archive exists; give another --results"
+if [ -n "$wheels" ]; then
+  [ -d "$wheels" ] || die "--wheels $wheels: no such directory"
+  site=$work/site-packages  # the wheels' packages, for this and every child process
+  "$python" -m pip install -q --no-index --no-deps --no-compile --target "$site" "$wheels"/*.whl
+  PYTHONPATH=$PYTHONPATH:$(cd "$site" && pwd)
+  export PYTHONPATH
+fi
+options=(--work "$work")
+[ "$carve" = 0 ] || options+=(--carve-test "$carve")
+[ $preset = 1 ] || options+=(--preset base)
+if [ $gpus = 0 ]; then  # every visible GPU, --runs-per-gpu times
+  ids=$("$python" -c "import torch; print(','.join(str(i) for i in range(torch.cuda.device_count())))")
+  [ -n "$ids" ] || die "no CUDA device visible to $python (give --cpu, or --gpus)"
+  slots=()
+  for id in ${ids//,/ }; do for _ in $(seq "$per_gpu"); do slots+=("$id"); done; done
+  options+=(--gpus "$(IFS=,; echo "${slots[*]}")")
+fi
+# options after -- stay last: run_all.sh hands them to fairseq-train
+split=${#rest[@]}
+for i in "${!rest[@]}"; do [ "${rest[$i]}" != "--" ] || { split=$i; break; }; done
+"$here/run_all.sh" "${rest[@]:0:$split}" "${options[@]}" "${rest[@]:$split}"
+# the results only: every file but checkpoints, binarised data, subword models and the copied wheels
+(cd "$work" && find sweep results -type f \
+  \( -name '*.json' -o -name '*.csv' -o -name '*.md' -o -name '*.png' -o -name '*.log' -o -name '*.hyp' \
+     -o -name '*.ref' -o -name '*.txt' \) -print0 | tar --null -czf "$archive.part" -T -)
+mv "$archive.part" "$archive"
+echo "results: $archive ($(du -h "$archive" | cut -f1))"
