@@ -38,6 +38,7 @@ LONGEST_FIRST = (
     "test_sact.py",
     "test_early_stopping.py",
     "test_alt_variants.py",
+    "test_alt_paper_scale.py",
     "test_lm_cli.py",
     "test_quickstart.py",
     "test_examples.py",

@@ -544,7 +544,9 @@ def prepare(args):
         if (a, b) in done:
             continue
         done.append((a, b))
-        dest = data_dir(args.work, a, b, data_tag(args.subwords, args.vocab, args.train_subset, args.carve_test))
+        dest = data_dir(
+            args.work, a, b, data_tag(args.subwords, args.vocab, args.train_subset, args.carve_test)
+        )
         options = {
             "pair": f"{a}-{b}",
             "subwords": args.subwords,

@@ -62,6 +62,7 @@ def load(work):
                 "exp": exp,
                 "runs": runs,
                 "pending": pending,
+                "test": test_name(exp_dir, exp),
                 "final": read_json(os.path.join(exp_dir, "final", "final.json")),
                 "posthoc": posthoc.load(exp_dir),
                 "compare": [
@@ -71,6 +72,14 @@ def load(work):
             }
         )
     return experiments
+
+
+def test_name(exp_dir, exp):
+    """What an experiment's tables call its test split: "carved test" where ctemp-alt-data carved it
+    from train (--carve-test), else "test"."""
+    data = os.path.join(exp_dir, exp["data"])  # relative to exp_dir (absolute in older sweeps)
+    source = (read_json(os.path.join(data, "prepare.json")) or {}).get("test_source") or ""
+    return "carved test" if source.startswith("carved") else "test"
 
 
 def select(experiments, names=None, variants=None):
@@ -137,9 +146,9 @@ def run_label(run):
     return f"{variant} T={fmt(run['temperature'])}"
 
 
-def scored(run):
-    """(subset label, eval) of a run: test when there is one, else dev."""
-    return ("test", run["eval"]["test"]) if "test" in run["eval"] else ("dev", run["eval"]["valid"])
+def scored(run, test="test"):
+    """(subset label, eval) of a run: test (named `test`) when there is one, else dev."""
+    return (test, run["eval"]["test"]) if "test" in run["eval"] else ("dev", run["eval"]["valid"])
 
 
 def num(x, digits=2):
@@ -182,7 +191,7 @@ def table1(experiments):
         f = e["final"]
         u, t = f["systems"]["untempered"], f["systems"]["tempered"]
         sig, speed = f["significance"], f["speed"]["tempered"]
-        subset = "test" if f["scored_subset"] == "test" else "dev (tuned on dev too)"
+        subset = e["test"] if f["scored_subset"] == "test" else "dev (tuned on dev too)"
         ratio = (
             (speed.get(f"beam{beams[-1]}_seconds") or 0) / speed[f"greedy_seconds_with_beam{beams[-1]}"]
             if beams and speed.get(f"greedy_seconds_with_beam{beams[-1]}")
@@ -230,6 +239,9 @@ def runs_table(experiments):
         "test greedy chrF",
         "beam k",
         *posthoc.RUN_COLUMNS,
+        "test is",
+        "last training session s",
+        "train words/s",
     ]
     rows = []
     for e in experiments:
@@ -256,6 +268,9 @@ def runs_table(experiments):
                     num(test["greedy"]["chrf"]) if test else "",
                     ev["valid"]["beam"]["beam"],
                     *posthoc.run_cells(r["dir"]),
+                    e["test"] if test else "",
+                    num(tr.get("last_session_seconds"), 0),
+                    num(train_words_per_second(r["dir"]), 0),
                 ]
             )
         for r in e["pending"]:
@@ -273,9 +288,16 @@ def runs_table(experiments):
                     "(not finished)",
                     num(tr["best_valid_bleu"]),
                 ]
-                + [""] * (7 + len(posthoc.RUN_COLUMNS))
+                + [""] * (10 + len(posthoc.RUN_COLUMNS))
             )
     return header, rows
+
+
+def train_words_per_second(run_dir):
+    """The median of fairseq's logged target words/s over a run's training intervals (validation
+    time excluded): its training speed, comparable between runs on the same machine."""
+    wps = sorted(float(r["wps"]) for r in training_steps(run_dir) if "wps" in r)
+    return wps[len(wps) // 2] if wps else None
 
 
 def table34(experiments):
@@ -310,7 +332,7 @@ def table34(experiments):
                 continue  # a configuration the sweep does not vary beyond an earlier row
             searched.add(key)
             best = max(candidates, key=lambda r: r["eval"]["valid"]["greedy"]["bleu"])
-            subset, ev = scored(best)
+            subset, ev = scored(best, e["test"])
             rows.append(
                 [
                     best["direction"],
@@ -360,7 +382,7 @@ def variants_table(experiments):
                     fmt(c["temperature"]),
                     c["run"],
                     c.get("baseline_variant", "transformer"),  # (comparisons before baselines per variant)
-                    "test" if c["scored_subset"] == "test" else "dev",
+                    e["test"] if c["scored_subset"] == "test" else "dev",
                     num(v["greedy"]["bleu"]) + p_mark(sig["greedy"]["bleu"]["p_value"]),
                     num(b["greedy"]["bleu"]),
                     num(sig["greedy"]["bleu"]["p_value"], 4),
@@ -603,6 +625,13 @@ def report(experiments, out):
             "baseline).\n\n"
         )
     md.write("## All runs\n\n" + (markdown_table(*tr) if tr[1] else "(none finished)") + "\n\n")
+    if tr[1]:
+        md.write(
+            "test is: what the test columns score (carved test: ctemp-alt-data --carve-test, the last "
+            "pairs of train, removed from train). Last training session s: the wall-clock seconds of "
+            "the run's last fairseq-train (start-up and validations included); train words/s: the "
+            "median of fairseq's logged target words/s (validations excluded).\n\n"
+        )
     for e in progress_bar(experiments, "plots"):
         md.write(f"## {e['name']}\n\n")
         if e["pending"]:

@@ -81,6 +81,7 @@ def points(experiments):
                     "system": system,
                     "seed": run["seed"],
                     "subset": subset,
+                    "test_name": e.get("test", "test"),
                     "greedy": scores["greedy"]["bleu"],
                     "greedy_chrf": scores["greedy"]["chrf"],
                     "beam": scores["beam"]["bleu"],
@@ -101,6 +102,7 @@ def points(experiments):
                     "system": "T = 1 + post-hoc t*",
                     "seed": next((r["seed"] for r in e["runs"]), None),
                     "subset": post["scored_subset"],
+                    "test_name": e.get("test", "test"),
                     "greedy": p["greedy"]["bleu"],
                     "greedy_chrf": p["greedy"]["chrf"],
                     "beam": None,  # only tuned at t*
@@ -145,7 +147,7 @@ def rows(setups):
                     setup,
                     p["system"],
                     p["seed"],
-                    "dev" if p["subset"] == "valid" else p["subset"],
+                    "dev" if p["subset"] == "valid" else p["test_name"],
                     cell(p["greedy"]),
                     cell(p["greedy_chrf"]),
                     cell(p["beam"]),
@@ -213,7 +215,7 @@ def figure(setup, ps):
         ax.set_xticklabels(systems, rotation=30, ha="right", fontsize=8)
         ax.set_title(title, fontsize=9)
         ax.grid(alpha=0.3, axis="y")
-    subset = "dev" if all(p["subset"] == "valid" for p in ps) else "test"
+    subset = "dev" if all(p["subset"] == "valid" for p in ps) else ps[0]["test_name"]
     axes[0][0].set_ylabel(f"{subset} BLEU")
     seed_markers = [
         Line2D(

@@ -111,7 +111,9 @@ def sweep_main(argv=None):
     p.add_argument("--subwords", choices=("spm", "bpe"), default="spm", help="which prepared data")
     p.add_argument("--vocab", type=int, default=8192, help="which prepared data")
     p.add_argument("--train-subset", type=int, help="which prepared data")
-    p.add_argument("--carve-test", type=int, metavar="N", help="which prepared data (ctemp-alt-data --carve-test)")
+    p.add_argument(
+        "--carve-test", type=int, metavar="N", help="which prepared data (ctemp-alt-data --carve-test)"
+    )
     p.add_argument(
         "--variants",
         type=arguments.names,

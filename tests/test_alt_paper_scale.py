@@ -1,0 +1,140 @@
+"""The paper-scale path at tiny size on the CPU: a test carved from train (ctemp-alt-data --carve-test)
+and examples/alt/paper_scale.sh, which runs data -> sweep -> results on one machine and packs the
+results alone; a run stopped by fairseq's --stop-time-hours averages its last validations."""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import tarfile
+
+import pytest
+from conftest import BIN_DIR, REPO, TINY_DIMS, run_main
+
+from fairseq_ctemp.alt.data import normalise, toy_language_pair
+from fairseq_ctemp.cli import alt_data
+
+pytestmark = pytest.mark.e2e
+ENV = dict(
+    os.environ, PATH=BIN_DIR + os.pathsep + os.environ["PATH"], OMP_NUM_THREADS="1", PYTHON=sys.executable
+)
+for key in ("ALT_RELEASE", "ALT_LOCAL", "ALT_WORK"):
+    ENV.pop(key, None)
+TRAIN, DEV = 60, 12
+
+
+def local_copy(dest, with_test=False):
+    """An already split en/ja copy (CRLF, no ids), as a local ALT copy; returns its train pairs."""
+    toy = toy_language_pair(seed=4)
+    os.makedirs(dest)
+    kept = {}
+    for split, count in (("train", TRAIN), ("dev", DEV)) + ((("test", DEV),) if with_test else ()):
+        kept[split] = [toy.sentence_pair(3, 8) for _ in range(count)]
+        for lang, index in (("en", 0), ("ja", 1)):
+            with open(os.path.join(dest, f"{split}.{lang}"), "w", encoding="utf-8", newline="") as f:
+                f.writelines(p[index] + "\r\n" for p in kept[split])
+    return kept
+
+
+def prepare(*args, check=True):
+    return run_main(alt_data.main, "prepare", *args, check=check, env=ENV)
+
+
+def test_carve_test_takes_the_last_training_pairs(tmp_path):
+    pairs = local_copy(str(tmp_path / "alt"))
+    work = tmp_path / "work"
+    prepare("en-ja", "--local", tmp_path / "alt", "--work", work, "--vocab", "20", "--carve-test", "10")
+    data = work / "data" / "en-ja.spm20.test10"
+    info = json.loads((data / "prepare.json").read_text())
+    assert info["sizes"] == {"train": TRAIN - 10, "dev": DEV, "test": 10}
+    assert info["test_source"].startswith("carved: the last 10 pairs of train")
+    for lang, index in (("en", 0), ("ja", 1)):
+        test = (data / "raw" / f"test.{lang}").read_text(encoding="utf-8").splitlines()
+        train = (data / "raw" / f"train.{lang}").read_text(encoding="utf-8").splitlines()
+        assert test == [normalise(p[index]) for p in pairs["train"][-10:]]
+        assert train == [normalise(p[index]) for p in pairs["train"][:-10]]  # removed from train
+    assert sorted(os.listdir(data / "bin")).count("test.en-ja.en.bin") == 1
+    # without --carve-test the same copy has no test split, in its own directory
+    prepare("en-ja", "--local", tmp_path / "alt", "--work", work, "--vocab", "20")
+    assert not json.loads((work / "data" / "en-ja.spm20" / "prepare.json").read_text())["has_test"]
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--carve-test", str(TRAIN)], f"--carve-test {TRAIN}: train has only {TRAIN} pairs; carve fewer"),
+        (["--carve-test", "0"], "--carve-test must be >= 1, got 0"),
+    ],
+)
+def test_carve_test_refusals(tmp_path, extra, message):
+    local_copy(str(tmp_path / "alt"))
+    proc = prepare("en-ja", "--local", tmp_path / "alt", "--work", tmp_path / "w", *extra, check=False)
+    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert not (tmp_path / "w" / "data").exists()  # refused before anything is written
+
+
+def test_carve_test_refused_where_the_copy_has_a_test_split(tmp_path):
+    local_copy(str(tmp_path / "alt"), with_test=True)
+    proc = prepare(
+        "en-ja", "--local", tmp_path / "alt", "--work", tmp_path / "w", "--carve-test", "5", check=False
+    )
+    assert proc.returncode == 2 and "has a test split of its own" in proc.stderr, proc.stderr
+    assert not (tmp_path / "w" / "data").exists()
+
+
+def paper_scale(*args):
+    return subprocess.run(
+        ["bash", os.path.join(REPO, "examples", "alt", "paper_scale.sh"), *map(str, args)],
+        env=ENV,
+        text=True,
+        capture_output=True,
+    )
+
+
+def test_paper_scale_script_end_to_end_on_cpu(tmp_path):
+    """The whole pack at tiny size: data with a carved test, two runs stopped by wall clock (patience
+    never ends them), finalize, tables, one archive with results and no checkpoint."""
+    local_copy(str(tmp_path / "alt"))
+    work, out = tmp_path / "work", tmp_path / "out"
+    common = ["en-ja", "--local", tmp_path / "alt", "--work", work, "--results", out]
+    proc = paper_scale(
+        *common,
+        *("--carve-test", "10", "--vocab", "20", "--preset", "mini", "--cpu", "--jobs", "2"),
+        *("--temperatures", "1,2", "--interval", "4", "--patience", "1000", "--average", "2"),
+        *("--log-interval", "2", "--grid-beams", "1,2", "--grid-lenpens", "1", "--speed-beams", "2"),
+        *("--eval-beam", "2", "--seed", "2", "--decode-args", "--max-len-a 1.2 --max-len-b 5"),
+        *("--", *TINY_DIMS, "--max-tokens", "120", "--lr", "1e-2", "--warmup-updates", "4"),
+        *("--stop-time-hours", "0.0025"),
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    archive = out / "alt-results.tar.gz"
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+    assert not [n for n in names if n.endswith((".pt", ".bin", ".idx", ".model"))], names
+    exp = "sweep/en-ja.mini.spm20.test10.seed2"
+    for name in ("T1-ls0.1-sem0/run.json", "T2-ls0.1-sem0/train.log", "final/final.json"):
+        assert f"{exp}/{name}" in names
+    assert "results/runs.csv" in names
+    run = json.loads((work / exp / "T1-ls0.1-sem0" / "run.json").read_text())
+    assert run["training"]["stop_reason"] == "stop time"
+    # the last of the averaged checkpoints is the stop's own validation (checkpoint_last.pt)
+    last = run["training"]["valid_bleu"][-1][0]
+    if last % 4:  # a stop between interval saves: fairseq saved it as checkpoint_last.pt only
+        assert run["averaged"][-1] == "checkpoint_last.pt", run["averaged"]
+    else:
+        assert run["averaged"][-1].endswith(f"_{last}.pt"), run["averaged"]
+    with open(work / "results" / "runs.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert {r["test is"] for r in rows} == {"carved test"} and {r["stopped by"] for r in rows} == {
+        "stop time"
+    }
+    assert all(float(r["train words/s"]) > 0 and float(r["last training session s"]) > 0 for r in rows)
+    # the archive is never overwritten: the same command is refused before any work
+    again = paper_scale(*common, "--cpu")
+    assert again.returncode == 2 and f"{archive} exists; give another --results" in again.stderr
+    assert (
+        paper_scale("en-ja", "--local", tmp_path / "alt")
+        .stderr.strip()
+        .endswith("--results DIR is required (where the archive of the results goes)")
+    )
