@@ -166,91 +166,25 @@ def allow_fairseq_checkpoint_globals():
     )
 
 
-def batches_independent_of_resume_epoch():
+def exact_resume_when_asked():
+    """The resume fixes of exact_resume: installed always, acting only under CTEMP_EXACT_RESUME=1."""
+    from fairseq.optim.lr_scheduler.reduce_lr_on_plateau import ReduceLROnPlateauLRSchedule
     from fairseq.tasks import FairseqTask
-
-    original = FairseqTask.get_batch_iterator
-    if getattr(original, "_ctemp_patched", False):
-        return
-
-    def get_batch_iterator(self, dataset, *args, epoch=1, **kwargs):
-        rebuilt_each_epoch = getattr(self.cfg, "rebuild_batches", False) or kwargs.get(
-            "disable_iterator_cache", False
-        )
-        reused = dataset in getattr(self, "dataset_to_epoch_iter", {})  # a live iterator
-        if epoch <= 1 or args or rebuilt_each_epoch or reused:
-            return original(self, dataset, *args, epoch=epoch, **kwargs)
-        iterator = original(self, dataset, epoch=1, **kwargs)
-        dataset.set_epoch(epoch)
-        iterator.epoch = epoch
-        return iterator
-
-    get_batch_iterator._ctemp_patched = True
-    FairseqTask.get_batch_iterator = get_batch_iterator
-
-
-def saved_at_end_of_epoch(extra_state):
-    """The epoch whose end a checkpoint's extra state was saved at, or None (saved mid-epoch, or
-    without its iterator's state)."""
-    position = (extra_state or {}).get("train_iterator") or {}
-    if position.get("iterations_in_epoch") == 0 and position.get("epoch", 0) > 1:
-        return position["epoch"] - 1  # at an epoch's end the iterator saves the next epoch
-    return None
-
-
-def lr_step_of_the_saved_epoch_on_resume():
     from fairseq.trainer import Trainer
 
-    load = Trainer.load_checkpoint
-    if getattr(load, "_ctemp_patched", False):
-        return
+    from . import exact_resume
 
-    def load_checkpoint(
-        self,
-        filename,
-        reset_optimizer=False,
-        reset_lr_scheduler=False,
-        optimizer_overrides=None,
-        reset_meters=False,
+    if getattr(FairseqTask.get_batch_iterator, "_ctemp_patched", False):
+        return
+    for owner, name, wrap in (
+        (FairseqTask, "get_batch_iterator", exact_resume.batch_order_independent_of_the_resume_epoch),
+        (Trainer, "load_checkpoint", exact_resume.lr_step_of_the_saved_epoch),
+        (ReduceLROnPlateauLRSchedule, "state_dict", exact_resume.plateau_counts_saved),
+        (ReduceLROnPlateauLRSchedule, "load_state_dict", exact_resume.plateau_counts_restored),
     ):
-        extra_state = load(
-            self, filename, reset_optimizer, reset_lr_scheduler, optimizer_overrides, reset_meters
-        )
-        epoch = saved_at_end_of_epoch(extra_state)
-        fresh = reset_optimizer or reset_lr_scheduler or self.cfg.checkpoint.reset_dataloader
-        if epoch is not None and not fresh:
-            self.lr_step(epoch, extra_state.get("val_loss"))
-        return extra_state
-
-    load_checkpoint._ctemp_patched = True
-    Trainer.load_checkpoint = load_checkpoint
-
-
-PLATEAU_COUNTS = ("num_bad_epochs", "cooldown_counter")  # torch ReduceLROnPlateau's, saved too
-
-
-def plateau_counts_in_checkpoints():
-    from fairseq.optim.lr_scheduler.reduce_lr_on_plateau import ReduceLROnPlateauLRSchedule
-
-    state_dict, load_state_dict = (
-        ReduceLROnPlateauLRSchedule.state_dict,
-        ReduceLROnPlateauLRSchedule.load_state_dict,
-    )
-    if getattr(state_dict, "_ctemp_patched", False):
-        return
-
-    def state_dict_with_counts(self):
-        return {**state_dict(self), **{key: getattr(self.lr_scheduler, key) for key in PLATEAU_COUNTS}}
-
-    def load_state_dict_with_counts(self, state):
-        load_state_dict(self, state)
-        for key in PLATEAU_COUNTS:
-            if key in state:  # absent from checkpoints written without this fix: counted anew
-                setattr(self.lr_scheduler, key, state[key])
-
-    state_dict_with_counts._ctemp_patched = True
-    ReduceLROnPlateauLRSchedule.state_dict = state_dict_with_counts
-    ReduceLROnPlateauLRSchedule.load_state_dict = load_state_dict_with_counts
+        patched = wrap(getattr(owner, name))
+        patched._ctemp_patched = True
+        setattr(owner, name, patched)
 
 
 def numpy_compat_long():
@@ -502,9 +436,7 @@ def apply():
     allow_fairseq_checkpoint_globals()
     cpu_pytorch_ddp()
     bf16_without_tpu()
-    batches_independent_of_resume_epoch()
-    lr_step_of_the_saved_epoch_on_resume()
-    plateau_counts_in_checkpoints()
+    exact_resume_when_asked()
     numpy_compat_long()
     pin_memory_only_with_an_accelerator()
     batch_threads_stop_at_exit()

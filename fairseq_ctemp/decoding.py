@@ -20,8 +20,13 @@ How every path reaches the rule:
   ``SequenceScorer(temperature=X)``, which ``task.build_generator`` fills from ``--temperature``,
   ``--eval-bleu-args`` or a hub keyword); it holds only while that generator runs
   (``explicit_temperature``), so no call changes what the next one computes;
-- fairseq's own division of the decoder output by the generator's temperature is replaced by the
-  rule (it would divide an LM head's features, and multiply with T).
+- a generator with a model that carries a temperature (a temperature head, a T or a t*) leaves
+  fairseq's own division of the decoder output by its temperature at 1 (it would divide an LM
+  head's features, and multiply with T) and applies X through the rule instead.
+
+Models that carry no temperature are left as fairseq made them: a generator of stock models only
+is stock fairseq's (X divides the logits in ``EnsembleModel.forward_decoder``, None is 1), with no
+attribute or method added, so ``torch.jit.script`` compiles it as it does without the plugin.
 """
 
 import contextlib
@@ -99,6 +104,12 @@ def has_temperature_head(model):
     return getattr(getattr(model, "decoder", None), "output_head", None) is not None
 
 
+def carries_temperature(model):
+    """Whether the rule decides the model's distribution: a temperature head, or a T / t* recorded
+    on it (set_own_temperature), or already routed through the rule."""
+    return has_temperature_head(model) or getattr(model, "_ctemp_follows_the_rule", False)
+
+
 def _get_normalized_probs(self, net_output, log_probs, sample=None):
     """softmax(D / t) of the rule, in place of the model's own ``get_normalized_probs``."""
     stock = type(self).get_normalized_probs
@@ -152,6 +163,17 @@ def training_temperature(cfg):
     return float(_get(criterion, "softmax_temperature", 1.0))
 
 
+def check_stored_temperatures(filename, training, calibrated):
+    """A checkpoint decodes at its stored T or t*: one that is not a finite number > 0 (a damaged or
+    edited file) would decode an inverted or undefined distribution, so it is refused."""
+    for value, what in ((training, "tempered_ce training temperature"), (calibrated, "calibrated t*")):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise ValueError(
+                f"--path {filename}: its stored {what} is {value:g}, not a finite number > 0 (a "
+                "damaged or edited checkpoint); it cannot decide the decoding temperature"
+            )
+
+
 def _get(obj, key, default=None):
     if obj is None:
         return default
@@ -180,10 +202,12 @@ def load_model_ensemble_and_task(
             state=state if i == 0 else None,
         )
         temperature, calibrated = training_temperature(cfg), calibrated_temperature(cfg)
-        for model in models:  # a stock model follows it too: it applies an explicit X only
-            follow_the_rule(model)
+        check_stored_temperatures(filename, temperature, calibrated)
+        for model in models:  # a model with neither and no temperature head stays stock
             if temperature is not None or calibrated is not None:
                 set_own_temperature(model, temperature, calibrated, name=filename)
+            elif has_temperature_head(model):
+                follow_the_rule(model)
         ensemble.extend(models)
     # A checkpoint's saved generation config holds training-time defaults, never a decoding choice;
     # the hub decodes with it, so its temperature must mean "the model's own".
@@ -200,8 +224,9 @@ _build_generator = FairseqTask.build_generator
 def build_generator(self, models, args, *rest, **kwargs):
     """fairseq's build_generator; the temperature (None or X) goes to the generator or scorer."""
     explicit = check_decoding_temperature(_get(args, "temperature"))
-    generator = _build_generator(self, models, args, *rest, **kwargs)
-    generator.temperature = explicit  # also the scorer of --score-reference, which has none
+    generator = _build_generator(self, models, args, *rest, **kwargs)  # (X reaches generator_init)
+    if isinstance(generator, SequenceScorer):  # --score-reference: fairseq builds it without X
+        generator.temperature = explicit
     for i, model in enumerate(models):
         if explicit is not None and has_temperature_head(model):
             logger.info(
@@ -222,31 +247,42 @@ _generator_parameters = inspect.signature(_generator_init)
 
 
 def generator_init(self, *args, **kwargs):
-    """SequenceGenerator(..., temperature=None): None decodes each model at its own temperature."""
+    """SequenceGenerator(..., temperature=None): None decodes each model at its own temperature. For
+    stock models only, fairseq's generator with X (None: 1); else the rule (adopt_the_rule)."""
     call = _generator_parameters.bind(self, *args, **kwargs)
-    temperature = check_decoding_temperature(call.arguments.get("temperature"))
-    call.arguments["temperature"] = 1.0  # fairseq's own division, made a no-op by forward_decoder
+    explicit = check_decoding_temperature(call.arguments.get("temperature"))
+    models = call.arguments["models"]
+    ruled = any(carries_temperature(m) for m in getattr(models, "models", models))
+    call.arguments["temperature"] = 1.0 if explicit is None else explicit
     _generator_init(*call.args, **call.kwargs)
-    self.temperature = temperature
+    if ruled:
+        adopt_the_rule(self, explicit)
 
 
-_ensemble_init = EnsembleModel.__init__
-
-
-def ensemble_init(self, models):
-    _ensemble_init(self, models)
-    for model in models:
+def adopt_the_rule(generator, explicit):
+    """The generator's models decode by the rule, X = explicit (None: each its own temperature):
+    fairseq's division by the generator's temperature becomes 1, and its entry points (generate,
+    forward) hold X while they run. Also for a generator whose model gained a T after it was built."""
+    for model in generator.model.models:
         follow_the_rule(model)
+    generator.temperature = 1.0
+    generator.ctemp_temperature = explicit
+    if not getattr(generator, "_ctemp_entry_points", False):
+        for name in ("generate", "forward"):  # the class's, e.g. SequenceGeneratorWithAlignment's
+            setattr(
+                generator,
+                name,
+                types.MethodType(_holding_explicit(getattr(type(generator), name)), generator),
+            )
+        generator._ctemp_entry_points = True
 
 
-_forward_decoder = EnsembleModel.forward_decoder
+def _holding_explicit(method):
+    def entry_point(self, *args, **kwargs):
+        with explicit_temperature(self.ctemp_temperature):
+            return method(self, *args, **kwargs)
 
-
-def forward_decoder(self, tokens, encoder_outs, incremental_states, temperature=None):
-    """The generator passes its temperature here; the models apply it (fairseq's division by it
-    is made a no-op)."""
-    with explicit_temperature(temperature):
-        return _forward_decoder(self, tokens, encoder_outs, incremental_states, 1.0)
+    return entry_point
 
 
 _scorer_init = SequenceScorer.__init__
@@ -262,9 +298,11 @@ _scorer_generate = SequenceScorer.generate
 
 
 def scorer_generate(self, models, sample, **kwargs):
-    for model in models:
-        follow_the_rule(model)
-    with explicit_temperature(getattr(self, "temperature", None)):
+    explicit = getattr(self, "temperature", None)
+    for model in models:  # a stock model scored without X stays stock
+        if explicit is not None or carries_temperature(model):
+            follow_the_rule(model)
+    with explicit_temperature(explicit):
         return _scorer_generate(self, models, sample, **kwargs)
 
 
@@ -274,9 +312,10 @@ def use_training_temperature_for_validation(task, temperature):
     generator = getattr(task, "sequence_generator", None)
     if generator is None or not isinstance(getattr(generator, "model", None), EnsembleModel):
         return
+    eval_args = json.loads(_get(getattr(task, "cfg", None), "eval_bleu_args", None) or "{}")
     for model in generator.model.models:
         model.ctemp_training_temperature = float(temperature)
-    eval_args = json.loads(_get(getattr(task, "cfg", None), "eval_bleu_args", None) or "{}")
+    adopt_the_rule(generator, check_decoding_temperature(eval_args.get("temperature")))
     if eval_args.get("temperature") is not None:
         logger.info(
             f"validation generator: --eval-bleu-args temperature {eval_args['temperature']:g}"
@@ -321,7 +360,5 @@ def apply():
     checkpoint_utils.load_model_ensemble_and_task = load_model_ensemble_and_task
     FairseqTask.build_generator = build_generator
     SequenceGenerator.__init__ = generator_init
-    EnsembleModel.__init__ = ensemble_init
-    EnsembleModel.forward_decoder = forward_decoder
     SequenceScorer.__init__ = scorer_init
     SequenceScorer.generate = scorer_generate

@@ -90,6 +90,8 @@ def inputs(tmp_path_factory, toy_data):
     checkpoint(ckpt / "shape.pt", {"w": [1.0, 2.0, 3.0]})
     checkpoint(ckpt / "nan.pt", {"w": [1.0, float("nan")]})
     checkpoint(ckpt / "calibrated.pt", {"w": [3.0, 4.0]}, calibrated=1.7)
+    shutil.copy(ckpt / "a.pt", ckpt / "best.pt")  # as fairseq copies checkpointN.pt to checkpoint_best.pt
+    checkpoint(ckpt / "a-again.pt", {"w": [1.0, 2.0]}, temperature=2.0)  # the same parameters, saved anew
     write(str(ckpt / "empty.pt"), b"")
     write(str(ckpt / "random.pt"), os.urandom(4096))
     write(str(ckpt / "text.pt"), b"this is not a checkpoint\n")
@@ -99,6 +101,8 @@ def inputs(tmp_path_factory, toy_data):
     write(str(refs / "latin1.tgt"), b"\n".join(latin1))
     write(str(refs / "utf16.tgt"), b"\n".join(test_refs).decode().encode("utf-16"))
     write(str(refs / "empty"), b"")
+    write(str(refs / "cr-only.tgt"), b"\r".join(test_refs))  # CR-only line ends: one line to a reader of LF
+    write(str(refs / "one-short.tgt"), b"\n".join(test_refs[:-2]) + b"\n")  # one sentence fewer than test
     write(str(root / "lm-text" / "latin1.txt"), "caf\u00e9 s1 s2\n".encode("latin-1"))
     return {"root": root, "toy": toy_data, "ckpt": ckpt, "refs": refs}
 
@@ -605,6 +609,24 @@ CASES = [
         ["english", "--local", "{root}/local"],
         "'english' is not a direction",
     ),
+    (
+        "paper_scale.sh: no --results",
+        ["bash", os.path.join(ALT, "paper_scale.sh")],
+        ["en-ja", "--local", "{root}/local"],
+        "--results DIR is required (where the archive of the results goes)",
+    ),
+    (
+        "paper_scale.sh: --runs-per-gpu 0",
+        ["bash", os.path.join(ALT, "paper_scale.sh")],
+        ["en-ja", "--local", "{root}/local", "--results", "{root}/out", "--runs-per-gpu", "0"],
+        "--runs-per-gpu must be an integer >= 1, got '0'",
+    ),
+    (
+        "paper_scale.sh: --wheels not a directory",
+        ["bash", os.path.join(ALT, "paper_scale.sh")],
+        ["en-ja", "--local", "{root}/local", "--results", "{root}/out", "--wheels", "{root}/nothing"],
+        "--wheels {root}/nothing: no such directory",
+    ),
     # ctemp-alt-results
     (
         "results: --out is the work directory",
@@ -703,6 +725,18 @@ CASES = [
         average,
         ["--inputs", "{ckpt}/a.pt", "{ckpt}/a.pt", "--output", "{root}/avg.pt"],
         "names {ckpt}/a.pt more than once",
+    ),
+    (
+        "average: the same checkpoint under two names",
+        average,
+        ["--inputs", "{ckpt}/a.pt", "{ckpt}/b.pt", "{ckpt}/best.pt", "--output", "{root}/avg.pt"],
+        "--inputs {ckpt}/a.pt and {ckpt}/best.pt hold the same parameters",
+    ),
+    (
+        "average: the same parameters saved twice",
+        average,
+        ["--inputs", "{ckpt}/a-again.pt", "{ckpt}/b.pt", "{ckpt}/a.pt", "--output", "{root}/avg.pt"],
+        "--inputs {ckpt}/a-again.pt and {ckpt}/a.pt hold the same parameters",
     ),
     (
         "average: existing output",
@@ -825,6 +859,34 @@ CASES = [
         ["compare", "--ref", "{refs}/empty", "--baseline", "{refs}/empty", "--system", "{refs}/empty"],
         "--ref {refs}/empty is empty",
     ),
+    (
+        "greedy-vs-beam compare: CR-only line ends",
+        greedy_vs_beam,
+        [
+            "compare",
+            "--ref",
+            "{refs}/cr-only.tgt",
+            "--baseline",
+            "{refs}/cr-only.tgt",
+            "--system",
+            "{refs}/cr-only.tgt",
+        ],
+        "--ref {refs}/cr-only.tgt: line 1 holds a carriage return (CR) that ends no line",
+    ),
+    (
+        "greedy-vs-beam compare: a hypothesis file one line short",
+        greedy_vs_beam,
+        [
+            "compare",
+            "--ref",
+            "{toy}/raw/test.tgt",
+            "--baseline",
+            "{toy}/raw/test.tgt",
+            "--system",
+            "{refs}/one-short.tgt",
+        ],
+        "lines but there are",
+    ),
     # ctemp-toy-translation, ctemp-user-dir
     (
         "toy-translation: --vocab 0",
@@ -902,6 +964,43 @@ CASES = [
         [*TRAIN, "tempered_ce", "--arch", "sact_transformer_tiny", "--fixed-attention-temperature", "0.9"],
         "fairseq-train: error: --fixed-attention-temperature is only used with --attention-temperature "
         "fixed, not sact",
+    ),
+    (
+        "train: ct_transformer with --ct-lambda under the softmax normalisation",
+        fairseq_train,
+        [*TRAIN, "ct_cross_entropy", "--arch", "ct_transformer_tiny", "--ct-lambda", "3"],
+        "fairseq-train: error: --ct-lambda 3.0 is only used with --ct-normalization lambda_tanh or "
+        "tanh_plus_lambda, not softmax",
+    ),
+    (
+        "train: ct_transformer with --ct-alpha and no temperature",
+        fairseq_train,
+        [
+            *TRAIN,
+            "ct_cross_entropy",
+            "--arch",
+            "ct_transformer_tiny",
+            "--ct-normalization",
+            "none",
+            "--ct-alpha",
+            "2",
+        ],
+        "fairseq-train: error: --ct-alpha 2.0 is only used with --ct-normalization softmax, not none",
+    ),
+    (
+        "train: ct_transformer with --ct-constant under lambda_tanh",
+        fairseq_train,
+        [
+            *TRAIN,
+            "ct_cross_entropy",
+            "--arch",
+            "ct_transformer_tiny",
+            "--ct-normalization",
+            "lambda_tanh",
+            "--ct-constant",
+            "2",
+        ],
+        "fairseq-train: error: --ct-constant 2.0 is only used with --ct-normalization constant, not lambda_tanh",
     ),
     (
         "train: tempered_ce with an adaptive softmax",
@@ -983,6 +1082,28 @@ CASES = [
         sact_heatmaps,
         ["{toy}/bin", "--path", "{ckpt}/a.pt", "--input", "{root}/nothing.src", "--out-dir", "{root}/maps"],
         "--input {root}/nothing.src: no such file",
+    ),
+    (
+        "sact heatmaps: references one line short",
+        sact_heatmaps,
+        [
+            "{toy}/bin",
+            "--path",
+            "{ckpt}/a.pt",
+            "--input",
+            "{toy}/raw/test.src",
+            "--references",
+            "{refs}/one-short.tgt",
+            "--out-dir",
+            "{root}/maps",
+        ],
+        "lines, --input {toy}/raw/test.src",
+    ),
+    (
+        "sact heatmaps: CR-only line ends",
+        sact_heatmaps,
+        ["{toy}/bin", "--path", "{ckpt}/a.pt", "--input", "{refs}/cr-only.tgt", "--out-dir", "{root}/maps"],
+        "--input {refs}/cr-only.tgt: line 1 holds a carriage return (CR) that ends no line",
     ),
     (
         "sact heatmaps: a text file as checkpoint",

@@ -193,7 +193,8 @@ def test_bad_decoding_temperature_is_refused(tempered_run):
     assert "--temperature must be a finite number > 0" in proc.stdout and "got 0" in proc.stdout
 
 
-def test_resume_from_checkpoint_last_gives_the_same_losses(toy_data, tempered_run, tmp_path):
+def test_resume_from_checkpoint_last_gives_the_same_losses(toy_data, tempered_run, tmp_path, monkeypatch):
+    monkeypatch.setenv("CTEMP_EXACT_RESUME", "1")  # the plugin's exact resume (opt-in)
     first = train(toy_data["bin"], tmp_path, *EVAL_BLEU, epochs=2).stdout
     resumed = train(toy_data["bin"], tmp_path, *EVAL_BLEU, epochs=4).stdout
     assert "Loaded checkpoint" in resumed and "(epoch 3 @" in resumed
@@ -239,7 +240,8 @@ def test_averaged_checkpoints_generate(tempered_run, tmp_path):
 def test_bad_training_options_fail_before_any_training_step(toy_data, tmp_path):
     for option, value, message, subprocess in [
         ("--softmax-temperature", "0", "--softmax-temperature must be a finite number > 0", True),
-        ("--sem-weight", "2", "--sem-weight must be in [0, 1]", False),
+        ("--sem-weight", "2", "--sem-weight must be in [0, 1)", False),
+        ("--sem-weight", "1", "--sem-weight must be in [0, 1), got 1.0", False),
     ]:
         proc = train(
             toy_data["bin"],

@@ -13,7 +13,7 @@ import torch
 from conftest import PLUGIN_DIR, REPO, TINY_LM, json_log_records, run_fairseq
 
 import fairseq_ctemp  # noqa: F401  (applies the fixes)
-from fairseq_ctemp import compat
+from fairseq_ctemp import compat, exact_resume
 
 
 def recorded(call):
@@ -260,8 +260,9 @@ PLATEAU = [
 SCHEDULE = [1e-2, 1e-2, 1e-2, 5e-3, 5e-3]
 
 
-def plateau_training(data, save_dir, max_epoch, *extra):
-    """fairseq-train under PLATEAU: (epoch, learning rate, training loss) of each epoch it trained."""
+def plateau_training(data, save_dir, max_epoch, *extra, exact=True):
+    """fairseq-train under PLATEAU: (epoch, learning rate, training loss) of each epoch it trained;
+    exact: with the plugin's exact resume switched on (CTEMP_EXACT_RESUME=1)."""
     argv = [
         data,
         "--user-dir",
@@ -273,7 +274,7 @@ def plateau_training(data, save_dir, max_epoch, *extra):
         "--max-epoch",
         max_epoch,
     ]
-    log = run_fairseq("fairseq-train", *argv).stdout
+    log = run_fairseq("fairseq-train", *argv, env={exact_resume.ENV: "1" if exact else "0"}).stdout
     return [(int(r["epoch"]), r["train_lr"], r["train_loss"]) for r in json_log_records(log, "train")]
 
 
@@ -295,3 +296,17 @@ def test_a_reset_scheduler_gets_no_step_made_up(toy_data, tmp_path):
     plateau_training(toy_data["lm_bin"], tmp_path, 2, "--lr-patience", "0")
     resumed = plateau_training(toy_data["lm_bin"], tmp_path, 4, "--lr-patience", "0", "--reset-lr-scheduler")
     assert [lr for _, lr, _ in resumed] == [1e-2, 1e-2]
+
+
+def test_without_the_switch_a_resumed_run_is_stock_fairseqs(toy_data, tmp_path):
+    """Exact resume is opt-in: without CTEMP_EXACT_RESUME a run resumed after epoch 3 keeps epoch 3's
+    learning rate as fairseq 0.12 does (its lost step), where the uninterrupted run halves it, and
+    the checkpoint holds no plateau counts."""
+    data, patience = toy_data["lm_bin"], ("--lr-patience", "1")
+    resumed = plateau_training(data, tmp_path, 3, *patience, exact=False)
+    state = torch.load(tmp_path / "checkpoint_last.pt", weights_only=False)
+    assert not set(exact_resume.PLATEAU_COUNTS) & set(state["optimizer_history"][-1]["lr_scheduler_state"])
+    resumed += plateau_training(data, tmp_path, 5, *patience, exact=False)
+    # fairseq's own rule: epoch 3's step is lost, and the count of epochs without improvement, not
+    # saved, starts again at 0, so epoch 4 (its first) does not halve either: 1e-2 throughout
+    assert [lr for _, lr, _ in resumed] == pytest.approx([1e-2] * 5) != SCHEDULE

@@ -7,7 +7,9 @@ of fairseq's own loader (greedy = step-by-step argmax of full forward passes).""
 
 import argparse
 import math
+import os
 import shutil
+from unittest import mock
 
 import pytest
 import torch
@@ -410,7 +412,9 @@ def trained(toy_data, tmp_path_factory):
     whole, resumed = tmp_path_factory.mktemp("ct-whole"), tmp_path_factory.mktemp("ct-resumed")
     whole_log = train(toy_data["bin"], whole, EPOCHS)
     shutil.copyfile(whole / f"checkpoint{RESUME_AT}.pt", resumed / "checkpoint_last.pt")
-    return {"whole": (whole, whole_log), "resumed": (resumed, train(toy_data["bin"], resumed, EPOCHS))}
+    with mock.patch.dict(os.environ, {"CTEMP_EXACT_RESUME": "1"}):  # the plugin's exact resume (opt-in)
+        resumed_log = train(toy_data["bin"], resumed, EPOCHS)
+    return {"whole": (whole, whole_log), "resumed": (resumed, resumed_log)}
 
 
 @pytest.mark.e2e

@@ -202,7 +202,7 @@ def test_average_leaves_a_users_output_tmp_alone(tmp_path):
 def test_average_refuses_mixed_temperatures_unless_told(tmp_path):
     t2 = checkpoint(tmp_path / "t2.pt", {"w": [1.0]}, temperature=2.0)
     t1 = checkpoint(tmp_path / "t1.pt", {"w": [3.0]}, temperature=1.0)
-    plain = checkpoint(tmp_path / "plain.pt", {"w": [3.0]}, criterion="label_smoothed_cross_entropy")
+    plain = checkpoint(tmp_path / "plain.pt", {"w": [5.0]}, criterion="label_smoothed_cross_entropy")
     tempered_at_1 = checkpoint(tmp_path / "tempered1.pt", {"w": [3.0]}, temperature=1.0)
     for inputs in ((t2, t1), (tempered_at_1, plain)):
         code, err = average(["--inputs", *inputs, "--output", tmp_path / "avg.pt"])

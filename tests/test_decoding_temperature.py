@@ -427,3 +427,29 @@ def test_a_bad_eval_bleu_args_temperature_stops_training_before_any_step(toy_dat
     assert proc.returncode != 0
     assert "--temperature must be a finite number > 0" in proc.stdout and "--eval-bleu-args" in proc.stdout
     assert "begin training epoch" not in proc.stdout and not list(tmp_path.glob("*.pt"))
+
+
+@pytest.mark.parametrize(
+    "key, value, what",
+    [
+        ("softmax_temperature", -1.0, "tempered_ce training temperature is -1"),
+        ("softmax_temperature", float("nan"), "tempered_ce training temperature is nan"),
+        ("ctemp_calibration", {"temperature": 0.0, "signature": "x"}, "calibrated t* is 0"),
+    ],
+)
+def test_a_checkpoint_with_a_damaged_stored_temperature_is_refused(
+    ckpt, toy_data, tmp_path, key, value, what
+):
+    """A checkpoint decodes at its stored T (or t*): a value that is not a finite number > 0 would
+    decode an inverted or undefined distribution. fairseq-generate refuses it in one line."""
+    state = torch.load(ckpt["A"], weights_only=False)
+    if key == "ctemp_calibration":
+        state["cfg"][key] = value
+    else:
+        state["cfg"]["criterion"][key] = value
+    damaged = tmp_path / "damaged.pt"
+    torch.save(state, damaged)
+    proc = run_fairseq("fairseq-generate", *generate_argv(toy_data["bin"], [damaged]), check=False)
+    last = proc.stdout.strip().splitlines()[-1]
+    assert proc.returncode != 0 and "Traceback" not in proc.stdout, proc.stdout[-2000:]
+    assert last.startswith("fairseq-generate: error: --path") and what in last, last

@@ -40,7 +40,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def train_on_two_ranks(args, extra_dist=()):
+def train_on_two_ranks(args, extra_dist=(), env_extra=None):
     """fairseq on CPU: one process per rank, explicit ranks, gloo. Returns rank 0's output."""
     dist = [
         "--distributed-world-size",
@@ -52,7 +52,7 @@ def train_on_two_ranks(args, extra_dist=()):
         "gloo",
         *extra_dist,
     ]
-    env = {**ONE_THREAD, "PATH": "/usr/bin:/bin"}
+    env = {**ONE_THREAD, "PATH": "/usr/bin:/bin", **(env_extra or {})}
     ranks = [
         subprocess.Popen(
             args + dist + ["--distributed-rank", str(r)],
@@ -132,7 +132,10 @@ def test_two_process_gloo_training_matches_one_process_and_its_checkpoints_resum
     # torch.load): epoch 2 repeats the uninterrupted run's
     (tmp_path / "resumed").mkdir()
     shutil.copy(tmp_path / "dist" / "checkpoint1.pt", tmp_path / "resumed" / "checkpoint_last.pt")
-    resumed = train_on_two_ranks(tempered_args(toy_data["bin"], "--save-dir", tmp_path / "resumed"))
+    resumed = train_on_two_ranks(  # with the plugin's exact resume (opt-in): the same batches
+        tempered_args(toy_data["bin"], "--save-dir", tmp_path / "resumed"),
+        env_extra={"CTEMP_EXACT_RESUME": "1"},
+    )
     assert "Loaded checkpoint" in resumed
     second = [r for r in two if int(r["epoch"]) == 2]
     assert_same_updates(json_log_records(resumed, "train_inner"), second, COMPARED, exact=True)

@@ -245,7 +245,8 @@ def test_learned_alpha_beta_move_and_stay_valid(trained):
     assert alpha > 0 and beta > 0 and (abs(alpha - 1.0) > 1e-4 or abs(beta - 0.5) > 1e-4)
 
 
-def test_resume_reproduces_the_uninterrupted_run(toy_data, trained, tmp_path):
+def test_resume_reproduces_the_uninterrupted_run(toy_data, trained, tmp_path, monkeypatch):
+    monkeypatch.setenv("CTEMP_EXACT_RESUME", "1")  # the plugin's exact resume (opt-in)
     _, whole = trained["lstm-mos-ct"]
     args = HEADS["lstm-mos-ct"] + ["--no-epoch-checkpoints"]
     train(toy_data["lm_bin"], tmp_path, *args, epochs=1)

@@ -507,7 +507,10 @@ def test_training_with_tempered_ce_learns(trained):
 
 
 @pytest.mark.e2e
-def test_resume_from_checkpoint_gives_the_same_losses_as_an_uninterrupted_run(trained, toy_data, tmp_path):
+def test_resume_from_checkpoint_gives_the_same_losses_as_an_uninterrupted_run(
+    trained, toy_data, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("CTEMP_EXACT_RESUME", "1")  # the plugin's exact resume (opt-in)
     first = train(toy_data["bin"], tmp_path, 1).stdout
     resumed = train(toy_data["bin"], tmp_path, 2).stdout
     assert "Loaded checkpoint" in resumed and "(epoch 2 @" in resumed

@@ -41,12 +41,13 @@ die() { echo "paper_scale.sh: error: $*" >&2; exit 2; }
 [ -n "$results" ] || die "--results DIR is required (where the archive of the results goes)"
 [[ $per_gpu =~ ^[1-9][0-9]*$ ]] || die "--runs-per-gpu must be an integer >= 1, got '$per_gpu'"
 [[ $carve =~ ^[0-9]+$ ]] || die "--carve-test must be an integer >= 0, got '$carve'"
+[ -z "$wheels" ] || [ -d "$wheels" ] || die "--wheels $wheels: no such directory"
+[ ! -e "$results" ] || [ -d "$results" ] || die "--results $results is a file, not a directory"
+[ ! -e "$results/alt-results.tar.gz" ] || die "$results/alt-results.tar.gz exists; give another --results"
 mkdir -p "$results"
 results=$(cd "$results" && pwd)
 archive=$results/alt-results.tar.gz
-[ ! -e "$archive" ] || die "$archive exists; give another --results"
 if [ -n "$wheels" ]; then
-  [ -d "$wheels" ] || die "--wheels $wheels: no such directory"
   site=$work/site-packages  # the wheels' packages, for this and every child process
   "$python" -m pip install -q --no-index --no-deps --no-compile --target "$site" "$wheels"/*.whl
   PYTHONPATH=$PYTHONPATH:$(cd "$site" && pwd)

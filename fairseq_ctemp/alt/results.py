@@ -77,6 +77,8 @@ def load(work):
 def test_name(exp_dir, exp):
     """What an experiment's tables call its test split: "carved test" where ctemp-alt-data carved it
     from train (--carve-test), else "test"."""
+    if not exp.get("data"):
+        return "test"
     data = os.path.join(exp_dir, exp["data"])  # relative to exp_dir (absolute in older sweeps)
     source = (read_json(os.path.join(data, "prepare.json")) or {}).get("test_source") or ""
     return "carved test" if source.startswith("carved") else "test"
@@ -191,7 +193,7 @@ def table1(experiments):
         f = e["final"]
         u, t = f["systems"]["untempered"], f["systems"]["tempered"]
         sig, speed = f["significance"], f["speed"]["tempered"]
-        subset = e["test"] if f["scored_subset"] == "test" else "dev (tuned on dev too)"
+        subset = e.get("test", "test") if f["scored_subset"] == "test" else "dev (tuned on dev too)"
         ratio = (
             (speed.get(f"beam{beams[-1]}_seconds") or 0) / speed[f"greedy_seconds_with_beam{beams[-1]}"]
             if beams and speed.get(f"greedy_seconds_with_beam{beams[-1]}")
@@ -268,7 +270,7 @@ def runs_table(experiments):
                     num(test["greedy"]["chrf"]) if test else "",
                     ev["valid"]["beam"]["beam"],
                     *posthoc.run_cells(r["dir"]),
-                    e["test"] if test else "",
+                    e.get("test", "test") if test else "",
                     num(tr.get("last_session_seconds"), 0),
                     num(train_words_per_second(r["dir"]), 0),
                 ]
@@ -332,7 +334,7 @@ def table34(experiments):
                 continue  # a configuration the sweep does not vary beyond an earlier row
             searched.add(key)
             best = max(candidates, key=lambda r: r["eval"]["valid"]["greedy"]["bleu"])
-            subset, ev = scored(best, e["test"])
+            subset, ev = scored(best, e.get("test", "test"))
             rows.append(
                 [
                     best["direction"],
@@ -382,7 +384,7 @@ def variants_table(experiments):
                     fmt(c["temperature"]),
                     c["run"],
                     c.get("baseline_variant", "transformer"),  # (comparisons before baselines per variant)
-                    e["test"] if c["scored_subset"] == "test" else "dev",
+                    e.get("test", "test") if c["scored_subset"] == "test" else "dev",
                     num(v["greedy"]["bleu"]) + p_mark(sig["greedy"]["bleu"]["p_value"]),
                     num(b["greedy"]["bleu"]),
                     num(sig["greedy"]["bleu"]["p_value"], 4),

@@ -152,7 +152,7 @@ def check_settings(args, preset):
             f"in [{low:g}, {high:g}] (tempered_ce's range)",
         ),
         ("--label-smoothing", args.label_smoothing, lambda e: 0 <= e < 1, "in [0, 1)"),
-        ("--sem-weights", args.sem_weights, lambda w: 0 <= w <= 1, "in [0, 1]"),
+        ("--sem-weights", args.sem_weights, lambda w: 0 <= w < 1, "in [0, 1) (1: the entropy alone)"),
     ):
         bad = [v for v in values if not ok(v)]
         if bad or not values:

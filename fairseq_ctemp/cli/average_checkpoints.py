@@ -17,6 +17,7 @@ parameters; calibrate the average instead.
 
 import argparse
 import collections
+import hashlib
 import os
 import re
 import sys
@@ -123,11 +124,18 @@ def average_checkpoints(paths, allow_mixed=False):
     repeated = sorted({p for p, r in zip(paths, real) if real.count(r) > 1})
     if repeated:
         raise AverageError(f"--inputs names {', '.join(repeated)} more than once: it would be weighted twice")
-    sums, dtypes, first_state, shapes, trained = collections.OrderedDict(), {}, None, None, []
+    sums, dtypes, first_state, shapes, trained, seen = collections.OrderedDict(), {}, None, None, [], {}
     for path in paths:
         state = load(path)
         check_not_calibrated(path, state)
         params = state["model"]
+        digest = parameters_digest(params)
+        if digest in seen:  # checkpoint_best.pt / _last.pt are byte copies of a numbered checkpoint
+            raise AverageError(
+                f"--inputs {seen[digest]} and {path} hold the same parameters (one checkpoint under two "
+                "names, such as checkpoint_best.pt): it would be weighted twice; give it once"
+            )
+        seen[digest] = path
         if shapes is None:
             first_state, shapes = state, {k: tuple(v.shape) for k, v in params.items()}
         check_parameters(path, params, paths[0], shapes)
@@ -145,6 +153,16 @@ def average_checkpoints(paths, allow_mixed=False):
     first_state["model"] = averaged
     first_state["ctemp_average"] = record
     return first_state
+
+
+def parameters_digest(params):
+    """A digest of a model's parameters (names, dtypes, shapes, bytes): equal for the same checkpoint
+    saved under two names, whatever else (optimizer state, file layout) the two files hold."""
+    h = hashlib.blake2b(digest_size=16)
+    for key, tensor in params.items():
+        h.update(f"{key}|{tensor.dtype}|{tuple(tensor.shape)}|".encode())
+        h.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
 
 
 def check_not_calibrated(path, state):

@@ -23,7 +23,8 @@ def check_checkpoint(path):
 
 
 def read_utf8_lines(path):
-    """The lines of a UTF-8 text file, LF or CR LF line ends removed (a UTF-8 BOM too)."""
+    """The lines of a UTF-8 text file, LF or CR LF line ends removed (a UTF-8 BOM too); a CR
+    anywhere else (CR-only line ends) is refused, since the lines would silently run together."""
     with open(path, "rb") as f:
         data = f.read()
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) or b"\x00" in data[:4096]:
@@ -37,10 +38,15 @@ def read_utf8_lines(path):
         lines.pop()
     for number, line in enumerate(lines):
         try:
-            lines[number] = line.decode("utf-8").rstrip("\r")
+            lines[number] = line.decode("utf-8").removesuffix("\r")
         except UnicodeDecodeError as e:
             raise InputError(
                 f"line {number + 1} is not UTF-8 (byte 0x{line[e.start]:02x} at column "
                 f"{e.start + 1}); convert the file, e.g. iconv -f <its encoding> -t UTF-8"
             ) from None
+        if "\r" in lines[number]:  # CR-only line ends would make the whole file one line
+            raise InputError(
+                f"line {number + 1} holds a carriage return (CR) that ends no line: CR-only line ends? "
+                "Use LF or CR LF line ends, e.g. tr '\\r' '\\n'"
+            )
     return lines

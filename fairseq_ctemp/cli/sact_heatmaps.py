@@ -56,15 +56,21 @@ def parse_args(argv=None):
     return args
 
 
-def read_lines(path, option, spm_model, limit):
+def read_lines(path, option):
+    """Every line of an input file (the caller compares the counts of aligned files first)."""
     if not os.path.isfile(path):
         raise SystemExit(f"error: {option} {path}: no such file")
     try:
-        lines = inputs.read_utf8_lines(path)[:limit]
+        lines = inputs.read_utf8_lines(path)
     except inputs.InputError as e:
         raise SystemExit(f"error: {option} {path}: {e}") from None
     if not lines:
         raise SystemExit(f"error: {option} {path} is empty")
+    return lines
+
+
+def encoded(lines, spm_model):
+    """The lines in the model's input format: sentencepiece pieces where a model is given."""
     if spm_model:
         import sentencepiece
 
@@ -226,14 +232,17 @@ def heatmaps(args):
         raise SystemExit(
             f"error: --beam and --max-sentences must be >= 1, got {args.beam}, {args.max_sentences}"
         )
-    sources = read_lines(args.input, "--input", args.source_spm, args.max_sentences)
+    sources = read_lines(args.input, "--input")
+    references = read_lines(args.references, "--references") if args.references else None
+    if references is not None and len(references) != len(sources):  # whole files: line i with line i
+        raise SystemExit(
+            f"error: --references {args.references} has {len(references)} lines, --input "
+            f"{args.input} {len(sources)}: they must be aligned line by line"
+        )
+    sources = encoded(sources[: args.max_sentences], args.source_spm)
     references = (
-        read_lines(args.references, "--references", args.target_spm, args.max_sentences)
-        if args.references
-        else [None] * len(sources)
+        encoded(references[: args.max_sentences], args.target_spm) if references else [None] * len(sources)
     )
-    if len(references) != len(sources):
-        raise SystemExit(f"--references has {len(references)} lines, --input {len(sources)}")
     dump_path = os.path.join(args.out_dir, "sact_attention.json")
     pngs = [os.path.join(args.out_dir, f"sentence{i + 1}.png") for i in range(len(sources))]
     existing = [p for p in [dump_path] + pngs if os.path.exists(p)]

@@ -1,7 +1,9 @@
-"""fairseq-train, resumable to the same early stop: ctemp-train takes fairseq-train's arguments and
-runs fairseq's own training unchanged, with the ``--patience`` count carried in the checkpoints
-(``fairseq_ctemp.early_stopping``). Without it, a run resumed from checkpoint_last.pt counts its
-patience anew and trains longer than the same run uninterrupted.
+"""fairseq-train, resumable to the same run: ctemp-train takes fairseq-train's arguments and runs
+fairseq's own training with the ``--patience`` count carried in the checkpoints
+(``fairseq_ctemp.early_stopping``) and exact resume (``fairseq_ctemp.exact_resume``: the batch
+order, the learning-rate step and the plateau counts of the uninterrupted run). Without it, a run
+resumed from checkpoint_last.pt counts its patience anew and trains longer than the same run
+uninterrupted, as stock fairseq-train does.
 
     ctemp-train data-bin/ptb --user-dir "$(ctemp-user-dir)" --task language_modeling \\
         --save-dir ckpt --patience 3 ...       # interrupted: the same command resumes it
@@ -41,9 +43,9 @@ def cli_main():
     """fairseq_cli.train.cli_main on sys.argv, with the patience count carried."""
     from fairseq_cli import train
 
-    from .. import early_stopping
+    from .. import early_stopping, exact_resume
 
-    with early_stopping.carried_in_checkpoints():
+    with early_stopping.carried_in_checkpoints(), exact_resume.turned_on():
         train.cli_main()
 
 

@@ -47,7 +47,7 @@ class TemperedCrossEntropyConfig(LabelSmoothedCrossEntropyCriterionConfig):
     sem_weight: float = field(
         default=0.0,
         metadata={
-            "help": "weight w in [0, 1] of softmax-entropy maximisation: "
+            "help": "weight w in [0, 1) of softmax-entropy maximisation: "
             "loss = T * ((1 - w) * label-smoothed CE + w * sum_v P_v log P_v)"
         },
     )
@@ -125,8 +125,11 @@ def check_options(softmax_temperature, label_smoothing, sem_weight):
     checks.check_temperature("--softmax-temperature", softmax_temperature)
     if not 0.0 <= label_smoothing < 1.0:
         raise ValueError(f"--label-smoothing must be in [0, 1), got {label_smoothing}")
-    if not 0.0 <= sem_weight <= 1.0:
-        raise ValueError(f"--sem-weight must be in [0, 1], got {sem_weight}")
+    if not 0.0 <= sem_weight < 1.0:  # at 1 the cross-entropy has no weight: the target is ignored
+        raise ValueError(
+            f"--sem-weight must be in [0, 1), got {sem_weight} (at 1 the loss is the entropy alone: "
+            "the most uniform model would be the best)"
+        )
 
 
 @register_criterion("tempered_ce", dataclass=TemperedCrossEntropyConfig)

@@ -72,9 +72,34 @@ def head_defaults(args):
     dataclass_defaults(args, TemperatureHeadConfig)
 
 
+# The --ct-* options that only some normalisations read: (option, its field, those normalisations).
+# No architecture sets them, so a value other than the field's default was given by the user.
+MODE_OPTIONS = (
+    ("--ct-lambda", "ct_lambda", ("lambda_tanh", "tanh_plus_lambda")),
+    ("--ct-constant", "ct_constant", ("constant",)),
+    ("--ct-alpha", "ct_alpha", ("softmax",)),
+    ("--ct-beta", "ct_beta", ("softmax",)),
+    ("--ct-learn-alpha-beta", "ct_learn_alpha_beta", ("softmax",)),
+)
+
+
+def refuse_unused_head_options(args):
+    """A --ct-* option set for a normalisation that ignores it is an error, not silently dropped
+    (as SACT refuses its own unused options)."""
+    defaults = {f.name: f.default for f in dataclasses.fields(TemperatureHeadConfig)}
+    mode = str(args.ct_normalization)
+    for option, name, modes in MODE_OPTIONS:
+        value = safe_getattr(args, name, defaults[name])
+        if mode not in modes and value != defaults[name]:
+            raise ValueError(
+                f"{option} {value} is only used with --ct-normalization {' or '.join(modes)}, not {mode}"
+            )
+
+
 def build_temperature(args, input_dim, entries):
     """A ContextualTemperature from the --ct-* options, or None for --ct-normalization none.
     Bad options raise a ValueError naming the option (at model build, before any step)."""
+    refuse_unused_head_options(args)
     if args.ct_normalization == "none":
         return None
     return ContextualTemperature(
