@@ -20,6 +20,7 @@ ctemp-greedy-vs-beam, ``--decode-args`` of the ALT sweep) onto this API.
 import argparse
 import dataclasses
 import logging
+import math
 import time
 import warnings
 from typing import List, Optional
@@ -123,8 +124,13 @@ def decoding_options(argv):
         value = getattr(options, name)
         if value is not None and value < least:
             raise TranslateError(f"--{name.replace('_', '-')} must be >= {least}, got {value}")
-    if options.max_len_a < 0:
-        raise TranslateError(f"--max-len-a must be >= 0, got {options.max_len_a:g}")
+    if not (math.isfinite(options.max_len_a) and options.max_len_a >= 0):
+        raise TranslateError(f"--max-len-a must be a finite number >= 0, got {options.max_len_a:g}")
+    if options.max_len_a == 0 and options.min_len > options.max_len_b:  # fairseq fails at the first batch
+        raise TranslateError(
+            f"--min-len {options.min_len} is above the longest output, --max-len-b {options.max_len_b} "
+            "(with --max-len-a 0)"
+        )
     try:
         from fairseq.data.data_utils import post_process
 

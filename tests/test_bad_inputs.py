@@ -550,6 +550,24 @@ CASES = [
         '--decode-args "--max-len-a \'2": No closing quotation',
     ),
     (
+        "sweep: --decode-args --max-len-a nan",
+        SWEEP,
+        ["run", *SWEEP_OK, "--decode-args", "--max-len-a nan"],
+        "--decode-args: --max-len-a must be a finite number >= 0, got nan",
+    ),
+    (
+        "sweep: --decode-args --min-len above every output",
+        SWEEP,
+        ["run", *SWEEP_OK, "--decode-args", "--max-len-a 0 --max-len-b 5 --min-len 9"],
+        "--decode-args: --min-len 9 is above the longest output, --max-len-b 5 (with --max-len-a 0)",
+    ),
+    (
+        "greedy-vs-beam: --max-len-a inf after --",
+        greedy_vs_beam,
+        [*GVB[:5], "--", "--cpu", "--max-len-a", "inf"],
+        "after --: --max-len-a must be a finite number >= 0, got inf",
+    ),
+    (
         "sweep: --decode-args sets the beam",
         SWEEP,
         ["run", *SWEEP_OK, "--decode-args", "--beam 3"],
