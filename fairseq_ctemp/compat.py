@@ -430,6 +430,19 @@ def eval_lm_inf_scores_message_prints():
         logger.addFilter(_MessageWithItsArgument())
 
 
+def damaged_checkpoints_in_one_line():
+    from fairseq import checkpoint_utils
+
+    from . import checkpoint_files
+
+    load = checkpoint_utils.load_checkpoint_to_cpu
+    if getattr(load, "_ctemp_patched", False):
+        return
+    patched = checkpoint_files.load_in_one_line(load)
+    patched._ctemp_patched = True
+    checkpoint_utils.load_checkpoint_to_cpu = patched
+
+
 def apply():
     quiet_plotting_debug_logs()
     eval_lm_inf_scores_message_prints()
@@ -437,6 +450,7 @@ def apply():
     cpu_pytorch_ddp()
     bf16_without_tpu()
     exact_resume_when_asked()
+    damaged_checkpoints_in_one_line()
     numpy_compat_long()
     pin_memory_only_with_an_accelerator()
     batch_threads_stop_at_exit()

@@ -18,8 +18,13 @@ MADE_DIRECTORIES = []  # by fairseq's verify_checkpoint_directory for the latest
 
 
 def is_option_error(error):
-    """A ValueError about an option ("--..."), raised by the plugin's own code."""
-    if not isinstance(error, ValueError) or not str(error).startswith("--"):
+    """A ValueError about an option ("--...") or a checkpoint file (CheckpointError), raised by the
+    plugin's own code."""
+    from .checkpoint_files import CheckpointError
+
+    if not isinstance(error, CheckpointError) and not (
+        isinstance(error, ValueError) and str(error).startswith("--")
+    ):
         return False
     frames = traceback.extract_tb(error.__traceback__)
     return bool(frames) and os.path.abspath(frames[-1].filename).startswith(USER_DIR + os.sep)

@@ -95,6 +95,7 @@ def inputs(tmp_path_factory, toy_data):
     write(str(ckpt / "empty.pt"), b"")
     write(str(ckpt / "random.pt"), os.urandom(4096))
     write(str(ckpt / "text.pt"), b"this is not a checkpoint\n")
+    write(str(ckpt / "truncated.pt"), (ckpt / "a.pt").read_bytes()[:300])  # an interrupted copy
     refs = root / "refs"
     test_refs = (toy_data["raw"] / "test.tgt").read_bytes().split(b"\n")
     latin1 = test_refs[:2] + [test_refs[2] + " caf\u00e9".encode("latin-1")] + test_refs[3:]
@@ -239,6 +240,13 @@ def bench_tempered_ce(argv):
 
 def bench_translation(argv):
     example_script(os.path.join(REPO, "benchmarks", "bench_translation.py")).parse_args(argv)
+
+
+def fairseq_generate(argv):
+    """fairseq-generate in this process, as fairseq_train."""
+    proc = run_fairseq("fairseq-generate", *argv, check=False)
+    print(proc.stdout, end="")
+    sys.exit(proc.returncode)
 
 
 def fairseq_train(argv):
@@ -984,6 +992,48 @@ CASES = [
         "fixed, not sact",
     ),
     (
+        "generate: a damaged checkpoint (empty)",
+        fairseq_generate,
+        ["{toy}/bin", "--path", "{ckpt}/empty.pt", "--user-dir", PLUGIN_DIR, "--cpu", "--gen-subset", "test"],
+        "fairseq-generate: error: checkpoint {ckpt}/empty.pt is empty (0 bytes), not a checkpoint file",
+    ),
+    (
+        "generate: a damaged checkpoint (random)",
+        fairseq_generate,
+        [
+            "{toy}/bin",
+            "--path",
+            "{ckpt}/random.pt",
+            "--user-dir",
+            PLUGIN_DIR,
+            "--cpu",
+            "--gen-subset",
+            "test",
+        ],
+        "fairseq-generate: error: checkpoint {ckpt}/random.pt cannot be loaded (UnpicklingError: Weights only load failed): it is truncated, damaged or not a fairseq checkpoint",
+    ),
+    (
+        "generate: a damaged checkpoint (text)",
+        fairseq_generate,
+        ["{toy}/bin", "--path", "{ckpt}/text.pt", "--user-dir", PLUGIN_DIR, "--cpu", "--gen-subset", "test"],
+        "fairseq-generate: error: checkpoint {ckpt}/text.pt cannot be loaded (IndexError",
+    ),
+    (
+        "generate: a damaged checkpoint (truncated)",
+        fairseq_generate,
+        [
+            "{toy}/bin",
+            "--path",
+            "{ckpt}/truncated.pt",
+            "--user-dir",
+            PLUGIN_DIR,
+            "--cpu",
+            "--gen-subset",
+            "test",
+        ],
+        "fairseq-generate: error: checkpoint {ckpt}/truncated.pt cannot be loaded (RuntimeError: PytorchStreamReader failed reading zip archive",
+    ),
+    (
         "train: ct_transformer with --ct-lambda under the softmax normalisation",
         fairseq_train,
         [*TRAIN, "ct_cross_entropy", "--arch", "ct_transformer_tiny", "--ct-lambda", "3"],
@@ -1331,6 +1381,7 @@ def test_bad_input(inputs, name, command, argv, expected, monkeypatch):
     last = output.strip().split("\n")[-1]
     assert code != 0, f"{name}: exit status 0\n{output[-2000:]}"
     assert "Traceback" not in output, output[-3000:]
+    assert "weights_only=False" not in output and "weights_only` set to `False" not in output  # unsafe advice
     assert expected in last, f"{name}: last line {last!r}\n{output[-2000:]}"
     assert fingerprint(*watched) == before, f"{name}: files changed"
 

@@ -2,8 +2,8 @@
 InputError saying what is wrong, for an error line that names the option and the file."""
 
 import codecs
-import os
-import zipfile
+
+from .. import checkpoint_files
 
 
 class InputError(Exception):
@@ -12,14 +12,10 @@ class InputError(Exception):
 
 def check_checkpoint(path):
     """A cheap look at a checkpoint file: loading a damaged one fails with a traceback."""
-    if os.path.isdir(path):
-        raise InputError("is a directory, not a checkpoint file")
-    if os.path.getsize(path) == 0:
-        raise InputError("is empty (0 bytes), not a checkpoint")
-    if not zipfile.is_zipfile(path):  # what torch.save (>= 1.6) writes
-        raise InputError(
-            "is not a PyTorch checkpoint (no torch.save zip archive: truncated, or another kind of file?)"
-        )
+    try:
+        checkpoint_files.check_checkpoint(path)
+    except checkpoint_files.CheckpointError as e:
+        raise InputError(str(e)) from None
 
 
 def read_utf8_lines(path):

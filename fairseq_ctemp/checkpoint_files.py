@@ -1,0 +1,68 @@
+"""A cheap look at a checkpoint file before torch loads it, and one line instead of a traceback when
+it cannot be loaded: fairseq's own loader, with the plugin imported, names the file and what is wrong
+with it (empty, not a torch.save archive, objects that torch's safe loading refuses) and never
+advises turning that safety off."""
+
+import os
+import pickle
+import zipfile
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file that cannot be loaded; fairseq's CLIs print it as one line (option_errors)."""
+
+
+def check_checkpoint(path):
+    """CheckpointError saying what is wrong with the file, before torch reads it."""
+    if os.path.isdir(path):
+        raise CheckpointError("is a directory, not a checkpoint file")
+    if not os.access(path, os.R_OK):
+        raise CheckpointError("cannot be read (permission denied)")
+    if os.path.getsize(path) == 0:
+        raise CheckpointError("is empty (0 bytes), not a checkpoint")
+    if not zipfile.is_zipfile(path):  # what torch.save (>= 1.6) writes
+        raise CheckpointError(
+            "is not a PyTorch checkpoint (no torch.save zip archive: truncated, or another kind of file?)"
+        )
+
+
+def load_in_one_line(load_checkpoint_to_cpu):
+    """fairseq's checkpoint_utils.load_checkpoint_to_cpu, its failures on a damaged file as one
+    CheckpointError naming it. A file that loads is loaded exactly as fairseq loads it (also one in
+    torch's legacy, non-zip format, as old released models are)."""
+
+    def load(path, *args, **kwargs):
+        if os.path.isdir(path) or (os.path.isfile(path) and os.path.getsize(path) == 0):
+            raise CheckpointError(
+                f"checkpoint {path} is {'a directory' if os.path.isdir(path) else 'empty (0 bytes)'}, "
+                "not a checkpoint file"
+            )
+        try:
+            return load_checkpoint_to_cpu(path, *args, **kwargs)
+        except Exception as e:
+            if not damaged(path, e):
+                raise
+            raise CheckpointError(
+                f"checkpoint {path} cannot be loaded ({type(e).__name__}: {reason(e)}): it is truncated, "
+                "damaged or not a fairseq checkpoint; torch's safe loading (weights_only) stays on: "
+                "load only checkpoints you trust"
+            ) from None
+
+    return load
+
+
+def reason(error):
+    """The line of torch's message that says what is wrong, never its advice to load unsafely."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    detail = [line for line in lines if line.startswith("WeightsUnpickler error:")]
+    line = detail[0] if detail else (lines[0] if lines else "")
+    return line.split(". ")[0]  # its first sentence: what failed
+
+
+def damaged(path, error):
+    """Whether torch.load's error says the file itself is bad (not fairseq's code after loading)."""
+    if isinstance(error, (pickle.UnpicklingError, EOFError, zipfile.BadZipFile)):
+        return True
+    if isinstance(error, RuntimeError) and "PytorchStreamReader" in str(error):
+        return True  # a torch.save archive with a damaged or missing member
+    return not zipfile.is_zipfile(path)  # not torch.save's archive, and not a legacy file that loads
