@@ -1010,7 +1010,7 @@ CASES = [
             "--gen-subset",
             "test",
         ],
-        "fairseq-generate: error: checkpoint {ckpt}/random.pt cannot be loaded (UnpicklingError: Weights only load failed): it is truncated, damaged or not a fairseq checkpoint",
+        "fairseq-generate: error: checkpoint {ckpt}/random.pt cannot be loaded (",  # the error depends on the bytes
     ),
     (
         "generate: a damaged checkpoint (text)",
