@@ -79,6 +79,9 @@ def inputs(tmp_path_factory, toy_data):
     exp = root / "results-work" / "sweep" / "en-vi.mini.spm20"  # a sweep for results.sh
     exp.mkdir(parents=True)
     (exp / "experiment.json").write_text('{"src": "en", "tgt": "vi", "patience": 10, "primary": [0.1, 0]}')
+    truncated = root / "truncated-work" / "sweep" / "en-vi.mini.spm20"  # a file cut by a full disk
+    truncated.mkdir(parents=True)
+    (truncated / "experiment.json").write_text('{"src": "en", "tgt": "vi", "pati')
     write(str(root / "mine" / "notes.txt"), b"a user's notes")
     write(str(root / "a-file"), b"not a directory")
     (root / "run-without-config").mkdir()
@@ -654,6 +657,12 @@ CASES = [
         "--wheels {root}/nothing: no such directory",
     ),
     # ctemp-alt-results
+    (
+        "results: a truncated experiment.json",
+        RESULTS,
+        ["--work", "{root}/truncated-work", "--out", "{root}/truncated-out"],
+        "{root}/truncated-work/sweep/en-vi.mini.spm20/experiment.json is not valid JSON (Unterminated string",
+    ),
     (
         "results: --out is the work directory",
         RESULTS,

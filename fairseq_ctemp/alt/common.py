@@ -151,10 +151,19 @@ def write_text(path, text):
 
 
 def read_json(path, default=None):
+    """The JSON in path (default where there is none); AltError naming the file where it is not
+    JSON (truncated by a disk that filled, say): the files of the recipes are written whole, so
+    such a file was damaged outside them."""
     if not os.path.exists(path):
         return default
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    with open(path, encoding="utf-8", errors="replace") as f:
+        try:
+            return json.load(f)
+        except json.JSONDecodeError as e:
+            raise AltError(
+                f"{path} is not valid JSON ({e.msg} at line {e.lineno}, column {e.colno}): damaged or "
+                "truncated; restore it, or move it away to have its step done again"
+            ) from None
 
 
 def read_config(path):
