@@ -561,6 +561,12 @@ CASES = [
         '--decode-args "--max-len-a \'2": No closing quotation',
     ),
     (
+        "sweep: --slurm where there is no sbatch",
+        SWEEP,
+        ["run", *SWEEP_OK, "--slurm"],
+        "--slurm: sbatch (SLURM's) is not on PATH: run on a SLURM login node, or leave out --slurm",
+    ),
+    (
         "sweep: --decode-args --max-len-a nan",
         SWEEP,
         ["run", *SWEEP_OK, "--decode-args", "--max-len-a nan"],

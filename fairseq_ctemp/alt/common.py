@@ -112,13 +112,15 @@ def bleu_tokenize(lang):
     return "char" if lang in ("th", "lo", "km") else "13a"
 
 
-def tool(name):
-    """A console script next to this Python (the venv), else from PATH."""
+def tool(name, missing=None):
+    """A console script next to this Python (the venv), else from PATH; AltError with `missing`
+    (default: the venv's set-up) where there is none."""
     local = os.path.join(os.path.dirname(sys.executable), name)
     found = local if os.access(local, os.X_OK) else shutil.which(name)
     if not found:
         raise AltError(
-            f"{name} is neither next to {sys.executable} nor on PATH (activate the venv "
+            missing
+            or f"{name} is neither next to {sys.executable} nor on PATH (activate the venv "
             "that has fairseq; see the README, Set-up)"
         )
     return found

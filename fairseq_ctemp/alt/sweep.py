@@ -692,6 +692,15 @@ def execute_local(experiments, args, device):
         )
 
 
+def sbatch_path():
+    """SLURM's sbatch, or AltError saying where --slurm needs to run (checked before the plan)."""
+    return tool(
+        "sbatch",
+        "--slurm: sbatch (SLURM's) is not on PATH: run on a SLURM login node, or leave out --slurm "
+        "to run here",
+    )
+
+
 def submit_slurm(experiments, args, device):
     stamp = f"{datetime.datetime.now():%Y%m%d-%H%M%S}"
     sdir = os.path.abspath(os.path.join(args.work, "sweep", "slurm", stamp))
@@ -749,11 +758,11 @@ def submit_slurm(experiments, args, device):
             "sbatch --dependency=afterok:<its id> finalize.sbatch"
         )
         return
+    sbatch = sbatch_path()
     os.makedirs(sdir)
     for name, text in scripts.items():
         with open(os.path.join(sdir, name), "w", encoding="utf-8") as f:
             f.write(text)
-    sbatch = tool("sbatch")
     job = None
     if todo:
         job = (

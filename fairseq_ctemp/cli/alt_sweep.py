@@ -52,7 +52,7 @@ from ..alt.common import AltError, RunFailed, run_main, say
 from ..alt.finalize import finalize
 from ..alt.presets import DEFAULT_VARIANT, MAX_LEN, PRESETS, variant_names
 from ..alt.runs import run_one
-from ..alt.sweep import execute_local, plan, print_plan, submit_slurm
+from ..alt.sweep import execute_local, plan, print_plan, sbatch_path, submit_slurm
 from ..alt.training import fairseq_train
 from . import arguments
 
@@ -227,6 +227,8 @@ def sweep_main(argv=None):
     args.fairseq_args = extra
     if args.slurm and args.gpus:
         parser.error("--gpus is for local runs; with --slurm each job gets --gpus-per-run GPUs from SLURM")
+    if args.slurm and not args.dry_run:
+        sbatch_path()  # before the plan writes anything
     preset = PRESETS[args.preset]
     on_cpu = args.cpu or (not args.gpus and not args.slurm) or (args.slurm and args.slurm_gpus is False)
     device = {
