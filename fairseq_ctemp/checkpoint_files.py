@@ -12,15 +12,16 @@ class CheckpointError(ValueError):
     """A checkpoint file that cannot be loaded; fairseq's CLIs print it as one line (option_errors)."""
 
 
-def check_checkpoint(path):
-    """CheckpointError saying what is wrong with the file, before torch reads it."""
+def check_checkpoint(path, archive=True):
+    """CheckpointError saying what is wrong with the file, before torch reads it. archive: it must
+    be a torch.save zip archive (False: torch's legacy format passes too)."""
     if os.path.isdir(path):
         raise CheckpointError("is a directory, not a checkpoint file")
     if not os.access(path, os.R_OK):
         raise CheckpointError("cannot be read (permission denied)")
     if os.path.getsize(path) == 0:
-        raise CheckpointError("is empty (0 bytes), not a checkpoint")
-    if not zipfile.is_zipfile(path):  # what torch.save (>= 1.6) writes
+        raise CheckpointError("is empty (0 bytes), not a checkpoint file")
+    if archive and not zipfile.is_zipfile(path):  # what torch.save (>= 1.6) writes
         raise CheckpointError(
             "is not a PyTorch checkpoint (no torch.save zip archive: truncated, or another kind of file?)"
         )
@@ -32,11 +33,11 @@ def load_in_one_line(load_checkpoint_to_cpu):
     torch's legacy, non-zip format, as old released models are)."""
 
     def load(path, *args, **kwargs):
-        if os.path.isdir(path) or (os.path.isfile(path) and os.path.getsize(path) == 0):
-            raise CheckpointError(
-                f"checkpoint {path} is {'a directory' if os.path.isdir(path) else 'empty (0 bytes)'}, "
-                "not a checkpoint file"
-            )
+        if os.path.exists(path):  # (a missing file: fairseq's own message)
+            try:
+                check_checkpoint(path, archive=False)
+            except CheckpointError as e:
+                raise CheckpointError(f"checkpoint {path} {e}") from None
         try:
             return load_checkpoint_to_cpu(path, *args, **kwargs)
         except Exception as e:

@@ -23,6 +23,8 @@ import contextlib
 import logging
 import os
 
+from . import environment
+
 EXTRA_STATE_KEY = "ctemp_early_stopping"
 
 logger = logging.getLogger(__name__)
@@ -43,16 +45,11 @@ def carried_in_checkpoints():
     """Save and restore should_stop_early's count with fairseq's checkpoints (see the module doc),
     in this process and in those that fairseq spawns from it."""
     restore = _install()
-    previous = os.environ.get(ENV)
-    os.environ[ENV] = "1"
     try:
-        yield
+        with environment.set_to(ENV, "1"):
+            yield
     finally:
         restore()
-        if previous is None:
-            os.environ.pop(ENV, None)
-        else:
-            os.environ[ENV] = previous
 
 
 def install_if_requested():

@@ -14,8 +14,9 @@ they act only when asked for (``CTEMP_EXACT_RESUME=1``; ``ctemp-train`` and the 
 The patches are installed once and read the switch at every call: without it each calls fairseq's
 own code and nothing else, so a run is stock fairseq's (``tests/test_stock_stays_stock.py``)."""
 
-import contextlib
 import os
+
+from . import environment
 
 ENV = "CTEMP_EXACT_RESUME"
 PLATEAU_COUNTS = ("num_bad_epochs", "cooldown_counter")  # torch ReduceLROnPlateau's, saved too
@@ -25,18 +26,9 @@ def enabled():
     return os.environ.get(ENV) == "1"
 
 
-@contextlib.contextmanager
 def turned_on():
     """Exact resume for the runs started inside (the variable reaches the workers fairseq spawns)."""
-    before = os.environ.get(ENV)
-    os.environ[ENV] = "1"
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(ENV, None)
-        else:
-            os.environ[ENV] = before
+    return environment.set_to(ENV, "1")
 
 
 def saved_at_end_of_epoch(extra_state):

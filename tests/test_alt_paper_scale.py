@@ -10,7 +10,8 @@ import sys
 import tarfile
 
 import pytest
-from conftest import BIN_DIR, REPO, TINY_DIMS, run_main
+from conftest import BIN_DIR, REPO, run_main
+from test_alt_recipes import SWEEP_OPTIONS, TINY
 
 from fairseq_ctemp.alt.data import normalise, toy_language_pair
 from fairseq_ctemp.cli import alt_data
@@ -102,18 +103,9 @@ def test_paper_scale_script_end_to_end_on_cpu(tmp_path):
     proc = paper_scale(
         *common,
         *("--carve-test", "10", "--vocab", "20", "--preset", "mini", "--cpu", "--jobs", "2"),
-        *("--temperatures", "1,2", "--interval", "4", "--patience", "1000", "--average", "2"),
-        *("--log-interval", "2", "--grid-beams", "1,2", "--grid-lenpens", "1", "--speed-beams", "2"),
-        *(
-            "--eval-beam",
-            "2",
-            "--seed",
-            "2",
-            "--decode-args",
-            "--max-len-a 1.2 --max-len-b 5",
-            "--no-finalize",
-        ),
-        *("--", *TINY_DIMS, "--max-tokens", "120", "--lr", "1e-2", "--warmup-updates", "4"),
+        *("--temperatures", "1,2", *SWEEP_OPTIONS, "--no-finalize"),
+        *("--patience", "1000", "--average", "2"),  # after SWEEP_OPTIONS: these win (argparse)
+        *("--", *TINY),
         *("--stop-time-hours", "0.0015"),
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
