@@ -7,8 +7,10 @@ import os
 import pickle
 import zipfile
 
+from .errors import OptionError
 
-class CheckpointError(ValueError):
+
+class CheckpointError(OptionError):
     """A checkpoint file that cannot be loaded; fairseq's CLIs print it as one line (option_errors)."""
 
 

@@ -36,6 +36,7 @@ import inspect
 import json
 import logging
 import math
+import os
 import types
 from typing import Optional
 
@@ -44,6 +45,9 @@ from fairseq import checkpoint_utils
 from fairseq.sequence_generator import EnsembleModel, SequenceGenerator
 from fairseq.sequence_scorer import SequenceScorer
 from fairseq.tasks import FairseqTask
+
+from . import checkpoint_task
+from .errors import OptionError
 
 logger = logging.getLogger("fairseq_ctemp.decoding")
 
@@ -67,9 +71,9 @@ def check_decoding_temperature(value):
     try:
         value = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"--temperature must be {ALLOWED}; got {value!r}") from None
+        raise OptionError(f"--temperature must be {ALLOWED}; got {value!r}") from None
     if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"--temperature must be {ALLOWED}; got {value:g}")
+        raise OptionError(f"--temperature must be {ALLOWED}; got {value:g}")
     return value
 
 
@@ -168,7 +172,7 @@ def check_stored_temperatures(filename, training, calibrated):
     edited file) would decode an inverted or undefined distribution, so it is refused."""
     for value, what in ((training, "tempered_ce training temperature"), (calibrated, "calibrated t*")):
         if value is not None and not (math.isfinite(value) and value > 0):
-            raise ValueError(
+            raise OptionError(
                 f"--path {filename}: its stored {what} is {value:g}, not a finite number > 0 (a "
                 "damaged or edited checkpoint); it cannot decide the decoding temperature"
             )
@@ -192,6 +196,12 @@ def load_model_ensemble_and_task(
     """fairseq's loader, one checkpoint at a time so each model learns its own training T."""
     ensemble, cfg = [], None
     for i, filename in enumerate(filenames):
+        own_state = state if i == 0 else None
+        if task is not None and num_shards == 1 and not suffix and os.path.isfile(filename):
+            own_state = own_state or checkpoint_utils.load_checkpoint_to_cpu(filename, arg_overrides)
+            stored = checkpoint_task.stored_config(own_state)
+            if checkpoint_task.owns_model(stored) or training_temperature(stored) is not None:
+                checkpoint_task.check_task(filename, stored, task)
         models, cfg, task = _load_model_ensemble_and_task(
             [filename],
             arg_overrides=arg_overrides,
@@ -199,7 +209,7 @@ def load_model_ensemble_and_task(
             strict=strict,
             suffix=suffix,
             num_shards=num_shards,
-            state=state if i == 0 else None,
+            state=own_state,
         )
         temperature, calibrated = training_temperature(cfg), calibrated_temperature(cfg)
         check_stored_temperatures(filename, temperature, calibrated)

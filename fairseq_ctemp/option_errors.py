@@ -1,33 +1,25 @@
 """A bad option of the plugin ends fairseq's CLIs with one line, not a traceback.
 
-The plugin checks its options when fairseq builds a model or criterion and raises a ValueError
+The plugin checks its options when fairseq builds a model or criterion and raises an OptionError
 whose message starts with the option ("--softmax-temperature must be ..."). Uncaught, fairseq-train
 would print a traceback ending in that message; this hook prints "<program>: error: <message>"
-instead (exit status 1). Every other exception keeps its traceback.
+instead (exit status 1). Every other exception keeps its traceback. (fairseq-hydra-train catches
+the exception itself and prints an OptionError's message alone: see errors.py.)
 
 fairseq-train makes its --save-dir before it builds the model and criterion, so a bad option would
 leave an empty directory behind: the directories it made are removed again if still empty."""
 
 import os
 import sys
-import traceback
 
-from . import USER_DIR
+from .errors import OptionError
 
 MADE_DIRECTORIES = []  # by fairseq's verify_checkpoint_directory for the latest run, deepest first
 
 
 def is_option_error(error):
-    """A ValueError about an option ("--...") or a checkpoint file (CheckpointError), raised by the
-    plugin's own code."""
-    from .checkpoint_files import CheckpointError
-
-    if not isinstance(error, CheckpointError) and not (
-        isinstance(error, ValueError) and str(error).startswith("--")
-    ):
-        return False
-    frames = traceback.extract_tb(error.__traceback__)
-    return bool(frames) and os.path.abspath(frames[-1].filename).startswith(USER_DIR + os.sep)
+    """One of the plugin's own errors about an option or a checkpoint file (errors.OptionError)."""
+    return isinstance(error, OptionError)
 
 
 def missing_directories(path):

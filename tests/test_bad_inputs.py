@@ -33,13 +33,16 @@ for key in ("ALT_RELEASE", "ALT_LOCAL", "ALT_WORK"):
     ENV.pop(key, None)
 
 
-def checkpoint(path, weights, temperature=2.0, calibrated=None):
+def checkpoint(path, weights, temperature=2.0, calibrated=None, task=None):
     cfg = {"criterion": {"_name": "tempered_ce", "softmax_temperature": temperature}}
     if calibrated is not None:  # as ctemp-calibrate --write-checkpoint records it
         cfg["ctemp_calibration"] = {"temperature": calibrated, "signature": "subset:valid"}
-    torch.save(
-        {"model": collections.OrderedDict((k, torch.tensor(v)) for k, v in weights.items()), "cfg": cfg}, path
-    )
+    state = {"model": collections.OrderedDict((k, torch.tensor(v)) for k, v in weights.items()), "cfg": cfg}
+    if task is not None:  # what fairseq's loader needs besides (it reads the training history)
+        cfg["task"] = {"_name": task}
+        state["optimizer_history"] = [{"criterion_name": "TemperedCrossEntropy", "best_loss": None}]
+        state["extra_state"] = {}
+    torch.save(state, path)
 
 
 def write(path, data):
@@ -93,6 +96,8 @@ def inputs(tmp_path_factory, toy_data):
     checkpoint(ckpt / "shape.pt", {"w": [1.0, 2.0, 3.0]})
     checkpoint(ckpt / "nan.pt", {"w": [1.0, float("nan")]})
     checkpoint(ckpt / "calibrated.pt", {"w": [3.0, 4.0]}, calibrated=1.7)
+    checkpoint(ckpt / "lm.pt", {"w": [1.0]}, task="language_modeling")  # a tempered_ce language model
+    checkpoint(ckpt / "mt.pt", {"w": [1.0]}, task="translation")
     shutil.copy(ckpt / "a.pt", ckpt / "best.pt")  # as fairseq copies checkpointN.pt to checkpoint_best.pt
     checkpoint(ckpt / "a-again.pt", {"w": [1.0, 2.0]}, temperature=2.0)  # the same parameters, saved anew
     write(str(ckpt / "empty.pt"), b"")
@@ -1049,6 +1054,29 @@ CASES = [
         "fairseq-generate: error: checkpoint {ckpt}/truncated.pt cannot be loaded (RuntimeError: PytorchStreamReader failed reading zip archive",
     ),
     (
+        "generate: a language model's checkpoint on translation data",
+        fairseq_generate,
+        ["{toy}/bin", "--path", "{ckpt}/lm.pt", "--user-dir", PLUGIN_DIR, "--cpu", "--gen-subset", "test"],
+        "fairseq-generate: error: --path {ckpt}/lm.pt was trained for --task language_modeling, not --task "
+        "translation: a language model scores text",
+    ),
+    (
+        "generate: a translation checkpoint under --task language_modeling",
+        fairseq_generate,
+        [
+            "{toy}/lm-bin",
+            "--task",
+            "language_modeling",
+            "--path",
+            "{ckpt}/mt.pt",
+            "--user-dir",
+            PLUGIN_DIR,
+            "--cpu",
+        ],
+        "fairseq-generate: error: --path {ckpt}/mt.pt was trained for --task translation, not --task "
+        "language_modeling: it needs --task translation and its data",
+    ),
+    (
         "train: ct_transformer with --ct-lambda under the softmax normalisation",
         fairseq_train,
         [*TRAIN, "ct_cross_entropy", "--arch", "ct_transformer_tiny", "--ct-lambda", "3"],
@@ -1399,6 +1427,44 @@ def test_bad_input(inputs, name, command, argv, expected, monkeypatch):
     assert "weights_only=False" not in output and "weights_only` set to `False" not in output  # unsafe advice
     assert expected in last, f"{name}: last line {last!r}\n{output[-2000:]}"
     assert fingerprint(*watched) == before, f"{name}: files changed"
+
+
+# fairseq-hydra-train catches the exceptions of its job and prints them itself, ending with a line of
+# its own ("Set the environment variable HYDRA_FULL_ERROR=1 ..."): the plugin's message comes alone,
+# on the line before that line's blank line.
+HYDRA_CASES = [
+    ("criterion.softmax_temperature=0", "--softmax-temperature must be a finite number > 0, got 0.0"),
+    ("criterion.label_smoothing=1.0", "--label-smoothing must be in [0, 1), got 1.0"),
+    ("criterion.sem_weight=1", "--sem-weight must be in [0, 1), got 1.0"),
+]
+
+
+@pytest.mark.parametrize("override, expected", HYDRA_CASES, ids=[c[0] for c in HYDRA_CASES])
+def test_bad_hydra_override(inputs, tmp_path, override, expected):
+    overrides = [
+        f"task.data={inputs['toy']['bin']}",
+        f"common.user_dir={PLUGIN_DIR}",
+        f"checkpoint.save_dir={tmp_path / 'ckpt'}",
+        f"hydra.run.dir={tmp_path}",
+        "common.cpu=true",
+        override,
+    ]
+    config = ["--config-dir", os.path.join(PLUGIN_DIR, "config"), "--config-name", "alt_mini"]
+    before = fingerprint(inputs["root"], inputs["toy"]["bin"].parent)
+    proc = subprocess.run(
+        console_command("fairseq-hydra-train") + config + overrides,
+        env=ENV,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        cwd=tmp_path,
+    )
+    lines = proc.stdout.strip().split("\n")
+    assert proc.returncode == 1, proc.stdout[-2000:]
+    assert "Traceback" not in proc.stdout, proc.stdout[-3000:]
+    assert lines[-1].startswith("Set the environment variable HYDRA_FULL_ERROR=1"), lines[-1]
+    assert lines[-2] == "" and expected in lines[-3], proc.stdout[-2000:]
+    assert fingerprint(inputs["root"], inputs["toy"]["bin"].parent) == before
 
 
 def test_the_suite_covers_every_tool():

@@ -77,3 +77,20 @@ def test_a_generator_of_stock_models_is_stock_and_scriptable(stock, temperature,
 def test_the_ensemble_model_of_stock_models_is_scriptable(stock):
     _, model, _ = stock
     torch.jit.script(EnsembleModel([model]))
+
+
+@pytest.mark.parametrize(
+    "model, owned",
+    [
+        ({"_name": "transformer"}, False),
+        ({"_name": "transformer_lm", "arch": "transformer_lm"}, False),
+        ({"_name": "ct_transformer", "arch": "ct_transformer_tiny"}, True),
+        ({"_name": "sact_lstm"}, True),
+    ],
+)
+def test_only_the_plugins_checkpoints_have_their_task_checked(model, owned):
+    """checkpoint_task refuses a checkpoint of the other task kind only for the plugin's own models
+    (or a stored tempered_ce T); a stock model keeps fairseq's behaviour, whatever it is."""
+    from fairseq_ctemp import checkpoint_task
+
+    assert checkpoint_task.owns_model({"model": model}) is owned

@@ -5,6 +5,8 @@ crash.pt into the save directory, and a degenerate temperature trains silently t
 import argparse
 import math
 
+from ..errors import OptionError
+
 # The range of a fixed softmax temperature (tempered_ce's T, --ct-constant). Model logits are of
 # order 1 at initialisation: far below it softmax(logits / T) is one-hot in float32 (perplexity
 # inf, loss gradients of nothing but the argmax), far above it uniform (nothing is learnt).
@@ -14,10 +16,10 @@ TEMPERATURE_RANGE = (0.01, 100.0)
 
 def check_temperature(option, value):
     if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{option} must be a finite number > 0, got {value}")
+        raise OptionError(f"{option} must be a finite number > 0, got {value}")
     low, high = TEMPERATURE_RANGE
     if not low <= value <= high:
-        raise ValueError(
+        raise OptionError(
             f"{option} must be in [{low:g}, {high:g}], got {value:g}: outside it the "
             "tempered softmax is degenerate in float32 (one-hot below: perplexity inf; "
             "uniform above: nothing is learnt)"

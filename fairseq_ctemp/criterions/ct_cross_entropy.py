@@ -28,6 +28,7 @@ from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_l
 from fairseq.dataclass import FairseqDataclass
 from omegaconf import II
 
+from ..errors import OptionError
 from ..modules import AdaptiveSoftmaxHead
 from . import checks
 
@@ -50,7 +51,7 @@ class ContextualTemperatureCrossEntropy(FairseqCriterion):
     def __init__(self, task, label_smoothing=0.0, no_loss_scaling=False, sentence_avg=False):
         super().__init__(task)
         if not 0.0 <= label_smoothing < 1.0:
-            raise ValueError(f"--label-smoothing must be in [0, 1), got {label_smoothing}")
+            raise OptionError(f"--label-smoothing must be in [0, 1), got {label_smoothing}")
         self.eps = float(label_smoothing)
         self.loss_scaling = not no_loss_scaling
         self.sentence_avg = sentence_avg
@@ -60,7 +61,7 @@ class ContextualTemperatureCrossEntropy(FairseqCriterion):
     def build_criterion(cls, cfg, task):
         model = checks.model_options(cfg)  # a degenerate fixed tau: refused now, not as ppl inf
         if checks.builds_temperature_head(model) is False:
-            raise ValueError(NO_TEMPERATURE_HEAD)  # now, not in the first step (which leaves crash.pt)
+            raise OptionError(NO_TEMPERATURE_HEAD)  # now, not in the first step (which leaves crash.pt)
         if checks.option(model, "ct_normalization") == "constant":
             checks.check_temperature("--ct-constant", checks.option(model, "ct_constant", 1.0))
         return super().build_criterion(cfg, task)
@@ -143,9 +144,9 @@ def check_model(model, label_smoothing):
     head that ``build_criterion`` could not recognise from its options."""
     head = getattr(getattr(model, "decoder", None), "output_head", None)
     if head is None:
-        raise ValueError(NO_TEMPERATURE_HEAD)
+        raise OptionError(NO_TEMPERATURE_HEAD)
     if label_smoothing > 0 and isinstance(head, AdaptiveSoftmaxHead):
-        raise ValueError(
+        raise OptionError(
             "--label-smoothing needs the full distribution at every position; it is "
             "not supported with --output-head adaptive (use --label-smoothing 0)"
         )

@@ -26,6 +26,7 @@ from fairseq.criterions.label_smoothed_cross_entropy import (
 )
 
 from .. import decoding
+from ..errors import OptionError
 from . import checks
 
 # Training steps log the diagnostics from this many evenly spaced target positions (scaled to the
@@ -124,9 +125,9 @@ def check_options(softmax_temperature, label_smoothing, sem_weight):
     """One clear error per bad option, raised when the criterion is built (before any step)."""
     checks.check_temperature("--softmax-temperature", softmax_temperature)
     if not 0.0 <= label_smoothing < 1.0:
-        raise ValueError(f"--label-smoothing must be in [0, 1), got {label_smoothing}")
+        raise OptionError(f"--label-smoothing must be in [0, 1), got {label_smoothing}")
     if not 0.0 <= sem_weight < 1.0:  # at 1 the cross-entropy has no weight: the target is ignored
-        raise ValueError(
+        raise OptionError(
             f"--sem-weight must be in [0, 1), got {sem_weight} (at 1 the loss is the entropy alone: "
             "the most uniform model would be the best)"
         )
@@ -164,9 +165,9 @@ class TemperedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
     def build_criterion(cls, cfg, task):
         model = checks.model_options(cfg)  # now, not in the first step (which would leave crash.pt)
         if checks.builds_temperature_head(model):
-            raise ValueError(TEMPERATURE_HEAD)
+            raise OptionError(TEMPERATURE_HEAD)
         if checks.option(model, "adaptive_softmax_cutoff"):
-            raise ValueError(ADAPTIVE_SOFTMAX)
+            raise OptionError(ADAPTIVE_SOFTMAX)
         return super().build_criterion(cfg, task)
 
     def forward(self, model, sample, reduce=True):
@@ -285,9 +286,9 @@ def check_model_output(model):
     there and normalises them itself, so tempering would silently do the wrong thing."""
     decoder = getattr(model, "decoder", model)
     if getattr(decoder, "output_head", None) is not None:
-        raise ValueError(TEMPERATURE_HEAD)
+        raise OptionError(TEMPERATURE_HEAD)
     if getattr(decoder, "adaptive_softmax", None) is not None:
-        raise ValueError(ADAPTIVE_SOFTMAX)
+        raise OptionError(ADAPTIVE_SOFTMAX)
 
 
 TEMPERATURE_HEAD = (

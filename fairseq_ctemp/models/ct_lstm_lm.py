@@ -30,6 +30,7 @@ from fairseq.models import (
 from fairseq.utils import safe_getattr
 from torch import _VF
 
+from ..errors import OptionError
 from .temperature_head import (
     TemperatureHeadConfig,
     TemperatureHeadDecoderMixin,
@@ -178,13 +179,15 @@ def check_lstm_options(args):
     except ValueError:
         sizes = []
     if not sizes or min(sizes) < 1:
-        raise ValueError(
+        raise OptionError(
             f"--lstm-hidden-sizes must be comma-separated integers >= 1, got {args.lstm_hidden_sizes!r}"
         )
     if args.embed_dim < 1:
-        raise ValueError(f"--embed-dim must be >= 1, got {args.embed_dim}")
+        raise OptionError(f"--embed-dim must be >= 1, got {args.embed_dim}")
     if args.output_head == "adaptive":
-        raise ValueError("ct_lstm_lm supports --output-head softmax or mos (adaptive: use ct_transformer_lm)")
+        raise OptionError(
+            "--output-head: ct_lstm_lm supports --output-head softmax or mos (adaptive: use ct_transformer_lm)"
+        )
     for name in (
         "dropout",
         "dropout_input",
@@ -194,10 +197,10 @@ def check_lstm_options(args):
         "mos_latent_dropout",
     ):
         if not 0 <= getattr(args, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be in [0, 1), got {getattr(args, name)}")
+            raise OptionError(f"--{name.replace('_', '-')} must be in [0, 1), got {getattr(args, name)}")
     for name in ("activation_regularization", "temporal_activation_regularization"):
         if getattr(args, name) < 0:
-            raise ValueError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
+            raise OptionError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
 
 
 def _lstm_defaults(

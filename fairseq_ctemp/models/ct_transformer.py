@@ -17,6 +17,7 @@ from fairseq.models.transformer import TransformerConfig, TransformerDecoderBase
 from fairseq.models.transformer import base_architecture as transformer_base_architecture
 from fairseq.utils import safe_getattr
 
+from ..errors import OptionError
 from .temperature_head import (
     TemperatureHeadConfig,
     TemperatureHeadDecoderMixin,
@@ -63,32 +64,32 @@ class CTTransformerModel(TransformerModel):
 def check_options(args, task):
     """Errors naming the option, before fairseq's asserts (and before any training step)."""
     if args.output_head not in OUTPUT_HEADS:
-        raise ValueError(
+        raise OptionError(
             f"--output-head must be one of {', '.join(OUTPUT_HEADS)} for ct_transformer, got "
             f"{args.output_head!r} (the adaptive head is for the language models, with adaptive input)"
         )
     if args.adaptive_softmax_cutoff:
-        raise ValueError(
+        raise OptionError(
             "--adaptive-softmax-cutoff is not used by ct_transformer: its output layer is "
             f"--output-head {' or '.join(OUTPUT_HEADS)}"
         )
     if not 0 <= args.mos_latent_dropout < 1:
-        raise ValueError(f"--mos-latent-dropout must be in [0, 1), got {args.mos_latent_dropout}")
+        raise OptionError(f"--mos-latent-dropout must be in [0, 1), got {args.mos_latent_dropout}")
     if args.share_all_embeddings:
         src, tgt = task.source_dictionary, task.target_dictionary
         if src != tgt:
-            raise ValueError(
+            raise OptionError(
                 f"--share-all-embeddings needs one dictionary for both languages (fairseq-preprocess "
                 f"--joined-dictionary); got {len(src)} source and {len(tgt)} target entries"
             )
         if args.encoder_embed_dim != args.decoder_embed_dim:
-            raise ValueError(
+            raise OptionError(
                 f"--share-all-embeddings needs --encoder-embed-dim ({args.encoder_embed_dim}) equal to "
                 f"--decoder-embed-dim ({args.decoder_embed_dim})"
             )
     tied = args.share_decoder_input_output_embed or args.share_all_embeddings
     if tied and args.output_head == "softmax" and args.decoder_output_dim != args.decoder_embed_dim:
-        raise ValueError(
+        raise OptionError(
             f"--share-decoder-input-output-embed needs --decoder-output-dim ({args.decoder_output_dim}) "
             f"equal to --decoder-embed-dim ({args.decoder_embed_dim})"
         )

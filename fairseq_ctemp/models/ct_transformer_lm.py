@@ -15,6 +15,7 @@ from fairseq.models.transformer import TransformerDecoder
 from fairseq.models.transformer_lm import TransformerLanguageModel, TransformerLanguageModelConfig
 from fairseq.utils import safe_getattr
 
+from ..errors import OptionError
 from ..modules.adaptive_softmax_head import check_cutoffs
 from .temperature_head import (
     TemperatureHeadConfig,
@@ -76,19 +77,19 @@ def check_head_options(args, vocab_size):
     cutoff = args.adaptive_softmax_cutoff
     if args.output_head == "adaptive":
         if not cutoff:
-            raise ValueError("--output-head adaptive needs --adaptive-softmax-cutoff (e.g. 20000,60000)")
+            raise OptionError("--output-head adaptive needs --adaptive-softmax-cutoff (e.g. 20000,60000)")
         check_cutoffs(utils.eval_str_list(cutoff, type=int), vocab_size)
     elif cutoff:
-        raise ValueError(
+        raise OptionError(
             f"--adaptive-softmax-cutoff is only used by --output-head adaptive, "
             f"got --output-head {args.output_head}"
         )
     if args.adaptive_input and args.adaptive_input_cutoff:
         check_cutoffs(utils.eval_str_list(args.adaptive_input_cutoff, type=int), vocab_size)
     if args.tie_adaptive_weights and args.output_head != "adaptive":
-        raise ValueError("--tie-adaptive-weights needs --output-head adaptive")
+        raise OptionError("--tie-adaptive-weights needs --output-head adaptive")
     if args.share_decoder_input_output_embed and args.output_head == "adaptive":
-        raise ValueError(
+        raise OptionError(
             "--share-decoder-input-output-embed does not apply to --output-head "
             "adaptive; use --tie-adaptive-weights"
         )

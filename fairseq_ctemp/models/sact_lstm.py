@@ -27,6 +27,7 @@ from fairseq.models import FairseqEncoderDecoderModel, register_model, register_
 from fairseq.models.lstm import Embedding, LSTMDecoder, LSTMEncoder
 from omegaconf import II
 
+from ..errors import OptionError
 from ..modules.sact_attention import DEFAULT_LAMBDA as DEFAULT_SACT_LAMBDA
 from ..modules.sact_attention import MODES, SactAttention, refuse_unused_options
 
@@ -127,30 +128,30 @@ def check_config(cfg, mode):
     ):
         value = getattr(cfg, name)
         if value is None or int(value) != value or value < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be an integer >= 1, got {value}")
+            raise OptionError(f"--{name.replace('_', '-')} must be an integer >= 1, got {value}")
     if cfg.encoder_layers != cfg.decoder_layers:
-        raise ValueError(
+        raise OptionError(
             f"--encoder-layers ({cfg.encoder_layers}) must equal --decoder-layers "
             f"({cfg.decoder_layers}): each decoder layer starts from the final state "
             "of the matching encoder layer"
         )
     if not 0.0 <= cfg.dropout < 1.0:
-        raise ValueError(f"--dropout must be in [0, 1), got {cfg.dropout}")
+        raise OptionError(f"--dropout must be in [0, 1), got {cfg.dropout}")
     if cfg.share_all_embeddings and cfg.encoder_embed_dim != cfg.decoder_embed_dim:
-        raise ValueError(
+        raise OptionError(
             f"--share-all-embeddings needs --encoder-embed-dim ({cfg.encoder_embed_dim})"
             f" == --decoder-embed-dim ({cfg.decoder_embed_dim})"
         )
     if (
         cfg.share_decoder_input_output_embed or cfg.share_all_embeddings
     ) and cfg.decoder_embed_dim != cfg.decoder_out_embed_dim:
-        raise ValueError(
+        raise OptionError(
             f"sharing the decoder input and output embeddings needs --decoder-embed-dim "
             f"({cfg.decoder_embed_dim}) == --decoder-out-embed-dim "
             f"({cfg.decoder_out_embed_dim})"
         )
     if mode not in MODES:
-        raise ValueError(f"--attention-temperature must be one of {', '.join(MODES)}, got {mode!r}")
+        raise OptionError(f"--attention-temperature must be one of {', '.join(MODES)}, got {mode!r}")
     refuse_unused_options(
         mode,
         [
@@ -160,7 +161,7 @@ def check_config(cfg, mode):
         ],
     )
     if mode == "fixed" and cfg.fixed_attention_temperature is None:
-        raise ValueError(
+        raise OptionError(
             "--attention-temperature fixed needs --fixed-attention-temperature TAU "
             "(a finite number > 0; the paper's ablation uses 0.8-1.2)"
         )
@@ -183,7 +184,7 @@ class SactLSTMModel(FairseqEncoderDecoderModel):
         share_output = cfg.share_decoder_input_output_embed
         if cfg.share_all_embeddings:
             if src_dict != tgt_dict:
-                raise ValueError(
+                raise OptionError(
                     "--share-all-embeddings needs a joined dictionary "
                     "(fairseq-preprocess --joined-dictionary)"
                 )

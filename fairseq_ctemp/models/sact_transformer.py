@@ -29,6 +29,7 @@ from fairseq.models.transformer import (
 from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase
 
+from ..errors import OptionError
 from ..modules.sact_attention import DEFAULT_LAMBDA, check_temperature_options, refuse_unused_options
 from ..modules.sact_multihead_attention import PREVIOUS_CONTEXTS, SCOPES, SactMultiheadAttention
 
@@ -112,7 +113,7 @@ def check_sact_options(args):
         ],
     )
     if mode == "fixed" and args.fixed_attention_temperature is None:
-        raise ValueError(
+        raise OptionError(
             "--attention-temperature fixed needs --fixed-attention-temperature TAU (a finite number > 0)"
         )
     for option, value, allowed in (
@@ -120,9 +121,9 @@ def check_sact_options(args):
         ("--sact-previous-context", args.sact_previous_context, PREVIOUS_CONTEXTS),
     ):
         if value is not None and _value(value) not in allowed:
-            raise ValueError(f"{option} must be one of {', '.join(allowed)}, got {_value(value)!r}")
+            raise OptionError(f"{option} must be one of {', '.join(allowed)}, got {_value(value)!r}")
     if mode != "none" and args.no_cross_attention:
-        raise ValueError(
+        raise OptionError(
             f"--no-cross-attention leaves no encoder-decoder attention for --attention-temperature {mode}"
         )
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.utils import safe_getattr
 
+from ..errors import OptionError
 from ..modules import AdaptiveSoftmaxHead, ContextualTemperature, MixtureOfSoftmaxesHead, TemperedSoftmaxHead
 from ..modules.contextual_temperature import NORMALIZATIONS
 
@@ -91,7 +92,7 @@ def refuse_unused_head_options(args):
     for option, name, modes in MODE_OPTIONS:
         value = safe_getattr(args, name, defaults[name])
         if mode not in modes and value != defaults[name]:
-            raise ValueError(
+            raise OptionError(
                 f"{option} {value} is only used with --ct-normalization {' or '.join(modes)}, not {mode}"
             )
 
@@ -117,7 +118,7 @@ def build_temperature(args, input_dim, entries):
 
 def build_output_head(args, input_dim, vocab_size, tied_weight=None, bias=True, adaptive_softmax=None):
     if args.output_head not in OUTPUT_HEADS:
-        raise ValueError(f"--output-head must be one of {', '.join(OUTPUT_HEADS)}, got {args.output_head!r}")
+        raise OptionError(f"--output-head must be one of {', '.join(OUTPUT_HEADS)}, got {args.output_head!r}")
     if args.output_head == "adaptive":
         entries = vocab_size + len(adaptive_softmax.cutoff) - 1  # V words + the clusters' head entries
         return AdaptiveSoftmaxHead(adaptive_softmax, build_temperature(args, input_dim, entries))

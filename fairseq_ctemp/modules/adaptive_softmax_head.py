@@ -31,6 +31,7 @@ parameters receive a gradient and DistributedDataParallel needs no unused-parame
 import torch
 import torch.nn.functional as F
 
+from ..errors import OptionError
 from .temperature_heads import TauStats, TemperatureHead, divided_log_softmax
 
 
@@ -39,7 +40,7 @@ def check_cutoffs(cutoff, vocab_size):
     cutoff = [int(c) for c in cutoff]
     increasing = all(a < b for a, b in zip(cutoff, cutoff[1:]))
     if not cutoff or cutoff[0] < 1 or not increasing or cutoff[-1] > vocab_size:
-        raise ValueError(
+        raise OptionError(
             f"--adaptive-softmax-cutoff must be strictly increasing integers in "
             f"[1, {vocab_size}] (the vocabulary size), got {','.join(map(str, cutoff))}"
         )

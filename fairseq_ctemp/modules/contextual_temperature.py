@@ -28,6 +28,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..errors import OptionError
+
 TAU_FLOOR = 1e-6
 
 
@@ -86,9 +88,9 @@ class SoftmaxNormalization(Normalization):
     def check(alpha, beta, learn_alpha_beta, lam, constant):
         if not (math.isfinite(alpha) and (alpha > 0 if learn_alpha_beta else alpha >= 0)):
             allowed = "> 0 when learned (softplus cannot reach 0)" if learn_alpha_beta else ">= 0"
-            raise ValueError(f"--ct-alpha must be a finite number {allowed}, got {alpha}")
+            raise OptionError(f"--ct-alpha must be a finite number {allowed}, got {alpha}")
         if not (math.isfinite(beta) and beta > 0):
-            raise ValueError(f"--ct-beta must be a finite number > 0, got {beta}")
+            raise OptionError(f"--ct-beta must be a finite number > 0, got {beta}")
 
     def tau(self, layer, mu):
         alpha, beta = layer.alpha_beta()
@@ -171,7 +173,7 @@ class ConstantNormalization(Normalization):
     @staticmethod
     def check(alpha, beta, learn_alpha_beta, lam, constant):
         if not (math.isfinite(constant) and constant > 0):
-            raise ValueError(f"--ct-constant must be a finite number > 0, got {constant}")
+            raise OptionError(f"--ct-constant must be a finite number > 0, got {constant}")
 
     def tau(self, layer, shape):
         return layer.constant.expand(shape)
@@ -182,7 +184,7 @@ class ConstantNormalization(Normalization):
 
 def check_lambda(lam):
     if not (math.isfinite(lam) and lam > 1):
-        raise ValueError(f"--ct-lambda must be a finite number > 1, got {lam}")
+        raise OptionError(f"--ct-lambda must be a finite number > 1, got {lam}")
 
 
 # ------------------------------------------------------------------------------- the layer
@@ -201,7 +203,7 @@ class ContextualTemperature(nn.Module):
     ):
         super().__init__()
         if normalization not in NORMALIZATIONS:
-            raise ValueError(
+            raise OptionError(
                 f"--ct-normalization must be one of {', '.join(NORMALIZATIONS)}, got {normalization!r}"
             )
         if input_dim < 1 or vocab_size < 1:
@@ -211,7 +213,7 @@ class ContextualTemperature(nn.Module):
             )
         self.norm = NORMALIZATIONS[normalization]()
         if self.norm.uses_mu and (int(rank) != rank or rank < 1):
-            raise ValueError(f"--ct-rank (Q) must be an integer >= 1, got {rank}")
+            raise OptionError(f"--ct-rank (Q) must be an integer >= 1, got {rank}")
         self.norm.check(alpha, beta, learn_alpha_beta, lam, constant)
         self.normalization = normalization
         self.vocab_size = vocab_size

@@ -32,6 +32,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..errors import OptionError
+
 MODES = ("sact", "sact_released", "fixed", "none")
 DEFAULT_LAMBDA = math.e  # the authors' code: tau = exp(tanh(.)); the paper does not give lambda
 
@@ -155,22 +157,23 @@ def check_options(query_dim, source_dim, output_dim, mode, lam, fixed_temperatur
         ("attention output size", output_dim),
     ):
         if int(value) != value or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {value}")
+            error = OptionError if name.startswith("--") else ValueError  # (the others: API misuse)
+            raise error(f"{name} must be an integer >= 1, got {value}")
     if mode == "sact_released" and not 0.0 <= released_dropout < 1.0:
-        raise ValueError(f"--sact-released-dropout must be in [0, 1), got {released_dropout}")
+        raise OptionError(f"--sact-released-dropout must be in [0, 1), got {released_dropout}")
 
 
 def check_temperature_options(mode, lam, fixed_temperature, modes):
     """The mode, lambda and fixed tau of any SACT attention (the LSTM's, the Transformer's)."""
     if mode not in modes:
-        raise ValueError(f"--attention-temperature must be one of {', '.join(modes)}, got {mode!r}")
+        raise OptionError(f"--attention-temperature must be one of {', '.join(modes)}, got {mode!r}")
     if mode in ("sact", "sact_released") and not (math.isfinite(lam) and lam > 1):
-        raise ValueError(
+        raise OptionError(
             f"--sact-lambda must be a finite number > 1 (tau_t = lambda ** beta_t lies "
             f"in (1/lambda, lambda)), got {lam}"
         )
     if mode == "fixed" and not (math.isfinite(fixed_temperature) and fixed_temperature > 0):
-        raise ValueError(
+        raise OptionError(
             f"--fixed-attention-temperature must be a finite number > 0 (the paper's "
             f"ablation uses 0.8-1.2), got {fixed_temperature}"
         )
@@ -181,6 +184,6 @@ def refuse_unused_options(mode, options):
     (option, value or None when not given, the modes that use it)."""
     for option, value, modes in options:
         if value is not None and mode not in modes:
-            raise ValueError(
+            raise OptionError(
                 f"{option} is only used with --attention-temperature {' or '.join(modes)}, not {mode}"
             )

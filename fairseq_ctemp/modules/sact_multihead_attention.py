@@ -34,6 +34,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from fairseq.modules import MultiheadAttention
 
+from ..errors import OptionError
 from .sact_attention import DEFAULT_LAMBDA, check_temperature_options, lambda_tanh
 
 MODES = ("sact", "fixed")  # "none" is fairseq's MultiheadAttention itself
@@ -68,7 +69,7 @@ class SactMultiheadAttention(MultiheadAttention):
             ("--sact-previous-context", previous_context, PREVIOUS_CONTEXTS),
         ):
             if value not in allowed:
-                raise ValueError(f"{option} must be one of {', '.join(allowed)}, got {value!r}")
+                raise OptionError(f"{option} must be one of {', '.join(allowed)}, got {value!r}")
         super().__init__(
             embed_dim,
             num_heads,

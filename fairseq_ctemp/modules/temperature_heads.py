@@ -20,6 +20,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..errors import OptionError
+
 
 class TauStats(NamedTuple):
     """Summary of the temperatures a head used: ``scale`` is, per position, the mean of tau over
@@ -163,7 +165,7 @@ class MixtureOfSoftmaxesHead(TemperatureHead):
     ):
         super().__init__()
         if int(n_components) != n_components or n_components < 1:
-            raise ValueError(f"--mos-components (M) must be an integer >= 1, got {n_components}")
+            raise OptionError(f"--mos-components (M) must be an integer >= 1, got {n_components}")
         latent_dim = latent_dim or input_dim
         self.n_components = n_components
         self.prior = nn.Linear(input_dim, n_components, bias=False)
