@@ -47,13 +47,18 @@ def remember_made_directories():
     checkpoint_utils.verify_checkpoint_directory = verify_checkpoint_directory
 
 
-def remove_made_directories():
-    """Those still empty: nothing was written into them (nor by anyone else)."""
-    for path in MADE_DIRECTORIES:
+def remove_empty(directories):
+    """Those of the directories (deepest first) still empty: nothing was written into them (nor by
+    anyone else)."""
+    for path in directories:
         try:
             os.rmdir(path)
         except OSError:
             pass
+
+
+def remove_made_directories():
+    remove_empty(MADE_DIRECTORIES)
 
 
 def install():

@@ -1189,6 +1189,34 @@ CASES = [
         "--path {ckpt}/empty.pt is empty (0 bytes)",
     ),
     (
+        "ct_analysis heatmap: unknown --cmap",
+        ct_analysis,
+        [
+            "heatmap",
+            *("--path", "{ckpt}/a.pt", "--data", "{toy}/lm-bin", "--text", "{toy}/raw/test.tgt"),
+            *("--line", "1", "--output", "{root}/h.png", "--cmap", "nosuchmap"),
+        ],
+        "--cmap 'nosuchmap' is not a matplotlib colormap",
+    ),
+    (
+        "sact heatmaps: --out-dir is a file",
+        sact_heatmaps,
+        ["{toy}/bin", "--path", "{ckpt}/a.pt", "--input", "{toy}/raw/test.src", "--out-dir", "{root}/a-file"],
+        "--out-dir {root}/a-file is a file, not a directory",
+    ),
+    (
+        "greedy-vs-beam: --json exists",
+        greedy_vs_beam,
+        [*GVB[:5], "--json", "{root}/mine/notes.txt", "--", "--cpu"],
+        "{root}/mine/notes.txt already exists; refusing to overwrite it",
+    ),
+    (
+        "data: --vocab too large for sentencepiece (nothing left behind)",
+        DATA,
+        ["prepare", "en-vi", "--release", "{root}/release", "--work", "{root}/new", "--vocab", "100000"],
+        "sentencepiece could not learn 100000 pieces",
+    ),
+    (
         "sact heatmaps: missing --input",
         sact_heatmaps,
         ["{toy}/bin", "--path", "{ckpt}/a.pt", "--input", "{root}/nothing.src", "--out-dir", "{root}/maps"],

@@ -13,6 +13,7 @@ import unicodedata
 import urllib.request
 import zipfile
 
+from ..option_errors import missing_directories, remove_empty
 from ..preprocess import fairseq_preprocess
 from ..progress import progress_bar
 from ..toy_data import ToyLanguagePair
@@ -566,10 +567,19 @@ def prepare(args):
             say(f"{a}-{b}: {dest} is ready (prepare.json exists, same options and corpus): nothing to do")
             continue
         say(f"{a}-{b} -> {dest}")
-        with Lock(dest):
-            check_options(dest, options)  # another prepare may have started it meanwhile
-            write_json(os.path.join(dest, "options.json"), {"options": options})
-            prepare_pair(dest, a, b, texts, stats, options, args)
+        made = missing_directories(dest)
+        try:
+            with Lock(dest):
+                check_options(dest, options)  # another prepare may have started it meanwhile
+                write_json(os.path.join(dest, "options.json"), {"options": options})
+                prepare_pair(dest, a, b, texts, stats, options, args)
+        except AltError:
+            # refused input (e.g. a --vocab too large for sentencepiece): the directories made for
+            # these options are of no use to a corrected command, which goes elsewhere
+            if made:
+                shutil.rmtree(made[0], ignore_errors=True)
+                remove_empty(made[1:])
+            raise
 
 
 def prepare_pair(dest, a, b, texts, stats, options, args):

@@ -1052,12 +1052,19 @@ def build_parser():
     return parser
 
 
-def check_numbers(args):
+def check_options(args):
     for name in ("batch_size", "bins", "vocab_k", "bootstrap_samples"):
         if getattr(args, name, 1) < 1:
             raise AnalysisError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if getattr(args, "segment", 0) < 0:
         raise AnalysisError(f"--segment must be >= 0, got {args.segment}")
+    if getattr(args, "cmap", None):  # before the CSV is written, which would block the corrected rerun
+        import matplotlib
+
+        if args.cmap not in matplotlib.colormaps:
+            raise AnalysisError(
+                f"--cmap {args.cmap!r} is not a matplotlib colormap (e.g. viridis, coolwarm, magma)"
+            )
 
 
 def main(argv=None):
@@ -1068,7 +1075,7 @@ def main(argv=None):
     level = root.level
     root.setLevel(logging.WARNING)  # importing fairseq set it to DEBUG: its chatter is not wanted here
     try:
-        check_numbers(args)
+        check_options(args)
         args.func(args)
     except AnalysisError as e:
         print(f"{PROG} {args.command}: error: {e}", file=sys.stderr)

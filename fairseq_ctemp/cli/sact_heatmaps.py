@@ -232,6 +232,8 @@ def heatmaps(args):
         raise SystemExit(
             f"error: --beam and --max-sentences must be >= 1, got {args.beam}, {args.max_sentences}"
         )
+    if os.path.exists(args.out_dir) and not os.path.isdir(args.out_dir):
+        raise SystemExit(f"error: --out-dir {args.out_dir} is a file, not a directory")
     sources = read_lines(args.input, "--input")
     references = read_lines(args.references, "--references") if args.references else None
     if references is not None and len(references) != len(sources):  # whole files: line i with line i
