@@ -445,3 +445,31 @@ def test_a_non_finite_output_names_the_checkpoint_and_the_sample(bad, toy_data):
     named = int(last.split("sample id ")[1].split(":")[0])
     assert named in bad["with_word"] and len(bad["with_word"]) < bad["n_blocks"] / 2
     assert tree(bad["root"]) == before
+
+
+def test_a_full_disk_removes_what_the_run_wrote_and_names_the_file(
+    toy_checkpoint, toy_data, tmp_path, monkeypatch
+):
+    """A fault while the outputs are written (here torch.save's, as its zip writer reports a full
+    disk) leaves none of them, so the corrected rerun is not refused for an existing --json."""
+
+    def full_disk(obj, f, *args, **kwargs):
+        f.write(b"the first bytes")
+        raise RuntimeError("PytorchStreamWriter failed writing file data/0: file write failed")
+
+    out = tmp_path / "out"
+    out.mkdir()
+    argv = [toy_data["bin"], "--path", toy_checkpoint("A"), "--gen-subset", "valid", "--cpu"]
+    argv += ["--json", out / "r.json", "--plot", out / "r.png", "--write-checkpoint", out / "t.pt"]
+    monkeypatch.setattr(torch, "save", full_disk)
+    code, output = run_main(argv)
+    last = output.strip().splitlines()[-1]
+    assert code == 1 and "Traceback" not in output
+    assert last.startswith(
+        f"ctemp-calibrate: error: --write-checkpoint {out / 't.pt'} could not be written ("
+    ), last
+    assert last.endswith(f"{out / 'r.json'}, {out / 'r.png'} removed again"), last
+    assert os.listdir(out) == []
+    monkeypatch.undo()
+    code, output = run_main(argv)  # the rerun
+    assert code == 0 and sorted(os.listdir(out)) == ["r.json", "r.png", "t.pt"], output[-2000:]

@@ -8,6 +8,7 @@ checkpoints of exactly the last N validations. The corpus is the tiny toy releas
 
 import collections
 import contextlib
+import errno
 import fcntl
 import hashlib
 import io
@@ -197,6 +198,24 @@ def test_average_leaves_a_users_output_tmp_alone(tmp_path):
     assert state["model"]["w"].tolist() == [(1.0 + 2.0) / 2, (2.0 + 5.0) / 2]
     assert state["model"]["step"].tolist() == [(3 + 4) // 2]
     assert sorted(os.listdir(tmp_path)) == ["a.pt", "avg.pt", "avg.pt.tmp", "b.pt"]
+
+
+def test_a_full_disk_while_averaging_leaves_nothing_and_says_so(tmp_path, monkeypatch):
+    a = checkpoint(tmp_path / "a.pt", {"w": [1.0, 2.0]})
+    b = checkpoint(tmp_path / "b.pt", {"w": [2.0, 5.0]})
+
+    def full_disk(obj, f, *args, **kwargs):
+        f.write(b"the first bytes")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    code, err = average(["--inputs", a, b, "--output", tmp_path / "avg.pt"])
+    last = err.strip().split("\n")[-1]
+    assert code == 2 and "Traceback" not in err
+    assert last.endswith(
+        f"--output {tmp_path / 'avg.pt'} could not be written ([Errno 28] No space left on device); nothing was left behind"
+    ), last
+    assert sorted(os.listdir(tmp_path)) == ["a.pt", "b.pt"]
 
 
 def test_average_refuses_mixed_temperatures_unless_told(tmp_path):

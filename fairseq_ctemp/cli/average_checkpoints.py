@@ -206,8 +206,13 @@ def write_average(paths, output, allow_mixed=False):
     state = average_checkpoints(paths, allow_mixed)
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(output)}.", suffix=".tmp", dir=directory)
     try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(state, f)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                torch.save(state, f)  # (torch's zip writer reports a full disk as a RuntimeError)
+        except (OSError, RuntimeError) as e:
+            raise AverageError(
+                f"--output {output} could not be written ({e}); nothing was left behind"
+            ) from None
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 -> the mode an ordinary file gets
         if os.path.lexists(output):  # appeared while averaging
             raise AverageError(f"--output {output} appeared while averaging; not replacing it")

@@ -131,8 +131,9 @@ def summary(result, files):
     return "\n".join(lines)
 
 
-def plot(result, path):
-    """Reliability diagrams at the decoding temperature and at t*, side by side."""
+def plot(result, path, made):
+    """Reliability diagrams at the decoding temperature and at t*, side by side, into path (which
+    goes into made once this creates it)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -153,8 +154,43 @@ def plot(result, path):
     )
     fig.tight_layout()
     with open(path, "xb") as f:  # "x": not even a file created meanwhile
+        made.append(path)
         fig.savefig(f, format="png", dpi=120)
     plt.close(fig)
+
+
+def write_outputs(args, result):
+    """--json, --plot, --write-checkpoint: [(option, what was written)]. If one cannot be written
+    (a full disk, no permission), those this run made are removed again, so that the rerun is not
+    refused for them, and the error names the file."""
+    made, files = [], []
+    option, path = None, None
+    try:
+        if args.json:
+            option, path = "--json", args.json
+            with open(path, "x", encoding="utf-8") as f:
+                made.append(path)
+                json.dump(result.to_dict(), f, indent=2)
+                f.write("\n")
+            files.append((option, path))
+        if args.plot:
+            option, path = "--plot", args.plot
+            plot(result, path, made)
+            files.append((option, path))
+        if args.write_checkpoint:
+            option, path = "--write-checkpoint", args.write_checkpoint
+            t = result.fitted_temperature
+            calibration.write_calibrated_checkpoint(args.path, path, t, result.signature)
+            made.append(path)
+            files.append((option, f"{path} (decodes at t*={t:g})"))
+    except BaseException as e:
+        for done in made:
+            os.remove(done)
+        if isinstance(e, (OSError, RuntimeError)):  # (torch.save reports a full disk as RuntimeError)
+            gone = f"; {', '.join(made)} removed again" if made else ""
+            raise CalibrationError(f"{option} {path} could not be written ({e}){gone}") from None
+        raise
+    return files
 
 
 def run(argv):
@@ -172,22 +208,7 @@ def run(argv):
         progress=not args.no_progress_bar,
         state=state,
     )
-    files = []
-    if args.json:
-        with open(args.json, "x", encoding="utf-8") as f:
-            json.dump(result.to_dict(), f, indent=2)
-            f.write("\n")
-        files.append(("--json", args.json))
-    if args.plot:
-        plot(result, args.plot)
-        files.append(("--plot", args.plot))
-    if args.write_checkpoint:
-        calibration.write_calibrated_checkpoint(
-            args.path, args.write_checkpoint, result.fitted_temperature, result.signature
-        )
-        files.append(
-            ("--write-checkpoint", f"{args.write_checkpoint} (decodes at t*={result.fitted_temperature:g})")
-        )
+    files = write_outputs(args, result)
     print(summary(result, files))
     return result
 
