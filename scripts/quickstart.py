@@ -237,7 +237,55 @@ def main():
             f"{r['speedup']:.2f}x |"
         )
     print(f"\nBLEU signature: {rows[0][1]['signatures']['bleu']}")
+    summary = write_summary(os.path.join(work, "results.json"), args, rows)
+    print(
+        f"Measured on {summary['cpu']} ({summary['threads']} threads), torch {summary['torch']}: {work}/results.json"
+    )
     print(f"Everything is in {work}/ (train.log, checkpoints, hypotheses: see greedy_vs_beam.json)")
+
+
+def cpu_model():
+    """The CPU's model name: BLEU of the same run differs between CPU models (the order of
+    floating-point operations), so every result names the one it was measured on."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()
+
+
+def write_summary(path, args, rows):
+    """The table as a result file (written once: a rerun reuses the finished steps, so it would
+    write the same numbers; an existing file is left as it is)."""
+    import torch
+
+    summary = {
+        "command": "python scripts/quickstart.py "
+        + f"--temperature {args.temperature:g} --epochs {args.epochs} --train-pairs {args.train_pairs}",
+        "cpu": cpu_model(),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "rows": [
+            {
+                "training_temperature": temperature,
+                "greedy": {k: r["systems"]["greedy"][k] for k in ("bleu", "chrf", "decode_seconds")},
+                "beam5": {k: r["systems"]["beam"][k] for k in ("bleu", "chrf", "decode_seconds")},
+                "greedy_speedup": r["speedup"],
+                "bleu_signature": r["signatures"]["bleu"],
+            }
+            for temperature, r in rows
+        ],
+    }
+    if not os.path.exists(path):
+        with open(path, "x", encoding="utf-8") as f:
+            json.dump(summary, f, indent=2)
+            f.write("\n")
+    return summary
 
 
 if __name__ == "__main__":

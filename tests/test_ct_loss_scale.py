@@ -2,6 +2,7 @@
 gradient of the scaled cross-entropy through tau only (float64 reference), not the gradient that
 would shrink the scale itself."""
 
+import pytest
 import torch
 import torch.nn.functional as F
 from conftest import PLUGIN_DIR
@@ -76,3 +77,52 @@ def test_learned_alpha_beta_gradients_come_from_the_cross_entropy_alone(toy_data
         torch.testing.assert_close(g_got.double(), g_expected, rtol=1e-4, atol=1e-6)
     undetached = reference_alpha_beta_gradients(model, x, y, detach_scale=False)
     assert all(abs(u - e) > 0.1 * abs(u) for u, e in zip(undetached, expected))  # tells them apart
+
+
+def constant_tau_model(toy_data, *extra):
+    args = options.parse_args_and_arch(
+        options.get_training_parser(),
+        [
+            *(str(toy_data["lm_bin"]), "--user-dir", PLUGIN_DIR, "--task", "language_modeling"),
+            *(
+                "--tokens-per-sample",
+                "32",
+                "--criterion",
+                "ct_cross_entropy",
+                "--cpu",
+                "--arch",
+                "lstm_lm_tiny",
+            ),
+            *("--ct-normalization", "constant", "--ct-constant", "2", *extra),
+        ],
+    )
+    cfg = convert_namespace_to_omegaconf(args)
+    task = tasks.setup_task(cfg.task)
+    torch.manual_seed(1)
+    return task, task.build_model(cfg.model).eval(), task.build_criterion(cfg.criterion)
+
+
+@pytest.mark.parametrize("scaled", [True, False])
+def test_the_scale_gives_the_logits_the_gradient_they_have_at_tau_1(toy_data, scaled):
+    """For a constant tau, d(tau * CE(softmax(z / tau))) / dz = softmax(z / tau) - onehot(y): the
+    form of tau = 1's gradient (what Eq. 8's scale is for); unscaled it is 1/tau of that. The logits
+    z are the output layer's, caught by a hook; the reference is float64 from the definition."""
+    task, model, criterion = constant_tau_model(toy_data, *([] if scaled else ["--no-loss-scaling"]))
+    g = torch.Generator().manual_seed(0)
+    x, y = (
+        torch.randint(task.dictionary.nspecial, len(task.dictionary), (3, 12), generator=g) for _ in range(2)
+    )
+    caught = []
+
+    def catch(module, inputs, z):  # the head divides its logits in place: it gets a copy
+        caught.append(z)
+        return z.clone()
+
+    model.decoder.output_head.output.register_forward_hook(catch)
+    sample = {"net_input": {"src_tokens": x, "src_lengths": torch.full((3,), 12)}, "target": y, "ntokens": 36}
+    loss, _, _ = criterion(model, sample)
+    (z,) = caught
+    (got,) = torch.autograd.grad(loss, z)
+    tau = 2.0
+    expected = torch.softmax(z.detach().double() / tau, -1) - F.one_hot(y, z.size(-1)).double()
+    torch.testing.assert_close(got.double(), expected if scaled else expected / tau, rtol=1e-4, atol=1e-6)

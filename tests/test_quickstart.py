@@ -27,7 +27,7 @@ def test_quickstart_table_is_its_results(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "100 train / 10 valid / 10 test sentence pairs" in proc.stdout
-    assert sorted(os.listdir(work)) == ["T1", "T4", "data-bin", "quickstart.json", "raw"]
+    assert sorted(os.listdir(work)) == ["T1", "T4", "data-bin", "quickstart.json", "raw", "results.json"]
     assert len((work / "raw" / "train.src").read_text().splitlines()) == 100
     rows = [
         line.strip("|").split("|")
@@ -52,6 +52,13 @@ def test_quickstart_table_is_its_results(tmp_path):
         ]
         assert [cell.strip() for cell in row[1:]] == shown
     assert f"BLEU signature: {result['signatures']['bleu']}" in proc.stdout
+    summary = json.loads((work / "results.json").read_text())  # the table as a result file
+    assert summary["cpu"] and summary["command"].endswith("--epochs 1 --train-pairs 100")
+    for row, kept in zip(rows, summary["rows"]):
+        assert (
+            f"{kept['greedy']['bleu']:.2f}" == row[1].strip()
+            and f"{kept['beam5']['chrf']:.2f}" == row[4].strip()
+        )
 
 
 def test_quickstart_refuses_zero_epochs(tmp_path):
