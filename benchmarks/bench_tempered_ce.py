@@ -149,6 +149,12 @@ def parse_args(argv=None):
     p.add_argument("--temperature", type=float, default=4.0, help="tempered_ce T (default 4)")
     p.add_argument("--sem-weight", type=float, default=0.0, help="tempered_ce --sem-weight (default 0)")
     p.add_argument("--label-smoothing", type=float, default=0.1, help="both criteria (default 0.1)")
+    p.add_argument(
+        "--loss-chunk-tokens",
+        type=int,
+        default=0,
+        help="tempered_ce --loss-chunk-tokens: its loss without the batch x vocabulary logits (default 0: off)",
+    )
     add_timing_options(p, rounds=8, rounds_help="timed A B / B A rounds", lengths=(8, 60))
     p.add_argument(
         "--fairseq-args",
@@ -159,6 +165,8 @@ def parse_args(argv=None):
     args = p.parse_args(argv)
     check_json_target(p, args)
     resolve_device(p, args, CPU_DEFAULTS, GPU_DEFAULTS)
+    if args.loss_chunk_tokens < 0:
+        p.error(f"--loss-chunk-tokens must be >= 0 (0: off), got {args.loss_chunk_tokens}")
     if args.batches < 1 or args.rounds < 1 or args.warmup < 0:
         p.error("--batches and --rounds must be >= 1, --warmup >= 0")
     low, high = 0.01, 100.0  # tempered_ce's range (fairseq_ctemp/criterions/checks.py)
@@ -290,6 +298,7 @@ def main(argv=None):
         str(args.temperature),
         "--sem-weight",
         str(args.sem_weight),
+        *(["--loss-chunk-tokens", str(args.loss_chunk_tokens)] if args.loss_chunk_tokens else []),
     ]
     with tempfile.TemporaryDirectory() as data_dir:
         for side in ("src", "tgt"):  # fairseq adds 4 specials: len(dictionary) == --vocab
@@ -371,9 +380,12 @@ def main(argv=None):
     print(
         f"paired per-round words/s ratios: {' '.join(f'{x:.3f}' for x in paired)} (median {med(paired):.3f})"
     )
+    # the chunked loss must save memory; the plain one may not cost any
+    min_speed, max_memory = (1.0, 0.5) if args.loss_chunk_tokens else (0.97, 1.05)
+    met = speed >= min_speed and peak_t <= max_memory * peak_s
     print(
-        f"RATIO tempered/stock: words/s {speed:.3f}x (target >= 0.97: {'OK' if speed >= 0.97 else 'MISSED'}) | "
-        f"peak memory {peak_t / peak_s:.3f}x (target <= 1.05: {'OK' if peak_t <= 1.05 * peak_s else 'MISSED'})"
+        f"RATIO tempered/stock: words/s {speed:.3f}x (target >= {min_speed:g}) | peak memory "
+        f"{peak_t / peak_s:.3f}x (target <= {max_memory:g}): {'OK' if met else 'MISSED'}"
         f" | words/CPU-s {cpu_speed:.3f}x | step memory {(peak_t - rest_t) / (peak_s - rest_s):.3f}x"
     )
     models = {
@@ -390,8 +402,8 @@ def main(argv=None):
         "paired_words_per_s_median": med(paired),
         "peak_memory": peak_t / peak_s,
         "step_memory": (peak_t - rest_t) / (peak_s - rest_s),
-        "target": "words/s >= 0.97, peak memory <= 1.05",
-        "met": speed >= 0.97 and peak_t <= 1.05 * peak_s,
+        "target": f"words/s >= {min_speed:g}, peak memory <= {max_memory:g}",
+        "met": met,
     }
     result = {
         "benchmark": "bench_tempered_ce",

@@ -33,7 +33,19 @@ import xml.etree.ElementTree as ET
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 MARKER = ".gpu-check"  # in every directory gpu-check writes; nothing else is ever replaced
-BENCHMARKS = ("tempered_ce", "ct_lm", "sact", "translation")
+BENCHMARKS = (
+    "tempered_ce",
+    "tempered_ce_chunked_8k",
+    "tempered_ce_chunked_32k",
+    "ct_lm",
+    "sact",
+    "translation",
+)
+# name: (the script bench_SCRIPT.py, its options before the sizes); the others run bench_NAME.py
+VARIANTS = {
+    "tempered_ce_chunked_8k": ("tempered_ce", "--loss-chunk-tokens 2048 --vocab 8000"),
+    "tempered_ce_chunked_32k": ("tempered_ce", "--loss-chunk-tokens 2048 --vocab 32000"),
+}
 # The names gpu-check writes into OUT: --overwrite refuses a directory holding anything else.
 OWN_FILES = re.compile(r"(\.gpu-check|report\.(json|md)|pytest\.log|pytest-junit\.xml|bench_\w+\.(json|log))")
 SMOKE = {  # toy sizes, shell words: seconds on a CPU (the benchmarks' own smoke tests use the same)
@@ -311,16 +323,17 @@ def run_tests(args, out):
 
 
 def run_benchmark(name, args, out, cuda):
-    script = f"bench_{name}.py"
+    script, options = VARIANTS.get(name, (name, ""))
     json_path = os.path.join(out, f"bench_{name}.json")
     # Otherwise the benchmark's own sizes and rounds (5-10): on an H200, 8 rounds of
     # bench_tempered_ce took 16 s against 13-15 s for 3, whose ratios moved by 0.1 between runs.
-    sizes = (shlex.split(SMOKE[name]) + SMOKE_ROUNDS) if args.smoke else []
+    sizes = (shlex.split(SMOKE[script]) + SMOKE_ROUNDS) if args.smoke else []
     command = [
         sys.executable,
-        os.path.join(HERE, script),
+        os.path.join(HERE, f"bench_{script}.py"),
         "--device",
         "cuda" if cuda else "cpu",
+        *shlex.split(options),
         *sizes,
         "--json",
         os.path.abspath(json_path),

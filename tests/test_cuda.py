@@ -1,5 +1,5 @@
-"""The CUDA paths (marker `cuda`; every test skips without a GPU, at no cost): tempered_ce against its
-float64 CPU reference, fairseq-train --fp16 / --bf16 at T = 1, 4, 100 against an fp32 CPU run,
+"""The CUDA paths (marker `cuda`; every test skips without a GPU, at no cost): tempered_ce and its
+chunked loss (--loss-chunk-tokens) against their float64 CPU reference, fairseq-train --fp16 / --bf16 at T = 1, 4, 100 against an fp32 CPU run,
 every temperature head and SACT in half precision against an fp32 CPU forward, and greedy decoding
 on CUDA against the CPU. `make gpu-check` runs them and reports (docs/gpu.md, with the tolerances).
 
@@ -121,6 +121,69 @@ def test_tempered_ce_half_precision_logits_are_computed_in_fp32(shape, T, eps, w
     for key, value in zip(STATS, ref_stats):
         torch.testing.assert_close(log[key].double().cpu(), value.detach(), rtol=1e-5, atol=1e-5)
     assert grad[padding].abs().max() == 0
+
+
+# ---- tempered_ce --loss-chunk-tokens: the chunked loss on the device against float64 ----
+
+
+def chunked_on_device(vocab, T, eps, w, dtype):
+    """The chunked loss of random features and projection (rounded to dtype) on DEVICE: (loss, nll,
+    logits as the device computed them, the inputs with their gradients), and the inputs on the CPU."""
+    from fairseq_ctemp.criterions.chunked_loss import chunked_tempered_loss
+
+    g = torch.Generator().manual_seed(vocab)
+    n, d = 24, 16
+    h, weight = torch.randn(n, d, generator=g).to(dtype), (0.3 * torch.randn(vocab, d, generator=g)).to(dtype)
+    target, keep = torch.randint(0, vocab, (n,), generator=g), torch.rand(n, generator=g) > 0.2
+    inputs = [x.to(DEVICE).requires_grad_() for x in (h, weight)]
+    loss, sums = chunked_tempered_loss(
+        *inputs, None, target.to(DEVICE), keep.to(DEVICE), T, eps, w, True, chunk=5
+    )  # fmt: skip
+    loss.backward()
+    logits = (inputs[0] @ inputs[1].T).detach().double().cpu()
+    return (loss, sums.nll, logits, inputs), (h, weight, target, keep)
+
+
+@pytest.mark.parametrize("vocab", [17, 32003])
+@pytest.mark.parametrize("T,eps,w", CRITERION_CASES)
+def test_chunked_loss_fp32_equals_the_float64_reference(vocab, T, eps, w):
+    from test_chunked_loss import reference
+
+    (loss, nll, _, inputs), (h, weight, target, keep) = chunked_on_device(vocab, T, eps, w, torch.float32)
+    ref_loss, ref_nll, ref_grads = reference(h, weight, None, target, keep, T, eps, w, True)
+    atol = 1e-6 * T * len(target) * math.log(vocab)  # as criterion_on_device's
+    torch.testing.assert_close(loss.double().cpu(), ref_loss, rtol=1e-5, atol=atol)
+    torch.testing.assert_close(nll.double().cpu(), ref_nll, rtol=1e-5, atol=atol)
+    for x, expected in zip(inputs, ref_grads):
+        assert x.grad.dtype == torch.float32
+        torch.testing.assert_close(x.grad.double().cpu(), expected, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("precision", sorted(HALF))
+@pytest.mark.parametrize("T,eps,w", CRITERION_CASES)
+def test_chunked_loss_in_half_precision(precision, T, eps, w):
+    """Half-precision features and projection (--fp16 / --bf16): the logits are made in that dtype,
+    as the model's own output layer makes them, and normalised in fp32, so the loss equals the
+    float64 reference of those logits to fp32 accuracy; the gradients, made in half precision, are
+    within a few unit roundoffs of the float64 gradients (relative to their largest entry)."""
+    skip_unless_supported(precision)
+    from test_chunked_loss import reference
+
+    dtype, vocab = HALF[precision], 32003
+    (loss, nll, logits, inputs), (h, weight, target, keep) = chunked_on_device(vocab, T, eps, w, dtype)
+    lprobs = torch.log_softmax(logits / T, -1)[keep]
+    from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_loss
+
+    smoothed, ref_nll = label_smoothed_nll_loss(lprobs, target[keep], eps, reduce=True)
+    ref_loss = ((1 - w) * smoothed + w * (lprobs.exp() * lprobs).sum()) * T
+    atol = 1e-6 * T * len(target) * math.log(vocab)
+    assert loss.dtype == torch.float32 and torch.isfinite(loss)
+    torch.testing.assert_close(loss.double().cpu(), ref_loss, rtol=1e-5, atol=atol)
+    torch.testing.assert_close(nll.double().cpu(), ref_nll, rtol=1e-5, atol=atol)
+    for x, expected in zip(inputs, reference(h, weight, None, target, keep, T, eps, w, True)[2]):
+        assert x.grad.dtype == dtype and torch.isfinite(x.grad).all()
+        scale = expected.abs().max().item()
+        torch.testing.assert_close(x.grad.double().cpu(), expected, rtol=0, atol=8 * ROUNDOFF[dtype] * scale)
 
 
 # ---- fairseq-train --fp16 / --bf16 with tempered_ce, against the same run in fp32 on the CPU ----

@@ -47,3 +47,32 @@ def builds_temperature_head(model_options):
     arch = option(model_options, "arch") or option(model_options, "_name")
     model_class = ARCH_MODEL_REGISTRY.get(arch)
     return None if model_class is None else bool(getattr(model_class, "has_temperature_head", False))
+
+
+# fairseq's LSTMs build their adaptive softmax only under --criterion adaptive_loss: their default
+# --adaptive-softmax-cutoff means nothing under any other criterion.
+ADAPTIVE_ONLY_WITH_ADAPTIVE_LOSS = ("fairseq.models.lstm", "fairseq.models.lstm_lm")
+
+
+def builds_adaptive_softmax(model_options):
+    """Whether the run's model gets an adaptive softmax output layer (under a criterion other than
+    adaptive_loss): its --adaptive-softmax-cutoff is set and its architecture uses it."""
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    if not option(model_options, "adaptive_softmax_cutoff"):
+        return False
+    model_class = ARCH_MODEL_REGISTRY.get(option(model_options, "arch") or option(model_options, "_name"))
+    return model_class is None or model_class.__module__ not in ADAPTIVE_ONLY_WITH_ADAPTIVE_LOSS
+
+
+def projects_with_one_linear_layer(model_options):
+    """Whether the run's --arch is of fairseq's transformer or transformer_lm family (or derived
+    from one): their decoders end in one linear projection, decoder.output_projection."""
+    from fairseq.models import ARCH_MODEL_REGISTRY
+    from fairseq.models.transformer import TransformerModelBase
+    from fairseq.models.transformer_lm import TransformerLanguageModel
+
+    model_class = ARCH_MODEL_REGISTRY.get(option(model_options, "arch") or option(model_options, "_name"))
+    return model_class is not None and issubclass(
+        model_class, (TransformerModelBase, TransformerLanguageModel)
+    )

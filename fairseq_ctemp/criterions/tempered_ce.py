@@ -28,6 +28,7 @@ from fairseq.criterions.label_smoothed_cross_entropy import (
 from .. import decoding
 from ..errors import OptionError
 from . import checks
+from .chunked_loss import chunked_tempered_loss
 
 # Training steps log the diagnostics from this many evenly spaced target positions (scaled to the
 # batch): computing them on every position costs ~20% of a step. Validation uses every position.
@@ -55,6 +56,14 @@ class TemperedCrossEntropyConfig(LabelSmoothedCrossEntropyCriterionConfig):
     no_temperature_rescale: bool = field(
         default=False,
         metadata={"help": "do not multiply the loss by T (ablation of the paper's Eq. 2 re-scaling)"},
+    )
+    loss_chunk_tokens: int = field(
+        default=0,
+        metadata={
+            "help": "N > 0: compute the output projection and the loss N target tokens at a time, "
+            "never holding the batch x vocabulary logits (less memory; the same loss and gradients "
+            "up to rounding). 0: fairseq's path"
+        },
     )
 
 
@@ -121,9 +130,11 @@ def tempered_label_smoothed_nll_loss(
     return loss, nll_loss, neg_entropy
 
 
-def check_options(softmax_temperature, label_smoothing, sem_weight):
+def check_options(softmax_temperature, label_smoothing, sem_weight, loss_chunk_tokens=0):
     """One clear error per bad option, raised when the criterion is built (before any step)."""
     checks.check_temperature("--softmax-temperature", softmax_temperature)
+    if loss_chunk_tokens < 0:
+        raise OptionError(f"--loss-chunk-tokens must be >= 0 (0: off), got {loss_chunk_tokens}")
     if not 0.0 <= label_smoothing < 1.0:
         raise OptionError(f"--label-smoothing must be in [0, 1), got {label_smoothing}")
     if not 0.0 <= sem_weight < 1.0:  # at 1 the cross-entropy has no weight: the target is ignored
@@ -143,10 +154,11 @@ class TemperedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
         softmax_temperature=1.0,
         sem_weight=0.0,
         no_temperature_rescale=False,
+        loss_chunk_tokens=0,
         ignore_prefix_size=0,
         report_accuracy=False,
     ):
-        check_options(softmax_temperature, label_smoothing, sem_weight)
+        check_options(softmax_temperature, label_smoothing, sem_weight, loss_chunk_tokens)
         super().__init__(
             task,
             sentence_avg,
@@ -157,6 +169,7 @@ class TemperedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
         self.temperature = float(softmax_temperature)
         self.sem_weight = float(sem_weight)
         self.rescale = not no_temperature_rescale
+        self.chunk = int(loss_chunk_tokens)
         self._checked_model = False
         # --eval-bleu's generator was built with the model, before this criterion existed.
         decoding.use_training_temperature_for_validation(task, self.temperature)
@@ -166,30 +179,65 @@ class TemperedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
         model = checks.model_options(cfg)  # now, not in the first step (which would leave crash.pt)
         if checks.builds_temperature_head(model):
             raise OptionError(TEMPERATURE_HEAD)
-        if checks.option(model, "adaptive_softmax_cutoff"):
+        if checks.builds_adaptive_softmax(model):
             raise OptionError(ADAPTIVE_SOFTMAX)
+        if checks.option(cfg, "loss_chunk_tokens") and model is not None:
+            if not checks.projects_with_one_linear_layer(model):
+                raise OptionError(NO_OUTPUT_PROJECTION.format(arch=checks.option(model, "arch")))
         return super().build_criterion(cfg, task)
 
     def forward(self, model, sample, reduce=True):
         if not self._checked_model:
             check_model_output(model)
+            if self.chunk:
+                output_projection(model)
             self._checked_model = True
+        if self.chunk and reduce:
+            return self._chunked_forward(model, sample)
         net_output = model(**sample["net_input"])
         loss, nll_loss, lprobs, target = self._loss_and_lprobs(model, net_output, sample, reduce)
-        sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
-        logging_output = {
-            "loss": loss.data,
-            "nll_loss": nll_loss.data,
-            "ntokens": sample["ntokens"],
-            "nsentences": sample["target"].size(0),
-            "sample_size": sample_size,
-        }
-        logging_output.update(self._diagnostics(net_output, lprobs, target))
+        logging_output = self._logging_output(sample, loss, nll_loss)
+        logits = net_output[0]
+        if self.ignore_prefix_size > 0:
+            logits = logits[:, self.ignore_prefix_size :, :]
+        logging_output.update(
+            self._diagnostics(_Rows.of_logits(logits.reshape(-1, logits.size(-1)), lprobs), target)
+        )
         if self.report_accuracy:
             n_correct, total = self.compute_accuracy(model, net_output, sample)
             logging_output["n_correct"] = n_correct.data
             logging_output["total"] = total.data
-        return loss, sample_size, logging_output
+        return loss, logging_output["sample_size"], logging_output
+
+    def _chunked_forward(self, model, sample):
+        """forward with --loss-chunk-tokens: the decoder's features, then chunked_loss."""
+        features = model(**sample["net_input"], features_only=True)[0]
+        target = model.get_targets(sample, None)
+        if self.ignore_prefix_size > 0:
+            features = features[:, self.ignore_prefix_size :, :]
+            target = target[:, self.ignore_prefix_size :]
+        h, target = features.reshape(-1, features.size(-1)), target.reshape(-1)
+        keep = target.ne(self.padding_idx)
+        projection = output_projection(model)
+        loss, sums = chunked_tempered_loss(
+            h, projection.weight, projection.bias, target, keep, self.temperature, self.eps,
+            self.sem_weight, self.rescale, self.chunk,
+        )  # fmt: skip
+        logging_output = self._logging_output(sample, loss, sums.nll)
+        rows = _Rows.of_features(h.detach(), projection, self.temperature)
+        logging_output.update(self._diagnostics(rows, target))
+        if self.report_accuracy:
+            logging_output["n_correct"], logging_output["total"] = sums.correct, keep.sum()
+        return loss, logging_output["sample_size"], logging_output
+
+    def _logging_output(self, sample, loss, nll_loss):
+        return {
+            "loss": loss.data,
+            "nll_loss": nll_loss.data,
+            "ntokens": sample["ntokens"],
+            "nsentences": sample["target"].size(0),
+            "sample_size": sample["target"].size(0) if self.sentence_avg else sample["ntokens"],
+        }
 
     def get_lprobs_and_target(self, model, net_output, sample):
         if self.temperature == 1.0:  # exactly fairseq's label_smoothed_cross_entropy
@@ -222,39 +270,32 @@ class TemperedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
         return loss, nll_loss, lprobs, target
 
     @torch.no_grad()
-    def _diagnostics(self, net_output, lprobs, target):
+    def _diagnostics(self, source, target):
         """Sums over non-padding targets of the entropy of the tempered P and of the untempered
-        softmax(D), and of -log softmax(D)_y (the paper's Figure 4 quantities), in fp32. In training
-        they are estimated from a few hundred evenly spaced positions, scaled to the batch."""
-        logits = net_output[0]
-        if self.ignore_prefix_size > 0:
-            logits = logits[:, self.ignore_prefix_size :, :]
-        logits = logits.reshape(-1, logits.size(-1))
+        softmax(D), and of -log softmax(D)_y (the paper's Figure 4 quantities), in fp32, from the
+        target positions of ``source`` (_Rows). In training they are estimated from a few hundred
+        evenly spaced positions, scaled to the batch."""
         not_padding = target.ne(self.padding_idx)
-        if self.training and logits.size(0) > _TRAINING_DIAGNOSTIC_ROWS:
+        if self.training and source.count > _TRAINING_DIAGNOSTIC_ROWS:
             # Evenly spaced non-padding positions, found without .nonzero() (a host-device
             # synchronisation mid-step): the q-th one is where the running count reaches q. With
             # fewer positions than rows, each is found at least once: count it once, unscaled.
             count = not_padding.cumsum(0)
             n = count[-1]
-            q = torch.linspace(0, 1, _TRAINING_DIAGNOSTIC_ROWS, device=logits.device).mul_(n - 1)
-            rows = torch.searchsorted(count, q.round_().long() + 1).clamp_(max=logits.size(0) - 1)
+            q = torch.linspace(0, 1, _TRAINING_DIAGNOSTIC_ROWS, device=source.device).mul_(n - 1)
+            rows = torch.searchsorted(count, q.round_().long() + 1).clamp_(max=source.count - 1)
             weights = not_padding.index_select(0, rows)
             weights[1:] &= rows[1:] != rows[:-1]
             scale = (n / _TRAINING_DIAGNOSTIC_ROWS).clamp(min=1)
             chunks = [(rows, weights.float() * scale)]
         else:
             keep = not_padding.nonzero().squeeze(-1)
-            chunks = [
-                (rows, None) for rows in keep.split(max(1, _DIAGNOSTIC_CHUNK_ELEMENTS // logits.size(-1)))
-            ]
-        stats = torch.zeros(3, dtype=torch.float32, device=logits.device)
+            chunks = [(rows, None) for rows in keep.split(max(1, _DIAGNOSTIC_CHUNK_ELEMENTS // source.vocab))]
+        stats = torch.zeros(3, dtype=torch.float32, device=source.device)
         for rows, weights in chunks:
-            tempered = lprobs.index_select(0, rows).float()
+            tempered = source.lprobs(rows).float()
             untempered = (
-                tempered
-                if self.temperature == 1.0
-                else F.log_softmax(logits.index_select(0, rows).float(), dim=-1)
+                tempered if self.temperature == 1.0 else F.log_softmax(source.logits(rows).float(), dim=-1)
             )
             per_row = torch.stack(
                 [
@@ -281,6 +322,47 @@ class TemperedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
         )
 
 
+class _Rows:
+    """Target positions of a batch, as the diagnostics read them: their logits and their tempered
+    log-probabilities, functions of a tensor of row numbers."""
+
+    def __init__(self, count, vocab, device, logits, lprobs):
+        self.count, self.vocab, self.device = count, vocab, device
+        self.logits, self.lprobs = logits, lprobs
+
+    @classmethod
+    def of_logits(cls, logits, lprobs):
+        """From the batch's (positions x vocabulary) logits and log-probabilities."""
+        return cls(
+            logits.size(0),
+            logits.size(-1),
+            logits.device,
+            lambda rows: logits.index_select(0, rows),
+            lambda rows: lprobs.index_select(0, rows),
+        )
+
+    @classmethod
+    def of_features(cls, features, projection, temperature):
+        """From the decoder's features (--loss-chunk-tokens): the logits of the rows asked for only."""
+
+        def logits(rows):
+            return projection(features.index_select(0, rows))
+
+        def lprobs(rows):
+            return F.log_softmax(logits(rows).float() / temperature, dim=-1)
+
+        return cls(features.size(0), projection.weight.size(0), features.device, logits, lprobs)
+
+
+def output_projection(model):
+    """The decoder's output layer, if it is one linear projection of its features (fairseq's
+    transformer and transformer_lm): what --loss-chunk-tokens multiplies chunk by chunk."""
+    projection = getattr(getattr(model, "decoder", model), "output_projection", None)
+    if not isinstance(projection, torch.nn.Linear):
+        raise OptionError(NO_OUTPUT_PROJECTION.format(arch=type(model).__name__))
+    return projection
+
+
 def check_model_output(model):
     """tempered_ce divides the logits returned in net_output[0]; an adaptive softmax returns features
     there and normalises them itself, so tempering would silently do the wrong thing."""
@@ -295,6 +377,11 @@ TEMPERATURE_HEAD = (
     "--criterion tempered_ce needs a model whose net_output[0] are logits; this model has a "
     "temperature head (ct_transformer, ct_transformer_lm, ct_lstm_lm): use --criterion "
     "ct_cross_entropy (--ct-normalization constant --ct-constant T is a fixed temperature T)"
+)
+NO_OUTPUT_PROJECTION = (
+    "--loss-chunk-tokens needs a decoder whose output layer is one linear projection "
+    "(decoder.output_projection: fairseq's transformer and transformer_lm families); {arch} has "
+    "none: use --loss-chunk-tokens 0"
 )
 ADAPTIVE_SOFTMAX = (
     "--criterion tempered_ce needs a full softmax output layer; this model has an adaptive "

@@ -1,0 +1,134 @@
+"""tempered_ce --loss-chunk-tokens: the chunked output projection and loss against a float64
+reference built from the definition (fairseq's label_smoothed_nll_loss of log_softmax(z / T), the
+entropy term, autograd), and the criterion with it against fairseq's path through the whole model."""
+
+import pytest
+import torch
+from conftest import PLUGIN_DIR, TINY_DIMS
+from fairseq import options, tasks
+from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_loss
+from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+from fairseq_ctemp.criterions.chunked_loss import chunked_tempered_loss
+
+
+def reference(h, weight, bias, target, keep, temperature, eps, sem_weight, rescale):
+    """(loss, nll, grads of h, W, b) in float64 from the definition."""
+    h, weight = (x.detach().double().requires_grad_() for x in (h, weight))
+    bias = None if bias is None else bias.detach().double().requires_grad_()
+    z = h @ weight.T + (0 if bias is None else bias)
+    lprobs = torch.log_softmax(z / temperature, -1)[keep]
+    smoothed, nll = label_smoothed_nll_loss(lprobs, target[keep], eps, reduce=True)
+    negative_entropy = (lprobs.exp() * lprobs).sum()
+    loss = ((1 - sem_weight) * smoothed + sem_weight * negative_entropy) * (temperature if rescale else 1)
+    inputs = [x for x in (h, weight, bias) if x is not None]
+    return loss.detach(), nll.detach(), torch.autograd.grad(loss, inputs)
+
+
+SETTINGS = [  # (T, eps, sem weight, rescale)
+    (1.0, 0.0, 0.0, True),
+    (4.0, 0.1, 0.0, True),
+    (2.0, 0.1, 0.3, True),
+    (0.5, 0.2, 0.5, False),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize(
+    "settings", SETTINGS, ids=[f"T{s[0]}-ls{s[1]}-sem{s[2]}-rescale{s[3]}" for s in SETTINGS]
+)
+@pytest.mark.parametrize("chunk, with_bias", [(7, True), (1, False), (1000, True)])
+def test_chunked_loss_against_the_float64_reference(dtype, settings, chunk, with_bias):
+    g = torch.Generator().manual_seed(0)
+    n, d, vocab = 37, 8, 50
+    h = torch.randn(n, d, generator=g, dtype=dtype, requires_grad=True)
+    weight = torch.randn(vocab, d, generator=g, dtype=dtype, requires_grad=True)
+    bias = torch.randn(vocab, generator=g, dtype=dtype, requires_grad=True) if with_bias else None
+    target = torch.randint(0, vocab, (n,), generator=g)
+    keep = torch.rand(n, generator=g) > 0.2  # the rest are padding: no loss, no gradient
+    loss, sums = chunked_tempered_loss(h, weight, bias, target, keep, *settings, chunk=chunk)
+    (3.0 * loss).backward()  # an incoming gradient other than 1 (fairseq's fp16 loss scale)
+    expected_loss, expected_nll, expected_grads = reference(h, weight, bias, target, keep, *settings)
+    tolerance = dict(rtol=1e-9, atol=1e-9) if dtype == torch.float64 else dict(rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(loss.double(), expected_loss, **tolerance)
+    torch.testing.assert_close(sums.nll.double(), expected_nll, **tolerance)
+    got = [x.grad for x in (h, weight, bias) if x is not None]
+    for grad, expected in zip(got, expected_grads):
+        assert grad.dtype == dtype
+        torch.testing.assert_close(grad.double(), 3.0 * expected, **tolerance)
+    assert not h.grad[~keep].any()
+    z = (h @ weight.T + (0 if bias is None else bias)).detach()
+    assert sums.correct == (z.argmax(-1) == target)[keep].sum()
+
+
+def tiny_transformer(toy_data, *criterion_options):
+    args = options.parse_args_and_arch(
+        options.get_training_parser(),
+        [
+            *(str(toy_data["bin"]), "--user-dir", PLUGIN_DIR, "--cpu", "--arch", "transformer", *TINY_DIMS),
+            *("--criterion", "tempered_ce", "--softmax-temperature", "3", "--label-smoothing", "0.1"),
+            *("--sem-weight", "0.2", "--report-accuracy", "--dropout", "0", *criterion_options),
+        ],
+    )
+    cfg = convert_namespace_to_omegaconf(args)
+    task = tasks.setup_task(cfg.task)
+    task.load_dataset("valid")
+    torch.manual_seed(1)
+    return task, task.build_model(cfg.model), task.build_criterion(cfg.criterion)
+
+
+def test_the_criterion_with_chunks_against_fairseqs_path(toy_data):
+    """The same model and batch: fairseq's path (the logits, TemperedLogSoftmax, label_smoothed_nll_loss)
+    and --loss-chunk-tokens give the same loss, logs and gradient of every parameter (tied
+    embeddings: the output projection's gradient reaches the embedding through the chunks)."""
+    task, model, plain = tiny_transformer(toy_data)
+    chunked = tiny_transformer(toy_data, "--loss-chunk-tokens", "16")[2]
+    batch = next(iter(task.get_batch_iterator(task.dataset("valid"), max_tokens=400).next_epoch_itr()))
+    results, projected = {}, []  # rows of each call of the output projection
+    model.decoder.output_projection.register_forward_hook(
+        lambda m, i, o: projected.append(i[0][..., 0].numel())
+    )
+    for name, criterion in (("plain", plain), ("chunked", chunked)):
+        model.zero_grad()
+        criterion.train()
+        projected.clear()
+        loss, sample_size, log = criterion(model, batch)
+        positions = batch["target"].numel()
+        # fairseq's path projects every position at once; the chunks never do (the diagnostics
+        # project at most 256 sampled positions)
+        assert max(projected) == positions if name == "plain" else max(projected) <= 256 < positions
+        loss.backward()
+        grads = {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}
+        results[name] = (loss.detach(), sample_size, log, grads)
+    (loss_p, size_p, log_p, grads_p), (loss_c, size_c, log_c, grads_c) = results["plain"], results["chunked"]
+    torch.testing.assert_close(loss_c, loss_p, rtol=1e-5, atol=1e-4)
+    assert size_c == size_p and grads_c.keys() == grads_p.keys()
+    for key in ("nll_loss", "entropy", "entropy_untempered", "nll_loss_untempered", "n_correct", "total"):
+        torch.testing.assert_close(
+            torch.as_tensor(log_c[key]).double(), torch.as_tensor(log_p[key]).double(), rtol=1e-5, atol=1e-4
+        )
+    for key, grad in grads_p.items():
+        torch.testing.assert_close(grads_c[key], grad, rtol=1e-4, atol=1e-6, msg=key)
+
+
+def test_a_model_without_one_output_projection_is_refused_when_the_criterion_is_built(toy_data):
+    args = options.parse_args_and_arch(
+        options.get_training_parser(),
+        [
+            str(toy_data["bin"]),
+            "--user-dir",
+            PLUGIN_DIR,
+            "--cpu",
+            "--arch",
+            "lstm",
+            "--criterion",
+            "tempered_ce",
+        ]
+        + ["--loss-chunk-tokens", "16"],
+    )
+    cfg = convert_namespace_to_omegaconf(args)
+    task = tasks.setup_task(cfg.task)
+    with pytest.raises(
+        ValueError, match="--loss-chunk-tokens needs a decoder whose output layer is one linear"
+    ):
+        task.build_criterion(cfg.criterion)

@@ -1,0 +1,75 @@
+"""Every measured number on the results pages (README.md, docs/results.md) is in a committed result
+file: a CSV/JSON/TSV/Markdown/text file under a results directory (examples/*/results*/,
+benchmarks/results*/) or a report (docs/*report*.md). A number is traced when a number of some
+result file rounds to it at the page's precision (either sign, or as a percentage of a fraction).
+
+Not measurements, so not checked: integers (counts, sizes, years), numbers in code spans and code
+blocks, in link targets, and those whose sentence names a version or a paper's own figure. A page
+that quotes a number no command of the project wrote fails here: rerun what produced it, commit
+its file, or take the number out."""
+
+import bisect
+import glob
+import os
+import re
+
+from conftest import REPO
+
+PAGES = ("README.md", os.path.join("docs", "results.md"))
+SOURCES = ("examples/*/results*/**/*", "benchmarks/results*/**/*", "docs/*report*.md")
+SOURCE_TYPES = ("csv", "json", "tsv", "md", "txt")
+NUMBER = re.compile(r"(?<![\w.])[-+]?\d+\.\d+(?![\w.])")
+# the words before a number that say it is not one of ours (a version, a link, a paper's figure)
+NOT_MEASURED = re.compile(
+    r"(torch|Python|PyTorch|CUDA|abs/|doi\.org/|paper's|papers'|paper reports|version)[^.;:]*$", re.I
+)
+
+
+def result_numbers():
+    found = set()
+    for pattern in SOURCES:
+        for path in glob.glob(os.path.join(REPO, pattern), recursive=True):
+            if os.path.isfile(path) and path.rsplit(".", 1)[-1] in SOURCE_TYPES:
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    found.update(float(n) for n in NUMBER.findall(f.read().replace("−", "-")))
+    return sorted(found)
+
+
+def page_numbers(page):
+    """(line number, text of the number, the line) of every measured number on the page."""
+    with open(os.path.join(REPO, page), encoding="utf-8") as f:
+        text = re.sub(r"```.*?```", lambda m: "\n" * m.group().count("\n"), f.read(), flags=re.S)
+    for number, line in enumerate(text.splitlines(), 1):
+        prose = re.sub(r"\]\([^)]*\)", "]", re.sub(r"`[^`]*`", "", line)).replace("−", "-")
+        for match in NUMBER.finditer(prose):
+            if not NOT_MEASURED.search(prose[max(0, match.start() - 24) : match.start()]):
+                yield number, match.group(), line
+
+
+def traced(value, decimals, pool):
+    tolerance = 0.5 * 10**-decimals + 1e-12
+    for sign in (1, -1):  # a difference may be reported with either sign; a percentage as a fraction
+        for scale in (1, 100, 0.01):
+            target, width = value * sign / scale, tolerance / scale
+            i = bisect.bisect_left(pool, target - width)
+            if i < len(pool) and pool[i] <= target + width:
+                return True
+    return False
+
+
+def test_every_measured_number_on_the_results_pages_is_in_a_result_file():
+    pool = result_numbers()
+    assert len(pool) > 1000  # the result files were found
+    missing = [
+        f"{page}:{line_number}: {text}  | {line.strip()[:100]}"
+        for page in PAGES
+        for line_number, text, line in page_numbers(page)
+        if not traced(float(text), len(text.split(".")[1]), pool)
+    ]
+    assert not missing, "numbers in no result file:\n" + "\n".join(missing)
+
+
+def test_the_check_finds_a_number_that_is_in_no_file():
+    pool = result_numbers()
+    assert traced(85.12, 2, pool)  # softmax's PTB test perplexity (examples/language_model/results)
+    assert not traced(12345.678, 3, pool)
