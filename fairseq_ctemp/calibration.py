@@ -232,7 +232,7 @@ def load_state(checkpoint):
     """A checkpoint's state (fairseq's loader, with its upgrades); CalibrationError naming --path."""
     from fairseq import checkpoint_utils
 
-    from .cli import inputs
+    from . import inputs
 
     if not os.path.exists(checkpoint):
         raise CalibrationError(f"--path {checkpoint}: no such file")

@@ -115,7 +115,7 @@ def main():
     check_options(parser, args)
     averaged = min(5, args.epochs)  # the last epoch checkpoints kept (--keep-last-epochs 5)
     from fairseq_ctemp.cli import average_checkpoints
-    from fairseq_ctemp.cli.greedy_vs_beam import run_greedy_vs_beam
+    from fairseq_ctemp.greedy_vs_beam import run_greedy_vs_beam
     from fairseq_ctemp.preprocess import fairseq_preprocess
     from fairseq_ctemp.toy_data import write_corpus
 

@@ -657,7 +657,7 @@ def test_a_validation_at_an_epoch_end_keeps_its_checkpoint(alt, tmp_path):
 
 
 def test_sweep_decoding_options_cover_greedy_vs_beam():
-    from fairseq_ctemp.cli.greedy_vs_beam import OWN_OPTIONS
+    from fairseq_ctemp.greedy_vs_beam import OWN_OPTIONS
 
     assert set(OWN_OPTIONS) <= set(alt_sweep.DECODING_OPTIONS)
 

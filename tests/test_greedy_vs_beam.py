@@ -17,8 +17,9 @@ from conftest import REPO, TINY_TRANSFORMER, run_fairseq
 from sacrebleu.metrics import BLEU, CHRF
 
 import fairseq_ctemp
+from fairseq_ctemp import greedy_vs_beam as gvb
 from fairseq_ctemp import translate
-from fairseq_ctemp.cli import greedy_vs_beam as gvb
+from fairseq_ctemp.cli import greedy_vs_beam as gvb_cli
 from fairseq_ctemp.toy_data import write_corpus
 
 pytestmark = pytest.mark.e2e
@@ -144,7 +145,7 @@ def grid_run(tiny):
     ]
     stdout = io.StringIO()
     with contextlib.redirect_stdout(stdout):
-        assert gvb.main(argv) is None  # the console script exits with main()'s return value
+        assert gvb_cli.main(argv) is None  # the console script exits with main()'s return value
     with open(out / "result.json") as f:
         return {"out": out, "stdout": stdout.getvalue(), "result": json.load(f)}
 
@@ -300,7 +301,7 @@ def test_compare_gives_a_p_value(grid_run, capsys):
         same = gvb.compare_systems(files["ref"], files["system"], files["system"], test, 200, "none")
         # sacrebleu alone says p = 1/(n+1) here ("significant"): no resampled difference is > 0
         assert same["identical"] and same["bleu"]["p_value"] == same["chrf"]["p_value"] == 1.0
-    gvb.main(
+    gvb_cli.main(
         [
             "compare",
             "--ref",
@@ -320,7 +321,7 @@ def test_compare_gives_a_p_value(grid_run, capsys):
 
 def error_of(argv, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        gvb.main(argv)
+        gvb_cli.main(argv)
     assert exit_info.value.code == 2
     return capsys.readouterr().err.strip().split("\n")[-1]
 

@@ -14,8 +14,8 @@ import json
 import os
 import sys
 
+from fairseq_ctemp import greedy_vs_beam as gvb
 from fairseq_ctemp import translate
-from fairseq_ctemp.cli import greedy_vs_beam as gvb
 
 PROG = "translate_subset.py"
 

@@ -3,7 +3,7 @@ and beam on a subset, or finalize's dev grid, written into a directory that appe
 
 import os
 
-from ..cli import greedy_vs_beam as gvb
+from .. import greedy_vs_beam as gvb
 from .common import RunFailed, device_args, fresh_dir, prepared, read_json, say
 
 

@@ -5,7 +5,7 @@ T=1 transformer -> final/compare-<run>.json."""
 import glob
 import os
 
-from ..cli import greedy_vs_beam as gvb
+from .. import greedy_vs_beam as gvb
 from . import evaluate, posthoc
 from .common import Lock, RunFailed, fmt, load_experiment, read_config, read_json, say, write_json
 from .presets import DEFAULT_VARIANT, baseline_variant

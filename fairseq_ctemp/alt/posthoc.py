@@ -18,7 +18,7 @@ import glob
 import os
 
 from .. import calibration
-from ..cli import greedy_vs_beam as gvb
+from .. import greedy_vs_beam as gvb
 from . import evaluate
 from .common import Lock, RunFailed, fmt, prepared, read_json, say, write_json
 

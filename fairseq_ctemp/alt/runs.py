@@ -7,7 +7,7 @@ import os
 
 import torch
 
-from ..cli import average_checkpoints
+from .. import averaging
 from . import evaluate, posthoc, training
 from .common import (
     Lock,
@@ -69,8 +69,8 @@ def run_one(run_dir, device):
             if os.path.exists(average):
                 os.remove(average)  # an average without average.json is from an interrupted try
             try:  # ctemp-average-checkpoints, in this process (it writes atomically)
-                average_checkpoints.write_average(inputs, average)
-            except average_checkpoints.AverageError as e:
+                averaging.write_average(inputs, average)
+            except averaging.AverageError as e:
                 raise RunFailed(f"ctemp-average-checkpoints: {e}") from None
             write_json(
                 average_json, {"inputs": [os.path.basename(p) for p in inputs], "requested": exp["average"]}

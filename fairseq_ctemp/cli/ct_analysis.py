@@ -41,8 +41,8 @@ from typing import List, Optional
 
 import numpy as np
 
+from .. import inputs
 from ..progress import progress_bar
-from . import inputs
 
 PROG = "ctemp-ct-analysis"
 

@@ -27,7 +27,7 @@ import statistics
 
 import torch
 
-from . import inputs
+from .. import inputs
 
 
 def parse_args(argv=None):

@@ -34,9 +34,9 @@ class ChunkedTemperedLoss(torch.autograd.Function):
     @staticmethod
     def forward(ctx, h, weight, bias, target, keep, settings):
         """h (N, d) features; weight (V, d), bias (V,) or None; target (N,); keep (N,) bool: the
-        tokens that count (not padding). settings: (T, eps, w, rescale, chunk). Returns the loss
-        (float32 scalar) and the ChunkSums."""
-        temperature, eps, sem_weight, rescale, chunk = settings
+        tokens that count (not padding). settings: (T, eps, w, rescale, chunk, count_correct).
+        Returns the loss (float32 scalar) and the ChunkSums."""
+        temperature, eps, sem_weight, rescale, chunk, count_correct = settings
         vocab = weight.size(0)
         eps_i = eps / (vocab - 1)
         c_nll, c_smooth = (1.0 - sem_weight) * (1.0 - eps - eps_i), (1.0 - sem_weight) * eps_i
@@ -50,9 +50,10 @@ class ChunkedTemperedLoss(torch.autograd.Function):
             rows = slice(start, start + chunk)
             hc, y, counts = h[rows], target[rows], keep[rows].to(wide)
             z = F.linear(hc, weight, bias)
-            correct += (z.argmax(-1) == y).to(wide).mul_(counts).sum()
-            lp = z.to(wide).div_(temperature) if z.dtype != wide else z.div(temperature)
-            lp -= torch.logsumexp(lp, -1, keepdim=True)
+            if count_correct:
+                correct += (z.argmax(-1) == y).to(wide).mul_(counts).sum()
+            lp = z.to(wide).div_(temperature) if z.dtype != wide else z.div_(temperature)  # our own copy
+            torch._log_softmax(lp, -1, False, out=lp)  # row-wise, in place
             nll = -lp.gather(1, y[:, None]).squeeze(1)
             p = lp.exp()
             rows_loss = c_nll * nll - c_smooth * lp.sum(-1)
@@ -109,9 +110,19 @@ class _Gradients:
         return self.h, self.weight, self.bias
 
 
-def chunked_tempered_loss(h, weight, bias, target, keep, temperature, eps, sem_weight, rescale, chunk):
+def chunked_tempered_loss(
+    h, weight, bias, target, keep, temperature, eps, sem_weight, rescale, chunk, count_correct=True
+):
     """(loss, ChunkSums) of the module docstring over the tokens where ``keep``; see
-    ChunkedTemperedLoss.forward for the arguments."""
-    settings = (float(temperature), float(eps), float(sem_weight), bool(rescale), int(chunk))
+    ChunkedTemperedLoss.forward for the arguments (count_correct False: ChunkSums.correct is 0,
+    and the argmax over the vocabulary is not computed)."""
+    settings = (
+        float(temperature),
+        float(eps),
+        float(sem_weight),
+        bool(rescale),
+        int(chunk),
+        bool(count_correct),
+    )
     loss, nll, correct = ChunkedTemperedLoss.apply(h, weight, bias, target, keep, settings)
     return loss, ChunkSums(nll, correct)

@@ -221,7 +221,7 @@ class TemperedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
         projection = output_projection(model)
         loss, sums = chunked_tempered_loss(
             h, projection.weight, projection.bias, target, keep, self.temperature, self.eps,
-            self.sem_weight, self.rescale, self.chunk,
+            self.sem_weight, self.rescale, self.chunk, count_correct=self.report_accuracy,
         )  # fmt: skip
         logging_output = self._logging_output(sample, loss, sums.nll)
         rows = _Rows.of_features(h.detach(), projection, self.temperature)

@@ -1,9 +1,9 @@
-"""Checks of input files shared by the command-line tools, made before any work: each raises
+"""Checks of input files shared by the tools (commands and library), made before any work: each raises
 InputError saying what is wrong, for an error line that names the option and the file."""
 
 import codecs
 
-from .. import checkpoint_files
+from . import checkpoint_files
 
 
 class InputError(Exception):
