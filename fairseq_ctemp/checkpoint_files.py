@@ -42,6 +42,11 @@ def load_in_one_line(load_checkpoint_to_cpu):
                 raise CheckpointError(f"checkpoint {path} {e}") from None
         try:
             return load_checkpoint_to_cpu(path, *args, **kwargs)
+        except KeyError as e:  # fairseq's upgrade of the state misses what fairseq-train saves
+            raise CheckpointError(
+                f"checkpoint {path} is not a checkpoint of fairseq-train (it has no {e}): a torch.save "
+                "file of something else?"
+            ) from None
         except Exception as e:
             if not damaged(path, e):
                 raise

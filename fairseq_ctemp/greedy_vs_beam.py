@@ -69,8 +69,6 @@ def subset_size(data, subset):
 
 
 def read_lines(path, option, expected=None):
-    if not os.path.isfile(path):
-        raise UsageError(f"{option} {path}: no such file")
     try:
         lines = inputs.read_utf8_lines(path)
     except inputs.InputError as e:

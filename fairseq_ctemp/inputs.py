@@ -2,6 +2,7 @@
 InputError saying what is wrong, for an error line that names the option and the file."""
 
 import codecs
+import os
 
 from . import checkpoint_files
 
@@ -21,8 +22,15 @@ def check_checkpoint(path):
 def read_utf8_lines(path):
     """The lines of a UTF-8 text file, LF or CR LF line ends removed (a UTF-8 BOM too); a CR
     anywhere else (CR-only line ends) is refused, since the lines would silently run together."""
-    with open(path, "rb") as f:
-        data = f.read()
+    if os.path.isdir(path):
+        raise InputError("is a directory, not a text file")
+    if not os.path.exists(path):
+        raise InputError("no such file")
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:  # unreadable (permissions), or a special file
+        raise InputError(f"cannot be read ({e.strerror})") from None
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) or b"\x00" in data[:4096]:
         raise InputError(
             "looks like UTF-16 (NUL bytes); it must be UTF-8: convert it, e.g. iconv -f UTF-16 -t UTF-8"
@@ -46,3 +54,16 @@ def read_utf8_lines(path):
                 "Use LF or CR LF line ends, e.g. tr '\\r' '\\n'"
             )
     return lines
+
+
+def check_new_file(path):
+    """InputError unless a new file can be made at ``path``: nothing is there, its directory exists
+    and can be written to (checked before the work that would end by writing it). The message
+    follows the file's name: f"{option} {path} {error}"."""
+    if os.path.lexists(path):
+        raise InputError("already exists; refusing to overwrite it")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise InputError(f"is in {directory}, which does not exist")
+    if not os.access(directory, os.W_OK):
+        raise InputError(f"is in {directory}, which is not writable")

@@ -1350,6 +1350,39 @@ CASES = [
         ["--temperature", "0", "--device", "cpu"],
         "--temperature must be in [0.01, 100]",
     ),
+    (
+        "bench_tempered_ce: --loss-chunk-tokens -1",
+        bench_tempered_ce,
+        ["--loss-chunk-tokens", "-1", "--device", "cpu"],
+        "--loss-chunk-tokens must be >= 0 (0: off), got -1",
+    ),
+    (
+        "train: tempered_ce --loss-chunk-tokens -1",
+        fairseq_train,
+        [*TRAIN, "tempered_ce", "--loss-chunk-tokens", "-1"],
+        "fairseq-train: error: --loss-chunk-tokens must be >= 0 (0: off), got -1",
+    ),
+    (
+        "train: tempered_ce --loss-chunk-tokens on a model without one output projection",
+        fairseq_train,
+        [
+            *TRAIN[:3],
+            "--arch",
+            "lstm",
+            *TRAIN[TRAIN.index("--cpu") :],
+            "tempered_ce",
+            "--loss-chunk-tokens",
+            "64",
+        ],
+        "fairseq-train: error: --loss-chunk-tokens needs a decoder whose output layer is one linear projection",
+    ),
+    (
+        "train: ct_cross_entropy --label-smoothing 1",
+        fairseq_train,
+        [*TRAIN[:3], "--arch", "ct_transformer_tiny", *TRAIN[TRAIN.index("--cpu") :], "ct_cross_entropy"]
+        + ["--label-smoothing", "1"],
+        "fairseq-train: error: --label-smoothing must be in [0, 1), got 1.0",
+    ),
     # the example recipes (shell)
     (
         "language_model/train.sh: unknown variant",
@@ -1420,8 +1453,301 @@ CASES = [
 ]
 
 
+# Every text-file option of the tools against every kind of bad file: (option, argv with {FILE} in
+# its place, the prefix of the error line). Expected per kind: the end of the error message.
+TEXT_OPTIONS = {
+    "greedy-vs-beam compare --ref": (
+        greedy_vs_beam,
+        ["compare", "--ref", "{FILE}", "--baseline", "{toy}/raw/test.tgt", "--system", "{toy}/raw/test.tgt"],
+    ),
+    "greedy-vs-beam compare --baseline": (
+        greedy_vs_beam,
+        ["compare", "--ref", "{toy}/raw/test.tgt", "--baseline", "{FILE}", "--system", "{toy}/raw/test.tgt"],
+    ),
+    "greedy-vs-beam compare --system": (
+        greedy_vs_beam,
+        ["compare", "--ref", "{toy}/raw/test.tgt", "--baseline", "{toy}/raw/test.tgt", "--system", "{FILE}"],
+    ),
+    "greedy-vs-beam --ref": (greedy_vs_beam, [*GVB[:3], "--ref", "{FILE}", "--", "--cpu"]),
+    "greedy-vs-beam --dev-ref": (
+        greedy_vs_beam,
+        [*GVB[:5], "--grid-beams", "2", "--grid-lenpens", "1.0", "--dev-ref", "{FILE}", "--", "--cpu"],
+    ),
+    "sact-heatmaps --input": (
+        sact_heatmaps,
+        ["{toy}/bin", "--path", "{ckpt}/a.pt", "--input", "{FILE}", "--out-dir", "{root}/maps"],
+    ),
+    "sact-heatmaps --references": (
+        sact_heatmaps,
+        ["{toy}/bin", "--path", "{ckpt}/a.pt", "--input", "{toy}/raw/test.src", "--references", "{FILE}"]
+        + ["--out-dir", "{root}/maps"],
+    ),
+    "ct-analysis dump --text": (
+        ct_analysis,
+        [
+            "dump",
+            "--path",
+            "{ckpt}/a.pt",
+            "--data",
+            "{toy}/lm-bin",
+            "--text",
+            "{FILE}",
+            "--output",
+            "{root}/o.tsv",
+        ],
+    ),
+    "ct-analysis dump --source": (
+        ct_analysis,
+        ["dump", "--path", "{ckpt}/a.pt", "--data", "{toy}/bin", "--source", "{FILE}"]
+        + ["--text", "{toy}/raw/test.tgt", "--output", "{root}/o.tsv"],
+    ),
+}
+BAD_FILES = {  # kind: (the file, the end of the message)
+    "missing": ("{root}/nothing.txt", "{FILE}: no such file"),
+    "a directory": ("{root}/mine", "{FILE}: is a directory, not a text file"),
+    "empty": ("{refs}/empty", "{FILE} is empty"),
+    "latin-1": ("{refs}/latin1.tgt", "{FILE}: line 3 is not UTF-8 (byte 0xe9"),
+    "UTF-16": ("{refs}/utf16.tgt", "{FILE}: looks like UTF-16"),
+    "CR-only line ends": (
+        "{refs}/cr-only.tgt",
+        "{FILE}: line 1 holds a carriage return (CR) that ends no line",
+    ),
+}
+EMPTY_ELSEWHERE = {  # an empty --source is refused by its line count against --text
+    "ct-analysis dump --source": "{refs}/empty has 0 lines, --text {toy}/raw/test.tgt 80",
+}
+FILE_CASES = [
+    (f"{option}: {kind}", command, [a.replace("{FILE}", bad) for a in argv], message.replace("{FILE}", bad))
+    for option, (command, argv) in TEXT_OPTIONS.items()
+    for kind, (bad, message) in BAD_FILES.items()
+]
+
+
+# Every numeric option of the tools' own that has a range, at a value outside it (each tool's
+# checks run before any file is read or model loaded): (name, command, argv, expected).
+CT_DUMP = ["dump", "--path", "{ckpt}/a.pt", "--data", "{toy}/lm-bin", "--text", "{toy}/raw/test.tgt"]
+CT_POSITIONS = [
+    "positions",
+    "--path",
+    "{ckpt}/a.pt",
+    "--data",
+    "{toy}/lm-bin",
+    "--text",
+    "{toy}/raw/test.tgt",
+]
+HEATMAPS = ["{toy}/bin", "--path", "{ckpt}/a.pt", "--input", "{toy}/raw/test.src", "--out-dir", "{root}/maps"]
+COMPARE = [
+    "compare",
+    "--ref",
+    "{toy}/raw/test.tgt",
+    "--baseline",
+    "{toy}/raw/test.tgt",
+    "--system",
+    "{toy}/raw/test.tgt",
+]
+NUMBER_CASES = [
+    ("greedy-vs-beam: --beam 0", greedy_vs_beam, [*GVB[:5], "--beam", "0", "--", "--cpu"], "--beam"),
+    (
+        "greedy-vs-beam: --lenpen nan",
+        greedy_vs_beam,
+        [*GVB[:5], "--lenpen", "nan", "--", "--cpu"],
+        "--lenpen",
+    ),
+    ("greedy-vs-beam: --lenpen 0", greedy_vs_beam, [*GVB[:5], "--lenpen", "0", "--", "--cpu"], "--lenpen"),
+    (
+        "greedy-vs-beam: --temperature 0",
+        greedy_vs_beam,
+        [*GVB[:5], "--temperature", "0", "--", "--cpu"],
+        "--temperature",
+    ),
+    (
+        "greedy-vs-beam: --temperature nan",
+        greedy_vs_beam,
+        [*GVB[:5], "--temperature", "nan", "--", "--cpu"],
+        "--temperature",
+    ),
+    (
+        "greedy-vs-beam: --temperature inf",
+        greedy_vs_beam,
+        [*GVB[:5], "--temperature", "inf", "--", "--cpu"],
+        "--temperature",
+    ),
+    (
+        "greedy-vs-beam: --grid-lenpens 0",
+        greedy_vs_beam,
+        [*GVB[:5], "--grid-beams", "2", "--grid-lenpens", "0", "--", "--cpu"],
+        "--grid-lenpens",
+    ),
+    (
+        "greedy-vs-beam: --grid-beams 0",
+        greedy_vs_beam,
+        [*GVB[:5], "--grid-beams", "0", "--grid-lenpens", "1", "--", "--cpu"],
+        "--grid-beams",
+    ),
+    ("greedy-vs-beam compare: --n-samples 0", greedy_vs_beam, [*COMPARE, "--n-samples", "0"], "--n-samples"),
+    (
+        "greedy-vs-beam compare: --n-samples -5",
+        greedy_vs_beam,
+        [*COMPARE, "--n-samples", "-5"],
+        "--n-samples",
+    ),
+    ("sact heatmaps: --beam 0", sact_heatmaps, [*HEATMAPS, "--beam", "0"], "--beam"),
+    (
+        "sact heatmaps: --max-sentences 0",
+        sact_heatmaps,
+        [*HEATMAPS, "--max-sentences", "0"],
+        "--max-sentences",
+    ),
+    ("sact heatmaps: --max-len-a nan", sact_heatmaps, [*HEATMAPS, "--max-len-a", "nan"], "--max-len-a"),
+    ("sact heatmaps: --max-len-a -1", sact_heatmaps, [*HEATMAPS, "--max-len-a", "-1"], "--max-len-a"),
+    ("sact heatmaps: --max-len-b -1", sact_heatmaps, [*HEATMAPS, "--max-len-b", "-1"], "--max-len-b"),
+    (
+        "ct_analysis dump: --batch-size 0",
+        ct_analysis,
+        [*CT_DUMP, "--output", "{root}/o.tsv", "--batch-size", "0"],
+        "--batch-size",
+    ),
+    (
+        "ct_analysis positions: --bins 0",
+        ct_analysis,
+        [*CT_POSITIONS, "--output", "{root}/p.png", "--bins", "0"],
+        "--bins",
+    ),
+    (
+        "ct_analysis positions: --bootstrap-samples 0",
+        ct_analysis,
+        [*CT_POSITIONS, "--output", "{root}/p.png", "--bootstrap-samples", "0"],
+        "--bootstrap-samples",
+    ),
+    (
+        "calibrate: --batch-size 0",
+        calibrate,
+        ["{toy}/bin", "--path", "{ckpt}/a.pt", "--batch-size", "0"],
+        "--batch-size",
+    ),
+    (
+        "calibrate: --max-tokens 0",
+        calibrate,
+        ["{toy}/bin", "--path", "{ckpt}/a.pt", "--max-tokens", "0"],
+        "--max-tokens",
+    ),
+    (
+        "average: --num-update-checkpoints 0",
+        average,
+        ["--inputs", "{ckpt}", "--num-update-checkpoints", "0", "--output", "{root}/avg.pt"],
+        "--num-update-checkpoints must be >= 1",
+    ),
+    (
+        "average: --checkpoint-upper-bound without --num-*",
+        average,
+        [
+            "--inputs",
+            "{ckpt}/a.pt",
+            "{ckpt}/b.pt",
+            "--checkpoint-upper-bound",
+            "3",
+            "--output",
+            "{root}/avg.pt",
+        ],
+        "--checkpoint-upper-bound only goes with --num-*-checkpoints",
+    ),
+]
+# Outputs that cannot be made, refused before the work
+OUTPUT_CASES = [
+    (
+        "greedy-vs-beam compare: --json in a missing directory",
+        greedy_vs_beam,
+        [*COMPARE, "--json", "{root}/nowhere/r.json"],
+        "--json {root}/nowhere/r.json is in {root}/nowhere, which does not exist",
+    ),
+    (
+        "greedy-vs-beam compare: --json is a directory",
+        greedy_vs_beam,
+        [*COMPARE, "--json", "{root}/mine"],
+        "--json {root}/mine already exists",
+    ),
+    (
+        "greedy-vs-beam: --json is a directory",
+        greedy_vs_beam,
+        [*GVB[:5], "--json", "{root}/mine", "--", "--cpu"],
+        "{root}/mine already exists",
+    ),
+    (
+        "ct_analysis dump: --output exists",
+        ct_analysis,
+        [*CT_DUMP, "--output", "{root}/mine/notes.txt"],
+        "{root}/mine/notes.txt exists; refusing to overwrite it (use --force)",
+    ),
+    (
+        "average: --output is a directory",
+        average,
+        ["--inputs", "{ckpt}/a.pt", "{ckpt}/b.pt", "--output", "{root}/mine"],
+        "--output {root}/mine already exists",
+    ),
+    (
+        "average: --output in a missing directory",
+        average,
+        ["--inputs", "{ckpt}/a.pt", "{ckpt}/b.pt", "--output", "{root}/nowhere/avg.pt"],
+        "--output {root}/nowhere/avg.pt: directory {root}/nowhere does not exist",
+    ),
+    (
+        "calibrate: --json is a directory",
+        calibrate,
+        ["{toy}/bin", "--path", "{ckpt}/a.pt", "--json", "{root}/mine"],
+        "--json {root}/mine already exists",
+    ),
+    (
+        "calibrate: --write-checkpoint in a missing directory",
+        calibrate,
+        ["{toy}/bin", "--path", "{ckpt}/a.pt", "--write-checkpoint", "{root}/nowhere/c.pt"],
+        "--write-checkpoint {root}/nowhere/c.pt: directory {root}/nowhere does not exist",
+    ),
+    (
+        "calibrate: --write-checkpoint is --path",
+        calibrate,
+        ["{toy}/bin", "--path", "{ckpt}/a.pt", "--write-checkpoint", "{ckpt}/a.pt"],
+        "--write-checkpoint {ckpt}/a.pt already exists",
+    ),
+    ("toy-translation: the output directory is a file", toy_translation, ["{root}/a-file"], "{root}/a-file"),
+    (
+        "sact heatmaps: a torch.save file that is not a fairseq checkpoint",
+        sact_heatmaps,
+        HEATMAPS,
+        "checkpoint {ckpt}/a.pt is not a checkpoint of fairseq-train (it has no 'best_loss')",
+    ),
+    (
+        "ct_analysis dump: a torch.save file that is not a fairseq checkpoint",
+        ct_analysis,
+        [*CT_DUMP, "--output", "{root}/o.tsv"],
+        "checkpoint {ckpt}/a.pt is not a checkpoint of fairseq-train (it has no 'best_loss')",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "name, command, argv, expected",
+    NUMBER_CASES + OUTPUT_CASES,
+    ids=[c[0] for c in NUMBER_CASES + OUTPUT_CASES],
+)
+def test_bad_number_or_output(inputs, name, command, argv, expected, monkeypatch):
+    refused(inputs, name, command, argv, expected, monkeypatch)
+
+
+@pytest.mark.parametrize("name, command, argv, expected", FILE_CASES, ids=[c[0] for c in FILE_CASES])
+def test_bad_text_file(inputs, name, command, argv, expected, monkeypatch):
+    option = name.split(":")[0]
+    if name.endswith(": empty") and option in EMPTY_ELSEWHERE:
+        expected = EMPTY_ELSEWHERE[option]
+    refused(inputs, name, command, argv, expected, monkeypatch)
+
+
 @pytest.mark.parametrize("name, command, argv, expected", CASES, ids=[c[0] for c in CASES])
 def test_bad_input(inputs, name, command, argv, expected, monkeypatch):
+    refused(inputs, name, command, argv, expected, monkeypatch)
+
+
+def refused(inputs, name, command, argv, expected, monkeypatch):
+    """The command fails with `expected` in its last line, no traceback, no file changed."""
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     for key in ("ALT_RELEASE", "ALT_LOCAL", "ALT_WORK"):
         monkeypatch.delenv(key, raising=False)
@@ -1464,6 +1790,7 @@ HYDRA_CASES = [
     ("criterion.softmax_temperature=0", "--softmax-temperature must be a finite number > 0, got 0.0"),
     ("criterion.label_smoothing=1.0", "--label-smoothing must be in [0, 1), got 1.0"),
     ("criterion.sem_weight=1", "--sem-weight must be in [0, 1), got 1.0"),
+    ("criterion.loss_chunk_tokens=-1", "--loss-chunk-tokens must be >= 0 (0: off), got -1"),
 ]
 
 

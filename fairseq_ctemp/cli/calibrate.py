@@ -74,7 +74,12 @@ def parse(argv):
     pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     add_own_options(pre, required=False)
     pre.add_argument("--task")
+    pre.add_argument("--batch-size", "--max-sentences", type=int)
+    pre.add_argument("--max-tokens", type=int)
     known, _ = pre.parse_known_args(argv)
+    for option, value in (("--batch-size", known.batch_size), ("--max-tokens", known.max_tokens)):
+        if value is not None and value < 1:  # fairseq would batch nothing, after loading the model
+            raise CalibrationError(f"{option} must be >= 1, got {value}")
     state = None
     if known.path is not None and not {"-h", "--help"} & set(argv):
         check_outputs(known)

@@ -42,6 +42,7 @@ from typing import List, Optional
 import numpy as np
 
 from .. import inputs
+from ..errors import OptionError
 from ..progress import progress_bar
 
 PROG = "ctemp-ct-analysis"
@@ -66,8 +67,6 @@ class Sentence:
 def read_text(path, lines=None, source=None):
     """Non-blank lines of ``path`` as Sentences; ``lines`` (1-based numbers) selects some;
     ``source``: the file of a translation model's source sentences, line by line beside ``path``."""
-    if not os.path.isfile(path):
-        raise AnalysisError(f"--text {path}: no such file")
     try:
         all_lines = inputs.read_utf8_lines(path)
     except inputs.InputError as e:
@@ -95,8 +94,6 @@ def read_text(path, lines=None, source=None):
 
 def read_source(path, text_path, n_lines):
     """The words of each line of --source, which has as many lines as --text."""
-    if not os.path.isfile(path):
-        raise AnalysisError(f"--source {path}: no such file")
     try:
         lines = inputs.read_utf8_lines(path)
     except inputs.InputError as e:
@@ -202,10 +199,13 @@ def load_model(path, data, cpu=False):
             f"--data {data}: no dict.txt (nor dict.<lang>.txt; give the fairseq-preprocess output "
             f"directory the model was trained on)"
         )
-    state = checkpoint_utils.load_checkpoint_to_cpu(path, {"data": data})
-    models, _, task = checkpoint_utils.load_model_ensemble_and_task(
-        [path], arg_overrides={"data": data}, state=state
-    )
+    try:
+        state = checkpoint_utils.load_checkpoint_to_cpu(path, {"data": data})
+        models, _, task = checkpoint_utils.load_model_ensemble_and_task(
+            [path], arg_overrides={"data": data}, state=state
+        )
+    except OptionError as e:  # a file fairseq cannot load, or one of the plugin's checks at loading
+        raise AnalysisError(str(e)) from None
     device = torch.device("cuda" if torch.cuda.is_available() and not cpu else "cpu")
     model = models[0].to(device).eval()
     if isinstance(model, FairseqEncoderDecoderModel):

@@ -26,9 +26,9 @@ the beam system on --subset. Outputs are never overwritten.
 
 import argparse
 import json
-import os
 import sys
 
+from .. import inputs
 from ..greedy_vs_beam import UsageError, compare_systems, run_greedy_vs_beam
 from . import arguments
 
@@ -52,8 +52,11 @@ def compare_main(argv):
     parser.add_argument("--json", help="also write the result here (must not exist)")
     args = parser.parse_args(argv)
     try:
-        if args.json and os.path.exists(args.json):
-            raise UsageError(f"--json {args.json} already exists; refusing to overwrite it")
+        if args.json:
+            try:
+                inputs.check_new_file(args.json)
+            except inputs.InputError as e:
+                raise UsageError(f"--json {args.json} {e}") from None
         result = compare_systems(
             args.ref, args.baseline, args.system, args.test, args.n_samples, args.sacrebleu_tokenize
         )

@@ -22,12 +22,14 @@ DIR/sentence<N>.png. Existing files are never overwritten.
 import argparse
 import json
 import logging
+import math
 import os
 import statistics
 
 import torch
 
 from .. import inputs
+from ..errors import OptionError
 
 
 def parse_args(argv=None):
@@ -53,13 +55,15 @@ def parse_args(argv=None):
     args = p.parse_args(argv)
     if args.beam < 1 or args.max_sentences < 1:
         p.error("--beam and --max-sentences must be >= 1")
+    if not (math.isfinite(args.max_len_a) and args.max_len_a >= 0) or args.max_len_b < 0:
+        p.error(
+            f"--max-len-a must be a finite number >= 0 and --max-len-b >= 0, got {args.max_len_a}, {args.max_len_b}"
+        )
     return args
 
 
 def read_lines(path, option):
     """Every line of an input file (the caller compares the counts of aligned files first)."""
-    if not os.path.isfile(path):
-        raise SystemExit(f"error: {option} {path}: no such file")
     try:
         lines = inputs.read_utf8_lines(path)
     except inputs.InputError as e:
@@ -97,7 +101,12 @@ def load(args):
         overrides["source_lang"] = args.source_lang
     if args.target_lang:
         overrides["target_lang"] = args.target_lang
-    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([args.path], arg_overrides=overrides)
+    try:
+        models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
+            [args.path], arg_overrides=overrides
+        )
+    except OptionError as e:  # a file fairseq cannot load, or one of the plugin's checks at loading
+        raise SystemExit(f"error: {e}") from None
     model = models[0].eval()
     if not isinstance(model, (SactLSTMModel, SactTransformerModel)):
         raise SystemExit(
