@@ -194,6 +194,24 @@ def split(lo, hi):
 
 # -------------------------------------------------------------------------- the fairseq side
 @dataclasses.dataclass
+class HeldOut:
+    """NLL and ECE on a subset that t* was not fitted on (--report-subset), at the decoding
+    temperature and at t*: what post-hoc scaling does for text it has not seen."""
+
+    subset: str
+    samples: int
+    samples_skipped: int
+    tokens: int
+    accuracy: float
+    nll: float
+    ece: float
+    nll_fitted: float
+    ece_fitted: float
+    bins: list
+    bins_fitted: list
+
+
+@dataclasses.dataclass
 class Calibration:
     """What ``ctemp-calibrate`` measures (its JSON, key for key)."""
 
@@ -216,6 +234,7 @@ class Calibration:
     bins_fitted: list  # at t*
     passes: int
     signature: str
+    held_out: Optional[HeldOut] = None  # with report_subset: the same at t and t*, on unseen text
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -233,6 +252,7 @@ def load_state(checkpoint):
     from fairseq import checkpoint_utils
 
     from . import inputs
+    from .checkpoint_files import CheckpointError
 
     if not os.path.exists(checkpoint):
         raise CalibrationError(f"--path {checkpoint}: no such file")
@@ -241,8 +261,14 @@ def load_state(checkpoint):
         state = checkpoint_utils.load_checkpoint_to_cpu(checkpoint)
     except inputs.InputError as e:
         raise CalibrationError(f"--path {checkpoint} {e}") from None
+    except CheckpointError as e:  # fairseq's loader, with the plugin: "checkpoint PATH what is wrong"
+        raise CalibrationError(
+            f"--path {checkpoint} {str(e).removeprefix(f'checkpoint {checkpoint} ')}"
+        ) from None
     except KeyError as e:  # fairseq's upgrade of a state that lacks what fairseq-train saves
-        raise CalibrationError(f"--path {checkpoint} is not a checkpoint of fairseq-train (no {e})") from None
+        raise CalibrationError(
+            f"--path {checkpoint} is not a checkpoint of fairseq-train (it has no {e})"
+        ) from None
     except Exception as e:  # a damaged archive or unexpected objects: one line, not a traceback
         raise CalibrationError(f"--path {checkpoint} cannot be loaded: {first_line(e)}") from None
     if not isinstance(state, dict) or not isinstance(state.get("model"), dict) or not state.get("cfg"):
@@ -269,12 +295,12 @@ def subsets_in(data):
     return ", ".join(sorted(names)) or "none"
 
 
-def check_not_empty(data, subset):
+def check_not_empty(data, subset, option="--gen-subset"):
     """fairseq-preprocess writes an empty subset as empty .bin files, which fairseq cannot map."""
     prefix = os.path.join(glob.escape(data.split(":")[0]), glob.escape(subset))
     files = glob.glob(prefix + ".bin") + glob.glob(prefix + ".*.bin")
     if files and all(os.path.getsize(f) == 0 for f in files):
-        raise CalibrationError(f"--gen-subset {subset} of {data} is empty: nothing to calibrate on")
+        raise CalibrationError(f"{option} {subset} of {data} is empty: nothing to calibrate on")
 
 
 def load_model(checkpoint, data, task=None, overrides=None, state=None, cpu=False):
@@ -307,20 +333,20 @@ def load_model(checkpoint, data, task=None, overrides=None, state=None, cpu=Fals
     return model, fairseq_task, cfg
 
 
-def load_subset(fairseq_task, data, subset):
-    """The subset's dataset; CalibrationError if it is missing or empty."""
-    check_not_empty(data, subset)
+def load_subset(fairseq_task, data, subset, option="--gen-subset"):
+    """The subset's dataset; CalibrationError (naming ``option``) if it is missing or empty."""
+    check_not_empty(data, subset, option)
     try:
         fairseq_task.load_dataset(subset, combine=False, epoch=1)
     except FileNotFoundError:
         raise CalibrationError(
-            f"--gen-subset {subset}: no such subset in {data} (found: {subsets_in(data)})"
+            f"{option} {subset}: no such subset in {data} (found: {subsets_in(data)})"
         ) from None
     except Exception as e:
-        raise CalibrationError(f"--gen-subset {subset} of {data} cannot be loaded: {first_line(e)}") from None
+        raise CalibrationError(f"{option} {subset} of {data} cannot be loaded: {first_line(e)}") from None
     dataset = fairseq_task.dataset(subset)
     if len(dataset) == 0:
-        raise CalibrationError(f"--gen-subset {subset} of {data} is empty: nothing to calibrate on")
+        raise CalibrationError(f"{option} {subset} of {data} is empty: nothing to calibrate on")
     return dataset
 
 
@@ -384,13 +410,23 @@ def calibrate(
     cpu=False,
     progress=False,
     state=None,
+    report_subset=None,
 ):
     """Measure NLL and ECE of ``checkpoint`` on ``subset`` of ``data`` at its own temperature, fit t*
     and measure them again there: a ``Calibration``. ``task``: the task the checkpoint must have;
     ``overrides``: fairseq options replacing those of the checkpoint's cfg ({"source_lang": ...});
-    ``progress``: tqdm bars on stderr. Raises CalibrationError."""
+    ``progress``: tqdm bars on stderr; ``report_subset``: also measure both on this subset, which
+    t* is not fitted on (Calibration.held_out). Raises CalibrationError."""
+    if report_subset is not None and report_subset == subset:
+        raise CalibrationError(
+            f"--report-subset {report_subset} is the subset t* is fitted on (--gen-subset): give "
+            "another, so that the reported numbers come from text t* has not seen"
+        )
     model, fairseq_task, cfg = load_model(checkpoint, data, task, overrides, state, cpu)
     dataset = load_subset(fairseq_task, data, subset)
+    if report_subset is not None:  # (checked now, not after the fit)
+        report_dataset = load_subset(fairseq_task, data, report_subset, "--report-subset")
+        report_itr = batches(model, fairseq_task, report_dataset, max_tokens, batch_size, skip_invalid_size)
     epoch_itr = batches(model, fairseq_task, dataset, max_tokens, batch_size, skip_invalid_size)
     pad, seen, passes = fairseq_task.target_dictionary.pad(), set(), []
 
@@ -416,6 +452,10 @@ def calibrate(
         raise CalibrationError(f"--path {checkpoint} on {subset} of {data}: {e}") from None
     n, samples = first.tokens, len(seen)
     bins, bins_fitted = (reliability_bins(p.confidence, p.correct) for p in (first, fitted))
+    held_out = None
+    if report_subset is not None:
+        where = f"--path {checkpoint} on {report_subset}"
+        held_out = measure_held_out(model, fairseq_task, report_subset, report_itr, (1 / own, beta), where)
     return Calibration(
         checkpoint=checkpoint,
         data=data,
@@ -436,6 +476,29 @@ def calibrate(
         bins_fitted=bins_fitted,
         passes=len(passes),
         signature=signature(subset, samples, n, len(dataset) - samples),
+        held_out=held_out,
+    )
+
+
+def measure_held_out(model, fairseq_task, subset, epoch_itr, betas, where):
+    """A HeldOut: one pass over ``subset`` (its batches: ``epoch_itr``) at each inverse temperature
+    of ``betas`` (the decoding one, then t*'s)."""
+    pad, seen = fairseq_task.target_dictionary.pad(), set()
+    at = [scan(teacher_forced(model, epoch_itr, pad, where, seen), [beta], beta) for beta in betas]
+    bins = [reliability_bins(p.confidence, p.correct) for p in at]
+    n = at[0].tokens
+    return HeldOut(
+        subset=subset,
+        samples=len(seen),
+        samples_skipped=len(fairseq_task.dataset(subset)) - len(seen),
+        tokens=n,
+        accuracy=at[0].correct.double().mean().item(),
+        nll=at[0].nll[0].item() / n,
+        ece=expected_calibration_error(bins[0]),
+        nll_fitted=at[1].nll[0].item() / n,
+        ece_fitted=expected_calibration_error(bins[1]),
+        bins=bins[0],
+        bins_fitted=bins[1],
     )
 
 

@@ -813,7 +813,7 @@ CASES = [
         "calibrate: not a checkpoint of fairseq-train",
         calibrate,
         ["{toy}/bin", "--path", "{ckpt}/a.pt"],
-        "--path {ckpt}/a.pt is not a checkpoint of fairseq-train (no 'best_loss')",
+        "--path {ckpt}/a.pt is not a checkpoint of fairseq-train (it has no 'best_loss')",
     ),
     (
         "calibrate: existing --json",
@@ -1342,7 +1342,7 @@ CASES = [
         "gpu_check: unknown benchmark",
         PY + [os.path.join(REPO, "benchmarks", "gpu_check.py")],
         ["--allow-cpu", "--benchmarks", "tempered_ce,bogus", "--out", "{root}/gpu-report"],
-        "--benchmarks must be a comma-separated subset of tempered_ce,ct_lm,sact,translation or 'none'",
+        "--benchmarks must be a comma-separated subset of tempered_ce,tempered_ce_chunked_8k,tempered_ce_chunked_32k,ct_lm,sact,translation or 'none'",
     ),
     (
         "bench_tempered_ce: --temperature 0",

@@ -228,6 +228,27 @@ def test_calibrate_matches_the_reference(toy_checkpoint, toy_data, reference, na
     assert result.samples_skipped == 0 and f"tokens:{result.tokens}|" in result.signature
 
 
+def test_held_out_numbers_are_the_references_on_the_report_subset(toy_checkpoint, toy_data, reference):
+    """--report-subset: t* fitted on valid as without it, then NLL, ECE and bins on test at the
+    decoding temperature and at that t*, against the reference computed on test."""
+    checkpoint, data = str(toy_checkpoint("S")), str(toy_data["bin"])
+    result = calibration.calibrate(checkpoint, data, SUBSET, max_tokens=300, report_subset="test")
+    assert_matches_reference(result, reference("S"), 1.0)  # the fit on valid is unchanged
+    held, h = Reference.of(toy_checkpoint("S"), toy_data["bin"], "test", True), result.held_out
+    assert h.subset == "test" and h.tokens == len(held.y) and h.samples == 80 and h.samples_skipped == 0
+    assert h.accuracy == pytest.approx(held.correct.double().mean().item(), abs=1e-12)
+    for t, nll, ece, bins in (
+        (1.0, h.nll, h.ece, h.bins),
+        (result.fitted_temperature, h.nll_fitted, h.ece_fitted, h.bins_fitted),
+    ):
+        assert nll == pytest.approx(held.nll(t), abs=ATOL)
+        confidence = held.confidence(t)
+        assert ece == pytest.approx(reference_ece(confidence, held.correct), abs=1e-6)
+        assert_bins(bins, confidence, held.correct)
+    assert abs(h.nll - h.nll_fitted) > 20 * ATOL  # the two temperatures give different numbers
+    assert result.to_dict()["held_out"]["subset"] == "test"  # in the JSON
+
+
 def calibrate_command():
     """The installed console script, or (in a checkout not installed) its module."""
     script = os.path.join(BIN_DIR, "ctemp-calibrate")
@@ -418,6 +439,21 @@ BAD = [
         "data of another task",
         ["{lm}", "--path", "{S}"],
         "--path {S} cannot be loaded with DATA {lm} (task translation)",
+    ),
+    (
+        "report on the subset t* is fitted on",
+        ["{bin}", "--path", "{S}", "--report-subset", "valid"],
+        "--report-subset valid is the subset t* is fitted on (--gen-subset)",
+    ),
+    (
+        "no such report subset",
+        ["{bin}", "--path", "{S}", "--report-subset", "nosuch"],
+        "--report-subset nosuch: no such subset in {bin}",
+    ),
+    (
+        "empty report subset",
+        ["{bin}", "--path", "{S}", "--report-subset", "empty"],
+        "--report-subset empty of {bin} is empty",
     ),
 ]
 

@@ -19,7 +19,7 @@ import sys
 from .. import calibration
 from ..calibration import CalibrationError
 
-OWN_OPTIONS = ("path", "json", "plot", "write_checkpoint")
+OWN_OPTIONS = ("path", "json", "plot", "write_checkpoint", "report_subset")
 OUTPUTS = (("json", "--json"), ("plot", "--plot"), ("write_checkpoint", "--write-checkpoint"))
 
 
@@ -27,6 +27,12 @@ def add_own_options(parser, required=True):
     group = parser.add_argument_group("ctemp-calibrate")
     group.add_argument("--path", metavar="CKPT", required=required, help="the checkpoint to calibrate")
     group.add_argument("--json", metavar="OUT.json", help="write every number here (must not exist)")
+    group.add_argument(
+        "--report-subset",
+        metavar="SUBSET",
+        help="also report NLL and ECE at t and at t* on this subset, which t* is not fitted on "
+        "(--gen-subset is): what the scaling does for unseen text (e.g. test)",
+    )
     group.add_argument(
         "--plot", metavar="OUT.png", help="draw the reliability diagrams, before and at t* (must not exist)"
     )
@@ -130,6 +136,13 @@ def summary(result, files):
                 for b in (before, after)
             ]
             lines.append(f"  [{lo:.2f}, {hi:.2f}{']' if hi == 1 else ')'}   {cells[0]}   {cells[1]}")
+    if r.held_out is not None:
+        h = r.held_out
+        lines += [
+            f"held out: {h.subset} ({h.samples} samples, {h.tokens} target tokens), which t* was not fitted on:",
+            f"{'  decoding rule':<28} {r.decoding_temperature:>9.4f} {h.nll:>13.4f} {percent(h.ece):>7}",
+            f"{'  fitted t*':<28} {r.fitted_temperature:>9.4f} {h.nll_fitted:>13.4f} {percent(h.ece_fitted):>7}",
+        ]
     lines.append(f"signature: {r.signature} ({r.passes} passes)")
     for option, path in files:
         lines.append(f"wrote {option} {path}")
@@ -212,6 +225,7 @@ def run(argv):
         cpu=args.cpu,
         progress=not args.no_progress_bar,
         state=state,
+        report_subset=args.report_subset,
     )
     files = write_outputs(args, result)
     print(summary(result, files))
