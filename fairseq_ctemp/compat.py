@@ -107,6 +107,8 @@ import typing
 import numpy as np
 import torch
 
+from . import patches
+
 
 def _numpy_safe_globals():
     """numpy objects that appear in fairseq checkpoints, under their numpy-2 and numpy-1 names."""
@@ -161,6 +163,11 @@ def _distributed_safe_globals():
 def allow_fairseq_checkpoint_globals():
     if not hasattr(torch.serialization, "add_safe_globals"):  # torch < 2.4: weights_only is off
         return
+    patches.record(
+        "torch.serialization.add_safe_globals",
+        "fairseq's checkpoints load under torch >= 2.6's weights_only default: argparse.Namespace, "
+        "the numpy and distributed types they hold are allowed",
+    )
     torch.serialization.add_safe_globals(
         [argparse.Namespace] + _numpy_safe_globals() + _distributed_safe_globals()
     )
@@ -174,41 +181,54 @@ def exact_resume_when_asked():
 
     from . import exact_resume
 
-    if getattr(FairseqTask.get_batch_iterator, "_ctemp_patched", False):
-        return
-    for owner, name, wrap in (
-        (FairseqTask, "get_batch_iterator", exact_resume.batch_order_independent_of_the_resume_epoch),
-        (Trainer, "load_checkpoint", exact_resume.lr_step_of_the_saved_epoch),
-        (ReduceLROnPlateauLRSchedule, "state_dict", exact_resume.plateau_counts_saved),
-        (ReduceLROnPlateauLRSchedule, "load_state_dict", exact_resume.plateau_counts_restored),
+    why = "exact resume (acts only under CTEMP_EXACT_RESUME=1, which ctemp-train sets): "
+    for owner, name, wrap, what in (
+        (
+            FairseqTask,
+            "get_batch_iterator",
+            exact_resume.batch_order_independent_of_the_resume_epoch,
+            "the batch order",
+        ),
+        (Trainer, "load_checkpoint", exact_resume.lr_step_of_the_saved_epoch, "the saved epoch's lr step"),
+        (
+            ReduceLROnPlateauLRSchedule,
+            "state_dict",
+            exact_resume.plateau_counts_saved,
+            "plateau counts saved",
+        ),
+        (
+            ReduceLROnPlateauLRSchedule,
+            "load_state_dict",
+            exact_resume.plateau_counts_restored,
+            "plateau counts restored",
+        ),
     ):
-        patched = wrap(getattr(owner, name))
-        patched._ctemp_patched = True
-        setattr(owner, name, patched)
+        if not patches.installed(owner, name):
+            patches.replace(owner, name, wrap(getattr(owner, name)), why + what)
 
 
 def numpy_compat_long():
     try:
         np.compat.long  # noqa: B018  (numpy 1.x: present)
     except AttributeError:
-        np.compat = types.SimpleNamespace(long=np.int64)
+        why = "numpy 2 removed np.compat, whose long fairseq 0.12 uses (LM inference, num_tokens_vec)"
+        patches.replace(np, "compat", types.SimpleNamespace(long=np.int64), why)
 
 
 def cpu_pytorch_ddp():
     from fairseq.models import distributed_fairseq_model as dfm
 
-    if getattr(dfm.DistributedDataParallel, "_ctemp_patched", False):
+    if patches.installed(dfm, "DistributedDataParallel"):
         return
 
     class DistributedDataParallel(torch.nn.parallel.DistributedDataParallel):
-        _ctemp_patched = True
-
         def __init__(self, module, device_ids=None, output_device=None, **kwargs):
             if all(p.device.type == "cpu" for p in module.parameters()):
                 device_ids = output_device = None
             super().__init__(module, device_ids=device_ids, output_device=output_device, **kwargs)
 
-    dfm.DistributedDataParallel = DistributedDataParallel
+    why = "torch's DDP refuses device_ids for CPU modules, which fairseq passes: multi-process CPU training"
+    patches.replace(dfm, "DistributedDataParallel", DistributedDataParallel, why)
 
 
 def bf16_is_not_tpu(cfg):
@@ -224,7 +244,7 @@ def bf16_without_tpu():
     from fairseq import trainer
     from fairseq.distributed import utils as distributed_utils
 
-    if getattr(distributed_utils.call_main, "_ctemp_patched", False):
+    if patches.installed(distributed_utils, "call_main"):
         return
     call_main, trainer_init = distributed_utils.call_main, trainer.Trainer.__init__
 
@@ -234,9 +254,9 @@ def bf16_without_tpu():
     def patched_trainer_init(self, cfg, *args, **kwargs):
         trainer_init(self, bf16_is_not_tpu(cfg), *args, **kwargs)
 
-    patched_call_main._ctemp_patched = True
-    distributed_utils.call_main = patched_call_main
-    trainer.Trainer.__init__ = patched_trainer_init
+    why = "fairseq's --bf16 implies --tpu and then fails without torch_xla: --tpu cleared where it is absent"
+    patches.replace(distributed_utils, "call_main", patched_call_main, why)
+    patches.replace(trainer.Trainer, "__init__", patched_trainer_init, why)
 
 
 class _ModuleView(types.ModuleType):
@@ -265,10 +285,10 @@ def data_loader(*args, pin_memory=False, **kwargs):
 def pin_memory_only_with_an_accelerator():
     from fairseq.data import iterators
 
-    if isinstance(iterators.torch, _ModuleView):
-        return
     data = _ModuleView(torch.utils.data, DataLoader=data_loader)
-    iterators.torch = _ModuleView(torch, utils=_ModuleView(torch.utils, data=data))
+    view = _ModuleView(torch, utils=_ModuleView(torch.utils, data=data))
+    why = "fairseq asks every DataLoader to pin memory: torch warns every epoch where there is no accelerator"
+    patches.replace(iterators, "torch", view, why)
 
 
 _EXITING = threading.Event()
@@ -300,16 +320,15 @@ def _stop_batch_threads(consumer_type):
 def batch_threads_stop_at_exit():
     from fairseq.data import iterators
 
-    if getattr(iterators.BackgroundConsumer, "stops_at_exit", False):
+    if patches.installed(iterators, "BackgroundConsumer"):
         return
 
     class StoppingConsumer(iterators.BackgroundConsumer):
-        stops_at_exit = True
-
         def __init__(self, queue, source, max_len, cuda_device):
             super().__init__(queue, _until_exit(source), max_len, cuda_device)
 
-    iterators.BackgroundConsumer = StoppingConsumer
+    why = "fairseq's batch-preparing thread, still collating at exit, aborts the process (exit 134) on Python 3.11"
+    patches.replace(iterators, "BackgroundConsumer", StoppingConsumer, why)
     atexit.register(_stop_batch_threads, StoppingConsumer)
 
 
@@ -330,11 +349,9 @@ def multi_head_attention_forward(*args, **kwargs):
 def attention_masks_of_one_type():
     from fairseq.modules import multihead_attention
 
-    if isinstance(multihead_attention.F, _ModuleView):
-        return
-    multihead_attention.F = _ModuleView(
-        torch.nn.functional, multi_head_attention_forward=multi_head_attention_forward
-    )
+    view = _ModuleView(torch.nn.functional, multi_head_attention_forward=multi_head_attention_forward)
+    why = "torch >= 2.0 refuses a bool key_padding_mask beside a float attn_mask, which fairseq passes"
+    patches.replace(multihead_attention, "F", view, why)
 
 
 def cuda_autocast(enabled=True, dtype=torch.float16, cache_enabled=True):
@@ -366,9 +383,10 @@ def amp_without_deprecated_cuda_names():
         (fairseq_task, "autocast", cuda_autocast),
         (amp_optimizer, "GradScaler", cuda_grad_scaler),
     ):
-        if not isinstance(module.torch, _ModuleView):
-            amp = _ModuleView(torch.cuda.amp, **{name: replacement})
-            module.torch = _ModuleView(torch, cuda=_ModuleView(torch.cuda, amp=amp))
+        amp = _ModuleView(torch.cuda.amp, **{name: replacement})
+        view = _ModuleView(torch, cuda=_ModuleView(torch.cuda, amp=amp))
+        why = f"torch.cuda.amp.{name} is deprecated (FutureWarning): torch.amp's, which it only calls"
+        patches.replace(module, "torch", view, why)
 
 
 def hydra_initialize(config_path, job_name=None, caller_stack_depth=1):
@@ -404,10 +422,14 @@ def hydra_without_experimental_api():
 
     if "version_base" not in inspect.signature(hydra.initialize).parameters:
         return  # hydra < 1.2: hydra.experimental is not deprecated there
-    utils.initialize, utils.compose = hydra_initialize, hydra_compose
+    why = "hydra.experimental's initialize and compose are deprecated (warnings): hydra's, the same"
+    patches.replace(utils, "initialize", hydra_initialize, why)
+    patches.replace(utils, "compose", hydra_compose, why)
 
 
 def quiet_plotting_debug_logs():
+    why = "fairseq sets the root logger to DEBUG: matplotlib's and PIL's debug lines would flood its logs"
+    patches.record("logging: matplotlib, PIL at WARNING", why)
     for name in ("matplotlib", "PIL"):
         logging.getLogger(name).setLevel(logging.WARNING)
 
@@ -426,7 +448,8 @@ class _MessageWithItsArgument(logging.Filter):
 
 def eval_lm_inf_scores_message_prints():
     logger = logging.getLogger("fairseq_cli.eval_lm")
-    if not any(isinstance(f, _MessageWithItsArgument) for f in logger.filters):
+    why = "fairseq-eval-lm's inf-scores message lacks its placeholder and fails to print"
+    if patches.record("logging: fairseq_cli.eval_lm filter", why):
         logger.addFilter(_MessageWithItsArgument())
 
 
@@ -435,12 +458,11 @@ def damaged_checkpoints_in_one_line():
 
     from . import checkpoint_files
 
-    load = checkpoint_utils.load_checkpoint_to_cpu
-    if getattr(load, "_ctemp_patched", False):
+    if patches.installed(checkpoint_utils, "load_checkpoint_to_cpu"):
         return
-    patched = checkpoint_files.load_in_one_line(load)
-    patched._ctemp_patched = True
-    checkpoint_utils.load_checkpoint_to_cpu = patched
+    patched = checkpoint_files.load_in_one_line(checkpoint_utils.load_checkpoint_to_cpu)
+    why = "a damaged checkpoint: one line naming the file, never torch's advice to load it unsafely"
+    patches.replace(checkpoint_utils, "load_checkpoint_to_cpu", patched, why)
 
 
 def apply():

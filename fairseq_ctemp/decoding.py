@@ -46,7 +46,7 @@ from fairseq.sequence_generator import EnsembleModel, SequenceGenerator
 from fairseq.sequence_scorer import SequenceScorer
 from fairseq.tasks import FairseqTask
 
-from . import checkpoint_task
+from . import checkpoint_task, patches
 from .errors import OptionError
 
 logger = logging.getLogger("fairseq_ctemp.decoding")
@@ -363,12 +363,47 @@ def generation_temperature_defaults_to_the_models():
 
 
 def apply():
-    if getattr(SequenceGenerator.__init__, "_ctemp_rule", False):  # the plugin imported twice
+    if patches.installed(SequenceGenerator, "__init__"):  # the plugin imported twice
         return
-    generator_init._ctemp_rule = True
-    generation_temperature_defaults_to_the_models()
-    checkpoint_utils.load_model_ensemble_and_task = load_model_ensemble_and_task
-    FairseqTask.build_generator = build_generator
-    SequenceGenerator.__init__ = generator_init
-    SequenceScorer.__init__ = scorer_init
-    SequenceScorer.generate = scorer_generate
+    if patches.record(
+        "fairseq.dataclass.configs.GenerationConfig.temperature",
+        "the decoding rule: its default is None, the model's own temperature (1 for stock models)",
+    ):
+        generation_temperature_defaults_to_the_models()
+    for owner, name, new, why in (
+        (
+            checkpoint_utils,
+            "load_model_ensemble_and_task",
+            load_model_ensemble_and_task,
+            RULE + "each model learns its T, t*; a checkpoint of the other task kind is refused",
+        ),
+        (
+            FairseqTask,
+            "build_generator",
+            build_generator,
+            RULE + "the decoding temperature reaches the generator or scorer",
+        ),
+        (
+            SequenceGenerator,
+            "__init__",
+            generator_init,
+            RULE
+            + "a generator of models that carry a temperature decodes at it (stock models: fairseq's generator)",
+        ),
+        (
+            SequenceScorer,
+            "__init__",
+            scorer_init,
+            RULE + "--score-reference scores at the decoding temperature",
+        ),
+        (
+            SequenceScorer,
+            "generate",
+            scorer_generate,
+            RULE + "the scorer's models under the rule while it scores",
+        ),
+    ):
+        patches.replace(owner, name, new, why)
+
+
+RULE = "the decoding rule (docs/decoding_temperature.md): "

@@ -12,6 +12,7 @@ leave an empty directory behind: the directories it made are removed again if st
 import os
 import sys
 
+from . import patches
 from .errors import OptionError
 
 MADE_DIRECTORIES = []  # by fairseq's verify_checkpoint_directory for the latest run, deepest first
@@ -34,17 +35,17 @@ def missing_directories(path):
 def remember_made_directories():
     from fairseq import checkpoint_utils
 
-    verify = checkpoint_utils.verify_checkpoint_directory
-    if getattr(verify, "ctemp_option_errors", False):
+    if patches.installed(checkpoint_utils, "verify_checkpoint_directory"):
         return
+    verify = checkpoint_utils.verify_checkpoint_directory
 
     def verify_checkpoint_directory(save_dir):
         missing = missing_directories(save_dir)
         verify(save_dir)
         MADE_DIRECTORIES[:] = missing  # (one call per fairseq-train run, before its model is built)
 
-    verify_checkpoint_directory.ctemp_option_errors = True
-    checkpoint_utils.verify_checkpoint_directory = verify_checkpoint_directory
+    why = "the plugin's option errors: the save directory fairseq-train made before refusing them is removed"
+    patches.replace(checkpoint_utils, "verify_checkpoint_directory", verify_checkpoint_directory, why)
 
 
 def remove_empty(directories):
@@ -63,9 +64,9 @@ def remove_made_directories():
 
 def install():
     remember_made_directories()
-    previous = sys.excepthook
-    if getattr(previous, "ctemp_option_errors", False):
+    if patches.installed(sys, "excepthook"):
         return
+    previous = sys.excepthook
 
     def excepthook(kind, error, tb):
         if is_option_error(error):
@@ -74,5 +75,5 @@ def install():
         else:
             previous(kind, error, tb)
 
-    excepthook.ctemp_option_errors = True
-    sys.excepthook = excepthook
+    why = "the plugin's own option errors (OptionError) end fairseq's CLIs with one line, not a traceback"
+    patches.replace(sys, "excepthook", excepthook, why)

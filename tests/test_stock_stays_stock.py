@@ -94,3 +94,32 @@ def test_only_the_plugins_checkpoints_have_their_task_checked(model, owned):
     from fairseq_ctemp import checkpoint_task
 
     assert checkpoint_task.owns_model({"model": model}) is owned
+
+
+def test_every_change_the_plugin_makes_is_listed_in_design_md():
+    """What a fresh `import fairseq_ctemp` changes outside the package (patches.INSTALLED) is the
+    table of docs/design.md, entry for entry, each with its reason; nothing is patched twice."""
+    import json
+    import os
+    import re
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    code = (
+        "import json, fairseq_ctemp, importlib\n"
+        "from fairseq_ctemp import patches, compat, decoding, option_errors\n"
+        "before = dict(patches.INSTALLED)\n"
+        "compat.apply(); decoding.apply(); option_errors.install()  # as a second import would\n"
+        "assert patches.INSTALLED == before\n"
+        "print(json.dumps(before))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    installed = json.loads(proc.stdout.strip().splitlines()[-1])
+    with open(os.path.join(REPO, "docs", "design.md"), encoding="utf-8") as f:
+        text = f.read()
+    section = text.split("## Everything importing the plugin changes", 1)[1].split("\n## ", 1)[0]
+    documented = dict(re.findall(r"^\| `([^`]+)` \| (.+) \|$", section, re.M))
+    assert installed == documented
+    assert all(why.strip() for why in installed.values())

@@ -14,7 +14,7 @@ import sys
 import traceback
 import zipfile
 
-from .. import logs
+from .. import logs, patches
 from .children import sweep_command
 from .common import USER_DIR, RunFailed, device_args, say
 
@@ -242,7 +242,10 @@ def train_in_this_process(argv, log_path, patience=None):
 def save_epoch_end_validations(checkpoint_utils):
     """fairseq names a save at an epoch end checkpointE.pt (with --no-epoch-checkpoints: not at all)
     even when it is an interval save; copy it to checkpoint_E_U.pt like every other validation's,
-    so that the last --average validations all have their checkpoint."""
+    so that the last --average validations all have their checkpoint. (In the ALT runs' own
+    fairseq-train processes only; once per process.)"""
+    if patches.installed(checkpoint_utils, "save_checkpoint"):
+        return
     original = checkpoint_utils.save_checkpoint
 
     def save_checkpoint(cfg, trainer, epoch_itr, val_loss):
@@ -262,4 +265,5 @@ def save_epoch_end_validations(checkpoint_utils):
             os.replace(target + ".part", target)
         return result
 
-    checkpoint_utils.save_checkpoint = save_checkpoint
+    why = "ALT runs: an epoch-end save that is also an interval save gets its checkpoint_E_U.pt"
+    patches.replace(checkpoint_utils, "save_checkpoint", save_checkpoint, why)
