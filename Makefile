@@ -3,7 +3,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup demo test lint bench gpu-check
+.PHONY: setup demo test fairseq-tests lint bench gpu-check
 setup:
 	@bash scripts/setup_venv.sh $(VENV)
 
@@ -16,6 +16,19 @@ demo: setup
 TEST_WORKERS ?= 2
 test: setup
 	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+
+# fairseq v0.12.3's own tests (third_party/fairseq_v0_12_3) with the plugin imported; CI runs them
+# after `make test`. FAIRSEQ_TESTS_STOCK=1: without the plugin.
+FAIRSEQ_TESTS := test_label_smoothing.py test_sequence_generator.py test_sequence_scorer.py \
+	test_checkpoint_utils.py test_train.py test_iterators.py test_average_checkpoints.py \
+	test_reproducibility.py test_inference_dropout.py \
+	$(addprefix test_binaries.py::TestTranslation::test_,raw update_freq max_positions generation \
+		lstm lstm_bidirectional transformer transformer_cross_self_attention) \
+	$(addprefix test_binaries.py::TestLanguageModeling::test_,transformer_lm \
+		transformer_lm_with_adaptive_softmax lstm_lm lstm_lm_residuals)
+fairseq-tests: setup
+	cd third_party/fairseq_v0_12_3 && PYTHONPATH=.:$(CURDIR) FAIRSEQ_TESTS_STOCK=$(FAIRSEQ_TESTS_STOCK) \
+		$(abspath $(PY)) -m pytest -c pytest.ini -n $(TEST_WORKERS) $(addprefix tests/,$(FAIRSEQ_TESTS))
 
 lint: setup
 	$(PY) -m ruff check .
