@@ -41,6 +41,7 @@ LONGEST_FIRST = (
     "test_alt_paper_scale.py",
     "test_lm_cli.py",
     "test_quickstart.py",
+    "test_stock_stays_stock.py",
     "test_examples.py",
     "test_data_safety.py",
     "test_alt_posthoc.py",
