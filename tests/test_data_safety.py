@@ -656,6 +656,25 @@ def test_a_validation_at_an_epoch_end_keeps_its_checkpoint(alt, tmp_path):
         assert torch.load(path)["optimizer_history"][-1]["num_updates"] == update
 
 
+def test_a_failed_step_says_why_in_its_first_line(tmp_path):
+    """A child that failed under progress bars (carriage-return redraws, no newline before the
+    next message): the sweep's message starts with its reason, the bars' debris gone."""
+    script = (
+        "import sys; w = sys.stderr.write\n"
+        "w(' 10%|#  |\\r 60%|###  |\\rexp: finalize failed: final is being worked on by pid 7\\n')\n"
+        "w('error: finalize failed for exp\\n'); sys.exit(2)\n"
+    )
+    log = tmp_path / "finalize.log"
+    with pytest.raises(alt_common.RunFailed) as failed:
+        alt_children.call([sys.executable, "-c", script], dict(os.environ), str(log), "finalize")
+    first, *rest = str(failed.value).split("\n")
+    assert first == "finalize failed (exit 2): exp: finalize failed: final is being worked on by pid 7"
+    assert rest[-2:] == [
+        "exp: finalize failed: final is being worked on by pid 7",
+        "error: finalize failed for exp",
+    ]
+
+
 def test_sweep_decoding_options_cover_greedy_vs_beam():
     from fairseq_ctemp.greedy_vs_beam import OWN_OPTIONS
 

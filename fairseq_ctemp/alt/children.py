@@ -66,13 +66,26 @@ def call(command, env, log_path=None, what=None):
         if log_path:
             out.close()
     if proc.returncode != 0:
-        tail = (
-            (output or "")
-            if not log_path
-            else "".join(open(log_path, encoding="utf-8", errors="replace").readlines()[-15:])
+        if log_path:
+            with open(log_path, encoding="utf-8", errors="replace") as f:
+                output = f.read()
+        lines = shown_lines(output or "")
+        # finalize's own report of what failed ("EXP: finalize failed: why"), else the error line
+        reason = next((line for line in reversed(lines) if " failed: " in line), None) or next(
+            (line for line in reversed(lines) if line.startswith("error:")), None
         )
-        raise RunFailed(f"{what or command[0]} failed (exit {proc.returncode}):\n{tail.rstrip()}")
+        head = f"{what or command[0]} failed (exit {proc.returncode})" + (f": {reason}" if reason else ":")
+        raise RunFailed(head + "\n" + "\n".join(lines[-15:]))
     return output
+
+
+def shown_lines(text):
+    """The lines of a child's output as a terminal shows them: a progress bar redrawn with carriage
+    returns keeps only its last state, and its fragments are not glued to the next line."""
+    lines = []
+    for line in text.splitlines():
+        lines += [part for part in line.split("\r") if part.strip()][-1:] if "\r" in line else [line]
+    return lines
 
 
 def stop_children(signum, frame):
