@@ -333,8 +333,8 @@ def test_recipe_end_to_end_with_interruption(corpora):
     assert f"@ {killed_at} updates)" in log.split("Loaded checkpoint")[1].split("\n")[0]
     # the resumed run's first part ran the reference's command, and stopped where it stopped
     started = shlex.split(log.split(" $ ", 1)[1].split("\n")[0])
-    assert started[1:4] == ["-m", "fairseq_ctemp.cli.alt_sweep", "fairseq-train"]
-    assert started[4:] == [str(first) if a.endswith("uninterrupted") else a for a in command[1:]]
+    assert started[1:3] == ["-m", "fairseq_ctemp.alt.training"]
+    assert started[3:] == [str(first) if a.endswith("uninterrupted") else a for a in command[1:]]
     result = json.loads((first / "run.json").read_text())
     assert [tuple(v) for v in result["training"]["valid_bleu"]] == history
     assert result["training"]["num_updates"] == stop and result["training"]["stop_reason"] == "early stop"

@@ -615,8 +615,9 @@ def test_a_validation_at_an_epoch_end_keeps_its_checkpoint(alt, tmp_path):
     """The sweep's fairseq-train with validations every 3 updates, which are also the epoch ends
     (60 pairs, 20 a batch): stock fairseq with --no-epoch-checkpoints keeps only checkpoint_last."""
     proc = run(
-        *SWEEP_COMMAND,
-        "fairseq-train",
+        sys.executable,
+        "-m",
+        "fairseq_ctemp.alt.training",  # what a run's train.log names as its command
         alt["data"] / "bin",
         "--user-dir",
         alt_common.USER_DIR,
@@ -713,8 +714,6 @@ def test_a_run_whose_training_fails_reports_fairseqs_error_and_keeps_its_log(tmp
     assert str(failed.value).startswith("fairseq-train failed:")
     assert "argument --arch/-a: invalid choice: 'no_such_arch'" in str(failed.value).splitlines()[-1]
     text = log.read_text()
-    assert (
-        text.startswith("an earlier session\n") and " -m fairseq_ctemp.cli.alt_sweep fairseq-train " in text
-    )
+    assert text.startswith("an earlier session\n") and " -m fairseq_ctemp.alt.training " in text
     print("after")
     assert capfd.readouterr().out.endswith("after\n")

@@ -15,7 +15,7 @@ import traceback
 import zipfile
 
 from .. import logs, patches
-from .children import sweep_command
+from .children import die_with_parent
 from .common import USER_DIR, RunFailed, device_args, say
 
 SAVED = re.compile(r"Saved checkpoint \S+ \(epoch \d+ @ (\d+) updates")
@@ -210,7 +210,7 @@ def train_in_this_process(argv, log_path, patience=None):
     root = logging.getLogger()
     handlers, level, argv0 = root.handlers[:], root.level, sys.argv
     with open(log_path, "a", encoding="utf-8", buffering=1) as log:
-        command = shlex.join(sweep_command("fairseq-train", *argv))
+        command = shlex.join([sys.executable, "-m", __name__, *argv])  # the same, from a shell
         log.write(f"# {datetime.datetime.now():%Y-%m-%d %H:%M:%S} $ {command}\n")
         sys.stdout.flush()
         sys.stderr.flush()
@@ -267,3 +267,8 @@ def save_epoch_end_validations(checkpoint_utils):
 
     why = "ALT runs: an epoch-end save that is also an interval save gets its checkpoint_E_U.pt"
     patches.replace(checkpoint_utils, "save_checkpoint", save_checkpoint, why)
+
+
+if __name__ == "__main__":  # python -m fairseq_ctemp.alt.training FAIRSEQ-TRAIN-ARGS: what a run logs
+    die_with_parent()  # started by a sweep: stop with it
+    fairseq_train(sys.argv[1:])

@@ -53,7 +53,6 @@ from ..alt.finalize import finalize
 from ..alt.presets import DEFAULT_VARIANT, MAX_LEN, PRESETS, variant_names
 from ..alt.runs import run_one
 from ..alt.sweep import execute_local, plan, print_plan, sbatch_path, submit_slurm
-from ..alt.training import fairseq_train
 from . import arguments
 
 
@@ -64,10 +63,8 @@ def main(argv=None):
 
 def sweep_main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] in (["fairseq-train"], ["run-one"], ["finalize"]):
+    if argv[:1] in (["run-one"], ["finalize"]):
         die_with_parent()  # started by a sweep: stop with it
-    if argv[:1] == ["fairseq-train"]:
-        return fairseq_train(argv[1:])
     own, extra = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
     parser = argparse.ArgumentParser(
         prog="ctemp-alt-sweep",
