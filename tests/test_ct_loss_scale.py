@@ -28,35 +28,25 @@ def reference_alpha_beta_gradients(model, x, y, detach_scale=True):
     return torch.autograd.grad(loss, (a, b))
 
 
-def test_learned_alpha_beta_gradients_come_from_the_cross_entropy_alone(toy_data):
+def lstm_lm(toy_data, *head_options):
+    """(task, lstm_lm_tiny in eval mode, ct_cross_entropy) on the toy LM data, seed 1."""
     args = options.parse_args_and_arch(
         options.get_training_parser(),
         [
-            str(toy_data["lm_bin"]),
-            "--user-dir",
-            PLUGIN_DIR,
-            "--task",
-            "language_modeling",
-            "--tokens-per-sample",
-            "32",
-            "--criterion",
-            "ct_cross_entropy",
-            "--cpu",
-            "--arch",
-            "lstm_lm_tiny",
-            "--ct-normalization",
-            "softmax",
-            "--ct-learn-alpha-beta",
-            "--ct-alpha",
-            "0.3",
-            "--ct-beta",
-            "0.8",
+            *(str(toy_data["lm_bin"]), "--user-dir", PLUGIN_DIR, "--task", "language_modeling"),
+            *("--tokens-per-sample", "32", "--criterion", "ct_cross_entropy", "--cpu"),
+            *("--arch", "lstm_lm_tiny", *head_options),
         ],
     )
     cfg = convert_namespace_to_omegaconf(args)
     task = tasks.setup_task(cfg.task)
     torch.manual_seed(1)
-    model, criterion = task.build_model(cfg.model).eval(), task.build_criterion(cfg.criterion)
+    return task, task.build_model(cfg.model).eval(), task.build_criterion(cfg.criterion)
+
+
+def test_learned_alpha_beta_gradients_come_from_the_cross_entropy_alone(toy_data):
+    head = ["--ct-normalization", "softmax", "--ct-learn-alpha-beta", "--ct-alpha", "0.3", "--ct-beta", "0.8"]
+    task, model, criterion = lstm_lm(toy_data, *head)
     g = torch.Generator().manual_seed(0)
     x, y = (
         torch.randint(task.dictionary.nspecial, len(task.dictionary), (3, 12), generator=g) for _ in range(2)
@@ -79,35 +69,13 @@ def test_learned_alpha_beta_gradients_come_from_the_cross_entropy_alone(toy_data
     assert all(abs(u - e) > 0.1 * abs(u) for u, e in zip(undetached, expected))  # tells them apart
 
 
-def constant_tau_model(toy_data, *extra):
-    args = options.parse_args_and_arch(
-        options.get_training_parser(),
-        [
-            *(str(toy_data["lm_bin"]), "--user-dir", PLUGIN_DIR, "--task", "language_modeling"),
-            *(
-                "--tokens-per-sample",
-                "32",
-                "--criterion",
-                "ct_cross_entropy",
-                "--cpu",
-                "--arch",
-                "lstm_lm_tiny",
-            ),
-            *("--ct-normalization", "constant", "--ct-constant", "2", *extra),
-        ],
-    )
-    cfg = convert_namespace_to_omegaconf(args)
-    task = tasks.setup_task(cfg.task)
-    torch.manual_seed(1)
-    return task, task.build_model(cfg.model).eval(), task.build_criterion(cfg.criterion)
-
-
 @pytest.mark.parametrize("scaled", [True, False])
 def test_the_scale_gives_the_logits_the_gradient_they_have_at_tau_1(toy_data, scaled):
     """For a constant tau, d(tau * CE(softmax(z / tau))) / dz = softmax(z / tau) - onehot(y): the
     form of tau = 1's gradient (what Eq. 8's scale is for); unscaled it is 1/tau of that. The logits
     z are the output layer's, caught by a hook; the reference is float64 from the definition."""
-    task, model, criterion = constant_tau_model(toy_data, *([] if scaled else ["--no-loss-scaling"]))
+    constant = ["--ct-normalization", "constant", "--ct-constant", "2"]
+    task, model, criterion = lstm_lm(toy_data, *constant, *([] if scaled else ["--no-loss-scaling"]))
     g = torch.Generator().manual_seed(0)
     x, y = (
         torch.randint(task.dictionary.nspecial, len(task.dictionary), (3, 12), generator=g) for _ in range(2)
