@@ -847,18 +847,6 @@ CASES = [
         "argument --grid-beams: expected comma-separated integers, got '2,x'",
     ),
     (
-        "greedy-vs-beam: non-UTF-8 --ref",
-        greedy_vs_beam,
-        [*GVB[:3], "--ref", "{refs}/latin1.tgt", "--", "--cpu"],
-        "--ref {refs}/latin1.tgt: line 3 is not UTF-8 (byte 0xe9",
-    ),
-    (
-        "greedy-vs-beam: UTF-16 --ref",
-        greedy_vs_beam,
-        [*GVB[:3], "--ref", "{refs}/utf16.tgt", "--", "--cpu"],
-        "--ref {refs}/utf16.tgt: looks like UTF-16",
-    ),
-    (
         "greedy-vs-beam: random-bytes checkpoint",
         greedy_vs_beam,
         ["{toy}/bin", "--checkpoint", "{ckpt}/random.pt", *GVB[3:]],
@@ -1239,12 +1227,6 @@ CASES = [
         "lines, --input {toy}/raw/test.src",
     ),
     (
-        "sact heatmaps: CR-only line ends",
-        sact_heatmaps,
-        ["{toy}/bin", "--path", "{ckpt}/a.pt", "--input", "{refs}/cr-only.tgt", "--out-dir", "{root}/maps"],
-        "--input {refs}/cr-only.tgt: line 1 holds a carriage return (CR) that ends no line",
-    ),
-    (
         "sact heatmaps: a text file as checkpoint",
         sact_heatmaps,
         [
@@ -1554,6 +1536,24 @@ NUMBER_CASES = [
         "--lenpen",
     ),
     ("greedy-vs-beam: --lenpen 0", greedy_vs_beam, [*GVB[:5], "--lenpen", "0", "--", "--cpu"], "--lenpen"),
+    (
+        "greedy-vs-beam: unknown --sacrebleu-tokenize",
+        greedy_vs_beam,
+        [*GVB[:5], "--sacrebleu-tokenize", "moses", "--", "--cpu"],
+        "--sacrebleu-tokenize",
+    ),
+    (
+        "greedy-vs-beam: --dev-ref without a grid",
+        greedy_vs_beam,
+        [*GVB[:5], "--dev-ref", "{toy}/raw/valid.tgt", "--", "--cpu"],
+        "--dev-ref is only used with --grid-beams / --grid-lenpens",
+    ),
+    (
+        "sact heatmaps: --beam -2",
+        sact_heatmaps,
+        [*HEATMAPS, "--beam", "-2"],
+        "--beam and --max-sentences must be >= 1",
+    ),
     (
         "greedy-vs-beam: --temperature 0",
         greedy_vs_beam,
