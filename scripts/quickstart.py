@@ -115,7 +115,7 @@ def main():
     check_options(parser, args)
     averaged = min(5, args.epochs)  # the last epoch checkpoints kept (--keep-last-epochs 5)
     from fairseq_ctemp.cli import average_checkpoints
-    from fairseq_ctemp.greedy_vs_beam import run_greedy_vs_beam
+    from fairseq_ctemp.greedy_vs_beam import GreedyVsBeam, Request, run_greedy_vs_beam
     from fairseq_ctemp.preprocess import fairseq_preprocess
     from fairseq_ctemp.toy_data import write_corpus
 
@@ -205,11 +205,11 @@ def main():
             average_checkpoints.main(average_args)
         result_path = os.path.join(save_dir, "greedy_vs_beam.json")
         if os.path.exists(result_path):
-            with open(result_path) as f:
-                result = json.load(f)
+            with open(result_path, encoding="utf-8") as f:
+                result = GreedyVsBeam.from_dict(json.load(f))
         else:
             print(f"== 3. decode the test set greedy and beam 5 at T={temperature:g}", flush=True)
-            result = run_greedy_vs_beam(
+            request = Request(
                 data,
                 average,
                 beam=5,
@@ -217,7 +217,9 @@ def main():
                 extra_args=["--cpu", "--batch-size", "100", "--num-workers", "0"],
                 ref=os.path.join(raw, "test.tgt"),
                 json_path=result_path,
-                verbose=False,
+            )
+            result = run_greedy_vs_beam(
+                request, verbose=False
             )  # in this process: the first batch is decoded once untimed, so greedy pays no start-up
         rows.append((temperature, result))
 
@@ -230,13 +232,13 @@ def main():
     )
     print("|---|---|---|---|---|---|---|---|")
     for temperature, r in rows:
-        g, b = r["systems"]["greedy"], r["systems"]["beam"]
+        g, b = r.systems["greedy"], r.systems["beam"]
         print(
-            f"| {temperature:g} | {g['bleu']:.2f} | {b['bleu']:.2f} | {g['chrf']:.2f} | "
-            f"{b['chrf']:.2f} | {g['decode_seconds']:.2f} | {b['decode_seconds']:.2f} | "
-            f"{r['speedup']:.2f}x |"
+            f"| {temperature:g} | {g.bleu:.2f} | {b.bleu:.2f} | {g.chrf:.2f} | "
+            f"{b.chrf:.2f} | {g.decode_seconds:.2f} | {b.decode_seconds:.2f} | "
+            f"{r.speedup:.2f}x |"
         )
-    print(f"\nBLEU signature: {rows[0][1]['signatures']['bleu']}")
+    print(f"\nBLEU signature: {rows[0][1].signatures['bleu']}")
     summary = write_summary(os.path.join(work, "results.json"), args, rows)
     print(
         f"Measured on {summary['cpu']} ({summary['threads']} threads), torch {summary['torch']}: {work}/results.json"
@@ -273,10 +275,10 @@ def write_summary(path, args, rows):
         "rows": [
             {
                 "training_temperature": temperature,
-                "greedy": {k: r["systems"]["greedy"][k] for k in ("bleu", "chrf", "decode_seconds")},
-                "beam5": {k: r["systems"]["beam"][k] for k in ("bleu", "chrf", "decode_seconds")},
-                "greedy_speedup": r["speedup"],
-                "bleu_signature": r["signatures"]["bleu"],
+                "greedy": {k: getattr(r.systems["greedy"], k) for k in ("bleu", "chrf", "decode_seconds")},
+                "beam5": {k: getattr(r.systems["beam"], k) for k in ("bleu", "chrf", "decode_seconds")},
+                "greedy_speedup": r.speedup,
+                "bleu_signature": r.signatures["bleu"],
             }
             for temperature, r in rows
         ],

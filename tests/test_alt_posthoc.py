@@ -12,6 +12,7 @@ from conftest import run_main
 from test_alt_recipes import ENV, SWEEP_OPTIONS, TINY, VI_DATA, snapshot
 from test_calibrate import Reference, reference_ece
 
+from fairseq_ctemp.alt.common import Device
 from fairseq_ctemp.cli import alt_data, alt_sweep
 from fairseq_ctemp.cli import alt_results as results_command
 
@@ -152,8 +153,8 @@ def test_a_model_that_cannot_be_calibrated_is_recorded_once(tmp_path, monkeypatc
     monkeypatch.setattr(posthoc, "measure", fails)
     exp = {"subsets": ["valid"]}
     assert posthoc.pending(str(tmp_path), exp)
-    assert posthoc.calibrate_run(str(run_dir), exp, {"cpu": True}) == {}
+    assert posthoc.calibrate_run(str(run_dir), exp, Device(cpu=True)) == {}
     assert "only falls" in json.loads((run_dir / "eval" / "valid" / "calibration.json").read_text())["error"]
-    assert posthoc.calibrate_run(str(run_dir), exp, {"cpu": True}) == {} and len(calls) == 1
+    assert posthoc.calibrate_run(str(run_dir), exp, Device(cpu=True)) == {} and len(calls) == 1
     assert not posthoc.pending(str(tmp_path), exp)
     assert posthoc.run_cells(str(run_dir)) == [""] * len(posthoc.RUN_COLUMNS)

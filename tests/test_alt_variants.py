@@ -21,6 +21,7 @@ from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.significance import PairedTest
 
 from fairseq_ctemp.alt import finalize, posthoc
+from fairseq_ctemp.alt.common import Device
 from fairseq_ctemp.alt.data import toy_language_pair
 from fairseq_ctemp.alt.presets import variant_names
 from fairseq_ctemp.cli import alt_data, alt_sweep
@@ -182,7 +183,7 @@ def test_a_sweep_of_lstm_and_sact_lstm_compares_sact_lstm_with_lstm(tmp_path, ca
     exp_dir = tmp_path / "sweep" / "en-vi.mini.bpe200"
     runs = finished_runs(exp_dir, (("lstm", 1.0), ("sact_lstm", 1.0)))
     assert finalize.pending(str(exp_dir))
-    finalize.finalize(str(exp_dir), {"cpu": True})
+    finalize.finalize(str(exp_dir), Device(cpu=True))
     compared_name = f"compare-{runs['sact_lstm', 1.0].name}.json"
     compared = json.loads((exp_dir / "final" / compared_name).read_text())
     assert compared["baseline"] == runs["lstm", 1.0].name

@@ -21,6 +21,7 @@ from fairseq import checkpoint_utils
 
 import fairseq_ctemp  # noqa: F401  (registers the models)
 from fairseq_ctemp.cli import ct_analysis
+from fairseq_ctemp.ct_analysis import dump
 
 pytestmark = pytest.mark.e2e
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -657,8 +658,8 @@ def test_a_failed_dump_leaves_no_partial_file(trained, tmp_path, monkeypatch):
                 raise RuntimeError("interrupted")
             yield item
 
-    real = ct_analysis.dump_rows
-    monkeypatch.setattr(ct_analysis, "dump_rows", failing)
+    real = dump.dump_rows
+    monkeypatch.setattr(dump, "dump_rows", failing)
     with pytest.raises(RuntimeError, match="interrupted"):
         ct_analysis.main(
             [

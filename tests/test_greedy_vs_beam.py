@@ -382,15 +382,10 @@ def test_refuses_sentences_too_long_for_the_model(tiny, tmp_path):
     translator = gvb.load_translator(tiny["data"], tiny["checkpoint"], GENERATE_ARGS)
     translator.models[0].encoder.max_source_positions = limit
     with pytest.raises(gvb.UsageError, match=f"{too_long} of the 60 sentences of test are longer than"):
-        gvb.run_greedy_vs_beam(
-            tiny["data"],
-            tiny["checkpoint"],
-            beam=2,
-            extra_args=GENERATE_ARGS,
-            save_dir=str(tmp_path / "out"),
-            verbose=False,
-            translator=translator,
+        request = gvb.Request(
+            tiny["data"], tiny["checkpoint"], beam=2, extra_args=GENERATE_ARGS, save_dir=str(tmp_path / "out")
         )
+        gvb.run_greedy_vs_beam(request, translator=translator, verbose=False)
     assert not (tmp_path / "out").exists()
 
 

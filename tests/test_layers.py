@@ -1,5 +1,5 @@
 """The package's layers point one way: the commands (fairseq_ctemp/cli/) are thin over the package,
-and nothing outside cli/ imports from it (docs/design.md, "Layout")."""
+and nothing outside cli/ imports from it (docs/design.md, "Package map")."""
 
 import ast
 import os
@@ -37,3 +37,20 @@ def test_nothing_outside_cli_imports_from_cli():
                     if module.startswith("fairseq_ctemp.cli")
                 ]
     assert not offenders, "\n".join(offenders)
+
+
+def test_functions_fit_on_a_screen():
+    """No function of the package is longer than 80 lines (docs/design.md, "Package map")."""
+    long = []
+    for directory, _, files in os.walk(PLUGIN_DIR):
+        for name in (n for n in files if n.endswith(".py")):
+            path = os.path.join(directory, name)
+            with open(path, encoding="utf-8") as f:
+                tree = ast.parse(f.read(), path)
+            long += [
+                f"{os.path.relpath(path, PLUGIN_DIR)}:{node.lineno} {node.name}: {node.end_lineno - node.lineno + 1} lines"
+                for node in ast.walk(tree)
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and node.end_lineno - node.lineno + 1 > 80
+            ]
+    assert not long, "\n".join(long)

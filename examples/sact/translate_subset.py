@@ -48,9 +48,19 @@ def main(argv):
     except gvb.UsageError as e:
         sys.exit(f"{PROG}: error: {e}")
     with open(output, "x", encoding="utf-8") as f:
-        f.writelines(hyp + "\n" for hyp in out["hyps"])
-    keys = ("beam", "lenpen", "n_sentences", "n_tokens", "decode_seconds", "decoding_temperature")
-    print(json.dumps({"subset": subset, "checkpoint": checkpoint, **{k: out[k] for k in keys}}))
+        f.writelines(hyp + "\n" for hyp in out.hypotheses)
+    temperatures = set(out.temperatures)  # one, unless the models of an ensemble differ
+    summary = {
+        "subset": subset,
+        "checkpoint": checkpoint,
+        "beam": beam,
+        "lenpen": lenpen,
+        "n_sentences": out.n_sentences,
+        "n_tokens": out.n_tokens,
+        "decode_seconds": out.decode_seconds,
+        "decoding_temperature": temperatures.pop() if len(temperatures) == 1 else None,
+    }
+    print(json.dumps(summary))
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@ import os
 import shutil
 import socket
 import sys
+from dataclasses import dataclass
+from typing import Optional
 
 from .. import USER_DIR  # the --user-dir of the runs it starts
 from .presets import DEFAULT_VARIANT
@@ -241,14 +243,31 @@ def run_main(main, argv=None):
         sys.exit(2)
 
 
+@dataclass(frozen=True)
+class Device:
+    """Where a sweep's runs train and decode (ctemp-alt-sweep --cpu / --threads / --fp16 /
+    --gpus-per-run)."""
+
+    cpu: bool = False
+    threads: Optional[int] = None  # OMP/MKL threads per run; None: torch's default
+    fp16: bool = False
+    gpus_per_run: int = 1
+
+    def sweep_options(self):
+        """The same device as options of ctemp-alt-sweep run-one / finalize."""
+        options = ["--cpu"] if self.cpu else ["--gpus-per-run", str(self.gpus_per_run)]
+        options += ["--threads", str(self.threads)] if self.threads else []
+        return options + (["--fp16"] if self.fp16 else [])
+
+
 def device_args(device, training):
     """fairseq options for where a run goes: CPU, or the GPUs it was given (several: fairseq's own
     distributed training, one process per GPU)."""
-    args = ["--cpu"] if device.get("cpu") else []
-    if device.get("fp16") and not device.get("cpu"):
+    args = ["--cpu"] if device.cpu else []
+    if device.fp16 and not device.cpu:
         args.append("--fp16")
-    if training and not device.get("cpu") and device.get("gpus_per_run", 1) > 1:
-        args += ["--distributed-world-size", str(device["gpus_per_run"])]
+    if training and not device.cpu and device.gpus_per_run > 1:
+        args += ["--distributed-world-size", str(device.gpus_per_run)]
     return args
 
 

@@ -1,6 +1,7 @@
 """Decoding and scoring of a run's averaged checkpoint (ctemp-greedy-vs-beam's Python API): greedy
 and beam on a subset, or finalize's dev grid, written into a directory that appears only complete."""
 
+import dataclasses
 import os
 
 from .. import greedy_vs_beam as gvb
@@ -48,7 +49,7 @@ class Decoder:
         try:
             if self.translator is None:
                 self.translator = gvb.load_translator(self.data["bin"], self.checkpoint, self.options)
-            gvb.run_greedy_vs_beam(
+            request = gvb.Request(
                 self.data["bin"],
                 self.checkpoint,
                 beam=beam,
@@ -62,9 +63,8 @@ class Decoder:
                 dev_ref=raw["valid"] if grid else None,
                 save_dir=tmp,
                 json_path=os.path.join(tmp, "result.json"),
-                verbose=False,
-                translator=self.translator,
             )
+            gvb.run_greedy_vs_beam(request, translator=self.translator, verbose=False)
         except gvb.UsageError as e:
             raise RunFailed(f"ctemp-greedy-vs-beam: {e}") from None
         if os.path.isdir(out_dir):
@@ -74,23 +74,29 @@ class Decoder:
 
 
 def moved_result(out_dir):
-    """result.json names its files under the temporary directory they were written to."""
-    result = read_json(os.path.join(out_dir, "result.json"))
-    result["files"] = {k: os.path.join(out_dir, os.path.basename(p)) for k, p in result["files"].items()}
+    """The GreedyVsBeam of out_dir, whose result.json names its files under the temporary
+    directory they were written to."""
+    result = gvb.GreedyVsBeam.from_dict(read_json(os.path.join(out_dir, "result.json")))
+    result.files = {k: os.path.join(out_dir, os.path.basename(p)) for k, p in result.files.items()}
     return result
 
 
+ROW_FIELDS = (
+    "beam",
+    "lenpen",
+    "bleu",
+    "chrf",
+    "decode_seconds",
+    "sentences_per_second",
+    "decoding_temperature",
+)
+
+
 def system_row(result, name):
-    s = result["systems"][name]
-    return {
-        k: s[k]
-        for k in (
-            "beam",
-            "lenpen",
-            "bleu",
-            "chrf",
-            "decode_seconds",
-            "sentences_per_second",
-            "decoding_temperature",
-        )
-    }
+    """What run.json and final.json keep of one system of a GreedyVsBeam."""
+    system = result.systems[name]
+    return {k: getattr(system, k) for k in ROW_FIELDS}
+
+
+def grid_rows(result):
+    return [dataclasses.asdict(system) for system in result.grid]

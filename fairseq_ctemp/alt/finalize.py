@@ -178,56 +178,8 @@ def tempering(exp_dir, exp, group, device, quiet=False):
     subset = "test" if "test" in exp["subsets"] else "valid"
     os.makedirs(final_dir, exist_ok=True)
     with Lock(final_dir, RunFailed):
-        systems, speed = {}, {}
-        for label, t in (("untempered", 1.0), ("tempered", t_opt)):
-            # one loaded checkpoint for the grid and the timings
-            decoder = evaluate.Decoder(exp, os.path.join(group[t], "checkpoint_avg.pt"), device)
-            tuned = decoder.greedy_vs_beam(
-                os.path.join(final_dir, f"tune-T{fmt(t)}"),
-                subset,
-                exp["eval_beam"],
-                grid=(exp["grid_beams"], exp["grid_lenpens"]),
-            )
-            systems[label] = {
-                "temperature": t,
-                "greedy": evaluate.system_row(tuned, "greedy"),
-                "beam": evaluate.system_row(tuned, "beam"),
-                "files": tuned["files"],
-                "grid": tuned["grid"],
-                "signature": tuned["signatures"]["bleu"],
-            }
-            speed[label] = {"temperature": t, "greedy_seconds": tuned["systems"]["greedy"]["decode_seconds"]}
-            for beam in exp["speed_beams"]:
-                timed = decoder.greedy_vs_beam(
-                    os.path.join(final_dir, f"speed-T{fmt(t)}-beam{beam}"), subset, beam
-                )
-                speed[label][f"beam{beam}_seconds"] = timed["systems"]["beam"]["decode_seconds"]
-                speed[label][f"greedy_seconds_with_beam{beam}"] = timed["systems"]["greedy"]["decode_seconds"]
-        significance = {}  # sacrebleu's paired bootstrap resampling (1000 samples)
-        comparisons = {
-            "greedy": ("untempered", "greedy.hyp", "tempered", "greedy.hyp"),
-            "beam": ("untempered", "beam.hyp", "tempered", "beam.hyp"),
-            "tempered_greedy_vs_untempered_beam": ("untempered", "beam.hyp", "tempered", "greedy.hyp"),
-        }
-        for name, (base, base_file, other, other_file) in comparisons.items():
-            path = os.path.join(final_dir, f"significance-{name}.json")
-            if not os.path.exists(path):
-                files = systems[base]["files"]
-                try:  # ctemp-greedy-vs-beam compare
-                    write_json(
-                        path,
-                        gvb.compare_systems(
-                            files["ref"],
-                            files[base_file],
-                            systems[other]["files"][other_file],
-                            "bs",
-                            None,
-                            exp["bleu_tokenize"],
-                        ),
-                    )
-                except gvb.UsageError as e:
-                    raise RunFailed(f"significance test: {e}") from None
-            significance[name] = read_json(path)
+        systems, speed = tuned_systems(final_dir, exp, group, subset, t_opt, device)
+        significance = tempering_significance(final_dir, exp, systems)
         result = {
             "direction": f"{exp['src']}-{exp['tgt']}",
             "experiment": os.path.basename(exp_dir),
@@ -252,3 +204,64 @@ def tempering(exp_dir, exp, group, device, quiet=False):
             f"tuned beam {systems['tempered']['beam']['bleu']:.2f} vs {systems['untempered']['beam']['bleu']:.2f}"
         )
         return result
+
+
+def tuned_systems(final_dir, exp, group, subset, t_opt, device):
+    """T = 1 and T_opt decoded greedy and with the beam and length penalty tuned on dev, and the
+    timings of greedy against each beam of exp["speed_beams"]: (systems, speed) of final.json."""
+    systems, speed = {}, {}
+    for label, t in (("untempered", 1.0), ("tempered", t_opt)):
+        # one loaded checkpoint for the grid and the timings
+        decoder = evaluate.Decoder(exp, os.path.join(group[t], "checkpoint_avg.pt"), device)
+        tuned = decoder.greedy_vs_beam(
+            os.path.join(final_dir, f"tune-T{fmt(t)}"),
+            subset,
+            exp["eval_beam"],
+            grid=(exp["grid_beams"], exp["grid_lenpens"]),
+        )
+        systems[label] = {
+            "temperature": t,
+            "greedy": evaluate.system_row(tuned, "greedy"),
+            "beam": evaluate.system_row(tuned, "beam"),
+            "files": tuned.files,
+            "grid": evaluate.grid_rows(tuned),
+            "signature": tuned.signatures["bleu"],
+        }
+        speed[label] = {"temperature": t, "greedy_seconds": tuned.systems["greedy"].decode_seconds}
+        for beam in exp["speed_beams"]:
+            timed = decoder.greedy_vs_beam(
+                os.path.join(final_dir, f"speed-T{fmt(t)}-beam{beam}"), subset, beam
+            )
+            speed[label][f"beam{beam}_seconds"] = timed.systems["beam"].decode_seconds
+            speed[label][f"greedy_seconds_with_beam{beam}"] = timed.systems["greedy"].decode_seconds
+    return systems, speed
+
+
+def tempering_significance(final_dir, exp, systems):
+    """Paired bootstrap of T_opt against T = 1, greedy and tuned beam (final/significance-*.json)."""
+    significance = {}  # sacrebleu's paired bootstrap resampling (1000 samples)
+    comparisons = {
+        "greedy": ("untempered", "greedy.hyp", "tempered", "greedy.hyp"),
+        "beam": ("untempered", "beam.hyp", "tempered", "beam.hyp"),
+        "tempered_greedy_vs_untempered_beam": ("untempered", "beam.hyp", "tempered", "greedy.hyp"),
+    }
+    for name, (base, base_file, other, other_file) in comparisons.items():
+        path = os.path.join(final_dir, f"significance-{name}.json")
+        if not os.path.exists(path):
+            files = systems[base]["files"]
+            try:  # ctemp-greedy-vs-beam compare
+                write_json(
+                    path,
+                    gvb.compare_systems(
+                        files["ref"],
+                        files[base_file],
+                        systems[other]["files"][other_file],
+                        "bs",
+                        None,
+                        exp["bleu_tokenize"],
+                    ),
+                )
+            except gvb.UsageError as e:
+                raise RunFailed(f"significance test: {e}") from None
+        significance[name] = read_json(path)
+    return significance

@@ -53,7 +53,7 @@ def measure(checkpoint, exp, subset, device):
             subset,
             overrides={"source_lang": exp["src"], "target_lang": exp["tgt"]},
             batch_size=exp["decode_batch"],
-            cpu=bool(device.get("cpu")),
+            cpu=device.cpu,
         )
     except calibration.CalibrationError as e:
         raise RunFailed(f"ctemp-calibrate: {e}") from None
@@ -132,6 +132,68 @@ def posthoc_row(exp_dir, exp, group, device, final):
     name, final_dir = os.path.basename(exp_dir), os.path.join(exp_dir, "final")
     subset, t_opt = final["scored_subset"], final["t_opt"]
     dirs = {"untempered": group[1.0], "tempered": group[t_opt]}
+    runs = ready_calibrations(name, final_dir, exp, dirs)
+    if runs is None:
+        return None
+    dev = runs["untempered"]["valid"]
+    t_star = dev["fitted_temperature"]
+    checkpoint = calibrated_checkpoint(name, final_dir, dirs["untempered"], dev)
+    decoder = evaluate.Decoder(exp, checkpoint, device)
+    tuned = decoder.greedy_vs_beam(
+        os.path.join(final_dir, "tune-T1-posthoc"),
+        subset,
+        exp["eval_beam"],
+        grid=(exp["grid_beams"], exp["grid_lenpens"]),
+    )
+    decoded_at = tuned.systems["greedy"].decoding_temperature
+    if decoded_at is None or abs(decoded_at - t_star) > 1e-6 * t_star:
+        raise RunFailed(f"{checkpoint} decoded at t={decoded_at}, not at t*={t_star}")
+    # calibration of T = 1 + t*: on dev the T = 1 run's own measurement at t*; on test measured
+    posthoc_calibration = {"valid": summary(dev, fitted=True)}
+    for other in exp["subsets"]:
+        if other != "valid":
+            path = os.path.join(final_dir, f"calibration-T1-posthoc.{other}.json")
+            if not os.path.exists(path):
+                write_json(path, measure(checkpoint, exp, other, device))
+            posthoc_calibration[other] = summary(read_json(path))
+    significance = posthoc_significance(final_dir, exp, t_opt, tuned)
+    systems = {
+        label: {
+            "temperature": 1.0 if label == "untempered" else t_opt,
+            "run": os.path.basename(dirs[label]),
+            "calibration": {s: summary(r) for s, r in runs[label].items()},
+        }
+        for label in ("untempered", "tempered")
+    }
+    systems["posthoc"] = {
+        "temperature": t_star,
+        "run": os.path.basename(dirs["untempered"]),
+        "greedy": evaluate.system_row(tuned, "greedy"),
+        "beam": evaluate.system_row(tuned, "beam"),
+        "grid": evaluate.grid_rows(tuned),
+        "signature": tuned.signatures["bleu"],
+        "calibration": posthoc_calibration,
+    }
+    result = {
+        "direction": final["direction"],
+        "experiment": name,
+        "scored_subset": subset,
+        "tuned_on": "valid",
+        "t_opt": t_opt,
+        "t_star": t_star,
+        "t_star_fitted_on": "dev NLL of the T=1 run (ctemp-calibrate)",
+        "checkpoint": os.path.relpath(checkpoint, exp_dir),
+        "systems": systems,
+        "significance": significance,
+    }
+    write_posthoc(final_dir, result, tuned, runs)
+    return result
+
+
+def ready_calibrations(name, final_dir, exp, dirs):
+    """{label: {subset: calibration.json}} of the T = 1 and T_opt runs; None (said why, and a
+    failed calibration recorded in posthoc.json, so that finalize is not pending for ever) when
+    one is missing or failed."""
     runs = {
         label: {s: read_json(calibration_path(d, s)) for s in exp["subsets"]} for label, d in dirs.items()
     }
@@ -147,52 +209,43 @@ def posthoc_row(exp_dir, exp, group, device, final):
         for s, c in r.items()
         if "error" in c
     ]
-    if failed:  # recorded, so that finalize is not pending for ever
+    if failed:
         say(f"{name}: no post-hoc row: no calibration of {'; '.join(failed)}")
         write_json(os.path.join(final_dir, POSTHOC), {"experiment": name, "error": "; ".join(failed)})
         return None
-    dev = runs["untempered"]["valid"]
+    return runs
+
+
+def calibrated_checkpoint(name, final_dir, untempered_dir, dev):
+    """final/T1-posthoc.pt: the T = 1 run's averaged checkpoint, decoding at its dev t*."""
     t_star = dev["fitted_temperature"]
     checkpoint = os.path.join(final_dir, CHECKPOINT)
     if not os.path.exists(checkpoint):  # written under a temporary name: complete when there
         say(f"{name}: t* = {t_star:.4g} (dev NLL of T=1 {dev['nll']:.4f} -> {dev['nll_fitted']:.4f})")
         try:  # ctemp-calibrate --write-checkpoint
             calibration.write_calibrated_checkpoint(
-                os.path.join(dirs["untempered"], "checkpoint_avg.pt"), checkpoint, t_star, dev["signature"]
+                os.path.join(untempered_dir, "checkpoint_avg.pt"), checkpoint, t_star, dev["signature"]
             )
         except calibration.CalibrationError as e:
             raise RunFailed(f"ctemp-calibrate: {e}") from None
-    decoder = evaluate.Decoder(exp, checkpoint, device)
-    tuned = decoder.greedy_vs_beam(
-        os.path.join(final_dir, "tune-T1-posthoc"),
-        subset,
-        exp["eval_beam"],
-        grid=(exp["grid_beams"], exp["grid_lenpens"]),
-    )
-    decoded_at = tuned["systems"]["greedy"]["decoding_temperature"]
-    if decoded_at is None or abs(decoded_at - t_star) > 1e-6 * t_star:
-        raise RunFailed(f"{checkpoint} decoded at t={decoded_at}, not at t*={t_star}")
-    # calibration of T = 1 + t*: on dev the T = 1 run's own measurement at t*; on test measured
-    posthoc_calibration = {"valid": summary(dev, fitted=True)}
-    for other in exp["subsets"]:
-        if other != "valid":
-            path = os.path.join(final_dir, f"calibration-T1-posthoc.{other}.json")
-            if not os.path.exists(path):
-                write_json(path, measure(checkpoint, exp, other, device))
-            posthoc_calibration[other] = summary(read_json(path))
+    return checkpoint
+
+
+def posthoc_significance(final_dir, exp, t_opt, tuned):
+    """Paired bootstrap of the post-hoc system (tuned) against T = 1 and T_opt (COMPARISONS)."""
     significance = {}
     for key, (base, hyp) in COMPARISONS.items():
         path = os.path.join(final_dir, f"significance-posthoc-{key}.json")
         if not os.path.exists(path):
             t = 1.0 if base == "untempered" else t_opt
-            files = evaluate.moved_result(os.path.join(final_dir, f"tune-T{fmt(t)}"))["files"]
+            files = evaluate.moved_result(os.path.join(final_dir, f"tune-T{fmt(t)}")).files
             try:  # ctemp-greedy-vs-beam compare
                 write_json(
                     path,
                     gvb.compare_systems(
-                        tuned["files"]["ref"],
+                        tuned.files["ref"],
                         files[hyp],
-                        tuned["files"][hyp],
+                        tuned.files[hyp],
                         "bs",
                         None,
                         exp["bleu_tokenize"],
@@ -201,38 +254,13 @@ def posthoc_row(exp_dir, exp, group, device, final):
             except gvb.UsageError as e:
                 raise RunFailed(f"significance test: {e}") from None
         significance[key] = read_json(path)
-    result = {
-        "direction": final["direction"],
-        "experiment": name,
-        "scored_subset": subset,
-        "tuned_on": "valid",
-        "t_opt": t_opt,
-        "t_star": t_star,
-        "t_star_fitted_on": "dev NLL of the T=1 run (ctemp-calibrate)",
-        "checkpoint": os.path.relpath(checkpoint, exp_dir),
-        "systems": {
-            "untempered": {
-                "temperature": 1.0,
-                "run": os.path.basename(dirs["untempered"]),
-                "calibration": {s: summary(r) for s, r in runs["untempered"].items()},
-            },
-            "tempered": {
-                "temperature": t_opt,
-                "run": os.path.basename(dirs["tempered"]),
-                "calibration": {s: summary(r) for s, r in runs["tempered"].items()},
-            },
-            "posthoc": {
-                "temperature": t_star,
-                "run": os.path.basename(dirs["untempered"]),
-                "greedy": evaluate.system_row(tuned, "greedy"),
-                "beam": evaluate.system_row(tuned, "beam"),
-                "grid": tuned["grid"],
-                "signature": tuned["signatures"]["bleu"],
-                "calibration": posthoc_calibration,
-            },
-        },
-        "significance": significance,
-    }
+    return significance
+
+
+def write_posthoc(final_dir, result, tuned, runs):
+    """final/reliability.png and final/posthoc.json, and the row in a line."""
+    name, subset, t_star = result["experiment"], result["scored_subset"], result["t_star"]
+    significance, dev = result["significance"], runs["untempered"]["valid"]
     try:
         plot_reliability(result, os.path.join(final_dir, "reliability.png"))
     except ImportError:
@@ -241,12 +269,11 @@ def posthoc_row(exp_dir, exp, group, device, final):
     p = significance["beam_vs_untempered"]["bleu"]["p_value"]
     q = significance["beam_vs_tempered"]["bleu"]["p_value"]
     say(
-        f"{name}: T=1 + post-hoc t*={t_star:.4g}: {subset} BLEU greedy {tuned['systems']['greedy']['bleu']:.2f}, "
-        f"tuned beam {tuned['systems']['beam']['bleu']:.2f} (p = {p:.4f} vs T=1, {q:.4f} vs T_opt); dev ECE "
+        f"{name}: T=1 + post-hoc t*={t_star:.4g}: {subset} BLEU greedy {tuned.systems['greedy'].bleu:.2f}, "
+        f"tuned beam {tuned.systems['beam'].bleu:.2f} (p = {p:.4f} vs T=1, {q:.4f} vs T_opt); dev ECE "
         f"{100 * dev['ece']:.1f}% (T=1) -> {100 * dev['ece_fitted']:.1f}%, "
         f"T_opt {100 * runs['tempered']['valid']['ece']:.1f}%"
     )
-    return result
 
 
 # --------------------------------------------------------------------------------- outputs

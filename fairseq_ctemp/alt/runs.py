@@ -31,8 +31,8 @@ def run_one(run_dir, device):
         raise RunFailed(f"{run_dir} has no config.json: plan it with `ctemp-alt-sweep run` first")
     exp = load_experiment(os.path.dirname(run_dir))
     data = prepared(exp["data"])
-    if device.get("threads"):  # training and decoding in this process (a sweep's --threads)
-        torch.set_num_threads(device["threads"])
+    if device.threads:  # training and decoding in this process (a sweep's --threads)
+        torch.set_num_threads(device.threads)
     with Lock(run_dir, RunFailed):
         train_json = os.path.join(run_dir, "train.json")
         if not os.path.exists(train_json):
@@ -81,8 +81,8 @@ def run_one(run_dir, device):
             evals[subset] = {
                 "greedy": evaluate.system_row(result, "greedy"),
                 "beam": evaluate.system_row(result, "beam"),
-                "signature": result["signatures"]["bleu"],
-                "n_sentences": result["n_sentences"],
+                "signature": result.signatures["bleu"],
+                "n_sentences": result.n_sentences,
             }
         for subset, measured in posthoc.calibrate_run(run_dir, exp, device).items():  # ECE, NLL
             evals[subset]["calibration"] = {k: measured[k] for k in ("nll", "ece", "decoding_temperature")}

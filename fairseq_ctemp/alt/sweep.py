@@ -134,15 +134,70 @@ DECODING_OPTIONS = (
 def check_settings(args, preset):
     """Every option of a sweep, including those only used after training (decoding, finalize),
     checked before anything is written or started. Returns (temperatures, scalar settings, variants)."""
+    variants = checked_variants(args)
+    temperatures = args.temperatures or (preset["temperatures"] if DEFAULT_VARIANT in variants else [1.0])
+    check_grid(args, temperatures)
+    scalar = {k: getattr(args, k) if getattr(args, k) is not None else preset[k] for k in SCALAR_SETTINGS}
+    check_scalars(args, scalar)
+    seeds = args.seeds or [1]
+    if any(seed < 0 for seed in seeds) or len(set(seeds)) < len(seeds):
+        raise AltError(f"--seed must be distinct integers >= 0, got {','.join(map(str, seeds))}")
+    check_variants(args, variants, temperatures)
+    check_finalize_group(args, temperatures, variants)
+    check_decoding_options(args)
+    for option in (arg.split("=")[0] for arg in args.fairseq_args if arg.startswith("-")):
+        owned = sweep_train_option(option)
+        if owned is not None:
+            named = option if owned == option else f"{option} (fairseq reads it as {owned})"
+            raise AltError(
+                f"{named} after -- is set by the sweep ({SWEEP_TRAIN_OPTIONS[owned]}); "
+                "fairseq would silently use one value for every run"
+            )
+    return temperatures, scalar, variants
+
+
+# the settings a sweep takes from its preset unless an option gives them
+SCALAR_SETTINGS = (
+    "interval",
+    "patience",
+    "average",
+    "max_update",
+    "eval_beam",
+    "grid_beams",
+    "grid_lenpens",
+    "speed_beams",
+    "log_interval",
+    "decode_batch",
+)
+# the least value of each integer option
+LEAST = {
+    "interval": 1,
+    "patience": 1,
+    "average": 1,
+    "max_update": 0,
+    "eval_beam": 1,
+    "log_interval": 1,
+    "decode_batch": 1,
+    "jobs": 1,
+    "threads": 1,
+    "gpus_per_run": 1,
+    "slurm_cpus": 1,
+}
+
+
+def checked_variants(args):
+    """--variants in canonical spelling, each once."""
     variants = []
     for variant in [DEFAULT_VARIANT] if args.variants is None else args.variants:
         try:
             variants.append(canonical_variant(variant))
         except ValueError as e:
             raise AltError(f"--variants: {e}; choose from {', '.join(variant_names())}") from None
-    variants = list(dict.fromkeys(variants))
-    tempered = DEFAULT_VARIANT in variants
-    temperatures = args.temperatures or (preset["temperatures"] if tempered else [1.0])
+    return list(dict.fromkeys(variants))
+
+
+def check_grid(args, temperatures):
+    """The T x LS x SEM grid: values in range, none twice (two values naming the same run)."""
     low, high = TEMPERATURE_RANGE
     for option, values, ok, allowed in (
         (
@@ -164,34 +219,11 @@ def check_settings(args, preset):
                 f"{option}: {', '.join(str(v) for v in values if fmt(v) in twice)} name the same "
                 f"run ({', '.join(twice)}); give each value once"
             )
-    scalar = {
-        k: getattr(args, k) if getattr(args, k) is not None else preset[k]
-        for k in (
-            "interval",
-            "patience",
-            "average",
-            "max_update",
-            "eval_beam",
-            "grid_beams",
-            "grid_lenpens",
-            "speed_beams",
-            "log_interval",
-            "decode_batch",
-        )
-    }
-    for key, least in (
-        ("interval", 1),
-        ("patience", 1),
-        ("average", 1),
-        ("max_update", 0),
-        ("eval_beam", 1),
-        ("log_interval", 1),
-        ("decode_batch", 1),
-        ("jobs", 1),
-        ("threads", 1),
-        ("gpus_per_run", 1),
-        ("slurm_cpus", 1),
-    ):
+
+
+def check_scalars(args, scalar):
+    """The budgets, the decoding grid and the execution options."""
+    for key, least in LEAST.items():
         value = scalar[key] if key in scalar else getattr(args, key)
         if value is not None and value < least:
             raise AltError(f"--{key.replace('_', '-')} must be >= {least}, got {value}")
@@ -206,21 +238,6 @@ def check_settings(args, preset):
             f"--grid-lenpens must be finite numbers > 0, got "
             f"{','.join(map(fmt, scalar['grid_lenpens'])) or 'none'}"
         )
-    seeds = args.seeds or [1]
-    if any(seed < 0 for seed in seeds) or len(set(seeds)) < len(seeds):
-        raise AltError(f"--seed must be distinct integers >= 0, got {','.join(map(str, seeds))}")
-    check_variants(args, variants, temperatures)
-    check_finalize_group(args, temperatures, variants)
-    check_decoding_options(args)
-    for option in (arg.split("=")[0] for arg in args.fairseq_args if arg.startswith("-")):
-        owned = sweep_train_option(option)
-        if owned is not None:
-            named = option if owned == option else f"{option} (fairseq reads it as {owned})"
-            raise AltError(
-                f"{named} after -- is set by the sweep ({SWEEP_TRAIN_OPTIONS[owned]}); "
-                "fairseq would silently use one value for every run"
-            )
-    return temperatures, scalar, variants
 
 
 def check_variants(args, variants, temperatures):
@@ -554,7 +571,7 @@ def print_plan(experiments, args, device):
         if args.slurm
         else f"GPUs {','.join(args.gpus)}, {args.gpus_per_run} per run ({len(gpu_slots(args))} runs at a time)"
         if args.gpus
-        else f"CPU, {args.jobs} run(s) at a time, {device.get('threads') or 'default'} thread(s) each"
+        else f"CPU, {args.jobs} run(s) at a time, {device.threads or 'default'} thread(s) each"
     )
     print(f"plan ({'dry run: nothing is started' if args.dry_run else 'starting'}): {where}")
     for exp_dir, exp, runs in experiments:
@@ -623,13 +640,6 @@ def gpu_slots(args):
     return [",".join(gpus[i : i + n]) for i in range(0, len(gpus) - n + 1, n)]
 
 
-def child_options(device):
-    """run-one / finalize options for a device."""
-    options = ["--cpu"] if device.get("cpu") else ["--gpus-per-run", str(device.get("gpus_per_run", 1))]
-    options += ["--threads", str(device["threads"])] if device.get("threads") else []
-    return options + (["--fp16"] if device.get("fp16") else [])
-
-
 def execute_local(experiments, args, device):
     """Each run in its own `ctemp-alt-sweep run-one` process (log: RUN/run.log), len(slots) at a
     time; then `ctemp-alt-sweep finalize` per experiment (log: EXPERIMENT/final.log)."""
@@ -637,8 +647,8 @@ def execute_local(experiments, args, device):
     free, free_lock, failures = list(slots), threading.Lock(), []
 
     def child(command, slot, log, what):
-        env = child_env(tool_env(device.get("threads"), {"CUDA_VISIBLE_DEVICES": slot} if slot else None))
-        call(sweep_command(*command, *child_options(device)), env, log, what)
+        env = child_env(tool_env(device.threads, {"CUDA_VISIBLE_DEVICES": slot} if slot else None))
+        call(sweep_command(*command, *device.sweep_options()), env, log, what)
 
     def work(run_dir, name):
         with free_lock:
@@ -707,48 +717,7 @@ def submit_slurm(experiments, args, device):
     todo = [
         run_dir for _, _, runs in experiments for run_dir, _, state in runs if not state.startswith("done")
     ]
-    run_options = child_options(device)
-    resources = ([f"#SBATCH --gres=gpu:{args.gpus_per_run}"] if not device.get("cpu") else []) + [
-        f"#SBATCH --cpus-per-task={args.slurm_cpus or (device.get('threads') or 1 if device.get('cpu') else 4 * args.gpus_per_run)}"
-    ]
-    # the jobs import the package this sweep runs from (e.g. a checkout)
-    python_path = f"export PYTHONPATH={shlex.quote(tool_env()['PYTHONPATH'])}"
-    head = ["#!/bin/bash"] + resources
-    scripts = {}
-    if todo:
-        scripts["runs.txt"] = "".join(r + "\n" for r in todo)
-        scripts["runs.sbatch"] = (
-            "\n".join(
-                head
-                + [
-                    "#SBATCH --job-name=alt-runs",
-                    f"#SBATCH --array=0-{len(todo) - 1}",
-                    f"#SBATCH --output={sdir}/run-%A_%a.out",
-                    "set -euo pipefail",
-                    python_path,
-                    f'run=$(sed -n "$((SLURM_ARRAY_TASK_ID + 1))p" {shlex.quote(sdir)}/runs.txt)',
-                    f'exec {shlex.join(sweep_command("run-one"))} "$run" ' + shlex.join(run_options),
-                ]
-            )
-            + "\n"
-        )
-    if not args.no_finalize:
-        scripts["finalize.sbatch"] = (
-            "\n".join(
-                head
-                + [
-                    "#SBATCH --job-name=alt-finalize",
-                    f"#SBATCH --output={sdir}/finalize-%j.out",
-                    "set -euo pipefail",
-                    python_path,
-                    "exec "
-                    + shlex.join(
-                        sweep_command("finalize", *[exp_dir for exp_dir, _, _ in experiments], *run_options)
-                    ),
-                ]
-            )
-            + "\n"
-        )
+    scripts = slurm_scripts(experiments, args, device, sdir, todo)
     extra = shlex.split(args.slurm_args or "")
     if args.dry_run:
         for name, text in scripts.items():
@@ -763,23 +732,51 @@ def submit_slurm(experiments, args, device):
     for name, text in scripts.items():
         with open(os.path.join(sdir, name), "w", encoding="utf-8") as f:
             f.write(text)
+
+    def submit(script, *options):
+        command = [sbatch, "--parsable", *extra, *options, os.path.join(sdir, script)]
+        return call(command, tool_env(), what="sbatch").strip().split(";")[0]
+
     job = None
     if todo:
-        job = (
-            call([sbatch, "--parsable", *extra, os.path.join(sdir, "runs.sbatch")], tool_env(), what="sbatch")
-            .strip()
-            .split(";")[0]
-        )
+        job = submit("runs.sbatch")
         print(f"submitted job array {job}: {len(todo)} runs ({sdir}/runs.txt)")
     if "finalize.sbatch" in scripts:
-        dependency = [f"--dependency=afterok:{job}"] if job else []
-        final = (
-            call(
-                [sbatch, "--parsable", *extra, *dependency, os.path.join(sdir, "finalize.sbatch")],
-                tool_env(),
-                what="sbatch",
-            )
-            .strip()
-            .split(";")[0]
-        )
+        final = submit("finalize.sbatch", *([f"--dependency=afterok:{job}"] if job else []))
         print(f"submitted finalize job {final}" + (f" (after {job})" if job else ""))
+
+
+def slurm_scripts(experiments, args, device, sdir, todo):
+    """{file name: text} of the job array of the runs still to do and of the finalize job."""
+    run_options = device.sweep_options()
+    cpus = args.slurm_cpus or (device.threads or 1 if device.cpu else 4 * args.gpus_per_run)
+    resources = ([f"#SBATCH --gres=gpu:{args.gpus_per_run}"] if not device.cpu else []) + [
+        f"#SBATCH --cpus-per-task={cpus}"
+    ]
+    # the jobs import the package this sweep runs from (e.g. a checkout)
+    python_path = f"export PYTHONPATH={shlex.quote(tool_env()['PYTHONPATH'])}"
+    head = ["#!/bin/bash", *resources]
+    scripts = {}
+    if todo:
+        scripts["runs.txt"] = "".join(r + "\n" for r in todo)
+        lines = [
+            "#SBATCH --job-name=alt-runs",
+            f"#SBATCH --array=0-{len(todo) - 1}",
+            f"#SBATCH --output={sdir}/run-%A_%a.out",
+            "set -euo pipefail",
+            python_path,
+            f'run=$(sed -n "$((SLURM_ARRAY_TASK_ID + 1))p" {shlex.quote(sdir)}/runs.txt)',
+            f'exec {shlex.join(sweep_command("run-one"))} "$run" ' + shlex.join(run_options),
+        ]
+        scripts["runs.sbatch"] = "\n".join(head + lines) + "\n"
+    if not args.no_finalize:
+        exp_dirs = [exp_dir for exp_dir, _, _ in experiments]
+        lines = [
+            "#SBATCH --job-name=alt-finalize",
+            f"#SBATCH --output={sdir}/finalize-%j.out",
+            "set -euo pipefail",
+            python_path,
+            "exec " + shlex.join(sweep_command("finalize", *exp_dirs, *run_options)),
+        ]
+        scripts["finalize.sbatch"] = "\n".join(head + lines) + "\n"
+    return scripts

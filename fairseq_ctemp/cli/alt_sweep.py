@@ -48,7 +48,7 @@ import shlex
 import sys
 
 from ..alt.children import Tee, die_with_parent, stopping_children
-from ..alt.common import AltError, RunFailed, run_main, say
+from ..alt.common import AltError, Device, RunFailed, run_main, say
 from ..alt.finalize import finalize
 from ..alt.presets import DEFAULT_VARIANT, MAX_LEN, PRESETS, variant_names
 from ..alt.runs import run_one
@@ -66,6 +66,21 @@ def sweep_main(argv=None):
     if argv[:1] in (["run-one"], ["finalize"]):
         die_with_parent()  # started by a sweep: stop with it
     own, extra = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
+    parser = build_parser()
+    args = parser.parse_args(own)
+    if extra and args.command != "run":
+        parser.error("options after -- (for fairseq-train) only go with `run`")
+    if args.command == "run-one":
+        return run_one_command(args)
+    if args.command == "finalize":
+        return finalize_command(args)
+    if args.slurm and args.gpus:
+        parser.error("--gpus is for local runs; with --slurm each job gets --gpus-per-run GPUs from SLURM")
+    args.fairseq_args = extra
+    return run_command(args)
+
+
+def build_parser():
     parser = argparse.ArgumentParser(
         prog="ctemp-alt-sweep",
         description=__doc__.split("\n\n")[0],
@@ -73,13 +88,25 @@ def sweep_main(argv=None):
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True)
-
-    def device_options(p):
-        p.add_argument("--cpu", action="store_true", help="train and decode on CPU")
-        p.add_argument("--threads", type=int, help="OMP/MKL threads per run (mini: 1)")
-        p.add_argument("--fp16", action="store_true", help="fairseq --fp16 (GPUs)")
-
     p = commands.add_parser("run", help="plan, train, decode, finalize (or --dry-run / --slurm)")
+    what_options(p)
+    budget_options(p)
+    execution_options(p)
+    device_options(p)
+    p.set_defaults(slurm_gpus=None)
+    p = commands.add_parser("run-one", help="one run (what the SLURM array tasks call)")
+    p.add_argument("run_dir")
+    p.add_argument("--gpus-per-run", type=int, default=1)
+    device_options(p)
+    p = commands.add_parser("finalize", help="T_opt, tuning, significance, speed of experiments")
+    p.add_argument("exp_dirs", nargs="+", metavar="EXPERIMENT_DIR")
+    p.add_argument("--gpus-per-run", type=int, default=1)
+    device_options(p)
+    return parser
+
+
+def what_options(p):
+    """What a sweep trains: directions, preset, data, variants, the T x LS x SEM grid, seeds."""
     p.add_argument("directions", nargs="+", metavar="DIRECTION", help="e.g. en-vi vi-en")
     p.add_argument("--work", default=os.environ.get("ALT_WORK", "runs/alt"), help="(env ALT_WORK)")
     p.add_argument("--preset", choices=sorted(PRESETS), default="base")
@@ -125,6 +152,10 @@ def sweep_main(argv=None):
         help="fairseq --seed of every run (default 1); a list (1,2) trains each seed, each seed but 1 in "
         "its own experiment directory (.seed<N>)",
     )
+
+
+def budget_options(p):
+    """Training and decoding budgets, by default the preset's."""
     for name, kind, what in (
         ("interval", int, "validate (BLEU) and save every N updates"),
         ("patience", int, "stop after N validations without improvement"),
@@ -146,6 +177,10 @@ def sweep_main(argv=None):
     p.add_argument(
         "--sacrebleu-tokenize", help="default by target language: zh, ja-mecab/char, char (th lo km), 13a"
     )
+
+
+def execution_options(p):
+    """Where and how the runs go: CPU jobs, GPUs, SLURM."""
     p.add_argument("--jobs", type=int, default=1, help="runs at a time on CPU")
     p.add_argument(
         "--gpus",
@@ -166,74 +201,53 @@ def sweep_main(argv=None):
     )
     p.add_argument("--dry-run", action="store_true", help="print the plan and commands; start nothing")
     p.add_argument("--no-finalize", action="store_true", help="runs only")
-    device_options(p)
-    p.set_defaults(slurm_gpus=None)
-    p = commands.add_parser("run-one", help="one run (what the SLURM array tasks call)")
-    p.add_argument("run_dir")
-    p.add_argument("--gpus-per-run", type=int, default=1)
-    device_options(p)
-    p = commands.add_parser("finalize", help="T_opt, tuning, significance, speed of experiments")
-    p.add_argument("exp_dirs", nargs="+", metavar="EXPERIMENT_DIR")
-    p.add_argument("--gpus-per-run", type=int, default=1)
-    device_options(p)
-    args = parser.parse_args(own)
-    if extra and args.command != "run":
-        parser.error("options after -- (for fairseq-train) only go with `run`")
 
-    if args.command == "run-one":
-        device = {
-            "cpu": args.cpu,
-            "threads": args.threads,
-            "fp16": args.fp16,
-            "gpus_per_run": args.gpus_per_run,
-        }
-        try:
-            with stopping_children():
-                result = run_one(args.run_dir, device)
-        except RunFailed as e:
-            raise AltError(str(e)) from None
-        print(json.dumps(result["eval"], indent=2))
-        return
-    if args.command == "finalize":
-        device = {
-            "cpu": args.cpu,
-            "threads": args.threads,
-            "fp16": args.fp16,
-            "gpus_per_run": args.gpus_per_run,
-        }
-        failed = []
-        for exp_dir in args.exp_dirs:  # all checked before any writes its final.log
-            if not os.path.isfile(os.path.join(exp_dir, "experiment.json")):
-                raise AltError(
-                    f"EXPERIMENT_DIR {exp_dir} has no experiment.json: give a directory "
-                    "WORK/sweep/<direction>.<preset>.<data> made by `ctemp-alt-sweep run`"
-                )
-        for exp_dir in args.exp_dirs:
-            with open(
-                os.path.join(exp_dir, "final.log"), "a", encoding="utf-8"
-            ) as log, contextlib.redirect_stderr(Tee(sys.stderr, log)), stopping_children():
-                try:
-                    finalize(exp_dir, device)
-                except RunFailed as e:
-                    failed.append(exp_dir)
-                    say(f"{os.path.basename(os.path.abspath(exp_dir))}: finalize failed: {e}")
-        if failed:
-            raise AltError(f"finalize failed for {', '.join(failed)}")
-        return
 
-    args.fairseq_args = extra
-    if args.slurm and args.gpus:
-        parser.error("--gpus is for local runs; with --slurm each job gets --gpus-per-run GPUs from SLURM")
+def device_options(p):
+    p.add_argument("--cpu", action="store_true", help="train and decode on CPU")
+    p.add_argument("--threads", type=int, help="OMP/MKL threads per run (mini: 1)")
+    p.add_argument("--fp16", action="store_true", help="fairseq --fp16 (GPUs)")
+
+
+def run_one_command(args):
+    device = Device(args.cpu, args.threads, args.fp16, args.gpus_per_run)
+    try:
+        with stopping_children():
+            result = run_one(args.run_dir, device)
+    except RunFailed as e:
+        raise AltError(str(e)) from None
+    print(json.dumps(result["eval"], indent=2))
+
+
+def finalize_command(args):
+    device = Device(args.cpu, args.threads, args.fp16, args.gpus_per_run)
+    for exp_dir in args.exp_dirs:  # all checked before any writes its final.log
+        if not os.path.isfile(os.path.join(exp_dir, "experiment.json")):
+            raise AltError(
+                f"EXPERIMENT_DIR {exp_dir} has no experiment.json: give a directory "
+                "WORK/sweep/<direction>.<preset>.<data> made by `ctemp-alt-sweep run`"
+            )
+    failed = []
+    for exp_dir in args.exp_dirs:
+        with open(
+            os.path.join(exp_dir, "final.log"), "a", encoding="utf-8"
+        ) as log, contextlib.redirect_stderr(Tee(sys.stderr, log)), stopping_children():
+            try:
+                finalize(exp_dir, device)
+            except RunFailed as e:
+                failed.append(exp_dir)
+                say(f"{os.path.basename(os.path.abspath(exp_dir))}: finalize failed: {e}")
+    if failed:
+        raise AltError(f"finalize failed for {', '.join(failed)}")
+
+
+def run_command(args):
     if args.slurm and not args.dry_run:
         sbatch_path()  # before the plan writes anything
     preset = PRESETS[args.preset]
     on_cpu = args.cpu or (not args.gpus and not args.slurm) or (args.slurm and args.slurm_gpus is False)
-    device = {
-        "cpu": on_cpu,
-        "threads": args.threads or (preset["threads"] if on_cpu else None),
-        "fp16": args.fp16,
-        "gpus_per_run": args.gpus_per_run,
-    }
+    threads = args.threads or (preset["threads"] if on_cpu else None)
+    device = Device(on_cpu, threads, args.fp16, args.gpus_per_run)
     experiments = plan(args)
     print_plan(experiments, args, device)
     if args.slurm:

@@ -29,7 +29,7 @@ import json
 import sys
 
 from .. import inputs
-from ..greedy_vs_beam import UsageError, compare_systems, run_greedy_vs_beam
+from ..greedy_vs_beam import Request, UsageError, compare_systems, run_greedy_vs_beam
 from . import arguments
 
 
@@ -111,24 +111,24 @@ def main(argv=None):
     )
     args = parser.parse_args(own)
     try:
-        run_greedy_vs_beam(
+        request = Request(
             args.data,
             args.checkpoint,
-            args.beam,
-            args.subset,
-            extra,
-            args.lenpen,
-            args.ref,
-            args.temperature,
-            args.sacrebleu_tokenize,
-            args.grid_beams,
-            args.grid_lenpens,
-            args.dev_subset,
-            args.dev_ref,
-            args.save_dir,
-            args.json,
-            progress=not args.no_progress_bar,
+            beam=args.beam,
+            subset=args.subset,
+            extra_args=extra,
+            lenpen=args.lenpen,
+            ref=args.ref,
+            temperature=args.temperature,
+            tokenize=args.sacrebleu_tokenize,
+            grid_beams=args.grid_beams,
+            grid_lenpens=args.grid_lenpens,
+            dev_subset=args.dev_subset,
+            dev_ref=args.dev_ref,
+            save_dir=args.save_dir,
+            json_path=args.json,
         )
+        run_greedy_vs_beam(request, progress=not args.no_progress_bar)
     except UsageError as e:
         parser.error(str(e))
 

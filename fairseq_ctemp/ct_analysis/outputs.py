@@ -1,0 +1,56 @@
+"""Writing an analysis's outputs: refusing to overwrite, CSVs, figures."""
+
+import csv
+import os
+
+from . import AnalysisError
+
+
+def check_outputs(paths, force):
+    """Refuse (before any work) to overwrite an existing output unless --force."""
+    for path in paths:
+        if path and path != "-" and os.path.isdir(path):
+            raise AnalysisError(f"{path} is a directory; give a file name")
+        if path and path != "-" and os.path.exists(path) and not force:
+            raise AnalysisError(f"{path} exists; refusing to overwrite it (use --force)")
+
+
+def companion(path, suffix):
+    """The CSV written next to a PNG: out.png -> out.csv."""
+    return os.path.splitext(path)[0] + suffix
+
+
+def make_parent(path):
+    parent = os.path.dirname(os.path.abspath(path))
+    os.makedirs(parent, exist_ok=True)
+
+
+def write_csv(path, header, rows):
+    make_parent(path)
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(rows)
+
+
+def fmt(x):
+    """Floats exactly enough for fp32 (9 significant digits); '' for a missing value."""
+    if x is None:
+        return ""
+    return format(float(x), ".9g")
+
+
+def pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig, path):
+    make_parent(path)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    pyplot().close(fig)
