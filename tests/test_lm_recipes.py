@@ -349,3 +349,33 @@ def test_compare_pairs_the_sentences_of_two_runs(tmp_path):
     assert float(noisy["ppl_ratio"]) == pytest.approx(1.0) and float(noisy["p_value"]) > 0.05
     assert float(noisy["ratio_low"]) < 1 < float(noisy["ratio_high"])
     assert "< 0.0005" in (tmp_path / "compare.md").read_text()
+
+
+def test_seeds_are_the_unit_of_the_comparison_with_the_baseline(tmp_path):
+    """`lm_results.py seeds`: Welch's t-test on per-seed log perplexities, against the textbook
+    formulas (Welch-Satterthwaite degrees of freedom, Student t tail) computed by hand here."""
+    lm_results = example_script(os.path.join(RECIPES, "lm_results.py"))
+    ppl = {"softmax": 85.0, "softmax@2": 87.0, "softmax@3": 86.0, "ct": 88.0, "ct@2": 90.5, "ct@3": 89.0}
+    ppl.update({"mos": 88.7})
+    table = tmp_path / "t.csv"
+    table.write_text("variant,test_ppl\n" + "".join(f"{k},{v}\n" for k, v in ppl.items()), encoding="utf-8")
+    run_main(lm_results.main, "seeds", "--table", table, "--output", tmp_path / "s")
+    rows = {r["variant"]: r for r in csv.DictReader(open(tmp_path / "s.csv", encoding="utf-8"))}
+    a = [math.log(ppl[k]) for k in ("ct", "ct@2", "ct@3")]
+    b = [math.log(ppl[k]) for k in ("softmax", "softmax@2", "softmax@3")]
+    va, vb = statistics.variance(a) / 3, statistics.variance(b) / 3
+    t = (statistics.mean(a) - statistics.mean(b)) / math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va**2 / 2 + vb**2 / 2)
+    from scipy.stats import t as student
+
+    assert float(rows["ct"]["welch_t"]) == pytest.approx(t)
+    assert float(rows["ct"]["welch_df"]) == pytest.approx(df)
+    assert float(rows["ct"]["p_value"]) == pytest.approx(2 * student.sf(abs(t), df))
+    assert rows["ct"]["verdict"] == ("higher" if 2 * student.sf(abs(t), df) < 0.05 else "inconclusive")
+    assert float(rows["ct"]["ratio_to_baseline"]) == pytest.approx(
+        math.exp(statistics.mean(a) - statistics.mean(b))
+    )
+    assert rows["mos"]["verdict"] == "no test: one seed" and rows["mos"]["p_value"] == ""
+    assert rows["softmax"]["seeds"] == "1 2 3"
+    with pytest.raises(SystemExit, match="exists; refusing to overwrite"):
+        lm_results.main(["seeds", "--table", str(table), "--output", str(tmp_path / "s")])

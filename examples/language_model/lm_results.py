@@ -23,6 +23,11 @@
       PREFIX.md and PREFIX.csv: each variant's perplexity against the first's, with a paired
       bootstrap over the subset's sentences (evaluate.sh's eval_SUBSET.sentences.tsv): the ratio of
       the perplexities, its 95 % interval and the two-sided p-value of "no difference".
+  lm_results.py seeds --table PREFIX.csv [--baseline softmax] --output PREFIX_seeds
+      PREFIX_seeds.md and .csv: with the seed as the unit, each row's test perplexity over its
+      seeds (the runs variant@N of a table; no @: seed 1), and each row against the baseline:
+      the ratio of the geometric means and Welch's t-test on the per-seed log perplexities
+      (one seed on either side: no test; p >= 0.05: inconclusive).
 
 For the temperatures themselves (tau per position, heat maps) see ctemp-ct-analysis.
 """
@@ -525,6 +530,83 @@ def compare(args):
     print("\n".join(lines))
 
 
+def seeds(args):
+    """Each row over its seeds, and against the baseline with the seed as the unit (Welch)."""
+    import math
+
+    import numpy as np
+    from scipy import stats
+
+    for path in (args.output + ".md", args.output + ".csv"):
+        if os.path.exists(path) and not args.force:
+            sys.exit(f"lm_results.py seeds: error: {path} exists; refusing to overwrite it (--force)")
+    with open(args.table, encoding="utf-8", newline="") as f:
+        runs = list(csv.DictReader(f))
+    by_row = collections.defaultdict(dict)
+    for run in runs:
+        variant, _, seed = run["variant"].partition("@")
+        by_row[variant][int(seed or 1)] = math.log(float(run["test_ppl"]))
+    if args.baseline not in by_row:
+        sys.exit(f"lm_results.py seeds: error: --baseline {args.baseline} is not a row of {args.table}")
+    base = np.array(list(by_row[args.baseline].values()))
+    rows = []
+    for variant, logs_by_seed in by_row.items():
+        values = np.array([logs_by_seed[s] for s in sorted(logs_by_seed)])
+        row = {
+            "variant": variant,
+            "seeds": " ".join(map(str, sorted(logs_by_seed))),
+            "test_ppl_geomean": math.exp(values.mean()),
+            "test_ppl_min": math.exp(values.min()),
+            "test_ppl_max": math.exp(values.max()),
+            "ratio_to_baseline": math.exp(values.mean() - base.mean()),
+        }
+        if variant == args.baseline:
+            row["verdict"] = "baseline"
+        elif len(values) < 2 or len(base) < 2:
+            row["verdict"] = "no test: one seed"
+        else:
+            test = stats.ttest_ind(values, base, equal_var=False)
+            row.update(welch_t=float(test.statistic), welch_df=float(test.df), p_value=float(test.pvalue))
+            if test.pvalue >= 0.05:
+                row["verdict"] = "inconclusive"
+            else:
+                row["verdict"] = "lower" if values.mean() < base.mean() else "higher"
+        rows.append(row)
+    write_csv(args.output, SEED_COLUMNS, rows)
+    lines = [
+        f"Test perplexity over seeds (geometric mean, range), against {args.baseline} with the seed as "
+        "the unit: Welch's t-test on the per-seed log perplexities.",
+        "",
+        "| row | seeds | test ppl (geometric mean) | range | ratio to "
+        + args.baseline
+        + " | Welch t | df | p | verdict |",
+        "|---|---|---:|---|---:|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['variant']} | {r['seeds']} | {r['test_ppl_geomean']:.2f} | {r['test_ppl_min']:.2f}–"
+            f"{r['test_ppl_max']:.2f} | {r['ratio_to_baseline']:.4f} | {fmt(r.get('welch_t'))} | "
+            f"{fmt(r.get('welch_df'))} | {fmt(r.get('p_value'))} | {r['verdict']} |"
+        )
+    with open(args.output + ".md", "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+SEED_COLUMNS = [
+    "variant",
+    "seeds",
+    "test_ppl_geomean",
+    "test_ppl_min",
+    "test_ppl_max",
+    "ratio_to_baseline",
+    "welch_t",
+    "welch_df",
+    "p_value",
+    "verdict",
+]
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -569,6 +651,14 @@ def main(argv=None):
     c.add_argument("--seed", type=int, default=1)
     c.add_argument("--output", required=True, help="output prefix: writes PREFIX.md and PREFIX.csv")
     c.set_defaults(func=compare)
+    d = sub.add_parser(
+        "seeds", help="each row over its seeds, and against a baseline with the seed as the unit"
+    )
+    d.add_argument("--table", required=True, help="the CSV of `table` (runs named variant@SEED)")
+    d.add_argument("--baseline", default="softmax")
+    d.add_argument("--output", required=True, help="output prefix: writes PREFIX.md and PREFIX.csv")
+    d.add_argument("--force", action="store_true", help="replace existing outputs (the results step's rerun)")
+    d.set_defaults(func=seeds)
     args = parser.parse_args(argv)
     args.func(args)
 

@@ -11,7 +11,8 @@
 #            (RESULTS_valid_curves.png, points and learning rates in .csv) of the runs that have
 #            finished; for the CT models among them, tau over the test text
 #            (ctemp-ct-analysis): statistics (RESULTS_tau.md / .csv) and tau against sentence position
-#            (RESULTS_tau_positions.png / .csv)
+#            (RESULTS_tau_positions.png / .csv); each row over its seeds against softmax, the seed
+#            as the unit (RESULTS_seeds.md / .csv)
 # Variants: softmax, constant-T (a fixed temperature T, loss scaled by T), ct (contextual
 #   temperature), mos and ct-mos (MOS_COMPONENTS softmaxes), each optionally suffixed @SEED for
 #   another seed (default seed 1), e.g. "ct@2". The default list is the comparison's first pass.
@@ -75,6 +76,8 @@ done
 mkdir -p "$(dirname "$results")"
 python=$([ -x "$here/../../.venv/bin/python" ] && echo "$here/../../.venv/bin/python" || echo python3)
 "$python" "$here/lm_results.py" table --runs "$exp/runs" --variants "${finished[@]}" --output "$results"
+# each row over its seeds, and against softmax with the seed as the unit (Welch's t-test)
+"$python" "$here/lm_results.py" seeds --table "$results.csv" --output "${results}_seeds" --force > /dev/null
 # each finished row against the softmax one, paired over the test sentences (a result evaluated
 # before evaluate.sh wrote sentences gets them now)
 if [ ${#finished[@]} -gt 1 ] && [ "${finished[0]}" = softmax ]; then

@@ -1,0 +1,229 @@
+"""The tables of the results pages, generated from the committed result files.
+
+A page marks each generated table with a comment line naming it and ends it with another:
+
+    <!-- table: ptb_runs (scripts/results_pages.py) -->
+    | ... the rows this script writes ... |
+    <!-- end of table -->
+
+    python scripts/results_pages.py           # rewrite every marked table from its files
+    python scripts/results_pages.py --check   # exit 1, naming each table that is not what its files give
+
+Each table reads only result files that the project's commands wrote (named in TABLES), so a
+number in it is the file's number, rounded. Nothing else on a page is touched.
+"""
+
+import argparse
+import csv
+import os
+import re
+import sys
+from dataclasses import dataclass
+from typing import Callable, Tuple
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PAGES = (os.path.join("docs", "results.md"),)
+BLOCK = re.compile(
+    r"^<!-- table: (?P<name>[\w-]+) \(scripts/results_pages.py\) -->\n(?P<body>.*?)^<!-- end of table -->$",
+    re.M | re.S,
+)
+LM_RESULTS = os.path.join("examples", "language_model", "results")
+ALT_RESULTS = os.path.join("examples", "alt", "results")
+
+
+@dataclass(frozen=True)
+class Table:
+    files: Tuple[str, ...]  # the result files it reads, relative to the checkout
+    render: Callable  # (the files' rows, one list per file) -> markdown lines
+
+
+def read_csv(path):
+    with open(os.path.join(REPO, path), encoding="utf-8", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+# ----------------------------------------------------------------------------- PTB (Part 2)
+LM_NAMES = {
+    "softmax": "softmax",
+    "mos": "MoS (M = 2)",
+    "ct": "CT",
+    "ct-mos": "CT-MoS",
+}
+
+
+def lm_label(run):
+    """softmax@2 -> "softmax, seed 2"; constant-0.5 -> "constant τ = 0.5"."""
+    variant, _, seed = run.partition("@")
+    name = LM_NAMES.get(variant) or "constant τ = " + variant.removeprefix("constant-")
+    return name + (f", seed {seed}" if seed else "")
+
+
+def ptb_runs(rows):
+    (runs,) = rows
+    lines = [
+        "| run | stopped by | epochs | best epoch | eval-lm valid / test ppl | parameters | "
+        "training s (train_wall) | trained on |",
+        "|---|---|---:|---:|---|---:|---:|---|",
+    ]
+    for r in runs:
+        lines.append(
+            f"| {lm_label(r['variant'])} | {r['stopped_by']} | {r['epochs']} | {r['best_epoch']} | "
+            f"{float(r['valid_ppl']):.2f} / {float(r['test_ppl']):.2f} | {int(r['params']):,} | "
+            f"{int(r['train_seconds']):,} | {r['trained_on']} |"
+        )
+    return lines
+
+
+def p_text(p_value, samples):
+    """A bootstrap p-value of 0 says only that it is below 1 / samples."""
+    return f"< {1 / samples:g}" if float(p_value) == 0 else f"{float(p_value):.4g}"
+
+
+def ptb_compare(rows):
+    lines = [
+        "| baseline | variant | test ppl, baseline | variant | ppl ratio | 95 % interval | p | sentences |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in (r for file_rows in rows for r in file_rows):
+        lines.append(
+            f"| {lm_label(r['baseline'])} | {lm_label(r['variant'])} | {float(r['ppl_baseline']):.2f} | "
+            f"{float(r['ppl_variant']):.2f} | {float(r['ppl_ratio']):.4f} | "
+            f"{float(r['ratio_low']):.4f}–{float(r['ratio_high']):.4f} | "
+            f"{p_text(r['p_value'], int(r['samples']))} | {int(r['sentences']):,} |"
+        )
+    return lines
+
+
+def ptb_seeds(rows):
+    (seeds,) = rows
+    lines = [
+        "| row | seeds | test ppl, geometric mean (range) | ratio to softmax | Welch t | df | p | verdict |",
+        "|---|---|---|---:|---:|---:|---:|---|",
+    ]
+    for r in seeds:
+        welch = [f"{float(r[k]):.2f}" if r[k] else "–" for k in ("welch_t", "welch_df", "p_value")]
+        lines.append(
+            f"| {lm_label(r['variant'])} | {r['seeds']} | {float(r['test_ppl_geomean']):.2f} "
+            f"({float(r['test_ppl_min']):.2f}–{float(r['test_ppl_max']):.2f}) | "
+            f"{float(r['ratio_to_baseline']):.4f} | {' | '.join(welch)} | {r['verdict']} |"
+        )
+    return lines
+
+
+# ---------------------------------------------------------------------- ALT base pilot (Part 0)
+def alt_pilot(rows):
+    (runs,) = rows
+    lines = [
+        "| T | updates | training s (start-up, validations included) | train words/s (median) | "
+        "dev greedy BLEU | carved-test greedy BLEU | carved-test beam 4 BLEU | carved-test ECE % |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in runs:
+        lines.append(
+            f"| {r['T']} | {r['updates']} | {r['last training session s']} | {r['train words/s']} | "
+            f"{r['dev greedy']} | {r['test greedy']} | {r['test beam']} | {r['test ECE %']} |"
+        )
+    return lines
+
+
+# ------------------------------------------------------------------ SACT LSTM on ALT (Part 3)
+PART3_ORDER = ("lstm", "sact_lstm", "fixed_lstm:2.25")
+
+
+def sact_lstm(rows):
+    runs, variants = rows
+    compared = {(r["experiment"], r["variant"]): r for r in variants}
+    lines = [
+        "| system | seed | updates (early stop) | dev greedy BLEU / chrF | p (greedy) | dev beam 4 BLEU | "
+        "p (beam) | dev ECE | dev NLL nats/token | dev t* |",
+        "|---|---|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    chosen = [r for r in runs if r["variant"] in PART3_ORDER]
+    for r in sorted(chosen, key=lambda r: (PART3_ORDER.index(r["variant"]), int(r["seed"]))):
+        if r["variant"] == "lstm":  # the baseline: its chrF is on the rows compared with it
+            c = next(c for c in variants if c["experiment"] == r["experiment"] and c["baseline"] == "lstm")
+            chrf, p_greedy, p_beam = c["greedy chrF T=1"], "–", "–"
+        else:
+            c = compared[(r["experiment"], r["variant"])]
+            chrf, p_greedy, p_beam = c["greedy chrF"], c["p greedy"], c["p beam"]
+        lines.append(
+            f"| `{r['variant']}` | {r['seed']} | {int(r['updates']):,} | {r['dev greedy']} / {chrf} | "
+            f"{p_greedy} | {r['dev beam']} | {p_beam} | {r['dev ECE %']} % | {r['dev NLL']} | {r['dev t*']} |"
+        )
+    return lines
+
+
+TABLES = {
+    "ptb_runs": Table((os.path.join(LM_RESULTS, "ptb_converged.csv"),), ptb_runs),
+    "ptb_compare": Table(
+        (
+            os.path.join(LM_RESULTS, "ptb_converged_compare.csv"),
+            os.path.join(LM_RESULTS, "ptb_converged_compare_seed2.csv"),
+        ),
+        ptb_compare,
+    ),
+    "ptb_seeds": Table((os.path.join(LM_RESULTS, "ptb_converged_seeds.csv"),), ptb_seeds),
+    "alt_pilot": Table((os.path.join(ALT_RESULTS, "base_en_vi_pilot", "runs.csv"),), alt_pilot),
+    "sact_lstm": Table(
+        (
+            os.path.join(ALT_RESULTS, "mini_en_vi_variants", "part3", "runs.csv"),
+            os.path.join(ALT_RESULTS, "mini_en_vi_variants", "part3", "variants.csv"),
+        ),
+        sact_lstm,
+    ),
+}
+
+
+def render(name):
+    table = TABLES[name]
+    return "\n".join(table.render([read_csv(path) for path in table.files])) + "\n"
+
+
+def regenerate(text, page):
+    """The page with every marked table rendered again; an unknown table name is an error."""
+
+    def replace(match):
+        name = match.group("name")
+        if name not in TABLES:
+            sys.exit(f"results_pages.py: error: {page} marks a table {name!r}; known: {', '.join(TABLES)}")
+        start, end = match.span("body")
+        return match.group(0)[: start - match.start()] + render(name) + match.group(0)[end - match.start() :]
+
+    return BLOCK.sub(replace, text)
+
+
+def stale_tables(text, page):
+    """The names of the marked tables of a page that differ from what their files give."""
+    return [
+        m.group("name")
+        for m in BLOCK.finditer(text)
+        if m.group("name") not in TABLES or m.group("body") != render(m.group("name"))
+    ]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="results_pages.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a table is stale")
+    args = parser.parse_args(argv)
+    stale = []
+    for page in PAGES:
+        path = os.path.join(REPO, page)
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        if args.check:
+            stale += [f"{page}: {name}" for name in stale_tables(text, page)]
+            continue
+        new = regenerate(text, page)
+        if new != text:
+            with open(path + ".tmp", "w", encoding="utf-8") as f:
+                f.write(new)
+            os.replace(path + ".tmp", path)
+            print(f"{page}: tables regenerated")
+    if stale:
+        sys.exit(
+            "not what their result files give (run python scripts/results_pages.py):\n" + "\n".join(stale)
+        )
+
+
+if __name__ == "__main__":
+    main()

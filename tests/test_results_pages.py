@@ -1,0 +1,52 @@
+"""The generated tables of the results pages (scripts/results_pages.py) are what their result files
+give, and the generator reads the files (a changed number changes the table)."""
+
+import importlib.util
+import os
+import shutil
+
+import pytest
+from conftest import REPO
+
+
+@pytest.fixture
+def pages():
+    spec = importlib.util.spec_from_file_location(
+        "results_pages", os.path.join(REPO, "scripts", "results_pages.py")
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_generated_table_is_what_its_files_give(pages):
+    pages.main(["--check"])  # exits with the stale tables' names otherwise
+    with open(os.path.join(REPO, "docs", "results.md"), encoding="utf-8") as f:
+        marked = {m.group("name") for m in pages.BLOCK.finditer(f.read())}
+    assert marked == set(pages.TABLES)  # every table is on the page, every marker has a table
+
+
+def test_a_changed_result_changes_the_table_and_the_check_says_so(pages, tmp_path, monkeypatch):
+    for table in pages.TABLES.values():
+        for path in table.files:
+            os.makedirs(tmp_path / os.path.dirname(path), exist_ok=True)
+            shutil.copy(os.path.join(REPO, path), tmp_path / path)
+    os.makedirs(tmp_path / "docs")
+    shutil.copy(os.path.join(REPO, "docs", "results.md"), tmp_path / "docs" / "results.md")
+    monkeypatch.setattr(pages, "REPO", str(tmp_path))
+    pages.main(["--check"])
+    runs = tmp_path / pages.TABLES["ptb_runs"].files[0]
+    text = runs.read_text(encoding="utf-8")
+    assert ",85.12," in text
+    runs.write_text(text.replace(",85.12,", ",85.13,", 1), encoding="utf-8")
+    with pytest.raises(SystemExit, match="docs/results.md: ptb_runs"):
+        pages.main(["--check"])
+    pages.main([])  # regenerated: the page now says 85.13
+    page = (tmp_path / "docs" / "results.md").read_text(encoding="utf-8")
+    assert "| softmax | early stop | 49 | 49 | 90.10 / 85.13 |" in page
+    pages.main(["--check"])
+
+
+def test_p_values_of_zero_are_reported_as_below_the_resolution(pages):
+    assert pages.p_text("0.0", 10000) == "< 0.0001"
+    assert pages.p_text("0.0842", 10000) == "0.0842"
