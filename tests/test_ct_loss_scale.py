@@ -94,3 +94,41 @@ def test_the_scale_gives_the_logits_the_gradient_they_have_at_tau_1(toy_data, sc
     tau = 2.0
     expected = torch.softmax(z.detach().double() / tau, -1) - F.one_hot(y, z.size(-1)).double()
     torch.testing.assert_close(got.double(), expected if scaled else expected / tau, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "weights, expected", [((None, None), "both"), (("0", "0"), "none"), (("2", "0"), "ar")]
+)
+def test_ar_and_tar_are_switched_off_by_their_weights(toy_data, weights, expected):
+    """The PTB recipe's AR_TAR=off trains with --activation-regularization 0
+    --temporal-activation-regularization 0: the regularisation added to the loss is then 0, and
+    with AR alone it is 2 x the mean square of the last layer's output (dropout off here)."""
+    options_ = [
+        "--ct-normalization",
+        "constant",
+        "--ct-constant",
+        "2",
+        "--dropout",
+        "0",
+        "--dropout-hidden",
+        "0",
+    ]
+    for name, weight in zip(("--activation-regularization", "--temporal-activation-regularization"), weights):
+        options_ += [name, weight] if weight is not None else []
+    task, model, criterion = lstm_lm(toy_data, *options_)
+    model.train()
+    g = torch.Generator().manual_seed(0)
+    x, y = (
+        torch.randint(task.dictionary.nspecial, len(task.dictionary), (3, 12), generator=g) for _ in range(2)
+    )
+    sample = {"net_input": {"src_tokens": x, "src_lengths": torch.full((3,), 12)}, "target": y, "ntokens": 36}
+    captured = []
+    model.decoder.output_head.register_forward_pre_hook(lambda module, inputs: captured.append(inputs[0]))
+    _, _, log = criterion(model, sample)
+    regularization = float(log["regularization"]) / 36
+    if expected == "none":
+        assert regularization == 0.0
+    elif expected == "ar":
+        assert regularization == pytest.approx(2 * captured[0].double().pow(2).mean().item(), rel=1e-5)
+    else:
+        assert regularization > 2 * captured[0].double().pow(2).mean().item()  # AR and some TAR

@@ -379,3 +379,23 @@ def test_seeds_are_the_unit_of_the_comparison_with_the_baseline(tmp_path):
     assert rows["softmax"]["seeds"] == "1 2 3"
     with pytest.raises(SystemExit, match="exists; refusing to overwrite"):
         lm_results.main(["seeds", "--table", str(table), "--output", str(tmp_path / "s")])
+
+
+def test_ar_tar_is_on_or_off_and_a_run_is_never_resumed_with_the_other(tmp_path):
+    """ptb_converged_experiment.sh AR_TAR: refused before any work (no data prepared) when it is
+    neither on nor off, or when a run directory was trained with the other setting."""
+    fails(
+        recipe("ptb_converged_experiment.sh", env={"AR_TAR": "maybe", "EXP_DIR": str(tmp_path)}),
+        "AR_TAR must be on or off, got 'maybe'",
+    )
+    run = tmp_path / "runs" / "ct@2"
+    run.mkdir(parents=True)
+    (run / "checkpoint_last.pt").write_bytes(b"")  # a run from before the switch: trained with AR/TAR
+    env = {"AR_TAR": "off", "EXP_DIR": str(tmp_path), "VARIANTS": "softmax ct@2"}
+    fails(recipe("ptb_converged_experiment.sh", env=env), f"{run} was trained with AR_TAR=on, not off")
+    (run / "ar_tar").write_text("off\n")
+    fails(
+        recipe("ptb_converged_experiment.sh", "results", env={**env, "AR_TAR": "on"}),
+        "trained with AR_TAR=off, not on",
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]  # no data-bin: refused before any work

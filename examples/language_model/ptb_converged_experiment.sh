@@ -22,7 +22,11 @@
 #      PATIENCE (3: epochs without a better validation loss before stopping),
 #      MAX_EPOCH (80, a safety net: a run that reaches it is reported as not converged; the softmax
 #      run still improved at epoch 27, so 40 was too few),
-#      RESULTS (examples/language_model/results/ptb_converged), DEVICE_ARGS (--cpu)
+#      RESULTS (examples/language_model/results/ptb_converged), DEVICE_ARGS (--cpu),
+#      AR_TAR (on; off: every run without AR and TAR, --activation-regularization 0
+#      --temporal-activation-regularization 0, by default in EXP_DIR runs/ptb_converged_no_ar_tar
+#      and RESULTS .../ptb_converged_no_ar_tar: the comparison of the temperature rows without the
+#      regularisers the loss scale leaves unscaled; a run directory trained otherwise is refused)
 # Schedule: Adam, one validation per epoch (fairseq's reduce-on-plateau only sees end-of-epoch
 # validations), lr x 0.5 after an epoch without improvement; interrupted runs resume from the last
 # finished epoch with their early-stopping count (train.sh trains with ctemp-train), so they stop
@@ -38,13 +42,27 @@ die() { echo "ptb_converged_experiment.sh: error: $*" >&2; exit 2; }
 step=${1:-train}
 case $step in train|results) ;; -h|--help) usage ;; *) die "unknown step '$step' (expected train or results)" ;; esac
 here=$(cd "$(dirname "$0")" && pwd)
-exp=${EXP_DIR:-runs/ptb_converged}
+ar_tar=${AR_TAR:-on}
+case $ar_tar in
+  on) name=ptb_converged regularizers=() ;;
+  off) name=ptb_converged_no_ar_tar regularizers=(--activation-regularization 0 --temporal-activation-regularization 0) ;;
+  *) die "AR_TAR must be on or off, got '$ar_tar'" ;;
+esac
+exp=${EXP_DIR:-runs/$name}
 export DATA_BIN=$exp/data-bin/ptb DEVICE_ARGS=${DEVICE_ARGS---cpu}
-results=${RESULTS:-$here/results/ptb_converged}
+results=${RESULTS:-$here/results/$name}
 variants=${VARIANTS:-softmax ct mos ct-mos constant-0.5 constant-2}
 for run in $variants; do  # checked before any work
   [[ $run =~ ^(softmax|ct|mos|ct-mos|constant-([0-9]+\.?[0-9]*|\.[0-9]+))(@[0-9]+)?$ ]] ||
     die "VARIANTS: bad entry '$run' (expected softmax, ct, mos, ct-mos or constant-T, optionally @SEED)"
+done
+for run in $variants; do  # a run directory trained with the other AR_TAR is not resumed
+  save=$exp/runs/$run trained=
+  [ -f "$save/ar_tar" ] && trained=$(cat "$save/ar_tar")
+  [ -z "$trained" ] && [ -f "$save/checkpoint_last.pt" ] && trained=on  # runs from before AR_TAR
+  if [ -n "$trained" ] && [ "$trained" != "$ar_tar" ]; then
+    die "$save was trained with AR_TAR=$trained, not $ar_tar: use another EXP_DIR"
+  fi
 done
 
 if [ "$step" = train ]; then
@@ -57,10 +75,11 @@ if [ "$step" = train ]; then
     variant=${run%@*} seed=1
     [[ $run == *@* ]] && seed=${run#*@}
     save=$exp/runs/$run
+    mkdir -p "$save" && echo "$ar_tar" > "$save/ar_tar"
     ARCH=ct_lstm_lm OPTIMIZER=adam LR=${LR:-3e-3} MAX_UPDATE=0 MAX_EPOCH=${MAX_EPOCH:-80} \
       PATIENCE=${PATIENCE:-3} MAX_TOKENS=1400 TOKENS_PER_SAMPLE=70 SEED=$seed LOG_INTERVAL=50 \
       SCHEDULER="--lr-scheduler reduce_lr_on_plateau --lr-shrink 0.5 --lr-patience 0" \
-      bash "$here/train.sh" ptb "$variant" "$save" "${model[@]}" "${schedule[@]}" > /dev/null
+      bash "$here/train.sh" ptb "$variant" "$save" "${model[@]}" "${regularizers[@]}" "${schedule[@]}" > /dev/null
     for subset in valid test; do
       bash "$here/evaluate.sh" "$save" ptb "$subset" > /dev/null
     done
