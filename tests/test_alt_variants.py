@@ -425,8 +425,10 @@ def test_every_variant_builds_its_model_and_criterion(work, variant):
         assert type(model).__name__ == "SactLSTMModel" and args.attention_temperature == expected[variant]
     if variant == "fixed_lstm:0.5":
         assert args.fixed_attention_temperature == 0.5
-    if variant == "sact_transformer":
+    if variant.startswith("sact_transformer"):
         assert type(model).__name__ == "SactTransformerModel"
+        mode = "tempered" if variant == "sact_transformer_tempered" else None  # None: the default
+        assert args.sact_previous_context == mode
     assert type(criterion).__name__ == (
         "ContextualTemperatureCrossEntropy"
         if variant == "ct_transformer"

@@ -203,8 +203,16 @@ VARIANTS = {
         "criterion": "ct_cross_entropy",
     },
     "sact_transformer": {
-        "about": "SACT attention temperature in the Transformer: sact_transformer_alt_<preset>, tempered_ce",
+        "about": "SACT attention temperature in the Transformer: sact_transformer_alt_<preset>, tempered_ce "
+        "(c_(t-1) from the attention at tau = 1: every position trained at once)",
         "model": ("arch", "sact_transformer_alt_{preset}"),
+        "criterion": "tempered_ce",
+    },
+    "sact_transformer_tempered": {
+        "about": "the same with the paper's recurrence, c_(t-1) from the attention at tau_(t-1) "
+        "(--sact-previous-context tempered: a loop over target positions in training)",
+        "model": ("arch", "sact_transformer_alt_{preset}"),
+        "options": ["--sact-previous-context", "tempered"],
         "criterion": "tempered_ce",
     },
     "lstm": {
@@ -289,7 +297,7 @@ def variant_model(variant, preset_name):
         return list(preset["model"]), preset["model"][1]
     if kind == "arch":  # the same sizes and dropout, stated explicitly, under the variant's architecture
         arch = value.format(preset=preset_name)
-        return ["--arch", arch, *preset["model"][2:]], arch
+        return ["--arch", arch, *preset["model"][2:], *VARIANTS[name].get("options", [])], arch
     options = [*preset["lstm"], "--attention-temperature", value]
     if parameter is not None:
         options += [VARIANTS[name]["parameter"][0], f"{parameter:g}"]

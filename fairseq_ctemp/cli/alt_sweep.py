@@ -17,7 +17,9 @@ training options, early stopping, averaging and decoding; finalize compares each
 the T=1 transformer (paired bootstrap):
   transformer       the preset's Transformer, tempered_ce
   ct_transformer    ct_transformer_alt_<preset> (contextual temperature), ct_cross_entropy, T=1
-  sact_transformer  sact_transformer_alt_<preset> (SACT attention temperature), tempered_ce
+  sact_transformer  sact_transformer_alt_<preset> (SACT attention temperature), tempered_ce; c_(t-1)
+                    from the attention at tau = 1 (all positions trained at once)
+  sact_transformer_tempered  the same with the paper's recurrence (c_(t-1) at tau_(t-1))
   lstm              the SACT recipe's LSTM, plain attention (sact_lstm --attention-temperature none)
   sact_lstm         the same LSTM with SACT (--attention-temperature sact)
   fixed_lstm:TAU    the same LSTM with a constant attention temperature TAU (--attention-temperature
