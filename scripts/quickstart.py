@@ -113,116 +113,93 @@ def main():
     )
     args = parser.parse_args()
     check_options(parser, args)
-    averaged = min(5, args.epochs)  # the last epoch checkpoints kept (--keep-last-epochs 5)
-    from fairseq_ctemp.cli import average_checkpoints
-    from fairseq_ctemp.greedy_vs_beam import GreedyVsBeam, Request, run_greedy_vs_beam
-    from fairseq_ctemp.preprocess import fairseq_preprocess
-    from fairseq_ctemp.toy_data import write_corpus
-
     work = args.workdir
     raw, data = os.path.join(work, "raw"), os.path.join(work, "data-bin")
-
-    def corpus(destdir):
-        sizes = (
-            ("train", args.train_pairs),
-            ("valid", args.train_pairs // 10),
-            ("test", args.train_pairs // 10),
-        )
-        print(
-            "== 1. synthetic corpus: " + " / ".join(f"{n} {split}" for split, n in sizes) + " sentence pairs",
-            flush=True,
-        )
-        write_corpus(destdir, sizes)
-
-    make_once(raw, corpus)
-
-    def preprocess(destdir):
-        preprocess_args = [
-            "--source-lang",
-            "src",
-            "--target-lang",
-            "tgt",
-            "--trainpref",
-            f"{raw}/train",
-            "--validpref",
-            f"{raw}/valid",
-            "--testpref",
-            f"{raw}/test",
-            "--destdir",
-            destdir,
-            "--joined-dictionary",
-            "--workers",
-            "1",
-        ]
-        print("$ fairseq-preprocess " + " ".join(preprocess_args), flush=True)
-        fairseq_preprocess(preprocess_args)  # in this process; its log: preprocess.log in destdir
-
-    make_once(data, preprocess)
-
+    make_once(raw, lambda destdir: corpus(destdir, args.train_pairs))
+    make_once(data, lambda destdir: preprocess(raw, destdir))
+    averaged = min(5, args.epochs)  # the last epoch checkpoints kept (--keep-last-epochs 5)
     rows = []
     for temperature in (1.0, args.temperature):
-        name = f"T{temperature:g}"
-        save_dir = os.path.join(work, name)
-        average = os.path.join(save_dir, f"checkpoint_avg{averaged}.pt")
-        if not os.path.exists(average):
-            print(
-                f"== 2. train with tempered_ce, T={temperature:g} ({args.epochs} epochs; one line per epoch)",
-                flush=True,
-            )
-            os.makedirs(save_dir, exist_ok=True)
-            run(
-                [
-                    os.path.join(BIN_DIR, "fairseq-train"),
-                    data,
-                    "--user-dir",
-                    os.path.join(REPO, "fairseq_ctemp"),
-                    *MODEL,
-                    *OPTIMISATION,
-                    "--criterion",
-                    "tempered_ce",
-                    "--softmax-temperature",
-                    str(temperature),
-                    "--label-smoothing",
-                    "0.1",
-                    "--max-epoch",
-                    str(args.epochs),
-                    "--save-dir",
-                    save_dir,
-                ],
-                log_path=os.path.join(save_dir, "train.log"),
-                show=lambda line: "| valid | epoch" in line,
-            )
-            # ctemp-average-checkpoints, through the function its console script calls
-            average_args = [
-                "--inputs",
-                save_dir,
-                "--num-epoch-checkpoints",
-                str(averaged),
-                "--output",
-                average,
-            ]
-            print("$ ctemp-average-checkpoints " + " ".join(average_args), flush=True)
-            average_checkpoints.main(average_args)
-        result_path = os.path.join(save_dir, "greedy_vs_beam.json")
-        if os.path.exists(result_path):
-            with open(result_path, encoding="utf-8") as f:
-                result = GreedyVsBeam.from_dict(json.load(f))
-        else:
-            print(f"== 3. decode the test set greedy and beam 5 at T={temperature:g}", flush=True)
-            request = Request(
-                data,
-                average,
-                beam=5,
-                subset="test",
-                extra_args=["--cpu", "--batch-size", "100", "--num-workers", "0"],
-                ref=os.path.join(raw, "test.tgt"),
-                json_path=result_path,
-            )
-            result = run_greedy_vs_beam(
-                request, verbose=False
-            )  # in this process: the first batch is decoded once untimed, so greedy pays no start-up
-        rows.append((temperature, result))
+        save_dir = os.path.join(work, f"T{temperature:g}")
+        average = train_and_average(data, save_dir, temperature, args.epochs, averaged)
+        rows.append((temperature, decode(raw, data, save_dir, average, temperature)))
+    print_table(rows, averaged)
+    summary = write_summary(os.path.join(work, "results.json"), args, rows)
+    print(
+        f"Measured on {summary['cpu']} ({summary['threads']} threads), torch {summary['torch']}: {work}/results.json"
+    )
+    print(f"Everything is in {work}/ (train.log, checkpoints, hypotheses: see greedy_vs_beam.json)")
 
+
+def corpus(destdir, train_pairs):
+    from fairseq_ctemp.toy_data import write_corpus
+
+    sizes = (("train", train_pairs), ("valid", train_pairs // 10), ("test", train_pairs // 10))
+    print(
+        "== 1. synthetic corpus: " + " / ".join(f"{n} {split}" for split, n in sizes) + " sentence pairs",
+        flush=True,
+    )
+    write_corpus(destdir, sizes)
+
+
+def preprocess(raw, destdir):
+    from fairseq_ctemp.preprocess import fairseq_preprocess
+
+    preprocess_args = [
+        *("--source-lang", "src", "--target-lang", "tgt"),
+        *("--trainpref", f"{raw}/train", "--validpref", f"{raw}/valid", "--testpref", f"{raw}/test"),
+        *("--destdir", destdir, "--joined-dictionary", "--workers", "1"),
+    ]
+    print("$ fairseq-preprocess " + " ".join(preprocess_args), flush=True)
+    fairseq_preprocess(preprocess_args)  # in this process; its log: preprocess.log in destdir
+
+
+def train_and_average(data, save_dir, temperature, epochs, averaged):
+    """fairseq-train with tempered_ce at `temperature`, then the average of its last epoch
+    checkpoints (skipped when the average is there); returns the average's path."""
+    from fairseq_ctemp.cli import average_checkpoints
+
+    average = os.path.join(save_dir, f"checkpoint_avg{averaged}.pt")
+    if os.path.exists(average):
+        return average
+    print(
+        f"== 2. train with tempered_ce, T={temperature:g} ({epochs} epochs; one line per epoch)", flush=True
+    )
+    os.makedirs(save_dir, exist_ok=True)
+    train = [os.path.join(BIN_DIR, "fairseq-train"), data, "--user-dir", os.path.join(REPO, "fairseq_ctemp")]
+    train += [*MODEL, *OPTIMISATION, "--criterion", "tempered_ce", "--softmax-temperature", str(temperature)]
+    train += ["--label-smoothing", "0.1", "--max-epoch", str(epochs), "--save-dir", save_dir]
+    run(train, log_path=os.path.join(save_dir, "train.log"), show=lambda line: "| valid | epoch" in line)
+    # ctemp-average-checkpoints, through the function its console script calls
+    average_args = ["--inputs", save_dir, "--num-epoch-checkpoints", str(averaged), "--output", average]
+    print("$ ctemp-average-checkpoints " + " ".join(average_args), flush=True)
+    average_checkpoints.main(average_args)
+    return average
+
+
+def decode(raw, data, save_dir, average, temperature):
+    """The GreedyVsBeam of the average on the test set (greedy_vs_beam.json; read when there)."""
+    from fairseq_ctemp.greedy_vs_beam import GreedyVsBeam, Request, run_greedy_vs_beam
+
+    result_path = os.path.join(save_dir, "greedy_vs_beam.json")
+    if os.path.exists(result_path):
+        with open(result_path, encoding="utf-8") as f:
+            return GreedyVsBeam.from_dict(json.load(f))
+    print(f"== 3. decode the test set greedy and beam 5 at T={temperature:g}", flush=True)
+    request = Request(
+        data,
+        average,
+        beam=5,
+        subset="test",
+        extra_args=["--cpu", "--batch-size", "100", "--num-workers", "0"],
+        ref=os.path.join(raw, "test.tgt"),
+        json_path=result_path,
+    )
+    # in this process: the first batch is decoded once untimed, so greedy pays no start-up
+    return run_greedy_vs_beam(request, verbose=False)
+
+
+def print_table(rows, averaged):
     print(
         "\nSoftmax tempering on the synthetic task (test set, sacrebleu; average of the last "
         f"{averaged} epoch checkpoints):\n"
@@ -239,11 +216,6 @@ def main():
             f"{r.speedup:.2f}x |"
         )
     print(f"\nBLEU signature: {rows[0][1].signatures['bleu']}")
-    summary = write_summary(os.path.join(work, "results.json"), args, rows)
-    print(
-        f"Measured on {summary['cpu']} ({summary['threads']} threads), torch {summary['torch']}: {work}/results.json"
-    )
-    print(f"Everything is in {work}/ (train.log, checkpoints, hypotheses: see greedy_vs_beam.json)")
 
 
 def cpu_model():
