@@ -113,6 +113,14 @@ def inputs(tmp_path_factory, toy_data):
     write(str(refs / "cr-only.tgt"), b"\r".join(test_refs))  # CR-only line ends: one line to a reader of LF
     write(str(refs / "one-short.tgt"), b"\n".join(test_refs[:-2]) + b"\n")  # one sentence fewer than test
     write(str(root / "lm-text" / "latin1.txt"), "caf\u00e9 s1 s2\n".encode("latin-1"))
+    for name, table in (  # lm_results.py seeds: tables that are not what `table` writes
+        ("columns", "a,b\n1,2\n"),
+        ("nan", "variant,test_ppl\nsoftmax,80\nct,nan\n"),
+        ("seed", "variant,test_ppl\nsoftmax,80\nct@x,80\n"),
+        ("twice", "variant,test_ppl\nsoftmax,80\nsoftmax@1,81\n"),
+        ("good", "variant,test_ppl\nsoftmax,80\nsoftmax@2,81\nct,82\n"),
+    ):
+        write(str(root / "seeds" / f"{name}.csv"), table.encode())
     return {"root": root, "toy": toy_data, "ckpt": ckpt, "refs": refs}
 
 
@@ -220,6 +228,10 @@ def alt_results(argv):
 
 def lm_results(argv):
     example_script(os.path.join(REPO, "examples", "language_model", "lm_results.py")).main(argv)
+
+
+def results_pages(argv):
+    example_script(os.path.join(REPO, "scripts", "results_pages.py")).main(argv)
 
 
 def sact_summarize(argv):
@@ -1271,6 +1283,48 @@ CASES = [
         "--variants needs a baseline and at least one variant to compare",
     ),
     (
+        "results_pages: a misspelt --check",
+        results_pages,
+        ["--chek"],
+        "unrecognized arguments: --chek",
+    ),
+    (
+        "lm_results seeds: a table without its columns",
+        lm_results,
+        ["seeds", "--table", "{root}/seeds/columns.csv", "--output", "{root}/new/s"],
+        "is not a table of `lm_results.py table` (columns variant, test_ppl)",
+    ),
+    (
+        "lm_results seeds: a perplexity that is not a number",
+        lm_results,
+        ["seeds", "--table", "{root}/seeds/nan.csv", "--output", "{root}/new/s"],
+        "line 3: 'ct' has no test perplexity >= 1 (got 'nan')",
+    ),
+    (
+        "lm_results seeds: a seed that is not an integer",
+        lm_results,
+        ["seeds", "--table", "{root}/seeds/seed.csv", "--output", "{root}/new/s"],
+        "line 3: 'ct@x': a run is named VARIANT or VARIANT@SEED, SEED an integer",
+    ),
+    (
+        "lm_results seeds: one seed of a row twice",
+        lm_results,
+        ["seeds", "--table", "{root}/seeds/twice.csv", "--output", "{root}/new/s"],
+        "has softmax seed 1 twice",
+    ),
+    (
+        "lm_results seeds: a baseline that is no row",
+        lm_results,
+        ["seeds", "--table", "{root}/seeds/good.csv", "--baseline", "mos", "--output", "{root}/new/s"],
+        "--baseline mos is not a row of",
+    ),
+    (
+        "lm_results seeds: --output taken",
+        lm_results,
+        ["seeds", "--table", "{root}/seeds/good.csv", "--output", "{root}/seeds/good"],
+        "{root}/seeds/good.csv exists; refusing to overwrite it (--force)",
+    ),
+    (
         "lm_results: tau of a missing dump",
         lm_results,
         ["tau", "--dumps", "{root}/none/tau_test.tsv", "--output", "{root}/new/tau"],
@@ -1841,6 +1895,7 @@ def test_the_suite_covers_every_tool():
         "quickstart.py": quickstart,
         "export_hydra_configs.py": export_hydra_configs,
         "lm_results.py": lm_results,
+        "results_pages.py": results_pages,
         "summarize.py": sact_summarize,
         "translate_subset.py": sact_translate_subset,
         "bench_ct_lm.py": bench_ct_lm,

@@ -37,6 +37,7 @@ import collections
 import csv
 import glob
 import json
+import math
 import os
 import re
 import sys
@@ -532,20 +533,17 @@ def compare(args):
 
 def seeds(args):
     """Each row over its seeds, and against the baseline with the seed as the unit (Welch)."""
-    import math
-
     import numpy as np
     from scipy import stats
 
     for path in (args.output + ".md", args.output + ".csv"):
         if os.path.exists(path) and not args.force:
             sys.exit(f"lm_results.py seeds: error: {path} exists; refusing to overwrite it (--force)")
-    with open(args.table, encoding="utf-8", newline="") as f:
-        runs = list(csv.DictReader(f))
     by_row = collections.defaultdict(dict)
-    for run in runs:
-        variant, _, seed = run["variant"].partition("@")
-        by_row[variant][int(seed or 1)] = math.log(float(run["test_ppl"]))
+    for variant, seed, ppl in seed_rows(args.table):
+        if seed in by_row[variant]:
+            sys.exit(f"lm_results.py seeds: error: --table {args.table} has {variant} seed {seed} twice")
+        by_row[variant][seed] = math.log(ppl)
     if args.baseline not in by_row:
         sys.exit(f"lm_results.py seeds: error: --baseline {args.baseline} is not a row of {args.table}")
     base = np.array(list(by_row[args.baseline].values()))
@@ -591,6 +589,35 @@ def seeds(args):
     with open(args.output + ".md", "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
+
+
+def seed_rows(path):
+    """(row, seed, test perplexity) of each run of a `table` CSV; one-line errors for a file that is
+    not one."""
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            runs = list(csv.DictReader(f))
+    except (OSError, UnicodeDecodeError) as e:
+        sys.exit(f"lm_results.py seeds: error: --table {path}: {getattr(e, 'strerror', None) or e}")
+    if not runs or not {"variant", "test_ppl"} <= set(runs[0]):
+        sys.exit(
+            f"lm_results.py seeds: error: --table {path} is not a table of `lm_results.py table` (columns variant, test_ppl)"
+        )
+    rows = []
+    for n, run in enumerate(runs, 2):
+        variant, _, seed = run["variant"].partition("@")
+        where = f"lm_results.py seeds: error: --table {path} line {n}: {run['variant']!r}"
+        if not (seed or "1").isdigit():
+            sys.exit(f"{where}: a run is named VARIANT or VARIANT@SEED, SEED an integer")
+        try:
+            ppl = float(run["test_ppl"])
+        except ValueError:
+            ppl = math.nan
+        if not (math.isfinite(ppl) and ppl >= 1):
+            sys.exit(f"{where} has no test perplexity >= 1 (got {run['test_ppl']!r})")
+        seed = int(seed or 1)
+        rows.append((variant, seed, ppl))
+    return rows
 
 
 SEED_COLUMNS = [
