@@ -487,15 +487,26 @@ def test_table34_configurations():
         (2, 0.1, 0.1): 12.5,
         (2, 0.3, 0.1): 14,
     }
+    from fairseq_ctemp.alt.records import RunResult, SubsetEval, SystemRow, TrainingSummary
+
+    def scored(bleu):  # only the greedy BLEU is read
+        row = SystemRow(
+            1, 1.0, bleu, 0.0, decode_seconds=1.0, sentences_per_second=1.0, decoding_temperature=1.0
+        )
+        return SubsetEval(row, row, signature="BLEU")
+
     runs = [
-        {
-            "name": f"T{t}-ls{ls}-sem{w}",
-            "direction": "en-vi",
-            "temperature": float(t),
-            "label_smoothing": ls,
-            "sem_weight": w,
-            "eval": {"valid": {"greedy": {"bleu": b}}, "test": {"greedy": {"bleu": 50 - b}}},
-        }
+        RunResult(
+            name=f"T{t}-ls{ls}-sem{w}",
+            direction="en-vi",
+            variant="transformer",
+            seed=1,
+            temperature=float(t),
+            label_smoothing=ls,
+            sem_weight=w,
+            training=TrainingSummary(0, "early stop", 10, 0, None, None, []),
+            eval={"valid": scored(b), "test": scored(50 - b)},
+        )
         for (t, ls, w), b in reversed(dev.items())
     ]
     experiment = {"name": "en-vi.x", "exp": {"primary": [0.1, 0.0]}, "runs": runs}
@@ -519,7 +530,7 @@ def test_table34_configurations():
         for name, key, n in winners
     ]
     # without the SEM runs, the SEM configurations search the same runs as the others: no rows
-    experiment["runs"] = [r for r in runs if r["sem_weight"] == 0]
+    experiment["runs"] = [r for r in runs if r.sem_weight == 0]
     assert [row[2] for row in alt_results.table34([experiment])[1]] == [
         "Default",
         "LS",

@@ -8,13 +8,17 @@ import json
 import pytest
 
 from fairseq_ctemp.alt import results, systems
+from fairseq_ctemp.alt.records import RunResult, SubsetEval, SystemRow, TrainingSummary
+
+
+def system_row(bleu, chrf, k):  # what the systems do not read: placeholders
+    return SystemRow(
+        k, 1.0, bleu, chrf, decode_seconds=1.0, sentences_per_second=1.0, decoding_temperature=1.0
+    )
 
 
 def scores(greedy, beam, k=4):  # chrF: a number of its own, here BLEU + 20
-    return {
-        "greedy": {"bleu": greedy, "chrf": greedy + 20},
-        "beam": {"bleu": beam, "chrf": beam + 20, "beam": k},
-    }
+    return SubsetEval(system_row(greedy, greedy + 20, 1), system_row(beam, beam + 20, k), signature="BLEU")
 
 
 def write_calibration(run_dir, ece, nll):
@@ -28,16 +32,18 @@ def run(tmp_path, exp, name, variant, t, seed, greedy, beam, ls=0.1, calibration
     run_dir.mkdir(parents=True)
     if calibration:
         write_calibration(run_dir, *calibration)
-    return {
-        "name": name,
-        "dir": str(run_dir),
-        "variant": variant,
-        "seed": seed,
-        "temperature": t,
-        "label_smoothing": ls,
-        "sem_weight": 0.0,
-        "eval": {"valid": scores(greedy, beam)},
-    }
+    return RunResult(
+        name=name,
+        direction="en-vi",
+        variant=variant,
+        seed=seed,
+        temperature=t,
+        label_smoothing=ls,
+        sem_weight=0.0,
+        training=TrainingSummary(0, "early stop", 10, 0, None, None, []),
+        eval={"valid": scores(greedy, beam)},
+        dir=str(run_dir),
+    )
 
 
 def experiment(name, runs, t_opt=None, posthoc=None):

@@ -24,6 +24,7 @@ from fairseq_ctemp.alt import finalize, posthoc
 from fairseq_ctemp.alt.common import Device
 from fairseq_ctemp.alt.data import toy_language_pair
 from fairseq_ctemp.alt.presets import variant_names
+from fairseq_ctemp.alt.records import RunResult, SubsetEval, SystemRow, TrainingSummary
 from fairseq_ctemp.cli import alt_data, alt_sweep
 from fairseq_ctemp.cli import alt_results as results_command
 
@@ -147,8 +148,17 @@ def finished_runs(exp_dir, variants):
         for system in ("greedy", "beam"):  # each reference with some words replaced
             hyps = [" ".join(w if rng.random() < 0.7 else rng.choice(words) for w in r.split()) for r in refs]
             (run_dir / "eval" / "valid" / f"{system}.hyp").write_text("".join(h + "\n" for h in hyps))
-            evals[system] = {"bleu": sacrebleu.corpus_bleu(hyps, [refs]).score}
-        (run_dir / "run.json").write_text(json.dumps({"eval": {"valid": evals}}))
+            bleu = sacrebleu.corpus_bleu(hyps, [refs]).score
+            evals[system] = SystemRow(1 if system == "greedy" else 4, 1.0, bleu, 0.0, 1.0, 1.0, t)
+        result = RunResult(
+            **config,
+            direction="en-vi",
+            label_smoothing=0.1,
+            sem_weight=0.0,
+            training=TrainingSummary(8, "early stop", 10, 2, 1.0, 8, [[4, 0.5], [8, 1.0]]),
+            eval={"valid": SubsetEval(evals["greedy"], evals["beam"], signature="BLEU")},
+        )
+        (run_dir / "run.json").write_text(json.dumps(result.to_dict()))
         (run_dir / "eval" / "valid" / posthoc.CALIBRATION).write_text("{}")  # (its ECE: not read here)
     (exp_dir / "experiment.json").write_text(json.dumps(EXP_FILE))
     return runs

@@ -479,8 +479,8 @@ CASES = [
         "sweep: unknown variant",
         SWEEP,
         ["run", *SWEEP_OK, "--variants", "transformer,gru"],
-        "--variants: unknown gru; choose from transformer, ct_transformer, sact_transformer, lstm, sact_lstm, "
-        "fixed_lstm:TAU",
+        "--variants: unknown gru; choose from transformer, ct_transformer, sact_transformer, "
+        "sact_transformer_tempered, lstm, sact_lstm, fixed_lstm:TAU",
     ),
     (
         "sweep: fixed_lstm without its temperature",

@@ -6,6 +6,7 @@ import os
 
 from .. import greedy_vs_beam as gvb
 from .common import RunFailed, device_args, fresh_dir, prepared, read_json, say
+from .records import SystemRow
 
 
 class Decoder:
@@ -81,21 +82,9 @@ def moved_result(out_dir):
     return result
 
 
-ROW_FIELDS = (
-    "beam",
-    "lenpen",
-    "bleu",
-    "chrf",
-    "decode_seconds",
-    "sentences_per_second",
-    "decoding_temperature",
-)
-
-
 def system_row(result, name):
-    """What run.json and final.json keep of one system of a GreedyVsBeam."""
-    system = result.systems[name]
-    return {k: getattr(system, k) for k in ROW_FIELDS}
+    """What final.json and posthoc.json keep of one system of a GreedyVsBeam (records.SystemRow)."""
+    return dataclasses.asdict(SystemRow.of(result.systems[name]))
 
 
 def grid_rows(result):

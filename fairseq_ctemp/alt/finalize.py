@@ -2,6 +2,7 @@
 T=1, paired significance, greedy / beam timings -> final/final.json; each model variant against the
 T=1 transformer -> final/compare-<run>.json."""
 
+import dataclasses
 import glob
 import os
 
@@ -9,6 +10,7 @@ from .. import greedy_vs_beam as gvb
 from . import evaluate, posthoc
 from .common import Lock, RunFailed, fmt, load_experiment, read_config, read_json, say, write_json
 from .presets import DEFAULT_VARIANT, baseline_variant
+from .records import read_run
 
 COMPARED = ("greedy", "beam")  # a variant against T=1: greedy, and beam --eval-beam (untuned, both)
 
@@ -93,7 +95,7 @@ def compare_variants(exp_dir, exp, run_dir):
         return
     config = read_config(os.path.join(run_dir, "config.json"))
     baseline_dir = baseline_run(exp_dir, exp, config["variant"])
-    baseline = read_json(os.path.join(baseline_dir, "run.json")) if baseline_dir else None
+    baseline = read_run(baseline_dir) if baseline_dir else None
     if baseline_dir is None:  # e.g. lstm in a sweep of lstm,sact_lstm: the baseline of sact_lstm only
         say(
             f"{name}: {os.path.basename(run_dir)} is not compared: no T=1 "
@@ -106,7 +108,7 @@ def compare_variants(exp_dir, exp, run_dir):
             f"{baseline_variant(config['variant'])} run ({os.path.basename(baseline_dir)})"
         )
         return
-    run = read_json(os.path.join(run_dir, "run.json"))
+    run = read_run(run_dir)
     if run is None:
         say(f"{name}: the comparison of {os.path.basename(run_dir)} waits for its run")
         return
@@ -137,8 +139,8 @@ def compare_variants(exp_dir, exp, run_dir):
             "baseline_variant": baseline_variant(config["variant"]),
             "scored_subset": subset,
             "systems": {
-                "baseline": {s: baseline["eval"][subset][s] for s in COMPARED},
-                "variant": {s: run["eval"][subset][s] for s in COMPARED},
+                "baseline": {s: dataclasses.asdict(getattr(baseline.eval[subset], s)) for s in COMPARED},
+                "variant": {s: dataclasses.asdict(getattr(run.eval[subset], s)) for s in COMPARED},
             },
             "significance": significance,
         }
@@ -168,13 +170,13 @@ def tempering(exp_dir, exp, group, device, quiet=False):
             f"{fmt(ls)}, SEM weight {fmt(sem)}"
         )
         return None
-    runs = {t: read_json(os.path.join(d, "run.json")) for t, d in group.items()}
+    runs = {t: read_run(d) for t, d in group.items()}
     missing = [os.path.basename(group[t]) for t, r in runs.items() if r is None]
     if missing:
         say(f"{os.path.basename(exp_dir)}: finalize waits for {', '.join(sorted(missing))}")
         return None
     tempered = {t: r for t, r in runs.items() if t != 1.0}
-    t_opt = max(sorted(tempered), key=lambda t: tempered[t]["eval"]["valid"]["greedy"]["bleu"])
+    t_opt = max(sorted(tempered), key=lambda t: tempered[t].eval["valid"].greedy.bleu)
     subset = "test" if "test" in exp["subsets"] else "valid"
     os.makedirs(final_dir, exist_ok=True)
     with Lock(final_dir, RunFailed):
@@ -188,9 +190,7 @@ def tempering(exp_dir, exp, group, device, quiet=False):
             "sem_weight": sem,
             "t_opt": t_opt,
             "t_opt_chosen_by": "dev greedy BLEU among T != 1",
-            "dev_greedy_bleu": {
-                fmt(t): r["eval"]["valid"]["greedy"]["bleu"] for t, r in sorted(runs.items())
-            },
+            "dev_greedy_bleu": {fmt(t): r.eval["valid"].greedy.bleu for t, r in sorted(runs.items())},
             "scored_subset": subset,
             "tuned_on": "valid",
             "systems": systems,

@@ -13,6 +13,7 @@ from ..progress import progress_bar
 from . import posthoc, systems
 from .common import AltError, fmt, read_config, read_json
 from .presets import DEFAULT_VARIANT, VARIANTS
+from .records import RunResult, read_run
 from .training import training_steps, training_summary, validations
 
 MARKER = ".alt_results"  # in every OUT this tool writes: the names of the files it wrote
@@ -41,17 +42,18 @@ def load(work):
         for config_path in sorted(glob.glob(os.path.join(exp_dir, "*", "config.json"))):
             run_dir = os.path.dirname(config_path)
             config = read_config(config_path)
-            result = read_json(os.path.join(run_dir, "run.json"))
+            result = read_run(run_dir)
             if result is None:  # not finished: its training so far, for the runs table and the curves
+                settings = ("name", "variant", "seed", "temperature", "label_smoothing", "sem_weight")
                 pending.append(
-                    {
-                        k: config[k]
-                        for k in ("name", "variant", "seed", "temperature", "label_smoothing", "sem_weight")
-                    }
-                    | {"dir": run_dir, "training": training_summary(run_dir, exp["patience"])}
+                    RunResult(
+                        **{k: config[k] for k in settings},
+                        direction=f"{exp['src']}-{exp['tgt']}",
+                        training=training_summary(run_dir, exp["patience"]),
+                        dir=run_dir,
+                    )
                 )
-            else:  # (sweeps before model variants did not record the variant and seed here)
-                result.update(dir=run_dir, variant=config["variant"], seed=config["seed"])
+            else:
                 runs.append(result)
         for group in (runs, pending):
             group.sort(key=run_order)
@@ -110,8 +112,8 @@ def select(experiments, names=None, variants=None):
     return [
         e
         | {
-            "runs": [r for r in e["runs"] if wanted(r["variant"])],
-            "pending": [r for r in e["pending"] if wanted(r["variant"])],
+            "runs": [r for r in e["runs"] if wanted(r.variant)],
+            "pending": [r for r in e["pending"] if wanted(r.variant)],
             "compare": [c for c in e["compare"] if wanted(c["variant"])],
             "final": e["final"] if with_default else None,
             "posthoc": e["posthoc"] if with_default else None,
@@ -122,35 +124,35 @@ def select(experiments, names=None, variants=None):
 
 def run_order(run):
     """The transformer's runs by LS, SEM and T, then the other variants'."""
-    variant = run["variant"]
+    variant = run.variant
     return (
         variant != DEFAULT_VARIANT,
         variant,
-        run["label_smoothing"],
-        run["sem_weight"],
-        run["temperature"],
+        run.label_smoothing,
+        run.sem_weight,
+        run.temperature,
     )
 
 
 def tempered(runs):
     """The runs of the transformer variant (softmax tempering)."""
-    return [r for r in runs if r.get("variant", DEFAULT_VARIANT) == DEFAULT_VARIANT]
+    return [r for r in runs if r.variant == DEFAULT_VARIANT]
 
 
 def run_label(run):
     """T=2 for the transformer variant; the variant's name for the others, with its T when it has
     one (not ct_transformer, which learns its temperature)."""
-    variant = run["variant"]
+    variant = run.variant
     if variant == DEFAULT_VARIANT:
-        return f"T={fmt(run['temperature'])}"
+        return f"T={fmt(run.temperature)}"
     if VARIANTS.get(variant.partition(":")[0], {}).get("criterion") == "ct_cross_entropy":
         return variant
-    return f"{variant} T={fmt(run['temperature'])}"
+    return f"{variant} T={fmt(run.temperature)}"
 
 
 def scored(run, test="test"):
     """(subset label, eval) of a run: test (named `test`) when there is one, else dev."""
-    return (test, run["eval"]["test"]) if "test" in run["eval"] else ("dev", run["eval"]["valid"])
+    return (test, run.eval["test"]) if "test" in run.eval else ("dev", run.eval["valid"])
 
 
 def num(x, digits=2):
@@ -248,47 +250,47 @@ def runs_table(experiments):
     rows = []
     for e in experiments:
         for r in e["runs"]:
-            ev, tr = r["eval"], r["training"]
+            ev, tr = r.eval, r.training
             test = ev.get("test")
             rows.append(
                 [
                     e["name"],
-                    r["direction"],
-                    r["variant"],
-                    fmt(r["temperature"]),
-                    fmt(r["label_smoothing"]),
-                    fmt(r["sem_weight"]),
-                    r["seed"],
-                    tr["num_updates"],
-                    tr["stop_reason"],
-                    num(tr["best_valid_bleu"]),
-                    len(r["averaged"]),
-                    num(ev["valid"]["greedy"]["bleu"]),
-                    num(ev["valid"]["beam"]["bleu"]),
-                    num(test["greedy"]["bleu"]) if test else "",
-                    num(test["beam"]["bleu"]) if test else "",
-                    num(test["greedy"]["chrf"]) if test else "",
-                    ev["valid"]["beam"]["beam"],
-                    *posthoc.run_cells(r["dir"]),
+                    r.direction,
+                    r.variant,
+                    fmt(r.temperature),
+                    fmt(r.label_smoothing),
+                    fmt(r.sem_weight),
+                    r.seed,
+                    tr.num_updates,
+                    tr.stop_reason,
+                    num(tr.best_valid_bleu),
+                    len(r.averaged),
+                    num(ev["valid"].greedy.bleu),
+                    num(ev["valid"].beam.bleu),
+                    num(test.greedy.bleu) if test else "",
+                    num(test.beam.bleu) if test else "",
+                    num(test.greedy.chrf) if test else "",
+                    ev["valid"].beam.beam,
+                    *posthoc.run_cells(r.dir),
                     e.get("test", "test") if test else "",
-                    num(tr.get("last_session_seconds"), 0),
-                    num(train_words_per_second(r["dir"]), 0),
+                    num(tr.last_session_seconds, 0),
+                    num(train_words_per_second(r.dir), 0),
                 ]
             )
         for r in e["pending"]:
-            tr = r["training"]
+            tr = r.training
             rows.append(
                 [
                     e["name"],
                     f"{e['exp']['src']}-{e['exp']['tgt']}",
-                    r["variant"],
-                    fmt(r["temperature"]),
-                    fmt(r["label_smoothing"]),
-                    fmt(r["sem_weight"]),
-                    r["seed"],
-                    tr["num_updates"],
+                    r.variant,
+                    fmt(r.temperature),
+                    fmt(r.label_smoothing),
+                    fmt(r.sem_weight),
+                    r.seed,
+                    tr.num_updates,
                     "(not finished)",
-                    num(tr["best_valid_bleu"]),
+                    num(tr.best_valid_bleu),
                 ]
                 + [""] * (10 + len(posthoc.RUN_COLUMNS))
             )
@@ -325,26 +327,26 @@ def table34(experiments):
             candidates = [
                 r
                 for r in runs
-                if (t_free or r["temperature"] == 1.0)
-                and (ls_free or r["label_smoothing"] == ls0)
-                and (sem_free or r["sem_weight"] == sem0)
+                if (t_free or r.temperature == 1.0)
+                and (ls_free or r.label_smoothing == ls0)
+                and (sem_free or r.sem_weight == sem0)
             ]
-            key = frozenset(r["name"] for r in candidates)
+            key = frozenset(r.name for r in candidates)
             if not candidates or key in searched:
                 continue  # a configuration the sweep does not vary beyond an earlier row
             searched.add(key)
-            best = max(candidates, key=lambda r: r["eval"]["valid"]["greedy"]["bleu"])
+            best = max(candidates, key=lambda r: r.eval["valid"].greedy.bleu)
             subset, ev = scored(best, e.get("test", "test"))
             rows.append(
                 [
-                    best["direction"],
+                    best.direction,
                     e["name"],
                     name,
-                    num(ev["greedy"]["bleu"]),
+                    num(ev.greedy.bleu),
                     subset,
-                    fmt(best["temperature"]),
-                    fmt(best["label_smoothing"]),
-                    fmt(best["sem_weight"]),
+                    fmt(best.temperature),
+                    fmt(best.label_smoothing),
+                    fmt(best.sem_weight),
                     len(candidates),
                 ]
             )
@@ -416,17 +418,17 @@ def plots(e, out):
     made = []
     ls0, sem0 = e["exp"]["primary"]
     everything = e["runs"] + e["pending"]
-    in_primary = [r for r in everything if r["label_smoothing"] == ls0 and r["sem_weight"] == sem0]
+    in_primary = [r for r in everything if r.label_smoothing == ls0 and r.sem_weight == sem0]
     curve_runs = sorted(in_primary or everything, key=run_order)
     # each train.log is parsed once, for the learning curves and the entropy / gradient-norm plots
-    logs = {r["name"]: training_steps(r["dir"]) for r in curve_runs}
+    logs = {r.name: training_steps(r.dir) for r in curve_runs}
     made.append(learning_curves(plt, e, curve_runs, logs, out))
     if not e["runs"]:
         return [name for name in made if name]
     # the sweeps over T, LS and SEM; the other variants are at the primary LS and SEM only: their
     # own lines (or points) in the plot against T
-    variants = [r for r in e["runs"] if r["variant"] != DEFAULT_VARIANT]
-    primary_variants = [r for r in variants if r["label_smoothing"] == ls0 and r["sem_weight"] == sem0]
+    variants = [r for r in e["runs"] if r.variant != DEFAULT_VARIANT]
+    primary_variants = [r for r in variants if r.label_smoothing == ls0 and r.sem_weight == sem0]
     for axis_key, fixed_keys, xlabel, tag, points in (
         ("temperature", ("label_smoothing", "sem_weight"), TEMPERATURE_AXIS, "T", primary_variants),
         ("label_smoothing", ("temperature", "sem_weight"), "label smoothing", "LS", ()),
@@ -434,8 +436,8 @@ def plots(e, out):
     ):
         name = f"bleu_vs_{tag}.{e['name']}.png"
         made.append(sweep_plot(plt, e, (axis_key, fixed_keys, xlabel), os.path.join(out, name), points))
-    group = [r for r in e["runs"] if r["label_smoothing"] == ls0 and r["sem_weight"] == sem0] or e["runs"]
-    logs = {r["name"]: logs.get(r["name"]) or training_steps(r["dir"]) for r in group}
+    group = [r for r in e["runs"] if r.label_smoothing == ls0 and r.sem_weight == sem0] or e["runs"]
+    logs = {r.name: logs.get(r.name) or training_steps(r.dir) for r in group}
     if any(logs.values()):
         made += training_plots(plt, e, group, logs, out)
     return [name for name in made if name]
@@ -452,19 +454,19 @@ def sweep_plot(plt, e, axis, path, points=()):
     axis_key, fixed_keys, xlabel = axis
     groups = {}
     for r in tempered(e["runs"]):
-        groups.setdefault(tuple(r[k] for k in fixed_keys), []).append(r)
+        groups.setdefault(tuple(getattr(r, k) for k in fixed_keys), []).append(r)
     groups = {  # one run is a line only beside the other variants' points
-        k: sorted(v, key=lambda r: r[axis_key]) for k, v in groups.items() if len(v) >= 2 or points
+        k: sorted(v, key=lambda r: getattr(r, axis_key)) for k, v in groups.items() if len(v) >= 2 or points
     }
     if not groups and not points:
         return None
-    subsets = ["valid"] + (["test"] if any("test" in r["eval"] for r in e["runs"]) else [])
+    subsets = ["valid"] + (["test"] if any("test" in r.eval for r in e["runs"]) else [])
     fig, axes = plt.subplots(1, len(subsets), figsize=(5.5 * len(subsets), 4), squeeze=False)
     for ax, subset in zip(axes[0], subsets):
         for i, (key, group) in enumerate(sorted(groups.items())):
             tag = ", ".join(f"{SHORT[k]}={fmt(v)}" for k, v in zip(fixed_keys, key))
-            plot_group(ax, [r for r in group if subset in r["eval"]], subset, axis_key, f"C{i}", tag)
-        plot_variants(ax, [r for r in points if subset in r["eval"]], subset, axis_key, len(groups))
+            plot_group(ax, [r for r in group if subset in r.eval], subset, axis_key, f"C{i}", tag)
+        plot_variants(ax, [r for r in points if subset in r.eval], subset, axis_key, len(groups))
         ax.set_xlabel(xlabel)
         ax.set_ylabel(f"{SUBSET_LABEL[subset]} BLEU")
         ax.set_title(f"{e['name']}: {SUBSET_LABEL[subset]}")
@@ -479,14 +481,12 @@ def plot_group(ax, group, subset, axis_key, color, tag):
     """Greedy and beam BLEU of the transformer runs of one group, against axis_key."""
     if not group:
         return
-    xs = [r[axis_key] for r in group]
-    beam = group[0]["eval"][subset]["beam"]["beam"]
-    ax.plot(
-        xs, [r["eval"][subset]["greedy"]["bleu"] for r in group], "o-", color=color, label=f"greedy ({tag})"
-    )
+    xs = [getattr(r, axis_key) for r in group]
+    beam = group[0].eval[subset].beam.beam
+    ax.plot(xs, [r.eval[subset].greedy.bleu for r in group], "o-", color=color, label=f"greedy ({tag})")
     ax.plot(
         xs,
-        [r["eval"][subset]["beam"]["bleu"] for r in group],
+        [r.eval[subset].beam.bleu for r in group],
         "s--",
         color=color,
         label=f"beam {beam} ({tag})",
@@ -497,15 +497,15 @@ def plot_variants(ax, points, subset, axis_key, first_color):
     """The runs of the other variants: filled greedy, open beam, a marker per variant."""
     by_variant = {}
     for r in points:
-        by_variant.setdefault(r["variant"], []).append(r)
+        by_variant.setdefault(r.variant, []).append(r)
     for j, (variant, group) in enumerate(by_variant.items()):
-        group = sorted(group, key=lambda r: r[axis_key])
+        group = sorted(group, key=lambda r: getattr(r, axis_key))
         color, marker = f"C{first_color + j}", "^v<>Dph*"[j % 8]
         for system, fill, style in (("greedy", color, "-"), ("beam", "none", "--")):
-            beam = f" {group[0]['eval'][subset]['beam']['beam']}" if system == "beam" else ""
+            beam = f" {group[0].eval[subset].beam.beam}" if system == "beam" else ""
             ax.plot(
-                [r[axis_key] for r in group],
-                [r["eval"][subset][system]["bleu"] for r in group],
+                [getattr(r, axis_key) for r in group],
+                [getattr(r.eval[subset], system).bleu for r in group],
                 marker + style,
                 color=color,
                 markerfacecolor=fill,
@@ -529,7 +529,7 @@ def training_plots(plt, e, group, logs, out):
         fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
         for ax, (field, ylabel) in zip(axes[0], panels):
             for i, r in enumerate(group):
-                records = [x for x in logs[r["name"]] if field in x]
+                records = [x for x in logs[r.name] if field in x]
                 ax.plot(
                     [x["num_updates"] for x in records],
                     [x[field] for x in records],
@@ -559,8 +559,8 @@ def learning_curves(plt, e, group, logs, out):
     each run's best validation (the early-stopping reference). Not softmax(D): a tempered model
     learns logits ~T times larger, so its untempered NLL grows while it learns. Unfinished runs are
     drawn dashed, as far as they have got. `logs`: the runs' train_inner records."""
-    valid_logs = {r["name"]: validations(r["dir"]) for r in group}
-    pending = {r["name"] for r in e["pending"]}
+    valid_logs = {r.name: validations(r.dir) for r in group}
+    pending = {r.name for r in e["pending"]}
     panels = [
         (valid_logs, "valid_bleu", "dev BLEU (greedy, validation)"),
         (valid_logs, "valid_nll_loss", "dev NLL of softmax(D/T) (bits/token)"),
@@ -571,12 +571,12 @@ def learning_curves(plt, e, group, logs, out):
     fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
     for ax, (source, field, ylabel) in zip(axes[0], panels):
         for i, r in enumerate(group):
-            records = [x for x in source[r["name"]] if field in x]
+            records = [x for x in source[r.name] if field in x]
             if not records:
                 continue
             update = "valid_num_updates" if field.startswith("valid_") else "num_updates"
             xs, ys = [x[update] for x in records], [x[field] for x in records]
-            unfinished = r["name"] in pending
+            unfinished = r.name in pending
             ax.plot(
                 xs,
                 ys,
@@ -649,10 +649,10 @@ def report(experiments, out):
     for e in progress_bar(experiments, "plots"):
         md.write(f"## {e['name']}\n\n")
         if e["pending"]:
-            md.write(f"Not finished: {', '.join(r['name'] for r in e['pending'])}\n\n")
+            md.write(f"Not finished: {', '.join(r.name for r in e['pending'])}\n\n")
         for png in plots(e, out):
             md.write(f"![{png}]({png})\n\n")
-        signatures = sorted({ev["signature"] for r in e["runs"] for ev in r["eval"].values()})
+        signatures = sorted({ev.signature for r in e["runs"] for ev in r.eval.values()})
         if signatures:
             md.write("sacrebleu: " + "; ".join(f"`{s}`" for s in signatures) + "\n\n")
     with open(os.path.join(out, "alt_results.md"), "w", encoding="utf-8") as f:

@@ -42,6 +42,7 @@ from .presets import (
     variant_names,
     variant_spec,
 )
+from .records import read_run
 from .training import last_saved_update, read_log, train_argv
 
 
@@ -458,11 +459,12 @@ def config_with_raised_max_update(run_dir, old, new):
     summary = read_json(os.path.join(run_dir, "train.json"))
     if summary is None:
         return new
-    if summary["stop_reason"] == "early stop":
+    stop_reason = summary["stop_reason"]  # (a TrainingSummary's)
+    if stop_reason == "early stop":
         return old
     raise AltError(
         f"--max-update: {run_dir} stopped at --max-update {max_update_of(old)[0]:g} "
-        f"({summary['stop_reason']}), and its averaged checkpoint and scores are final; "
+        f"({stop_reason}), and its averaged checkpoint and scores are final; "
         "train longer in another --work"
     )
 
@@ -553,8 +555,7 @@ def run_config(variant, t, ls, sem, seed, preset, scalar, data, args):
 
 def run_state(run_dir):
     if os.path.exists(os.path.join(run_dir, "run.json")):
-        r = read_json(os.path.join(run_dir, "run.json"))
-        return f"done (dev greedy BLEU {r['eval']['valid']['greedy']['bleu']:.2f})"
+        return f"done (dev greedy BLEU {read_run(run_dir).eval['valid'].greedy.bleu:.2f})"
     if os.path.exists(os.path.join(run_dir, "train.json")):
         return "trained; averaging / decoding to do"
     if os.path.exists(os.path.join(run_dir, "checkpoint_last.pt")):
@@ -656,11 +657,11 @@ def execute_local(experiments, args, device):
         try:
             say(f"{name}: started" + (f" on GPU {slot}" if slot else ""))
             child(["run-one", run_dir], slot, os.path.join(run_dir, "run.log"), "run")
-            result = read_json(os.path.join(run_dir, "run.json"))
+            result = read_run(run_dir)
+            dev = result.eval["valid"]
             say(
-                f"{name}: done, dev greedy BLEU {result['eval']['valid']['greedy']['bleu']:.2f}, beam "
-                f"{result['eval']['valid']['beam']['bleu']:.2f} ({result['training']['num_updates']} updates, "
-                f"{result['training']['stop_reason']})"
+                f"{name}: done, dev greedy BLEU {dev.greedy.bleu:.2f}, beam {dev.beam.bleu:.2f} "
+                f"({result.training.num_updates} updates, {result.training.stop_reason})"
             )
         except RunFailed as e:
             failures.append(f"{name}: {e}")

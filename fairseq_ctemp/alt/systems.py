@@ -61,32 +61,32 @@ def points(experiments):
             tuned = {1.0: final["systems"]["untempered"]["beam"], t_opt: final["systems"]["tempered"]["beam"]}
         out = setups.setdefault(setup_name(e["name"]), [])
         for run in e["runs"]:
-            if (run["label_smoothing"], run["sem_weight"]) != (ls0, sem0):
+            if (run.label_smoothing, run.sem_weight) != (ls0, sem0):
                 continue
-            t, transformer = run["temperature"], run["variant"] == DEFAULT_VARIANT
+            t, transformer = run.temperature, run.variant == DEFAULT_VARIANT
             if transformer and t not in (1.0, t_opt):
                 continue
-            subset = "test" if "test" in run["eval"] else "valid"
-            scores = run["eval"][subset]
+            subset = "test" if "test" in run.eval else "valid"
+            scores = run.eval[subset]
             if transformer:
                 system = "T = 1" if t == 1.0 else f"T_opt = {fmt(t)}"
-            elif run["variant"] == "ct_transformer":
-                system = run["variant"]
+            elif run.variant == "ct_transformer":
+                system = run.variant
             else:
-                system = f"{run['variant']} T={fmt(t)}"
-            calibration = run_calibration(run["dir"])
+                system = f"{run.variant} T={fmt(t)}"
+            calibration = run_calibration(run.dir)
             best = tuned.get(t) if transformer else None
             out.append(
                 {
                     "system": system,
-                    "seed": run["seed"],
+                    "seed": run.seed,
                     "subset": subset,
                     "test_name": e.get("test", "test"),
-                    "greedy": scores["greedy"]["bleu"],
-                    "greedy_chrf": scores["greedy"]["chrf"],
-                    "beam": scores["beam"]["bleu"],
-                    "beam_chrf": scores["beam"]["chrf"],
-                    "beam_k": scores["beam"]["beam"],
+                    "greedy": scores.greedy.bleu,
+                    "greedy_chrf": scores.greedy.chrf,
+                    "beam": scores.beam.bleu,
+                    "beam_chrf": scores.beam.chrf,
+                    "beam_k": scores.beam.beam,
                     "tuned": best["bleu"] if best else None,
                     "tuned_chrf": best["chrf"] if best else None,
                     "tuned_setting": (best["beam"], best["lenpen"]) if best else None,
@@ -100,7 +100,7 @@ def points(experiments):
             out.append(
                 {
                     "system": "T = 1 + post-hoc t*",
-                    "seed": next((r["seed"] for r in e["runs"]), None),
+                    "seed": next((r.seed for r in e["runs"]), None),
                     "subset": post["scored_subset"],
                     "test_name": e.get("test", "test"),
                     "greedy": p["greedy"]["bleu"],

@@ -17,6 +17,7 @@ import zipfile
 from .. import logs, patches
 from .children import die_with_parent
 from .common import USER_DIR, RunFailed, device_args, say
+from .records import TrainingSummary
 
 SAVED = re.compile(r"Saved checkpoint \S+ \(epoch \d+ @ (\d+) updates")
 
@@ -55,15 +56,15 @@ def training_summary(run_dir, patience):
         else "max epoch / other"
     )
     best = max(valid, key=lambda r: r["valid_bleu"]) if valid else None
-    return {
-        "num_updates": int(valid[-1]["valid_num_updates"]) if valid else 0,
-        "stop_reason": reason,
-        "patience": patience,
-        "validations": len(valid),
-        "best_valid_bleu": best["valid_bleu"] if best else None,
-        "best_valid_update": int(best["valid_num_updates"]) if best else None,
-        "valid_bleu": [[int(r["valid_num_updates"]), r["valid_bleu"]] for r in valid],
-    }
+    return TrainingSummary(
+        num_updates=int(valid[-1]["valid_num_updates"]) if valid else 0,
+        stop_reason=reason,
+        patience=patience,
+        validations=len(valid),
+        best_valid_bleu=best["valid_bleu"] if best else None,
+        best_valid_update=int(best["valid_num_updates"]) if best else None,
+        valid_bleu=[[int(r["valid_num_updates"]), r["valid_bleu"]] for r in valid],
+    )
 
 
 def last_saved_update(run_dir, log_text):

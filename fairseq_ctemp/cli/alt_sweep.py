@@ -218,7 +218,7 @@ def run_one_command(args):
             result = run_one(args.run_dir, device)
     except RunFailed as e:
         raise AltError(str(e)) from None
-    print(json.dumps(result["eval"], indent=2))
+    print(json.dumps(result.to_dict()["eval"], indent=2))
 
 
 def finalize_command(args):
