@@ -1310,7 +1310,7 @@ CASES = [
         "lm_results seeds: one seed of a row twice",
         lm_results,
         ["seeds", "--table", "{root}/seeds/twice.csv", "--output", "{root}/new/s"],
-        "has softmax seed 1 twice",
+        "softmax seed 1 is there twice",
     ),
     (
         "lm_results seeds: a baseline that is no row",

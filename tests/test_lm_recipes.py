@@ -379,6 +379,17 @@ def test_seeds_are_the_unit_of_the_comparison_with_the_baseline(tmp_path):
     assert rows["softmax"]["seeds"] == "1 2 3"
     with pytest.raises(SystemExit, match="exists; refusing to overwrite"):
         lm_results.main(["seeds", "--table", str(table), "--output", str(tmp_path / "s")])
+    # runs trained elsewhere, in a table of their own: the same rows and tests as one table
+    first, second = tmp_path / "first.csv", tmp_path / "second.csv"
+    items = list(ppl.items())
+    for path, part in ((first, items[::2]), (second, items[1::2])):
+        path.write_text("variant,test_ppl\n" + "".join(f"{k},{v}\n" for k, v in part), encoding="utf-8")
+    run_main(lm_results.main, "seeds", "--table", first, second, "--output", tmp_path / "both")
+    assert (tmp_path / "both.csv").read_text(encoding="utf-8") == (tmp_path / "s.csv").read_text(
+        encoding="utf-8"
+    )
+    with pytest.raises(SystemExit, match="seed 1 is there twice"):
+        lm_results.main(["seeds", "--table", str(first), str(first), "--output", str(tmp_path / "twice")])
 
 
 def test_ar_tar_is_on_or_off_and_a_run_is_never_resumed_with_the_other(tmp_path):

@@ -23,7 +23,7 @@
       PREFIX.md and PREFIX.csv: each variant's perplexity against the first's, with a paired
       bootstrap over the subset's sentences (evaluate.sh's eval_SUBSET.sentences.tsv): the ratio of
       the perplexities, its 95 % interval and the two-sided p-value of "no difference".
-  lm_results.py seeds --table PREFIX.csv [--baseline softmax] --output PREFIX_seeds
+  lm_results.py seeds --table PREFIX.csv [MORE.csv ...] [--baseline softmax] --output PREFIX_seeds
       PREFIX_seeds.md and .csv: with the seed as the unit, each row's test perplexity over its
       seeds (the runs variant@N of a table; no @: seed 1), and each row against the baseline:
       the ratio of the geometric means and Welch's t-test on the per-seed log perplexities
@@ -540,13 +540,16 @@ def seeds(args):
         if os.path.exists(path) and not args.force:
             sys.exit(f"lm_results.py seeds: error: {path} exists; refusing to overwrite it (--force)")
     by_row = collections.defaultdict(dict)
-    for variant, seed, ppl in seed_rows(args.table):
-        if seed in by_row[variant]:
-            sys.exit(f"lm_results.py seeds: error: --table {args.table} has {variant} seed {seed} twice")
-        by_row[variant][seed] = math.log(ppl)
+    for path in args.table:  # several tables: runs made in different places (one seed each)
+        for variant, seed, ppl in seed_rows(path):
+            if seed in by_row[variant]:
+                sys.exit(f"lm_results.py seeds: error: --table {path}: {variant} seed {seed} is there twice")
+            by_row[variant][seed] = math.log(ppl)
     if args.baseline not in by_row:
-        sys.exit(f"lm_results.py seeds: error: --baseline {args.baseline} is not a row of {args.table}")
-    base = np.array(list(by_row[args.baseline].values()))
+        sys.exit(
+            f"lm_results.py seeds: error: --baseline {args.baseline} is not a row of {' '.join(args.table)}"
+        )
+    base = np.array([by_row[args.baseline][s] for s in sorted(by_row[args.baseline])])
     rows = []
     for variant, logs_by_seed in by_row.items():
         values = np.array([logs_by_seed[s] for s in sorted(logs_by_seed)])
@@ -681,7 +684,12 @@ def main(argv=None):
     d = sub.add_parser(
         "seeds", help="each row over its seeds, and against a baseline with the seed as the unit"
     )
-    d.add_argument("--table", required=True, help="the CSV of `table` (runs named variant@SEED)")
+    d.add_argument(
+        "--table",
+        nargs="+",
+        required=True,
+        help="the CSV of `table` (runs named variant@SEED); several: their runs together, each seed of a row once",
+    )
     d.add_argument("--baseline", default="softmax")
     d.add_argument("--output", required=True, help="output prefix: writes PREFIX.md and PREFIX.csv")
     d.add_argument("--force", action="store_true", help="replace existing outputs (the results step's rerun)")
