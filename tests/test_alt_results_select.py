@@ -4,12 +4,14 @@
 import pytest
 
 from fairseq_ctemp.alt.common import AltError
+from fairseq_ctemp.alt.records import RunResult, TrainingSummary
 from fairseq_ctemp.alt.results import select
 
 
 def experiment(name):
-    def run(variant):
-        return {"name": f"{variant}-run", "variant": variant}
+    def run(variant):  # what select reads: the variant
+        training = TrainingSummary(0, "early stop", 10, 0, None, None, [])
+        return RunResult(f"{variant}-run", "en-vi", variant, 1, 1.0, 0.1, 0.0, training)
 
     return {
         "name": name,
@@ -26,8 +28,8 @@ EXPERIMENTS = [experiment("en-vi.seed2"), experiment("en-vi")]
 
 def variants_of(e):
     return (
-        [r["variant"] for r in e["runs"]],
-        [r["variant"] for r in e["pending"]],
+        [r.variant for r in e["runs"]],
+        [r.variant for r in e["pending"]],
         [c["variant"] for c in e["compare"]],
     )
 
