@@ -391,11 +391,49 @@ def main(argv=None):
     logging.disable(logging.INFO)  # fairseq and hydra chatter, and fairseq's deprecation warnings
     for category in (UserWarning, FutureWarning):
         warnings.simplefilter("ignore", category)
+    cuda = args.device == "cuda"
+    names = args.models
+    task, trainers, sizes = build_trainers(args, names)
+    dictionary = task.target_dictionary
+    batches = zipf_batches(args, dictionary)
+    words = sum(b["ntokens"] for b in batches)
+    print(f"command: {command}")
+    describe(args, names, sizes, dictionary, batches, words)
+    wall, cpu = measure(args, names, trainers, batches, words)
+    cuda_peak = cuda_max_memory_mib(cuda)  # before step_memory resets the statistics
+    peaks = {name: max(step_memory(trainers[name], b, cuda) for b in batches) for name in names}
+    if cuda:  # the high-water mark of the whole process: one of the measured steps' at the latest
+        cuda_peak = max(cuda_peak, torch.cuda.max_memory_allocated() / 2**20)
+    method = "torch.cuda.max_memory_allocated" if cuda else "torch.profiler memory events + resting tensors"
+    print_speeds(args, names, wall, cpu, peaks, method, cuda_peak)
+    models = BODIES[args.body][0]
+    result = {
+        "benchmark": "bench_ct_lm",
+        "command": command,
+        "environment": environment(args),
+        "config": config(args),
+        "memory_method": method,
+        "models": {
+            f"{name} {models[name][0]}": {
+                **speed_summary(wall[name], cpu[name]),
+                "peak_mib": peaks[name][0] / 2**20,
+                "step_mib": (peaks[name][0] - peaks[name][1]) / 2**20,
+            }
+            for name in names
+        },
+        "ratios": ratios_of(args, names, wall, cpu, peaks),
+        "cuda_max_memory_allocated_mib": cuda_peak,
+    }
+    write_json(args.json, result)
+    return result
+
+
+def build_trainers(args, names):
+    """(task, {name: fairseq Trainer}, {name: (parameters, output-layer parameters)}) on a
+    dictionary of --vocab made-up words."""
     import fairseq.tasks
     from fairseq.trainer import Trainer
 
-    cuda, transformer = args.device == "cuda", args.body == "transformer"
-    names, (models, ratio_list) = args.models, BODIES[args.body]
     with tempfile.TemporaryDirectory() as data_dir:
         with open(os.path.join(data_dir, "dict.txt"), "w") as f:  # + 4 specials: len == --vocab
             f.writelines(f"w{i} {args.vocab - i}\n" for i in range(args.vocab - 4))
@@ -412,12 +450,14 @@ def main(argv=None):
         ]
         sizes[name] = (sum(p.numel() for p in model.parameters()), sum(p.numel() for p in head))
         trainers[name] = Trainer(cfgs[name], task, model, task.build_criterion(cfgs[name].criterion))
-    dictionary = task.target_dictionary
-    batches = zipf_batches(args, dictionary)
-    words = sum(b["ntokens"] for b in batches)
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    return task, trainers, sizes
 
-    print(f"command: {command}")
+
+def describe(args, names, sizes, dictionary, batches, words):
+    """The set-up, printed before the measurement: versions, body, batches, models, MACs."""
+    import fairseq
+
+    cuda, transformer, models = args.device == "cuda", args.body == "transformer", BODIES[args.body][0]
     print(
         f"torch {torch.__version__} | fairseq {fairseq.__version__} | python {sys.version.split()[0]} | "
         f"device {torch.cuda.get_device_name() if cuda else 'cpu'} | torch threads {torch.get_num_threads()}"
@@ -427,24 +467,14 @@ def main(argv=None):
         "config:",
         " ".join(f"{k}={','.join(v) if isinstance(v, list) else v}" for k, v in config(args).items()),
     )
-    if transformer:
-        body_text = (
-            f"transformer_lm, {args.layers} layers, {args.dim}-d, FFN {args.ffn}, {args.heads} heads, "
-            "dropout 0.1, untied input embedding"
-        )
-    else:
-        first, *others = args.lstm_hidden_sizes.split(",")
-        projection = f", then its {first} -> {args.dim} projection" if int(first) != args.dim else ""
-        body_text = (
-            f"LSTM, tied input/output embedding (counted in the body); B-E: {' '.join(body_options(args, 'B'))}"
-            f"; A: {' '.join(body_options(args, 'A'))} (fairseq's lstm_lm has one hidden size for all its "
-            f"layers: {len(others) + 1} x {first}{projection})"
-        )
-    print(f"body: {body_text}; vocab {len(dictionary)}, {'fp16' if args.fp16 else 'fp32'}, adam, clip-norm 1")
+    print(
+        f"body: {body_text(args)}; vocab {len(dictionary)}, {'fp16' if args.fp16 else 'fp32'}, adam, clip-norm 1"
+    )
     batches_text = (
         f"batches: {len(batches)} x {tuple(batches[0]['target'].shape)} (sentences x tokens), "
         f"{words} target words per segment; Zipf {args.zipf}"
     )
+    shares = None
     if transformer:
         shares = cluster_shares(batches, [int(c) for c in args.cutoffs.split(",")], dictionary.pad())
         batches_text += (
@@ -458,22 +488,41 @@ def main(argv=None):
             f"{name} = {models[name][0]:8} {' '.join(model_options(args, name))}  ({total / 1e6:.2f}M params: "
             f"body {(total - head) / 1e6:.2f}M + output layer {head / 1e6:.2f}M)"
         )
-    if transformer:
-        body = args.layers * (4 * args.dim**2 + 2 * args.dim * args.ffn)
-        macs = {name: forward_macs(args, name, shares, len(dictionary)) for name in names}
-        print(
-            f"forward MACs per target word (linear layers, analytic): body {body / 1e6:.3g}M + output layer "
-            + ", ".join(f"{name} {macs[name] / 1e6:.3g}M" for name in names)
-            + (
-                f"; (body + A) / (body + B) = {(body + macs['A']) / (body + macs['B']):.3f}"
-                if "A" in names and "B" in names
-                else ""
-            )
-        )
-    else:
-        print("forward MACs and cluster shares: analytic for the transformer body only, not computed here")
+    print(macs_text(args, names, shares, len(dictionary)))
     print()
 
+
+def body_text(args):
+    if args.body == "transformer":
+        return (
+            f"transformer_lm, {args.layers} layers, {args.dim}-d, FFN {args.ffn}, {args.heads} heads, "
+            "dropout 0.1, untied input embedding"
+        )
+    first, *others = args.lstm_hidden_sizes.split(",")
+    projection = f", then its {first} -> {args.dim} projection" if int(first) != args.dim else ""
+    return (
+        f"LSTM, tied input/output embedding (counted in the body); B-E: {' '.join(body_options(args, 'B'))}"
+        f"; A: {' '.join(body_options(args, 'A'))} (fairseq's lstm_lm has one hidden size for all its "
+        f"layers: {len(others) + 1} x {first}{projection})"
+    )
+
+
+def macs_text(args, names, shares, vocab):
+    if args.body != "transformer":
+        return "forward MACs and cluster shares: analytic for the transformer body only, not computed here"
+    body = args.layers * (4 * args.dim**2 + 2 * args.dim * args.ffn)
+    macs = {name: forward_macs(args, name, shares, vocab) for name in names}
+    text = f"forward MACs per target word (linear layers, analytic): body {body / 1e6:.3g}M + output layer "
+    text += ", ".join(f"{name} {macs[name] / 1e6:.3g}M" for name in names)
+    if "A" in names and "B" in names:
+        text += f"; (body + A) / (body + B) = {(body + macs['A']) / (body + macs['B']):.3f}"
+    return text
+
+
+def measure(args, names, trainers, batches, words):
+    """Words per second ({name: [per round]}) of wall and of CPU time, rounds rotating who goes
+    first and alternating the order."""
+    sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
     wall = {name: [] for name in names}
     cpu = {name: [] for name in names}
     for r in range(args.warmup + args.rounds):
@@ -488,12 +537,11 @@ def main(argv=None):
             if r >= args.warmup:
                 wall[name].append(words / (time.perf_counter() - start))
                 cpu[name].append(words / (time.process_time() - cpu_start))
-    cuda_peak = cuda_max_memory_mib(cuda)  # before step_memory resets the statistics
-    peaks = {name: max(step_memory(trainers[name], b, cuda) for b in batches) for name in names}
-    if cuda:  # the high-water mark of the whole process: one of the measured steps' at the latest
-        cuda_peak = max(cuda_peak, torch.cuda.max_memory_allocated() / 2**20)
+    return wall, cpu
 
-    med = statistics.median
+
+def print_speeds(args, names, wall, cpu, peaks, method, cuda_peak):
+    models, med = BODIES[args.body][0], statistics.median
     print(f"{'':11} {'words/s median [min .. max]':>29} {'words/CPU-s':>11} {'peak MiB':>9} {'step MiB':>9}")
     for name in names:
         (peak, resting), w = peaks[name], wall[name]
@@ -501,7 +549,6 @@ def main(argv=None):
             f"{name} {models[name][0]:9} {med(w):9.0f} [{min(w):7.0f} .. {max(w):7.0f}] {med(cpu[name]):11.0f} "
             f"{peak / 2**20:9.1f} {(peak - resting) / 2**20:9.1f}"
         )
-    method = "torch.cuda.max_memory_allocated" if cuda else "torch.profiler memory events + resting tensors"
     print(
         f"\npeak: tensor high-water mark of one train step ({method}); step: peak minus this model's "
         f"resting params/grads/optimizer state"
@@ -509,9 +556,15 @@ def main(argv=None):
     print(
         f"process max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB | "
         f"loadavg at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
-        + (f" | CUDA max_memory_allocated {cuda_peak:.1f} MiB" if cuda else "")
+        + (f" | CUDA max_memory_allocated {cuda_peak:.1f} MiB" if args.device == "cuda" else "")
         + "\n"
     )
+
+
+def ratios_of(args, names, wall, cpu, peaks):
+    """Each ratio of BODIES (x against y), printed and returned: words/s, CPU words/s, paired per
+    round, peak and step memory, and whether its target is met."""
+    (models, ratio_list), med = BODIES[args.body], statistics.median
     print(
         f"{'ratio':13} {'words/s':>8} {'words/CPU-s':>11} {'paired per-round words/s [min .. max]':>38} "
         f"{'peak mem':>9} {'step mem':>9}"
@@ -540,25 +593,7 @@ def main(argv=None):
             "target": None if target is None else f"words/s >= {target}",
             "met": None if target is None else speed >= target,
         }
-    result = {
-        "benchmark": "bench_ct_lm",
-        "command": command,
-        "environment": environment(args),
-        "config": config(args),
-        "memory_method": method,
-        "models": {
-            f"{name} {models[name][0]}": {
-                **speed_summary(wall[name], cpu[name]),
-                "peak_mib": peaks[name][0] / 2**20,
-                "step_mib": (peaks[name][0] - peaks[name][1]) / 2**20,
-            }
-            for name in names
-        },
-        "ratios": ratios,
-        "cuda_max_memory_allocated_mib": cuda_peak,
-    }
-    write_json(args.json, result)
-    return result
+    return ratios
 
 
 if __name__ == "__main__":
