@@ -188,13 +188,49 @@ def main(argv=None):
     logging.disable(logging.INFO)  # fairseq and hydra chatter, and fairseq's deprecation warnings
     for category in (UserWarning, FutureWarning):
         warnings.simplefilter("ignore", category)
+    cuda = args.device == "cuda"
+    names, size, task, trainers, sizes = build_trainers(args)
+    batches = random_batches(args, task)
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    describe(args, names, size, sizes, batches)
+    bound, gen_bound = analytic_bounds(args, size, batches)
+    train_wall, train_cpu = time_training(trainers, batches, sum(b["ntokens"] for b in batches), args, sync)
+    gen_batches = generation_batches(args, task.source_dictionary, "cuda" if cuda else "cpu")
+    gen_wall, gen_cpu = time_beam_search(trainers, task, gen_batches, args, sync)
+    med = statistics.median
+    print_speeds(names, (train_wall, train_cpu), (gen_wall, gen_cpu), args.beam, 20)
+    print(f"\nloadavg at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    summaries = ratios_of(args, names, (train_wall, train_cpu), (gen_wall, gen_cpu), (bound, gen_bound))
+    result = {
+        "benchmark": "bench_translation",
+        "environment": environment(args),
+        "config": vars(args),
+        "models": {
+            name: {
+                **speed_summary(train_wall[name], train_cpu[name]),
+                "sentences_per_s": med(gen_wall[name]),
+                "sentences_per_cpu_s": med(gen_cpu[name]),
+                "parameters": sizes[name][0],
+                "temperature_parameters": sizes[name][1],
+            }
+            for name in names
+        },
+        "ratios": summaries,
+        "cuda_max_memory_allocated_mib": cuda_max_memory_mib(cuda),
+    }
+    write_json(args.json, result)
+    return result
+
+
+def build_trainers(args):
+    """(the models that exist, the preset's resolved size, task, {name: Trainer}, {name:
+    (parameters, temperature parameters)}); every model at ct_transformer_alt_<preset>'s size."""
     import fairseq.tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from fairseq.models import ARCH_MODEL_REGISTRY
     from fairseq.trainer import Trainer
     from fairseq.utils import import_user_module
 
-    cuda = args.device == "cuda"
     import_user_module(argparse.Namespace(user_dir=os.path.abspath(PLUGIN_DIR)))  # registers ct_transformer
     names = []
     for name in args.models:
@@ -224,12 +260,17 @@ def main(argv=None):
         head = sum(p.numel() for n, p in model.named_parameters() if "output_head.temperature" in n)
         sizes[name] = (sum(p.numel() for p in model.parameters()), head)
         trainers[name] = Trainer(cfg, task, model, task.build_criterion(cfg.criterion))
-    batches = random_batches(args, task)
+    return names, size, task, trainers, sizes
+
+
+def describe(args, names, size, sizes, batches):
+    """The set-up, printed before the measurement."""
+    import fairseq
+
+    cuda = args.device == "cuda"
     words = sum(b["ntokens"] for b in batches)
     src_words = sum(int(b["net_input"]["src_lengths"].sum()) for b in batches)
     sentences = sum(b["nsentences"] for b in batches)
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
-
     print(
         f"torch {torch.__version__} | fairseq {fairseq.__version__} | python {sys.version.split()[0]} | "
         f"device {torch.cuda.get_device_name() if cuda else 'cpu'} | torch threads {torch.get_num_threads()}"
@@ -257,6 +298,12 @@ def main(argv=None):
         f"per segment, padded target shapes {[tuple(b['target'].shape) for b in batches]}"
     )
 
+
+def analytic_bounds(args, size, batches):
+    """ct_transformer / transformer speed bounds from the MACs of training and of beam search, printed."""
+    words = sum(b["ntokens"] for b in batches)
+    src_words = sum(int(b["net_input"]["src_lengths"].sum()) for b in batches)
+    sentences = sum(b["nsentences"] for b in batches)
     a = argparse.Namespace(**vars(size), vocab=args.vocab)
     tgt_len, src_len = words / sentences, src_words / sentences
     body, output, temperature = forward_macs(a, src_words / words, src_len, tgt_len)
@@ -272,14 +319,13 @@ def main(argv=None):
         f"analytic MACs per sentence of beam-{args.beam} search ({args.gen_len} steps): body {g_body / 1e6:.1f}M + "
         f"output projection {g_output / 1e6:.1f}M + temperature {g_temperature / 1e6:.1f}M -> bound {gen_bound:.3f}"
     )
+    return bound, gen_bound
 
-    train_wall, train_cpu = time_training(trainers, batches, words, args, sync)
-    gen_batches = generation_batches(args, task.source_dictionary, "cuda" if cuda else "cpu")
-    gen_wall, gen_cpu = time_beam_search(trainers, task, gen_batches, args, sync)
-    med = statistics.median
-    print_speeds(names, (train_wall, train_cpu), (gen_wall, gen_cpu), args.beam, 20)
-    print(f"\nloadavg at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    summaries = {}
+
+def ratios_of(args, names, train, gen, bounds):
+    """Each model against stock transformer, printed and returned (ct_transformer: against its bound)."""
+    (train_wall, train_cpu), (gen_wall, gen_cpu), (bound, gen_bound) = train, gen, bounds
+    med, summaries = statistics.median, {}
     for name in names:
         if name == STOCK:
             continue
@@ -315,25 +361,7 @@ def main(argv=None):
             )
         summaries[f"{name}/{STOCK}"] = summary
         print(line)
-    result = {
-        "benchmark": "bench_translation",
-        "environment": environment(args),
-        "config": vars(args),
-        "models": {
-            name: {
-                **speed_summary(train_wall[name], train_cpu[name]),
-                "sentences_per_s": med(gen_wall[name]),
-                "sentences_per_cpu_s": med(gen_cpu[name]),
-                "parameters": sizes[name][0],
-                "temperature_parameters": sizes[name][1],
-            }
-            for name in names
-        },
-        "ratios": summaries,
-        "cuda_max_memory_allocated_mib": cuda_max_memory_mib(cuda),
-    }
-    write_json(args.json, result)
-    return result
+    return summaries
 
 
 if __name__ == "__main__":
