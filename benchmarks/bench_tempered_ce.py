@@ -286,20 +286,57 @@ def main(argv=None):
     logging.disable(logging.INFO)  # fairseq and hydra chatter, and fairseq's deprecation warnings
     for category in (UserWarning, FutureWarning):
         warnings.simplefilter("ignore", category)
-    import fairseq.tasks
-    from fairseq.trainer import Trainer
-
     cuda = args.device == "cuda"
     stock = ["--criterion", "label_smoothed_cross_entropy"]
     tempered = [
-        "--criterion",
-        "tempered_ce",
-        "--softmax-temperature",
-        str(args.temperature),
-        "--sem-weight",
-        str(args.sem_weight),
+        *("--criterion", "tempered_ce", "--softmax-temperature", str(args.temperature)),
+        *("--sem-weight", str(args.sem_weight)),
         *(["--loss-chunk-tokens", str(args.loss_chunk_tokens)] if args.loss_chunk_tokens else []),
     ]
+    task, model, trainer, criteria = build_trainer(args, stock, tempered)
+    batches = random_batches(args, task)
+
+    def use(name):  # the trainer (and task.train_step) now runs this criterion
+        trainer._criterion = trainer._wrapped_criterion = criteria[name].to(trainer.device)
+
+    describe(args, task, model, batches, stock, tempered)
+    wall, cpu = measure(args, trainer, use, batches)
+    cuda_peak = cuda_max_memory_mib(cuda)  # before peak_bytes resets the statistics
+    peaks = {}
+    for name in ("stock", "tempered"):  # a step's memory is deterministic: one pass, largest peak
+        use(name)
+        peaks[name] = max(peak_bytes(trainer, b, cuda) for b in batches)
+    if cuda:  # the process's high-water mark: the timed rounds', or one of the measured steps'
+        cuda_peak = max(cuda_peak, *(peak / 2**20 for peak, _ in peaks.values()))
+    method = "torch.cuda.max_memory_allocated" if cuda else "torch.profiler memory events + resting tensors"
+    print_speeds(args, wall, cpu, peaks, method, cuda_peak)
+    models = {
+        name: {
+            **speed_summary(wall[name], cpu[name]),
+            "peak_mib": peaks[name][0] / 2**20,
+            "step_mib": (peaks[name][0] - peaks[name][1]) / 2**20,
+        }
+        for name in ("stock", "tempered")
+    }
+    result = {
+        "benchmark": "bench_tempered_ce",
+        "environment": environment(args),
+        "config": vars(args),
+        "memory_method": method,
+        "models": models,
+        "ratios": {"tempered/stock": ratio_of(args, wall, cpu, peaks)},
+        "cuda_max_memory_allocated_mib": cuda_peak,
+    }
+    write_json(args.json, result)
+    return result
+
+
+def build_trainer(args, stock, tempered):
+    """(task, model, a fairseq Trainer, {"stock", "tempered": criterion}): one model, trained by
+    either criterion in turn."""
+    import fairseq.tasks
+    from fairseq.trainer import Trainer
+
     with tempfile.TemporaryDirectory() as data_dir:
         for side in ("src", "tgt"):  # fairseq adds 4 specials: len(dictionary) == --vocab
             with open(os.path.join(data_dir, f"dict.{side}.txt"), "w") as f:
@@ -312,15 +349,13 @@ def main(argv=None):
         "stock": task.build_criterion(cfg.criterion),
         "tempered": task.build_criterion(cfg_t.criterion),
     }
-    trainer = Trainer(cfg, task, model, criteria["stock"])
-    batches = random_batches(args, task)
-    words = sum(b["ntokens"] for b in batches)
+    return task, model, Trainer(cfg, task, model, criteria["stock"]), criteria
 
-    def use(name):  # the trainer (and task.train_step) now runs this criterion
-        trainer._criterion = trainer._wrapped_criterion = criteria[name].to(trainer.device)
 
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
+def describe(args, task, model, batches, stock, tempered):
+    import fairseq
 
+    cuda = args.device == "cuda"
     print(
         f"torch {torch.__version__} | fairseq {fairseq.__version__} | python {sys.version.split()[0]} | "
         f"device {torch.cuda.get_device_name() if cuda else 'cpu'} | torch threads {torch.get_num_threads()}"
@@ -339,7 +374,13 @@ def main(argv=None):
         f"A = {' '.join(stock)}\nB = {' '.join(tempered)}  (both --label-smoothing {args.label_smoothing})\n"
     )
 
-    wall, cpu = {"stock": [], "tempered": []}, {"stock": [], "tempered": []}  # words/s, words/CPU-s
+
+def measure(args, trainer, use, batches):
+    """Words per second of wall and of CPU time, per round ({"stock", "tempered": [...]}), the
+    order alternating between rounds."""
+    sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
+    words = sum(b["ntokens"] for b in batches)
+    wall, cpu = {"stock": [], "tempered": []}, {"stock": [], "tempered": []}
     for r in range(args.warmup + args.rounds):
         for name in ("stock", "tempered") if r % 2 == 0 else ("tempered", "stock"):
             use(name)
@@ -351,12 +392,10 @@ def main(argv=None):
             if r >= args.warmup:
                 wall[name].append(words / (time.perf_counter() - start))
                 cpu[name].append(words / (time.process_time() - cpu_start))
-    cuda_peak = cuda_max_memory_mib(cuda)  # before peak_bytes resets the statistics
-    peaks = {}
-    for name in ("stock", "tempered"):  # a step's memory is deterministic: one pass, largest peak
-        use(name)
-        peaks[name] = max(peak_bytes(trainer, b, cuda) for b in batches)
+    return wall, cpu
 
+
+def print_speeds(args, wall, cpu, peaks, method, cuda_peak):
     med = statistics.median
     print(f"{'':9} {'words/s median [min .. max]':>29} {'words/CPU-s':>11} {'peak MiB':>9} {'step MiB':>9}")
     for name in ("stock", "tempered"):
@@ -365,22 +404,24 @@ def main(argv=None):
             f"{name:9} {med(w):9.0f} [{min(w):7.0f} .. {max(w):7.0f}] {med(cpu[name]):11.0f} "
             f"{peak / 2**20:9.1f} {(peak - resting) / 2**20:9.1f}"
         )
-    paired = [t / s for t, s in zip(wall["tempered"], wall["stock"])]
-    speed, cpu_speed = (med(d["tempered"]) / med(d["stock"]) for d in (wall, cpu))
-    (peak_s, rest_s), (peak_t, rest_t) = peaks["stock"], peaks["tempered"]
-    method = "torch.cuda.max_memory_allocated" if cuda else "torch.profiler memory events + resting tensors"
     print(f"\npeak: tensor high-water mark ({method}); step: peak minus resting params/grads/optimizer state")
-    if cuda:  # the process's high-water mark: the timed rounds', or one of the measured steps'
-        cuda_peak = max(cuda_peak, *(peak / 2**20 for peak, _ in peaks.values()))
     print(
         f"process max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB | "
         f"loadavg at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
-        + (f" | CUDA max_memory_allocated {cuda_peak:.1f} MiB" if cuda else "")
+        + (f" | CUDA max_memory_allocated {cuda_peak:.1f} MiB" if args.device == "cuda" else "")
     )
+
+
+def ratio_of(args, wall, cpu, peaks):
+    """tempered against stock, printed and returned, with its target: the chunked loss must save
+    memory; the plain one may not cost any."""
+    med = statistics.median
+    paired = [t / s for t, s in zip(wall["tempered"], wall["stock"])]
     print(
         f"paired per-round words/s ratios: {' '.join(f'{x:.3f}' for x in paired)} (median {med(paired):.3f})"
     )
-    # the chunked loss must save memory; the plain one may not cost any
+    speed, cpu_speed = (med(d["tempered"]) / med(d["stock"]) for d in (wall, cpu))
+    (peak_s, rest_s), (peak_t, rest_t) = peaks["stock"], peaks["tempered"]
     min_speed, max_memory = (1.0, 0.5) if args.loss_chunk_tokens else (0.97, 1.05)
     met = speed >= min_speed and peak_t <= max_memory * peak_s
     print(
@@ -388,15 +429,7 @@ def main(argv=None):
         f"{peak_t / peak_s:.3f}x (target <= {max_memory:g}): {'OK' if met else 'MISSED'}"
         f" | words/CPU-s {cpu_speed:.3f}x | step memory {(peak_t - rest_t) / (peak_s - rest_s):.3f}x"
     )
-    models = {
-        name: {
-            **speed_summary(wall[name], cpu[name]),
-            "peak_mib": peaks[name][0] / 2**20,
-            "step_mib": (peaks[name][0] - peaks[name][1]) / 2**20,
-        }
-        for name in ("stock", "tempered")
-    }
-    ratio = {
+    return {
         "words_per_s": speed,
         "words_per_cpu_s": cpu_speed,
         "paired_words_per_s_median": med(paired),
@@ -405,17 +438,6 @@ def main(argv=None):
         "target": f"words/s >= {min_speed:g}, peak memory <= {max_memory:g}",
         "met": met,
     }
-    result = {
-        "benchmark": "bench_tempered_ce",
-        "environment": environment(args),
-        "config": vars(args),
-        "memory_method": method,
-        "models": models,
-        "ratios": {"tempered/stock": ratio},
-        "cuda_max_memory_allocated_mib": cuda_peak,
-    }
-    write_json(args.json, result)
-    return result
 
 
 if __name__ == "__main__":
