@@ -236,10 +236,47 @@ def main(argv=None):
     logging.disable(logging.INFO)  # fairseq and hydra chatter, and fairseq's deprecation warnings
     for category in (UserWarning, FutureWarning):
         warnings.simplefilter("ignore", category)
+    cuda = args.device == "cuda"
+    task, trainers = build_trainers(args)
+    batches = random_batches(args, task)
+    words = sum(b["ntokens"] for b in batches)
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    names = list(trainers)
+    describe(args, trainers, batches)
+    train_wall, train_cpu = time_training(trainers, batches, words, args, sync)
+    gen_batches = generation_batches(args, task.source_dictionary, "cuda" if cuda else "cpu")
+    gen_wall, gen_cpu = time_beam_search(trainers, task, gen_batches, args, sync)
+    med = statistics.median
+    print_speeds(names, (train_wall, train_cpu), (gen_wall, gen_cpu), args.beam, 14)
+    cuda_peak = cuda_max_memory_mib(cuda)
+    print(
+        f"\nloadavg at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+        + (f" | CUDA max_memory_allocated {cuda_peak:.1f} MiB" if cuda else "")
+    )
+    result = {
+        "benchmark": "bench_sact",
+        "environment": environment(args),
+        "config": vars(args),
+        "models": {
+            name: {
+                **speed_summary(train_wall[name], train_cpu[name]),
+                "sentences_per_s": med(gen_wall[name]),
+                "sentences_per_cpu_s": med(gen_cpu[name]),
+            }
+            for name in names
+        },
+        "ratios": ratios_of(args, names, (train_wall, train_cpu), (gen_wall, gen_cpu)),
+        "cuda_max_memory_allocated_mib": cuda_peak,
+    }
+    write_json(args.json, result)
+    return result
+
+
+def build_trainers(args):
+    """(task, {name: fairseq Trainer}) of the --models."""
     import fairseq.tasks
     from fairseq.trainer import Trainer
 
-    cuda = args.device == "cuda"
     with tempfile.TemporaryDirectory() as data_dir:
         for side in ("src", "tgt"):  # fairseq adds 4 specials: len(dictionary) == --vocab
             with open(os.path.join(data_dir, f"dict.{side}.txt"), "w") as f:
@@ -251,19 +288,21 @@ def main(argv=None):
         torch.manual_seed(args.seed)
         model = task.build_model(cfg.model)
         trainers[name] = Trainer(cfg, task, model, task.build_criterion(cfg.criterion))
-    batches = random_batches(args, task)
-    words = sum(b["ntokens"] for b in batches)
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
-    names = list(trainers)
+    return task, trainers
 
+
+def describe(args, trainers, batches):
+    import fairseq
+
+    cuda = args.device == "cuda"
     print(
         f"torch {torch.__version__} | fairseq {fairseq.__version__} | python {sys.version.split()[0]} | "
         f"device {torch.cuda.get_device_name() if cuda else 'cpu'} | torch threads {torch.get_num_threads()}"
         f" | loadavg at start {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
     )
     print("config:", " ".join(f"{k}={v}" for k, v in vars(args).items()))
-    for name in names:
-        n = sum(p.numel() for p in trainers[name].model.parameters())
+    for name, trainer in trainers.items():
+        n = sum(p.numel() for p in trainer.model.parameters())
         print(f"{name:14} {' '.join(MODELS[name])}: {n / 1e6:.3f}M parameters")
     print(
         f"all: {args.layers} layer(s), {args.dim}-d embeddings and LSTMs (bidirectional encoder: "
@@ -275,16 +314,10 @@ def main(argv=None):
         [(b["nsentences"], b["ntokens"], tuple(b["target"].shape)) for b in batches],
     )
 
-    train_wall, train_cpu = time_training(trainers, batches, words, args, sync)
-    gen_batches = generation_batches(args, task.source_dictionary, "cuda" if cuda else "cpu")
-    gen_wall, gen_cpu = time_beam_search(trainers, task, gen_batches, args, sync)
-    med = statistics.median
-    print_speeds(names, (train_wall, train_cpu), (gen_wall, gen_cpu), args.beam, 14)
-    cuda_peak = cuda_max_memory_mib(cuda)
-    print(
-        f"\nloadavg at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
-        + (f" | CUDA max_memory_allocated {cuda_peak:.1f} MiB" if cuda else "")
-    )
+
+def ratios_of(args, names, train, gen):
+    """sact against stock (target 0.85) and against the other models, printed and returned."""
+    (train_wall, train_cpu), (gen_wall, gen_cpu), med = train, gen, statistics.median
 
     def ratios(a, b):
         return (
@@ -320,23 +353,7 @@ def main(argv=None):
         f"(target >= 0.85: {'OK' if gen_ratio >= 0.85 else 'MISSED'}) | per CPU-second "
         f"{train_cpu_ratio:.3f}x / {gen_cpu_ratio:.3f}x"
     )
-    result = {
-        "benchmark": "bench_sact",
-        "environment": environment(args),
-        "config": vars(args),
-        "models": {
-            name: {
-                **speed_summary(train_wall[name], train_cpu[name]),
-                "sentences_per_s": med(gen_wall[name]),
-                "sentences_per_cpu_s": med(gen_cpu[name]),
-            }
-            for name in names
-        },
-        "ratios": summaries,
-        "cuda_max_memory_allocated_mib": cuda_peak,
-    }
-    write_json(args.json, result)
-    return result
+    return summaries
 
 
 if __name__ == "__main__":
