@@ -57,6 +57,7 @@ from bench_tempered_ce import (  # noqa: E402  (peak_bytes: profiler memory even
     peak_bytes,
     resolve_device,
     speed_summary,
+    versions_line,
     write_json,
 )
 
@@ -455,14 +456,8 @@ def build_trainers(args, names):
 
 def describe(args, names, sizes, dictionary, batches, words):
     """The set-up, printed before the measurement: versions, body, batches, models, MACs."""
-    import fairseq
-
-    cuda, transformer, models = args.device == "cuda", args.body == "transformer", BODIES[args.body][0]
-    print(
-        f"torch {torch.__version__} | fairseq {fairseq.__version__} | python {sys.version.split()[0]} | "
-        f"device {torch.cuda.get_device_name() if cuda else 'cpu'} | torch threads {torch.get_num_threads()}"
-        f" | loadavg at start {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
-    )
+    transformer, models = args.body == "transformer", BODIES[args.body][0]
+    print(versions_line(args))
     print(
         "config:",
         " ".join(f"{k}={','.join(v) if isinstance(v, list) else v}" for k, v in config(args).items()),

@@ -39,7 +39,9 @@ from bench_tempered_ce import (  # noqa: E402  (the same batch maker)
     resolve_device,
     speed_summary,
     translation_data_args,
+    versions_line,
     write_json,
+    write_pair_dictionaries,
 )
 
 CPU_DEFAULTS = dict(vocab=8000, max_tokens=2000, layers=1, dim=256)
@@ -278,9 +280,7 @@ def build_trainers(args):
     from fairseq.trainer import Trainer
 
     with tempfile.TemporaryDirectory() as data_dir:
-        for side in ("src", "tgt"):  # fairseq adds 4 specials: len(dictionary) == --vocab
-            with open(os.path.join(data_dir, f"dict.{side}.txt"), "w") as f:
-                f.writelines(f"w{i} 1\n" for i in range(args.vocab - 4))
+        write_pair_dictionaries(data_dir, args.vocab)
         cfgs = {name: fairseq_cfg(args, data_dir, MODELS[name]) for name in args.models}
         task = fairseq.tasks.setup_task(cfgs["stock"].task)
     trainers = {}
@@ -292,14 +292,7 @@ def build_trainers(args):
 
 
 def describe(args, trainers, batches):
-    import fairseq
-
-    cuda = args.device == "cuda"
-    print(
-        f"torch {torch.__version__} | fairseq {fairseq.__version__} | python {sys.version.split()[0]} | "
-        f"device {torch.cuda.get_device_name() if cuda else 'cpu'} | torch threads {torch.get_num_threads()}"
-        f" | loadavg at start {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
-    )
+    print(versions_line(args))
     print("config:", " ".join(f"{k}={v}" for k, v in vars(args).items()))
     for name, trainer in trainers.items():
         n = sum(p.numel() for p in trainer.model.parameters())

@@ -108,6 +108,26 @@ def write_json(path, result):
             f.write("\n")
 
 
+def write_pair_dictionaries(data_dir, vocab):
+    """dict.src.txt and dict.tgt.txt of made-up words: fairseq adds 4 specials, so
+    len(dictionary) == vocab."""
+    for side in ("src", "tgt"):
+        with open(os.path.join(data_dir, f"dict.{side}.txt"), "w") as f:
+            f.writelines(f"w{i} 1\n" for i in range(vocab - 4))
+
+
+def versions_line(args):
+    """The first line of every benchmark's report: versions, device, threads, load."""
+    import fairseq
+
+    cuda = args.device == "cuda"
+    return (
+        f"torch {torch.__version__} | fairseq {fairseq.__version__} | python {sys.version.split()[0]} | "
+        f"device {torch.cuda.get_device_name() if cuda else 'cpu'} | torch threads {torch.get_num_threads()}"
+        f" | loadavg at start {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
+
+
 def environment(args):
     import fairseq
 
@@ -338,9 +358,7 @@ def build_trainer(args, stock, tempered):
     from fairseq.trainer import Trainer
 
     with tempfile.TemporaryDirectory() as data_dir:
-        for side in ("src", "tgt"):  # fairseq adds 4 specials: len(dictionary) == --vocab
-            with open(os.path.join(data_dir, f"dict.{side}.txt"), "w") as f:
-                f.writelines(f"w{i} 1\n" for i in range(args.vocab - 4))
+        write_pair_dictionaries(data_dir, args.vocab)
         cfg, cfg_t = fairseq_cfg(args, data_dir, stock), fairseq_cfg(args, data_dir, tempered)
         task = fairseq.tasks.setup_task(cfg.task)
     torch.manual_seed(args.seed)
@@ -353,14 +371,7 @@ def build_trainer(args, stock, tempered):
 
 
 def describe(args, task, model, batches, stock, tempered):
-    import fairseq
-
-    cuda = args.device == "cuda"
-    print(
-        f"torch {torch.__version__} | fairseq {fairseq.__version__} | python {sys.version.split()[0]} | "
-        f"device {torch.cuda.get_device_name() if cuda else 'cpu'} | torch threads {torch.get_num_threads()}"
-        f" | loadavg at start {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
-    )
+    print(versions_line(args))
     print("config:", " ".join(f"{k}={v}" for k, v in vars(args).items()))
     print(
         f"model: transformer, {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M params, vocab "

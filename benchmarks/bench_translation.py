@@ -53,7 +53,9 @@ from bench_tempered_ce import (  # noqa: E402  (the same batches, device choice 
     resolve_device,
     speed_summary,
     translation_data_args,
+    versions_line,
     write_json,
+    write_pair_dictionaries,
 )
 
 CPU_DEFAULTS = dict(vocab=8000, max_tokens=2048, preset="mini")  # the ALT mini preset's batch
@@ -240,9 +242,7 @@ def build_trainers(args):
         else:
             print(f"note: {name} skipped: --arch {arch} is not registered")
     with tempfile.TemporaryDirectory() as data_dir:
-        for side in ("src", "tgt"):  # fairseq adds 4 specials: len(dictionary) == --vocab
-            with open(os.path.join(data_dir, f"dict.{side}.txt"), "w") as f:
-                f.writelines(f"w{i} 1\n" for i in range(args.vocab - 4))
+        write_pair_dictionaries(data_dir, args.vocab)
         size = training_args(args, data_dir, "ct_transformer")  # the preset, resolved
         namespaces = {}
         for name in names:
@@ -265,17 +265,10 @@ def build_trainers(args):
 
 def describe(args, names, size, sizes, batches):
     """The set-up, printed before the measurement."""
-    import fairseq
-
-    cuda = args.device == "cuda"
     words = sum(b["ntokens"] for b in batches)
     src_words = sum(int(b["net_input"]["src_lengths"].sum()) for b in batches)
     sentences = sum(b["nsentences"] for b in batches)
-    print(
-        f"torch {torch.__version__} | fairseq {fairseq.__version__} | python {sys.version.split()[0]} | "
-        f"device {torch.cuda.get_device_name() if cuda else 'cpu'} | torch threads {torch.get_num_threads()}"
-        f" | loadavg at start {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
-    )
+    print(versions_line(args))
     print(
         "config:",
         " ".join(f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}" for k, v in vars(args).items()),

@@ -5,7 +5,7 @@ import dataclasses
 import os
 
 from .. import greedy_vs_beam as gvb
-from .common import RunFailed, device_args, fresh_dir, prepared, read_json, say
+from .common import RunFailed, device_args, fresh_dir, prepared, read_json, say, write_json
 from .records import SystemRow
 
 
@@ -89,3 +89,14 @@ def system_row(result, name):
 
 def grid_rows(result):
     return [dataclasses.asdict(system) for system in result.grid]
+
+
+def paired_test(path, ref, baseline, system, exp):
+    """ctemp-greedy-vs-beam compare of two hypothesis files (sacrebleu's paired bootstrap, 1000
+    samples) -> path, written once; its JSON."""
+    if not os.path.exists(path):
+        try:
+            write_json(path, gvb.compare_systems(ref, baseline, system, "bs", None, exp["bleu_tokenize"]))
+        except gvb.UsageError as e:
+            raise RunFailed(f"significance test: {e}") from None
+    return read_json(path)

@@ -247,21 +247,8 @@ def tempering_significance(final_dir, exp, systems):
     }
     for name, (base, base_file, other, other_file) in comparisons.items():
         path = os.path.join(final_dir, f"significance-{name}.json")
-        if not os.path.exists(path):
-            files = systems[base]["files"]
-            try:  # ctemp-greedy-vs-beam compare
-                write_json(
-                    path,
-                    gvb.compare_systems(
-                        files["ref"],
-                        files[base_file],
-                        systems[other]["files"][other_file],
-                        "bs",
-                        None,
-                        exp["bleu_tokenize"],
-                    ),
-                )
-            except gvb.UsageError as e:
-                raise RunFailed(f"significance test: {e}") from None
-        significance[name] = read_json(path)
+        files = systems[base]["files"]
+        significance[name] = evaluate.paired_test(
+            path, files["ref"], files[base_file], systems[other]["files"][other_file], exp
+        )
     return significance

@@ -18,7 +18,6 @@ import glob
 import os
 
 from .. import calibration
-from .. import greedy_vs_beam as gvb
 from . import evaluate
 from .common import Lock, RunFailed, fmt, prepared, read_json, say, write_json
 
@@ -236,24 +235,9 @@ def posthoc_significance(final_dir, exp, t_opt, tuned):
     significance = {}
     for key, (base, hyp) in COMPARISONS.items():
         path = os.path.join(final_dir, f"significance-posthoc-{key}.json")
-        if not os.path.exists(path):
-            t = 1.0 if base == "untempered" else t_opt
-            files = evaluate.moved_result(os.path.join(final_dir, f"tune-T{fmt(t)}")).files
-            try:  # ctemp-greedy-vs-beam compare
-                write_json(
-                    path,
-                    gvb.compare_systems(
-                        tuned.files["ref"],
-                        files[hyp],
-                        tuned.files[hyp],
-                        "bs",
-                        None,
-                        exp["bleu_tokenize"],
-                    ),
-                )
-            except gvb.UsageError as e:
-                raise RunFailed(f"significance test: {e}") from None
-        significance[key] = read_json(path)
+        t = 1.0 if base == "untempered" else t_opt
+        files = evaluate.moved_result(os.path.join(final_dir, f"tune-T{fmt(t)}")).files
+        significance[key] = evaluate.paired_test(path, tuned.files["ref"], files[hyp], tuned.files[hyp], exp)
     return significance
 
 

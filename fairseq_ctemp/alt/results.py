@@ -254,14 +254,7 @@ def runs_table(experiments):
             test = ev.get("test")
             rows.append(
                 [
-                    e["name"],
-                    r.direction,
-                    r.variant,
-                    fmt(r.temperature),
-                    fmt(r.label_smoothing),
-                    fmt(r.sem_weight),
-                    r.seed,
-                    tr.num_updates,
+                    *settings_cells(e, r),
                     tr.stop_reason,
                     num(tr.best_valid_bleu),
                     len(r.averaged),
@@ -281,20 +274,27 @@ def runs_table(experiments):
             tr = r.training
             rows.append(
                 [
-                    e["name"],
-                    f"{e['exp']['src']}-{e['exp']['tgt']}",
-                    r.variant,
-                    fmt(r.temperature),
-                    fmt(r.label_smoothing),
-                    fmt(r.sem_weight),
-                    r.seed,
-                    tr.num_updates,
+                    *settings_cells(e, r),
                     "(not finished)",
                     num(tr.best_valid_bleu),
                 ]
                 + [""] * (10 + len(posthoc.RUN_COLUMNS))
             )
     return header, rows
+
+
+def settings_cells(e, r):
+    """The first cells of a run's row in runs.csv, finished or not: what it is and its updates."""
+    return [
+        e["name"],
+        r.direction,
+        r.variant,
+        fmt(r.temperature),
+        fmt(r.label_smoothing),
+        fmt(r.sem_weight),
+        r.seed,
+        r.training.num_updates,
+    ]
 
 
 def train_words_per_second(run_dir):
