@@ -164,6 +164,9 @@ TABLES = {
     ),
     "ptb_seeds": Table((os.path.join(LM_RESULTS, "ptb_converged_seeds.csv"),), ptb_seeds),
     "alt_pilot": Table((os.path.join(ALT_RESULTS, "base_en_vi_pilot", "runs.csv"),), alt_pilot),
+    "alt_pilot_large_batch": Table(
+        (os.path.join(ALT_RESULTS, "base_en_vi_pilot_large_batch", "runs.csv"),), alt_pilot
+    ),
     "sact_lstm": Table(
         (
             os.path.join(ALT_RESULTS, "mini_en_vi_variants", "part3", "runs.csv"),
