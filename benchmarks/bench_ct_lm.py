@@ -55,6 +55,7 @@ from bench_tempered_ce import (  # noqa: E402  (peak_bytes: profiler memory even
     cuda_max_memory_mib,
     environment,
     peak_bytes,
+    peak_keeping_trainer,
     resolve_device,
     speed_summary,
     versions_line,
@@ -433,7 +434,6 @@ def build_trainers(args, names):
     """(task, {name: fairseq Trainer}, {name: (parameters, output-layer parameters)}) on a
     dictionary of --vocab made-up words."""
     import fairseq.tasks
-    from fairseq.trainer import Trainer
 
     with tempfile.TemporaryDirectory() as data_dir:
         with open(os.path.join(data_dir, "dict.txt"), "w") as f:  # + 4 specials: len == --vocab
@@ -450,7 +450,9 @@ def build_trainers(args, names):
             if "adaptive_softmax" in n or "output_head" in n or "output_projection" in n
         ]
         sizes[name] = (sum(p.numel() for p in model.parameters()), sum(p.numel() for p in head))
-        trainers[name] = Trainer(cfgs[name], task, model, task.build_criterion(cfgs[name].criterion))
+        trainers[name] = peak_keeping_trainer(
+            cfgs[name], task, model, task.build_criterion(cfgs[name].criterion)
+        )
     return task, trainers, sizes
 
 

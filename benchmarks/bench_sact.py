@@ -35,6 +35,7 @@ from bench_tempered_ce import (  # noqa: E402  (the same batch maker)
     check_json_target,
     cuda_max_memory_mib,
     environment,
+    peak_keeping_trainer,
     random_batches,
     resolve_device,
     speed_summary,
@@ -277,7 +278,6 @@ def main(argv=None):
 def build_trainers(args):
     """(task, {name: fairseq Trainer}) of the --models."""
     import fairseq.tasks
-    from fairseq.trainer import Trainer
 
     with tempfile.TemporaryDirectory() as data_dir:
         write_pair_dictionaries(data_dir, args.vocab)
@@ -287,7 +287,7 @@ def build_trainers(args):
     for name, cfg in cfgs.items():
         torch.manual_seed(args.seed)
         model = task.build_model(cfg.model)
-        trainers[name] = Trainer(cfg, task, model, task.build_criterion(cfg.criterion))
+        trainers[name] = peak_keeping_trainer(cfg, task, model, task.build_criterion(cfg.criterion))
     return task, trainers
 
 

@@ -351,11 +351,20 @@ def main(argv=None):
     return result
 
 
+def peak_keeping_trainer(cfg, task, model, criterion):
+    """fairseq's Trainer, keeping CUDA's peak-memory statistics: on CUDA its train_step resets them
+    after every step (to log gb_free), which hid each step's peak from the measurements here."""
+    from fairseq.trainer import Trainer
+
+    trainer = Trainer(cfg, task, model, criterion)
+    trainer.cuda_env = None  # read after init only by train_step's gb_free logging and its reset
+    return trainer
+
+
 def build_trainer(args, stock, tempered):
     """(task, model, a fairseq Trainer, {"stock", "tempered": criterion}): one model, trained by
     either criterion in turn."""
     import fairseq.tasks
-    from fairseq.trainer import Trainer
 
     with tempfile.TemporaryDirectory() as data_dir:
         write_pair_dictionaries(data_dir, args.vocab)
@@ -367,7 +376,7 @@ def build_trainer(args, stock, tempered):
         "stock": task.build_criterion(cfg.criterion),
         "tempered": task.build_criterion(cfg_t.criterion),
     }
-    return task, model, Trainer(cfg, task, model, criteria["stock"]), criteria
+    return task, model, peak_keeping_trainer(cfg, task, model, criteria["stock"]), criteria
 
 
 def describe(args, task, model, batches, stock, tempered):

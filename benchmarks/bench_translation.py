@@ -49,6 +49,7 @@ from bench_tempered_ce import (  # noqa: E402  (the same batches, device choice 
     check_json_target,
     cuda_max_memory_mib,
     environment,
+    peak_keeping_trainer,
     random_batches,
     resolve_device,
     speed_summary,
@@ -230,7 +231,6 @@ def build_trainers(args):
     import fairseq.tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from fairseq.models import ARCH_MODEL_REGISTRY
-    from fairseq.trainer import Trainer
     from fairseq.utils import import_user_module
 
     import_user_module(argparse.Namespace(user_dir=os.path.abspath(PLUGIN_DIR)))  # registers ct_transformer
@@ -259,7 +259,7 @@ def build_trainers(args):
         model = task.build_model(cfg.model)
         head = sum(p.numel() for n, p in model.named_parameters() if "output_head.temperature" in n)
         sizes[name] = (sum(p.numel() for p in model.parameters()), head)
-        trainers[name] = Trainer(cfg, task, model, task.build_criterion(cfg.criterion))
+        trainers[name] = peak_keeping_trainer(cfg, task, model, task.build_criterion(cfg.criterion))
     return names, size, task, trainers, sizes
 
 

@@ -96,6 +96,26 @@ def test_bench_tempered_ce_smoke(benchmarks, capsys, tmp_path):
     assert result["environment"]["device"] == "cpu" and result["config"]["vocab"] == 300
 
 
+def test_benchmarks_build_fairseqs_trainer_keeping_cudas_peak_statistics(benchmarks):
+    """fairseq's train_step resets CUDA's peak-memory statistics after each step (to log gb_free),
+    unless the trainer's cuda_env is None; every benchmark builds its trainers through
+    peak_keeping_trainer, which sets it so (tests/test_cuda.py measures the effect on a GPU)."""
+    import inspect
+
+    from fairseq.trainer import Trainer
+
+    source = inspect.getsource(Trainer.train_step)
+    reset = source.index("torch.cuda.reset_peak_memory_stats()")
+    guard = source.rindex("if self.cuda and self.cuda_env is not None:", 0, reset)
+    assert source[guard:reset].count("\n") <= 3
+    assert "trainer.cuda_env = None" in inspect.getsource(
+        benchmarks["bench_tempered_ce"].peak_keeping_trainer
+    )
+    for name, module in benchmarks.items():  # fairseq's Trainer( only inside peak_keeping_trainer
+        built = re.findall(r"\bTrainer\(", inspect.getsource(module))
+        assert len(built) == (name == "bench_tempered_ce"), name
+
+
 def test_bench_tempered_ce_chunked_smoke(benchmarks, capsys, tmp_path):
     out = run_main(
         benchmarks["bench_tempered_ce"],

@@ -443,3 +443,32 @@ def test_greedy_decoding_on_cuda_equals_the_cpu(toy_data, tmp_path):
     for i in cpu:
         assert cuda[i][1] == cpu[i][1], i
         assert abs(cuda[i][0] - cpu[i][0]) < 1e-4, i
+
+
+# ---- the benchmarks' CUDA memory: one step's peak, with its activations ----
+
+
+def test_benchmark_step_memory_holds_the_batchs_logits(monkeypatch):
+    """bench_tempered_ce's CUDA step memory (the peak of one train_step above the resting tensors)
+    includes the step's activations: stock's exceeds the fp16 logits of 2,000 target tokens at
+    V = 32,000 (a batch of up to 4,096 tokens has more), and the chunked loss's is below stock's.
+    fairseq's train_step resets CUDA's peak statistics after each step; measured through it, both
+    step memories were the size of the fp16 gradients alone."""
+    if ON_CPU:
+        pytest.skip("the CPU path measures memory from profiler events, not CUDA's statistics")
+    import logging
+
+    monkeypatch.syspath_prepend(os.path.join(os.path.dirname(PLUGIN_DIR), "benchmarks"))
+    import bench_tempered_ce
+
+    size = ["--layers", "1", "--dim", "256", "--ffn", "1024", "--heads", "4", "--max-tokens", "4096"]
+    try:
+        result = bench_tempered_ce.main(
+            ["--device", "cuda", "--vocab", "32000", *size, "--rounds", "1", "--warmup", "0"]
+            + ["--batches", "1", "--loss-chunk-tokens", "1024"]
+        )
+    finally:
+        logging.disable(logging.NOTSET)
+    stock, chunked = (result["models"][name]["step_mib"] for name in ("stock", "tempered"))
+    assert stock > 2000 * 32000 * 2 / 2**20, result["models"]
+    assert chunked < 0.8 * stock, result["models"]
