@@ -18,6 +18,7 @@ from conftest import (
     FAST_DECODE,
     LM_HEAD_ARCHES,
     PLUGIN_DIR,
+    REPO,
     TINY_TRANSFORMER,
     TRAIN_DEFAULTS,
     hypotheses,
@@ -458,16 +459,18 @@ def test_benchmark_step_memory_holds_the_batchs_logits(monkeypatch):
         pytest.skip("the CPU path measures memory from profiler events, not CUDA's statistics")
     import logging
 
-    monkeypatch.syspath_prepend(os.path.join(os.path.dirname(PLUGIN_DIR), "benchmarks"))
+    monkeypatch.syspath_prepend(os.path.join(REPO, "benchmarks"))
     import bench_tempered_ce
 
     size = ["--layers", "1", "--dim", "256", "--ffn", "1024", "--heads", "4", "--max-tokens", "4096"]
+    threads = torch.get_num_threads()
     try:
         result = bench_tempered_ce.main(
             ["--device", "cuda", "--vocab", "32000", *size, "--rounds", "1", "--warmup", "0"]
             + ["--batches", "1", "--loss-chunk-tokens", "1024"]
         )
-    finally:
+    finally:  # main() sets these process-wide
+        torch.set_num_threads(threads)
         logging.disable(logging.NOTSET)
     stock, chunked = (result["models"][name]["step_mib"] for name in ("stock", "tempered"))
     assert stock > 2000 * 32000 * 2 / 2**20, result["models"]
