@@ -96,12 +96,11 @@ def paper_scale(*args):
 def test_paper_scale_script_end_to_end_on_cpu(tmp_path):
     """The whole pack at tiny size: data with a carved test, two runs stopped by wall clock (patience
     never ends them; finalize, tested with the sweep, is left out), tables, one archive with the
-    results and no checkpoint."""
+    results and no checkpoint; then --deadline, which packs what has finished when it stops."""
     local_copy(str(tmp_path / "alt"))
     work, out = tmp_path / "work", tmp_path / "out"
     common = ["en-ja", "--local", tmp_path / "alt", "--work", work, "--results", out]
-    proc = paper_scale(
-        *common,
+    options = [
         *("--carve-test", "10", "--vocab", "20", "--preset", "mini", "--cpu", "--jobs", "2"),
         *("--temperatures", "1,2", *SWEEP_OPTIONS, "--no-finalize"),
         # after SWEEP_OPTIONS, these win (argparse); --average 1: the stop's own validation, which
@@ -110,7 +109,8 @@ def test_paper_scale_script_end_to_end_on_cpu(tmp_path):
         *("--patience", "1000", "--average", "1", "--log-interval", "1"),
         *("--", *TINY),
         *("--stop-time-hours", "0.0015"),
-    )
+    ]
+    proc = paper_scale(*common, *options)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     archive = out / "alt-results.tar.gz"
     with tarfile.open(archive) as tar:
@@ -138,6 +138,14 @@ def test_paper_scale_script_end_to_end_on_cpu(tmp_path):
     # the archive is never overwritten: the same command is refused before any work
     again = paper_scale(*common, "--cpu")
     assert again.returncode == 2 and "alt-results.tar.gz exists; give another --results" in again.stderr
+    # --deadline: stopped while it checks what is done, it packs what has finished so far
+    partial = tmp_path / "partial"
+    stopped = paper_scale(*common[:-1], partial, "--deadline", "2", *options)
+    assert stopped.returncode == 3 and "--deadline 2 s reached" in stopped.stderr, stopped.stderr[-3000:]
+    assert not (partial / "alt-results.tar.gz").exists()
+    with tarfile.open(partial / "alt-results-partial.tar.gz") as tar:
+        assert f"{exp}/T1-ls0.1-sem0/run.json" in tar.getnames()
+        assert not [n for n in tar.getnames() if n.endswith(".pt")]
     assert (
         paper_scale("en-ja", "--local", tmp_path / "alt")
         .stderr.strip()

@@ -674,6 +674,12 @@ CASES = [
         "--runs-per-gpu must be an integer >= 1, got '0'",
     ),
     (
+        "paper_scale.sh: --deadline 0",
+        ["bash", os.path.join(ALT, "paper_scale.sh")],
+        ["en-ja", "--local", "{root}/local", "--results", "{root}/out", "--deadline", "0"],
+        "--deadline must be whole seconds >= 1, got '0'",
+    ),
+    (
         "paper_scale.sh: --wheels not a directory",
         ["bash", os.path.join(ALT, "paper_scale.sh")],
         ["en-ja", "--local", "{root}/local", "--results", "{root}/out", "--wheels", "{root}/nothing"],

@@ -14,6 +14,9 @@
 #   --results DIR     where alt-results.tar.gz goes (created; an existing archive is refused)
 #   --runs-per-gpu K  runs at a time on each visible GPU (default 1; ignored with --gpus)
 #   --wheels DIR      first install what python lacks from the wheels in DIR (offline machines)
+#   --deadline S      stop the work after S seconds (a machine held for a fixed time, a job's time
+#                     limit) and pack what has finished into RESULTS/alt-results-partial.tar.gz
+#                     (replaced by each later stop), exit status 3; the same command resumes
 #   anything else goes to run_all.sh, then to the sweep: --preset (default base), --temperatures,
 #   --variants, --seed, --interval, --patience, --average, --grid-beams, --gpus, --fp16, ...
 # Example, the En->Vi row of the paper-scale results on one GPU, five runs side by side:
@@ -23,12 +26,13 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/common.sh"
-rest=() results="" wheels="" per_gpu=1 carve=1000 work=${ALT_WORK:-runs/alt} gpus=0 preset=0
+rest=() results="" wheels="" deadline="" per_gpu=1 carve=1000 work=${ALT_WORK:-runs/alt} gpus=0 preset=0
 while [ $# -gt 0 ]; do
   case $1 in
     --) rest+=("$@"); break ;;
     --results) results=$2; shift 2 ;;
     --wheels) wheels=$2; shift 2 ;;
+    --deadline) deadline=$2; shift 2 ;;
     --runs-per-gpu) per_gpu=$2; shift 2 ;;
     --carve-test) carve=$2; shift 2 ;;
     --work) work=$2; shift 2 ;;
@@ -41,12 +45,13 @@ die() { echo "paper_scale.sh: error: $*" >&2; exit 2; }
 [ -n "$results" ] || die "--results DIR is required (where the archive of the results goes)"
 [[ $per_gpu =~ ^[1-9][0-9]*$ ]] || die "--runs-per-gpu must be an integer >= 1, got '$per_gpu'"
 [[ $carve =~ ^[0-9]+$ ]] || die "--carve-test must be an integer >= 0, got '$carve'"
+[[ -z $deadline || $deadline =~ ^[1-9][0-9]*$ ]] || die "--deadline must be whole seconds >= 1, got '$deadline'"
 [ -z "$wheels" ] || [ -d "$wheels" ] || die "--wheels $wheels: no such directory"
 [ ! -e "$results" ] || [ -d "$results" ] || die "--results $results is a file, not a directory"
 [ ! -e "$results/alt-results.tar.gz" ] || die "$results/alt-results.tar.gz exists; give another --results"
 mkdir -p "$results"
 results=$(cd "$results" && pwd)
-archive=$results/alt-results.tar.gz
+archive=$results/alt-results.tar.gz archive_partial=$results/alt-results-partial.tar.gz
 if [ -n "$wheels" ]; then
   site=$work/site-packages  # the wheels' packages, for this and every child process
   "$python" -m pip install -q --no-index --no-deps --no-compile --target "$site" "$wheels"/*.whl
@@ -66,10 +71,32 @@ fi
 # options after -- stay last: run_all.sh hands them to fairseq-train
 split=${#rest[@]}
 for i in "${!rest[@]}"; do [ "${rest[$i]}" != "--" ] || { split=$i; break; }; done
-"$here/run_all.sh" "${rest[@]:0:$split}" "${options[@]}" "${rest[@]:$split}"
-# the results only: every file but checkpoints, binarised data, subword models and the copied wheels
-(cd "$work" && find sweep results -type f \
-  \( -name '*.json' -o -name '*.csv' -o -name '*.md' -o -name '*.png' -o -name '*.log' -o -name '*.hyp' \
-     -o -name '*.ref' -o -name '*.txt' \) -print0 | tar --null -czf "$archive.part" -T -)
-mv "$archive.part" "$archive"
+pack() {  # the results only: every file but checkpoints, binarised data, subword models and wheels
+  local dirs=()
+  for d in sweep results; do [ ! -d "$work/$d" ] || dirs+=("$d"); done
+  (cd "$work" && find "${dirs[@]}" -type f \
+    \( -name '*.json' -o -name '*.csv' -o -name '*.md' -o -name '*.png' -o -name '*.log' -o -name '*.hyp' \
+       -o -name '*.ref' -o -name '*.txt' \) -print0 | tar --null -czf "$1.part" -T -)
+  mv "$1.part" "$1"
+}
+all=("$here/run_all.sh" "${rest[@]:0:$split}" "${options[@]}" "${rest[@]:$split}")
+if [ -z "$deadline" ]; then
+  "${all[@]}"
+else  # in its own process group, so that the deadline stops the sweep and every run it started
+  setsid "${all[@]}" &
+  pid=$! end=$((SECONDS + deadline))
+  while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $end ]; do sleep 1; done
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -TERM -- -"$pid" 2>/dev/null || true
+    for _ in $(seq 30); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+    kill -KILL -- -"$pid" 2>/dev/null || true
+    wait "$pid" || true
+    [ -d "$work/sweep" ] || [ -d "$work/results" ] || { echo "paper_scale.sh: --deadline $deadline s reached before any run started; nothing to pack" >&2; exit 3; }
+    pack "$archive_partial"
+    echo "paper_scale.sh: --deadline $deadline s reached: what has finished is in $archive_partial; the same command resumes" >&2
+    exit 3
+  fi
+  wait "$pid"
+fi
+pack "$archive"
 echo "results: $archive ($(du -h "$archive" | cut -f1))"
