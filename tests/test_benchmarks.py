@@ -382,3 +382,52 @@ def test_bench_translation_analytic_macs_are_torchs_flop_count(benchmarks):
     assert flops["ct_transformer_none"] == body + output
     assert flops["ct_transformer"] == body + output + temperature
     assert temperature == 32 * 8 + 8 * 300 and output == 32 * 300
+
+
+# ------------------------------------------------------------- suite_time.py: how long make test takes
+@pytest.fixture
+def suite_time(monkeypatch):
+    monkeypatch.syspath_prepend(BENCH_DIR)
+    import suite_time
+
+    return suite_time
+
+
+def test_suite_time_runs_make_tests_pytest_command(suite_time):
+    """The measured command is the Makefile's `make test` recipe with its default workers."""
+    with open(os.path.join(os.path.dirname(BENCH_DIR), "Makefile"), encoding="utf-8") as f:
+        makefile = f.read()
+    workers = re.search(r"^TEST_WORKERS \?= (\d+)$", makefile, re.M).group(1)
+    recipe = re.search(r"^test: setup\n\t\$\(PY\) (.+)$", makefile, re.M).group(1)
+    assert int(workers) == suite_time.WORKERS
+    command = suite_time.pytest_command(suite_time.WORKERS, "r.xml")
+    assert " ".join(command[1:]).startswith(recipe.replace("$(TEST_WORKERS)", workers))
+
+
+def test_suite_time_sums_pytests_junit_report_per_file(suite_time, tmp_path):
+    report = tmp_path / "junit.xml"  # the shape pytest --junitxml writes (xunit2)
+    report.write_text(
+        '<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">'
+        '<testcase classname="tests.test_a" name="test_one" time="1.25" />'
+        '<testcase classname="tests.test_a" name="test_two" time="0.75"><skipped message="no" /></testcase>'
+        '<testcase classname="tests.test_b" name="test_x[1]" time="3.5"><failure message="f" /></testcase>'
+        "</testsuite></testsuites>"
+    )
+    assert suite_time.junit_summary(report) == {
+        "outcomes": {"passed": 1, "skipped": 1, "failure": 1},
+        "test_seconds": 5.5,
+        "per_file_seconds": {"test_b.py": 3.5, "test_a.py": 2.0},
+    }
+
+
+def test_suite_time_refuses_bad_options_before_any_work(suite_time, tmp_path, capsys):
+    existing = tmp_path / "r.json"
+    existing.write_text("{}")
+    for argv, message in (
+        (["--json", str(existing)], f"--json {existing} exists; refusing to overwrite it"),
+        (["--json", str(tmp_path / "new.json"), "--workers", "0"], "--workers 0 / --repeats 3: each must be"),
+    ):
+        with pytest.raises(SystemExit):
+            suite_time.main(argv)
+        assert message in capsys.readouterr().err
+    assert existing.read_text() == "{}" and not (tmp_path / "new.json").exists()
