@@ -73,7 +73,9 @@ def cpu_model():
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--json", metavar="PATH", required=True, help="where the results go (refused if it exists)")
+    p.add_argument(
+        "--json", metavar="PATH", required=True, help="where the results go (refused if it exists)"
+    )
     p.add_argument("--workers", type=int, default=WORKERS, help="pytest-xdist workers (default %(default)s)")
     p.add_argument("--repeats", type=int, default=3, help="fresh processes timed per import (default 3)")
     p.add_argument("selection", nargs="*", default=["tests"], help="what pytest runs (default: tests)")
