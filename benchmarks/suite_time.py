@@ -19,7 +19,8 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 
-from bench_tempered_ce import check_json_target, write_json
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_tempered_ce import check_json_target, write_json  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKERS = 2  # the Makefile's TEST_WORKERS (tests/test_benchmarks.py holds the two equal)
@@ -81,8 +82,9 @@ def main(argv=None):
     p.add_argument("selection", nargs="*", default=["tests"], help="what pytest runs (default: tests)")
     args = p.parse_args(argv)
     check_json_target(p, args)
-    if args.workers < 1 or args.repeats < 1:
-        p.error(f"--workers {args.workers} / --repeats {args.repeats}: each must be at least 1")
+    for option, value in (("--workers", args.workers), ("--repeats", args.repeats)):
+        if value < 1:
+            p.error(f"{option} must be >= 1, got {value}")
     load_before = os.getloadavg()
     start_up = {name: start_up_seconds(code, args.repeats) for name, code in IMPORTS.items()}
     with tempfile.TemporaryDirectory() as tmp:

@@ -25,36 +25,37 @@ PLUGIN_DIR = os.path.join(REPO, "fairseq_ctemp")
 BIN_DIR = os.path.dirname(sys.executable)
 
 # The test files of 5 s or more in decreasing order of their run time on a 2-core CPU (measured:
-# `pytest tests -n 0 --durations=0`, summed per file; the others keep their order after these). `make test` runs files in parallel with
-# pytest-xdist's --dist loadfile --no-loadscope-reorder, which hands them out in this order: the
-# long ones start at once instead of being left for the end while the other worker idles.
+# benchmarks/suite_time.py's per-file test time; the others keep their order after these). `make
+# test` runs files in parallel with pytest-xdist's --dist loadfile --no-loadscope-reorder, which
+# hands them out in this order: the long ones start at once instead of being left for the end
+# while the other worker idles.
 LONGEST_FIRST = (
     "test_alt_recipes.py",
+    "test_stock_stays_stock.py",
+    "test_bad_inputs.py",
     "test_distributed_and_install.py",
     "test_decoding_temperature.py",
-    "test_bad_inputs.py",
-    "test_lm_recipes.py",
-    "test_hydra_configs.py",
-    "test_sact.py",
     "test_early_stopping.py",
-    "test_alt_variants.py",
+    "test_hydra_configs.py",
     "test_alt_paper_scale.py",
+    "test_lm_recipes.py",
     "test_lm_cli.py",
-    "test_quickstart.py",
-    "test_stock_stays_stock.py",
-    "test_examples.py",
+    "test_alt_variants.py",
     "test_data_safety.py",
-    "test_alt_posthoc.py",
-    "test_gpu_check.py",
+    "test_sact.py",
+    "test_quickstart.py",
     "test_ct_transformer.py",
+    "test_examples.py",
+    "test_alt_posthoc.py",
     "test_cli_end_to_end.py",
     "test_lm_heads.py",
     "test_calibrate.py",
+    "test_gpu_check.py",
     "test_compat.py",
     "test_sact_transformer.py",
     "test_greedy_vs_beam.py",
-    "test_ct_analysis.py",
     "test_benchmarks.py",
+    "test_ct_analysis.py",
 )
 
 

@@ -258,6 +258,10 @@ def bench_tempered_ce(argv):
     example_script(os.path.join(REPO, "benchmarks", "bench_tempered_ce.py")).parse_args(argv)
 
 
+def suite_time(argv):
+    example_script(os.path.join(REPO, "benchmarks", "suite_time.py")).main(argv)
+
+
 def bench_translation(argv):
     example_script(os.path.join(REPO, "benchmarks", "bench_translation.py")).parse_args(argv)
 
@@ -1399,6 +1403,12 @@ CASES = [
         "--loss-chunk-tokens must be >= 0 (0: off), got -1",
     ),
     (
+        "suite_time: --repeats 0",
+        suite_time,
+        ["--json", "{root}/suite.json", "--repeats", "0"],
+        "--repeats must be >= 1, got 0",
+    ),
+    (
         "train: tempered_ce --loss-chunk-tokens -1",
         fairseq_train,
         [*TRAIN, "tempered_ce", "--loss-chunk-tokens", "-1"],
@@ -1908,6 +1918,7 @@ def test_the_suite_covers_every_tool():
         "bench_sact.py": bench_sact,
         "bench_tempered_ce.py": bench_tempered_ce,
         "bench_translation.py": bench_translation,
+        "suite_time.py": suite_time,
     }
     for folder in ("scripts", "examples", "benchmarks"):
         for d, _, files in os.walk(os.path.join(REPO, folder)):

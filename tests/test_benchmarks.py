@@ -425,7 +425,7 @@ def test_suite_time_refuses_bad_options_before_any_work(suite_time, tmp_path, ca
     existing.write_text("{}")
     for argv, message in (
         (["--json", str(existing)], f"--json {existing} exists; refusing to overwrite it"),
-        (["--json", str(tmp_path / "new.json"), "--workers", "0"], "--workers 0 / --repeats 3: each must be"),
+        (["--json", str(tmp_path / "new.json"), "--workers", "0"], "--workers must be >= 1, got 0"),
     ):
         with pytest.raises(SystemExit):
             suite_time.main(argv)
