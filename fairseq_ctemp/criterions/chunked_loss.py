@@ -13,8 +13,8 @@ Its gradient with respect to a = z / T is, per token,
 so each chunk's logits are made, turned into that gradient and multiplied into the gradients of h,
 W and b during the forward pass, and dropped: what is kept for backward is the gradient of h (a
 tokens x features tensor) and of W and b, scaled by the incoming gradient in backward (the same
-approach as Liger Kernel's and Apple's fused linear cross-entropy, which compute neither fairseq's
-label smoothing nor the entropy term). The logits are made in the features' dtype, as the model's
+approach as Liger Kernel's and Apple's fused linear cross-entropy, which compute neither the
+entropy term nor, next to a label-smoothed loss, the target's NLL that tempered_ce logs). The logits are made in the features' dtype, as the model's
 own output layer makes them, and normalised in float32, as fairseq's get_normalized_probs does."""
 
 from typing import NamedTuple
