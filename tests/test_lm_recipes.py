@@ -7,11 +7,13 @@ import csv
 import json
 import math
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
 
 import pytest
+import torch
 from conftest import BIN_DIR, REPO, example_script, json_log_records, run_main
 
 pytestmark = pytest.mark.e2e
@@ -135,6 +137,8 @@ def test_recipes_end_to_end(ptb_like):
     ok(recipe("evaluate.sh", save, "ptb", "test", env=env))
     result = json.loads((save / "eval_test.json").read_text())
     assert result["evaluated_tokens"] == result["expected_tokens"] == corpus_tokens(raw / "ptb.test.txt")
+    # without DEVICE_ARGS: --cpu exactly when no GPU is visible, in the command the result records
+    assert ("--cpu" in shlex.split(result["command"])) is not torch.cuda.is_available()
     assert (result["tokens_per_sample"], result["context_window"]) == (140, 70)
     # every distribution scored sums to 1 (lm_eval's guard; test_lm_cli shows it catches one that does not)
     assert result["positions_checked"] >= result["evaluated_tokens"] and result["max_log_normalizer"] < 1e-5

@@ -46,9 +46,7 @@ fi
 expected=$(awk -v s="$subset" '$1 == s {print $3}' "$data/counts.tsv" 2>/dev/null || true)
 [ -n "$expected" ] || die "$data/counts.tsv has no count for '$subset' (was $data made by prepare.sh?)"
 device=${DEVICE_ARGS-}
-if [ -z "${DEVICE_ARGS+set}" ]; then
-  "$(python_bin)" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' 2>/dev/null || device=--cpu
-fi
+auto_device=$([ -n "${DEVICE_ARGS+set}" ] && echo 0 || echo 1)  # 1: --cpu when no GPU is visible
 
 eval_args=("$data" --user-dir "$user_dir" --path "$save/$checkpoint"
   --gen-subset "$subset" --tokens-per-sample "$tps" --context-window "$context"
@@ -59,10 +57,13 @@ only_sentences=$([ -f "$result" ] && echo 1 || echo 0)
 # fairseq-eval-lm through its Python API (fairseq_ctemp.lm_eval): typed results and the count of
 # scored tokens, not its log text.
 PYTHONPATH="$repo_root${PYTHONPATH:+:$PYTHONPATH}" "$(python_bin)" - "$result" "$expected" "$dataset" "$subset" \
-  "$save/$checkpoint" "$tps" "$context" "${eval_args[@]}" > "$log_file" 2>&1 <<'EOF' || { tail -20 "$log_file" >&2; die "evaluation failed (log: $log_file)"; }
+  "$save/$checkpoint" "$tps" "$context" "$auto_device" "${eval_args[@]}" > "$log_file" 2>&1 <<'EOF' || { tail -20 "$log_file" >&2; die "evaluation failed (log: $log_file)"; }
 import json, math, os, shlex, sys, time
+import torch
 from fairseq_ctemp import lm_eval
-result, expected, dataset, subset, checkpoint, tps, context, *eval_args = sys.argv[1:]
+result, expected, dataset, subset, checkpoint, tps, context, auto_device, *eval_args = sys.argv[1:]
+if auto_device == "1" and not torch.cuda.is_available():  # in this process: no second torch start
+    eval_args.append("--cpu")
 scored = lm_eval.evaluate(eval_args, sentences=True)
 try:
     lm_eval.check(scored, int(expected), subset)
