@@ -51,13 +51,16 @@ from bench_tempered_ce import (  # noqa: E402  (peak_bytes: profiler memory even
     PLUGIN_DIR,
     add_json_option,
     add_timing_options,
+    add_trace_option,
     check_json_target,
+    check_trace_target,
     cuda_max_memory_mib,
     environment,
     peak_bytes,
     peak_keeping_trainer,
     resolve_device,
     speed_summary,
+    trace_models,
     versions_line,
     write_json,
 )
@@ -198,8 +201,10 @@ def parse_args(argv=None):
         'e.g. --fairseq-args="--adaptive-softmax-dropout 0.1"',
     )
     add_json_option(p)
+    add_trace_option(p)
     args = p.parse_args(argv)
     check_json_target(p, args)
+    check_trace_target(p, args)
     for body, keys in BODY_OPTIONS.items():
         given = [key for key in keys if body != args.body and getattr(args, key) is not None]
         if given:
@@ -408,6 +413,7 @@ def main(argv=None):
         cuda_peak = max(cuda_peak, torch.cuda.max_memory_allocated() / 2**20)
     method = "torch.cuda.max_memory_allocated" if cuda else "torch.profiler memory events + resting tensors"
     print_speeds(args, names, wall, cpu, peaks, method, cuda_peak)
+    trace_models(args, trainers, batches[0], cuda)
     models = BODIES[args.body][0]
     result = {
         "benchmark": "bench_ct_lm",

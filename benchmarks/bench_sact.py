@@ -32,13 +32,16 @@ from bench_tempered_ce import (  # noqa: E402  (the same batch maker)
     add_beam_search_options,
     add_json_option,
     add_timing_options,
+    add_trace_option,
     check_json_target,
+    check_trace_target,
     cuda_max_memory_mib,
     environment,
     peak_keeping_trainer,
     random_batches,
     resolve_device,
     speed_summary,
+    trace_models,
     translation_data_args,
     versions_line,
     write_json,
@@ -80,8 +83,10 @@ def parse_args(argv=None):
     add_timing_options(p, rounds=5, lengths=(8, 40))
     add_beam_search_options(p)
     add_json_option(p)
+    add_trace_option(p)
     args = p.parse_args(argv)
     check_json_target(p, args)
+    check_trace_target(p, args)
     resolve_device(p, args, CPU_DEFAULTS, GPU_DEFAULTS)
     if not {"stock", "sact"} <= set(args.models):
         p.error("--models must include stock and sact")
@@ -247,6 +252,7 @@ def main(argv=None):
     names = list(trainers)
     describe(args, trainers, batches)
     train_wall, train_cpu = time_training(trainers, batches, words, args, sync)
+    trace_models(args, trainers, batches[0], cuda)
     gen_batches = generation_batches(args, task.source_dictionary, "cuda" if cuda else "cpu")
     gen_wall, gen_cpu = time_beam_search(trainers, task, gen_batches, args, sync)
     med = statistics.median

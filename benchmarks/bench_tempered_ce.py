@@ -11,10 +11,12 @@ process-wide and monotonic: it cannot tell the two criteria apart).
 """
 
 import argparse
+import gzip
 import json
 import logging
 import os
 import resource
+import shutil
 import statistics
 import sys
 import tempfile
@@ -92,6 +94,55 @@ def add_json_option(p):
         metavar="PATH",
         help="also write the results as JSON to PATH (refused if it exists); make gpu-check reads it",
     )
+
+
+def add_trace_option(p):
+    p.add_argument(
+        "--trace",
+        metavar="DIR",
+        help="also profile one training step per model after the timed rounds (torch.profiler): "
+        "DIR/<model>.txt, its operators and kernels by self time, and DIR/<model>.trace.json.gz, "
+        "the Chrome trace (chrome://tracing, Perfetto); DIR must not exist",
+    )
+
+
+def check_trace_target(p, args):
+    """Refuse an existing --trace directory before any work (traces of another run are never mixed)."""
+    if args.trace is not None and os.path.lexists(args.trace):
+        p.error(f"--trace {args.trace} exists; give a new directory")
+
+
+def trace_step(trainer, sample, directory, name, cuda):
+    """One train step under torch.profiler (CPU, and CUDA kernels on a GPU): the operator table by
+    self time (where a step's time goes: kernels, host-device syncs such as aten::item or
+    cudaStreamSynchronize) and the gzipped Chrome trace (the host gaps between kernels)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    os.makedirs(directory, exist_ok=True)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    sync()
+    with profile(activities=activities) as prof:
+        trainer.train_step([sample])
+        sync()
+    table = prof.key_averages().table(
+        sort_by="self_cuda_time_total" if cuda else "self_cpu_time_total", row_limit=40
+    )
+    with open(os.path.join(directory, f"{name}.txt"), "x", encoding="utf-8") as f:
+        f.write(table + "\n")
+    with tempfile.TemporaryDirectory() as tmp:
+        raw = os.path.join(tmp, "trace.json")
+        prof.export_chrome_trace(raw)
+        with open(raw, "rb") as src, gzip.open(os.path.join(directory, f"{name}.trace.json.gz"), "xb") as dst:
+            shutil.copyfileobj(src, dst)
+
+
+def trace_models(args, trainers, sample, cuda):
+    """--trace: one profiled step of each {name: Trainer} on the same batch."""
+    if args.trace is not None:
+        for name, trainer in trainers.items():
+            trace_step(trainer, sample, args.trace, name, cuda)
+        print(f"traces of one step per model: {args.trace}")
 
 
 def check_json_target(p, args):
@@ -182,8 +233,10 @@ def parse_args(argv=None):
         help='more fairseq-train options, e.g. --fairseq-args="--share-all-embeddings"',
     )
     add_json_option(p)
+    add_trace_option(p)
     args = p.parse_args(argv)
     check_json_target(p, args)
+    check_trace_target(p, args)
     resolve_device(p, args, CPU_DEFAULTS, GPU_DEFAULTS)
     if args.loss_chunk_tokens < 0:
         p.error(f"--loss-chunk-tokens must be >= 0 (0: off), got {args.loss_chunk_tokens}")
@@ -330,6 +383,11 @@ def main(argv=None):
         cuda_peak = max(cuda_peak, *(peak / 2**20 for peak, _ in peaks.values()))
     method = "torch.cuda.max_memory_allocated" if cuda else "torch.profiler memory events + resting tensors"
     print_speeds(args, wall, cpu, peaks, method, cuda_peak)
+    for name in ("stock", "tempered") if args.trace is not None else ():
+        use(name)
+        trace_step(trainer, batches[0], args.trace, name, cuda)
+    if args.trace is not None:
+        print(f"traces of one step per model: {args.trace}")
     models = {
         name: {
             **speed_summary(wall[name], cpu[name]),

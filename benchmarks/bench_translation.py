@@ -46,13 +46,16 @@ from bench_tempered_ce import (  # noqa: E402  (the same batches, device choice 
     add_beam_search_options,
     add_json_option,
     add_timing_options,
+    add_trace_option,
     check_json_target,
+    check_trace_target,
     cuda_max_memory_mib,
     environment,
     peak_keeping_trainer,
     random_batches,
     resolve_device,
     speed_summary,
+    trace_models,
     translation_data_args,
     versions_line,
     write_json,
@@ -104,8 +107,10 @@ def parse_args(argv=None):
         'options (sizes, dropout, tying) from it, e.g. --fairseq-args="--ct-rank 64 --encoder-layers 1"',
     )
     add_json_option(p)
+    add_trace_option(p)
     args = p.parse_args(argv)
     check_json_target(p, args)
+    check_trace_target(p, args)
     resolve_device(p, args, CPU_DEFAULTS, GPU_DEFAULTS)
     args.models = [m.strip() for m in args.models.split(",") if m.strip()]
     if not args.models or any(m not in MODELS for m in args.models) or STOCK not in args.models:
@@ -198,6 +203,7 @@ def main(argv=None):
     describe(args, names, size, sizes, batches)
     bound, gen_bound = analytic_bounds(args, size, batches)
     train_wall, train_cpu = time_training(trainers, batches, sum(b["ntokens"] for b in batches), args, sync)
+    trace_models(args, trainers, batches[0], cuda)
     gen_batches = generation_batches(args, task.source_dictionary, "cuda" if cuda else "cpu")
     gen_wall, gen_cpu = time_beam_search(trainers, task, gen_batches, args, sync)
     med = statistics.median

@@ -47,7 +47,9 @@ VARIANTS = {
     "tempered_ce_chunked_32k": ("tempered_ce", "--loss-chunk-tokens 2048 --vocab 32000"),
 }
 # The names gpu-check writes into OUT: --overwrite refuses a directory holding anything else.
-OWN_FILES = re.compile(r"(\.gpu-check|report\.(json|md)|pytest\.log|pytest-junit\.xml|bench_\w+\.(json|log))")
+OWN_FILES = re.compile(
+    r"(\.gpu-check|report\.(json|md)|pytest\.log|pytest-junit\.xml|bench_\w+\.(json|log)|trace_\w+)"
+)
 SMOKE = {  # toy sizes, shell words: seconds on a CPU (the benchmarks' own smoke tests use the same)
     "tempered_ce": "--vocab 300 --layers 1 --dim 32 --ffn 64 --heads 2 --max-tokens 256",
     "ct_lm": "--vocab 300 --layers 1 --dim 32 --ffn 64 --heads 2 --tokens-per-sample 32 --max-tokens 128 "
@@ -325,6 +327,7 @@ def run_tests(args, out):
 def run_benchmark(name, args, out, cuda):
     script, options = VARIANTS.get(name, (name, ""))
     json_path = os.path.join(out, f"bench_{name}.json")
+    trace_dir = os.path.join(out, f"trace_{name}")  # one profiled step per model (torch.profiler)
     # Otherwise the benchmark's own sizes and rounds (5-10): on an H200, 8 rounds of
     # bench_tempered_ce took 16 s against 13-15 s for 3, whose ratios moved by 0.1 between runs.
     sizes = (shlex.split(SMOKE[script]) + SMOKE_ROUNDS) if args.smoke else []
@@ -337,6 +340,8 @@ def run_benchmark(name, args, out, cuda):
         *sizes,
         "--json",
         os.path.abspath(json_path),
+        "--trace",
+        os.path.abspath(trace_dir),
     ]
     log = os.path.join(out, f"bench_{name}.log")
     returncode, seconds = run_logged(command, log, args.bench_timeout)
@@ -357,6 +362,7 @@ def run_benchmark(name, args, out, cuda):
             models=result["models"],
             config=result["config"],
             results=os.path.basename(json_path),
+            traces=os.path.basename(trace_dir),
         )
     else:
         entry["status"] = "failed" if entry["status"] == "ok" else entry["status"]
@@ -454,7 +460,8 @@ def markdown(report):
             f"| {ratio_text(b.get('ratios', {}))} |"
         )
     for b in report["benchmarks"]:
-        lines += ["", f"### {b['name']}", "", f"`{b['command']}` (log: {b['log']})", ""]
+        traces = f"; one profiled step per model: {b['traces']}/" if "traces" in b else ""
+        lines += ["", f"### {b['name']}", "", f"`{b['command']}` (log: {b['log']}{traces})", ""]
         if "models" not in b:
             lines += ["```", *b.get("log_tail", []), "```"]
             continue

@@ -262,7 +262,36 @@ def test_benchmarks_refuse_an_existing_json_target_before_any_work(benchmarks, t
         with pytest.raises(SystemExit):
             bench.parse_args(["--device", "cpu", "--json", str(existing)])
         assert f"--json {existing} exists; refusing to overwrite it" in capsys.readouterr().err
-    assert existing.read_text() == "{}"
+        with pytest.raises(SystemExit):  # traces of another run are never mixed with these
+            bench.parse_args(["--device", "cpu", "--trace", str(tmp_path)])
+        assert f"--trace {tmp_path} exists; give a new directory" in capsys.readouterr().err
+    assert existing.read_text() == "{}" and os.listdir(tmp_path) == ["r.json"]
+
+
+def test_bench_trace_profiles_one_step_of_each_model(benchmarks, capsys, tmp_path):
+    """--trace: per model, torch.profiler's operator table of one training step (the matrix
+    products, the optimizer) and the Chrome trace, gzipped, with that step's events."""
+    import gzip
+
+    traces = tmp_path / "traces"
+    out = run_main(
+        benchmarks["bench_tempered_ce"],
+        ["--ffn", "64", "--heads", "2", "--max-tokens", "256", "--rounds", "1", "--trace", str(traces)],
+        capsys,
+    )
+    assert f"traces of one step per model: {traces}" in out
+    assert sorted(os.listdir(traces)) == [
+        "stock.trace.json.gz",
+        "stock.txt",
+        "tempered.trace.json.gz",
+        "tempered.txt",
+    ]
+    for name in ("stock", "tempered"):
+        table = (traces / f"{name}.txt").read_text()
+        assert "Self CPU" in table and "aten::mm" in table and "Optimizer.step#Adam.step" in table
+        with gzip.open(traces / f"{name}.trace.json.gz", "rt") as f:
+            events = json.load(f)["traceEvents"]
+        assert any(e.get("name") == "aten::mm" for e in events)
 
 
 def test_bench_ct_lm_options(bench_ct_lm):

@@ -84,6 +84,14 @@ def test_report_on_the_cpu_has_every_cuda_test_skipped_and_a_benchmark(
         "pytest.log",
         "report.json",
         "report.md",
+        "trace_tempered_ce",
+    ]
+    # one profiled step per model: the operator table and the Chrome trace
+    assert sorted(os.listdir(out / "trace_tempered_ce")) == [
+        "stock.trace.json.gz",
+        "stock.txt",
+        "tempered.trace.json.gz",
+        "tempered.txt",
     ]
     report = json.loads((out / "report.json").read_text())
     assert set(report) == {
@@ -128,7 +136,7 @@ def test_report_on_the_cpu_has_every_cuda_test_skipped_and_a_benchmark(
     assert bench["cuda_max_memory_allocated_mib"] is None  # no CUDA: no CUDA memory to report
     ratio = bench["ratios"]["tempered/stock"]
     assert ratio["words_per_s"] > 0 and ratio["peak_memory"] > 0 and isinstance(ratio["met"], bool)
-    assert set(bench["models"]) == {"stock", "tempered"}
+    assert set(bench["models"]) == {"stock", "tempered"} and bench["traces"] == "trace_tempered_ce"
     assert json.loads((out / "bench_tempered_ce.json").read_text())["ratios"] == bench["ratios"]
 
     md = (out / "report.md").read_text()
