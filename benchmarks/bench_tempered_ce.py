@@ -126,7 +126,7 @@ def trace_step(trainer, sample, directory, name, cuda):
         trainer.train_step([sample])
         sync()
     table = prof.key_averages().table(
-        sort_by="self_cuda_time_total" if cuda else "self_cpu_time_total", row_limit=40
+        sort_by="self_device_time_total" if cuda else "self_cpu_time_total", row_limit=40
     )
     with open(os.path.join(directory, f"{name}.txt"), "x", encoding="utf-8") as f:
         f.write(table + "\n")
