@@ -58,6 +58,8 @@ from bench_tempered_ce import (  # noqa: E402  (peak_bytes: profiler memory even
     environment,
     peak_bytes,
     peak_keeping_trainer,
+    precision,
+    precision_args,
     resolve_device,
     speed_summary,
     trace_models,
@@ -300,7 +302,7 @@ def fairseq_cfg(args, data_dir, name):
         str(args.max_tokens),
         "--ddp-backend",
         "legacy_ddp",  # adaptive_loss refuses pytorch_ddp (single process anyway)
-        *(["--fp16"] if args.fp16 else []),
+        *precision_args(args),
         *([] if args.device == "cuda" else ["--cpu"]),
         *model_options(args, name),
         *args.fairseq_args.split(),
@@ -470,9 +472,7 @@ def describe(args, names, sizes, dictionary, batches, words):
         "config:",
         " ".join(f"{k}={','.join(v) if isinstance(v, list) else v}" for k, v in config(args).items()),
     )
-    print(
-        f"body: {body_text(args)}; vocab {len(dictionary)}, {'fp16' if args.fp16 else 'fp32'}, adam, clip-norm 1"
-    )
+    print(f"body: {body_text(args)}; vocab {len(dictionary)}, {precision(args)}, adam, clip-norm 1")
     batches_text = (
         f"batches: {len(batches)} x {tuple(batches[0]['target'].shape)} (sentences x tokens), "
         f"{words} target words per segment; Zipf {args.zipf}"

@@ -38,6 +38,8 @@ from bench_tempered_ce import (  # noqa: E402  (the same batch maker)
     cuda_max_memory_mib,
     environment,
     peak_keeping_trainer,
+    precision,
+    precision_args,
     random_batches,
     resolve_device,
     speed_summary,
@@ -130,7 +132,7 @@ def fairseq_cfg(args, data_dir, model_args):
         str(args.max_tokens),
         "--seed",
         str(args.seed),
-        *(["--fp16"] if args.fp16 else []),
+        *precision_args(args),
         *([] if args.device == "cuda" else ["--cpu"]),
     ]
     return convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv))
@@ -305,7 +307,7 @@ def describe(args, trainers, batches):
         print(f"{name:14} {' '.join(MODELS[name])}: {n / 1e6:.3f}M parameters")
     print(
         f"all: {args.layers} layer(s), {args.dim}-d embeddings and LSTMs (bidirectional encoder: "
-        f"{2 * args.dim}-d outputs), vocab {args.vocab}, {'fp16' if args.fp16 else 'fp32'}, "
+        f"{2 * args.dim}-d outputs), vocab {args.vocab}, {precision(args)}, "
         "adam, clip-norm 10, dropout 0.3, cross_entropy"
     )
     print(

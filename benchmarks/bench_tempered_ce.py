@@ -49,9 +49,20 @@ def resolve_device(p, args, cpu_defaults, gpu_defaults):
     for key, value in (gpu_defaults if cuda else cpu_defaults).items():
         if getattr(args, key) is None:
             setattr(args, key, value)
-    args.fp16 = cuda if args.fp16 is None else args.fp16
+    if args.bf16 and args.fp16:
+        p.error("--bf16 and --fp16 exclude each other")
+    args.fp16 = cuda and not args.bf16 if args.fp16 is None else args.fp16
     if args.fp16 and not cuda:
         p.error("--fp16 needs CUDA (fairseq's fp16 trainer moves the model to the GPU)")
+
+
+def precision_args(args):
+    """fairseq-train's precision option of the benchmark's --fp16 / --bf16."""
+    return ["--fp16"] if args.fp16 else ["--bf16"] if args.bf16 else []
+
+
+def precision(args):
+    return "fp16" if args.fp16 else "bf16" if args.bf16 else "fp32"
 
 
 def add_timing_options(p, rounds, rounds_help="timed rounds", lengths=None):
@@ -60,8 +71,9 @@ def add_timing_options(p, rounds, rounds_help="timed rounds", lengths=None):
     p.add_argument(
         "--fp16",
         action=argparse.BooleanOptionalAction,
-        help="fairseq --fp16 (default: on for CUDA, off for CPU)",
+        help="fairseq --fp16 (default: on for CUDA unless --bf16, off for CPU)",
     )
+    p.add_argument("--bf16", action="store_true", help="fairseq --bf16 instead (default: off)")
     p.add_argument("--batches", type=int, default=2, help="training batches per timed segment (default 2)")
     p.add_argument("--rounds", type=int, default=rounds, help=f"{rounds_help} (default {rounds})")
     p.add_argument("--warmup", type=int, default=1, help="discarded rounds first (default 1)")
@@ -276,7 +288,7 @@ def fairseq_cfg(args, data_dir, criterion_args):
         str(args.max_tokens),
         "--label-smoothing",
         str(args.label_smoothing),
-        *(["--fp16"] if args.fp16 else []),
+        *precision_args(args),
         *([] if args.device == "cuda" else ["--cpu"]),
         *args.fairseq_args.split(),
         *criterion_args,
@@ -442,7 +454,7 @@ def describe(args, task, model, batches, stock, tempered):
     print("config:", " ".join(f"{k}={v}" for k, v in vars(args).items()))
     print(
         f"model: transformer, {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M params, vocab "
-        f"{len(task.target_dictionary)}, {'fp16' if args.fp16 else 'fp32'}, adam, clip-norm 1, dropout 0.1"
+        f"{len(task.target_dictionary)}, {precision(args)}, adam, clip-norm 1, dropout 0.1"
     )
     print(
         "batches (sentences, target words, padded target shape):",

@@ -52,6 +52,8 @@ from bench_tempered_ce import (  # noqa: E402  (the same batches, device choice 
     cuda_max_memory_mib,
     environment,
     peak_keeping_trainer,
+    precision,
+    precision_args,
     random_batches,
     resolve_device,
     speed_summary,
@@ -154,7 +156,7 @@ def training_args(args, data_dir, name):
         str(args.max_tokens),
         "--seed",
         str(args.seed),
-        *(["--fp16"] if args.fp16 else []),
+        *precision_args(args),
         *([] if args.device == "cuda" else ["--cpu"]),
         *(args.fairseq_args.split() if name.startswith("ct_transformer") else []),
     ]
@@ -283,7 +285,7 @@ def describe(args, names, size, sizes, batches):
         f"size (ct_transformer_alt_{args.preset}): {size.encoder_layers}+{size.decoder_layers} layers, "
         f"{size.encoder_embed_dim}-d, FFN {size.encoder_ffn_embed_dim}, {size.encoder_attention_heads} heads, "
         f"tied decoder embeddings {size.share_decoder_input_output_embed}, dropout {size.dropout}; "
-        f"vocab {args.vocab}, Q = {size.ct_rank}, {'fp16' if args.fp16 else 'fp32'}, adam, label smoothing 0.1"
+        f"vocab {args.vocab}, Q = {size.ct_rank}, {precision(args)}, adam, label smoothing 0.1"
     )
     for name in names:
         arch, extra, criterion = MODELS[name]

@@ -4,8 +4,9 @@
 1. pytest on the tests marked `cuda` (tests/test_cuda.py: tempered_ce against its float64 reference,
    fairseq-train --fp16 / --bf16 at T = 1, 4, 100, every temperature head and SACT in half
    precision, greedy decoding on CUDA = on the CPU), each test's outcome read from pytest's JUnit XML;
-2. bench_tempered_ce.py, bench_ct_lm.py, bench_sact.py and bench_translation.py with their CUDA
-   defaults (--fp16, base sizes) and rounds, each in its own process (its own torch.cuda.max_memory_allocated);
+2. bench_tempered_ce.py (also with --bf16 and with the chunked loss), bench_ct_lm.py, bench_sact.py
+   and bench_translation.py with their CUDA defaults (--fp16, base sizes) and rounds, each in its own
+   process (its own torch.cuda.max_memory_allocated), each with one profiled step per model (--trace);
 3. OUT/report.json and OUT/report.md: device, torch / CUDA / cuDNN versions, every test's outcome,
    every benchmark's ratios and CUDA memory (the format: docs/gpu.md).
 
@@ -35,6 +36,7 @@ REPO = os.path.dirname(HERE)
 MARKER = ".gpu-check"  # in every directory gpu-check writes; nothing else is ever replaced
 BENCHMARKS = (
     "tempered_ce",
+    "tempered_ce_bf16",
     "tempered_ce_chunked_8k",
     "tempered_ce_chunked_32k",
     "ct_lm",
@@ -43,6 +45,7 @@ BENCHMARKS = (
 )
 # name: (the script bench_SCRIPT.py, its options before the sizes); the others run bench_NAME.py
 VARIANTS = {
+    "tempered_ce_bf16": ("tempered_ce", "--bf16"),
     "tempered_ce_chunked_8k": ("tempered_ce", "--loss-chunk-tokens 2048 --vocab 8000"),
     "tempered_ce_chunked_32k": ("tempered_ce", "--loss-chunk-tokens 2048 --vocab 32000"),
 }

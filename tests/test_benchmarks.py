@@ -6,6 +6,7 @@ import os
 import re
 
 import pytest
+import torch
 
 BENCH_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
 
@@ -94,6 +95,19 @@ def test_bench_tempered_ce_smoke(benchmarks, capsys, tmp_path):
     ratio = result["ratios"]["tempered/stock"]
     assert round(ratio["words_per_s"], 3) == printed and ratio["peak_memory"] > 0
     assert result["environment"]["device"] == "cpu" and result["config"]["vocab"] == 300
+
+
+def test_bench_tempered_ce_bf16_trains_both_models_in_bfloat16(benchmarks, capsys, tmp_path):
+    """--bf16 reaches fairseq-train as --bf16: the trainer holds the model in bfloat16."""
+    bench = benchmarks["bench_tempered_ce"]
+    args = bench.parse_args(["--device", "cpu", "--bf16", "--vocab", "300", "--layers", "1", "--dim", "32"])
+    assert (args.fp16, args.bf16) == (False, True) and bench.precision_args(args) == ["--bf16"]
+    stock, tempered = ["--criterion", "label_smoothed_cross_entropy"], ["--criterion", "tempered_ce"]
+    _, _, trainer, _ = bench.build_trainer(args, stock, tempered)
+    assert trainer.cfg.common.bf16 and {p.dtype for p in trainer.model.parameters()} == {torch.bfloat16}
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--device", "cpu", "--bf16", "--fp16"])
+    assert "--bf16 and --fp16 exclude each other" in capsys.readouterr().err
 
 
 def test_benchmarks_build_fairseqs_trainer_keeping_cudas_peak_statistics(benchmarks):
