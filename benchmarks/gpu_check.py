@@ -99,7 +99,13 @@ def parse_args(argv=None):
         "--test-timeout", type=float, default=300, help="seconds for all the tests (default %(default)s)"
     )
     p.add_argument(
-        "--bench-timeout", type=float, default=60, help="seconds per benchmark (default %(default)s)"
+        "--bench-timeout", type=float, default=120, help="seconds per benchmark (default %(default)s)"
+    )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=10,
+        help="timed rounds of every benchmark, each a paired comparison (default %(default)s; --smoke: 1)",
     )
     p.add_argument(
         "--test-workers",
@@ -126,6 +132,8 @@ def parse_args(argv=None):
             p.error(f"--{option.replace('_', '-')} must be > 0 seconds, got {getattr(args, option)}")
     if args.test_workers < 0:
         p.error(f"--test-workers must be >= 0, got {args.test_workers}")
+    if args.rounds < 1:
+        p.error(f"--rounds must be >= 1, got {args.rounds}")
     if not os.path.exists(args.tests):
         p.error(f"--tests {args.tests} does not exist")
     return args
@@ -331,9 +339,9 @@ def run_benchmark(name, args, out, cuda):
     script, options = VARIANTS.get(name, (name, ""))
     json_path = os.path.join(out, f"bench_{name}.json")
     trace_dir = os.path.join(out, f"trace_{name}")  # one profiled step per model (torch.profiler)
-    # Otherwise the benchmark's own sizes and rounds (5-10): on an H200, 8 rounds of
-    # bench_tempered_ce took 16 s against 13-15 s for 3, whose ratios moved by 0.1 between runs.
-    sizes = (shlex.split(SMOKE[script]) + SMOKE_ROUNDS) if args.smoke else []
+    # Otherwise the benchmark's own sizes and --rounds (10 by default: on an H200, 8 rounds of
+    # bench_tempered_ce took 16 s against 13-15 s for 3, whose ratios moved by 0.1 between runs).
+    sizes = (shlex.split(SMOKE[script]) + SMOKE_ROUNDS) if args.smoke else ["--rounds", str(args.rounds)]
     command = [
         sys.executable,
         os.path.join(HERE, f"bench_{script}.py"),

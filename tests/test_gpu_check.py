@@ -215,12 +215,38 @@ def test_outcomes_are_reported_as_pytest_gives_them(gpu_check, tmp_path):
         (["--test-timeout", "0"], "--test-timeout must be > 0 seconds, got 0.0"),
         (["--bench-timeout", "-5"], "--bench-timeout must be > 0 seconds, got -5.0"),
         (["--tests", "no/such/tests"], "--tests no/such/tests does not exist"),
+        (["--rounds", "0"], "--rounds must be >= 1, got 0"),
     ],
 )
 def test_bad_options_are_refused(gpu_check, capsys, argv, message):
     with pytest.raises(SystemExit) as exit_info:
         gpu_check.parse_args(argv)
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "name", ["tempered_ce", "tempered_ce_bf16", "tempered_ce_chunked_32k", "translation"]
+)
+def test_each_benchmark_runs_with_the_rounds_json_and_traces(gpu_check, monkeypatch, tmp_path, name):
+    """Outside --smoke every benchmark runs at its own CUDA sizes with --rounds (10 by default:
+    each ratio a median of 10 paired rounds), its variant's options, --json and --trace."""
+    commands = []
+    monkeypatch.setattr(
+        gpu_check, "run_logged", lambda command, *a, **k: (commands.append(command), (1, 0.0))[1]
+    )
+    (tmp_path / f"bench_{name}.log").write_text("failed on purpose\n")
+    entry = gpu_check.run_benchmark(name, gpu_check.parse_args([]), str(tmp_path), cuda=True)
+    (command,) = commands
+    script, options = gpu_check.VARIANTS.get(name, (name, ""))
+    assert command[1].endswith(f"bench_{script}.py") and command[2:4] == ["--device", "cuda"]
+    assert " ".join(command).count(" --rounds 10 ") == 1 and options in " ".join(command)
+    assert command[-4:] == [
+        "--json",
+        str(tmp_path / f"bench_{name}.json"),
+        "--trace",
+        str(tmp_path / f"trace_{name}"),
+    ]
+    assert entry["status"] == "failed" and entry["log_tail"] == ["failed on purpose"]
 
 
 def test_an_existing_directory_or_file_not_written_by_gpu_check_is_refused(gpu_check, capsys, tmp_path):
