@@ -415,7 +415,7 @@ def main(argv=None):
         cuda_peak = max(cuda_peak, torch.cuda.max_memory_allocated() / 2**20)
     method = "torch.cuda.max_memory_allocated" if cuda else "torch.profiler memory events + resting tensors"
     print_speeds(args, names, wall, cpu, peaks, method, cuda_peak)
-    trace_models(args, trainers, batches[0], cuda)
+    traces = trace_models(args, trainers, batches[0], cuda)
     models = BODIES[args.body][0]
     result = {
         "benchmark": "bench_ct_lm",
@@ -433,6 +433,7 @@ def main(argv=None):
         },
         "ratios": ratios_of(args, names, wall, cpu, peaks),
         "cuda_max_memory_allocated_mib": cuda_peak,
+        "traces": traces,
     }
     write_json(args.json, result)
     return result

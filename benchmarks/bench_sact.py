@@ -254,7 +254,7 @@ def main(argv=None):
     names = list(trainers)
     describe(args, trainers, batches)
     train_wall, train_cpu = time_training(trainers, batches, words, args, sync)
-    trace_models(args, trainers, batches[0], cuda)
+    traces = trace_models(args, trainers, batches[0], cuda)
     gen_batches = generation_batches(args, task.source_dictionary, "cuda" if cuda else "cpu")
     gen_wall, gen_cpu = time_beam_search(trainers, task, gen_batches, args, sync)
     med = statistics.median
@@ -278,6 +278,7 @@ def main(argv=None):
         },
         "ratios": ratios_of(args, names, (train_wall, train_cpu), (gen_wall, gen_cpu)),
         "cuda_max_memory_allocated_mib": cuda_peak,
+        "traces": traces,
     }
     write_json(args.json, result)
     return result

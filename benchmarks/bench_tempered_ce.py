@@ -127,7 +127,10 @@ def check_trace_target(p, args):
 def trace_step(trainer, sample, directory, name, cuda):
     """One train step under torch.profiler (CPU, and CUDA kernels on a GPU): the operator table by
     self time (where a step's time goes: kernels, host-device syncs such as aten::item or
-    cudaStreamSynchronize) and the gzipped Chrome trace (the host gaps between kernels)."""
+    cudaStreamSynchronize) and the gzipped Chrome trace (the host gaps between kernels). Returns
+    {"step_ms": the profiled step's wall time, "device_ms": its kernels' time summed (None on the
+    CPU)}: device_ms / step_ms near 1 says the GPU, not the host, sets the pace (the profiler's own
+    overhead lengthens the step, so the fraction is, if anything, understated)."""
     from torch.profiler import ProfilerActivity, profile
 
     os.makedirs(directory, exist_ok=True)
@@ -135,11 +138,13 @@ def trace_step(trainer, sample, directory, name, cuda):
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     sync()
     with profile(activities=activities) as prof:
+        start = time.perf_counter()
         trainer.train_step([sample])
         sync()
-    table = prof.key_averages().table(
-        sort_by="self_device_time_total" if cuda else "self_cpu_time_total", row_limit=40
-    )
+        step_ms = (time.perf_counter() - start) * 1e3
+    events = prof.key_averages()
+    device_ms = sum(e.self_device_time_total for e in events) / 1e3 if cuda else None
+    table = events.table(sort_by="self_device_time_total" if cuda else "self_cpu_time_total", row_limit=40)
     with open(os.path.join(directory, f"{name}.txt"), "x", encoding="utf-8") as f:
         f.write(table + "\n")
     with tempfile.TemporaryDirectory() as tmp:
@@ -147,14 +152,28 @@ def trace_step(trainer, sample, directory, name, cuda):
         prof.export_chrome_trace(raw)
         with open(raw, "rb") as src, gzip.open(os.path.join(directory, f"{name}.trace.json.gz"), "xb") as dst:
             shutil.copyfileobj(src, dst)
+    return {"step_ms": step_ms, "device_ms": device_ms}
 
 
 def trace_models(args, trainers, sample, cuda):
-    """--trace: one profiled step of each {name: Trainer} on the same batch."""
-    if args.trace is not None:
-        for name, trainer in trainers.items():
-            trace_step(trainer, sample, args.trace, name, cuda)
-        print(f"traces of one step per model: {args.trace}")
+    """--trace: one profiled step of each {name: Trainer} on the same batch; {name: trace_step's
+    times}, printed (None without --trace)."""
+    if args.trace is None:
+        return None
+    times = {name: trace_step(trainer, sample, args.trace, name, cuda) for name, trainer in trainers.items()}
+    print_traces(args.trace, times)
+    return times
+
+
+def print_traces(directory, times):
+    print(f"traces of one step per model: {directory}")
+    for name, t in times.items():
+        busy = (
+            ""
+            if t["device_ms"] is None
+            else f", kernels {t['device_ms']:.1f} ms ({t['device_ms'] / t['step_ms']:.0%})"
+        )
+        print(f"  {name}: profiled step {t['step_ms']:.1f} ms{busy}")
 
 
 def check_json_target(p, args):
@@ -395,11 +414,13 @@ def main(argv=None):
         cuda_peak = max(cuda_peak, *(peak / 2**20 for peak, _ in peaks.values()))
     method = "torch.cuda.max_memory_allocated" if cuda else "torch.profiler memory events + resting tensors"
     print_speeds(args, wall, cpu, peaks, method, cuda_peak)
-    for name in ("stock", "tempered") if args.trace is not None else ():
-        use(name)
-        trace_step(trainer, batches[0], args.trace, name, cuda)
-    if args.trace is not None:
-        print(f"traces of one step per model: {args.trace}")
+    traces = None
+    if args.trace is not None:  # one trainer, its criterion swapped: each traced under its own
+        traces = {}
+        for name in ("stock", "tempered"):
+            use(name)
+            traces[name] = trace_step(trainer, batches[0], args.trace, name, cuda)
+        print_traces(args.trace, traces)
     models = {
         name: {
             **speed_summary(wall[name], cpu[name]),
@@ -416,6 +437,7 @@ def main(argv=None):
         "models": models,
         "ratios": {"tempered/stock": ratio_of(args, wall, cpu, peaks)},
         "cuda_max_memory_allocated_mib": cuda_peak,
+        "traces": traces,
     }
     write_json(args.json, result)
     return result

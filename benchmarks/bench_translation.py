@@ -205,7 +205,7 @@ def main(argv=None):
     describe(args, names, size, sizes, batches)
     bound, gen_bound = analytic_bounds(args, size, batches)
     train_wall, train_cpu = time_training(trainers, batches, sum(b["ntokens"] for b in batches), args, sync)
-    trace_models(args, trainers, batches[0], cuda)
+    traces = trace_models(args, trainers, batches[0], cuda)
     gen_batches = generation_batches(args, task.source_dictionary, "cuda" if cuda else "cpu")
     gen_wall, gen_cpu = time_beam_search(trainers, task, gen_batches, args, sync)
     med = statistics.median
@@ -228,6 +228,7 @@ def main(argv=None):
         },
         "ratios": summaries,
         "cuda_max_memory_allocated_mib": cuda_max_memory_mib(cuda),
+        "traces": traces,
     }
     write_json(args.json, result)
     return result

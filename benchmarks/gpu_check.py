@@ -374,6 +374,7 @@ def run_benchmark(name, args, out, cuda):
             config=result["config"],
             results=os.path.basename(json_path),
             traces=os.path.basename(trace_dir),
+            profiled_steps=result.get("traces"),
         )
     else:
         entry["status"] = "failed" if entry["status"] == "ok" else entry["status"]
@@ -416,6 +417,18 @@ def ratio_text(ratios):
         )
         parts.append(f"**{key}** {numbers}{target}")
     return "<br>".join(parts)
+
+
+def profiled_steps_text(steps):
+    """The traced step of each model: its wall time and, on CUDA, the share its kernels took (near
+    100 %: the GPU, not the host, sets the pace of the measurement)."""
+    if not steps:
+        return []
+    parts = []
+    for model, t in steps.items():
+        busy = "" if t["device_ms"] is None else f", kernels {100 * t['device_ms'] / t['step_ms']:.0f} %"
+        parts.append(f"{model} {t['step_ms']:.1f} ms{busy}")
+    return ["", "Profiled step (--trace): " + "; ".join(parts) + "."]
 
 
 def markdown(report):
@@ -483,6 +496,7 @@ def markdown(report):
         ]
         for model, values in b["models"].items():
             lines.append(f"| {model} | " + " | ".join(f"{values[k]:.1f}" for k in keys) + " |")
+        lines += profiled_steps_text(b.get("profiled_steps"))
     return "\n".join(lines) + "\n"
 
 

@@ -290,10 +290,17 @@ def test_bench_trace_profiles_one_step_of_each_model(benchmarks, capsys, tmp_pat
     traces = tmp_path / "traces"
     out = run_main(
         benchmarks["bench_tempered_ce"],
-        ["--ffn", "64", "--heads", "2", "--max-tokens", "256", "--rounds", "1", "--trace", str(traces)],
+        [
+            *("--ffn", "64", "--heads", "2", "--max-tokens", "256", "--rounds", "1"),
+            *("--trace", str(traces), "--json", str(tmp_path / "r.json")),
+        ],
         capsys,
     )
     assert f"traces of one step per model: {traces}" in out
+    recorded = json.loads((tmp_path / "r.json").read_text())["traces"]
+    for name in ("stock", "tempered"):  # on the CPU: the step's wall time, no kernel time
+        assert recorded[name]["step_ms"] > 0 and recorded[name]["device_ms"] is None
+        assert f"  {name}: profiled step {recorded[name]['step_ms']:.1f} ms\n" in out
     assert sorted(os.listdir(traces)) == [
         "stock.trace.json.gz",
         "stock.txt",

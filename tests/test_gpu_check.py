@@ -144,6 +144,9 @@ def test_report_on_the_cpu_has_every_cuda_test_skipped_and_a_benchmark(
     assert f"## Tests: 0 passed, 0 failed, 0 errors, {len(cases)} skipped" in md
     assert md.count("| skipped |") == len(cases) and "| passed |" not in md
     assert "| bench_tempered_ce | ok |" in md and "**tempered/stock** words/s " in md
+    steps = bench["profiled_steps"]
+    assert set(steps) == {"stock", "tempered"} and steps["stock"]["device_ms"] is None
+    assert f"Profiled step (--trace): stock {steps['stock']['step_ms']:.1f} ms; tempered " in md
 
     # The report is never overwritten unless asked, and then only if gpu-check wrote everything in it.
     before = (out / "report.json").read_text()
