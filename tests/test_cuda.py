@@ -449,7 +449,7 @@ def test_greedy_decoding_on_cuda_equals_the_cpu(toy_data, tmp_path):
 # ---- the benchmarks' CUDA memory: one step's peak, with its activations ----
 
 
-def test_benchmark_step_memory_holds_the_batchs_logits(monkeypatch):
+def test_benchmark_step_memory_holds_the_batchs_logits(monkeypatch, tmp_path):
     """bench_tempered_ce's CUDA step memory (the peak of one train_step above the resting tensors)
     includes the step's activations: stock's exceeds the fp16 logits of 2,000 target tokens at
     V = 32,000 (a batch of up to 4,096 tokens has more), and the chunked loss's is below stock's.
@@ -467,7 +467,7 @@ def test_benchmark_step_memory_holds_the_batchs_logits(monkeypatch):
     try:
         result = bench_tempered_ce.main(
             ["--device", "cuda", "--vocab", "32000", *size, "--rounds", "1", "--warmup", "0"]
-            + ["--batches", "1", "--loss-chunk-tokens", "1024"]
+            + ["--batches", "1", "--loss-chunk-tokens", "1024", "--trace", str(tmp_path / "traces")]
         )
     finally:  # main() sets these process-wide
         torch.set_num_threads(threads)
@@ -475,3 +475,6 @@ def test_benchmark_step_memory_holds_the_batchs_logits(monkeypatch):
     stock, chunked = (result["models"][name]["step_mib"] for name in ("stock", "tempered"))
     assert stock > 2000 * 32000 * 2 / 2**20, result["models"]
     assert chunked < 0.8 * stock, result["models"]
+    for name, t in result["traces"].items():  # --trace on CUDA: the kernels' time within the step's
+        assert 0 < t["device_ms"] <= 1.05 * t["step_ms"], (name, t)
+        assert "Self CUDA" in (tmp_path / "traces" / f"{name}.txt").read_text()
