@@ -51,9 +51,7 @@ from bench_tempered_ce import (  # noqa: E402  (peak_bytes: profiler memory even
     PLUGIN_DIR,
     add_json_option,
     add_timing_options,
-    add_trace_option,
     check_json_target,
-    check_trace_target,
     cuda_max_memory_mib,
     environment,
     peak_bytes,
@@ -62,10 +60,10 @@ from bench_tempered_ce import (  # noqa: E402  (peak_bytes: profiler memory even
     precision_args,
     resolve_device,
     speed_summary,
-    trace_models,
     versions_line,
     write_json,
 )
+from tracing import add_trace_option, check_trace_target, trace_models  # noqa: E402
 
 WT2_VOCAB = 33278  # WikiText-2's vocabulary
 CPU_DEFAULTS = dict(max_tokens=1024, tokens_per_sample=256, layers=2, dim=256, ffn=1024, heads=4)

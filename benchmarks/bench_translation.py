@@ -46,9 +46,7 @@ from bench_tempered_ce import (  # noqa: E402  (the same batches, device choice 
     add_beam_search_options,
     add_json_option,
     add_timing_options,
-    add_trace_option,
     check_json_target,
-    check_trace_target,
     cuda_max_memory_mib,
     environment,
     peak_keeping_trainer,
@@ -57,12 +55,12 @@ from bench_tempered_ce import (  # noqa: E402  (the same batches, device choice 
     random_batches,
     resolve_device,
     speed_summary,
-    trace_models,
     translation_data_args,
     versions_line,
     write_json,
     write_pair_dictionaries,
 )
+from tracing import add_trace_option, check_trace_target, trace_models  # noqa: E402
 
 CPU_DEFAULTS = dict(vocab=8000, max_tokens=2048, preset="mini")  # the ALT mini preset's batch
 GPU_DEFAULTS = dict(vocab=16000, max_tokens=4096, preset="base")

@@ -1906,6 +1906,7 @@ def test_the_suite_covers_every_tool():
         "examples/alt/results.sh": "execs ctemp-alt-results (covered)",
         "examples/language_model/common.sh": "sourced by the other LM scripts",
         "examples/language_model/ptb_small_experiment.sh": "no arguments; runs train.sh and evaluate.sh",
+        "benchmarks/tracing.py": "the benchmarks' --trace, not a command (its refusal: test_benchmarks)",
     }
     function = {
         "quickstart.py": quickstart,

@@ -72,6 +72,15 @@ def read_json(path, out, ratio_pattern):
     return result, printed
 
 
+def assert_traced(tmp_path, models):
+    """--trace DIR (tmp_path/traces) holds a table and a trace of each model's step, and --json
+    (tmp_path/r.json) that step's times."""
+    files = sorted(f"{m}{ext}" for m in models for ext in (".txt", ".trace.json.gz"))
+    assert sorted(os.listdir(tmp_path / "traces")) == files
+    recorded = json.loads((tmp_path / "r.json").read_text())["traces"]
+    assert sorted(recorded) == sorted(models) and all(t["step_ms"] > 0 for t in recorded.values())
+
+
 def test_bench_tempered_ce_smoke(benchmarks, capsys, tmp_path):
     out = run_main(
         benchmarks["bench_tempered_ce"],
@@ -162,9 +171,12 @@ def test_bench_sact_smoke(benchmarks, capsys, tmp_path):
             "5",
             "--json",
             str(tmp_path / "r.json"),
+            "--trace",
+            str(tmp_path / "traces"),
         ],
         capsys,
     )
+    assert_traced(tmp_path, ["stock", "none", "sact"])
     for label, arch in (
         ("stock", "--arch lstm"),
         ("none", "--arch sact_lstm --attention-temperature none"),
@@ -194,8 +206,13 @@ def test_benchmarks_refuse_fp16_without_cuda(benchmarks, name):
 
 def test_bench_ct_lm_smoke(bench_ct_lm, capsys, tmp_path):
     options = "--ffn 64 --heads 2 --tokens-per-sample 32 --max-tokens 128 --ct-rank 8".split()
-    out = run_main(bench_ct_lm, [*options, "--json", str(tmp_path / "r.json")], capsys)
+    out = run_main(
+        bench_ct_lm,
+        [*options, "--json", str(tmp_path / "r.json"), "--trace", str(tmp_path / "traces")],
+        capsys,
+    )
     assert out.startswith("command: bench_ct_lm.main(")
+    assert_traced(tmp_path, ["A", "B", "C", "D"])
     assert "cutoffs=18,90" in out  # 2000,10000 scaled to the vocabulary
     for name, label in (("A", "stock"), ("B", "ct-ada"), ("C", "ct-full"), ("D", "ada-noT")):
         assert re.search(rf"^{name} = {label} ", out, re.M), name
@@ -359,7 +376,7 @@ def test_bench_translation_smoke(benchmarks, capsys, tmp_path):
     argv = ["--device", "cpu", "--vocab", "300", "--rounds", "1", "--warmup", "0", "--batches", "1"]
     argv += ["--max-tokens", "256", "--beam", "2", "--gen-sentences", "8", "--gen-batch-size", "4"]
     argv += ["--gen-len", "5", "--threads", "1", "--models", models, f"--fairseq-args={TINY_TRANSLATOR}"]
-    argv += ["--json", str(tmp_path / "r.json")]
+    argv += ["--json", str(tmp_path / "r.json"), "--trace", str(tmp_path / "traces")]
     try:
         benchmarks["bench_translation"].main(argv)
     finally:  # main() sets these process-wide
@@ -371,6 +388,7 @@ def test_bench_translation_smoke(benchmarks, capsys, tmp_path):
         names.append("sact_transformer")
     else:
         assert "note: sact_transformer skipped: --arch sact_transformer_alt_mini is not registered" in out
+    assert_traced(tmp_path, names)
     params = {}
     for name in names:
         row = re.search(

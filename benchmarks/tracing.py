@@ -1,0 +1,80 @@
+"""--trace of the benchmarks: one training step per model under torch.profiler, after the timed
+rounds, written as the operator (and CUDA kernel) table by self time and the gzipped Chrome trace,
+with the step's wall time and its kernels' summed time: where a step's time goes, and whether the
+GPU or the host sets the pace of a measurement."""
+
+import gzip
+import os
+import shutil
+import tempfile
+import time
+
+import torch
+
+
+def add_trace_option(p):
+    p.add_argument(
+        "--trace",
+        metavar="DIR",
+        help="also profile one training step per model after the timed rounds (torch.profiler): "
+        "DIR/<model>.txt, its operators and kernels by self time, and DIR/<model>.trace.json.gz, "
+        "the Chrome trace (chrome://tracing, Perfetto); DIR must not exist",
+    )
+
+
+def check_trace_target(p, args):
+    """Refuse an existing --trace directory before any work (traces of another run are never mixed)."""
+    if args.trace is not None and os.path.lexists(args.trace):
+        p.error(f"--trace {args.trace} exists; give a new directory")
+
+
+def trace_step(trainer, sample, directory, name, cuda):
+    """One train step under torch.profiler (CPU, and CUDA kernels on a GPU): the operator table by
+    self time (where a step's time goes: kernels, host-device syncs such as aten::item or
+    cudaStreamSynchronize) and the gzipped Chrome trace (the host gaps between kernels). Returns
+    {"step_ms": the profiled step's wall time, "device_ms": its kernels' time summed (None on the
+    CPU)}: device_ms / step_ms near 1 says the GPU, not the host, sets the pace (the profiler's own
+    overhead lengthens the step, so the fraction is, if anything, understated)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    os.makedirs(directory, exist_ok=True)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    sync()
+    with profile(activities=activities) as prof:
+        start = time.perf_counter()
+        trainer.train_step([sample])
+        sync()
+        step_ms = (time.perf_counter() - start) * 1e3
+    events = prof.key_averages()
+    device_ms = sum(e.self_device_time_total for e in events) / 1e3 if cuda else None
+    table = events.table(sort_by="self_device_time_total" if cuda else "self_cpu_time_total", row_limit=40)
+    with open(os.path.join(directory, f"{name}.txt"), "x", encoding="utf-8") as f:
+        f.write(table + "\n")
+    with tempfile.TemporaryDirectory() as tmp:
+        raw = os.path.join(tmp, "trace.json")
+        prof.export_chrome_trace(raw)
+        with open(raw, "rb") as src, gzip.open(os.path.join(directory, f"{name}.trace.json.gz"), "xb") as dst:
+            shutil.copyfileobj(src, dst)
+    return {"step_ms": step_ms, "device_ms": device_ms}
+
+
+def trace_models(args, trainers, sample, cuda):
+    """--trace: one profiled step of each {name: Trainer} on the same batch; {name: trace_step's
+    times}, printed (None without --trace)."""
+    if args.trace is None:
+        return None
+    times = {name: trace_step(trainer, sample, args.trace, name, cuda) for name, trainer in trainers.items()}
+    print_traces(args.trace, times)
+    return times
+
+
+def print_traces(directory, times):
+    print(f"traces of one step per model: {directory}")
+    for name, t in times.items():
+        busy = (
+            ""
+            if t["device_ms"] is None
+            else f", kernels {t['device_ms']:.1f} ms ({t['device_ms'] / t['step_ms']:.0%})"
+        )
+        print(f"  {name}: profiled step {t['step_ms']:.1f} ms{busy}")
