@@ -49,6 +49,9 @@ from bench_tempered_ce import (  # noqa: E402  (the same batch maker)
 from tracing import add_trace_option, check_trace_target, trace_models  # noqa: E402
 
 CPU_DEFAULTS = dict(vocab=8000, max_tokens=2000, layers=1, dim=256)
+# sact's words/s and sentences/s at least this share of fairseq's lstm: set first on the CPU, 0.9 on
+# a GPU, where training runs at the speed of the GPU kernels the two models share
+SACT_TARGET = {"cpu": 0.85, "cuda": 0.9}
 GPU_DEFAULTS = dict(vocab=16000, max_tokens=4096, layers=2, dim=512)  # the paper's 512-d, 2 layers
 HELP = dict(
     vocab="dictionary size",
@@ -316,7 +319,9 @@ def describe(args, trainers, batches):
 
 
 def ratios_of(args, names, train, gen):
-    """sact against stock (target 0.85) and against the other models, printed and returned."""
+    """sact against stock (target SACT_TARGET of the device) and against the other models, printed
+    and returned."""
+    target = SACT_TARGET[args.device]
     (train_wall, train_cpu), (gen_wall, gen_cpu), med = train, gen, statistics.median
 
     def ratios(a, b):
@@ -339,7 +344,7 @@ def ratios_of(args, names, train, gen):
         }
 
     train_ratio, gen_ratio, train_cpu_ratio, gen_cpu_ratio = ratios("sact", "stock")
-    summaries = {"sact/stock": ratio_summary("sact", "stock", 0.85)}
+    summaries = {"sact/stock": ratio_summary("sact", "stock", target)}
     for other in [n for n in names if n not in ("stock", "sact")]:
         t, g, tc, gc = ratios("sact", other)
         summaries[f"sact/{other}"] = ratio_summary("sact", other)
@@ -348,9 +353,9 @@ def ratios_of(args, names, train, gen):
             f"| per CPU-second {tc:.3f}x / {gc:.3f}x"
         )
     print(
-        f"RATIO sact/stock: training words/s {train_ratio:.3f}x (target >= 0.85: "
-        f"{'OK' if train_ratio >= 0.85 else 'MISSED'}) | beam-{args.beam} sentences/s {gen_ratio:.3f}x "
-        f"(target >= 0.85: {'OK' if gen_ratio >= 0.85 else 'MISSED'}) | per CPU-second "
+        f"RATIO sact/stock: training words/s {train_ratio:.3f}x (target >= {target:g}: "
+        f"{'OK' if train_ratio >= target else 'MISSED'}) | beam-{args.beam} sentences/s {gen_ratio:.3f}x "
+        f"(target >= {target:g}: {'OK' if gen_ratio >= target else 'MISSED'}) | per CPU-second "
         f"{train_cpu_ratio:.3f}x / {gen_cpu_ratio:.3f}x"
     )
     return summaries

@@ -459,7 +459,8 @@ def print_speeds(args, wall, cpu, peaks, method, cuda_peak):
 
 def ratio_of(args, wall, cpu, peaks):
     """tempered against stock, printed and returned, with its target: the chunked loss must save
-    memory; the plain one may not cost any."""
+    memory; the plain one may not cost any (on CUDA none at all: one division per logit; on the CPU,
+    where the targets were set first, within 3 % and 5 %)."""
     med = statistics.median
     paired = [t / s for t, s in zip(wall["tempered"], wall["stock"])]
     print(
@@ -467,7 +468,8 @@ def ratio_of(args, wall, cpu, peaks):
     )
     speed, cpu_speed = (med(d["tempered"]) / med(d["stock"]) for d in (wall, cpu))
     (peak_s, rest_s), (peak_t, rest_t) = peaks["stock"], peaks["tempered"]
-    min_speed, max_memory = (1.0, 0.5) if args.loss_chunk_tokens else (0.97, 1.05)
+    plain = (1.0, 1.0) if args.device == "cuda" else (0.97, 1.05)
+    min_speed, max_memory = (1.0, 0.5) if args.loss_chunk_tokens else plain
     met = speed >= min_speed and peak_t <= max_memory * peak_s
     print(
         f"RATIO tempered/stock: words/s {speed:.3f}x (target >= {min_speed:g}) | peak memory "

@@ -80,7 +80,10 @@ MODELS = {  # name: (architecture, options, criterion)
     ),
     "sact_transformer": ("sact_transformer_alt_{preset}", [], "label_smoothed_cross_entropy"),
 }
-BOUND_SHARE = 0.9  # target: ct_transformer reaches this share of its analytic bound
+# Targets, set first on the CPU, stricter on a GPU: ct_transformer reaches this share of its
+# analytic bound; sact_transformer this share of the transformer's words/s (none on the CPU)
+BOUND_SHARE = {"cpu": 0.9, "cuda": 0.95}
+SACT_SHARE = {"cpu": None, "cuda": 0.9}
 
 
 def parse_args(argv=None):
@@ -326,6 +329,7 @@ def ratios_of(args, names, train, gen, bounds):
     """Each model against stock transformer, printed and returned (ct_transformer: against its bound)."""
     (train_wall, train_cpu), (gen_wall, gen_cpu), (bound, gen_bound) = train, gen, bounds
     med, summaries = statistics.median, {}
+    share, sact_share = BOUND_SHARE[args.device], SACT_SHARE[args.device]
     for name in names:
         if name == STOCK:
             continue
@@ -348,17 +352,20 @@ def ratios_of(args, names, train, gen, bounds):
             "met": None,
         }
         if name == "ct_transformer":
-            verdict = lambda x, b: "OK" if x >= BOUND_SHARE * b else "MISSED"  # noqa: E731
+            verdict = lambda x, b: "OK" if x >= share * b else "MISSED"  # noqa: E731
             line += (
                 f" | analytic bound {bound:.3f} / {gen_bound:.3f}: {t / bound:.0%} / {g / gen_bound:.0%} of it "
-                f"(target >= {BOUND_SHARE:.0%}: {verdict(t, bound)} / {verdict(g, gen_bound)})"
+                f"(target >= {share:.0%}: {verdict(t, bound)} / {verdict(g, gen_bound)})"
             )
             summary.update(
                 analytic_bound_training=bound,
                 analytic_bound_generation=gen_bound,
-                target=f"training words/s and sentences/s >= {BOUND_SHARE:.0%} of the analytic bound",
-                met=t >= BOUND_SHARE * bound and g >= BOUND_SHARE * gen_bound,
+                target=f"training words/s and sentences/s >= {share:.0%} of the analytic bound",
+                met=t >= share * bound and g >= share * gen_bound,
             )
+        if name == "sact_transformer" and sact_share is not None:
+            line += f" (target training words/s >= {sact_share:g}: {'OK' if t >= sact_share else 'MISSED'})"
+            summary.update(target=f"training words/s >= {sact_share:g}", met=t >= sact_share)
         summaries[f"{name}/{STOCK}"] = summary
         print(line)
     return summaries

@@ -499,3 +499,40 @@ def test_suite_time_refuses_bad_options_before_any_work(suite_time, tmp_path, ca
             suite_time.main(argv)
         assert message in capsys.readouterr().err
     assert existing.read_text() == "{}" and not (tmp_path / "new.json").exists()
+
+
+def test_targets_on_cuda_are_the_gpu_ones(benchmarks, capsys):
+    """On CUDA: tempered_ce >= 1.0x words/s at <= 1.0x peak memory (the chunked loss: >= 1.0x, <=
+    0.5x), sact_lstm >= 0.9x lstm, ct_transformer >= 95 % of its bound, sact_transformer >= 0.9x
+    transformer; on the CPU the targets first set there."""
+    import argparse
+
+    def args(device, loss_chunk_tokens=0):
+        return argparse.Namespace(device=device, beam=5, loss_chunk_tokens=loss_chunk_tokens)
+
+    wall = {"stock": [100.0, 100.0], "tempered": [99.0, 99.0]}
+    peaks = {"stock": (100, 10), "tempered": (100, 10)}
+    tce = benchmarks["bench_tempered_ce"]
+    cuda = tce.ratio_of(args("cuda"), wall, wall, peaks)
+    assert cuda["target"] == "words/s >= 1, peak memory <= 1" and cuda["met"] is False
+    assert tce.ratio_of(args("cpu"), wall, wall, peaks)["met"] is True  # 0.99x >= 0.97x
+    chunked = tce.ratio_of(args("cuda", loss_chunk_tokens=2048), wall, wall, peaks)["target"]
+    assert chunked == "words/s >= 1, peak memory <= 0.5"
+
+    speeds = {"stock": [100.0], "none": [100.0], "sact": [88.0]}
+    sact = benchmarks["bench_sact"]
+    for device, met in (("cuda", False), ("cpu", True)):  # 0.88x: below 0.9, above 0.85
+        summary = sact.ratios_of(args(device), ["stock", "none", "sact"], (speeds, speeds), (speeds, speeds))
+        assert summary["sact/stock"]["met"] is met
+
+    tr = benchmarks["bench_translation"]
+    names = ["transformer", "ct_transformer", "sact_transformer"]
+    speeds = {"transformer": [100.0], "ct_transformer": [84.0], "sact_transformer": [91.0]}
+    on_cuda = tr.ratios_of(args("cuda"), names, (speeds, speeds), (speeds, speeds), (0.9, 0.9))
+    assert on_cuda["ct_transformer/transformer"]["met"] is False  # 0.84 < 0.95 x 0.9
+    assert on_cuda["sact_transformer/transformer"]["target"] == "training words/s >= 0.9"
+    assert on_cuda["sact_transformer/transformer"]["met"] is True
+    on_cpu = tr.ratios_of(args("cpu"), names, (speeds, speeds), (speeds, speeds), (0.9, 0.9))
+    assert on_cpu["ct_transformer/transformer"]["met"] is True  # 0.84 >= 0.9 x 0.9
+    assert on_cpu["sact_transformer/transformer"]["target"] is None
+    capsys.readouterr()
