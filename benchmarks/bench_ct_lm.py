@@ -142,6 +142,17 @@ LSTM_RATIOS = tuple((x, y, None) for x, y in ("BA", "CA", "DA", "EA", "CB", "DB"
 BODIES = {"transformer": (MODELS, RATIOS), "lstm": (LSTM_MODELS, LSTM_RATIOS)}
 
 
+def resolve_body_options(p, args):
+    """Refuse an option of the other body; fill the body's defaults of those left unset."""
+    for body, keys in BODY_OPTIONS.items():
+        given = [key for key in keys if body != args.body and getattr(args, key) is not None]
+        if given:
+            p.error(f"--{given[0].replace('_', '-')} is an option of --body {body} only")
+    for key, value in BODY_DEFAULTS[args.body].items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
@@ -205,13 +216,7 @@ def parse_args(argv=None):
     args = p.parse_args(argv)
     check_json_target(p, args)
     check_trace_target(p, args)
-    for body, keys in BODY_OPTIONS.items():
-        given = [key for key in keys if body != args.body and getattr(args, key) is not None]
-        if given:
-            p.error(f"--{given[0].replace('_', '-')} is an option of --body {body} only")
-    for key, value in BODY_DEFAULTS[args.body].items():
-        if getattr(args, key) is None:
-            setattr(args, key, value)
+    resolve_body_options(p, args)
     transformer = args.body == "transformer"
     resolve_device(p, args, *((CPU_DEFAULTS, GPU_DEFAULTS) if transformer else ({}, {})))
     if transformer and args.cutoffs is None:
