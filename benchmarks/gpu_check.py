@@ -419,16 +419,16 @@ def ratio_text(ratios):
     return "<br>".join(parts)
 
 
-def profiled_steps_text(steps):
+def profiled_steps_text(steps, directory):
     """The traced step of each model: its wall time and, on CUDA, the share its kernels took (near
-    100 %: the GPU, not the host, sets the pace of the measurement)."""
+    100 %: the GPU, not the host, sets the pace of the measurement); its traces are in directory."""
     if not steps:
         return []
     parts = []
     for model, t in steps.items():
         busy = "" if t["device_ms"] is None else f", kernels {100 * t['device_ms'] / t['step_ms']:.0f} %"
         parts.append(f"{model} {t['step_ms']:.1f} ms{busy}")
-    return ["", "Profiled step (--trace): " + "; ".join(parts) + "."]
+    return ["", "Profiled step (--trace): " + "; ".join(parts) + f" (tables and traces: {directory}/)."]
 
 
 def markdown(report):
@@ -484,8 +484,7 @@ def markdown(report):
             f"| {ratio_text(b.get('ratios', {}))} |"
         )
     for b in report["benchmarks"]:
-        traces = f"; one profiled step per model: {b['traces']}/" if "traces" in b else ""
-        lines += ["", f"### {b['name']}", "", f"`{b['command']}` (log: {b['log']}{traces})", ""]
+        lines += ["", f"### {b['name']}", "", f"`{b['command']}` (log: {b['log']})", ""]
         if "models" not in b:
             lines += ["```", *b.get("log_tail", []), "```"]
             continue
@@ -496,7 +495,7 @@ def markdown(report):
         ]
         for model, values in b["models"].items():
             lines.append(f"| {model} | " + " | ".join(f"{values[k]:.1f}" for k in keys) + " |")
-        lines += profiled_steps_text(b.get("profiled_steps"))
+        lines += profiled_steps_text(b.get("profiled_steps"), b.get("traces"))
     return "\n".join(lines) + "\n"
 
 
