@@ -7,8 +7,10 @@ import logging
 import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 from unittest import mock
 
 import filelock
@@ -57,6 +59,58 @@ LONGEST_FIRST = (
     "test_benchmarks.py",
     "test_ct_analysis.py",
 )
+
+
+FORK_SERVER_DIR = os.path.join(REPO, "tests", "forkserver")
+sys.path.insert(0, FORK_SERVER_DIR)
+import ctemp_forkserver  # noqa: E402  (a test-only module, found through the line above)
+
+FORK_SERVER = {}  # this process's fork server: its Popen and its directory
+
+
+def pytest_configure(config):
+    """Where tests run (each xdist worker, or pytest's own process without xdist), start a fork
+    server (tests/forkserver) for the Python commands they start: each saves the ~5 s import of
+    torch, SciPy and hydra. CTEMP_TEST_FORK=0: every command starts for real. A pytest run by a
+    test uses its parent's server."""
+    controller = config.getoption("numprocesses", None) and not hasattr(config, "workerinput")
+    if controller or os.environ.get("CTEMP_TEST_FORK") == "0" or ctemp_forkserver.SOCKET_VAR in os.environ:
+        return
+    directory = tempfile.mkdtemp(prefix="ctemp-fork-")
+    path = os.path.join(directory, "server.sock")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [FORK_SERVER_DIR, os.environ.get("PYTHONPATH")]))
+    log_path = os.environ.get("CTEMP_TEST_FORK_LOG") or os.path.join(directory, "server.log")
+    with open(log_path, "a") as log:
+        FORK_SERVER.update(
+            directory=directory,
+            proc=subprocess.Popen(
+                [
+                    sys.executable,
+                    "-c",
+                    "import ctemp_forkserver, sys; ctemp_forkserver.serve(sys.argv[1])",
+                    path,
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            ),
+        )
+    os.environ[ctemp_forkserver.SOCKET_VAR] = path
+
+
+def pytest_unconfigure(config):
+    if FORK_SERVER:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(FORK_SERVER["proc"].pid, signal.SIGKILL)  # the server and any worker left
+        FORK_SERVER["proc"].wait()
+        shutil.rmtree(FORK_SERVER.pop("directory"), ignore_errors=True)
+
+
+def real_processes(env):
+    """env for commands that must start as processes of their own, not in the fork server: a test
+    that freezes or kills a process group, or a process without forwarding its signal."""
+    return {k: v for k, v in env.items() if k != ctemp_forkserver.SOCKET_VAR}
 
 
 def pytest_collection_modifyitems(items):

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import BIN_DIR, REPO, TINY_DIMS, json_log_records, run_fairseq, run_main
+from conftest import BIN_DIR, REPO, TINY_DIMS, json_log_records, real_processes, run_fairseq, run_main
 from sacrebleu.metrics import BLEU
 
 from fairseq_ctemp.alt import results as alt_results
@@ -280,8 +280,13 @@ def test_recipe_end_to_end_with_interruption(corpora):
 
     # stage 2-3: kill the sweep after a checkpoint in the window, as if during fairseq's copy of it
     # to checkpoint_last.pt; then resume
-    proc = subprocess.Popen(
-        sweep, env=ENV, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+    proc = subprocess.Popen(  # real processes: the process group is frozen and killed
+        sweep,
+        env=real_processes(ENV),
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     deadline, killed_at = time.time() + 240, None
     try:

@@ -23,7 +23,7 @@ import time
 
 import pytest
 import torch
-from conftest import BIN_DIR, TINY_DIMS, run_main
+from conftest import BIN_DIR, TINY_DIMS, real_processes, run_main
 
 from fairseq_ctemp.alt import children as alt_children
 from fairseq_ctemp.alt import common as alt_common
@@ -548,7 +548,7 @@ def test_a_killed_sweep_takes_its_runs_with_it(alt, tmp_path):
             "--",
             *TINY_DIMS,
         ],
-        env=ENV,
+        env=real_processes(ENV),  # the parent alone is killed: its runs must see it die
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

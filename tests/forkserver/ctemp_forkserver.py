@@ -1,0 +1,328 @@
+"""Start the tests' Python commands from a process that has imported their heavy libraries already.
+
+Every `python -m MODULE` and `python SCRIPT` a test starts (directly or through a recipe) pays ~5 s
+on a 2-core CPU importing torch, numpy, SciPy/scikit-learn and hydra before it does anything; the
+suite starts about a hundred. Here a server per pytest worker imports those libraries once (not
+fairseq, not this plugin: a command imports them itself, as it would) and forks a worker per
+command. The command's own process (started as usual, with this directory on PYTHONPATH) hands its
+argv, environment, working directory and stdin/stdout/stderr to the server in sitecustomize, waits,
+passes on the signals it receives, and exits as the worker did. The worker runs the command as the
+interpreter would: as __main__, with sys.argv and sys.path as Python sets them, its exit status, its
+uncaught exception through sys.excepthook, atexit handlers.
+
+A command starts for real instead when: the variable SOCKET_VAR is not in its environment (tests
+that stop or freeze process groups remove it: a signal cannot reach the worker through a stopped or
+killed process), the server is not listening yet, the command line has interpreter options or is not
+a module/script, the command checks that it is its parent's child (a sweep's runs: SWEEP_PARENT),
+or a variable read at start-up or by the preloaded libraries differs from the server's.
+
+Only the standard library is imported at module level: the client runs in every test subprocess.
+"""
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+
+SOCKET_VAR = "CTEMP_TEST_FORKSERVER"
+SWEEP_PARENT = "ALT_PARENT_PID"  # fairseq_ctemp.alt.children: its child checks os.getppid()
+PRELOAD = (
+    "torch",
+    "torch._dynamo",  # torch.optim.Optimizer imports it on first use: ~1.3 s per training
+    "torch.utils.tensorboard",
+    "numpy",
+    "scipy.stats",
+    "sklearn.metrics",
+    "sklearn.preprocessing",
+    "omegaconf",
+    "hydra",
+    "hydra.core.config_store",
+    "sacrebleu",
+)
+# Read by Python at start-up or by the preloaded libraries at import: a command's value must equal
+# the server's (PYTHONPATH is applied per command; PYTHONUNBUFFERED too).
+FIXED_PREFIXES = ("PYTHON", "TORCH", "CUDA", "OMP_", "MKL_", "OPENBLAS_", "KMP_", "LD_", "HYDRA")
+# PYTHON: the recipes' interpreter; TORCH_FORCE_*: read by each torch.load
+PER_COMMAND = (
+    "PYTHONPATH",
+    "PYTHONUNBUFFERED",
+    "PYTHON",
+    "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD",
+    "TORCH_FORCE_WEIGHTS_ONLY_LOAD",
+)
+MODULE_PACKAGES = ("fairseq_ctemp", "fairseq_cli", "examples", "benchmarks", "scripts")
+SCRIPT_PREFIXES = ("fairseq-", "ctemp-")  # console scripts
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT_DIRS = tuple(os.path.join(REPO, d, "") for d in ("examples", "benchmarks", "scripts"))
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+
+
+def send(sock, message, fds=()):
+    data = json.dumps(message).encode()
+    socket.send_fds(sock, [struct.pack("!I", len(data)) + data], list(fds))
+
+
+def receive(sock, max_fds=0):
+    """One message and the file descriptors sent with it; (None, []) at end of file."""
+    head, fds, _, _ = socket.recv_fds(sock, 4, max_fds)
+    if len(head) < 4:
+        return None, fds
+    size, data = struct.unpack("!I", head)[0], b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            return None, fds
+        data += chunk
+    return json.loads(data), fds
+
+
+# ---- the client: in sitecustomize of every Python process started with SOCKET_VAR set ----
+
+
+def program(argv):
+    """('module', NAME) or ('script', PATH) for a command line the server can run, else None."""
+    args = argv[1:]
+    if len(args) >= 2 and args[0] == "-m" and args[1].split(".")[0] in MODULE_PACKAGES:
+        return "module", args[1]
+    if args and not args[0].startswith("-"):
+        path = os.path.abspath(args[0])
+        if os.path.basename(path).startswith(SCRIPT_PREFIXES) or path.startswith(SCRIPT_DIRS):
+            return "script", args[0]
+    return None
+
+
+def hand_over():
+    """Run this process's command in a worker of the server and exit with its status; returns
+    without doing anything where the command must start for real."""
+    path = os.environ.get(SOCKET_VAR)
+    if not path or SWEEP_PARENT in os.environ or program(sys.orig_argv) is None:
+        return
+    try:
+        cwd = os.getcwd()
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(path)
+    except OSError:
+        return
+    send(sock, {"argv": sys.orig_argv, "env": dict(os.environ), "cwd": cwd}, fds=(0, 1, 2))
+    reply, _ = receive(sock)
+    if reply is None or "pid" not in reply:
+        sock.close()
+        return  # the server declined: start for real
+    for number in FORWARDED:
+        signal.signal(number, lambda signum, frame, pid=reply["pid"]: forward(pid, signum))
+    result, _ = receive(sock)
+    exit_like(result["status"] if result else 0x100)  # no status: the session died; exit 1
+
+
+def forward(pid, signum):
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def exit_like(status):
+    """End this process as the worker ended: its exit code, or the signal that killed it."""
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        signal.signal(number, signal.SIG_DFL)
+        os.kill(os.getpid(), number)
+    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
+
+
+# ---- the server ----
+
+
+def serve(path):
+    """Preload, then fork a session per connection on the Unix socket `path` (bound only when
+    ready: until then commands start for real)."""
+    import ctypes
+    import importlib
+    import warnings
+
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: ends with the pytest process
+    fixed, before = fixed_env(os.environ), dict(os.environ)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name in PRELOAD:
+            importlib.import_module(name)
+    # what the imports set (torch: KMP_DUPLICATE_LIB_OK, TORCHINDUCTOR_CACHE_DIR, ...), as they
+    # would in the command's own process
+    added = {k: v for k, v in os.environ.items() if before.get(k) != v}
+    python_path = [os.path.abspath(p) for p in before.get("PYTHONPATH", "").split(os.pathsep) if p]
+    base = [p for p in sys.path[1:] if p not in python_path]
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # sessions are reaped by the kernel
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)
+    while True:
+        conn, _ = listener.accept()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        if os.fork() == 0:
+            listener.close()
+            session(conn, fixed, added, base)
+        conn.close()
+
+
+def fixed_env(env):
+    return {
+        k: v
+        for k, v in env.items()
+        if k.startswith(FIXED_PREFIXES) and k not in PER_COMMAND and k != SOCKET_VAR
+    }
+
+
+def session(conn, fixed, added, base):
+    """One command: fork its worker, pass on its pid, kill it if the client dies, report its end."""
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        request, fds = receive(conn, max_fds=3)
+        why = declined(request, fds, fixed, added)
+        print(
+            f"{why or 'forked'}: {' '.join(request['argv'][1:3]) if request else ''}",
+            file=sys.stderr,
+            flush=True,
+        )
+        if why:
+            send(conn, {"declined": why})
+            os._exit(0)
+        pid = os.fork()
+        if pid == 0:
+            conn.close()
+            run_command(request, fds, added, base)
+        for fd in fds:
+            os.close(fd)
+        send(conn, {"pid": pid})
+        status = watch(conn, pid)
+        with contextlib.suppress(OSError):  # the client may be gone (killed)
+            send(conn, {"status": status})
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        os._exit(0)
+
+
+def declined(request, fds, fixed, added):
+    """Why the server cannot run this request as its own process would run, or None."""
+    if request is None or len(fds) != 3:
+        return "bad request"
+    theirs = {k: v for k, v in fixed_env(request["env"]).items() if added.get(k) != v}
+    if theirs != fixed:
+        return "start-up variables differ: " + " ".join(
+            sorted({k for k in {**theirs, **fixed} if theirs.get(k) != fixed.get(k)})
+        )
+    return None
+
+
+def watch(conn, pid):
+    """Wait for the worker; kill it if the client goes away first (its socket reads end of file)."""
+    import select
+
+    pidfd = os.pidfd_open(pid)
+    ready, _, _ = select.select([conn, pidfd], [], [])
+    if pidfd not in ready:
+        os.kill(pid, signal.SIGKILL)
+    return os.waitpid(pid, 0)[1]
+
+
+def run_command(request, fds, added, base):
+    """In the worker: become the command's process and run it as the interpreter would."""
+    code, interrupted = 1, False
+    try:
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+            os.close(fd)
+        os.environ.clear()
+        os.environ.update(added)
+        os.environ.update(request["env"])
+        os.chdir(request["cwd"])
+        reset_signals()
+        unbuffered = bool(request["env"].get("PYTHONUNBUFFERED"))
+        sys.stdout.reconfigure(line_buffering=os.isatty(1), write_through=unbuffered)
+        sys.stderr.reconfigure(line_buffering=True, write_through=unbuffered)
+        code, interrupted = run_main(request["argv"], base, request["env"])
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        finish(code, interrupted)
+
+
+def reset_signals():
+    """The dispositions a new Python process starts with."""
+    for number in range(1, signal.NSIG):
+        try:
+            signal.signal(number, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+
+def run_main(argv, base, env):
+    """Run the module or script of argv in __main__; (exit code, ended by KeyboardInterrupt)."""
+    import builtins
+    import runpy
+
+    kind, target = program(argv)
+    rest = argv[2:] if kind == "script" else argv[3:]
+    extra = [os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    first = os.getcwd() if kind == "module" else os.path.dirname(os.path.realpath(target))
+    sys.path[:] = [first, *extra, *base]
+    sys.orig_argv = list(argv)
+    main = sys.modules["__main__"].__dict__
+    main.clear()
+    main.update(__name__="__main__", __builtins__=builtins, __doc__=None, __spec__=None, __package__=None)
+    try:
+        if kind == "module":
+            sys.argv = ["-m", *rest]
+            runpy._run_module_as_main(target, alter_argv=True)
+        else:
+            sys.argv = [target, *rest]
+            main.update(__file__=os.path.abspath(target), __cached__=None)
+            with open(target, "rb") as f:
+                code = compile(f.read(), os.path.abspath(target), "exec")
+            exec(code, main)
+    except SystemExit as e:
+        return exit_code(e), False
+    except BaseException as e:  # reported without this function's frame, as the interpreter would
+        e.__traceback__ = e.__traceback__.tb_next or e.__traceback__
+        sys.excepthook(type(e), e, e.__traceback__)
+        return 1, isinstance(e, KeyboardInterrupt)
+    return 0, False
+
+
+def exit_code(e):
+    """The interpreter's exit status for SystemExit(e.code)."""
+    if e.code is None:
+        return 0
+    if isinstance(e.code, int):
+        return e.code & 0xFF
+    print(e.code, file=sys.stderr)
+    return 1
+
+
+def finish(code, interrupted):
+    """Shut down as the interpreter does (threads joined, atexit run, streams flushed), then exit
+    with `code`, or by SIGINT after an uncaught KeyboardInterrupt."""
+    import atexit
+    import threading
+
+    try:
+        threading._shutdown()
+        atexit._run_exitfuncs()
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+    finally:
+        if interrupted:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
+        os._exit(code)

@@ -1,0 +1,126 @@
+"""The suite's fork server (tests/forkserver): a command it runs behaves as the same command
+started for real — output, exit status, uncaught exceptions, signals, atexit — and its worker
+ends with the process the test started."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import ctemp_forkserver  # tests/forkserver, on sys.path through conftest
+import pytest
+from conftest import real_processes
+
+pytestmark = pytest.mark.skipif(
+    ctemp_forkserver.SOCKET_VAR not in os.environ, reason="no fork server (CTEMP_TEST_FORK=0)"
+)
+
+
+@pytest.fixture(autouse=True)
+def server_listening():
+    """The server binds its socket once it has imported its libraries (~5 s after pytest starts)."""
+    deadline = time.time() + 120
+    while not os.path.exists(os.environ[ctemp_forkserver.SOCKET_VAR]) and time.time() < deadline:
+        time.sleep(0.1)
+
+
+PROGRAM = """
+import atexit, os, sys, time
+print("preloaded" if "torch" in sys.modules else "fresh", file=sys.stderr, flush=True)
+atexit.register(lambda: print("atexit ran"))
+print(sys.argv, sys.path[0], __file__, __name__, os.getcwd(), os.environ.get("PROBE"), sys.stdin.read())
+mode = sys.argv[1]
+if mode == "exit3":
+    sys.exit(3)
+if mode == "message":
+    sys.exit("a message")
+if mode == "raise":
+    raise ValueError("bad")
+if mode == "interrupt":
+    raise KeyboardInterrupt
+if mode == "wait":
+    print(os.getpid(), flush=True)
+    time.sleep(60)
+"""
+
+
+def started(tmp_path, mode, env):
+    script = tmp_path / "ctemp-probe"  # run as a console script of this package would be
+    script.write_text(PROGRAM)
+    return subprocess.Popen(
+        [sys.executable, str(script), mode],
+        cwd=tmp_path,
+        env=dict(env, PROBE="probe"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def ran(tmp_path, mode, env):
+    proc = started(tmp_path, mode, env)
+    out, err = proc.communicate("the input", timeout=60)
+    how, _, err = err.partition("\n")
+    return how, (proc.returncode, out, err)
+
+
+@pytest.mark.parametrize("mode", ["ok", "exit3", "message", "raise", "interrupt"])
+def test_a_forked_command_ends_as_a_real_one(tmp_path, mode):
+    how, forked = ran(tmp_path, mode, os.environ)
+    real_how, real = ran(tmp_path, mode, real_processes(os.environ))
+    assert (how, real_how) == ("preloaded", "fresh")  # else this compares a process with itself
+    assert forked == real
+    assert "atexit ran" in forked[1]
+
+
+def test_a_signal_reaches_the_worker_and_the_worker_dies_with_its_process(tmp_path):
+    codes = []
+    for env in (os.environ, real_processes(os.environ)):
+        proc = started(tmp_path, "wait", env)
+        proc.stdin.close()
+        proc.stdout.readline()  # the argv line
+        int(proc.stdout.readline())
+        proc.send_signal(signal.SIGTERM)
+        codes.append(proc.wait(timeout=30))
+    assert codes == [-signal.SIGTERM, -signal.SIGTERM]
+
+    proc = started(tmp_path, "wait", os.environ)
+    proc.stdin.close()
+    proc.stdout.readline()
+    worker = int(proc.stdout.readline())
+    assert worker != proc.pid
+    proc.kill()  # SIGKILL: nothing to forward
+    proc.wait()
+    deadline = time.time() + 10
+    while time.time() < deadline and alive(worker):
+        time.sleep(0.05)
+    assert not alive(worker)
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize(
+    "extra", [{ctemp_forkserver.SWEEP_PARENT: "1"}, {"OMP_NUM_THREADS": "7"}, {"PYTHONHASHSEED": "3"}]
+)
+def test_commands_the_server_cannot_reproduce_start_for_real(tmp_path, extra):
+    how, (code, _, err) = ran(tmp_path, "ok", dict(os.environ, **extra))
+    assert (how, code) == ("fresh", 0), err
+
+
+@pytest.mark.parametrize("option", ["--help", "--no-such-option"])
+def test_a_forked_module_ends_as_a_real_one(tmp_path, option):
+    command = [sys.executable, "-m", "fairseq_ctemp.cli.calibrate", option]
+    runs = [
+        subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        for env in (os.environ, real_processes(os.environ))
+    ]
+    forked, real = ((r.returncode, r.stdout, r.stderr) for r in runs)
+    assert forked == real
