@@ -318,9 +318,15 @@ def to_config(options, target=None):
 
 def render(name):
     """The text of config/<name>.yaml."""
-    source, options = CONFIGS[name]
-    target = fairseq_train_config(options())  # also the order of the fields: fairseq's
-    config = to_config(options(), target)
+    return rendered(name)[0]
+
+
+def rendered(name):
+    """(The text of config/<name>.yaml, what fairseq-train makes of its recipe's options)."""
+    source, recipe = CONFIGS[name]
+    options = recipe()
+    target = fairseq_train_config(options)  # also the order of the fields: fairseq's
+    config = to_config(options, target)
     order = ["hydra", *groups()]
     config = {
         group: {k: config[group][k] for k in sorted(config[group], key=["_name", *target[group]].index)}
@@ -334,7 +340,7 @@ def render(name):
         f"#   fairseq-hydra-train --config-dir $(ctemp-user-dir)/config --config-name {name} \\\n"
         "#       task.data=DATA_BIN common.user_dir=$(ctemp-user-dir) [group.option=value ...]\n"
     )
-    return header + yaml.dump(config, Dumper=_Dumper, sort_keys=False, width=100)
+    return header + yaml.dump(config, Dumper=_Dumper, sort_keys=False, width=100), target
 
 
 class _Dumper(yaml.SafeDumper):

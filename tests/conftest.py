@@ -113,6 +113,25 @@ def real_processes(env):
     return {k: v for k, v in env.items() if k != ctemp_forkserver.SOCKET_VAR}
 
 
+def python_path(*directories):
+    """PYTHONPATH for a command: these directories, then the fork server's where it runs."""
+    fork = [FORK_SERVER_DIR] if ctemp_forkserver.SOCKET_VAR in os.environ else []
+    return os.pathsep.join(map(str, [*directories, *fork]))
+
+
+def fork_server_env():
+    """For an environment a test builds from scratch: what its commands need to run in the fork
+    server (nothing without one)."""
+    if ctemp_forkserver.SOCKET_VAR not in os.environ:
+        return {}
+    socket_path = os.environ[ctemp_forkserver.SOCKET_VAR]
+    return {
+        **ctemp_forkserver.fixed_env(os.environ),
+        ctemp_forkserver.SOCKET_VAR: socket_path,
+        "PYTHONPATH": python_path(),
+    }
+
+
 def pytest_collection_modifyitems(items):
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: a file's own order kept

@@ -10,7 +10,17 @@ import subprocess
 
 import pytest
 import torch
-from conftest import PLUGIN_DIR, REPO, TINY_TRANSFORMER, TRAIN_DEFAULTS, cli, json_log_records, run_cli
+from conftest import (
+    PLUGIN_DIR,
+    REPO,
+    TINY_TRANSFORMER,
+    TRAIN_DEFAULTS,
+    cli,
+    fork_server_env,
+    json_log_records,
+    python_path,
+    run_cli,
+)
 
 pytestmark = pytest.mark.e2e
 TEMPERED = [
@@ -52,7 +62,7 @@ def train_on_two_ranks(args, extra_dist=(), env_extra=None):
         "gloo",
         *extra_dist,
     ]
-    env = {**ONE_THREAD, "PATH": "/usr/bin:/bin", **(env_extra or {})}
+    env = {**fork_server_env(), **ONE_THREAD, "PATH": "/usr/bin:/bin", **(env_extra or {})}
     ranks = [
         subprocess.Popen(
             args + dist + ["--distributed-rank", str(r)],
@@ -181,7 +191,7 @@ def test_installed_package_works_as_user_dir(toy_data, tmp_path):
     installed = site / "fairseq_ctemp"
     # the console script prints the installed package directory, and fairseq-train takes it
     user_dir = (
-        run_cli(site / "bin" / "ctemp-user-dir", cwd=tmp_path, env={"PYTHONPATH": str(site)})
+        run_cli(site / "bin" / "ctemp-user-dir", cwd=tmp_path, env={"PYTHONPATH": python_path(site)})
         .stdout.strip()
         .splitlines()[-1]
     )
@@ -194,7 +204,7 @@ def test_installed_package_works_as_user_dir(toy_data, tmp_path):
         ours = sorted(f for f in os.listdir(os.path.join(PLUGIN_DIR, package)) if f.endswith(".py"))
         assert sorted(f for f in os.listdir(installed / package) if f.endswith(".py")) == ours, package
     usage = run_cli(
-        site / "bin" / "ctemp-alt-sweep", "run", "--help", cwd=tmp_path, env={"PYTHONPATH": str(site)}
+        site / "bin" / "ctemp-alt-sweep", "run", "--help", cwd=tmp_path, env={"PYTHONPATH": python_path(site)}
     )
     assert "usage: ctemp-alt-sweep run" in usage.stdout
     out = run_cli(
@@ -212,7 +222,7 @@ def test_installed_package_works_as_user_dir(toy_data, tmp_path):
         "1",
         "--no-save",
         cwd=tmp_path,
-        env={"PYTHONPATH": str(site)},
+        env={"PYTHONPATH": python_path(site)},
     ).stdout
     assert "TemperedCrossEntropyCriterion" in out and f"'user_dir': '{installed}'" in out
     # A regular install puts fairseq_ctemp next to fairseq, where fairseq also looks for a bare
@@ -239,7 +249,7 @@ def test_installed_package_works_as_user_dir(toy_data, tmp_path):
         "1",
         "--no-save",
         cwd=tmp_path,
-        env={"PYTHONPATH": str(site)},
+        env={"PYTHONPATH": python_path(site)},
     ).stdout
     assert "TemperedCrossEntropyCriterion" in out
     assert "'user_dir': 'fairseq_ctemp'" in out

@@ -31,6 +31,8 @@ print("preloaded" if "torch" in sys.modules else "fresh", file=sys.stderr, flush
 atexit.register(lambda: print("atexit ran"))
 print(sys.argv, sys.path[0], __file__, __name__, os.getcwd(), os.environ.get("PROBE"), sys.stdin.read())
 mode = sys.argv[1]
+if mode == "accent":
+    print("\u00e9t\u00e9")
 if mode == "exit3":
     sys.exit(3)
 if mode == "message":
@@ -39,6 +41,12 @@ if mode == "raise":
     raise ValueError("bad")
 if mode == "interrupt":
     raise KeyboardInterrupt
+if mode == "orphan":  # as a sweep's run does (fairseq_ctemp.alt.children.die_with_parent)
+    import ctypes, signal
+    signal.signal(signal.SIGTERM, lambda *_: (open("orphaned", "w").write("SIGTERM"), os._exit(0)))
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM)
+    print("parent", os.getppid(), "torch" in sys.modules, flush=True)
+    time.sleep(60)
 if mode == "wait":
     print(os.getpid(), flush=True)
     time.sleep(60)
@@ -75,6 +83,14 @@ def test_a_forked_command_ends_as_a_real_one(tmp_path, mode):
     assert "atexit ran" in forked[1]
 
 
+def test_a_forked_command_writes_in_the_encoding_its_environment_asks_for(tmp_path):
+    env = dict(os.environ, PYTHONIOENCODING="ascii:backslashreplace")
+    how, forked = ran(tmp_path, "accent", env)
+    real_how, real = ran(tmp_path, "accent", real_processes(env))
+    assert (how, real_how) == ("preloaded", "fresh"), forked
+    assert forked == real and "\\xe9t\\xe9" in forked[1]
+
+
 def test_a_signal_reaches_the_worker_and_the_worker_dies_with_its_process(tmp_path):
     codes = []
     for env in (os.environ, real_processes(os.environ)):
@@ -107,9 +123,38 @@ def alive(pid):
     return True
 
 
-@pytest.mark.parametrize(
-    "extra", [{ctemp_forkserver.SWEEP_PARENT: "1"}, {"OMP_NUM_THREADS": "7"}, {"PYTHONHASHSEED": "3"}]
+LAUNCHER = (
+    "import os, subprocess, sys; print('launcher', os.getpid(), flush=True); subprocess.run(sys.argv[1:])"
 )
+
+
+def test_a_worker_has_its_process_parent_and_dies_with_it_where_it_asked_to(tmp_path):
+    started(tmp_path, "unused", os.environ).communicate("", timeout=60)  # writes the program
+    for env, preloaded in ((os.environ, "True"), (real_processes(os.environ), "False")):
+        (tmp_path / "orphaned").unlink(missing_ok=True)
+        launcher = subprocess.Popen(
+            [sys.executable, "-c", LAUNCHER, sys.executable, str(tmp_path / "ctemp-probe"), "orphan"],
+            cwd=tmp_path,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        seen = {}
+        while len(seen) < 2:
+            words = launcher.stdout.readline().split()
+            if words and words[0] in ("launcher", "parent"):
+                seen[words[0]] = words[1:]
+        assert seen == {"launcher": [str(launcher.pid)], "parent": [str(launcher.pid), preloaded]}
+        launcher.kill()
+        launcher.wait()
+        deadline = time.time() + 10
+        while time.time() < deadline and not (tmp_path / "orphaned").exists():
+            time.sleep(0.05)
+        assert (tmp_path / "orphaned").read_text() == "SIGTERM"
+
+
+@pytest.mark.parametrize("extra", [{"OMP_NUM_THREADS": "7"}, {"PYTHONHASHSEED": "3"}])
 def test_commands_the_server_cannot_reproduce_start_for_real(tmp_path, extra):
     how, (code, _, err) = ran(tmp_path, "ok", dict(os.environ, **extra))
     assert (how, code) == ("fresh", 0), err

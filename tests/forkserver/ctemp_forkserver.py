@@ -6,15 +6,17 @@ suite starts about a hundred. Here a server per pytest worker imports those libr
 fairseq, not this plugin: a command imports them itself, as it would) and forks a worker per
 command. The command's own process (started as usual, with this directory on PYTHONPATH) hands its
 argv, environment, working directory and stdin/stdout/stderr to the server in sitecustomize, waits,
-passes on the signals it receives, and exits as the worker did. The worker runs the command as the
-interpreter would: as __main__, with sys.argv and sys.path as Python sets them, its exit status, its
-uncaught exception through sys.excepthook, atexit handlers.
+passes on the signals it receives, and exits as the worker did; if it is killed, the worker is too,
+and if its parent dies, the worker is orphaned as it would be (a PR_SET_PDEATHSIG the command set
+fires). The worker runs the command as the interpreter would: as __main__, with sys.argv and
+sys.path as Python sets them, os.getppid() the process's parent, its exit status, its uncaught
+exception through sys.excepthook, atexit handlers.
 
 A command starts for real instead when: the variable SOCKET_VAR is not in its environment (tests
-that stop or freeze process groups remove it: a signal cannot reach the worker through a stopped or
-killed process), the server is not listening yet, the command line has interpreter options or is not
-a module/script, the command checks that it is its parent's child (a sweep's runs: SWEEP_PARENT),
-or a variable read at start-up or by the preloaded libraries differs from the server's.
+that stop or freeze process groups remove it: a signal cannot reach the worker through a stopped
+process), the server is not listening yet, the command line has interpreter options or is not a
+module or script of this project or fairseq, or a variable read at start-up or by the preloaded
+libraries differs from the server's.
 
 Only the standard library is imported at module level: the client runs in every test subprocess.
 """
@@ -28,7 +30,6 @@ import struct
 import sys
 
 SOCKET_VAR = "CTEMP_TEST_FORKSERVER"
-SWEEP_PARENT = "ALT_PARENT_PID"  # fairseq_ctemp.alt.children: its child checks os.getppid()
 PRELOAD = (
     "torch",
     "torch._dynamo",  # torch.optim.Optimizer imports it on first use: ~1.3 s per training
@@ -44,12 +45,14 @@ PRELOAD = (
 )
 # Read by Python at start-up or by the preloaded libraries at import: a command's value must equal
 # the server's (PYTHONPATH is applied per command; PYTHONUNBUFFERED too).
-FIXED_PREFIXES = ("PYTHON", "TORCH", "CUDA", "OMP_", "MKL_", "OPENBLAS_", "KMP_", "LD_", "HYDRA")
+# (Not MKL_*: the server makes no MKL call, and MKL reads them at its first.)
+FIXED_PREFIXES = ("PYTHON", "TORCH", "CUDA", "OMP_", "OPENBLAS_", "KMP_", "LD_", "HYDRA")
 # PYTHON: the recipes' interpreter; TORCH_FORCE_*: read by each torch.load
 PER_COMMAND = (
     "PYTHONPATH",
     "PYTHONUNBUFFERED",
     "PYTHON",
+    "PYTHONIOENCODING",
     "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD",
     "TORCH_FORCE_WEIGHTS_ONLY_LOAD",
 )
@@ -57,6 +60,7 @@ MODULE_PACKAGES = ("fairseq_ctemp", "fairseq_cli", "examples", "benchmarks", "sc
 SCRIPT_PREFIXES = ("fairseq-", "ctemp-")  # console scripts
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT_DIRS = tuple(os.path.join(REPO, d, "") for d in ("examples", "benchmarks", "scripts"))
+ORPHANED = signal.SIGRTMIN + 1  # the client's PR_SET_PDEATHSIG signal
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 
 
@@ -98,7 +102,7 @@ def hand_over():
     """Run this process's command in a worker of the server and exit with its status; returns
     without doing anything where the command must start for real."""
     path = os.environ.get(SOCKET_VAR)
-    if not path or SWEEP_PARENT in os.environ or program(sys.orig_argv) is None:
+    if not path or program(sys.orig_argv) is None:
         return
     try:
         cwd = os.getcwd()
@@ -106,15 +110,28 @@ def hand_over():
         sock.connect(path)
     except OSError:
         return
-    send(sock, {"argv": sys.orig_argv, "env": dict(os.environ), "cwd": cwd}, fds=(0, 1, 2))
+    request = {"argv": sys.orig_argv, "env": dict(os.environ), "cwd": cwd, "ppid": os.getppid()}
+    send(sock, request, fds=(0, 1, 2))
     reply, _ = receive(sock)
     if reply is None or "pid" not in reply:
         sock.close()
         return  # the server declined: start for real
     for number in FORWARDED:
         signal.signal(number, lambda signum, frame, pid=reply["pid"]: forward(pid, signum))
+    watch_parent(sock, request["ppid"])
     result, _ = receive(sock)
     exit_like(result["status"] if result else 0x100)  # no status: the session died; exit 1
+
+
+def watch_parent(sock, ppid):
+    """When this process's parent dies, the worker's session ends (the worker is orphaned as this
+    process would be: a PR_SET_PDEATHSIG it asked for fires)."""
+    import ctypes
+
+    signal.signal(ORPHANED, lambda signum, frame: send(sock, {"orphaned": True}))
+    ctypes.CDLL(None).prctl(1, ORPHANED)  # PR_SET_PDEATHSIG
+    if os.getppid() != ppid:  # died before the prctl
+        send(sock, {"orphaned": True})
 
 
 def forward(pid, signum):
@@ -227,7 +244,10 @@ def watch(conn, pid):
     pidfd = os.pidfd_open(pid)
     ready, _, _ = select.select([conn, pidfd], [], [])
     if pidfd not in ready:
-        os.kill(pid, signal.SIGKILL)
+        message, _ = receive(conn)
+        if message is not None:  # orphaned: end the session, the worker's parent
+            os._exit(0)
+        os.kill(pid, signal.SIGKILL)  # the client is gone: so is the process it stands for
     return os.waitpid(pid, 0)[1]
 
 
@@ -243,9 +263,8 @@ def run_command(request, fds, added, base):
         os.environ.update(request["env"])
         os.chdir(request["cwd"])
         reset_signals()
-        unbuffered = bool(request["env"].get("PYTHONUNBUFFERED"))
-        sys.stdout.reconfigure(line_buffering=os.isatty(1), write_through=unbuffered)
-        sys.stderr.reconfigure(line_buffering=True, write_through=unbuffered)
+        configure_streams(request["env"])
+        emulate_parent(request["ppid"])
         code, interrupted = run_main(request["argv"], base, request["env"])
     except BaseException:
         import traceback
@@ -253,6 +272,35 @@ def run_command(request, fds, added, base):
         traceback.print_exc()
     finally:
         finish(code, interrupted)
+
+
+def configure_streams(env):
+    """sys.stdin, stdout and stderr made anew on fds 0-2, as Python makes them for this environment
+    (PYTHONIOENCODING, PYTHONUNBUFFERED) and these files."""
+    import io
+
+    unbuffered = bool(env.get("PYTHONUNBUFFERED"))
+    encoding, _, errors = env.get("PYTHONIOENCODING", "").partition(":")
+    for fd, name in enumerate(("stdin", "stdout", "stderr")):
+        mode, old = "r" if fd == 0 else "w", getattr(sys, name)
+        stream = io.TextIOWrapper(
+            open(fd, mode + "b", buffering=0 if unbuffered and mode == "w" else -1, closefd=False),
+            encoding=encoding or old.encoding,
+            errors=errors if errors and fd < 2 else old.errors,
+            newline="\n",
+            line_buffering=fd == 2 or (fd == 1 and os.isatty(1)),
+            write_through=unbuffered and mode == "w",
+        )
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
+
+
+def emulate_parent(ppid):
+    """os.getppid() answers as in the client's process (a sweep's run checks it was started by the
+    sweep), until the worker is orphaned."""
+    session, real = os.getppid(), os.getppid
+
+    os.getppid = lambda: ppid if real() == session else real()
 
 
 def reset_signals():
