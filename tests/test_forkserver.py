@@ -160,9 +160,8 @@ def test_commands_the_server_cannot_reproduce_start_for_real(tmp_path, extra):
     assert (how, code) == ("fresh", 0), err
 
 
-@pytest.mark.parametrize("option", ["--help", "--no-such-option"])
-def test_a_forked_module_ends_as_a_real_one(tmp_path, option):
-    command = [sys.executable, "-m", "fairseq_ctemp.cli.calibrate", option]
+def test_a_forked_module_ends_as_a_real_one(tmp_path):
+    command = [sys.executable, "-m", "fairseq_ctemp.cli.calibrate", "--no-such-option"]
     runs = [
         subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
         for env in (os.environ, real_processes(os.environ))
