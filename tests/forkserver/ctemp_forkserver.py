@@ -102,8 +102,8 @@ def hand_over():
     """Run this process's command in a worker of the server and exit with its status; returns
     without doing anything where the command must start for real."""
     path = os.environ.get(SOCKET_VAR)
-    if not path or program(sys.orig_argv) is None:
-        return
+    if not path or not sys.platform.startswith("linux") or program(sys.orig_argv) is None:
+        return  # (Linux only: PR_SET_PDEATHSIG, pidfd)
     try:
         cwd = os.getcwd()
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -161,6 +161,7 @@ def serve(path):
     import warnings
 
     ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: ends with the pytest process
+    os.close(os.pidfd_open(os.getpid()))  # Linux 5.3 or later, else no server: commands start as usual
     fixed, before = fixed_env(os.environ), dict(os.environ)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
