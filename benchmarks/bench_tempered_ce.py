@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tracing import add_trace_option, check_trace_target, print_traces, trace_step  # noqa: E402
+from tracing import add_trace_option, check_trace_target, trace_models  # noqa: E402
 
 PLUGIN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fairseq_ctemp")
 CPU_DEFAULTS = dict(vocab=8000, max_tokens=4000, layers=2, dim=256, ffn=1024, heads=4)
@@ -351,13 +351,8 @@ def main(argv=None):
         cuda_peak = max(cuda_peak, *(peak / 2**20 for peak, _ in peaks.values()))
     method = "torch.cuda.max_memory_allocated" if cuda else "torch.profiler memory events + resting tensors"
     print_speeds(args, wall, cpu, peaks, method, cuda_peak)
-    traces = None
-    if args.trace is not None:  # one trainer, its criterion swapped: each traced under its own
-        traces = {}
-        for name in ("stock", "tempered"):
-            use(name)
-            traces[name] = trace_step(trainer, batches[0], args.trace, name, cuda)
-        print_traces(args.trace, traces)
+    # one trainer, its criterion swapped: each traced under its own
+    traces = trace_models(args, {"stock": trainer, "tempered": trainer}, batches[0], cuda, before=use)
     models = {
         name: {
             **speed_summary(wall[name], cpu[name]),

@@ -27,7 +27,10 @@ WORKERS = 2  # the Makefile's TEST_WORKERS (tests/test_benchmarks.py holds the t
 IMPORTS = {"python": "pass", "torch": "import torch", "plugin": "import fairseq_ctemp"}
 
 
-def pytest_command(workers, junit, selection=("tests",)):
+SELECTION = ("tests",)  # what `make test` runs
+
+
+def pytest_command(workers, junit, selection=SELECTION):
     """`make test`'s pytest command, with a JUnit XML report."""
     return [
         *(sys.executable, "-m", "pytest", *selection, "-n", str(workers)),
@@ -79,7 +82,7 @@ def main(argv=None):
     )
     p.add_argument("--workers", type=int, default=WORKERS, help="pytest-xdist workers (default %(default)s)")
     p.add_argument("--repeats", type=int, default=3, help="fresh processes timed per import (default 3)")
-    p.add_argument("selection", nargs="*", default=["tests"], help="what pytest runs (default: tests)")
+    p.add_argument("selection", nargs="*", default=SELECTION, help="what pytest runs (default: tests)")
     args = p.parse_args(argv)
     check_json_target(p, args)
     for option, value in (("--workers", args.workers), ("--repeats", args.repeats)):

@@ -59,12 +59,16 @@ def trace_step(trainer, sample, directory, name, cuda):
     return {"step_ms": step_ms, "device_ms": device_ms}
 
 
-def trace_models(args, trainers, sample, cuda):
-    """--trace: one profiled step of each {name: Trainer} on the same batch; {name: trace_step's
-    times}, printed (None without --trace)."""
+def trace_models(args, trainers, sample, cuda, before=lambda name: None):
+    """--trace: one profiled step of each {name: Trainer} on the same batch, before(name) called
+    first (a benchmark that swaps one trainer's criterion); {name: trace_step's times}, printed
+    (None without --trace)."""
     if args.trace is None:
         return None
-    times = {name: trace_step(trainer, sample, args.trace, name, cuda) for name, trainer in trainers.items()}
+    times = {}
+    for name, trainer in trainers.items():
+        before(name)
+        times[name] = trace_step(trainer, sample, args.trace, name, cuda)
     print_traces(args.trace, times)
     return times
 

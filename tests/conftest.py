@@ -109,8 +109,8 @@ def pytest_unconfigure(config):
 
 
 def real_processes(env):
-    """env for commands that must start as processes of their own, not in the fork server: a test
-    that freezes or kills a process group, or a process without forwarding its signal."""
+    """env for commands that must start as processes of their own, not in the fork server: those
+    of a test that freezes or kills process groups (a stopped client cannot pass that on)."""
     return {k: v for k, v in env.items() if k != ctemp_forkserver.SOCKET_VAR}
 
 

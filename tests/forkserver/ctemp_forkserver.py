@@ -158,20 +158,16 @@ def serve(path):
     ready: until then commands start for real)."""
     import ctypes
     import importlib
-    import warnings
 
     ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: ends with the pytest process
     os.close(os.pidfd_open(os.getpid()))  # Linux 5.3 or later, else no server: commands start as usual
     fixed, before = fixed_env(os.environ), dict(os.environ)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for name in PRELOAD:
-            importlib.import_module(name)
+    for name in PRELOAD:
+        importlib.import_module(name)
     # what the imports set (torch: KMP_DUPLICATE_LIB_OK, TORCHINDUCTOR_CACHE_DIR, ...), as they
     # would in the command's own process
     added = {k: v for k, v in os.environ.items() if before.get(k) != v}
-    python_path = [os.path.abspath(p) for p in before.get("PYTHONPATH", "").split(os.pathsep) if p]
-    base = [p for p in sys.path[1:] if p not in python_path]
+    base = [p for p in sys.path[1:] if p not in python_path(before)]
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # sessions are reaped by the kernel
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
@@ -184,6 +180,11 @@ def serve(path):
             listener.close()
             session(conn, fixed, added, base)
         conn.close()
+
+
+def python_path(env):
+    """The sys.path entries Python makes of env's PYTHONPATH."""
+    return [os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
 
 
 def fixed_env(env):
@@ -323,9 +324,8 @@ def run_main(argv, base, env):
 
     kind, target = program(argv)
     rest = argv[2:] if kind == "script" else argv[3:]
-    extra = [os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     first = os.getcwd() if kind == "module" else os.path.dirname(os.path.realpath(target))
-    sys.path[:] = [first, *extra, *base]
+    sys.path[:] = [first, *python_path(env), *base]
     sys.orig_argv = list(argv)
     main = sys.modules["__main__"].__dict__
     main.clear()
