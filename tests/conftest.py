@@ -72,7 +72,7 @@ FORK_SERVER = {}  # this process's fork server: its Popen and its directory
 def pytest_configure(config):
     """Where tests run (each xdist worker, or pytest's own process without xdist), start a fork
     server (tests/forkserver) for the Python commands they start: each saves the ~5 s import of
-    torch, SciPy and hydra. CTEMP_TEST_FORK=0: every command starts for real. A pytest run by a
+    torch, SciPy, hydra and fairseq. CTEMP_TEST_FORK=0: every command starts for real. A pytest run by a
     test uses its parent's server."""
     controller = config.getoption("numprocesses", None) and not hasattr(config, "workerinput")
     if controller or os.environ.get("CTEMP_TEST_FORK") == "0" or ctemp_forkserver.SOCKET_VAR in os.environ:

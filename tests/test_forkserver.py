@@ -27,7 +27,8 @@ def server_listening():
 
 PROGRAM = """
 import atexit, os, sys, time
-print("preloaded" if "torch" in sys.modules else "fresh", file=sys.stderr, flush=True)
+deferred = " deferred" if any(type(f).__name__ == "Deferred" for f in sys.meta_path) else ""
+print(("preloaded" if "torch" in sys.modules else "fresh") + deferred, file=sys.stderr, flush=True)
 atexit.register(lambda: print("atexit ran"))
 print(sys.argv, sys.path[0], __file__, __name__, os.getcwd(), os.environ.get("PROBE"), sys.stdin.read())
 mode = sys.argv[1]
@@ -47,6 +48,15 @@ if mode == "orphan":  # as a sweep's run does (fairseq_ctemp.alt.children.die_wi
     ctypes.CDLL(None).prctl(1, signal.SIGTERM)
     print("parent", os.getppid(), "torch" in sys.modules, flush=True)
     time.sleep(60)
+if mode.startswith("fairseq"):  # fairseq's import configures logging unless the command did
+    import logging
+    if mode == "fairseq-after-logging":
+        logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level="INFO", stream=sys.stdout)
+    print("fairseq" in sys.modules, "bitarray" in sys.modules)
+    import fairseq.models.transformer
+    logging.getLogger("probe").debug("a debug record")
+    root = logging.getLogger()
+    print(root.level, [h.stream.name for h in root.handlers], fairseq.models.transformer.__spec__.name)
 if mode == "wait":
     print(os.getpid(), flush=True)
     time.sleep(60)
@@ -78,7 +88,7 @@ def ran(tmp_path, mode, env):
 def test_a_forked_command_ends_as_a_real_one(tmp_path, mode):
     how, forked = ran(tmp_path, mode, os.environ)
     real_how, real = ran(tmp_path, mode, real_processes(os.environ))
-    assert (how, real_how) == ("preloaded", "fresh")  # else this compares a process with itself
+    assert (how, real_how) == ("preloaded deferred", "fresh")  # else this compares a process with itself
     assert forked == real
     assert "atexit ran" in forked[1]
 
@@ -87,7 +97,7 @@ def test_a_forked_command_writes_in_the_encoding_its_environment_asks_for(tmp_pa
     env = dict(os.environ, PYTHONIOENCODING="ascii:backslashreplace")
     how, forked = ran(tmp_path, "accent", env)
     real_how, real = ran(tmp_path, "accent", real_processes(env))
-    assert (how, real_how) == ("preloaded", "fresh"), forked
+    assert (how, real_how) == ("preloaded deferred", "fresh"), forked
     assert forked == real and "\\xe9t\\xe9" in forked[1]
 
 
@@ -168,3 +178,19 @@ def test_a_forked_module_ends_as_a_real_one(tmp_path):
     ]
     forked, real = ((r.returncode, r.stdout, r.stderr) for r in runs)
     assert forked == real
+
+
+@pytest.mark.parametrize("mode", ["fairseq", "fairseq-after-logging", "fairseq-shadowed"])
+def test_fairseq_preloaded_logs_as_its_own_import_would(tmp_path, mode):
+    """The server imported fairseq; a command gets it at its first import, with the logging that
+    import does (its basicConfig calls and records) made then. A module of the command's own
+    directory that fairseq's import would find (here tensorboardX) makes it import fairseq anew."""
+    if mode == "fairseq-shadowed":
+        (tmp_path / "tensorboardX.py").write_text("print('a local tensorboardX')\nSummaryWriter = None\n")
+    how, forked = ran(tmp_path, mode, os.environ)
+    real_how, real = ran(tmp_path, mode, real_processes(os.environ))
+    deferred = "" if mode == "fairseq-shadowed" else " deferred"
+    assert (how, real_how) == ("preloaded" + deferred, "fresh"), forked
+    assert forked == real
+    assert "False False" in forked[1] and "fairseq.models.transformer" in forked[1]
+    assert ("local tensorboardX" in forked[1]) is (mode == "fairseq-shadowed")

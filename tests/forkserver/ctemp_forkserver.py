@@ -1,14 +1,16 @@
 """Start the tests' Python commands from a process that has imported their heavy libraries already.
 
 Every `python -m MODULE` and `python SCRIPT` a test starts (directly or through a recipe) pays ~5 s
-on a 2-core CPU importing torch, numpy, SciPy/scikit-learn and hydra before it does anything; the
-suite starts about a hundred. Here a server per pytest worker imports those libraries once (not
-fairseq, not this plugin: a command imports them itself, as it would) and forks a worker per
-command. The command's own process (started as usual, with this directory on PYTHONPATH) hands its
-argv, environment, working directory and stdin/stdout/stderr to the server in sitecustomize, waits,
-passes on the signals it receives, and exits as the worker did; if it is killed, the worker is too,
-and if its parent dies, the worker is orphaned as it would be (a PR_SET_PDEATHSIG the command set
-fires). The worker runs the command as the interpreter would: as __main__, with sys.argv and
+on a 2-core CPU importing torch, numpy, SciPy/scikit-learn, hydra and fairseq before it does
+anything; the suite starts about a hundred. Here a server per pytest worker imports those libraries
+once and forks a worker per command. fairseq stays out of a worker's sys.modules until its command
+imports it, and what fairseq's import does to logging is done then (class Deferred); the plugin is
+not preloaded (its import patches fairseq: each command's own import does it).
+
+The command's own process (started as usual, with this directory on PYTHONPATH) hands its argv,
+environment, working directory and stdin/stdout/stderr to the server in sitecustomize, waits, passes
+on the signals it receives, and exits as the worker did; if it is killed, the worker is too, and if
+its parent dies, the worker is orphaned as it would be (a PR_SET_PDEATHSIG the command set fires). The worker runs the command as the interpreter would: as __main__, with sys.argv and
 sys.path as Python sets them, os.getppid() the process's parent, its exit status, its uncaught
 exception through sys.excepthook, atexit handlers.
 
@@ -43,6 +45,8 @@ PRELOAD = (
     "hydra.core.config_store",
     "sacrebleu",
 )
+# Imported after PRELOAD but kept out of sys.modules until a command imports it (class Deferred).
+PRELOAD_DEFERRED = "fairseq"
 # Read by Python at start-up or by the preloaded libraries at import: a command's value must equal
 # the server's (PYTHONPATH is applied per command; PYTHONUNBUFFERED too).
 # (Not MKL_*: the server makes no MKL call, and MKL reads them at its first.)
@@ -164,10 +168,11 @@ def serve(path):
     fixed, before = fixed_env(os.environ), dict(os.environ)
     for name in PRELOAD:
         importlib.import_module(name)
+    base = [p for p in sys.path[1:] if p not in python_path(before)]
+    deferred = Deferred.imported(PRELOAD_DEFERRED, base)
     # what the imports set (torch: KMP_DUPLICATE_LIB_OK, TORCHINDUCTOR_CACHE_DIR, ...), as they
     # would in the command's own process
     added = {k: v for k, v in os.environ.items() if before.get(k) != v}
-    base = [p for p in sys.path[1:] if p not in python_path(before)]
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # sessions are reaped by the kernel
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
@@ -178,7 +183,7 @@ def serve(path):
         sys.stderr.flush()
         if os.fork() == 0:
             listener.close()
-            session(conn, fixed, added, base)
+            session(conn, fixed, added, base, deferred)
         conn.close()
 
 
@@ -195,7 +200,7 @@ def fixed_env(env):
     }
 
 
-def session(conn, fixed, added, base):
+def session(conn, fixed, added, base, deferred):
     """One command: fork its worker, pass on its pid, kill it if the client dies, report its end."""
     try:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -212,7 +217,7 @@ def session(conn, fixed, added, base):
         pid = os.fork()
         if pid == 0:
             conn.close()
-            run_command(request, fds, added, base)
+            run_command(request, fds, added, base, deferred)
         for fd in fds:
             os.close(fd)
         send(conn, {"pid": pid})
@@ -253,7 +258,7 @@ def watch(conn, pid):
     return os.waitpid(pid, 0)[1]
 
 
-def run_command(request, fds, added, base):
+def run_command(request, fds, added, base, deferred):
     """In the worker: become the command's process and run it as the interpreter would."""
     code, interrupted = 1, False
     try:
@@ -267,7 +272,7 @@ def run_command(request, fds, added, base):
         reset_signals()
         configure_streams(request["env"])
         emulate_parent(request["ppid"])
-        code, interrupted = run_main(request["argv"], base, request["env"])
+        code, interrupted = run_main(request["argv"], base, request["env"], deferred)
     except BaseException:
         import traceback
 
@@ -285,8 +290,10 @@ def configure_streams(env):
     encoding, _, errors = env.get("PYTHONIOENCODING", "").partition(":")
     for fd, name in enumerate(("stdin", "stdout", "stderr")):
         mode, old = "r" if fd == 0 else "w", getattr(sys, name)
+        buffer = open(fd, mode + "b", buffering=0 if unbuffered and mode == "w" else -1, closefd=False)
+        getattr(buffer, "raw", buffer).name = f"<{name}>"  # as Python names them
         stream = io.TextIOWrapper(
-            open(fd, mode + "b", buffering=0 if unbuffered and mode == "w" else -1, closefd=False),
+            buffer,
             encoding=encoding or old.encoding,
             errors=errors if errors and fd < 2 else old.errors,
             newline="\n",
@@ -317,7 +324,7 @@ def reset_signals():
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 
 
-def run_main(argv, base, env):
+def run_main(argv, base, env, deferred):
     """Run the module or script of argv in __main__; (exit code, ended by KeyboardInterrupt)."""
     import builtins
     import runpy
@@ -326,6 +333,8 @@ def run_main(argv, base, env):
     rest = argv[2:] if kind == "script" else argv[3:]
     first = os.getcwd() if kind == "module" else os.path.dirname(os.path.realpath(target))
     sys.path[:] = [first, *python_path(env), *base]
+    if deferred is not None:
+        deferred.install([first, *python_path(env)])
     sys.orig_argv = list(argv)
     main = sys.modules["__main__"].__dict__
     main.clear()
@@ -375,3 +384,164 @@ def finish(code, interrupted):
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGINT)
         os._exit(code)
+
+
+# ---- fairseq: imported in the server, revealed to a worker when its command imports it ----
+
+
+class Deferred:
+    """Modules the server imported (fairseq and what only it imports), out of sys.modules until the
+    worker's command imports one of them; what their import did to logging is replayed then.
+
+    fairseq's import configures logging: logging.basicConfig in three modules (the first call wins),
+    and an INFO record. In a process of its own, what a command logs depends on whether it set up
+    logging before it imported fairseq (fairseq_cli.train does; a script may not), so the server
+    records those calls and records and the worker makes them at the command's first import. The
+    import is made with sys.path without the command's own entries (its directory, PYTHONPATH); a
+    command whose entries hold a module that import found, or one it looked for and did not find
+    (fairseq tries optional packages: tensorboardX, apex, wandb, ...), imports it all anew."""
+
+    def __init__(self, modules, events, missing):
+        self.modules, self.events, self.missing = modules, events, missing
+        self.revealed = None
+
+    @classmethod
+    def imported(cls, name, path):
+        """Import `name` with sys.path `path` (recorded: recording()); its new modules leave
+        sys.modules. None where the import cannot be replayed (it failed or warned, or configured
+        logging with a stream, file or handlers of its own)."""
+        import importlib
+
+        before = set(sys.modules)
+        with recording(path) as (events, missing, shown):
+            try:
+                importlib.import_module(name)
+            except Exception:
+                shown.append("failed")
+        modules = {n: sys.modules.pop(n) for n in set(sys.modules) - before}
+        own = {"format", "datefmt", "style", "level"}
+        if shown or any(isinstance(e, dict) and e.keys() - own for e in events):
+            return None  # (its modules stay out: each command imports them itself)
+        return cls(modules, events, missing)
+
+    def install(self, entries):
+        """In the worker, before the command runs with these sys.path entries of its own."""
+        tops = {name.split(".")[0] for name in self.modules}
+        if any(regular_module(top, entries) for top in tops) or any(
+            findable(name, entries) for name in self.missing
+        ):
+            return  # the command's own import would find other modules: it imports them itself
+        sys.meta_path.insert(0, self)
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in self.modules:
+            return None
+        sys.meta_path.remove(self)
+        module = self.modules.pop(name)  # (the import system puts it in sys.modules itself)
+        sys.modules.update(self.modules)
+        self.revealed = module, module.__spec__
+        replay(self.events)
+        import importlib.util
+
+        return importlib.util.spec_from_loader(name, self)
+
+    def create_module(self, spec):
+        return self.revealed[0]
+
+    def exec_module(self, module):
+        module.__spec__ = self.revealed[1]  # its own, which the import system replaced
+
+
+@contextlib.contextmanager
+def recording(path):
+    """Within, with sys.path `path`: (events: the logging.basicConfig calls (their keywords) and log
+    records made, missing: the dotted names imports looked for and did not find, shown: the
+    warnings shown); logging, sys.path and the import system as before after."""
+    import builtins
+    import logging
+    import warnings
+
+    root, events, missing, failed, probed = logging.getLogger(), [], set(), set(), set()
+    saved = sys.path[:], root.handlers[:], root.level, logging.basicConfig, builtins.__import__
+
+    def import_(name, globals=None, locals=None, fromlist=(), level=0):
+        try:
+            return saved[4](name, globals, locals, fromlist, level)
+        except ImportError:
+            if not level:
+                failed.add(name)  # the whole name: `import a.b` where `a` is not found looks for a.b
+            raise
+
+    finder = MissingFinder(probed)
+    sys.path[:], root.handlers[:] = path, [Recorder(events)]
+    root.setLevel(1)  # every record is made, whatever level the command sets
+    logging.basicConfig, builtins.__import__ = (lambda **kwargs: events.append(kwargs)), import_
+    sys.meta_path.append(finder)
+    try:
+        with warnings.catch_warnings(record=True) as shown:
+            yield events, missing, shown
+    finally:
+        sys.meta_path.remove(finder)
+        sys.path[:], root.handlers[:], level, logging.basicConfig, builtins.__import__ = saved
+        root.setLevel(level)
+        # a name found missing by a probe (importlib.util.find_spec, a parent looked for first)
+        # counts unless a failed import statement asked for a longer one
+        missing |= failed | {n for n in probed if not any(f.startswith(n + ".") for f in failed)}
+
+
+class Recorder:
+    """A logging handler that keeps the records (a stand-in: only handle() is called)."""
+
+    def __init__(self, events):
+        self.events, self.level = events, 0
+
+    def handle(self, record):
+        self.events.append(record)
+
+
+class MissingFinder:
+    """Last on sys.meta_path: the names no other finder found."""
+
+    def __init__(self, missing):
+        self.missing = missing
+
+    def find_spec(self, name, path=None, target=None):
+        self.missing.add(name)
+
+
+def replay(events):
+    """The logging.basicConfig calls and the records of an import, made now."""
+    import logging
+
+    for event in events:
+        if isinstance(event, dict):
+            logging.basicConfig(**event)
+            continue
+        logger = logging.getLogger(event.name)
+        if logger.isEnabledFor(event.levelno):
+            args = (event.pathname, event.lineno, event.msg, event.args, event.exc_info, event.funcName)
+            logger.handle(logger.makeRecord(event.name, event.levelno, *args, None, event.stack_info))
+
+
+def regular_module(name, entries):
+    """Whether a module or regular package `name` is in one of the sys.path entries."""
+    from importlib.machinery import PathFinder
+
+    spec = PathFinder.find_spec(name, entries)
+    return spec is not None and spec.origin is not None
+
+
+def findable(name, entries):
+    """Whether the dotted `name` would be found with these sys.path entries (namespace packages
+    included)."""
+    from importlib.machinery import PathFinder
+
+    parts, path = name.split("."), entries
+    for i in range(len(parts)):
+        spec = PathFinder.find_spec(".".join(parts[: i + 1]), path)
+        if spec is None:
+            return False
+        path = spec.submodule_search_locations
+        if path is None:
+            return i == len(parts) - 1
+    return True
