@@ -3,6 +3,7 @@ uninterrupted stops (fairseq's --patience count is carried in the checkpoints), 
 fairseq-train, resumed the same way, counts anew and trains on."""
 
 import os
+import shutil
 
 import torch
 from conftest import PLUGIN_DIR, TINY_LM, json_log_records, run_cli, run_fairseq
@@ -14,18 +15,19 @@ from fairseq_ctemp import early_stopping
 TRAIN = [
     *("--user-dir", PLUGIN_DIR, "--task", "language_modeling", "--tokens-per-sample", "32", "--cpu"),
     *("--optimizer", "adam", "--lr", "3e-2", "--max-tokens", "1024", "--seed", "1", "--num-workers", "0"),
-    *("--no-epoch-checkpoints", "--log-format", "json", "--patience", "2", *TINY_LM),
+    *("--log-format", "json", "--patience", "2", *TINY_LM),
 ]
 
 
-def train(program, data, save_dir, max_epoch):
-    log = run_fairseq(program, data, *TRAIN, "--save-dir", save_dir, "--max-epoch", max_epoch).stdout
+def train(program, data, save_dir, max_epoch, checkpoints=("--no-epoch-checkpoints",)):
+    options = [*checkpoints, "--save-dir", save_dir, "--max-epoch", max_epoch]
+    log = run_fairseq(program, data, *TRAIN, *options).stdout
     return log, [(int(r["epoch"]), r["valid_loss"]) for r in json_log_records(log, "valid")]
 
 
 def test_a_resumed_run_stops_where_the_uninterrupted_run_stops(toy_data, tmp_path):
     data = toy_data["lm_bin"]
-    log, full = train("ctemp-train", data, tmp_path / "full", 40)
+    log, full = train("ctemp-train", data, tmp_path / "full", 40, ("--keep-last-epochs", "3"))
     assert "early stop since valid performance hasn't improved for last 2 runs" in log
     losses = [loss for _, loss in full]
     best = losses.index(min(losses))
@@ -33,20 +35,22 @@ def test_a_resumed_run_stops_where_the_uninterrupted_run_stops(toy_data, tmp_pat
     assert stop == best + 3 < 40  # the stop is by patience, after the best and two worse epochs
     interrupt = best + 2  # after the best and one worse validation: one left before the stop
 
-    # Interrupted at `interrupt`, then the same command with the full budget: the same validations,
-    # and the stop after the same epoch.
-    _, first = train("ctemp-train", data, tmp_path / "resumed", interrupt)
+    # Interrupted at `interrupt` (its checkpoint of that epoch), then the same command with the full
+    # budget: the same validations, and the stop after the same epoch.
+    (tmp_path / "resumed").mkdir()
+    shutil.copy(tmp_path / "full" / f"checkpoint{interrupt}.pt", tmp_path / "resumed" / "checkpoint_last.pt")
+    first = full[:interrupt]
     state = torch.load(tmp_path / "resumed" / "checkpoint_last.pt", weights_only=False)["extra_state"]
     assert early_stopping.saved_state(state)["num_runs"] == 1
+    shutil.copytree(tmp_path / "resumed", tmp_path / "plain")
     log, rest = train("ctemp-train", data, tmp_path / "resumed", 40)
     assert "early stopping resumed" in log and "early stop since" in log
     assert first + rest == full
 
-    # fairseq-train, interrupted and resumed the same way, counts its patience anew from the
-    # first validation after the resume (worse than the best) and trains beyond the stop.
-    train("fairseq-train", data, tmp_path / "plain", interrupt)
-    log, plain_rest = train("fairseq-train", data, tmp_path / "plain", 40)
-    assert plain_rest[-1][0] > stop
+    # fairseq-train, resumed from the same checkpoint, counts its patience anew from the first
+    # validation after the resume (worse than the best) and trains beyond the stop.
+    log, plain_rest = train("fairseq-train", data, tmp_path / "plain", stop + 1)
+    assert "early stop since" not in log and plain_rest[-1][0] == stop + 1
 
 
 def test_a_checkpoint_without_the_count_is_resumed_with_a_warning(toy_data, tmp_path):
@@ -69,7 +73,15 @@ def test_the_alt_pipeline_carries_the_count_and_keeps_a_replayed_one_for_older_c
     train("fairseq-train", data, tmp_path, 1)  # a checkpoint without the count
 
     def alt_train(max_epoch, patience):
-        args = [str(data), *TRAIN, "--save-dir", str(tmp_path), "--max-epoch", str(max_epoch)]
+        args = [
+            str(data),
+            *TRAIN,
+            "--no-epoch-checkpoints",
+            "--save-dir",
+            str(tmp_path),
+            "--max-epoch",
+            str(max_epoch),
+        ]
         reset_fairseq_train_state()
         try:
             training.train_in_this_process(args, str(tmp_path / "alt.log"), patience)
@@ -101,7 +113,15 @@ def test_a_fresh_process_under_ctemp_train_carries_the_count(toy_data, tmp_path,
     for carried, variables in ((True, env), (False, {early_stopping.ENV: ""})):
         save = tmp_path / str(carried)
         run_cli(
-            "fairseq-train", toy_data["lm_bin"], *TRAIN, "--max-epoch", "1", "--save-dir", save, env=variables
+            "fairseq-train",
+            toy_data["lm_bin"],
+            *TRAIN,
+            "--no-epoch-checkpoints",
+            "--max-epoch",
+            "1",
+            "--save-dir",
+            save,
+            env=variables,
         )
         state = torch.load(save / "checkpoint_last.pt", weights_only=False)["extra_state"]
         assert (early_stopping.saved_state(state) is not None) is carried
