@@ -35,30 +35,31 @@ LONGEST_FIRST = (
     "test_decoding_temperature.py",
     "test_alt_recipes.py",
     "test_stock_stays_stock.py",
-    "test_early_stopping.py",
-    "test_bad_inputs.py",
     "test_hydra_configs.py",
     "test_benchmarks.py",
-    "test_lm_cli.py",
     "test_data_safety.py",
-    "test_lm_heads.py",
-    "test_distributed_and_install.py",
-    "test_ct_transformer.py",
-    "test_lm_recipes.py",
-    "test_sact.py",
-    "test_alt_variants.py",
-    "test_compat.py",
-    "test_alt_paper_scale.py",
-    "test_sact_transformer.py",
-    "test_cli_end_to_end.py",
-    "test_alt_posthoc.py",
-    "test_greedy_vs_beam.py",
+    "test_lm_cli.py",
+    "test_bad_inputs.py",
     "test_forkserver.py",
+    "test_lm_heads.py",
+    "test_lm_recipes.py",
+    "test_compat.py",
+    "test_ct_transformer.py",
+    "test_early_stopping.py",
+    "test_alt_variants.py",
+    "test_distributed_and_install.py",
+    "test_sact.py",
+    "test_sact_transformer.py",
+    "test_greedy_vs_beam.py",
+    "test_gpu_check.py",
+    "test_alt_paper_scale.py",
     "test_calibrate.py",
     "test_quickstart.py",
-    "test_gpu_check.py",
+    "test_cli_end_to_end.py",
+    "test_alt_posthoc.py",
     "test_ct_analysis.py",
     "test_examples.py",
+    "test_ct_loss_scale.py",
 )
 
 
@@ -70,12 +71,12 @@ FORK_SERVER = {}  # this process's fork server: its Popen and its directory
 
 
 def pytest_configure(config):
-    """Where tests run (each xdist worker, or pytest's own process without xdist), start a fork
-    server (tests/forkserver) for the Python commands they start: each saves the ~5 s import of
-    torch, SciPy, hydra and fairseq. CTEMP_TEST_FORK=0: every command starts for real. A pytest run by a
-    test uses its parent's server."""
-    controller = config.getoption("numprocesses", None) and not hasattr(config, "workerinput")
-    if controller or os.environ.get("CTEMP_TEST_FORK") == "0" or ctemp_forkserver.SOCKET_VAR in os.environ:
+    """In pytest's own process (xdist's workers inherit its environment), start a fork server
+    (tests/forkserver) for the Python commands the tests start: each saves the ~5 s import of
+    torch, SciPy, hydra and fairseq. CTEMP_TEST_FORK=0: every command starts for real. A pytest run
+    by a test uses its parent's server."""
+    worker = hasattr(config, "workerinput")
+    if worker or os.environ.get("CTEMP_TEST_FORK") == "0" or ctemp_forkserver.SOCKET_VAR in os.environ:
         return
     directory = tempfile.mkdtemp(prefix="ctemp-fork-")
     path = os.path.join(directory, "server.sock")
@@ -356,6 +357,16 @@ def _run_fairseq(name, args, input, check):
     if check and proc.returncode != 0:
         raise AssertionError(f"{name} failed ({proc.returncode}):\n{proc.stdout[-6000:]}")
     return proc
+
+
+def python_script(directory, name, code):
+    """[python, SCRIPT]: the command that runs `code` from DIRECTORY/ctemp-NAME. Named as this
+    package's console scripts are, it runs in the fork server (a `python -c` command starts for real:
+    ~5 s of imports)."""
+    path = os.path.join(directory, f"ctemp-{name}")
+    with open(path, "x", encoding="utf-8") as f:
+        f.write(code)
+    return [sys.executable, path]
 
 
 def example_script(path):

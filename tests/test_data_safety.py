@@ -23,7 +23,7 @@ import time
 
 import pytest
 import torch
-from conftest import BIN_DIR, TINY_DIMS, real_processes, run_main
+from conftest import BIN_DIR, TINY_DIMS, python_script, real_processes, run_main
 
 from fairseq_ctemp.alt import children as alt_children
 from fairseq_ctemp.alt import common as alt_common
@@ -512,8 +512,9 @@ with stopping_children(), CHILDREN_LOCK:
 @pytest.mark.parametrize(
     "program", [SWALLOWS_SYSTEM_EXIT, HOLDS_THE_CHILDREN_LOCK], ids=["swallowed", "locked"]
 )
-def test_a_stopped_process_exits_whatever_it_was_doing(program):
-    proc = subprocess.Popen([sys.executable, "-c", program], stdout=subprocess.PIPE, text=True, env=ENV)
+def test_a_stopped_process_exits_whatever_it_was_doing(program, tmp_path):
+    command = python_script(tmp_path, "stopped", program)
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=ENV)
     try:
         assert proc.stdout.readline() == "ready\n"
         proc.send_signal(signal.SIGTERM)

@@ -24,6 +24,7 @@ from conftest import (
     RawModel,
     assert_scored_at,
     cli_hypotheses,
+    python_script,
     run_cli,
     run_fairseq,
 )
@@ -172,7 +173,10 @@ def without_plugin(toy_data, ckpt, tmp_path_factory):
         for t in STOCK_TEMPERATURES
     ]
     proc = subprocess.run(
-        [sys.executable, "-c", GENERATE_EACH, json.dumps([list(map(str, argv)) for argv in argvs])],
+        [
+            *python_script(root, "generate-each", GENERATE_EACH),
+            json.dumps([list(map(str, a)) for a in argvs]),
+        ],
         env=dict(os.environ, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1"),
         text=True,
         stdout=subprocess.PIPE,

@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO, TINY_TRANSFORMER, run_fairseq
+from conftest import REPO, TINY_TRANSFORMER, python_script, run_fairseq
 from sacrebleu.metrics import BLEU, CHRF
 
 import fairseq_ctemp
@@ -180,7 +180,7 @@ def generated(tiny):
             + (["--temperature", str(temperature)] if temperature else [])
             + ["--required-batch-size-multiple", "1", *GENERATE_ARGS]
         )
-    run([sys.executable, "-c", GENERATE_ALL, json.dumps(argvs)])
+    run([*python_script(tiny["root"], "generate-all", GENERATE_ALL), json.dumps(argvs)])
     return {
         config: (root / str(n) / "generate-test.txt").read_text(encoding="utf-8")
         for n, config in enumerate(CONFIGS)

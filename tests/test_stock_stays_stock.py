@@ -97,16 +97,15 @@ def test_only_the_plugins_checkpoints_have_their_task_checked(model, owned):
     assert checkpoint_task.owns_model({"model": model}) is owned
 
 
-def test_every_change_the_plugin_makes_is_listed_in_design_md():
+def test_every_change_the_plugin_makes_is_listed_in_design_md(tmp_path):
     """What a fresh `import fairseq_ctemp` changes outside the package (patches.INSTALLED) is the
     table of docs/design.md, entry for entry, each with its reason; nothing is patched twice."""
     import json
     import os
     import re
     import subprocess
-    import sys
 
-    from conftest import REPO
+    from conftest import REPO, python_script
 
     code = (
         "import json, fairseq_ctemp, importlib\n"
@@ -116,7 +115,8 @@ def test_every_change_the_plugin_makes_is_listed_in_design_md():
         "assert patches.INSTALLED == before\n"
         "print(json.dumps(before))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    command = python_script(tmp_path, "patches", code)
+    proc = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=True)
     installed = json.loads(proc.stdout.strip().splitlines()[-1])
     with open(os.path.join(REPO, "docs", "design.md"), encoding="utf-8") as f:
         text = f.read()

@@ -2,10 +2,10 @@
 
 Every `python -m MODULE` and `python SCRIPT` a test starts (directly or through a recipe) pays ~5 s
 on a 2-core CPU importing torch, numpy, SciPy/scikit-learn, hydra and fairseq before it does
-anything; the suite starts about a hundred. Here a server per pytest worker imports those libraries
-once and forks a worker per command. fairseq stays out of a worker's sys.modules until its command
-imports it, and what fairseq's import does to logging is done then (class Deferred); the plugin is
-not preloaded (its import patches fairseq: each command's own import does it).
+anything; the suite starts about a hundred. Here a server (one per pytest run) imports those
+libraries once and forks a worker per command. fairseq stays out of a worker's sys.modules until
+its command imports it, and what fairseq's import does to logging is done then (class Deferred);
+the plugin is not preloaded (its import patches fairseq: each command's own import does it).
 
 The command's own process (started as usual, with this directory on PYTHONPATH) hands its argv,
 environment, working directory and stdin/stdout/stderr to the server in sitecustomize, waits, passes
