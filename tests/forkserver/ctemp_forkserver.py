@@ -399,7 +399,9 @@ class Deferred:
     records those calls and records and the worker makes them at the command's first import. The
     import is made with sys.path without the command's own entries (its directory, PYTHONPATH); a
     command whose entries hold a module that import found, or one it looked for and did not find
-    (fairseq tries optional packages: tensorboardX, apex, wandb, ...), imports it all anew."""
+    (fairseq tries optional packages: tensorboardX, apex, wandb, ...), imports it all anew. What the
+    import changed outside its own modules is there from the start (hydra's ConfigStore holds
+    fairseq's configs before the command imports fairseq)."""
 
     def __init__(self, modules, events, missing):
         self.modules, self.events, self.missing = modules, events, missing
