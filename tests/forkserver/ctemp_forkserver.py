@@ -332,9 +332,10 @@ def run_main(argv, base, env, deferred):
     kind, target = program(argv)
     rest = argv[2:] if kind == "script" else argv[3:]
     first = os.getcwd() if kind == "module" else os.path.dirname(os.path.realpath(target))
-    sys.path[:] = [first, *python_path(env), *base]
+    own = [first, *python_path(env)]
+    sys.path[:] = [*own, *base]
     if deferred is not None:
-        deferred.install([first, *python_path(env)])
+        deferred.install(own)
     sys.orig_argv = list(argv)
     main = sys.modules["__main__"].__dict__
     main.clear()
@@ -405,6 +406,7 @@ class Deferred:
 
     def __init__(self, modules, events, missing):
         self.modules, self.events, self.missing = modules, events, missing
+        self.tops = {name.split(".")[0] for name in modules}
         self.revealed = None
 
     @classmethod
@@ -428,14 +430,15 @@ class Deferred:
 
     def install(self, entries):
         """In the worker, before the command runs with these sys.path entries of its own."""
-        tops = {name.split(".")[0] for name in self.modules}
-        if any(regular_module(top, entries) for top in tops) or any(
+        if any(regular_module(top, entries) for top in self.tops) or any(
             findable(name, entries) for name in self.missing
         ):
             return  # the command's own import would find other modules: it imports them itself
         sys.meta_path.insert(0, self)
 
     def find_spec(self, name, path=None, target=None):
+        import importlib.util
+
         if name not in self.modules:
             return None
         sys.meta_path.remove(self)
@@ -443,8 +446,6 @@ class Deferred:
         sys.modules.update(self.modules)
         self.revealed = module, module.__spec__
         replay(self.events)
-        import importlib.util
-
         return importlib.util.spec_from_loader(name, self)
 
     def create_module(self, spec):
