@@ -11,6 +11,7 @@ import shlex
 import shutil
 import statistics
 import subprocess
+import time
 
 import pytest
 import torch
@@ -414,3 +415,90 @@ def test_ar_tar_is_on_or_off_and_a_run_is_never_resumed_with_the_other(tmp_path)
         "trained with AR_TAR=off, not on",
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]  # no data-bin: refused before any work
+
+
+def test_jobs_and_variants_are_checked_before_any_work(tmp_path):
+    """ptb_converged_experiment.sh JOBS is a whole number >= 1, and no run is named twice (two
+    processes would train one run directory at once): refused before any data is prepared."""
+    env = {"EXP_DIR": str(tmp_path)}
+    for jobs in ("0", "two", "-1", "1.5"):
+        fails(
+            recipe("ptb_converged_experiment.sh", env={**env, "JOBS": jobs}),
+            f"JOBS must be a whole number >= 1, got '{jobs}'",
+        )
+    twice = {**env, "VARIANTS": "ct softmax ct@2 ct", "JOBS": "2"}
+    fails(recipe("ptb_converged_experiment.sh", env=twice), "VARIANTS: ct given more than once")
+    assert list(tmp_path.iterdir()) == []
+
+
+def converged_env(ptb_like, exp_dir, **more):
+    """ptb_converged_experiment.sh on the tiny corpus: a model of a few thousand weights, one epoch."""
+    _, raw = ptb_like
+    tiny = {
+        "EMBED_DIM": "16",
+        "HIDDEN_SIZES": "16,16",
+        "CT_RANK": "4",
+        "MAX_EPOCH": "1",
+        "DEVICE_ARGS": "--cpu",
+    }
+    return {"EXP_DIR": str(exp_dir), "PTB_DIR": str(raw), "EXPECTED_COUNTS": "skip", **tiny, **more}
+
+
+def test_runs_side_by_side_train_as_they_do_one_at_a_time(ptb_like, tmp_path):
+    """JOBS=2: the runs train at once, each as it would alone (the same test perplexity as a run
+    trained by itself); a run that fails is named at the end and does not stop the others."""
+    alone = tmp_path / "alone"
+    ok(recipe("ptb_converged_experiment.sh", env=converged_env(ptb_like, alone, VARIANTS="ct")))
+
+    side = tmp_path / "side"
+    broken = side / "runs" / "mos"
+    broken.mkdir(parents=True)
+    (broken / "checkpoint_last.pt").write_bytes(b"not a checkpoint")  # ctemp-train cannot resume it
+    env = converged_env(ptb_like, side, VARIANTS="mos softmax ct", JOBS="2")
+    fails(recipe("ptb_converged_experiment.sh", env=env), "run(s) that failed: mos (see")
+
+    def result(root, name):
+        return json.loads((root / "runs" / name / "eval_test.json").read_text())
+
+    for key in ("ppl", "loss_base2", "evaluated_tokens"):
+        assert result(side, "ct")[key] == result(alone, "ct")[key]
+    assert result(side, "softmax")["ppl"] != result(side, "ct")["ppl"]  # two models, not one twice
+    # side by side: ct started (its command written) before softmax had finished (its evaluation)
+    started = (side / "runs" / "ct" / "command.txt").stat().st_mtime
+    assert started < (side / "runs" / "softmax" / "eval_test.json").stat().st_mtime
+    assert not (broken / "eval_test.json").exists()
+
+
+def test_a_stopped_recipe_stops_every_run_it_started(ptb_like, tmp_path):
+    """SIGTERM to the recipe while two runs train: their processes end with it (background jobs of
+    a script ignore Ctrl-C, so the recipe stops them itself), and nothing blocks the rerun."""
+    env = converged_env(ptb_like, tmp_path, VARIANTS="softmax ct", JOBS="2", MAX_EPOCH="80", PATIENCE="80")
+    proc = subprocess.Popen(
+        ["bash", os.path.join(RECIPES, "ptb_converged_experiment.sh")],
+        env={**os.environ, "PATH": BIN_DIR + os.pathsep + os.environ["PATH"], "OMP_NUM_THREADS": "1", **env},
+        stdout=(tmp_path / "recipe.log").open("w"),  # a file: no pipe a leftover process could hold
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    logs = [tmp_path / "runs" / run / "train.log" for run in ("softmax", "ct")]
+    deadline = time.monotonic() + 120
+    while not all(log.exists() and "begin training epoch 2" in log.read_text() for log in logs):
+        assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "recipe.log").read_text()
+        time.sleep(0.5)
+    proc.terminate()
+    assert proc.wait(timeout=60) == 143
+    deadline = time.monotonic() + 30
+    while session_processes(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert session_processes(proc.pid) == []
+    # the rerun resumes both from their checkpoints and finishes them
+    ok(recipe("ptb_converged_experiment.sh", env={**env, "MAX_EPOCH": "2"}))
+    for log in logs:
+        assert (log.parent / "train.done").exists() and (log.parent / "eval_test.json").exists()
+
+
+def session_processes(sid):
+    """The processes of session `sid` still running: every process the recipe started, however deep."""
+    out = subprocess.run(["ps", "-eo", "sid=,pid=,stat=,args="], text=True, stdout=subprocess.PIPE).stdout
+    rows = (line.split(None, 3) for line in out.splitlines())
+    return [row for row in rows if int(row[0]) == sid and not row[2].startswith("Z")]

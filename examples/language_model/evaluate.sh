@@ -56,43 +56,8 @@ only_sentences=$([ -f "$result" ] && echo 1 || echo 0)
 [ "$only_sentences" = 0 ] || log_file=$save/$name.sentences.log  # the first evaluation's log is kept
 # fairseq-eval-lm through its Python API (fairseq_ctemp.lm_eval): typed results and the count of
 # scored tokens, not its log text.
-PYTHONPATH="$repo_root${PYTHONPATH:+:$PYTHONPATH}" "$(python_bin)" - "$result" "$expected" "$dataset" "$subset" \
-  "$save/$checkpoint" "$tps" "$context" "$auto_device" "${eval_args[@]}" > "$log_file" 2>&1 <<'EOF' || { tail -20 "$log_file" >&2; die "evaluation failed (log: $log_file)"; }
-import json, math, os, shlex, sys, time
-import torch
-from fairseq_ctemp import lm_eval
-result, expected, dataset, subset, checkpoint, tps, context, auto_device, *eval_args = sys.argv[1:]
-if auto_device == "1" and not torch.cuda.is_available():  # in this process: no second torch start
-    eval_args.append("--cpu")
-scored = lm_eval.evaluate(eval_args, sentences=True)
-try:
-    lm_eval.check(scored, int(expected), subset)
-except ValueError as e:
-    sys.exit(f"evaluate.sh: error: {e}; not writing {result}")
-sentences = result[: -len(".json")] + ".sentences.tsv"
-if os.path.exists(result):  # an earlier result without its sentences: the same perplexity, or nothing
-    with open(result) as f:
-        recorded = json.load(f)["loss_base2"]
-    if not math.isclose(recorded, scored.loss_base2, rel_tol=1e-6):
-        sys.exit(f"evaluate.sh: error: {result} records loss {recorded} but the evaluation gives "
-                 f"{scored.loss_base2}: not writing {sentences}")
-with open(sentences, "x") as f:
-    f.write("nll_nats\ttokens\n")
-    f.writelines(f"{nll!r}\t{n}\n" for nll, n in scored.sentences)
-if os.path.exists(result):  # kept as it is
-    sys.exit(0)
-record = {"dataset": dataset, "subset": subset, "checkpoint": checkpoint,
-          "tokens_per_sample": int(tps), "context_window": int(context),
-          "evaluated_tokens": scored.tokens, "expected_tokens": int(expected),
-          "positions_checked": scored.positions_checked, "max_log_normalizer": scored.max_log_normalizer,
-          "tokens_not_finite": scored.tokens_not_finite,
-          "loss_base2": scored.loss_base2, "ppl": scored.perplexity,
-          "command": shlex.join(["fairseq-eval-lm", *eval_args]),
-          "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-with open(result, "x") as f:
-    json.dump(record, f, indent=1)
-    f.write("\n")
-print(json.dumps(record))
-EOF
+PYTHONPATH="$repo_root${PYTHONPATH:+:$PYTHONPATH}" "$(python_bin)" "$lm_here/eval_checkpoint.py" "$result" \
+  "$expected" "$dataset" "$subset" "$save/$checkpoint" "$tps" "$context" "$auto_device" "${eval_args[@]}" \
+  > "$log_file" 2>&1 || { tail -20 "$log_file" >&2; die "evaluation failed (log: $log_file)"; }
 [ "$only_sentences" = 0 ] || log "wrote $sentences ($result kept)"
 cat "$result"

@@ -3,8 +3,9 @@
 # on validation perplexity (not by a fixed budget), then is scored on valid and test.
 #
 # Usage: examples/language_model/ptb_converged_experiment.sh [train|results]
-#   train    (default) trains and evaluates every variant of VARIANTS in EXP_DIR, one run at a time;
-#            re-running resumes the unfinished run from its checkpoint_last.pt and skips finished ones
+#   train    (default) trains and evaluates every variant of VARIANTS in EXP_DIR, JOBS runs at a
+#            time (default 1); re-running resumes unfinished runs from their checkpoint_last.pt and
+#            skips finished ones
 #   results  the table (RESULTS.md / .csv), each row against softmax with a paired bootstrap over
 #            the test sentences (RESULTS_compare.md / .csv; the rows of a further seed N also
 #            against softmax@N: RESULTS_compare_seedN) and the validation curves
@@ -16,7 +17,10 @@
 # Variants: softmax, constant-T (a fixed temperature T, loss scaled by T), ct (contextual
 #   temperature), mos and ct-mos (MOS_COMPONENTS softmaxes), each optionally suffixed @SEED for
 #   another seed (default seed 1), e.g. "ct@2". The default list is the comparison's first pass.
-# Env: EXP_DIR (runs/ptb_converged: data-bin/ptb and runs/<variant>), PTB_DIR (a local copy of
+# Env: JOBS (1: runs trained side by side, each a process of its own; on a GPU several small runs
+#      use it better than one, see docs/gpu.md; on a CPU set OMP_NUM_THREADS so that JOBS x threads
+#      fits the cores),
+#      EXP_DIR (runs/ptb_converged: data-bin/ptb and runs/<variant>), PTB_DIR (a local copy of
 #      ptb.{train,valid,test}.txt; without it prepare.sh downloads PTB), VARIANTS,
 #      EMBED_DIM (128), HIDDEN_SIZES (256,128), CT_RANK (64), MOS_COMPONENTS (2), LR (3e-3),
 #      PATIENCE (3: epochs without a better validation loss before stopping),
@@ -52,10 +56,16 @@ exp=${EXP_DIR:-runs/$name}
 export DATA_BIN=$exp/data-bin/ptb DEVICE_ARGS=${DEVICE_ARGS---cpu}
 results=${RESULTS:-$here/results/$name}
 variants=${VARIANTS:-softmax ct mos ct-mos constant-0.5 constant-2}
+jobs=${JOBS:-1}
+[[ $jobs =~ ^[1-9][0-9]*$ ]] || die "JOBS must be a whole number >= 1, got '$jobs'"
 for run in $variants; do  # checked before any work
   [[ $run =~ ^(softmax|ct|mos|ct-mos|constant-([0-9]+\.?[0-9]*|\.[0-9]+))(@[0-9]+)?$ ]] ||
     die "VARIANTS: bad entry '$run' (expected softmax, ct, mos, ct-mos or constant-T, optionally @SEED)"
 done
+# one process per run directory: an entry twice would train it twice at once
+repeated=$(printf '%s\n' $variants | sort | uniq -d | tr '\n' ' ')
+[ -z "$repeated" ] || die "VARIANTS: ${repeated% } given more than once"
+
 for run in $variants; do  # a run directory trained with the other AR_TAR is not resumed
   save=$exp/runs/$run trained=
   [ -f "$save/ar_tar" ] && trained=$(cat "$save/ar_tar")
@@ -65,25 +75,49 @@ for run in $variants; do  # a run directory trained with the other AR_TAR is not
   fi
 done
 
+train_one() {  # RUN: trained to early stopping, then evaluated on valid and test
+  local run=$1 variant=${1%@*} seed=1 save=$exp/runs/$1
+  [[ $run == *@* ]] && seed=${run#*@}
+  mkdir -p "$save" && echo "$ar_tar" > "$save/ar_tar"
+  ARCH=ct_lstm_lm OPTIMIZER=adam LR=${LR:-3e-3} MAX_UPDATE=0 MAX_EPOCH=${MAX_EPOCH:-80} \
+    PATIENCE=${PATIENCE:-3} MAX_TOKENS=1400 TOKENS_PER_SAMPLE=70 SEED=$seed LOG_INTERVAL=50 \
+    SCHEDULER="--lr-scheduler reduce_lr_on_plateau --lr-shrink 0.5 --lr-patience 0" \
+    bash "$here/train.sh" ptb "$variant" "$save" "${model[@]}" "${regularizers[@]}" "${schedule[@]}" > /dev/null
+  for subset in valid test; do
+    bash "$here/evaluate.sh" "$save" ptb "$subset" > /dev/null
+  done
+}
+reap_finished() {  # the runs that have ended leave pids; the failed ones go to failed
+  local i
+  for i in "${!pids[@]}"; do
+    kill -0 "${pids[$i]}" 2> /dev/null && continue
+    wait "${pids[$i]}" || failed+=("${names[$i]}")
+    unset "pids[$i]" "names[$i]"
+  done
+}
+kill_tree() {  # a run's processes, children first (background jobs of a script ignore Ctrl-C)
+  local child
+  for child in $(pgrep -P "$1"); do kill_tree "$child"; done
+  kill -TERM "$1" 2> /dev/null || true
+}
+
 if [ "$step" = train ]; then
   bash "$here/prepare.sh" ptb ${PTB_DIR:+"$PTB_DIR"}
   model=(--embed-dim "${EMBED_DIM:-128}" --lstm-hidden-sizes "${HIDDEN_SIZES:-256,128}" --dropout 0.2
          --dropout-input 0.2 --dropout-hidden 0.1 --dropout-embedding 0 --weight-dropout 0.2
          --ct-rank "${CT_RANK:-64}" --mos-components "${MOS_COMPONENTS:-2}")
   schedule=(--no-epoch-checkpoints)
+  pids=() names=() failed=()
+  stop() { for pid in "${pids[@]}"; do kill_tree "$pid"; done; exit "$1"; }
+  trap 'stop 130' INT
+  trap 'stop 143' TERM
   for run in $variants; do
-    variant=${run%@*} seed=1
-    [[ $run == *@* ]] && seed=${run#*@}
-    save=$exp/runs/$run
-    mkdir -p "$save" && echo "$ar_tar" > "$save/ar_tar"
-    ARCH=ct_lstm_lm OPTIMIZER=adam LR=${LR:-3e-3} MAX_UPDATE=0 MAX_EPOCH=${MAX_EPOCH:-80} \
-      PATIENCE=${PATIENCE:-3} MAX_TOKENS=1400 TOKENS_PER_SAMPLE=70 SEED=$seed LOG_INTERVAL=50 \
-      SCHEDULER="--lr-scheduler reduce_lr_on_plateau --lr-shrink 0.5 --lr-patience 0" \
-      bash "$here/train.sh" ptb "$variant" "$save" "${model[@]}" "${regularizers[@]}" "${schedule[@]}" > /dev/null
-    for subset in valid test; do
-      bash "$here/evaluate.sh" "$save" ptb "$subset" > /dev/null
-    done
+    while [ ${#pids[@]} -ge "$jobs" ]; do sleep 1; reap_finished; done
+    train_one "$run" &
+    pids+=($!) names+=("$run")
   done
+  while [ ${#pids[@]} -gt 0 ]; do sleep 1; reap_finished; done
+  [ ${#failed[@]} -eq 0 ] || die "run(s) that failed: ${failed[*]} (see $exp/runs/RUN/train.log)"
   exit 0
 fi
 

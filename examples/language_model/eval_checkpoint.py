@@ -1,0 +1,68 @@
+"""evaluate.sh's evaluation: fairseq-eval-lm through its Python API (fairseq_ctemp.lm_eval), the
+count of scored tokens checked, each line's NLL and tokens written next to the result.
+
+Usage (by evaluate.sh): eval_checkpoint.py RESULT EXPECTED_TOKENS DATASET SUBSET CHECKPOINT
+    TOKENS_PER_SAMPLE CONTEXT_WINDOW AUTO_DEVICE EVAL_LM_ARGS...
+RESULT (a .json) is written once; where it exists, only its sentences file is written, and only if the
+evaluation gives the recorded loss. AUTO_DEVICE 1: --cpu when torch sees no GPU.
+"""
+
+import json
+import math
+import os
+import shlex
+import sys
+import time
+
+import torch
+
+from fairseq_ctemp import lm_eval
+
+
+def main(argv):
+    result, expected, dataset, subset, checkpoint, tps, context, auto_device, *eval_args = argv
+    if auto_device == "1" and not torch.cuda.is_available():  # in this process: no second torch start
+        eval_args.append("--cpu")
+    scored = lm_eval.evaluate(eval_args, sentences=True)
+    try:
+        lm_eval.check(scored, int(expected), subset)
+    except ValueError as e:
+        sys.exit(f"evaluate.sh: error: {e}; not writing {result}")
+    sentences = result[: -len(".json")] + ".sentences.tsv"
+    if os.path.exists(result):  # an earlier result without its sentences: the same perplexity, or nothing
+        with open(result) as f:
+            recorded = json.load(f)["loss_base2"]
+        if not math.isclose(recorded, scored.loss_base2, rel_tol=1e-6):
+            sys.exit(
+                f"evaluate.sh: error: {result} records loss {recorded} but the evaluation gives "
+                f"{scored.loss_base2}: not writing {sentences}"
+            )
+    with open(sentences, "x") as f:
+        f.write("nll_nats\ttokens\n")
+        f.writelines(f"{nll!r}\t{n}\n" for nll, n in scored.sentences)
+    if os.path.exists(result):  # kept as it is
+        return
+    record = {
+        "dataset": dataset,
+        "subset": subset,
+        "checkpoint": checkpoint,
+        "tokens_per_sample": int(tps),
+        "context_window": int(context),
+        "evaluated_tokens": scored.tokens,
+        "expected_tokens": int(expected),
+        "positions_checked": scored.positions_checked,
+        "max_log_normalizer": scored.max_log_normalizer,
+        "tokens_not_finite": scored.tokens_not_finite,
+        "loss_base2": scored.loss_base2,
+        "ppl": scored.perplexity,
+        "command": shlex.join(["fairseq-eval-lm", *eval_args]),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    with open(result, "x") as f:
+        json.dump(record, f, indent=1)
+        f.write("\n")
+    print(json.dumps(record))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
