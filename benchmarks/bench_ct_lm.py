@@ -204,7 +204,7 @@ def parse_args(argv=None):
     p.add_argument(
         "--zipf", type=float, default=1.0, help="Zipf exponent of the word distribution (default 1)"
     )
-    add_timing_options(p, rounds=10, rounds_help="timed rounds, each running every model")
+    add_timing_options(p, rounds_help="timed rounds, each running every model")
     p.add_argument(
         "--fairseq-args",
         default="",

@@ -83,7 +83,7 @@ def parse_args(argv=None):
         default=["stock", "none", "sact"],
         help="models to compare (default: stock none sact; the ratios need stock and sact)",
     )
-    add_timing_options(p, rounds=5, lengths=(8, 40))
+    add_timing_options(p, lengths=(8, 40))
     add_beam_search_options(p)
     add_json_option(p)
     add_trace_option(p)

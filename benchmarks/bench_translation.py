@@ -101,7 +101,7 @@ def parse_args(argv=None):
         default="transformer,ct_transformer,sact_transformer",
         help=f"comma-separated, from {', '.join(MODELS)} (default %(default)s; {STOCK} is needed for the ratios)",
     )
-    add_timing_options(p, rounds=5, lengths=(8, 40))
+    add_timing_options(p, lengths=(8, 40))
     add_beam_search_options(p)
     p.add_argument(
         "--fairseq-args",

@@ -104,8 +104,8 @@ def parse_args(argv=None):
     p.add_argument(
         "--rounds",
         type=int,
-        default=10,
-        help="timed rounds of every benchmark, each a paired comparison (default %(default)s; --smoke: 1)",
+        help="timed rounds of every benchmark, each a paired comparison (default: the benchmarks' own, "
+        "10; --smoke: 1)",
     )
     p.add_argument(
         "--test-workers",
@@ -132,7 +132,7 @@ def parse_args(argv=None):
             p.error(f"--{option.replace('_', '-')} must be > 0 seconds, got {getattr(args, option)}")
     if args.test_workers < 0:
         p.error(f"--test-workers must be >= 0, got {args.test_workers}")
-    if args.rounds < 1:
+    if args.rounds is not None and args.rounds < 1:
         p.error(f"--rounds must be >= 1, got {args.rounds}")
     if not os.path.exists(args.tests):
         p.error(f"--tests {args.tests} does not exist")
@@ -339,9 +339,9 @@ def run_benchmark(name, args, out, cuda):
     script, options = VARIANTS.get(name, (name, ""))
     json_path = os.path.join(out, f"bench_{name}.json")
     trace_dir = os.path.join(out, f"trace_{name}")  # one profiled step per model (torch.profiler)
-    # Otherwise the benchmark's own sizes and --rounds (10 by default: on an H200, 8 rounds of
-    # bench_tempered_ce took 16 s against 13-15 s for 3, whose ratios moved by 0.1 between runs).
-    sizes = (shlex.split(SMOKE[script]) + SMOKE_ROUNDS) if args.smoke else ["--rounds", str(args.rounds)]
+    # Otherwise the benchmark's own sizes and rounds (bench_tempered_ce.ROUNDS) unless --rounds.
+    rounds = [] if args.rounds is None else ["--rounds", str(args.rounds)]
+    sizes = (shlex.split(SMOKE[script]) + SMOKE_ROUNDS) if args.smoke else rounds
     command = [
         sys.executable,
         os.path.join(HERE, f"bench_{script}.py"),

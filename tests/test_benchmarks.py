@@ -536,3 +536,10 @@ def test_targets_on_cuda_are_the_gpu_ones(benchmarks, capsys):
     assert on_cpu["ct_transformer/transformer"]["met"] is True  # 0.84 >= 0.9 x 0.9
     assert on_cpu["sact_transformer/transformer"]["target"] is None
     capsys.readouterr()
+
+
+def test_every_benchmark_defaults_to_ten_paired_rounds(benchmarks):
+    """Each speed ratio is a median of >= 10 paired rounds unless --rounds says otherwise (on an
+    H200, 8 left the ratios +-5 % apart between runs)."""
+    for name, bench in benchmarks.items():
+        assert bench.parse_args(["--device", "cpu"]).rounds == 10, name
