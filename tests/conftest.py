@@ -115,7 +115,7 @@ def real_processes(env):
     return {k: v for k, v in env.items() if k != ctemp_forkserver.SOCKET_VAR}
 
 
-def python_path(*directories):
+def pythonpath_value(*directories):
     """PYTHONPATH for a command: these directories, then the fork server's where it runs."""
     fork = [FORK_SERVER_DIR] if ctemp_forkserver.SOCKET_VAR in os.environ else []
     return os.pathsep.join(map(str, [*directories, *fork]))
@@ -130,7 +130,7 @@ def fork_server_env():
     return {
         **ctemp_forkserver.fixed_env(os.environ),
         ctemp_forkserver.SOCKET_VAR: socket_path,
-        "PYTHONPATH": python_path(),
+        "PYTHONPATH": pythonpath_value(),
     }
 
 

@@ -18,7 +18,7 @@ from conftest import (
     cli,
     fork_server_env,
     json_log_records,
-    python_path,
+    pythonpath_value,
     run_cli,
 )
 
@@ -191,7 +191,7 @@ def test_installed_package_works_as_user_dir(toy_data, tmp_path):
     installed = site / "fairseq_ctemp"
     # the console script prints the installed package directory, and fairseq-train takes it
     user_dir = (
-        run_cli(site / "bin" / "ctemp-user-dir", cwd=tmp_path, env={"PYTHONPATH": python_path(site)})
+        run_cli(site / "bin" / "ctemp-user-dir", cwd=tmp_path, env={"PYTHONPATH": pythonpath_value(site)})
         .stdout.strip()
         .splitlines()[-1]
     )
@@ -204,7 +204,11 @@ def test_installed_package_works_as_user_dir(toy_data, tmp_path):
         ours = sorted(f for f in os.listdir(os.path.join(PLUGIN_DIR, package)) if f.endswith(".py"))
         assert sorted(f for f in os.listdir(installed / package) if f.endswith(".py")) == ours, package
     usage = run_cli(
-        site / "bin" / "ctemp-alt-sweep", "run", "--help", cwd=tmp_path, env={"PYTHONPATH": python_path(site)}
+        site / "bin" / "ctemp-alt-sweep",
+        "run",
+        "--help",
+        cwd=tmp_path,
+        env={"PYTHONPATH": pythonpath_value(site)},
     )
     assert "usage: ctemp-alt-sweep run" in usage.stdout
     out = run_cli(
@@ -222,7 +226,7 @@ def test_installed_package_works_as_user_dir(toy_data, tmp_path):
         "1",
         "--no-save",
         cwd=tmp_path,
-        env={"PYTHONPATH": python_path(site)},
+        env={"PYTHONPATH": pythonpath_value(site)},
     ).stdout
     assert "TemperedCrossEntropyCriterion" in out and f"'user_dir': '{installed}'" in out
     # A regular install puts fairseq_ctemp next to fairseq, where fairseq also looks for a bare
@@ -249,7 +253,7 @@ def test_installed_package_works_as_user_dir(toy_data, tmp_path):
         "1",
         "--no-save",
         cwd=tmp_path,
-        env={"PYTHONPATH": python_path(site)},
+        env={"PYTHONPATH": pythonpath_value(site)},
     ).stdout
     assert "TemperedCrossEntropyCriterion" in out
     assert "'user_dir': 'fairseq_ctemp'" in out

@@ -168,7 +168,7 @@ def serve(path):
     fixed, before = fixed_env(os.environ), dict(os.environ)
     for name in PRELOAD:
         importlib.import_module(name)
-    base = [p for p in sys.path[1:] if p not in python_path(before)]
+    base = [p for p in sys.path[1:] if p not in pythonpath_entries(before)]
     deferred = Deferred.imported(PRELOAD_DEFERRED, base)
     # what the imports set (torch: KMP_DUPLICATE_LIB_OK, TORCHINDUCTOR_CACHE_DIR, ...), as they
     # would in the command's own process
@@ -187,7 +187,7 @@ def serve(path):
         conn.close()
 
 
-def python_path(env):
+def pythonpath_entries(env):
     """The sys.path entries Python makes of env's PYTHONPATH."""
     return [os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
 
@@ -332,7 +332,7 @@ def run_main(argv, base, env, deferred):
     kind, target = program(argv)
     rest = argv[2:] if kind == "script" else argv[3:]
     first = os.getcwd() if kind == "module" else os.path.dirname(os.path.realpath(target))
-    own = [first, *python_path(env)]
+    own = [first, *pythonpath_entries(env)]
     sys.path[:] = [*own, *base]
     if deferred is not None:
         deferred.install(own)
