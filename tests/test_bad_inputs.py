@@ -14,6 +14,7 @@ import hashlib
 import io
 import logging
 import os
+import re
 import runpy
 import shutil
 import subprocess
@@ -1943,3 +1944,11 @@ def test_every_command_runs_as_python_m(console, module, monkeypatch, capsys):
         runpy.run_module(module, run_name="__main__", alter_sys=True)
     assert exit_info.value.code == 0
     assert capsys.readouterr().out.startswith(f"usage: {console}")
+
+
+def test_the_readme_counts_every_bad_input():
+    """The README's count of bad inputs is this file's (it went stale once)."""
+    with open(os.path.join(REPO, "README.md")) as f:
+        (count,) = re.findall(r"(\d[\d,]*) bad inputs", f.read())
+    cases = CASES + FILE_CASES + NUMBER_CASES + OUTPUT_CASES + HYDRA_CASES
+    assert int(count.replace(",", "")) == len(cases)
