@@ -57,17 +57,26 @@ if mode.startswith("fairseq"):  # fairseq's import configures logging unless the
     logging.getLogger("probe").debug("a debug record")
     root = logging.getLogger()
     print(root.level, [h.stream.name for h in root.handlers], fairseq.models.transformer.__spec__.name)
+if mode == "signals":  # what a background job of a script inherits: SIGINT ignored
+    import signal
+    ignored = [n for n in signal.valid_signals() if n < signal.NSIG and signal.getsignal(n) == signal.SIG_IGN]
+    print("ignored", sorted(ignored), signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+if mode == "numpy":
+    import numpy
+    print(numpy.random.randint(1 << 62))
 if mode == "wait":
     print(os.getpid(), flush=True)
     time.sleep(60)
 """
 
 
-def started(tmp_path, mode, env):
+def started(tmp_path, mode, env, ignore=()):
+    """The probe started by a parent that ignores the signals `ignore`."""
     script = tmp_path / "ctemp-probe"  # run as a console script of this package would be
     script.write_text(PROGRAM)
     return subprocess.Popen(
         [sys.executable, str(script), mode],
+        preexec_fn=lambda: [signal.signal(n, signal.SIG_IGN) for n in ignore],
         cwd=tmp_path,
         env=dict(env, PROBE="probe"),
         stdin=subprocess.PIPE,
@@ -77,8 +86,8 @@ def started(tmp_path, mode, env):
     )
 
 
-def ran(tmp_path, mode, env):
-    proc = started(tmp_path, mode, env)
+def ran(tmp_path, mode, env, ignore=()):
+    proc = started(tmp_path, mode, env, ignore)
     out, err = proc.communicate("the input", timeout=60)
     how, _, err = err.partition("\n")
     return how, (proc.returncode, out, err)
@@ -91,6 +100,22 @@ def test_a_forked_command_ends_as_a_real_one(tmp_path, mode):
     assert (how, real_how) == ("preloaded deferred", "fresh")  # else this compares a process with itself
     assert forked == real
     assert "atexit ran" in forked[1]
+
+
+@pytest.mark.parametrize("ignore", [(), (signal.SIGINT,), (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP)])
+def test_a_forked_command_ignores_the_signals_a_real_one_would(tmp_path, ignore):
+    how, forked = ran(tmp_path, "signals", os.environ, ignore)
+    real_how, real = ran(tmp_path, "signals", real_processes(os.environ), ignore)
+    assert (how, real_how) == ("preloaded deferred", "fresh")
+    assert forked == real
+    ignored = sorted({signal.SIGPIPE, signal.SIGXFSZ, *ignore})  # Python ignores the first two itself
+    assert real[0] == 0 and f"ignored {ignored} {not ignore}\n" in real[1], real
+
+
+def test_forked_commands_draw_numpy_numbers_as_real_ones_do(tmp_path):
+    """numpy's global random state is seeded afresh in each process: two commands differ."""
+    draws = [ran(tmp_path, "numpy", os.environ)[1][1].splitlines()[1] for _ in range(2)]
+    assert draws[0] != draws[1]
 
 
 def test_a_forked_command_writes_in_the_encoding_its_environment_asks_for(tmp_path):

@@ -11,8 +11,9 @@ The command's own process (started as usual, with this directory on PYTHONPATH) 
 environment, working directory and stdin/stdout/stderr to the server in sitecustomize, waits, passes
 on the signals it receives, and exits as the worker did; if it is killed, the worker is too, and if
 its parent dies, the worker is orphaned as it would be (a PR_SET_PDEATHSIG the command set fires). The worker runs the command as the interpreter would: as __main__, with sys.argv and
-sys.path as Python sets them, os.getppid() the process's parent, its exit status, its uncaught
-exception through sys.excepthook, atexit handlers.
+sys.path as Python sets them, os.getppid() the process's parent, the signals the process ignores
+ignored, numpy's global random state freshly seeded, its exit status, its uncaught exception
+through sys.excepthook, atexit handlers.
 
 A command starts for real instead when: the variable SOCKET_VAR is not in its environment (tests
 that stop or freeze process groups remove it: a signal cannot reach the worker through a stopped
@@ -114,7 +115,13 @@ def hand_over():
         sock.connect(path)
     except OSError:
         return
-    request = {"argv": sys.orig_argv, "env": dict(os.environ), "cwd": cwd, "ppid": os.getppid()}
+    request = {
+        "argv": sys.orig_argv,
+        "env": dict(os.environ),
+        "cwd": cwd,
+        "ppid": os.getppid(),
+        "ignored": ignored_signals(),
+    }
     send(sock, request, fds=(0, 1, 2))
     reply, _ = receive(sock)
     if reply is None or "pid" not in reply:
@@ -125,6 +132,19 @@ def hand_over():
     watch_parent(sock, request["ppid"])
     result, _ = receive(sock)
     exit_like(result["status"] if result else 0x100)  # no status: the session died; exit 1
+
+
+def ignored_signals():
+    """The signals this process ignores: those its parent ignored (exec keeps them ignored; a
+    background job of a script ignores SIGINT), and SIGPIPE and SIGXFSZ (Python's start-up)."""
+    ignored = []
+    for number in range(1, signal.NSIG):
+        try:
+            if signal.getsignal(number) == signal.SIG_IGN:
+                ignored.append(number)
+        except ValueError:
+            pass
+    return ignored
 
 
 def watch_parent(sock, ppid):
@@ -269,7 +289,8 @@ def run_command(request, fds, added, base, deferred):
         os.environ.update(added)
         os.environ.update(request["env"])
         os.chdir(request["cwd"])
-        reset_signals()
+        reset_signals(request["ignored"])
+        reseed_numpy()
         configure_streams(request["env"])
         emulate_parent(request["ppid"])
         code, interrupted = run_main(request["argv"], base, request["env"], deferred)
@@ -312,16 +333,23 @@ def emulate_parent(ppid):
     os.getppid = lambda: ppid if real() == session else real()
 
 
-def reset_signals():
-    """The dispositions a new Python process starts with."""
+def reset_signals(ignored):
+    """The dispositions the client's process started with: ignored, the signals it ignores; SIGINT
+    raises KeyboardInterrupt unless ignored; every other signal its default."""
     for number in range(1, signal.NSIG):
         try:
-            signal.signal(number, signal.SIG_DFL)
+            signal.signal(number, signal.SIG_IGN if number in ignored else signal.SIG_DFL)
         except (OSError, ValueError):
             pass
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    if signal.SIGINT not in ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def reseed_numpy():
+    """numpy's global RandomState from fresh entropy, as its import in a new process seeds it (the
+    server's own, forked, would give every command the same numbers)."""
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed()
 
 
 def run_main(argv, base, env, deferred):
