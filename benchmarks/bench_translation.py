@@ -6,6 +6,8 @@ transformer of the same size, in one process.
   ct_transformer       --arch ct_transformer_alt_<preset>, ct_cross_entropy (contextual temperature)
   ct_transformer_none  the same with --ct-normalization none (our output layer without tau)
   sact_transformer     --arch sact_transformer_alt_<preset>, label_smoothed_cross_entropy
+  ct_transformer_chunked  ct_transformer with ct_cross_entropy --loss-chunk-tokens N (against
+                       ct_transformer: words/s and the peak memory of a training step)
 A model whose architecture is not registered is skipped with a note. Every model gets the
 Transformer options (layers, dimensions, heads, dropout, tied decoder embeddings) that
 ct_transformer_alt_<preset> and --fairseq-args resolve to; all use label smoothing 0.1.
@@ -49,6 +51,7 @@ from bench_tempered_ce import (  # noqa: E402  (the same batches, device choice 
     check_json_target,
     cuda_max_memory_mib,
     environment,
+    peak_bytes,
     peak_keeping_trainer,
     precision,
     precision_args,
@@ -79,7 +82,13 @@ MODELS = {  # name: (architecture, options, criterion)
         "ct_cross_entropy",
     ),
     "sact_transformer": ("sact_transformer_alt_{preset}", [], "label_smoothed_cross_entropy"),
+    "ct_transformer_chunked": (
+        "ct_transformer_alt_{preset}",
+        ["--loss-chunk-tokens", "{chunk}"],
+        "ct_cross_entropy",
+    ),
 }
+CHUNKED = ("ct_transformer_chunked", "ct_transformer")  # compared with each other, memory included
 # Targets, set first on the CPU, stricter on a GPU: ct_transformer reaches this share of its
 # analytic bound; sact_transformer this share of the transformer's words/s (none on the CPU)
 BOUND_SHARE = {"cpu": 0.9, "cuda": 0.95}
@@ -109,6 +118,12 @@ def parse_args(argv=None):
         help="more fairseq-train options of ct_transformer(_none); the other models take the Transformer "
         'options (sizes, dropout, tying) from it, e.g. --fairseq-args="--ct-rank 64 --encoder-layers 1"',
     )
+    p.add_argument(
+        "--loss-chunk-tokens",
+        type=int,
+        default=2048,
+        help="ct_transformer_chunked's --loss-chunk-tokens (default %(default)s)",
+    )
     add_json_option(p)
     add_trace_option(p)
     args = p.parse_args(argv)
@@ -129,6 +144,7 @@ def parse_args(argv=None):
         "gen_len",
         "vocab",
         "max_tokens",
+        "loss_chunk_tokens",
     ):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
@@ -147,7 +163,7 @@ def training_args(args, data_dir, name):
         *translation_data_args(data_dir),
         "--arch",
         arch.format(preset=args.preset),
-        *extra,
+        *(x.format(chunk=args.loss_chunk_tokens) for x in extra),
         "--criterion",
         criterion,
         "--label-smoothing",
@@ -206,13 +222,15 @@ def main(argv=None):
     describe(args, names, size, sizes, batches)
     bound, gen_bound = analytic_bounds(args, size, batches)
     train_wall, train_cpu = time_training(trainers, batches, sum(b["ntokens"] for b in batches), args, sync)
+    peaks = step_peaks(args, names, trainers, batches)  # before beam search: no training after it
     traces = trace_models(args, trainers, batches[0], cuda)
     gen_batches = generation_batches(args, task.source_dictionary, "cuda" if cuda else "cpu")
     gen_wall, gen_cpu = time_beam_search(trainers, task, gen_batches, args, sync)
     med = statistics.median
-    print_speeds(names, (train_wall, train_cpu), (gen_wall, gen_cpu), args.beam, 20)
+    print_speeds(names, (train_wall, train_cpu), (gen_wall, gen_cpu), args.beam, max(20, *map(len, names)))
     print(f"\nloadavg at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     summaries = ratios_of(args, names, (train_wall, train_cpu), (gen_wall, gen_cpu), (bound, gen_bound))
+    chunked_ratio(args, peaks, train_wall, summaries)
     result = {
         "benchmark": "bench_translation",
         "environment": environment(args),
@@ -224,6 +242,14 @@ def main(argv=None):
                 "sentences_per_cpu_s": med(gen_cpu[name]),
                 "parameters": sizes[name][0],
                 "temperature_parameters": sizes[name][1],
+                **(
+                    {
+                        "peak_mib": peaks[name][0] / 2**20,
+                        "step_mib": (peaks[name][0] - peaks[name][1]) / 2**20,
+                    }
+                    if name in peaks
+                    else {}
+                ),
             }
             for name in names
         },
@@ -273,6 +299,40 @@ def build_trainers(args):
     return names, size, task, trainers, sizes
 
 
+def step_peaks(args, names, trainers, batches):
+    """{name: (peak, resting) bytes} of a training step (the largest over the batches) of
+    ct_transformer_chunked and ct_transformer, when both run."""
+    if not all(name in names for name in CHUNKED):
+        return {}
+    return {
+        name: max(peak_bytes(trainers[name], b, args.device == "cuda") for b in batches) for name in CHUNKED
+    }
+
+
+def chunked_ratio(args, peaks, train_wall, summaries):
+    """ct_transformer_chunked against ct_transformer: words/s and step_peaks' memory, printed and
+    added to summaries."""
+    if not peaks:
+        return
+    (peak_c, rest_c), (peak_p, rest_p) = (peaks[name] for name in CHUNKED)
+    speed = statistics.median(train_wall[CHUNKED[0]]) / statistics.median(train_wall[CHUNKED[1]])
+    cuda = args.device == "cuda"
+    method = "torch.cuda.max_memory_allocated" if cuda else "torch.profiler memory events + resting tensors"
+    print(
+        f"RATIO {CHUNKED[0]}/{CHUNKED[1]}: training words/s {speed:.3f}x | peak memory {peak_c / peak_p:.3f}x "
+        f"({peak_c / 2**20:.1f} / {peak_p / 2**20:.1f} MiB, {method}) | step memory "
+        f"{(peak_c - rest_c) / (peak_p - rest_p):.3f}x (peak minus resting parameters and optimizer state)"
+    )
+    summaries["/".join(CHUNKED)] = {
+        "training_words_per_s": speed,
+        "peak_memory": peak_c / peak_p,
+        "step_memory": (peak_c - rest_c) / (peak_p - rest_p),
+        "memory_method": method,
+        "target": None,
+        "met": None,
+    }
+
+
 def describe(args, names, size, sizes, batches):
     """The set-up, printed before the measurement."""
     words = sum(b["ntokens"] for b in batches)
@@ -293,7 +353,7 @@ def describe(args, names, size, sizes, batches):
         arch, extra, criterion = MODELS[name]
         total, head = sizes[name]
         print(
-            f"{name:20} {' '.join(['--arch', arch.format(preset=args.preset), *extra, '--criterion', criterion])}: "
+            f"{name:20} {' '.join(['--arch', arch.format(preset=args.preset), *(x.format(chunk=args.loss_chunk_tokens) for x in extra), '--criterion', criterion])}: "
             f"{total / 1e6:.3f}M parameters ({head / 1e6:.3f}M in the temperature)"
         )
     print(

@@ -48,6 +48,10 @@ VARIANTS = {
     "tempered_ce_bf16": ("tempered_ce", "--bf16"),
     "tempered_ce_chunked_8k": ("tempered_ce", "--loss-chunk-tokens 2048 --vocab 8000"),
     "tempered_ce_chunked_32k": ("tempered_ce", "--loss-chunk-tokens 2048 --vocab 32000"),
+    "translation": (
+        "translation",
+        "--models transformer,ct_transformer,sact_transformer,ct_transformer_chunked",
+    ),
 }
 # The names gpu-check writes into OUT: --overwrite refuses a directory holding anything else.
 OWN_FILES = re.compile(

@@ -1436,6 +1436,22 @@ CASES = [
         + ["--label-smoothing", "1"],
         "fairseq-train: error: --label-smoothing must be in [0, 1), got 1.0",
     ),
+    (
+        "train: ct_cross_entropy --loss-chunk-tokens -1",
+        fairseq_train,
+        [*TRAIN[:3], "--arch", "ct_transformer_tiny", *TRAIN[TRAIN.index("--cpu") :], "ct_cross_entropy"]
+        + ["--loss-chunk-tokens", "-1"],
+        "fairseq-train: error: --loss-chunk-tokens must be an integer >= 0 (0: off), got -1",
+    ),
+    (
+        "train: ct_cross_entropy --loss-chunk-tokens with the adaptive softmax",
+        fairseq_train,
+        [*LM_TRAIN, "--arch", "ct_transformer_lm_tiny", "--criterion", "ct_cross_entropy"]
+        + ["--loss-chunk-tokens", "64"],
+        "fairseq-train: error: --loss-chunk-tokens needs a head with the full distribution (--output-head "
+        "softmax or mos); the adaptive softmax never holds the batch x vocabulary logits: use "
+        "--loss-chunk-tokens 0",
+    ),
     # the example recipes (shell)
     (
         "language_model/train.sh: unknown variant",

@@ -372,7 +372,7 @@ def test_bench_translation_smoke(benchmarks, capsys, tmp_path):
     from fairseq.models import ARCH_MODEL_REGISTRY
 
     threads = torch.get_num_threads()
-    models = "transformer,ct_transformer,ct_transformer_none,sact_transformer"
+    models = "transformer,ct_transformer,ct_transformer_none,sact_transformer,ct_transformer_chunked"
     argv = ["--device", "cpu", "--vocab", "300", "--rounds", "1", "--warmup", "0", "--batches", "1"]
     argv += ["--max-tokens", "256", "--beam", "2", "--gen-sentences", "8", "--gen-batch-size", "4"]
     argv += ["--gen-len", "5", "--threads", "1", "--models", models, f"--fairseq-args={TINY_TRANSLATOR}"]
@@ -383,7 +383,7 @@ def test_bench_translation_smoke(benchmarks, capsys, tmp_path):
         torch.set_num_threads(threads)
         logging.disable(logging.NOTSET)
     out = capsys.readouterr().out
-    names = ["transformer", "ct_transformer", "ct_transformer_none"]
+    names = ["transformer", "ct_transformer", "ct_transformer_none", "ct_transformer_chunked"]
     if "sact_transformer_alt_mini" in ARCH_MODEL_REGISTRY:
         names.append("sact_transformer")
     else:
@@ -414,7 +414,18 @@ def test_bench_translation_smoke(benchmarks, capsys, tmp_path):
     assert set(result["models"]) == set(names)
     assert round(result["ratios"]["ct_transformer/transformer"]["training_words_per_s"], 3) == printed
     assert result["models"]["ct_transformer"]["temperature_parameters"] == 32 * 8 + 8 * 300
-    assert set(result["ratios"]) == {f"{n}/transformer" for n in names if n != "transformer"}
+    chunked = "ct_transformer_chunked/ct_transformer"
+    assert set(result["ratios"]) == {f"{n}/transformer" for n in names if n != "transformer"} | {chunked}
+    # the chunked loss against the same model without chunks: speed and a training step's memory
+    line = re.search(rf"^RATIO {chunked}: training words/s ([\d.]+)x \| peak memory ([\d.]+)x", out, re.M)
+    assert line, out
+    ratio = result["ratios"][chunked]
+    assert (round(ratio["training_words_per_s"], 3), round(ratio["peak_memory"], 3)) == tuple(
+        map(float, line.groups())
+    )
+    for name in ("ct_transformer", "ct_transformer_chunked"):
+        assert 0 < result["models"][name]["step_mib"] < result["models"][name]["peak_mib"]
+    assert params["ct_transformer_chunked"] == params["ct_transformer"]
 
 
 def test_bench_translation_analytic_macs_are_torchs_flop_count(benchmarks):

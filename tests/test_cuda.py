@@ -187,6 +187,31 @@ def test_chunked_loss_in_half_precision(precision, T, eps, w):
         torch.testing.assert_close(x.grad.double().cpu(), expected, rtol=0, atol=8 * ROUNDOFF[dtype] * scale)
 
 
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+@pytest.mark.parametrize("arch", ["transformer-softmax-ct", "transformer-mos-ct-lambda"])
+def test_chunked_ct_loss_on_cuda_equals_the_float64_reference(toy_data, arch, eps):
+    """ct_cross_entropy --loss-chunk-tokens with the model on the GPU (fp32): loss, NLL and the
+    gradients of the features and of the head's parameters against the float64 reference on the
+    CPU (tests/test_chunked_head_loss.py), within the CPU test's tolerances."""
+    from fairseq import utils
+    from test_chunked_head_loss import batch, chunked_and_reference, lm
+
+    task, model, criterion = lm(
+        toy_data, LM_HEAD_ARCHES[arch], "--loss-chunk-tokens", "40", "--label-smoothing", str(eps)
+    )
+    sample = utils.apply_to_sample(lambda t: t.to(DEVICE), batch(task))
+    (loss, nll, grads), (ref_loss, ref_nll, ref_grads) = chunked_and_reference(
+        model.to(DEVICE), criterion, sample, eps
+    )
+    assert loss == pytest.approx(ref_loss, rel=1e-5, abs=ref_loss * 1e-6 + 1e-6)
+    assert nll == pytest.approx(ref_nll, rel=1e-5)
+    assert grads.keys() == ref_grads.keys()
+    for name, ref in ref_grads.items():
+        torch.testing.assert_close(
+            grads[name], ref, rtol=1e-4, atol=1e-6, msg=lambda m, name=name: f"{name}: {m}"
+        )
+
+
 # ---- fairseq-train --fp16 / --bf16 with tempered_ce, against the same run in fp32 on the CPU ----
 
 UPDATES = 200

@@ -18,6 +18,7 @@ dominates and drives alpha -> 0, beta -> infinity. So tau learns from the cross-
 perplexity never uses the scale). With fixed alpha, beta it is the constant (alpha + 1/V)/beta.
 """
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -31,6 +32,7 @@ from omegaconf import II
 from ..errors import OptionError
 from ..modules import AdaptiveSoftmaxHead
 from . import checks
+from .chunked_head_loss import HeadLossSums, chunked_head_loss
 
 
 @dataclass
@@ -43,17 +45,33 @@ class ContextualTemperatureCrossEntropyConfig(FairseqDataclass):
         default=False,
         metadata={"help": "train on the plain cross-entropy instead of mean_v(tau) * cross-entropy"},
     )
+    loss_chunk_tokens: int = field(
+        default=0,
+        metadata={
+            "help": "run the output head and the loss on whole sequences of at most N target tokens at "
+            "a time (at least one sequence), taking their gradients during the forward pass, so that "
+            "the batch x vocabulary logits and temperatures never exist at once; the same loss and "
+            "gradients. 0: off. Not with --output-head adaptive, which never holds them"
+        },
+    )
     sentence_avg: bool = II("optimization.sentence_avg")
 
 
 @register_criterion("ct_cross_entropy", dataclass=ContextualTemperatureCrossEntropyConfig)
 class ContextualTemperatureCrossEntropy(FairseqCriterion):
-    def __init__(self, task, label_smoothing=0.0, no_loss_scaling=False, sentence_avg=False):
+    def __init__(
+        self, task, label_smoothing=0.0, no_loss_scaling=False, loss_chunk_tokens=0, sentence_avg=False
+    ):
         super().__init__(task)
         if not 0.0 <= label_smoothing < 1.0:
             raise OptionError(f"--label-smoothing must be in [0, 1), got {label_smoothing}")
+        if int(loss_chunk_tokens) != loss_chunk_tokens or loss_chunk_tokens < 0:
+            raise OptionError(
+                f"--loss-chunk-tokens must be an integer >= 0 (0: off), got {loss_chunk_tokens}"
+            )
         self.eps = float(label_smoothing)
         self.loss_scaling = not no_loss_scaling
+        self.chunk = int(loss_chunk_tokens)
         self.sentence_avg = sentence_avg
         self._checked_model = False
 
@@ -64,32 +82,25 @@ class ContextualTemperatureCrossEntropy(FairseqCriterion):
             raise OptionError(NO_TEMPERATURE_HEAD)  # now, not in the first step (which leaves crash.pt)
         if checks.option(model, "ct_normalization") == "constant":
             checks.check_temperature("--ct-constant", checks.option(model, "ct_constant", 1.0))
+        if checks.option(cfg, "loss_chunk_tokens") and checks.option(model, "output_head") == "adaptive":
+            raise OptionError(CHUNKS_NEED_A_FULL_HEAD)
         return super().build_criterion(cfg, task)
 
     def forward(self, model, sample, reduce=True):
         if not self._checked_model:
-            check_model(model, self.eps)
+            check_model(model, self.eps, self.chunk)
             self._checked_model = True
         net_output = model(**sample["net_input"])
         head = model.decoder.output_head
         target = model.get_targets(sample, net_output)
         keep = target.ne(self.padding_idx)
-        if self.eps > 0:
-            lprobs, tau = head(net_output[0])
-            losses, nll = label_smoothed_nll_loss(
-                lprobs.view(-1, lprobs.size(-1)),
-                target.view(-1),
-                self.eps,
-                ignore_index=self.padding_idx,
-                reduce=False,
-            )
-            losses, nll = losses.view(target.shape), nll.view(target.shape)
+        if self.chunk:
+            params = [p for p in model.parameters() if p.requires_grad]  # a tied embedding too
+            rows = max(1, self.chunk // target.size(1))
+            head_loss = functools.partial(self.head_loss, head)
+            loss, sums = chunked_head_loss(head_loss, net_output[0], target, keep, params, rows)
         else:
-            target_lprobs, tau = head.score(net_output[0], target)
-            nll = -target_lprobs.masked_fill(~keep, 0.0)
-            losses = nll
-        scale = tau.scale.detach() if self.loss_scaling else torch.ones_like(tau.scale)
-        loss = (losses * scale.masked_fill(~keep, 0.0)).sum()
+            loss, sums = self.head_loss(head, net_output[0], target, keep)
         sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
         regularization = net_output[1].get("regularization") if isinstance(net_output[1], dict) else None
         if regularization is not None:
@@ -97,11 +108,11 @@ class ContextualTemperatureCrossEntropy(FairseqCriterion):
         positions = keep.sum()
         logging_output = {
             "loss": loss.data,
-            "nll_loss": nll.sum().data,
-            "loss_scale": (scale * keep).sum().data,
-            "tau_mean": (tau.scale.detach() * keep).sum().data,
-            "tau_min": tau.min.data * positions,  # weighted by positions, averaged in reduce_metrics
-            "tau_max": tau.max.data * positions,
+            "nll_loss": sums.nll,
+            "loss_scale": sums.scale,
+            "tau_mean": sums.tau,
+            "tau_min": sums.tau_min * positions,  # weighted by positions, averaged in reduce_metrics
+            "tau_max": sums.tau_max * positions,
             "ntokens": sample["ntokens"],
             "nsentences": sample["target"].size(0),
             "sample_size": sample_size,
@@ -109,6 +120,33 @@ class ContextualTemperatureCrossEntropy(FairseqCriterion):
         if regularization is not None:
             logging_output["regularization"] = regularization.data * sample["ntokens"]
         return loss, sample_size, logging_output
+
+    def head_loss(self, head, features, target, keep):
+        """(sum_t s_t CE_t over the positions where keep, HeadLossSums) of the module docstring."""
+        if self.eps > 0:
+            lprobs, tau = head(features)
+            losses, nll = label_smoothed_nll_loss(
+                lprobs.view(-1, lprobs.size(-1)),
+                target.reshape(-1),
+                self.eps,
+                ignore_index=self.padding_idx,
+                reduce=False,
+            )
+            losses, nll = losses.view(target.shape), nll.view(target.shape)
+        else:
+            target_lprobs, tau = head.score(features, target)
+            nll = -target_lprobs.masked_fill(~keep, 0.0)
+            losses = nll
+        scale = tau.scale.detach() if self.loss_scaling else torch.ones_like(tau.scale)
+        loss = (losses * scale.masked_fill(~keep, 0.0)).sum()
+        sums = HeadLossSums(
+            nll.sum().detach(),
+            (scale * keep).sum().detach(),
+            (tau.scale.detach() * keep).sum(),
+            tau.min.detach(),
+            tau.max.detach(),
+        )
+        return loss, sums
 
     @staticmethod
     def reduce_metrics(logging_outputs) -> None:
@@ -139,12 +177,21 @@ NO_TEMPERATURE_HEAD = (
 )
 
 
-def check_model(model, label_smoothing):
+CHUNKS_NEED_A_FULL_HEAD = (
+    "--loss-chunk-tokens needs a head with the full distribution (--output-head softmax or mos); "
+    "the adaptive softmax never holds the batch x vocabulary logits: use --loss-chunk-tokens 0"
+)
+
+
+def check_model(model, label_smoothing, chunk=0):
     """A clear error on the first forward (before any update) for a model without a temperature
-    head that ``build_criterion`` could not recognise from its options."""
+    head, or with one the options ask too much of, that ``build_criterion`` could not recognise
+    from its options."""
     head = getattr(getattr(model, "decoder", None), "output_head", None)
     if head is None:
         raise OptionError(NO_TEMPERATURE_HEAD)
+    if chunk and isinstance(head, AdaptiveSoftmaxHead):
+        raise OptionError(CHUNKS_NEED_A_FULL_HEAD)
     if label_smoothing > 0 and isinstance(head, AdaptiveSoftmaxHead):
         raise OptionError(
             "--label-smoothing needs the full distribution at every position; it is "
