@@ -1383,7 +1383,7 @@ CASES = [
         bench_translation,
         ["--models", "ct_transformer", "--device", "cpu"],
         "--models must be a comma-separated subset of transformer,ct_transformer,ct_transformer_none,"
-        "sact_transformer with transformer, got ['ct_transformer']",
+        "sact_transformer,ct_transformer_chunked with transformer, got ['ct_transformer']",
     ),
     (
         "gpu_check: unknown benchmark",
@@ -1464,6 +1464,12 @@ CASES = [
         ["bash", os.path.join(EXAMPLES, "language_model", "ptb_converged_experiment.sh")],
         ["evaluate"],
         "unknown step 'evaluate' (expected train or results)",
+    ),
+    (
+        "language_model/eval_checkpoint.py: too few arguments",
+        [sys.executable, os.path.join(EXAMPLES, "language_model", "eval_checkpoint.py")],
+        ["{root}/eval_test.json", "82430", "ptb", "test"],
+        "usage: eval_checkpoint.py RESULT.json EXPECTED_TOKENS DATASET SUBSET CHECKPOINT",
     ),
     (
         "language_model/prepare.sh: unknown dataset",

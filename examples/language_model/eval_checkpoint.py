@@ -18,8 +18,15 @@ import torch
 
 from fairseq_ctemp import lm_eval
 
+USAGE = (
+    "usage: eval_checkpoint.py RESULT.json EXPECTED_TOKENS DATASET SUBSET CHECKPOINT TOKENS_PER_SAMPLE "
+    "CONTEXT_WINDOW AUTO_DEVICE DATA [EVAL_LM_ARGS...] (run by evaluate.sh)"
+)
+
 
 def main(argv):
+    if len(argv) < 9 or not argv[0].endswith(".json"):
+        sys.exit(USAGE)
     result, expected, dataset, subset, checkpoint, tps, context, auto_device, *eval_args = argv
     if auto_device == "1" and not torch.cuda.is_available():  # in this process: no second torch start
         eval_args.append("--cpu")
