@@ -8,7 +8,9 @@ for models with a temperature head (ct_transformer, ct_transformer_lm, ct_lstm_l
 trained, scaled), ``nll_loss`` (the unscaled NLL of the normalised distribution; ``ppl`` is derived
 from it and only from it), ``loss_scale`` (mean s_t), ``tau_mean`` / ``tau_min`` / ``tau_max``
 (mean over positions of mean_v tau; smallest and largest tau computed, averaged over batches) and
-``regularization`` (AR + TAR per token). All in base 2 like fairseq's losses.
+``regularization`` (AR + TAR per token). All in base 2 like fairseq's losses. ``--loss-chunk-tokens
+N`` computes the same loss and gradients on whole sequences of at most N target tokens at a time
+(chunked_head_loss.py), so that no vocabulary-sized tensor of the whole batch is held.
 
 The scale is a weight, not an objective: it is detached from the graph. The papers introduce it to
 rebalance the cross-entropy's gradients against the regularisers' once temperatures shrink them
