@@ -5,9 +5,7 @@ would shrink the scale itself."""
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import PLUGIN_DIR
-from fairseq import options, tasks
-from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+from test_chunked_head_loss import lm
 
 
 def reference_alpha_beta_gradients(model, x, y, detach_scale=True):
@@ -30,18 +28,7 @@ def reference_alpha_beta_gradients(model, x, y, detach_scale=True):
 
 def lstm_lm(toy_data, *head_options):
     """(task, lstm_lm_tiny in eval mode, ct_cross_entropy) on the toy LM data, seed 1."""
-    args = options.parse_args_and_arch(
-        options.get_training_parser(),
-        [
-            *(str(toy_data["lm_bin"]), "--user-dir", PLUGIN_DIR, "--task", "language_modeling"),
-            *("--tokens-per-sample", "32", "--criterion", "ct_cross_entropy", "--cpu"),
-            *("--arch", "lstm_lm_tiny", *head_options),
-        ],
-    )
-    cfg = convert_namespace_to_omegaconf(args)
-    task = tasks.setup_task(cfg.task)
-    torch.manual_seed(1)
-    return task, task.build_model(cfg.model).eval(), task.build_criterion(cfg.criterion)
+    return lm(toy_data, ["--arch", "lstm_lm_tiny", *head_options], "--tokens-per-sample", "32")
 
 
 def test_learned_alpha_beta_gradients_come_from_the_cross_entropy_alone(toy_data):
