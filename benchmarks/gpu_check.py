@@ -492,13 +492,14 @@ def markdown(report):
         if "models" not in b:
             lines += ["```", *b.get("log_tail", []), "```"]
             continue
-        keys = list(next(iter(b["models"].values())))
+        keys = list(dict.fromkeys(k for values in b["models"].values() for k in values))  # every model's
         lines += [
             "| model | " + " | ".join(label(k) for k in keys) + " |",
             "|---" * (len(keys) + 1) + "|",
         ]
         for model, values in b["models"].items():
-            lines.append(f"| {model} | " + " | ".join(f"{values[k]:.1f}" for k in keys) + " |")
+            cells = (f"{values[k]:.1f}" if k in values else "–" for k in keys)
+            lines.append(f"| {model} | " + " | ".join(cells) + " |")
         lines += profiled_steps_text(b.get("profiled_steps"), b.get("traces"))
     return "\n".join(lines) + "\n"
 
