@@ -90,8 +90,8 @@ def batch(task, rows=5, length=16):
 HEADS = ["lstm-softmax-ct", "lstm-mos-ct-learned", "lstm-softmax-constant", "transformer-mos-ct-lambda"]
 
 
-@pytest.mark.parametrize("eps", [0.0, 0.1])
-@pytest.mark.parametrize("chunk", [16, 40, 1000])  # one sequence, two (the last chunk one), all five
+# chunks of one sequence, of two (the last chunk one), of all five; with and without label smoothing
+@pytest.mark.parametrize("chunk, eps", [(16, 0.0), (40, 0.1), (1000, 0.1)])
 @pytest.mark.parametrize("arch", HEADS)
 def test_the_chunked_loss_against_the_float64_reference(toy_data, arch, chunk, eps):
     task, model, criterion = lm(
