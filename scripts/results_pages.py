@@ -126,6 +126,29 @@ def alt_pilot(rows):
     return lines
 
 
+# ------------------------------------------------- ALT mini on the carved test (Part 1)
+def sacrebleu_p(p_value):
+    """sacrebleu's paired bootstrap reports (count + 1) / (samples + 1): 0.0010 is its floor."""
+    return "≤ 0.001 (floor)" if float(p_value) <= 0.001 else p_value
+
+
+def alt_carved(rows):
+    (systems,) = rows
+    lines = [
+        "| system | decoded at t | greedy BLEU | p (greedy) vs T = 1 | tuned beam BLEU (k, lp) | p (beam) vs T = 1 | "
+        "test NLL nats/token | test ECE | dev NLL | dev ECE |",
+        "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in systems:
+        p_greedy = sacrebleu_p(r["p greedy vs T=1"]) if r["p greedy vs T=1"] else "–"
+        p_beam = sacrebleu_p(r["p beam vs T=1"]) if r["p beam vs T=1"] else "–"
+        lines.append(
+            f"| {r['system']} | {r['t decoded at']} | {r['greedy BLEU']} | {p_greedy} | {r['beam BLEU (k, lp)']} | "
+            f"{p_beam} | {r['test NLL']} | {r['test ECE %']} % | {r['dev NLL']} | {r['dev ECE %']} % |"
+        )
+    return lines
+
+
 # ------------------------------------------------------------------ SACT LSTM on ALT (Part 3)
 PART3_ORDER = ("lstm", "sact_lstm", "fixed_lstm:2.25")
 
@@ -167,6 +190,7 @@ TABLES = {
     "alt_pilot_large_batch": Table(
         (os.path.join(ALT_RESULTS, "base_en_vi_pilot_large_batch", "runs.csv"),), alt_pilot
     ),
+    "alt_carved": Table((os.path.join(ALT_RESULTS, "mini_en_vi_carved", "table1_posthoc.csv"),), alt_carved),
     "sact_lstm": Table(
         (
             os.path.join(ALT_RESULTS, "mini_en_vi_variants", "part3", "runs.csv"),
