@@ -102,7 +102,7 @@ def test_a_forked_command_ends_as_a_real_one(tmp_path, mode):
     assert "atexit ran" in forked[1]
 
 
-@pytest.mark.parametrize("ignore", [(), (signal.SIGINT,), (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP)])
+@pytest.mark.parametrize("ignore", [(), (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP)])
 def test_a_forked_command_ignores_the_signals_a_real_one_would(tmp_path, ignore):
     how, forked = ran(tmp_path, "signals", os.environ, ignore)
     real_how, real = ran(tmp_path, "signals", real_processes(os.environ), ignore)
