@@ -95,6 +95,9 @@ reap_finished() {  # the runs that have ended leave pids; the failed ones go to 
     unset "pids[$i]" "names[$i]"
   done
 }
+wait_for_fewer_than() {  # N: until fewer than N runs are running
+  while [ ${#pids[@]} -ge "$1" ]; do sleep 1; reap_finished; done
+}
 kill_tree() {  # a run's processes, children first (background jobs of a script ignore Ctrl-C)
   local child
   for child in $(pgrep -P "$1"); do kill_tree "$child"; done
@@ -112,11 +115,11 @@ if [ "$step" = train ]; then
   trap 'stop 130' INT
   trap 'stop 143' TERM
   for run in $variants; do
-    while [ ${#pids[@]} -ge "$jobs" ]; do sleep 1; reap_finished; done
+    wait_for_fewer_than "$jobs"
     train_one "$run" &
     pids+=($!) names+=("$run")
   done
-  while [ ${#pids[@]} -gt 0 ]; do sleep 1; reap_finished; done
+  wait_for_fewer_than 1
   [ ${#failed[@]} -eq 0 ] || die "run(s) that failed: ${failed[*]} (see $exp/runs/RUN/train.log)"
   exit 0
 fi

@@ -49,8 +49,7 @@ def chunked_head_loss(loss_fn, features, target, keep, params, rows):
     needs_grad = features.requires_grad or any(p.requires_grad for p in params)
     if not (torch.is_grad_enabled() and needs_grad):  # validation: chunks, no gradients
         total = None
-        for start in range(0, features.size(0), rows):
-            part = slice(start, start + rows)
+        for part in parts(features.size(0), rows):
             loss, sums = loss_fn(features[part], target[part], keep[part])
             total = (loss, sums) if total is None else (total[0] + loss, total[1].combine(sums))
         return total
@@ -58,15 +57,19 @@ def chunked_head_loss(loss_fn, features, target, keep, params, rows):
     return loss, HeadLossSums(*sums)
 
 
+def parts(size, rows):
+    """The slices of ``rows`` sequences (the last one shorter) that cover ``size``."""
+    return (slice(start, start + rows) for start in range(0, size, rows))
+
+
 class ChunkedHeadLoss(torch.autograd.Function):
     @staticmethod
     def forward(ctx, features, target, keep, loss_fn, rows, *params):
         wide = torch.promote_types(features.dtype, torch.float32)  # float32, or float64 for float64
-        grad_features = torch.zeros(features.shape, dtype=wide, device=features.device)
+        grad_features = torch.empty(features.shape, dtype=wide, device=features.device)  # every row written
         grad_params = [None] * len(params)  # made for the parameters the head uses (the others: None)
         loss, total = torch.zeros((), dtype=wide, device=features.device), None
-        for start in range(0, features.size(0), rows):
-            part = slice(start, start + rows)
+        for part in parts(features.size(0), rows):
             with torch.enable_grad():
                 h = features[part].detach().requires_grad_()
                 chunk_loss, sums = loss_fn(h, target[part], keep[part])
