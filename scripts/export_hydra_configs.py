@@ -204,7 +204,8 @@ def as_built(cfg):
             else:
                 values = plain(merge_with_parent(dc(), node) if dc is not None else node)
             if group in COMPONENTS and dc is None:
-                values = {k: v for k, v in values.items() if k in legacy_fields(group, node._name)}
+                fields = legacy_fields(group, node._name)
+                values = {k: v for k, v in values.items() if k in fields}
             result[group] = values
     return result
 
