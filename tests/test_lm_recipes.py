@@ -361,7 +361,7 @@ def test_seeds_are_the_unit_of_the_comparison_with_the_baseline(tmp_path):
     formulas (Welch-Satterthwaite degrees of freedom, Student t tail) computed by hand here."""
     lm_results = example_script(os.path.join(RECIPES, "lm_results.py"))
     ppl = {"softmax": 85.0, "softmax@2": 87.0, "softmax@3": 86.0, "ct": 88.0, "ct@2": 90.5, "ct@3": 89.0}
-    ppl.update({"mos": 88.7})
+    ppl.update({"mos": 88.7, "flat": 80.0, "flat@2": 80.0, "flat@3": 80.0})
     table = tmp_path / "t.csv"
     table.write_text("variant,test_ppl\n" + "".join(f"{k},{v}\n" for k, v in ppl.items()), encoding="utf-8")
     run_main(lm_results.main, "seeds", "--table", table, "--output", tmp_path / "s")
@@ -381,6 +381,15 @@ def test_seeds_are_the_unit_of_the_comparison_with_the_baseline(tmp_path):
         math.exp(statistics.mean(a) - statistics.mean(b))
     )
     assert rows["mos"]["verdict"] == "no test: one seed" and rows["mos"]["p_value"] == ""
+    # no spread over its seeds (the baseline has some): Welch's test still applies
+    assert rows["flat"]["verdict"] == "lower" and float(rows["flat"]["welch_df"]) == pytest.approx(2)
+    flat = tmp_path / "flat.csv"  # neither row spreads: no test, never a verdict from a NaN
+    flat.write_text("variant,test_ppl\nsoftmax,80\nsoftmax@2,80\nct,81\nct@2,81\n", encoding="utf-8")
+    run_main(lm_results.main, "seeds", "--table", flat, "--output", tmp_path / "no_spread")
+    (ct,) = [
+        r for r in csv.DictReader(open(tmp_path / "no_spread.csv", encoding="utf-8")) if r["variant"] == "ct"
+    ]
+    assert ct["verdict"] == "no test: no spread over the seeds" and ct["p_value"] == ""
     assert rows["softmax"]["seeds"] == "1 2 3"
     with pytest.raises(SystemExit, match="exists; refusing to overwrite"):
         lm_results.main(["seeds", "--table", str(table), "--output", str(tmp_path / "s")])

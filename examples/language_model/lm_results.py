@@ -565,6 +565,8 @@ def seeds(args):
             row["verdict"] = "baseline"
         elif len(values) < 2 or len(base) < 2:
             row["verdict"] = "no test: one seed"
+        elif np.ptp(values) == 0 and np.ptp(base) == 0:  # Welch's t would be infinite (or NaN)
+            row["verdict"] = "no test: no spread over the seeds"
         else:
             test = stats.ttest_ind(values, base, equal_var=False)
             row.update(welch_t=float(test.statistic), welch_df=float(test.df), p_value=float(test.pvalue))
