@@ -1336,6 +1336,26 @@ CASES = [
         "{root}/seeds/good.csv exists; refusing to overwrite it (--force)",
     ),
     (
+        "lm_results table: --output taken",
+        lm_results,
+        ["table", "--runs", "{root}/none", "--variants", "softmax", "--output", "{root}/seeds/good"],
+        "lm_results.py table: error: {root}/seeds/good.csv exists; refusing to overwrite it (--force)",
+    ),
+    (
+        "lm_results plot: --csv taken",
+        lm_results,
+        [
+            "plot",
+            "--logs",
+            "{root}/none.log",
+            "--output",
+            "{root}/new/c.png",
+            "--csv",
+            "{root}/seeds/good.csv",
+        ],
+        "lm_results.py plot: error: {root}/seeds/good.csv exists; refusing to overwrite it (--force)",
+    ),
+    (
         "lm_results: tau of a missing dump",
         lm_results,
         ["tau", "--dumps", "{root}/none/tau_test.tsv", "--output", "{root}/new/tau"],

@@ -29,6 +29,9 @@
       the ratio of the geometric means and Welch's t-test on the per-seed log perplexities
       (one seed on either side: no test; p >= 0.05: inconclusive).
 
+Every command refuses to write over an existing output before any work (--force: replace them, as
+the recipes' results steps do when they rebuild their tables from the runs).
+
 For the temperatures themselves (tau per position, heat maps) see ctemp-ct-analysis.
 """
 
@@ -536,9 +539,6 @@ def seeds(args):
     import numpy as np
     from scipy import stats
 
-    for path in (args.output + ".md", args.output + ".csv"):
-        if os.path.exists(path) and not args.force:
-            sys.exit(f"lm_results.py seeds: error: {path} exists; refusing to overwrite it (--force)")
     by_row = collections.defaultdict(dict)
     for path in args.table:  # several tables: runs made in different places (one seed each)
         for variant, seed, ppl in seed_rows(path):
@@ -644,7 +644,15 @@ def main(argv=None):
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("plot", help="validation curves from fairseq json logs -> PNG")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--force", action="store_true", help="replace existing outputs (a results step that rebuilds them)"
+    )
+
+    def command(name, **kwargs):
+        return sub.add_parser(name, parents=[common], **kwargs)
+
+    p = command("plot", help="validation curves from fairseq json logs -> PNG")
     p.add_argument("--logs", nargs="+", required=True)
     p.add_argument("--labels", nargs="+")
     p.add_argument("--x", choices=["update", "epoch"], default="epoch")
@@ -653,7 +661,7 @@ def main(argv=None):
     p.add_argument("--output", required=True)
     p.add_argument("--csv", help="also write the points (and per epoch the learning rate) to this .csv file")
     p.set_defaults(func=plot)
-    t = sub.add_parser("table", help="results table (markdown + CSV) of several runs")
+    t = command("table", help="results table (markdown + CSV) of several runs")
     t.add_argument("--runs", required=True)
     t.add_argument("--variants", nargs="+", required=True)
     t.add_argument(
@@ -663,19 +671,17 @@ def main(argv=None):
     )
     t.add_argument("--output", required=True, help="output prefix: writes PREFIX.md and PREFIX.csv")
     t.set_defaults(func=table)
-    u = sub.add_parser("tau", help="tau statistics of CT models (markdown + CSV) from ct-analysis dumps")
+    u = command("tau", help="tau statistics of CT models (markdown + CSV) from ct-analysis dumps")
     u.add_argument("--dumps", nargs="+", required=True, help="ctemp-ct-analysis dump TSVs, one per model")
     u.add_argument("--labels", nargs="+", help="one label per dump (default: its directory's name)")
     u.add_argument("--output", required=True, help="output prefix: writes PREFIX.md and PREFIX.csv")
     u.set_defaults(func=tau)
-    r = sub.add_parser("protocols", help="test ppl of one checkpoint under several eval-lm settings")
+    r = command("protocols", help="test ppl of one checkpoint under several eval-lm settings")
     r.add_argument("--runs", required=True)
     r.add_argument("--variants", nargs="+", required=True)
     r.add_argument("--output", required=True)
     r.set_defaults(func=protocols)
-    c = sub.add_parser(
-        "compare", help="perplexities against the first variant's, paired bootstrap over sentences"
-    )
+    c = command("compare", help="perplexities against the first variant's, paired bootstrap over sentences")
     c.add_argument("--runs", required=True)
     c.add_argument("--variants", nargs="+", required=True, help="the baseline first, then the variants")
     c.add_argument("--subset", default="test")
@@ -683,9 +689,7 @@ def main(argv=None):
     c.add_argument("--seed", type=int, default=1)
     c.add_argument("--output", required=True, help="output prefix: writes PREFIX.md and PREFIX.csv")
     c.set_defaults(func=compare)
-    d = sub.add_parser(
-        "seeds", help="each row over its seeds, and against a baseline with the seed as the unit"
-    )
+    d = command("seeds", help="each row over its seeds, and against a baseline with the seed as the unit")
     d.add_argument(
         "--table",
         nargs="+",
@@ -694,10 +698,23 @@ def main(argv=None):
     )
     d.add_argument("--baseline", default="softmax")
     d.add_argument("--output", required=True, help="output prefix: writes PREFIX.md and PREFIX.csv")
-    d.add_argument("--force", action="store_true", help="replace existing outputs (the results step's rerun)")
     d.set_defaults(func=seeds)
     args = parser.parse_args(argv)
+    taken = [path for path in outputs(args) if os.path.lexists(path)]
+    if taken and not args.force:
+        sys.exit(
+            f"lm_results.py {args.command}: error: {taken[0]} exists; refusing to overwrite it (--force)"
+        )
     args.func(args)
+
+
+def outputs(args):
+    """The files a command writes."""
+    if args.command == "plot":
+        return [args.output] + ([args.csv] if args.csv else [])
+    if args.command == "protocols":
+        return [args.output]
+    return [args.output + ".md", args.output + ".csv"]
 
 
 if __name__ == "__main__":

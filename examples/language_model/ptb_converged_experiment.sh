@@ -131,14 +131,14 @@ done
 [ ${#finished[@]} -gt 0 ] || { echo "no finished run in $exp/runs" >&2; exit 1; }
 mkdir -p "$(dirname "$results")"
 python=$([ -x "$here/../../.venv/bin/python" ] && echo "$here/../../.venv/bin/python" || echo python3)
-"$python" "$here/lm_results.py" table --runs "$exp/runs" --variants "${finished[@]}" --output "$results"
+"$python" "$here/lm_results.py" table --runs "$exp/runs" --variants "${finished[@]}" --output "$results" --force
 # each row over its seeds, and against softmax with the seed as the unit (Welch's t-test)
 "$python" "$here/lm_results.py" seeds --table "$results.csv" --output "${results}_seeds" --force > /dev/null
 # each finished row against the softmax one, paired over the test sentences (a result evaluated
 # before evaluate.sh wrote sentences gets them now)
 if [ ${#finished[@]} -gt 1 ] && [ "${finished[0]}" = softmax ]; then
   for run in "${finished[@]}"; do bash "$here/evaluate.sh" "$exp/runs/$run" ptb test > /dev/null; done
-  "$python" "$here/lm_results.py" compare --runs "$exp/runs" --variants "${finished[@]}" --output "${results}_compare"
+  "$python" "$here/lm_results.py" compare --runs "$exp/runs" --variants "${finished[@]}" --output "${results}_compare" --force
   # the rows of each further seed N against softmax@N (RESULTS_compare_seedN)
   for seed in $(printf '%s\n' "${finished[@]}" | sed -n 's/.*@//p' | sort -un); do
     same_seed=()
@@ -147,13 +147,13 @@ if [ ${#finished[@]} -gt 1 ] && [ "${finished[0]}" = softmax ]; then
     done
     if [ -f "$exp/runs/softmax@$seed/eval_test.json" ] && [ ${#same_seed[@]} -gt 0 ]; then
       "$python" "$here/lm_results.py" compare --runs "$exp/runs" --variants "softmax@$seed" "${same_seed[@]}" \
-        --output "${results}_compare_seed$seed"
+        --output "${results}_compare_seed$seed" --force
     fi
   done
 fi
 "$python" "$here/lm_results.py" plot --logs $(for v in "${finished[@]}"; do echo "$exp/runs/$v/train.log"; done) \
   --labels "${finished[@]}" --x epoch --title "PTB, LSTM to early stopping: validation perplexity" \
-  --output "${results}_valid_curves.png" --csv "${results}_valid_curves.csv"
+  --output "${results}_valid_curves.png" --csv "${results}_valid_curves.csv" --force
 
 # tau of the CT models over the test text: statistics, and tau against sentence position
 ct_runs=()
@@ -171,7 +171,7 @@ for run in "${ct_runs[@]}"; do
   [ -f "$dump" ] || "${analysis[@]}" dump --path "$exp/runs/$run/checkpoint_best.pt" --data "$DATA_BIN" \
     --text "$text" --output "$dump" --cpu
 done
-"$python" "$here/lm_results.py" tau --dumps "${dumps[@]}" --labels "${ct_runs[@]}" --output "${results}_tau"
+"$python" "$here/lm_results.py" tau --dumps "${dumps[@]}" --labels "${ct_runs[@]}" --output "${results}_tau" --force
 "${analysis[@]}" positions --path "${checkpoints[@]}" --labels "${ct_runs[@]}" --data "$DATA_BIN" --text "$text" \
   --stats target min max --cpu --force --title "PTB test: tau against sentence position" \
   --output "${results}_tau_positions.png"

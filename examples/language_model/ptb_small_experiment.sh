@@ -64,9 +64,9 @@ mkdir -p "$(dirname "$results")" "$here/img"
 python=$([ -x "$here/../../.venv/bin/python" ] && echo "$here/../../.venv/bin/python" || echo python3)
 export PYTHONPATH="$here/../..${PYTHONPATH:+:$PYTHONPATH}"  # lm_results.py imports this checkout's fairseq_ctemp
 "$python" "$here/lm_results.py" table --runs "$exp/runs" --variants $variants \
-  --eval-suffix _checkpoint_last --output "$results"
+  --eval-suffix _checkpoint_last --output "$results" --force
 "$python" "$here/lm_results.py" protocols --runs "$exp/runs" --variants softmax \
-  --output "${results}_protocols.md"
+  --output "${results}_protocols.md" --force
 "$python" "$here/lm_results.py" plot --logs $(for v in $variants; do echo "$exp/runs/$v/train.log"; done) \
   --labels $variants --x update --title "PTB, small LSTM, $max_update updates: partial valid set (15k tokens)" \
-  --output "$here/img/ptb_small_valid_curves.png"
+  --output "$here/img/ptb_small_valid_curves.png" --force
