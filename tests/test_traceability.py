@@ -1,10 +1,12 @@
-"""Every measured number on the project's pages (README.md and docs/*.md) is in a committed result
-file: a CSV/JSON/TSV/Markdown/text file under a results directory (examples/*/results*/,
-benchmarks/results*/) or a report (docs/*report*.md). A number is traced when a number of some
-result file rounds to it at the page's precision (either sign, or as a percentage of a fraction).
+"""Every measured number on the project's pages (README.md, docs/*.md, the READMEs of examples/ and
+benchmarks/) is in a committed result file: a CSV/JSON/TSV/Markdown/text file under a results
+directory (examples/*/results*/, benchmarks/results*/) or a report (docs/*report*.md). A number
+is traced when a number of some result file rounds to it at the page's precision (either sign, or
+as a percentage of a fraction).
 
 Not measurements, so not checked: integers (counts, sizes, years), numbers in code spans and code
-blocks, in link targets, and those whose sentence names a version or a paper's own figure. A page
+blocks, in link targets, and those whose sentence names a version, a paper's own figure or a
+prediction. A page
 that quotes a number no command of the project wrote fails here: rerun what produced it, commit
 its file, or take the number out."""
 
@@ -16,13 +18,19 @@ import re
 from conftest import REPO
 
 # the reports under docs/ are sources (written by make gpu-check), not pages to check
-PAGES = ("README.md", *sorted(p for p in glob.glob("docs/*.md", root_dir=REPO) if "report" not in p))
+PAGES = (
+    "README.md",
+    *sorted(p for p in glob.glob("docs/*.md", root_dir=REPO) if "report" not in p),
+    *sorted(glob.glob("examples/*/README.md", root_dir=REPO)),
+    "benchmarks/README.md",
+)
 SOURCES = ("examples/*/results*/**/*", "benchmarks/results*/**/*", "docs/*report*.md")
 SOURCE_TYPES = ("csv", "json", "tsv", "md", "txt")
 NUMBER = re.compile(r"(?<![\w.])[-+]?\d+\.\d+(?![\w.])")
 # the words before a number that say it is not one of ours (a version, a link, a paper's figure)
 NOT_MEASURED = re.compile(
-    r"(torch|Python|PyTorch|CUDA|abs/|arXiv:|doi\.org/|paper's|papers'|paper reports|version)[^.;:]*$", re.I
+    r"(torch|Python|PyTorch|CUDA|abs/|arXiv:|doi\.org/|paper's|papers'|paper reports|predict|version)[^.;:]*$",
+    re.I,
 )
 
 
