@@ -55,8 +55,9 @@ def stock():
 def test_a_generator_of_stock_models_is_stock_and_scriptable(stock, temperature, tmp_path):
     task, model, sample = stock
     kwargs = {} if temperature is None else {"temperature": temperature}
+    # max_len_b: an untrained model decodes to the length limit (200 by default); 12 steps suffice
     generator = SequenceGenerator(
-        [model], task.target_dictionary, beam_size=2, no_repeat_ngram_size=2, **kwargs
+        [model], task.target_dictionary, beam_size=2, no_repeat_ngram_size=2, max_len_b=12, **kwargs
     )
     # nothing of the plugin on the generator or the model: fairseq divides the logits by X itself
     assert generator.temperature == (1.0 if temperature is None else temperature)
