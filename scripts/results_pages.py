@@ -15,6 +15,7 @@ number in it is the file's number, rounded. Nothing else on a page is touched.
 
 import argparse
 import csv
+import json
 import os
 import re
 import sys
@@ -22,13 +23,14 @@ from dataclasses import dataclass
 from typing import Callable, Tuple
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PAGES = (os.path.join("docs", "results.md"),)
+PAGES = (os.path.join("docs", "results.md"), os.path.join("docs", "softmax_tempering.md"))
 BLOCK = re.compile(
     r"^<!-- table: (?P<name>[\w-]+) \(scripts/results_pages.py\) -->\n(?P<body>.*?)^<!-- end of table -->$",
     re.M | re.S,
 )
 LM_RESULTS = os.path.join("examples", "language_model", "results")
 ALT_RESULTS = os.path.join("examples", "alt", "results")
+QUICKSTART_RESULTS = os.path.join("examples", "quickstart", "results")
 
 
 @dataclass(frozen=True)
@@ -37,9 +39,10 @@ class Table:
     render: Callable  # (the files' rows, one list per file) -> markdown lines
 
 
-def read_csv(path):
+def read_rows(path):
+    """A CSV file's rows (dicts), or a JSON file's object."""
     with open(os.path.join(REPO, path), encoding="utf-8", newline="") as f:
-        return list(csv.DictReader(f))
+        return json.load(f) if path.endswith(".json") else list(csv.DictReader(f))
 
 
 # ----------------------------------------------------------------------------- PTB (Part 2)
@@ -176,6 +179,23 @@ def sact_lstm(rows):
     return lines
 
 
+# ------------------------------------------------------------- the quickstart (make demo)
+def quickstart(results):
+    lines = [
+        "| CPU | training T | greedy BLEU | beam-5 BLEU | greedy chrF | beam-5 chrF | greedy s | beam-5 s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for result in results:
+        for r in result["rows"]:
+            greedy, beam = r["greedy"], r["beam5"]
+            lines.append(
+                f"| {result['cpu']} ({result['threads']} threads) | {r['training_temperature']:g} | "
+                f"{greedy['bleu']:.2f} | {beam['bleu']:.2f} | {greedy['chrf']:.2f} | {beam['chrf']:.2f} | "
+                f"{greedy['decode_seconds']:.2f} | {beam['decode_seconds']:.2f} |"
+            )
+    return lines
+
+
 TABLES = {
     "ptb_runs": Table((os.path.join(LM_RESULTS, "ptb_converged.csv"),), ptb_runs),
     "ptb_compare": Table(
@@ -198,12 +218,19 @@ TABLES = {
         ),
         sact_lstm,
     ),
+    "quickstart": Table(
+        (
+            os.path.join(QUICKSTART_RESULTS, "amd-epyc-2-threads.json"),
+            os.path.join(QUICKSTART_RESULTS, "intel-xeon-2-threads.json"),
+        ),
+        quickstart,
+    ),
 }
 
 
 def render(name):
     table = TABLES[name]
-    return "\n".join(table.render([read_csv(path) for path in table.files])) + "\n"
+    return "\n".join(table.render([read_rows(path) for path in table.files])) + "\n"
 
 
 def regenerate(text, page):

@@ -1472,6 +1472,26 @@ CASES = [
         "softmax or mos); the adaptive softmax never holds the batch x vocabulary logits: use "
         "--loss-chunk-tokens 0",
     ),
+    # the offline wheelhouse (scripts/)
+    (
+        "wheelhouse.sh: DIR exists",
+        ["bash", os.path.join(SCRIPTS, "wheelhouse.sh")],
+        ["{root}", "python3"],
+        "{root} exists: name a new folder",
+    ),
+    (
+        "wheelhouse.sh: PYTHON not a command",
+        ["bash", os.path.join(SCRIPTS, "wheelhouse.sh")],
+        ["{root}/new", "python9.9"],
+        "PYTHON 'python9.9' is not a command",
+    ),
+    (
+        "strip_torch_extensions.py: not fairseq's setup.py",
+        [sys.executable, os.path.join(SCRIPTS, "strip_torch_extensions.py")],
+        ["{toy}/raw/test.tgt"],
+        "{toy}/raw/test.tgt: expected once, found 0 times: 'from torch.utils import cpp_extension' "
+        "(fairseq 0.12.3's setup.py expected)",
+    ),
     # the example recipes (shell)
     (
         "language_model/train.sh: unknown variant",
