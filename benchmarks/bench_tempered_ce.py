@@ -14,6 +14,7 @@ import argparse
 import json
 import logging
 import os
+import platform
 import resource
 import statistics
 import sys
@@ -150,6 +151,16 @@ def versions_line(args):
     )
 
 
+def cpu_model():
+    """The CPU's model name (Linux: /proc/cpuinfo), else its architecture."""
+    if os.path.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    return platform.machine()
+
+
 def environment(args):
     import fairseq
 
@@ -161,6 +172,7 @@ def environment(args):
         "device": torch.cuda.get_device_name() if cuda else "cpu",
         "cuda": torch.version.cuda if cuda else None,
         "torch_threads": torch.get_num_threads(),
+        "cpu_model": cpu_model(),
     }
 
 

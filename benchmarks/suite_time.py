@@ -20,7 +20,7 @@ import time
 import xml.etree.ElementTree as ET
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_tempered_ce import check_json_target, write_json  # noqa: E402
+from bench_tempered_ce import check_json_target, cpu_model, write_json  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKERS = 2  # the Makefile's TEST_WORKERS (tests/test_benchmarks.py holds the two equal)
@@ -63,16 +63,6 @@ def start_up_seconds(code, repeats):
         subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, capture_output=True)
         times.append(time.perf_counter() - start)
     return round(statistics.median(times), 2)
-
-
-def cpu_model():
-    """The CPU's model name (Linux: /proc/cpuinfo), else its architecture."""
-    if os.path.exists("/proc/cpuinfo"):
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    return platform.machine()
 
 
 def main(argv=None):

@@ -44,33 +44,31 @@ class ChunkedTemperedLoss(torch.autograd.Function):
         ctx.input_dtypes = (h.dtype, weight.dtype)
         wide = torch.promote_types(h.dtype, torch.float32)  # float32, or float64 for float64 inputs
         grads = _Gradients(h, weight, wide) if any(ctx.needs_input_grad[:3]) else None
+        scratch = _Scratch(min(chunk, h.size(0)), vocab, h.device)
         loss = torch.zeros((), dtype=wide, device=h.device)
         nll_sum, correct = torch.zeros_like(loss), torch.zeros_like(loss)
         for start in range(0, h.size(0), chunk):
             rows = slice(start, start + chunk)
             hc, y, counts = h[rows], target[rows], keep[rows].to(wide)
-            z = F.linear(hc, weight, bias)
+            z = scratch.linear(hc, weight, bias)
             if count_correct:
                 correct += (z.argmax(-1) == y).to(wide).mul_(counts).sum()
-            lp = z.to(wide).div_(temperature) if z.dtype != wide else z.div_(temperature)  # our own copy
+            lp = scratch.wide_copy(z, wide).div_(temperature)
             torch._log_softmax(lp, -1, False, out=lp)  # row-wise, in place
             nll = -lp.gather(1, y[:, None]).squeeze(1)
-            p = lp.exp()
             rows_loss = c_nll * nll - c_smooth * lp.sum(-1)
+            p = negative_entropy = None
             if sem_weight > 0:
-                negative_entropy = (p * lp).sum(-1)
+                p = scratch.exp(lp)
+                negative_entropy = torch.einsum("nv,nv->n", p, lp)  # no N x V product made
                 rows_loss += sem_weight * negative_entropy
             loss += rows_loss.mul_(counts).sum()
             nll_sum += nll.mul_(counts).sum()
-            if grads is not None:  # d loss / d z = scale / T * d loss / d a
-                if sem_weight > 0:
-                    entropy_part = lp.sub_(negative_entropy[:, None]).mul_(p).mul_(sem_weight)
-                g = p.mul_(c_nll + c_smooth * vocab).sub_(c_smooth)
-                g.scatter_add_(1, y[:, None], torch.full_like(y[:, None], -c_nll, dtype=g.dtype))
-                if sem_weight > 0:
-                    g += entropy_part
-                g.mul_((counts * (scale / temperature))[:, None])
-                grads.add(rows, hc, g)
+            if grads is not None:  # d loss / d z = scale / T * d loss / d a, written over lp
+                row_scale = counts * (scale / temperature)
+                g = _logit_gradient(lp, p, negative_entropy, (c_nll, c_smooth, sem_weight), row_scale)
+                g.scatter_add_(1, y[:, None], (-c_nll * row_scale)[:, None])
+                grads.add(rows, hc, g, z)
         if grads is not None:
             ctx.save_for_backward(*grads.result())
         ctx.has_bias = bias is not None
@@ -90,6 +88,54 @@ class ChunkedTemperedLoss(torch.autograd.Function):
         )
 
 
+def _logit_gradient(lp, p, negative_entropy, coefficients, row_scale):
+    """The module docstring's gradient times row_scale, but for the target's -c_nll, written over
+    lp (log P) in place: P (c_nll + V c_smooth + w (log P - sum_v P_v log P_v)) - c_smooth. Without
+    the entropy term (p None) P is lp's own exp."""
+    c_nll, c_smooth, sem_weight = coefficients
+    a, row_scale = c_nll + c_smooth * lp.size(1), row_scale[:, None]
+    if p is None:
+        g, factor = lp.exp_(), a * row_scale
+    else:
+        g = lp.mul_(sem_weight).add_((a - sem_weight * negative_entropy)[:, None]).mul_(p)
+        factor = row_scale
+    # two passes: on the CPU a broadcasting addcmul is several times slower than both together
+    return g.mul_(factor).sub_(c_smooth * row_scale)
+
+
+class _Scratch:
+    """The chunk's vocabulary-sized tensors, allocated at the first chunk and reused by the others
+    (on the CPU a fresh allocation per chunk costs its page faults each time)."""
+
+    def __init__(self, rows, vocab, device):
+        self.shape, self.device = (rows, vocab), device
+        self.logits = self.wide = self.probs = None
+
+    def _buffer(self, name, rows, dtype):
+        buffer = getattr(self, name)
+        if buffer is None or buffer.dtype != dtype:
+            buffer = torch.empty(self.shape, dtype=dtype, device=self.device)
+            setattr(self, name, buffer)
+        return buffer[:rows]
+
+    def linear(self, hc, weight, bias):
+        """hc W^T + b in the features' dtype, as the model's own output layer makes them (under
+        autocast in its dtype: F.linear, since an out= product is not autocast)."""
+        if torch.is_autocast_enabled(hc.device.type):
+            return F.linear(hc, weight, bias)
+        out = self._buffer("logits", hc.size(0), hc.dtype)
+        if bias is None:
+            return torch.mm(hc, weight.t(), out=out)
+        return torch.addmm(bias, hc, weight.t(), out=out)
+
+    def wide_copy(self, z, wide):
+        """z in float32 (float64): z itself where it is already that (the logits are not kept)."""
+        return z if z.dtype == wide else self._buffer("wide", z.size(0), wide).copy_(z)
+
+    def exp(self, lp):
+        return torch.exp(lp, out=self._buffer("probs", lp.size(0), lp.dtype))
+
+
 class _Gradients:
     """The gradients of h, W and b, accumulated chunk by chunk in float32 (or float64) (those of W
     and b sum over all chunks; a half-precision sum of many chunks would lose their small terms)."""
@@ -100,8 +146,12 @@ class _Gradients:
         self.bias = torch.zeros(weight.size(0), dtype=wide, device=weight.device)
         self.matrix = weight
 
-    def add(self, rows, hc, g):
-        g_low = g.to(hc.dtype)  # the matrix products in the model's dtype, as its own backward
+    def add(self, rows, hc, g, logits):
+        """g (chunk x V, wide); logits: the chunk's logits buffer, free now, for g in hc's dtype."""
+        if g.dtype == hc.dtype:  # the products in the model's dtype
+            g_low = g
+        else:
+            g_low = logits.copy_(g) if logits.dtype == hc.dtype else g.to(hc.dtype)
         self.h[rows] = g_low @ self.matrix
         self.weight += (g_low.t() @ hc).to(g.dtype)
         self.bias += g.sum(0)
