@@ -119,6 +119,40 @@ def test_sact_forward_matches_a_slow_reference_implementation_of_the_formula():
             torch.testing.assert_close(logits[b, t], ref_logits, atol=1e-4, rtol=1e-4)
 
 
+def test_the_decoders_sact_steps_give_forwards_values_and_gradients():
+    """SactSteps (u_s as a row of W_in, w_c . c_t as alpha_t . (w_c . h)) against forward called step
+    by step with c_{t-1} (the path the slow reference above checks), padding included, float64."""
+    torch.manual_seed(0)
+    layer = SactAttention(6, 8, 6, mode="sact", lam=3.0).double()
+    h, c0 = torch.randn(3, 5, 8, dtype=torch.float64), torch.randn(3, 8, dtype=torch.float64)
+    padding = torch.tensor([[False] * 5, [False] * 3 + [True] * 2, [False] * 4 + [True]])
+    queries = torch.randn(4, 3, 6, dtype=torch.float64)
+
+    def run(stepwise):
+        layer.zero_grad()
+        inputs = [x.detach().requires_grad_() for x in (h, c0, queries)]
+        source, prev, qs = inputs
+        step = layer.steps(source, padding, prev)
+        results = []
+        for q in qs:
+            if stepwise:
+                results.append(layer(q, source, padding, prev))
+                prev = results[-1][2]
+            else:
+                results.append(step(q))
+        outputs = [torch.stack([r[i] for r in results]) for i in range(4)]
+        sum(
+            (o * torch.randn_like(o, generator=torch.Generator().manual_seed(i))).sum()
+            for i, o in enumerate(outputs)
+        ).backward()
+        return outputs, [x.grad for x in inputs] + [p.grad.clone() for p in layer.parameters()]
+
+    (values, grads), (expected_values, expected_grads) = run(stepwise=False), run(stepwise=True)
+    assert expected_values[3].std() > 0.1  # tau varies
+    for got, expected in zip(values + grads, expected_values + expected_grads):  # tau is fp32 in both
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-7)
+
+
 @torch.no_grad()
 def test_released_variant_is_exp_tanh_of_an_mlp_of_state_and_previous_context():
     torch.manual_seed(0)

@@ -302,6 +302,7 @@ class SactLSTMDecoder(LSTMDecoder):
 
         keep_attn = not self.training and self.need_attn
         outs, attns, taus = [], [], []
+        step = attention.steps(source_hids, padding_mask, prev_context)
         for j in range(seqlen):
             input = torch.cat((x[j], input_feed), dim=1)  # input feeding
             for i, rnn in enumerate(self.layers):
@@ -309,7 +310,7 @@ class SactLSTMDecoder(LSTMDecoder):
                 input = self.dropout_out_module(hidden)
                 prev_hiddens[i] = hidden
                 prev_cells[i] = cell
-            out, attn, context, tau = attention(hidden, source_hids, padding_mask, prev_context)
+            out, attn, context, tau = step(hidden)
             if prev_context is not None:
                 prev_context = context
             if keep_attn:

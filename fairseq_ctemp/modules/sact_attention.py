@@ -21,7 +21,8 @@ scaled by 1/(1-p) or zeroed and tau_t can leave (1/lam, lam); at inference it st
 c_{-1} is supplied by the caller (the SACT LSTM decoder uses the encoder state that initialises the
 decoder). With mode "none" the layer computes what fairseq's ``lstm.AttentionLayer`` computes (up to
 float rounding: batched matrix products instead of broadcast sums), with the same parameter names
-(``input_proj``, ``output_proj``). Temperatures are computed in fp32.
+(``input_proj``, ``output_proj``). Temperatures are computed in fp32 (in a decoder's steps, mode
+"sact" takes the two terms of beta_t from products in the model's dtype: SactSteps).
 
 A plain nn.Module with no fairseq registry code.
 """
@@ -129,16 +130,37 @@ class SactAttention(nn.Module):
         x = self.input_proj(query)
         scores = torch.bmm(x.unsqueeze(1), source_hids.transpose(1, 2)).squeeze(1)  # e_{t,i}
         tau = self.temperature(query, prev_context)
-        if torch.is_tensor(tau):
-            scores = (scores.float() / tau.unsqueeze(1)).type_as(scores)
-        elif tau is not None:
-            scores = (scores.float() / tau).type_as(scores)
-        if padding_mask is not None:  # as fairseq's AttentionLayer: -inf in fp32 (fp16-safe)
-            scores = scores.float().masked_fill_(padding_mask, float("-inf")).type_as(scores)
+        return (*self.attend(query, scores, tau, source_hids, padding_mask), tau)
+
+    def attend(self, query, scores, tau, source_hids, padding_mask):
+        """(out_t, alpha_t, c_t) from the scores e_{t,i} and tau_t (a tensor, a float or None)."""
+        if tau is not None or padding_mask is not None:  # in fp32, rounded back once
+            wide = scores.float()
+            if tau is not None:
+                wide = wide / (tau.unsqueeze(1) if torch.is_tensor(tau) else tau)
+            if padding_mask is not None:  # as fairseq's AttentionLayer: -inf in fp32 (fp16-safe)
+                wide = wide.masked_fill_(padding_mask, float("-inf"))
+            scores = wide.type_as(scores)
         attn = F.softmax(scores, dim=1)
         context = torch.bmm(attn.unsqueeze(1), source_hids).squeeze(1)
         out = torch.tanh(self.output_proj(torch.cat((context, query), dim=1)))
-        return out, attn, context, tau
+        return out, attn, context
+
+    def steps(self, source_hids, padding_mask=None, prev_context=None):
+        """The step function of one decoder call over the same source: query s_t -> what forward
+        returns, c_{t-1} carried from step to step (prev_context: c_{-1}). Mode "sact" shares the
+        parts of the temperature that do not change between steps (SactSteps), the other modes
+        call forward."""
+        if self.mode == "sact":
+            return SactSteps(self, source_hids, padding_mask, prev_context)
+
+        def step(query):
+            nonlocal prev_context
+            result = self(query, source_hids, padding_mask, prev_context)
+            prev_context = result[2] if self.uses_previous_context else None
+            return result
+
+        return step
 
     def extra_repr(self):
         if self.mode == "fixed":
@@ -146,6 +168,34 @@ class SactAttention(nn.Module):
         if self.lam is not None:
             return f"mode={self.mode}, lambda={self.lam:g}"
         return "mode=none"
+
+
+class SactSteps:
+    """Mode "sact" over the steps of one decoder call, in fewer operations per step than forward
+    (what bounds a small decoder on a GPU, which waits on the host's launches): u_s is one more row
+    of W_in, so one product gives W_in s_t and u_s . s_t; and since c_t = sum_i alpha_{t,i} h_i,
+    w_c . c_t = sum_i alpha_{t,i} (w_c . h_i), with w_c . h_i computed once per call: a product of
+    alpha_t with a vector, not a projection of c_t. The two terms come out of products in the
+    model's dtype; tanh and lam ** beta are computed in fp32, as in forward."""
+
+    def __init__(self, attention, source_hids, padding_mask, prev_context):
+        if prev_context is None:
+            raise ValueError("attention temperature 'sact' needs the previous context vector c_(t-1)")
+        self.attention, self.source, self.mask = attention, source_hids, padding_mask
+        context_weight = attention.temperature_context_proj.weight  # w_c (1 x source_dim)
+        self.projection = torch.cat((attention.input_proj.weight, attention.temperature_state_proj.weight))
+        self.source_terms = F.linear(source_hids, context_weight).squeeze(2)  # w_c . h_i: bsz x srclen
+        self.context_term = F.linear(prev_context, context_weight).squeeze(1)  # w_c . c_{t-1}
+
+    def __call__(self, query):
+        a = self.attention
+        projected = F.linear(query, self.projection)
+        x, state_term = projected.split((projected.size(1) - 1, 1), dim=1)  # W_in s_t, u_s . s_t
+        tau = lambda_tanh(self.context_term + state_term.squeeze(1), a.log_lam)
+        scores = torch.bmm(x.unsqueeze(1), self.source.transpose(1, 2)).squeeze(1)
+        out, attn, context = a.attend(query, scores, tau, self.source, self.mask)
+        self.context_term = (attn * self.source_terms).sum(1)  # w_c . c_t
+        return out, attn, context, tau
 
 
 def check_options(query_dim, source_dim, output_dim, mode, lam, fixed_temperature, released_dropout):
