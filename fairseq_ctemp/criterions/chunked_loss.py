@@ -111,12 +111,10 @@ class _Scratch:
         self.shape, self.device = (rows, vocab), device
         self.logits = self.wide = self.probs = None
 
-    def _buffer(self, name, rows, dtype):
-        buffer = getattr(self, name)
-        if buffer is None or buffer.dtype != dtype:
-            buffer = torch.empty(self.shape, dtype=dtype, device=self.device)
-            setattr(self, name, buffer)
-        return buffer[:rows]
+    def _buffer(self, name, rows, dtype):  # each name is asked for in one dtype
+        if getattr(self, name) is None:
+            setattr(self, name, torch.empty(self.shape, dtype=dtype, device=self.device))
+        return getattr(self, name)[:rows]
 
     def linear(self, hc, weight, bias):
         """hc W^T + b in the features' dtype, as the model's own output layer makes them (under
