@@ -128,6 +128,7 @@ def main():
     print(
         f"Measured on {summary['cpu']} ({summary['threads']} threads), torch {summary['torch']}: {work}/results.json"
     )
+    print(against_kept(summary))
     print(f"Everything is in {work}/ (train.log, checkpoints, hypotheses: see greedy_vs_beam.json)")
 
 
@@ -231,6 +232,32 @@ def cpu_model():
     import platform
 
     return platform.processor() or platform.machine()
+
+
+KEPT = os.path.join(REPO, "examples", "quickstart", "results")
+SCORES = ("greedy", "beam5")
+
+
+def against_kept(summary):
+    """One line: how the table compares with the kept result of the same command, CPU model,
+    thread count and torch (examples/quickstart/results), if there is one."""
+    same = ("command", "cpu", "threads", "torch")
+    for name in sorted(os.listdir(KEPT)):
+        with open(os.path.join(KEPT, name), encoding="utf-8") as f:
+            kept = json.load(f)
+        if all(kept.get(key) == summary[key] for key in same):
+            where = os.path.relpath(os.path.join(KEPT, name), REPO)
+            if rounded_scores(kept) == rounded_scores(summary):
+                return f"BLEU and chrF as kept for this CPU model in {where}"
+            return f"BLEU or chrF differ from those kept for this CPU model in {where}: not expected"
+    return (
+        f"No kept result of this command for {summary['cpu']} ({summary['threads']} threads, torch "
+        f"{summary['torch']}): BLEU differs between CPU models (examples/quickstart/README.md)"
+    )
+
+
+def rounded_scores(summary):
+    return [[round(row[s][k], 2) for s in SCORES for k in ("bleu", "chrf")] for row in summary["rows"]]
 
 
 def write_summary(path, args, rows):

@@ -3,6 +3,7 @@ averaging, greedy and beam 5 at each training temperature, and the table it prin
 
 import json
 import os
+import runpy
 import subprocess
 import sys
 
@@ -52,6 +53,7 @@ def test_quickstart_table_is_its_results(tmp_path):
         ]
         assert [cell.strip() for cell in row[1:]] == shown
     assert f"BLEU signature: {result['signatures']['bleu']}" in proc.stdout
+    assert "No kept result of this command for " in proc.stdout  # --epochs 1: no kept file
     summary = json.loads((work / "results.json").read_text())  # the table as a result file
     assert summary["cpu"] and summary["command"].endswith("--epochs 1 --train-pairs 100")
     for row, kept in zip(rows, summary["rows"]):
@@ -70,3 +72,21 @@ def test_quickstart_refuses_zero_epochs(tmp_path):
     )
     assert proc.returncode == 2 and "--epochs must be >= 1, got 0" in proc.stderr
     assert not (tmp_path / "q").exists()
+
+
+def test_a_table_is_compared_with_the_kept_one_of_its_cpu_model():
+    """scripts/quickstart.py says whether its table is the one kept for the same command, CPU
+    model, threads and torch (examples/quickstart/results), each kept file against itself."""
+    quickstart = runpy.run_path(QUICKSTART, run_name="quickstart")
+    kept_dir = os.path.join(REPO, "examples", "quickstart", "results")
+    kept = [name for name in os.listdir(kept_dir) if not name.startswith("calibration")]
+    assert len(kept) >= 2
+    for name in kept:
+        with open(os.path.join(kept_dir, name), encoding="utf-8") as f:
+            summary = json.load(f)
+        expected = f"as kept for this CPU model in examples/quickstart/results/{name}"
+        assert quickstart["against_kept"](summary).endswith(expected)
+        summary["rows"][1]["beam5"]["chrf"] += 0.01
+        assert "differ from those kept" in quickstart["against_kept"](summary)
+        summary["torch"] = "2.0.0"
+        assert quickstart["against_kept"](summary).startswith("No kept result")
