@@ -5,9 +5,10 @@
 #
 # Usage: scripts/setup_venv.sh [VENV_DIR]      (default: .venv inside the checkout)
 # Env:   TORCH_SPEC   torch requirement to install if torch is missing (default torch==2.13.0)
-#        FAIRSEQ_SPEC fairseq distribution (default fairseq-fixed==0.12.3.1, the Python 3.11 fork)
+#        FAIRSEQ_SPEC fairseq distribution (default: scripts/versions.sh, the Python 3.11 fork)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+source "$root/scripts/versions.sh"
 venv=${1:-$root/.venv}
 stamp=$venv/.fairseq_ctemp_installed
 # Re-run when pyproject.toml changed after the last successful set-up.
@@ -31,7 +32,7 @@ $pip install -q numpy cython
 if ! "$venv/bin/python" -c "import fairseq" 2>/dev/null; then
   # --no-deps: fairseq-fixed declares torchaudio, which would drag in a CUDA torch.
   # --no-build-isolation: build against the torch installed above, not a freshly downloaded one.
-  $pip install --no-build-isolation --no-deps "${FAIRSEQ_SPEC:-fairseq-fixed==0.12.3.1}"
+  $pip install --no-build-isolation --no-deps "${FAIRSEQ_SPEC:-$FAIRSEQ_DEFAULT}"
 fi
 # fairseq's real runtime deps (scikit-learn: `import fairseq` needs it) plus ours.
 $pip install -q "hydra-core==1.3.2" "omegaconf==2.3.0" regex sacrebleu tqdm bitarray packaging \

@@ -19,7 +19,7 @@ shift 2
 [ ! -e "$out" ] || die "$out exists: name a new folder"
 command -v "$python" > /dev/null || die "PYTHON '$python' is not a command"
 "$python" -c 'import venv' 2> /dev/null || die "PYTHON '$python' does not run or has no venv module"
-fairseq=fairseq-fixed==0.12.3.1
+source "$root/scripts/versions.sh"
 # The sdist is fetched with the set-up's venv: pip reads its metadata by running setup.py, which
 # imports torch.
 bash "$root/scripts/setup_venv.sh" > /dev/null
@@ -28,7 +28,7 @@ trap 'rm -rf "$work"' EXIT
 partial=$work/wheels
 mkdir "$partial"
 "$root/.venv/bin/python" -m pip download -q --no-deps --no-binary :all: --no-build-isolation \
-  "$fairseq" -d "$work/sdist"
+  "$FAIRSEQ_DEFAULT" -d "$work/sdist"
 tar -xzf "$work"/sdist/*.tar.gz -C "$work/sdist"
 src=$(echo "$work"/sdist/*/)
 "$root/.venv/bin/python" "$root/scripts/strip_torch_extensions.py" "$src/setup.py"
