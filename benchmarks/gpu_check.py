@@ -1,10 +1,10 @@
 #!/usr/bin/env python
-"""`make gpu-check`: the CUDA tests and the four benchmarks on one GPU, in one report.
+"""`make gpu-check`: the CUDA tests and the four benchmark scripts on one GPU, in one report.
 
 1. pytest on the tests marked `cuda` (tests/test_cuda.py: tempered_ce against its float64 reference,
    fairseq-train --fp16 / --bf16 at T = 1, 4, 100, every temperature head and SACT in half
    precision, greedy decoding on CUDA = on the CPU), each test's outcome read from pytest's JUnit XML;
-2. bench_tempered_ce.py (also with --bf16 and with the chunked loss), bench_ct_lm.py, bench_sact.py
+2. bench_tempered_ce.py (also with --bf16, with SEM and with the chunked loss), bench_ct_lm.py, bench_sact.py
    and bench_translation.py with their CUDA defaults (--fp16, base sizes) and rounds, each in its own
    process (its own torch.cuda.max_memory_allocated), each with one profiled step per model (--trace);
 3. OUT/report.json and OUT/report.md: device, torch / CUDA / cuDNN versions, every test's outcome,
@@ -37,6 +37,7 @@ MARKER = ".gpu-check"  # in every directory gpu-check writes; nothing else is ev
 BENCHMARKS = (
     "tempered_ce",
     "tempered_ce_bf16",
+    "tempered_ce_sem",
     "tempered_ce_chunked_8k",
     "tempered_ce_chunked_32k",
     "ct_lm",
@@ -46,6 +47,7 @@ BENCHMARKS = (
 # name: (the script bench_SCRIPT.py, its options before the sizes); the others run bench_NAME.py
 VARIANTS = {
     "tempered_ce_bf16": ("tempered_ce", "--bf16"),
+    "tempered_ce_sem": ("tempered_ce", "--sem-weight 0.3"),  # the entropy term's cost
     "tempered_ce_chunked_8k": ("tempered_ce", "--loss-chunk-tokens 2048 --vocab 8000"),
     "tempered_ce_chunked_32k": ("tempered_ce", "--loss-chunk-tokens 2048 --vocab 32000"),
     "translation": (

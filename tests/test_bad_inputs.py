@@ -1409,7 +1409,7 @@ CASES = [
         "gpu_check: unknown benchmark",
         PY + [os.path.join(REPO, "benchmarks", "gpu_check.py")],
         ["--allow-cpu", "--benchmarks", "tempered_ce,bogus", "--out", "{root}/gpu-report"],
-        "--benchmarks must be a comma-separated subset of tempered_ce,tempered_ce_bf16,tempered_ce_chunked_8k,tempered_ce_chunked_32k,ct_lm,sact,translation or 'none'",
+        "--benchmarks must be a comma-separated subset of tempered_ce,tempered_ce_bf16,tempered_ce_sem,tempered_ce_chunked_8k,tempered_ce_chunked_32k,ct_lm,sact,translation or 'none'",
     ),
     (
         "bench_tempered_ce: --temperature 0",
