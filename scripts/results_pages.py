@@ -152,6 +152,33 @@ def alt_carved(rows):
     return lines
 
 
+# ------------------------------------------------ SACT's two modes on the carved test (Part 1)
+SACT_MODES = {
+    "transformer": ("`transformer`, T = 1", "–"),
+    "sact_transformer": ("`sact_transformer`", "untempered (default)"),
+    "sact_transformer_tempered": ("`sact_transformer_tempered`", "tempered (the paper's recurrence)"),
+}
+
+
+def alt_carved_sact(rows):
+    runs, variants = rows
+    compared = {r["variant"]: r for r in variants}
+    lines = [
+        "| system | `--sact-previous-context` | updates (early stop) | test greedy BLEU / chrF | p (greedy) | "
+        "test beam 4 BLEU | p (beam) | test NLL nats/token | test ECE | dev greedy BLEU |",
+        "|---|---|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in sorted(runs, key=lambda r: list(SACT_MODES).index(r["variant"])):
+        name, mode = SACT_MODES[r["variant"]]
+        c = compared.get(r["variant"])
+        p_greedy, p_beam = (sacrebleu_p(c["p greedy"]), sacrebleu_p(c["p beam"])) if c else ("–", "–")
+        lines.append(
+            f"| {name} | {mode} | {int(r['updates']):,} | {r['test greedy']} / {r['test greedy chrF']} | "
+            f"{p_greedy} | {r['test beam']} | {p_beam} | {r['test NLL']} | {r['test ECE %']} % | {r['dev greedy']} |"
+        )
+    return lines
+
+
 # ------------------------------------------------------------------ SACT LSTM on ALT (Part 3)
 PART3_ORDER = ("lstm", "sact_lstm", "fixed_lstm:2.25")
 
@@ -211,6 +238,13 @@ TABLES = {
         (os.path.join(ALT_RESULTS, "base_en_vi_pilot_large_batch", "runs.csv"),), alt_pilot
     ),
     "alt_carved": Table((os.path.join(ALT_RESULTS, "mini_en_vi_carved", "table1_posthoc.csv"),), alt_carved),
+    "alt_carved_sact": Table(
+        (
+            os.path.join(ALT_RESULTS, "mini_en_vi_carved_sact", "runs.csv"),
+            os.path.join(ALT_RESULTS, "mini_en_vi_carved_sact", "variants.csv"),
+        ),
+        alt_carved_sact,
+    ),
     "sact_lstm": Table(
         (
             os.path.join(ALT_RESULTS, "mini_en_vi_variants", "part3", "runs.csv"),
