@@ -138,9 +138,12 @@ def test_paper_scale_script_end_to_end_on_cpu(tmp_path):
     # the archive is never overwritten: the same command is refused before any work
     again = paper_scale(*common, "--cpu")
     assert again.returncode == 2 and "alt-results.tar.gz exists; give another --results" in again.stderr
-    # --deadline: stopped while it checks what is done, it packs what has finished so far
+    # --deadline: stopped while it trains a third T (wall-clock stopped after 5.4 s, so still at
+    # work when the 2 s are up, however fast the machine), it packs what has finished so far
     partial = tmp_path / "partial"
-    stopped = paper_scale(*common[:-1], partial, "--deadline", "2", *options)
+    at = options.index("--temperatures") + 1
+    more = [*options[:at], "1,2,3", *options[at + 1 :]]
+    stopped = paper_scale(*common[:-1], partial, "--deadline", "2", *more)
     assert stopped.returncode == 3 and "--deadline 2 s reached" in stopped.stderr, stopped.stderr[-3000:]
     assert not (partial / "alt-results.tar.gz").exists()
     with tarfile.open(partial / "alt-results-partial.tar.gz") as tar:
