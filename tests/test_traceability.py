@@ -82,3 +82,38 @@ def test_the_check_finds_a_number_that_is_in_no_file():
     pool = result_numbers()
     assert traced(85.12, 2, pool)  # softmax's PTB test perplexity (examples/language_model/results)
     assert not traced(12345.678, 3, pool)
+
+
+LINK = re.compile(r"\]\(([^)#]+)(?:#[^)]*)?\)")
+CELL_NUMBER = re.compile(
+    r"(?<![\w.,])[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.,])[-+]?\d+(?:\.\d+)?(?![\w])"
+)
+
+
+def numbers_of(path):
+    with open(path, encoding="utf-8", errors="replace") as f:
+        text = f.read().replace("−", "-")
+    return sorted(float(n) for n in re.findall(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?", text))
+
+
+def test_a_table_row_that_links_result_files_has_only_their_numbers():
+    """Stricter for the rows that name their source: every number of a table row that links result
+    files, integers included, is in those files (not merely in some file of the repository)."""
+    missing = []
+    for page in PAGES:
+        folder = os.path.dirname(os.path.join(REPO, page))
+        with open(os.path.join(REPO, page), encoding="utf-8") as f:
+            text = re.sub(r"```.*?```", lambda m: "\n" * m.group().count("\n"), f.read(), flags=re.S)
+        for line_number, line in enumerate(text.splitlines(), 1):
+            linked = [os.path.normpath(os.path.join(folder, target)) for target in LINK.findall(line)]
+            sources = [p for p in linked if os.path.isfile(p) and p.rsplit(".", 1)[-1] in SOURCE_TYPES]
+            if not line.startswith("|") or not sources:
+                continue
+            pool = sorted({n for path in sources for n in numbers_of(path)})
+            cells = re.sub(r"\]\([^)]*\)", "]", re.sub(r"`[^`]*`", "", line)).replace("−", "-")
+            for match in CELL_NUMBER.finditer(cells):
+                number = match.group().replace(",", "")
+                decimals = len(number.split(".")[1]) if "." in number else 0
+                if not traced(float(number), decimals, pool):
+                    missing.append(f"{page}:{line_number}: {match.group()}  | {line.strip()[:100]}")
+    assert not missing, "numbers of a row not in the result files it links:\n" + "\n".join(missing)
