@@ -90,30 +90,50 @@ CELL_NUMBER = re.compile(
 )
 
 
+def result_files():
+    return {
+        os.path.normpath(path)
+        for pattern in SOURCES
+        for path in glob.glob(os.path.join(REPO, pattern), recursive=True)
+        if os.path.isfile(path) and path.rsplit(".", 1)[-1] in SOURCE_TYPES
+    }
+
+
 def numbers_of(path):
     with open(path, encoding="utf-8", errors="replace") as f:
         text = f.read().replace("−", "-")
     return sorted(float(n) for n in re.findall(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?", text))
 
 
-def test_a_table_row_that_links_result_files_has_only_their_numbers():
-    """Stricter for the rows that name their source: every number of a table row that links result
-    files, integers included, is in those files (not merely in some file of the repository)."""
-    missing = []
+def linked_numbers(page, known):
+    """(line number, number, line, the result files the line links) of the lines that link result
+    files: every number of a table row, integers included; the measured decimals of a prose line."""
+    folder = os.path.dirname(os.path.join(REPO, page))
+    with open(os.path.join(REPO, page), encoding="utf-8") as f:
+        text = re.sub(r"```.*?```", lambda m: "\n" * m.group().count("\n"), f.read(), flags=re.S)
+    for line_number, line in enumerate(text.splitlines(), 1):
+        linked = {os.path.normpath(os.path.join(folder, target)) for target in LINK.findall(line)}
+        if not linked & known:
+            continue
+        plain = re.sub(r"\]\([^)]*\)", "]", re.sub(r"`[^`]*`", "", line)).replace("−", "-")
+        for match in (CELL_NUMBER if line.startswith("|") else NUMBER).finditer(plain):
+            if line.startswith("|") or not NOT_MEASURED.search(
+                plain[max(0, match.start() - 24) : match.start()]
+            ):
+                yield line_number, match.group(), line, sorted(linked & known)
+
+
+def test_a_line_that_links_result_files_has_only_their_numbers():
+    """Stricter where a line names its source: the numbers of a table row or a prose line that links
+    result files are in those files, not merely in some file of the repository (a table row's
+    integers too)."""
+    known, missing, checked = result_files(), [], 0
     for page in PAGES:
-        folder = os.path.dirname(os.path.join(REPO, page))
-        with open(os.path.join(REPO, page), encoding="utf-8") as f:
-            text = re.sub(r"```.*?```", lambda m: "\n" * m.group().count("\n"), f.read(), flags=re.S)
-        for line_number, line in enumerate(text.splitlines(), 1):
-            linked = [os.path.normpath(os.path.join(folder, target)) for target in LINK.findall(line)]
-            sources = [p for p in linked if os.path.isfile(p) and p.rsplit(".", 1)[-1] in SOURCE_TYPES]
-            if not line.startswith("|") or not sources:
-                continue
-            pool = sorted({n for path in sources for n in numbers_of(path)})
-            cells = re.sub(r"\]\([^)]*\)", "]", re.sub(r"`[^`]*`", "", line)).replace("−", "-")
-            for match in CELL_NUMBER.finditer(cells):
-                number = match.group().replace(",", "")
-                decimals = len(number.split(".")[1]) if "." in number else 0
-                if not traced(float(number), decimals, pool):
-                    missing.append(f"{page}:{line_number}: {match.group()}  | {line.strip()[:100]}")
-    assert not missing, "numbers of a row not in the result files it links:\n" + "\n".join(missing)
+        for line_number, text, line, sources in linked_numbers(page, known):
+            checked += 1
+            number = text.replace(",", "")
+            decimals = len(number.split(".")[1]) if "." in number else 0
+            if not traced(float(number), decimals, sorted({n for p in sources for n in numbers_of(p)})):
+                missing.append(f"{page}:{line_number}: {text}  | {line.strip()[:100]}")
+    assert checked > 100  # the pages' linked lines were found
+    assert not missing, "numbers of a line not in the result files it links:\n" + "\n".join(missing)
