@@ -36,7 +36,8 @@ class TauStats(NamedTuple):
         if tau is None:  # no temperature: tau = 1 everywhere
             one = torch.ones((), device=device)
             return cls(torch.ones(positions_shape, device=device), one, one)
-        return cls(tau.mean(-1), tau.min().detach(), tau.max().detach())
+        low, high = torch.aminmax(tau.detach())  # one pass over the (tokens x V) temperatures
+        return cls(tau.mean(-1), low, high)
 
 
 class DividedLogSoftmax(torch.autograd.Function):
