@@ -34,24 +34,42 @@ NOT_MEASURED = re.compile(
 )
 
 
+def result_files():
+    """The committed result files (SOURCES), as normalised absolute paths."""
+    return {
+        os.path.normpath(path)
+        for pattern in SOURCES
+        for path in glob.glob(os.path.join(REPO, pattern), recursive=True)
+        if os.path.isfile(path) and path.rsplit(".", 1)[-1] in SOURCE_TYPES
+    }
+
+
 def result_numbers():
     found = set()
-    for pattern in SOURCES:
-        for path in glob.glob(os.path.join(REPO, pattern), recursive=True):
-            if os.path.isfile(path) and path.rsplit(".", 1)[-1] in SOURCE_TYPES:
-                with open(path, encoding="utf-8", errors="replace") as f:
-                    found.update(float(n) for n in NUMBER.findall(f.read().replace("−", "-")))
+    for path in result_files():
+        with open(path, encoding="utf-8", errors="replace") as f:
+            found.update(float(n) for n in NUMBER.findall(f.read().replace("−", "-")))
     return sorted(found)
+
+
+def page_lines(page):
+    """(line number, the line, the line without code spans and link targets) of a page's prose
+    and tables (code blocks left out)."""
+    with open(os.path.join(REPO, page), encoding="utf-8") as f:
+        text = re.sub(r"```.*?```", lambda m: "\n" * m.group().count("\n"), f.read(), flags=re.S)
+    for number, line in enumerate(text.splitlines(), 1):
+        yield number, line, re.sub(r"\]\([^)]*\)", "]", re.sub(r"`[^`]*`", "", line)).replace("−", "-")
+
+
+def measured(prose, match):
+    return not NOT_MEASURED.search(prose[max(0, match.start() - 24) : match.start()])
 
 
 def page_numbers(page):
     """(line number, text of the number, the line) of every measured number on the page."""
-    with open(os.path.join(REPO, page), encoding="utf-8") as f:
-        text = re.sub(r"```.*?```", lambda m: "\n" * m.group().count("\n"), f.read(), flags=re.S)
-    for number, line in enumerate(text.splitlines(), 1):
-        prose = re.sub(r"\]\([^)]*\)", "]", re.sub(r"`[^`]*`", "", line)).replace("−", "-")
+    for number, line, prose in page_lines(page):
         for match in NUMBER.finditer(prose):
-            if not NOT_MEASURED.search(prose[max(0, match.start() - 24) : match.start()]):
+            if measured(prose, match):
                 yield number, match.group(), line
 
 
@@ -90,15 +108,6 @@ CELL_NUMBER = re.compile(
 )
 
 
-def result_files():
-    return {
-        os.path.normpath(path)
-        for pattern in SOURCES
-        for path in glob.glob(os.path.join(REPO, pattern), recursive=True)
-        if os.path.isfile(path) and path.rsplit(".", 1)[-1] in SOURCE_TYPES
-    }
-
-
 def numbers_of(path):
     with open(path, encoding="utf-8", errors="replace") as f:
         text = f.read().replace("−", "-")
@@ -109,17 +118,13 @@ def linked_numbers(page, known):
     """(line number, number, line, the result files the line links) of the lines that link result
     files: every number of a table row, integers included; the measured decimals of a prose line."""
     folder = os.path.dirname(os.path.join(REPO, page))
-    with open(os.path.join(REPO, page), encoding="utf-8") as f:
-        text = re.sub(r"```.*?```", lambda m: "\n" * m.group().count("\n"), f.read(), flags=re.S)
-    for line_number, line in enumerate(text.splitlines(), 1):
+    for line_number, line, plain in page_lines(page):
         linked = {os.path.normpath(os.path.join(folder, target)) for target in LINK.findall(line)}
         if not linked & known:
             continue
-        plain = re.sub(r"\]\([^)]*\)", "]", re.sub(r"`[^`]*`", "", line)).replace("−", "-")
-        for match in (CELL_NUMBER if line.startswith("|") else NUMBER).finditer(plain):
-            if line.startswith("|") or not NOT_MEASURED.search(
-                plain[max(0, match.start() - 24) : match.start()]
-            ):
+        table = line.startswith("|")
+        for match in (CELL_NUMBER if table else NUMBER).finditer(plain):
+            if table or measured(plain, match):
                 yield line_number, match.group(), line, sorted(linked & known)
 
 
