@@ -20,8 +20,10 @@ Which alpha c_{t-1} is computed from (``previous_context``):
 
 W_c c_t is computed as sum_{h,i} alpha_{t,h,i} g_{h,i,k} with g_{h,i,k} = v_{h,i} . W_c[k, head h]:
 one extra (attention x K) product instead of another attention-sized one. Incremental decoding
-caches W_c c_{t-1} (K numbers per hypothesis; reordered for beam search); fairseq caches the keys
-and values as usual. Mode "fixed" divides every score by one constant tau. Temperatures and the
+caches W_c c_{t-1} (K numbers per hypothesis; reordered for beam search) and g, which depends on the
+source alone: like fairseq's keys and values, one copy per source sentence when the beam size is set
+(``set_beam_size``, as fairseq's SequenceGenerator does), not reordered while the beam keeps its
+sentences. Mode "fixed" divides every score by one constant tau. Temperatures and the
 softmax are computed in fp32, as fairseq's softmax is.
 
 A plain module (no registry code); ``fairseq_ctemp.models.sact_transformer`` puts it in the decoder.
@@ -162,18 +164,18 @@ class SactMultiheadAttention(MultiheadAttention):
         state_logit = F.linear(query.float(), self.temperature_state_proj.weight.float()).transpose(0, 1)
         cached = self.get_incremental_state(incremental_state, "sact_state")
         if cached is None:
-            # g (bsz x H x S x K): static like the keys and values, so cached for incremental decoding
+            # g (kv_bsz x H x S x K): static like the keys and values, so cached for incremental decoding
             w_c = self.temperature_context_proj.weight.float().view(k, heads, self.head_dim)
-            g = torch.einsum("bhsd,khd->bhsk", v.float(), w_c)
-            if v.size(0) != bsz:  # one row per hypothesis, reordered with them (fairseq shares v)
-                g = g.repeat_interleave(bsz // v.size(0), dim=0)
-            g = g.flatten(1, 2)  # bsz x (H S) x K
+            g = torch.einsum("bhsd,khd->bhsk", v.float(), w_c).flatten(1, 2)  # kv_bsz x (H S) x K
             prev = scores.new_zeros(bsz, 1, k)  # W_c c_{-1} = 0
         else:  # W_c c_{t-1} of the position before the first one computed here
             g, prev = cached["g"], cached["prev_context_logit"]
+        kv_bsz = g.size(0)  # bsz / beam where fairseq keeps one copy of the source per beam
 
         def context_logit(alpha):  # W_c c for weights alpha (bsz x H x T' x S) -> bsz x T' x K
-            return torch.bmm(alpha.transpose(1, 2).flatten(2), g)
+            steps = alpha.size(2)  # a source's hypotheses side by side: bsz = kv_bsz x beam
+            rows = alpha.transpose(1, 2).reshape(kv_bsz, bsz // kv_bsz * steps, -1)
+            return torch.bmm(rows, g).view(bsz, steps, k)
 
         def divide(e, tau):  # e: bsz x H x T' x S; tau: bsz x T' x K, K = 1 or H
             return _masked(e / tau.transpose(1, 2).unsqueeze(-1), padding, inplace=True)
@@ -198,11 +200,17 @@ class SactMultiheadAttention(MultiheadAttention):
         return probs, tau
 
     def reorder_incremental_state(self, incremental_state, new_order):
-        """fairseq's key/value cache, and g and W_c c_{t-1}: one row per hypothesis."""
+        """fairseq's key/value cache; W_c c_{t-1}, one row per hypothesis; and g, by fairseq's rule
+        for its static keys (MultiheadAttention.reorder_incremental_state): left alone while every
+        source keeps its beam, else one row per remaining source."""
         incremental_state = super().reorder_incremental_state(incremental_state, new_order)
         cached = self.get_incremental_state(incremental_state, "sact_state")
         if cached is not None:
-            reordered = {key: value.index_select(0, new_order) for key, value in cached.items()}
+            g = cached["g"]
+            if g.size(0) * self.beam_size != new_order.size(0):
+                sources = new_order.reshape(-1, self.beam_size)[:, 0] // self.beam_size
+                g = g.index_select(0, sources if self.beam_size > 1 else new_order)
+            reordered = {"g": g, "prev_context_logit": cached["prev_context_logit"].index_select(0, new_order)}
             self.set_incremental_state(incremental_state, "sact_state", reordered)
         return incremental_state
 
