@@ -46,7 +46,7 @@ from bench_tempered_ce import (  # noqa: E402  (the same batch maker)
     write_json,
     write_pair_dictionaries,
 )
-from tracing import add_trace_option, check_trace_target, trace_models  # noqa: E402
+from tracing import add_trace_option, check_trace_target, trace_beam_searches, trace_models  # noqa: E402
 
 CPU_DEFAULTS = dict(vocab=8000, max_tokens=2000, layers=1, dim=256)
 # sact's words/s and sentences/s at least this share of fairseq's lstm: set first on the CPU, 0.9 on
@@ -192,15 +192,14 @@ def time_training(trainers, batches, words, args, sync):
     return wall, cpu
 
 
-def time_beam_search(trainers, task, gen_batches, args, sync):
-    """Beam-search sentences/s of every model (fairseq's SequenceGenerator, args.beam, exactly
-    args.gen_len steps for every sentence so that every model does the same work), wall and CPU."""
+def beam_generators(trainers, task, args):
+    """{name: fairseq's SequenceGenerator} of every model: beam args.beam, exactly args.gen_len
+    steps for every sentence so that every model does the same work, set up as fairseq-generate."""
     from fairseq.sequence_generator import SequenceGenerator
 
-    names = list(trainers)
     generators = {}
-    for name in names:
-        model = trainers[name].model
+    for name, trainer in trainers.items():
+        model = trainer.model
         model.make_generation_fast_(need_attn=False)  # as fairseq-generate without --print-alignment
         model.eval()
         generators[name] = SequenceGenerator(
@@ -211,6 +210,12 @@ def time_beam_search(trainers, task, gen_batches, args, sync):
             max_len_b=args.gen_len,
             min_len=args.gen_len,
         )
+    return generators
+
+
+def time_beam_search(generators, gen_batches, args, sync):
+    """Beam-search sentences/s of every {name: beam_generators' generator}, wall and CPU."""
+    names = list(generators)
     wall, cpu, steps = {n: [] for n in names}, {n: [] for n in names}, {}
     with torch.no_grad():
         for r, order in enumerate(rotations(names, args.warmup + args.rounds)):
@@ -257,7 +262,9 @@ def main(argv=None):
     train_wall, train_cpu = time_training(trainers, batches, words, args, sync)
     traces = trace_models(args, trainers, batches[0], cuda)
     gen_batches = generation_batches(args, task.source_dictionary, "cuda" if cuda else "cpu")
-    gen_wall, gen_cpu = time_beam_search(trainers, task, gen_batches, args, sync)
+    generators = beam_generators(trainers, task, args)
+    gen_wall, gen_cpu = time_beam_search(generators, gen_batches, args, sync)
+    beam_traces = trace_beam_searches(args, generators, gen_batches[0], cuda)
     med = statistics.median
     print_speeds(names, (train_wall, train_cpu), (gen_wall, gen_cpu), args.beam, 14)
     cuda_peak = cuda_max_memory_mib(cuda)
@@ -280,6 +287,7 @@ def main(argv=None):
         "ratios": ratios_of(args, names, (train_wall, train_cpu), (gen_wall, gen_cpu)),
         "cuda_max_memory_allocated_mib": cuda_peak,
         "traces": traces,
+        "beam_traces": beam_traces,
     }
     write_json(args.json, result)
     return result

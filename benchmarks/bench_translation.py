@@ -37,6 +37,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from bench_sact import (  # noqa: E402  (random sources collated like fairseq; the timed rounds)
+    beam_generators,
     generation_batches,
     print_speeds,
     time_beam_search,
@@ -63,7 +64,7 @@ from bench_tempered_ce import (  # noqa: E402  (the same batches, device choice 
     write_json,
     write_pair_dictionaries,
 )
-from tracing import add_trace_option, check_trace_target, trace_models  # noqa: E402
+from tracing import add_trace_option, check_trace_target, trace_beam_searches, trace_models  # noqa: E402
 
 CPU_DEFAULTS = dict(vocab=8000, max_tokens=2048, preset="mini")  # the ALT mini preset's batch
 GPU_DEFAULTS = dict(vocab=16000, max_tokens=4096, preset="base")
@@ -225,7 +226,9 @@ def main(argv=None):
     peaks = step_peaks(args, names, trainers, batches)  # before beam search: no training after it
     traces = trace_models(args, trainers, batches[0], cuda)
     gen_batches = generation_batches(args, task.source_dictionary, "cuda" if cuda else "cpu")
-    gen_wall, gen_cpu = time_beam_search(trainers, task, gen_batches, args, sync)
+    generators = beam_generators(trainers, task, args)
+    gen_wall, gen_cpu = time_beam_search(generators, gen_batches, args, sync)
+    beam_traces = trace_beam_searches(args, generators, gen_batches[0], cuda)
     med = statistics.median
     print_speeds(names, (train_wall, train_cpu), (gen_wall, gen_cpu), args.beam, max(20, *map(len, names)))
     print(f"\nloadavg at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
@@ -256,6 +259,7 @@ def main(argv=None):
         "ratios": summaries,
         "cuda_max_memory_allocated_mib": cuda_max_memory_mib(cuda),
         "traces": traces,
+        "beam_traces": beam_traces,
     }
     write_json(args.json, result)
     return result

@@ -6,7 +6,8 @@
    precision, greedy decoding on CUDA = on the CPU), each test's outcome read from pytest's JUnit XML;
 2. bench_tempered_ce.py (also with --bf16, with SEM and with the chunked loss), bench_ct_lm.py, bench_sact.py
    and bench_translation.py with their CUDA defaults (--fp16, base sizes) and rounds, each in its own
-   process (its own torch.cuda.max_memory_allocated), each with one profiled step per model (--trace);
+   process (its own torch.cuda.max_memory_allocated), each with one profiled step per model (--trace;
+   the translation benchmarks also one profiled beam search);
 3. OUT/report.json and OUT/report.md: device, torch / CUDA / cuDNN versions, every test's outcome,
    every benchmark's ratios and CUDA memory (the format: docs/gpu.md).
 
@@ -381,6 +382,7 @@ def run_benchmark(name, args, out, cuda):
             results=os.path.basename(json_path),
             traces=os.path.basename(trace_dir),
             profiled_steps=result.get("traces"),
+            profiled_beam_searches=result.get("beam_traces"),
         )
     else:
         entry["status"] = "failed" if entry["status"] == "ok" else entry["status"]
@@ -425,16 +427,18 @@ def ratio_text(ratios):
     return "<br>".join(parts)
 
 
-def profiled_steps_text(steps, directory):
-    """The traced step of each model: its wall time and, on CUDA, the share its kernels took (near
-    100 %: the GPU, not the host, sets the pace of the measurement); its traces are in directory."""
+def profiled_steps_text(steps, directory, what="step"):
+    """The traced step (or beam search) of each model: its wall time, its operator calls and, on
+    CUDA, the share its kernels took (near 100 %: the GPU, not the host, sets the pace of the
+    measurement); its traces are in directory."""
     if not steps:
         return []
     parts = []
     for model, t in steps.items():
         busy = "" if t["device_ms"] is None else f", kernels {100 * t['device_ms'] / t['step_ms']:.0f} %"
-        parts.append(f"{model} {t['step_ms']:.1f} ms{busy}")
-    return ["", "Profiled step (--trace): " + "; ".join(parts) + f" (tables and traces: {directory}/)."]
+        calls = f", {t['operators']} operator calls" if "operators" in t else ""
+        parts.append(f"{model} {t['step_ms']:.1f} ms{calls}{busy}")
+    return ["", f"Profiled {what} (--trace): " + "; ".join(parts) + f" (tables and traces: {directory}/)."]
 
 
 def markdown(report):
@@ -503,6 +507,7 @@ def markdown(report):
             cells = (f"{values[k]:.1f}" if k in values else "–" for k in keys)
             lines.append(f"| {model} | " + " | ".join(cells) + " |")
         lines += profiled_steps_text(b.get("profiled_steps"), b.get("traces"))
+        lines += profiled_steps_text(b.get("profiled_beam_searches"), b.get("traces"), "beam search")
     return "\n".join(lines) + "\n"
 
 

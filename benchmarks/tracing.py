@@ -1,7 +1,8 @@
 """--trace of the benchmarks: one training step per model under torch.profiler, after the timed
-rounds, written as the operator (and CUDA kernel) table by self time and the gzipped Chrome trace,
-with the step's wall time and its kernels' summed time: where a step's time goes, and whether the
-GPU or the host sets the pace of a measurement."""
+rounds (and, in the translation benchmarks, one beam search per model after its timed rounds),
+written as the operator (and CUDA kernel) table by self time and the gzipped Chrome trace, with the
+wall time, the kernels' summed time and the count of operator calls: where the time goes, and
+whether the GPU or the host sets the pace of a measurement."""
 
 import gzip
 import os
@@ -18,7 +19,8 @@ def add_trace_option(p):
         metavar="DIR",
         help="also profile one training step per model after the timed rounds (torch.profiler): "
         "DIR/<model>.txt, its operators and kernels by self time, and DIR/<model>.trace.json.gz, "
-        "the Chrome trace (chrome://tracing, Perfetto); DIR must not exist",
+        "the Chrome trace (chrome://tracing, Perfetto); benchmarks that time beam search also "
+        "profile one, as DIR/<model>.beam.txt and .trace.json.gz; DIR must not exist",
     )
 
 
@@ -29,12 +31,18 @@ def check_trace_target(p, args):
 
 
 def trace_step(trainer, sample, directory, name, cuda):
-    """One train step under torch.profiler (CPU, and CUDA kernels on a GPU): the operator table by
-    self time (where a step's time goes: kernels, host-device syncs such as aten::item or
-    cudaStreamSynchronize) and the gzipped Chrome trace (the host gaps between kernels). Returns
-    {"step_ms": the profiled step's wall time, "device_ms": its kernels' time summed (None on the
-    CPU)}: device_ms / step_ms near 1 says the GPU, not the host, sets the pace (the profiler's own
-    overhead lengthens the step, so the fraction is, if anything, understated)."""
+    """One train step under torch.profiler: trace_call's files and times."""
+    return trace_call(lambda: trainer.train_step([sample]), directory, name, cuda)
+
+
+def trace_call(run, directory, name, cuda):
+    """run() under torch.profiler (CPU, and CUDA kernels on a GPU): the operator table by self time
+    (where the time goes: kernels, host-device syncs such as aten::item or cudaStreamSynchronize)
+    as directory/name.txt and the gzipped Chrome trace (the host gaps between kernels). Returns
+    {"step_ms": the call's wall time, "device_ms": its kernels' time summed (None on the CPU),
+    "operators": the operator calls recorded}: device_ms / step_ms near 1 says the GPU, not the host,
+    sets the pace (the profiler's own overhead lengthens the call, so the fraction is, if anything,
+    understated); the operator count is the host's share that a CPU can measure too."""
     from torch.profiler import ProfilerActivity, profile
 
     os.makedirs(directory, exist_ok=True)
@@ -43,11 +51,12 @@ def trace_step(trainer, sample, directory, name, cuda):
     sync()
     with profile(activities=activities) as prof:
         start = time.perf_counter()
-        trainer.train_step([sample])
+        run()
         sync()
         step_ms = (time.perf_counter() - start) * 1e3
     events = prof.key_averages()
     device_ms = sum(e.self_device_time_total for e in events) / 1e3 if cuda else None
+    operators = sum(e.count for e in events if e.device_type == torch.autograd.DeviceType.CPU)
     table = events.table(sort_by="self_device_time_total" if cuda else "self_cpu_time_total", row_limit=40)
     with open(os.path.join(directory, f"{name}.txt"), "x", encoding="utf-8") as f:
         f.write(table + "\n")
@@ -56,7 +65,7 @@ def trace_step(trainer, sample, directory, name, cuda):
         prof.export_chrome_trace(raw)
         with open(raw, "rb") as src, gzip.open(os.path.join(directory, f"{name}.trace.json.gz"), "xb") as dst:
             shutil.copyfileobj(src, dst)
-    return {"step_ms": step_ms, "device_ms": device_ms}
+    return {"step_ms": step_ms, "device_ms": device_ms, "operators": operators}
 
 
 def trace_models(args, trainers, sample, cuda, before=lambda name: None):
@@ -73,12 +82,27 @@ def trace_models(args, trainers, sample, cuda, before=lambda name: None):
     return times
 
 
-def print_traces(directory, times):
-    print(f"traces of one step per model: {directory}")
+def trace_beam_searches(args, generators, batch, cuda):
+    """--trace: one profiled beam search of each {name: SequenceGenerator} on the same batch, as
+    DIR/<name>.beam.txt and .trace.json.gz; {name: trace_call's times}, printed (None without
+    --trace)."""
+    if args.trace is None:
+        return None
+    with torch.no_grad():
+        times = {
+            name: trace_call(lambda: generator.forward(batch), args.trace, f"{name}.beam", cuda)
+            for name, generator in generators.items()
+        }
+    print_traces(args.trace, times, "one beam search", "search")
+    return times
+
+
+def print_traces(directory, times, what="one step", unit="step"):
+    print(f"traces of {what} per model: {directory}")
     for name, t in times.items():
         busy = (
             ""
             if t["device_ms"] is None
             else f", kernels {t['device_ms']:.1f} ms ({t['device_ms'] / t['step_ms']:.0%})"
         )
-        print(f"  {name}: profiled step {t['step_ms']:.1f} ms{busy}")
+        print(f"  {name}: profiled {unit} {t['step_ms']:.1f} ms, {t['operators']} operator calls{busy}")

@@ -72,13 +72,20 @@ def read_json(path, out, ratio_pattern):
     return result, printed
 
 
-def assert_traced(tmp_path, models):
-    """--trace DIR (tmp_path/traces) holds a table and a trace of each model's step, and --json
-    (tmp_path/r.json) that step's times."""
-    files = sorted(f"{m}{ext}" for m in models for ext in (".txt", ".trace.json.gz"))
+def assert_traced(tmp_path, models, beam=False):
+    """--trace DIR (tmp_path/traces) holds a table and a trace of each model's step (and, with
+    beam, of its beam search), and --json (tmp_path/r.json) their times and operator counts."""
+    kinds = ("", ".beam") if beam else ("",)
+    files = sorted(f"{m}{kind}{ext}" for m in models for kind in kinds for ext in (".txt", ".trace.json.gz"))
     assert sorted(os.listdir(tmp_path / "traces")) == files
-    recorded = json.loads((tmp_path / "r.json").read_text())["traces"]
-    assert sorted(recorded) == sorted(models) and all(t["step_ms"] > 0 for t in recorded.values())
+    result = json.loads((tmp_path / "r.json").read_text())
+    for key in ("traces", "beam_traces") if beam else ("traces",):
+        recorded = result[key]
+        assert sorted(recorded) == sorted(models), key
+        assert all(t["step_ms"] > 0 and t["operators"] > 0 for t in recorded.values()), key
+    if beam:
+        table = (tmp_path / "traces" / f"{models[0]}.beam.txt").read_text()
+        assert "aten::index_select" in table  # the hypotheses' reordering: the search was traced
 
 
 def test_bench_tempered_ce_smoke(benchmarks, capsys, tmp_path):
@@ -177,7 +184,7 @@ def test_bench_sact_smoke(benchmarks, capsys, tmp_path):
         ],
         capsys,
     )
-    assert_traced(tmp_path, ["stock", "none", "sact"])
+    assert_traced(tmp_path, ["stock", "none", "sact"], beam=True)
     for label, arch in (
         ("stock", "--arch lstm"),
         ("none", "--arch sact_lstm --attention-temperature none"),
@@ -318,7 +325,8 @@ def test_bench_trace_profiles_one_step_of_each_model(benchmarks, capsys, tmp_pat
     recorded = json.loads((tmp_path / "r.json").read_text())["traces"]
     for name in ("stock", "tempered"):  # on the CPU: the step's wall time, no kernel time
         assert recorded[name]["step_ms"] > 0 and recorded[name]["device_ms"] is None
-        assert f"  {name}: profiled step {recorded[name]['step_ms']:.1f} ms\n" in out
+        step = recorded[name]
+        assert f"  {name}: profiled step {step['step_ms']:.1f} ms, {step['operators']} operator calls\n" in out
     assert sorted(os.listdir(traces)) == [
         "stock.trace.json.gz",
         "stock.txt",
@@ -389,7 +397,7 @@ def test_bench_translation_smoke(benchmarks, capsys, tmp_path):
         names.append("sact_transformer")
     else:
         assert "note: sact_transformer skipped: --arch sact_transformer_alt_mini is not registered" in out
-    assert_traced(tmp_path, names)
+    assert_traced(tmp_path, names, beam=True)
     params = {}
     for name in names:
         row = re.search(

@@ -146,7 +146,14 @@ def test_report_on_the_cpu_has_every_cuda_test_skipped_and_a_benchmark(
     assert "| bench_tempered_ce | ok |" in md and "**tempered/stock** words/s " in md
     steps = bench["profiled_steps"]
     assert set(steps) == {"stock", "tempered"} and steps["stock"]["device_ms"] is None
-    assert f"Profiled step (--trace): stock {steps['stock']['step_ms']:.1f} ms; tempered " in md
+    stock = steps["stock"]
+    assert f"Profiled step (--trace): stock {stock['step_ms']:.1f} ms, {stock['operators']} operator calls; " in md
+    assert "Profiled beam search" not in md and bench["profiled_beam_searches"] is None  # none timed
+    bench["profiled_beam_searches"] = {"stock": {**stock, "step_ms": 2.25, "device_ms": 1.5}}
+    assert "\nProfiled beam search (--trace): stock 2.2 ms, " in gpu_check.markdown(report)
+    assert f"{stock['operators']} operator calls, kernels 67 % (tables and traces: trace_tempered_ce/)." in (
+        gpu_check.markdown(report)
+    )
 
     # The report is never overwritten unless asked, and then only if gpu-check wrote everything in it.
     before = (out / "report.json").read_text()
