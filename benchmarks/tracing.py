@@ -4,6 +4,7 @@ written as the operator (and CUDA kernel) table by self time and the gzipped Chr
 wall time, the kernels' summed time and the count of operator calls: where the time goes, and
 whether the GPU or the host sets the pace of a measurement."""
 
+import functools
 import gzip
 import os
 import shutil
@@ -90,7 +91,7 @@ def trace_beam_searches(args, generators, batch, cuda):
         return None
     with torch.no_grad():
         times = {
-            name: trace_call(lambda: generator.forward(batch), args.trace, f"{name}.beam", cuda)
+            name: trace_call(functools.partial(generator.forward, batch), args.trace, f"{name}.beam", cuda)
             for name, generator in generators.items()
         }
     print_traces(args.trace, times, "one beam search", "search")
