@@ -326,7 +326,9 @@ def test_bench_trace_profiles_one_step_of_each_model(benchmarks, capsys, tmp_pat
     for name in ("stock", "tempered"):  # on the CPU: the step's wall time, no kernel time
         assert recorded[name]["step_ms"] > 0 and recorded[name]["device_ms"] is None
         step = recorded[name]
-        assert f"  {name}: profiled step {step['step_ms']:.1f} ms, {step['operators']} operator calls\n" in out
+        assert (
+            f"  {name}: profiled step {step['step_ms']:.1f} ms, {step['operators']} operator calls\n" in out
+        )
     assert sorted(os.listdir(traces)) == [
         "stock.trace.json.gz",
         "stock.txt",

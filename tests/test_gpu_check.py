@@ -147,7 +147,10 @@ def test_report_on_the_cpu_has_every_cuda_test_skipped_and_a_benchmark(
     steps = bench["profiled_steps"]
     assert set(steps) == {"stock", "tempered"} and steps["stock"]["device_ms"] is None
     stock = steps["stock"]
-    assert f"Profiled step (--trace): stock {stock['step_ms']:.1f} ms, {stock['operators']} operator calls; " in md
+    assert (
+        f"Profiled step (--trace): stock {stock['step_ms']:.1f} ms, {stock['operators']} operator calls; "
+        in md
+    )
     assert "Profiled beam search" not in md and bench["profiled_beam_searches"] is None  # none timed
     bench["profiled_beam_searches"] = {"stock": {**stock, "step_ms": 2.25, "device_ms": 1.5}}
     assert "\nProfiled beam search (--trace): stock 2.2 ms, " in gpu_check.markdown(report)

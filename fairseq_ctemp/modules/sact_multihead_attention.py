@@ -210,7 +210,10 @@ class SactMultiheadAttention(MultiheadAttention):
             if g.size(0) * self.beam_size != new_order.size(0):
                 sources = new_order.reshape(-1, self.beam_size)[:, 0] // self.beam_size
                 g = g.index_select(0, sources if self.beam_size > 1 else new_order)
-            reordered = {"g": g, "prev_context_logit": cached["prev_context_logit"].index_select(0, new_order)}
+            reordered = {
+                "g": g,
+                "prev_context_logit": cached["prev_context_logit"].index_select(0, new_order),
+            }
             self.set_incremental_state(incremental_state, "sact_state", reordered)
         return incremental_state
 
