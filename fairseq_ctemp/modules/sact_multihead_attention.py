@@ -164,10 +164,11 @@ class SactMultiheadAttention(MultiheadAttention):
         state_logit = F.linear(query.float(), self.temperature_state_proj.weight.float()).transpose(0, 1)
         cached = self.get_incremental_state(incremental_state, "sact_state")
         if cached is None:
-            # g (kv_bsz x H x S x K): static like the keys and values, so cached for incremental decoding
+            # g (kv_bsz x (H S) x K): static like the keys and values, so cached for incremental
+            # decoding; one product per head with w_c broadcast over the batch (v is not copied)
             w_c = self.temperature_context_proj.weight.float().view(k, heads, self.head_dim)
-            g = torch.einsum("bhsd,khd->bhsk", v.float(), w_c).flatten(1, 2)  # kv_bsz x (H S) x K
-            prev = scores.new_zeros(bsz, 1, k)  # W_c c_{-1} = 0
+            g = torch.matmul(v.float(), w_c.permute(1, 2, 0)).flatten(1, 2)
+            prev = None  # W_c c_{-1} = 0
         else:  # W_c c_{t-1} of the position before the first one computed here
             g, prev = cached["g"], cached["prev_context_logit"]
         kv_bsz = g.size(0)  # bsz / beam where fairseq keeps one copy of the source per beam
@@ -182,14 +183,19 @@ class SactMultiheadAttention(MultiheadAttention):
 
         if self.previous_context == "untempered":
             contexts = context_logit(F.softmax(_masked(scores, padding), dim=-1))  # tau = 1, all at once
-            previous = prev if tgt_len == 1 else torch.cat([prev, contexts[:, :-1]], dim=1)  # W_c c_{t-1}
+            shifted = contexts[:, :-1]  # W_c c_{t-1} after the first position
+            if prev is None:  # W_c c_{-1} = 0
+                previous = F.pad(shifted, (0, 0, 1, 0))
+            else:  # after the positions decoded before
+                previous = prev if tgt_len == 1 else torch.cat([prev, shifted], dim=1)
             tau = lambda_tanh(previous + state_logit, self.log_lam)
             probs = F.softmax(divide(scores, tau), dim=-1)
             last = contexts[:, -1:]
         else:  # the paper's recurrence c_{t-1} -> tau_t -> c_t, one position at a time
             steps, taus = [], []
             for t in range(tgt_len):
-                tau_t = lambda_tanh(prev + state_logit[:, t : t + 1], self.log_lam)
+                logit = state_logit[:, t : t + 1] if prev is None else prev + state_logit[:, t : t + 1]
+                tau_t = lambda_tanh(logit, self.log_lam)
                 alpha = F.softmax(divide(scores[:, :, t : t + 1], tau_t), dim=-1)
                 prev = context_logit(alpha)
                 steps.append(alpha)
