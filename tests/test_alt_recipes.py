@@ -447,6 +447,7 @@ def test_recipe_end_to_end_with_interruption(corpora):
             f"curves.{name}.png",
         } <= names
     assert {"alt_results.md", "table1.csv", "table34.csv", "runs.csv"} <= names
+    assert_curve_points_are_the_logs(out / "curves.vi-en.mini.bpe200.n52.seed2.csv", experiment)
     table1 = list(csv.DictReader((out / "table1.csv").read_text().splitlines()))
     assert [(r["direction"], r["scored on"], r["T_opt"]) for r in table1] == [
         ("en-ja", "dev (tuned on dev too)", f"{ja_final['t_opt']:g}"),
@@ -476,6 +477,31 @@ def test_recipe_end_to_end_with_interruption(corpora):
         "Table 1" in md and "![entropy.vi-en.mini.bpe200.n52.seed2.png]" in md and "nrefs:1|case:mixed" in md
     )
     assert "| vi-en |" in proc.stdout
+
+
+def assert_curve_points_are_the_logs(path, experiment):
+    """curves.<experiment>.csv holds each run's dev BLEU per validation as its train.log has it
+    (read here with a regular expression; the last record per update, as after a resume)."""
+    points = list(csv.DictReader(path.read_text().splitlines()))
+    assert {p["series"] for p in points} == {
+        "dev BLEU (greedy, validation)",
+        "dev NLL of softmax(D/T) (bits/token)",
+        "train NLL of softmax(D/T) (bits/token)",
+    }
+    runs = {p["run"] for p in points}
+    assert runs and all((experiment / run / "train.log").exists() for run in runs)
+    for run in runs:
+        logged = {}
+        for line in (experiment / run / "train.log").read_text().splitlines():
+            bleu = re.search(r'\| valid \| .*"valid_bleu": "([\d.]+)".*"valid_num_updates": "(\d+)"', line)
+            if bleu:
+                logged[int(bleu.group(2))] = float(bleu.group(1))
+        plotted = {
+            int(p["updates"]): float(p["value"])
+            for p in points
+            if p["run"] == run and p["series"].startswith("dev BLEU")
+        }
+        assert plotted == logged and logged, run
 
 
 def test_table34_configurations():

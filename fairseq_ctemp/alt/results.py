@@ -553,12 +553,17 @@ def save_figure(plt, fig, path):
     plt.close(fig)
 
 
+CURVE_COLUMNS = ["run", "label", "finished", "series", "updates", "value"]
+
+
 def learning_curves(plt, e, group, logs, out):
     """Validation BLEU (greedy, at the training temperature) and the NLL of the distribution that is
     decoded, softmax(D/T), on dev and on the training batches, against updates, per T; a star marks
     each run's best validation (the early-stopping reference). Not softmax(D): a tempered model
     learns logits ~T times larger, so its untempered NLL grows while it learns. Unfinished runs are
-    drawn dashed, as far as they have got. `logs`: the runs' train_inner records."""
+    drawn dashed, as far as they have got. `logs`: the runs' train_inner records. The plotted
+    points go to curves.<experiment>.csv too (one row per point: CURVE_COLUMNS, series = the
+    panel's axis label)."""
     valid_logs = {r.name: validations(r.dir) for r in group}
     pending = {r.name for r in e["pending"]}
     panels = [
@@ -568,6 +573,7 @@ def learning_curves(plt, e, group, logs, out):
     ]
     if not any(valid_logs.values()):
         return None
+    points = []  # the plotted values, also written as curves.<experiment>.csv
     fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
     for ax, (source, field, ylabel) in zip(axes[0], panels):
         for i, r in enumerate(group):
@@ -577,6 +583,10 @@ def learning_curves(plt, e, group, logs, out):
             update = "valid_num_updates" if field.startswith("valid_") else "num_updates"
             xs, ys = [x[update] for x in records], [x[field] for x in records]
             unfinished = r.name in pending
+            points += [
+                [r.name, run_label(r), "no" if unfinished else "yes", ylabel, int(x), y]
+                for x, y in zip(xs, ys)
+            ]
             ax.plot(
                 xs,
                 ys,
@@ -598,6 +608,7 @@ def learning_curves(plt, e, group, logs, out):
     name = f"curves.{e['name']}.png"
     fig.savefig(os.path.join(out, name), dpi=110)
     plt.close(fig)
+    write_csv(os.path.join(out, f"curves.{e['name']}.csv"), CURVE_COLUMNS, points)
     return name
 
 

@@ -30,6 +30,7 @@ if this tool wrote it, as its .alt_results file records, and holds nothing else)
   bleu_vs_LS.<experiment>.png, bleu_vs_SEM.<experiment>.png   (when swept; Figures 2 and 3)
   curves.<experiment>.png        learning curves: validation BLEU, dev and train NLL against
                                  updates, per T and variant
+  curves.<experiment>.csv        their points: run, label, finished, series, updates, value
   entropy.<experiment>.png       training entropy of softmax(D/T) and of softmax(D) (Figure 4)
   gnorm.<experiment>.png         training gradient norm (Figure 5)
 Numbers are on the test set when the data has one, else on dev (marked "dev").
