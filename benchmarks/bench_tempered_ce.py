@@ -14,7 +14,6 @@ import argparse
 import json
 import logging
 import os
-import platform
 import resource
 import statistics
 import sys
@@ -151,18 +150,10 @@ def versions_line(args):
     )
 
 
-def cpu_model():
-    """The CPU's model name (Linux: /proc/cpuinfo), else its architecture."""
-    if os.path.exists("/proc/cpuinfo"):
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    return platform.machine()
-
-
 def environment(args):
     import fairseq
+
+    from fairseq_ctemp.host import cpu_model
 
     cuda = args.device == "cuda"
     return {

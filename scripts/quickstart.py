@@ -219,21 +219,6 @@ def print_table(rows, averaged):
     print(f"\nBLEU signature: {rows[0][1].signatures['bleu']}")
 
 
-def cpu_model():
-    """The CPU's model name: BLEU of the same run differs between CPU models (the order of
-    floating-point operations), so every result names the one it was measured on."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-
-    return platform.processor() or platform.machine()
-
-
 KEPT = os.path.join(REPO, "examples", "quickstart", "results")
 SCORES = ("greedy", "beam5")
 
@@ -265,10 +250,12 @@ def write_summary(path, args, rows):
     write the same numbers; an existing file is left as it is)."""
     import torch
 
+    from fairseq_ctemp import host
+
     summary = {
         "command": "python scripts/quickstart.py "
         + f"--temperature {args.temperature:g} --epochs {args.epochs} --train-pairs {args.train_pairs}",
-        "cpu": cpu_model(),
+        "cpu": host.cpu_model(),
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "rows": [

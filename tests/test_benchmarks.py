@@ -111,6 +111,12 @@ def test_bench_tempered_ce_smoke(benchmarks, capsys, tmp_path):
     ratio = result["ratios"]["tempered/stock"]
     assert round(ratio["words_per_s"], 3) == printed and ratio["peak_memory"] > 0
     assert result["environment"]["device"] == "cpu" and result["config"]["vocab"] == 300
+    cpu = result["environment"]["cpu_model"]  # the machine the numbers belong to
+    if os.path.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            assert f"model name\t: {cpu}\n" in f.read()
+    else:
+        assert cpu
 
 
 def test_bench_tempered_ce_bf16_trains_both_models_in_bfloat16(benchmarks, capsys, tmp_path):
