@@ -474,3 +474,27 @@ def test_training_score_matches_the_float64_definition(kind, normalization):
     ref_grads = torch.autograd.grad(ref.sum(), params)
     for g, r in zip(grads, ref_grads):
         torch.testing.assert_close(g, r, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("normalization", [None, "softmax"])
+def test_mos_training_backward_makes_no_zero_gradient_for_the_components(normalization):
+    """MoS's score returns the components' log-probabilities beside log p(target); nothing takes
+    their gradient, and its backward must not be handed a zero-filled (..., M, V) tensor for them
+    (autograd's default; it was an eighth of a CT-MoS PTB training step). The operators of the
+    backward, recorded: no aten::zeros of that shape."""
+    from torch.profiler import ProfilerActivity, profile
+
+    head = temperature_head("mos", normalization)
+    h = torch.randn(2, 5, D, requires_grad=True)
+    scores, _ = head.score(h, torch.randint(0, V, (2, 5)))
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        scores.sum().backward()
+    shape = [2, 5, head.n_components, V]
+    zeros = [
+        e for e in prof.events() if e.name == "aten::zeros" and shape in [list(s) for s in e.input_shapes]
+    ]
+    zeros += [
+        e for e in prof.events() if e.name in ("aten::zero_", "aten::fill_") and e.input_shapes[:1] == [shape]
+    ]
+    assert not zeros, [(e.name, e.input_shapes) for e in zeros]
+    assert h.grad is not None and torch.isfinite(h.grad).all()
