@@ -110,7 +110,10 @@ def test_ar_and_tar_are_switched_off_by_their_weights(toy_data, weights, expecte
     )
     sample = {"net_input": {"src_tokens": x, "src_lengths": torch.full((3,), 12)}, "target": y, "ntokens": 36}
     captured = []
-    model.decoder.output_head.register_forward_pre_hook(lambda module, inputs: captured.append(inputs[0]))
+    # the head's features: the input of its output layer (training scores without the head's forward)
+    model.decoder.output_head.output.register_forward_pre_hook(
+        lambda module, inputs: captured.append(inputs[0])
+    )
     _, _, log = criterion(model, sample)
     regularization = float(log["regularization"]) / 36
     if expected == "none":

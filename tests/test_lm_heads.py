@@ -476,20 +476,23 @@ def test_training_score_matches_the_float64_definition(kind, normalization):
         torch.testing.assert_close(g, r, atol=1e-5, rtol=1e-4)
 
 
-@pytest.mark.parametrize("normalization", [None, "softmax"])
-def test_mos_training_backward_makes_no_zero_gradient_for_the_components(normalization):
-    """MoS's score returns the components' log-probabilities beside log p(target); nothing takes
-    their gradient, and its backward must not be handed a zero-filled (..., M, V) tensor for them
-    (autograd's default; it was an eighth of a CT-MoS PTB training step). The operators of the
-    backward, recorded: no aten::zeros of that shape."""
+@pytest.mark.parametrize(
+    "kind, normalization",
+    [("mos", None), ("mos", "softmax"), ("softmax", "softmax"), ("softmax", "constant")],
+)
+def test_training_backward_makes_no_zero_filled_vocabulary_sized_gradient(kind, normalization):
+    """The training scoring of MoS and of a tempered softmax returns the full log-probabilities
+    beside log p(target); nothing takes their gradient, and the backward must not zero-fill a
+    tensor of their shape, neither for them (autograd's default: an eighth of a CT-MoS PTB training
+    step) nor for a gather's backward. The operators of the backward, recorded: no zeros of it."""
     from torch.profiler import ProfilerActivity, profile
 
-    head = temperature_head("mos", normalization)
+    head = temperature_head(kind, normalization)
     h = torch.randn(2, 5, D, requires_grad=True)
     scores, _ = head.score(h, torch.randint(0, V, (2, 5)))
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
         scores.sum().backward()
-    shape = [2, 5, head.n_components, V]
+    shape = [2, 5, head.n_components, V] if kind == "mos" else [2, 5, V]
     zeros = [
         e for e in prof.events() if e.name == "aten::zeros" and shape in [list(s) for s in e.input_shapes]
     ]

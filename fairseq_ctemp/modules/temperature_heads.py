@@ -68,6 +68,41 @@ class DividedLogSoftmax(torch.autograd.Function):
         return grad_z, grad_tau
 
 
+class DividedTargetLogProb(torch.autograd.Function):
+    """log_softmax(z / tau)[target] with z written over by the full log-probabilities (returned
+    too, without gradient) and one backward for z and tau: the gradient of the one-hot selection
+    is added at the target, where gathering from DividedLogSoftmax's output hands its backward a
+    zero-filled (..., V) gradient and sums it (three passes over the logits fewer). The same
+    arithmetic per entry as that gather, so the same numbers. (Without a temperature the head
+    keeps torch's log_softmax and its gather: torch's fused backward rounds differently.)"""
+
+    @staticmethod
+    def forward(ctx, z, tau, target):
+        y = z.div_(tau)
+        top, where = y.max(dim=-1, keepdim=True)
+        out = torch._log_softmax(y, -1, False, out=y)  # row-wise, in place
+        lse = top - out.gather(-1, where)  # z / tau = out + lse
+        index = target.unsqueeze(-1)
+        ctx.mark_dirty(z)
+        ctx.mark_non_differentiable(out)
+        ctx.set_materialize_grads(False)  # out gets no gradient: no zero-filled one for it
+        ctx.save_for_backward(out, tau, lse, index)
+        return out.gather(-1, index).squeeze(-1), out
+
+    @staticmethod
+    def backward(ctx, grad, _grad_out):
+        if grad is None:  # log p(target) was not used
+            return None, None, None
+        out, tau, lse, index = ctx.saved_tensors
+        g = grad.unsqueeze(-1)
+        grad_y = out.exp().mul_(-g).scatter_add_(-1, index, g)  # log_softmax backward of a one-hot
+        grad_tau = torch.sub(-lse, out) if ctx.needs_input_grad[1] else None  # -(z / tau)
+        grad_z = grad_y.div_(tau)
+        if grad_tau is not None:  # d/dtau (z / tau) = -(z / tau) / tau
+            grad_tau = grad_tau.mul_(grad_z).sum_to_size(tau.shape)
+        return grad_z, grad_tau, None
+
+
 def divided_log_softmax(logits, tau):
     """log_softmax(logits / tau) in fp32 (tau None: log_softmax(logits)). Overwrites ``logits``
     when it is fp32 already: pass a tensor nothing else reads (a layer's fresh output)."""
@@ -81,9 +116,8 @@ class MixtureTargetLogProb(torch.autograd.Function):
     with z (..., M, V) written over by the components' log-probabilities and one backward for every
     input. What training needs, without the full mixture (a logsumexp across the M components at
     every word). Measured on a CPU at V = 10k, M = 2, one thread: the head's training step is 2.8x
-    faster than gathering from the full distribution (a whole PTB LSTM training step: 1.9x). For one
-    tempered softmax (M = 1) it gained nothing in the real models (their features are not
-    contiguous), so that head keeps the gather."""
+    faster than gathering from the full distribution (a whole PTB LSTM training step: 1.9x). The
+    tempered softmax head (M = 1) has its own, DividedTargetLogProb."""
 
     @staticmethod
     def forward(ctx, z, tau, log_prior, target):
@@ -156,6 +190,15 @@ class TemperedSoftmaxHead(TemperatureHead):
         tau = self.temperature(h) if self.temperature is not None else None
         log_probs = divided_log_softmax(self.output(h), tau)
         return log_probs, TauStats.of(tau, h.shape[:-1], h.device)
+
+    def score(self, h, target):
+        """log p(target); with a temperature without the gather's backward over the vocabulary
+        (DividedTargetLogProb)."""
+        if self.temperature is None:
+            return super().score(h, target)
+        tau = self.temperature(h)
+        log_p, _ = DividedTargetLogProb.apply(self.output(h).float(), tau.float(), target)  # fresh output
+        return log_p, TauStats.of(tau, h.shape[:-1], h.device)
 
 
 class MixtureOfSoftmaxesHead(TemperatureHead):
