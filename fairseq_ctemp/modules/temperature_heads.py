@@ -40,19 +40,42 @@ class TauStats(NamedTuple):
         return cls(tau.mean(-1), low, high)
 
 
+def _divided_log_softmax_(z, tau):
+    """log_softmax(z / tau) written into z (tau None: log_softmax(z)), and each row's log-sum-exp
+    of z / tau (z / tau = out + lse; None without tau): the forward of the functions below."""
+    if tau is None:
+        return torch._log_softmax(z, -1, False, out=z), None
+    y = z.div_(tau)
+    top, where = y.max(dim=-1, keepdim=True)
+    out = torch._log_softmax(y, -1, False, out=y)  # row-wise, in place
+    return out, top - out.gather(-1, where)  # at the row's largest entry: the most accurate
+
+
+def _through_division(grad_y, out, tau, lse, needs_tau):
+    """(grad of z, grad of tau or None) from grad_y, the gradient of y = z / tau (written over)."""
+    grad_tau = torch.sub(-lse, out) if needs_tau else None  # -(z / tau)
+    grad_z = grad_y.div_(tau)  # d/dz (z / tau) = 1 / tau
+    if grad_tau is not None:  # d/dtau (z / tau) = -(z / tau) / tau
+        grad_tau = grad_tau.mul_(grad_z).sum_to_size(tau.shape)
+    return grad_z, grad_tau
+
+
+def _one_hot_backward(out, g, index):
+    """The log_softmax backward of a gradient g (..., 1) on the entries at index only: what a
+    gather's backward followed by log_softmax's would give, without a zero-filled (..., V) one."""
+    return out.exp().mul_(-g).scatter_add_(-1, index, g)
+
+
 class DividedLogSoftmax(torch.autograd.Function):
     """log_softmax(z / tau) over the last dimension (tau broadcast to z), written into z, with one
     backward for both inputs. Autograd through ``z / tau`` and ``log_softmax`` allocates several
     vocabulary-sized tensors each way, and on CPU a fresh one costs as much as the arithmetic on it
     (its pages are faulted in): measured, a third of a ct_transformer training step. Saves the
-    output, tau and each row's log-sum-exp (z / tau = output + log-sum-exp)."""
+    output, tau and each row's log-sum-exp."""
 
     @staticmethod
     def forward(ctx, z, tau):
-        y = z.div_(tau)
-        top, where = y.max(dim=-1, keepdim=True)
-        out = torch._log_softmax(y, -1, False, out=y)  # row-wise, in place
-        lse = top - out.gather(-1, where)  # at the row's largest entry: the most accurate
+        out, lse = _divided_log_softmax_(z, tau)
         ctx.mark_dirty(z)
         ctx.save_for_backward(out, tau, lse)
         return out
@@ -61,11 +84,7 @@ class DividedLogSoftmax(torch.autograd.Function):
     def backward(ctx, grad):
         out, tau, lse = ctx.saved_tensors
         grad_y = out.exp().mul_(-grad.sum(-1, keepdim=True)).add_(grad)  # log_softmax backward
-        grad_tau = torch.sub(-lse, out) if ctx.needs_input_grad[1] else None  # -(z / tau)
-        grad_z = grad_y.div_(tau)  # d/dz (z / tau) = 1 / tau
-        if grad_tau is not None:  # d/dtau (z / tau) = -(z / tau) / tau
-            grad_tau = grad_tau.mul_(grad_z).sum_to_size(tau.shape)
-        return grad_z, grad_tau
+        return _through_division(grad_y, out, tau, lse, ctx.needs_input_grad[1])
 
 
 class DividedTargetLogProb(torch.autograd.Function):
@@ -78,10 +97,7 @@ class DividedTargetLogProb(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, z, tau, target):
-        y = z.div_(tau)
-        top, where = y.max(dim=-1, keepdim=True)
-        out = torch._log_softmax(y, -1, False, out=y)  # row-wise, in place
-        lse = top - out.gather(-1, where)  # z / tau = out + lse
+        out, lse = _divided_log_softmax_(z, tau)
         index = target.unsqueeze(-1)
         ctx.mark_dirty(z)
         ctx.mark_non_differentiable(out)
@@ -94,13 +110,8 @@ class DividedTargetLogProb(torch.autograd.Function):
         if grad is None:  # log p(target) was not used
             return None, None, None
         out, tau, lse, index = ctx.saved_tensors
-        g = grad.unsqueeze(-1)
-        grad_y = out.exp().mul_(-g).scatter_add_(-1, index, g)  # log_softmax backward of a one-hot
-        grad_tau = torch.sub(-lse, out) if ctx.needs_input_grad[1] else None  # -(z / tau)
-        grad_z = grad_y.div_(tau)
-        if grad_tau is not None:  # d/dtau (z / tau) = -(z / tau) / tau
-            grad_tau = grad_tau.mul_(grad_z).sum_to_size(tau.shape)
-        return grad_z, grad_tau, None
+        grad_y = _one_hot_backward(out, grad.unsqueeze(-1), index)
+        return (*_through_division(grad_y, out, tau, lse, ctx.needs_input_grad[1]), None)
 
 
 def divided_log_softmax(logits, tau):
@@ -121,11 +132,7 @@ class MixtureTargetLogProb(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, z, tau, log_prior, target):
-        y = z if tau is None else z.div_(tau)
-        if tau is not None:
-            top, where = y.max(dim=-1, keepdim=True)
-        out = torch._log_softmax(y, -1, False, out=y)  # each component, row-wise, in place
-        lse = None if tau is None else top - out.gather(-1, where)  # z / tau = out + lse
+        out, lse = _divided_log_softmax_(z, tau)  # each component
         index = target[..., None, None].expand(*out.shape[:-1], 1)
         joint = log_prior + out.gather(-1, index).squeeze(-1)  # (..., M)
         log_p = torch.logsumexp(joint, dim=-1)
@@ -144,15 +151,10 @@ class MixtureTargetLogProb(torch.autograd.Function):
             return None, None, None, None
         out, tau, lse, posterior, index = ctx.saved_tensors
         g = grad.unsqueeze(-1) * posterior  # d/d log_softmax(z_m / tau)[target], (..., M)
-        grad_y = out.exp().mul_(-g.unsqueeze(-1))  # log_softmax backward of a one-hot gradient
-        grad_y.scatter_add_(-1, index, g.unsqueeze(-1))
+        grad_y = _one_hot_backward(out, g.unsqueeze(-1), index)
         if tau is None:
             return grad_y, None, g, None
-        grad_tau = torch.add(out, lse).neg_() if ctx.needs_input_grad[1] else None  # -(z / tau)
-        grad_z = grad_y.div_(tau)
-        if grad_tau is not None:
-            grad_tau = grad_tau.mul_(grad_z).sum_to_size(tau.shape)
-        return grad_z, grad_tau, g, None
+        return (*_through_division(grad_y, out, tau, lse, ctx.needs_input_grad[1]), g, None)
 
 
 def locked_dropout(x, p, training):
