@@ -164,6 +164,9 @@ def environment(args):
         "cuda": torch.version.cuda if cuda else None,
         "torch_threads": torch.get_num_threads(),
         "cpu_model": cpu_model(),
+        # PyTorch's transparent huge pages for large CPU tensors (docs/speed.md): the same numbers,
+        # fewer page faults
+        "THP_MEM_ALLOC_ENABLE": os.environ.get("THP_MEM_ALLOC_ENABLE"),
     }
 
 

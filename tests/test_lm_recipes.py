@@ -256,6 +256,28 @@ def test_bad_inputs(ptb_like, tmp_path):
     assert recipe("train.sh", "ptb").returncode == 2  # usage
 
 
+@pytest.mark.parametrize("given, expected", [(None, "1"), ("0", "0")])
+def test_the_recipes_turn_on_torchs_huge_pages_unless_told_otherwise(given, expected):
+    """Every recipe sources common.sh, which exports THP_MEM_ALLOC_ENABLE=1 (the same numbers,
+    fewer page faults: docs/speed.md) unless the caller set it."""
+    env = {k: v for k, v in os.environ.items() if k != "THP_MEM_ALLOC_ENABLE"}
+    if given is not None:
+        env["THP_MEM_ALLOC_ENABLE"] = given
+    common = os.path.join(RECIPES, "common.sh")
+    proc = subprocess.run(
+        [
+            "bash",
+            "-c",
+            f'source "{common}" && python3 -c "import os; print(os.environ[\'THP_MEM_ALLOC_ENABLE\'])"',
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert proc.stdout.strip() == expected
+
+
 def test_training_time_adds_up_every_process_of_a_resumed_run():
     """fairseq's train_wall restarts at 0 in each process of a resumed run; an epoch trained again
     after an interruption counts once."""

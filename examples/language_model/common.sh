@@ -4,6 +4,10 @@ repo_root=$(cd "$lm_here/../.." && pwd)
 user_dir=$repo_root/fairseq_ctemp
 script_name=$(basename "$0")
 
+# PyTorch's transparent huge pages for its large CPU tensors: far fewer page faults on the
+# tokens x vocabulary tensors of every step, the same numbers (docs/speed.md); a value set wins
+export THP_MEM_ALLOC_ENABLE=${THP_MEM_ALLOC_ENABLE:-1}
+
 die() { echo "$script_name: error: $*" >&2; exit 1; }
 log() { echo "$script_name: $*" >&2; }
 
