@@ -70,13 +70,19 @@ if mode == "wait":
 """
 
 
+LAUNCHER_SIGNALS = (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP)  # what nohup or a background job ignores
+
+
 def started(tmp_path, mode, env, ignore=()):
-    """The probe started by a parent that ignores the signals `ignore`."""
+    """The probe started by a parent that ignores the signals `ignore` (of LAUNCHER_SIGNALS) and
+    no other of them, whatever pytest itself inherited from what launched it."""
     script = tmp_path / "ctemp-probe"  # run as a console script of this package would be
     script.write_text(PROGRAM)
     return subprocess.Popen(
         [sys.executable, str(script), mode],
-        preexec_fn=lambda: [signal.signal(n, signal.SIG_IGN) for n in ignore],
+        preexec_fn=lambda: [
+            signal.signal(n, signal.SIG_IGN if n in ignore else signal.SIG_DFL) for n in LAUNCHER_SIGNALS
+        ],
         cwd=tmp_path,
         env=dict(env, PROBE="probe"),
         stdin=subprocess.PIPE,
@@ -102,7 +108,7 @@ def test_a_forked_command_ends_as_a_real_one(tmp_path, mode):
     assert "atexit ran" in forked[1]
 
 
-@pytest.mark.parametrize("ignore", [(), (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP)])
+@pytest.mark.parametrize("ignore", [(), LAUNCHER_SIGNALS])
 def test_a_forked_command_ignores_the_signals_a_real_one_would(tmp_path, ignore):
     how, forked = ran(tmp_path, "signals", os.environ, ignore)
     real_how, real = ran(tmp_path, "signals", real_processes(os.environ), ignore)
