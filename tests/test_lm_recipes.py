@@ -256,19 +256,22 @@ def test_bad_inputs(ptb_like, tmp_path):
     assert recipe("train.sh", "ptb").returncode == 2  # usage
 
 
+@pytest.mark.parametrize("family", ["language_model", "alt"])
 @pytest.mark.parametrize("given, expected", [(None, "1"), ("0", "0")])
-def test_the_recipes_turn_on_torchs_huge_pages_unless_told_otherwise(given, expected):
-    """Every recipe sources common.sh, which exports THP_MEM_ALLOC_ENABLE=1 (the same numbers,
-    fewer page faults: docs/speed.md) unless the caller set it."""
+def test_the_recipes_turn_on_torchs_huge_pages_unless_told_otherwise(family, given, expected):
+    """Every recipe of both families sources its common.sh, which exports THP_MEM_ALLOC_ENABLE=1
+    (the same numbers, fewer page faults: docs/speed.md) unless the caller set it."""
     env = {k: v for k, v in os.environ.items() if k != "THP_MEM_ALLOC_ENABLE"}
     if given is not None:
         env["THP_MEM_ALLOC_ENABLE"] = given
-    common = os.path.join(RECIPES, "common.sh")
+    common = os.path.join(REPO, "examples", family, "common.sh")
     proc = subprocess.run(
         [
             "bash",
             "-c",
             f'source "{common}" && python3 -c "import os; print(os.environ[\'THP_MEM_ALLOC_ENABLE\'])"',
+            "recipe.sh",  # $0 and an argument, as a recipe has them (the ALT one prints its usage without)
+            "--an-option",
         ],
         env=env,
         capture_output=True,
