@@ -111,7 +111,10 @@ if [ -f "$save/train.done" ]; then
   exit 0
 fi
 mkdir -p "$save"
-printf '%q ' "${command[@]}" >> "$save/command.txt"; echo >> "$save/command.txt"
+{  # each start of the run, with the environment that sets its speed (not its numbers)
+  printf 'OMP_NUM_THREADS=%q THP_MEM_ALLOC_ENABLE=%q ' "${OMP_NUM_THREADS:-}" "${THP_MEM_ALLOC_ENABLE:-}"
+  printf '%q ' "${command[@]}"; echo
+} >> "$save/command.txt"
 log "training $dataset/$variant in $save (log: $save/train.log)"
 start=$(date +%s)
 "${command[@]}" 2>&1 | tee -a "$save/train.log"
