@@ -120,7 +120,7 @@ def test_recipes_end_to_end(ptb_like):
         "'_name': 'ct_mos_lstm_lm_tiny'" in log or "ct_mos_lstm_lm_tiny" in (save / "command.txt").read_text()
     )
     # command.txt: every start with the environment that sets its speed (recipe() runs one thread)
-X
+    thp = os.environ.get("THP_MEM_ALLOC_ENABLE") or "1"  # common.sh's default unless set
     assert (save / "command.txt").read_text().startswith(f"OMP_NUM_THREADS=1 THP_MEM_ALLOC_ENABLE={thp} ")
     assert '"valid_ppl"' in log and '"train_tau_mean"' in log
     assert "skipping training" in ok(recipe("train.sh", "ptb", "ct-mos", save, env=train_env))
