@@ -93,21 +93,21 @@ class AdaptiveSoftmaxHead(TemperatureHead):
         cluster = torch.bucketize(target, self.boundaries, right=True)  # 0: shortlist, k+1: tail k
         head_target = torch.where(cluster == 0, target, self.cutoff[0] + cluster - 1)
         low_rank, up = self._low_rank(flat)
-        head, state, taus = self._head(flat, low_rank, up)
-        scores = head.gather(1, head_target.unsqueeze(1)).squeeze(1)
+        scores, state, taus = self._head(flat, low_rank, up, head_target.unsqueeze(1))
         for k in range(self.n_clusters):
             rows = (cluster == k + 1).nonzero().squeeze(1)
             entry_state = self._entry_state(state, k, rows)
-            tail, tau = self._tail(
+            in_cluster = (target.index_select(0, rows) - self.cutoff[k]).unsqueeze(1)
+            tail_scores, tau = self._tail(
                 flat.index_select(0, rows),
                 k,
                 entry_state,
                 None if low_rank is None else low_rank.index_select(0, rows),
                 up,
+                in_cluster,
             )
             taus.append(tau)
-            in_cluster = (target.index_select(0, rows) - self.cutoff[k]).unsqueeze(1)
-            scores = scores.index_add(0, rows, tail.gather(1, in_cluster).squeeze(1))
+            scores = scores.index_add(0, rows, tail_scores)
         return scores.view(h.shape[:-1]), self._stats(flat, taus, h.shape[:-1])
 
     def temperatures(self, h):
@@ -139,19 +139,21 @@ class AdaptiveSoftmaxHead(TemperatureHead):
         entry = state[:, self.cutoff[0] + k]
         return entry if rows is None else entry[rows]
 
-    def _head(self, flat, low_rank, up):
-        """Head log-probs, the normalisation's state of the head (or None) and [tau_head]."""
+    def _head(self, flat, low_rank, up, index=None):
+        """Head log-probs (those at ``index`` (rows x 1) only, when given), the normalisation's
+        state of the head (or None) and [tau_head]."""
         logits = self.adaptive_softmax.head(flat).float()
         tau, state = self._tau(logits, lambda norm, t: norm.adaptive_head(t, F.linear(low_rank, up[0])))
-        return divided_log_softmax(logits, tau), state, [tau]
+        return divided_log_softmax(logits, tau, index), state, [tau]
 
-    def _tail(self, flat, k, entry_state, low_rank, up):
-        """Within-cluster log-probs of tail cluster k and its tau."""
+    def _tail(self, flat, k, entry_state, low_rank, up, index=None):
+        """Within-cluster log-probs of tail cluster k (those at ``index`` only, when given) and its
+        tau."""
         logits = self.adaptive_softmax.tail[k](flat).float()
         tau, _ = self._tau(
             logits, lambda norm, t: (norm.adaptive_tail(t, F.linear(low_rank, up[k + 1]), entry_state), None)
         )
-        return divided_log_softmax(logits, tau), tau
+        return divided_log_softmax(logits, tau, index), tau
 
     def _tau(self, logits, from_mu):
         """(tau for these logits, state): none, a constant, or the normalisation of mu."""

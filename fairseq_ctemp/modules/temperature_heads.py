@@ -114,12 +114,17 @@ class DividedTargetLogProb(torch.autograd.Function):
         return (*_through_division(grad_y, out, tau, lse, ctx.needs_input_grad[1]), None)
 
 
-def divided_log_softmax(logits, tau):
-    """log_softmax(logits / tau) in fp32 (tau None: log_softmax(logits)). Overwrites ``logits``
-    when it is fp32 already: pass a tensor nothing else reads (a layer's fresh output)."""
+def divided_log_softmax(logits, tau, index=None):
+    """log_softmax(logits / tau) in fp32 (tau None: log_softmax(logits)); with ``index`` (..., 1)
+    only its entries (...), without a gather's vocabulary-sized gradient where there is a tau
+    (DividedTargetLogProb). Overwrites ``logits`` when it is fp32 already: pass a tensor nothing
+    else reads (a layer's fresh output)."""
     if tau is None:
-        return F.log_softmax(logits.float(), dim=-1)
-    return DividedLogSoftmax.apply(logits.float(), tau.float())
+        log_probs = F.log_softmax(logits.float(), dim=-1)
+        return log_probs if index is None else log_probs.gather(-1, index).squeeze(-1)
+    if index is None:
+        return DividedLogSoftmax.apply(logits.float(), tau.float())
+    return DividedTargetLogProb.apply(logits.float(), tau.float(), index.squeeze(-1))[0]
 
 
 class MixtureTargetLogProb(torch.autograd.Function):
@@ -194,12 +199,9 @@ class TemperedSoftmaxHead(TemperatureHead):
         return log_probs, TauStats.of(tau, h.shape[:-1], h.device)
 
     def score(self, h, target):
-        """log p(target); with a temperature without the gather's backward over the vocabulary
-        (DividedTargetLogProb)."""
-        if self.temperature is None:
-            return super().score(h, target)
-        tau = self.temperature(h)
-        log_p, _ = DividedTargetLogProb.apply(self.output(h).float(), tau.float(), target)  # fresh output
+        """log p(target); with a temperature without the gather's backward over the vocabulary."""
+        tau = self.temperature(h) if self.temperature is not None else None
+        log_p = divided_log_softmax(self.output(h), tau, target.unsqueeze(-1))
         return log_p, TauStats.of(tau, h.shape[:-1], h.device)
 
 
