@@ -483,8 +483,8 @@ def test_training_score_matches_the_float64_definition(kind, normalization):
 def test_training_backward_makes_no_zero_filled_vocabulary_sized_gradient(kind, normalization):
     """The training scoring of MoS and of a tempered softmax returns the full log-probabilities
     beside log p(target); nothing takes their gradient, and the backward must not zero-fill a
-    tensor of their shape, neither for them (autograd's default: an eighth of a CT-MoS PTB training
-    step) nor for a gather's backward. The operators of the backward, recorded: no zeros of it."""
+    tensor of their shape, neither for them (autograd's default) nor for a gather's backward
+    (docs/speed.md: what each cost). The operators of the backward, recorded: no zeros of it."""
     from torch.profiler import ProfilerActivity, profile
 
     head = temperature_head(kind, normalization)
