@@ -262,8 +262,9 @@ def test_bad_inputs(ptb_like, tmp_path):
 @pytest.mark.parametrize("family", ["language_model", "alt"])
 @pytest.mark.parametrize("given, expected", [(None, "1"), ("0", "0")])
 def test_the_recipes_turn_on_torchs_huge_pages_unless_told_otherwise(family, given, expected):
-    """Every recipe of both families sources its common.sh, which exports THP_MEM_ALLOC_ENABLE=1
-    (the same numbers, fewer page faults: docs/speed.md) unless the caller set it."""
+    """The scripts that train and evaluate (train.sh, which the experiments call, evaluate.sh, the
+    ALT scripts) source their family's common.sh, which exports THP_MEM_ALLOC_ENABLE=1 (the same
+    numbers, fewer page faults: docs/speed.md) unless the caller set it."""
     env = {k: v for k, v in os.environ.items() if k != "THP_MEM_ALLOC_ENABLE"}
     if given is not None:
         env["THP_MEM_ALLOC_ENABLE"] = given
