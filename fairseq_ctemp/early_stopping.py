@@ -68,7 +68,8 @@ def _install():
     if getattr(Trainer.save_checkpoint, "carries_early_stopping", False):
         return lambda: None
     counter = train.should_stop_early
-    save, load = Trainer.save_checkpoint, Trainer.load_checkpoint
+    save, load, train_epoch = Trainer.save_checkpoint, Trainer.load_checkpoint, train.train
+    spent_at_load = [False]  # set by each load: whether the checkpoint was saved at the early stop
 
     def save_checkpoint(self, filename, extra_state):
         if getattr(counter, "best", None) is not None:
@@ -89,6 +90,7 @@ def _install():
         extra_state = load(
             self, filename, reset_optimizer, reset_lr_scheduler, optimizer_overrides, reset_meters
         )
+        spent_at_load[0] = False
         if extra_state is None or reset_optimizer or reset_meters:
             return extra_state
         state = saved_state(extra_state)
@@ -108,12 +110,27 @@ def _install():
                 f"early stopping resumed: best {state['best']:.6g}, "
                 f"{state['num_runs']} validation(s) without improvement since"
             )
+        # a checkpoint saved at the early stop itself: the run has ended, nothing may follow
+        patience = self.cfg.checkpoint.patience
+        spent_at_load[0] = state is not None and patience > 0 and state["num_runs"] >= patience
         return extra_state
+
+    def train_unless_ended(cfg, trainer, task, epoch_itr):
+        if spent_at_load[0]:  # fairseq would train one more epoch before it asks should_stop_early
+            spent_at_load[0] = False
+            logger.info(
+                f"early stopping had already ended this run ({counter.num_runs} validation(s) "
+                f"without improvement, --patience {cfg.checkpoint.patience}): nothing to train"
+            )
+            return [counter.best], True
+        return train_epoch(cfg, trainer, task, epoch_itr)
 
     save_checkpoint.carries_early_stopping = True
     Trainer.save_checkpoint, Trainer.load_checkpoint = save_checkpoint, load_checkpoint
+    train.train = train_unless_ended
 
     def restore():
         Trainer.save_checkpoint, Trainer.load_checkpoint = save, load
+        train.train = train_epoch
 
     return restore

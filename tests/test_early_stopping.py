@@ -46,6 +46,15 @@ def test_a_resumed_run_stops_where_the_uninterrupted_run_stops(toy_data, tmp_pat
     assert "early stopping resumed" in log and "early stop since" in log
     assert rest == full[interrupt:]  # the validations after the interruption, and the same stop
 
+    # Resumed from the checkpoint saved at the stop itself (the run had ended, but, say, its
+    # recipe was killed before it recorded that): nothing more is trained, the checkpoint is kept.
+    (tmp_path / "ended").mkdir()
+    shutil.copy(tmp_path / "full" / "checkpoint_last.pt", tmp_path / "ended" / "checkpoint_last.pt")
+    before = (tmp_path / "ended" / "checkpoint_last.pt").read_bytes()
+    log, after_stop = train("ctemp-train", data, tmp_path / "ended", 40)
+    assert after_stop == [] and "early stopping had already ended this run" in log
+    assert (tmp_path / "ended" / "checkpoint_last.pt").read_bytes() == before
+
     # fairseq-train, resumed from the same checkpoint, counts its patience anew from the first
     # validation after the resume (worse than the best) and trains beyond the stop.
     log, plain_rest = train("fairseq-train", data, tmp_path / "plain", stop + 1)
@@ -93,12 +102,13 @@ def test_the_alt_pipeline_carries_the_count_and_keeps_a_replayed_one_for_older_c
     log, state = alt_train(2, patience=(0.0, 1))
     assert "holds no early-stopping count: keeping the one restored before (best 0, 1 validation(s)" in log
     assert state == {"best": 0.0, "num_runs": 2}
-    # The checkpoint's count wins over a replayed one: epoch 3 is the third without improvement,
-    # and patience 2 stops the run there.
+    # The checkpoint's count wins over a replayed one: it holds 2 validations without improvement,
+    # patience 2, so early stopping had ended the run at epoch 2 and nothing more is trained (the
+    # replayed count, 0, would have trained epoch 3).
     log, state = alt_train(3, patience=(99.0, 0))
     assert "early stopping resumed: best 0, 2 validation(s) without improvement" in log
-    assert "early stop since valid performance hasn't improved for last 2 runs" in log
-    assert state == {"best": 0.0, "num_runs": 3}
+    assert "early stopping had already ended this run (2 validation(s) without improvement" in log
+    assert state == {"best": 0.0, "num_runs": 2}
 
 
 def test_a_fresh_process_under_ctemp_train_carries_the_count(toy_data, tmp_path, monkeypatch):
