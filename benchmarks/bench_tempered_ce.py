@@ -278,7 +278,7 @@ def translation_data_args(data_dir):
 
 def random_batches(args, task):
     """fairseq-collated batches of random sentences (target length = source length +- 3)."""
-    from fairseq.data import LanguagePairDataset
+    from fairseq.data import LanguagePairDataset, data_utils
 
     rng, d = np.random.default_rng(args.seed), task.source_dictionary
     n = 4 * args.batches * args.max_tokens // args.lengths[0]  # enough for 4x the batches we need
@@ -290,7 +290,8 @@ def random_batches(args, task):
     ds = LanguagePairDataset(
         sentences(src_len), src_len, d, sentences(tgt_len), tgt_len, task.target_dictionary
     )
-    batches = ds.batch_by_size(ds.ordered_indices(), max_tokens=args.max_tokens)
+    with data_utils.numpy_seed(args.seed):  # ordered_indices shuffles ties with numpy's global RNG
+        batches = ds.batch_by_size(ds.ordered_indices(), max_tokens=args.max_tokens)
     chosen = rng.choice(len(batches), args.batches, replace=False)
     return [ds.collater([ds[i] for i in batches[j]]) for j in chosen]
 

@@ -149,6 +149,32 @@ def test_benchmarks_build_fairseqs_trainer_keeping_cudas_peak_statistics(benchma
         assert len(built) == (name == "bench_tempered_ce"), name
 
 
+def test_random_batches_depend_on_the_seed_alone(benchmarks):
+    """The benchmarks' batches (bench_tempered_ce, bench_translation) are the same in every process
+    of one --seed: fairseq's ordered_indices shuffles equal lengths with numpy's global RNG, which
+    nothing here seeds, so two runs got different sentences into the same batch."""
+    import argparse
+
+    import numpy as np
+    from fairseq.data import Dictionary
+
+    d = Dictionary()
+    for i in range(50):
+        d.add_symbol(f"w{i}")
+    task = argparse.Namespace(source_dictionary=d, target_dictionary=d)
+    args = argparse.Namespace(seed=3, batches=2, max_tokens=200, lengths=(8, 12))
+
+    def batches(global_seed):
+        np.random.seed(global_seed)
+        return benchmarks["bench_tempered_ce"].random_batches(args, task)
+
+    first, second = batches(0), batches(1)
+    for a, b in zip(first, second):
+        assert torch.equal(a["id"], b["id"])
+        assert torch.equal(a["net_input"]["src_tokens"], b["net_input"]["src_tokens"])
+        assert torch.equal(a["target"], b["target"])
+
+
 def test_bench_tempered_ce_chunked_smoke(benchmarks, capsys, tmp_path):
     out = run_main(
         benchmarks["bench_tempered_ce"],
