@@ -9,8 +9,5 @@ else python=$(command -v python3 || command -v python); fi
 PATH=$(dirname "$python"):$PATH
 PYTHONPATH=$repo${PYTHONPATH:+:$PYTHONPATH}
 export PATH PYTHONPATH
-# PyTorch's transparent huge pages for its large CPU tensors: fewer page faults, the same numbers
-# (docs/speed.md; the language-model recipes set it too); a value set wins
-export THP_MEM_ALLOC_ENABLE=${THP_MEM_ALLOC_ENABLE:-1}
 usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '/^set -euo/d' -e 's/^# \{0,1\}//'; exit 2; }
 case ${1:-} in ""|-h|--help) usage ;; esac

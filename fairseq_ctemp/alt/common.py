@@ -135,6 +135,9 @@ def tool_env(threads=None, extra=None):
     env["PYTHONPATH"] = here + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["PYTHONIOENCODING"] = "utf-8"
     env["PYTHONUNBUFFERED"] = "1"  # logs complete up to the moment a run is killed
+    # PyTorch's transparent huge pages for its large CPU tensors: fewer page faults, the same
+    # numbers (docs/speed.md); torch reads it once, at its first allocation, so it goes in here
+    env.setdefault("THP_MEM_ALLOC_ENABLE", "1")
     if threads:
         env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
     env.update(extra or {})
