@@ -677,12 +677,6 @@ def test_a_failed_step_says_why_in_its_first_line(tmp_path):
     ]
 
 
-def test_sweep_decoding_options_cover_greedy_vs_beam():
-    from fairseq_ctemp.greedy_vs_beam import OWN_OPTIONS
-
-    assert set(OWN_OPTIONS) <= set(alt_sweep.DECODING_OPTIONS)
-
-
 def test_every_beginning_of_an_option_the_sweep_sets_is_refused_unless_it_is_fairseqs_own():
     """fairseq's argparse reads an unambiguous beginning of an option as the option, so after --
     each beginning of one the sweep sets would set it too; the exceptions are real options of

@@ -10,7 +10,7 @@ import os
 import shlex
 import threading
 
-from .. import translate
+from .. import greedy_vs_beam, translate
 from ..criterions.checks import TEMPERATURE_RANGE
 from .children import call, child_env, sweep_command
 from .common import (
@@ -113,16 +113,9 @@ def sweep_train_option(option):
     return next((o for o in SWEEP_TRAIN_OPTIONS if o.startswith(option)), None)
 
 
-# fairseq-generate options every decoding sets (ctemp-greedy-vs-beam's OWN_OPTIONS and the sweep's)
+# fairseq-generate options every decoding sets (ctemp-greedy-vs-beam's and the sweep's)
 DECODING_OPTIONS = (
-    "--path",
-    "--beam",
-    "--lenpen",
-    "--gen-subset",
-    "--temperature",
-    "--user-dir",
-    "--results-path",
-    "--quiet",
+    *greedy_vs_beam.OWN_OPTIONS,
     "--batch-size",
     "--remove-bpe",
     "--source-lang",
