@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from fairseq_ctemp.modules import ContextualTemperature, MixtureOfSoftmaxesHead, TemperedSoftmaxHead
-from fairseq_ctemp.modules.temperature_heads import DividedLogSoftmax
+from fairseq_ctemp.modules.temperature_heads import DividedLogSoftmax, MixtureTargetLogProb
 
 
 def heads(dim=16, vocab=40):
@@ -81,3 +81,24 @@ def test_divided_log_softmax_against_numerical_gradients(tau_shape):
     fused = lambda z, tau: DividedLogSoftmax.apply(z.clone(), tau)  # noqa: E731  (it writes into z)
     torch.testing.assert_close(fused(z, tau), F.log_softmax(z / tau, -1), rtol=0, atol=1e-12)
     assert torch.autograd.gradcheck(fused, (z, tau))
+
+
+@pytest.mark.parametrize("components", [2, 6])  # up to 4 summed in torch's order, beyond in another
+def test_mixture_target_log_prob_against_numerical_gradients(components):
+    """The fused log p(target) of a mixture whose components share one tau per word (CT-MoS):
+    value against the unfused mixture, gradients of z, tau and log pi against finite differences,
+    in float64."""
+    g = torch.Generator().manual_seed(0)
+    z = (torch.randn(2, 3, components, 7, generator=g, dtype=torch.float64) * 3).requires_grad_()
+    tau = (torch.rand(2, 3, 1, 7, generator=g, dtype=torch.float64) * 3 + 0.2).requires_grad_()
+    log_prior = F.log_softmax(torch.randn(2, 3, components, generator=g, dtype=torch.float64), -1)
+    log_prior.requires_grad_()
+    target = torch.randint(0, 7, (2, 3), generator=g)
+
+    def fused(z, tau, log_prior):  # it writes into z
+        return MixtureTargetLogProb.apply(z.clone(), tau, log_prior, target)[0]
+
+    mixture = torch.logsumexp(log_prior.unsqueeze(-1) + F.log_softmax(z / tau, -1), dim=-2)
+    expected = mixture.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+    torch.testing.assert_close(fused(z, tau, log_prior), expected, rtol=0, atol=1e-12)
+    assert torch.autograd.gradcheck(fused, (z, tau, log_prior))
