@@ -62,13 +62,12 @@ def lm_label(run):
 
 
 def ptb_runs(rows):
-    (runs,) = rows
     lines = [
         "| run | stopped by | epochs | best epoch | eval-lm valid / test ppl | parameters | "
         "training s (train_wall) | trained on |",
         "|---|---|---:|---:|---|---:|---:|---|",
     ]
-    for r in runs:
+    for r in (r for file_rows in rows for r in file_rows):
         lines.append(
             f"| {lm_label(r['variant'])} | {r['stopped_by']} | {r['epochs']} | {r['best_epoch']} | "
             f"{float(r['valid_ppl']):.2f} / {float(r['test_ppl']):.2f} | {int(r['params']):,} | "
@@ -224,11 +223,18 @@ def quickstart(results):
 
 
 TABLES = {
-    "ptb_runs": Table((os.path.join(LM_RESULTS, "ptb_converged.csv"),), ptb_runs),
+    "ptb_runs": Table(
+        (
+            os.path.join(LM_RESULTS, "ptb_converged.csv"),
+            os.path.join(LM_RESULTS, "ptb_converged_more_seeds.csv"),  # the seeds trained after them
+        ),
+        ptb_runs,
+    ),
     "ptb_compare": Table(
         (
             os.path.join(LM_RESULTS, "ptb_converged_compare.csv"),
             os.path.join(LM_RESULTS, "ptb_converged_compare_seed2.csv"),
+            os.path.join(LM_RESULTS, "ptb_converged_compare_seed3.csv"),
         ),
         ptb_compare,
     ),
