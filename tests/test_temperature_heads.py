@@ -102,3 +102,21 @@ def test_mixture_target_log_prob_against_numerical_gradients(components):
     expected = mixture.gather(-1, target.unsqueeze(-1)).squeeze(-1)
     torch.testing.assert_close(fused(z, tau, log_prior), expected, rtol=0, atol=1e-12)
     assert torch.autograd.gradcheck(fused, (z, tau, log_prior))
+
+
+def test_the_log_sum_exp_is_read_where_the_logit_is_largest():
+    """The fused functions' backward recovers z / tau as out + lse, with lse read at each row's
+    largest entry; it is found through amax of the log-probabilities, which must give exactly the
+    entry at the argmax of z / tau (ties and all), as max() with its index did."""
+    from fairseq_ctemp.modules.temperature_heads import _divided_log_softmax_
+
+    g = torch.Generator().manual_seed(0)
+    for scale in (1e-3, 1.0, 30.0):
+        z = torch.randn(64, 500, generator=g) * scale
+        z[:8, :3] = z[:8].max(-1, keepdim=True).values  # ties at the top of z / tau where tau is 2
+        tau = torch.rand(64, 500, generator=g) + 0.5
+        tau[:8] = 2.0
+        y = z / tau
+        top, where = y.max(dim=-1, keepdim=True)
+        out, lse = _divided_log_softmax_(z.clone(), tau)
+        assert torch.equal(lse, top - out.gather(-1, where))
