@@ -391,7 +391,7 @@ def test_seeds_are_the_unit_of_the_comparison_with_the_baseline(tmp_path):
     formulas (Welch-Satterthwaite degrees of freedom, Student t tail) computed by hand here."""
     lm_results = example_script(os.path.join(RECIPES, "lm_results.py"))
     ppl = {"softmax": 85.0, "softmax@2": 87.0, "softmax@3": 86.0, "ct": 88.0, "ct@2": 90.5, "ct@3": 89.0}
-    ppl.update({"mos": 88.7, "flat": 80.0, "flat@2": 80.0, "flat@3": 80.0})
+    ppl.update({"mos": 88.7, "flat": 80.0, "flat@2": 80.0, "flat@3": 80.0, "low": 70.0, "low@2": 70.5})
     table = tmp_path / "t.csv"
     table.write_text("variant,test_ppl\n" + "".join(f"{k},{v}\n" for k, v in ppl.items()), encoding="utf-8")
     run_main(lm_results.main, "seeds", "--table", table, "--output", tmp_path / "s")
@@ -411,6 +411,10 @@ def test_seeds_are_the_unit_of_the_comparison_with_the_baseline(tmp_path):
         math.exp(statistics.mean(a) - statistics.mean(b))
     )
     assert rows["mos"]["verdict"] == "no test: one seed" and rows["mos"]["p_value"] == ""
+    # two seeds: tested (here p < 0.05), but not enough to decide
+    assert (
+        float(rows["low"]["p_value"]) < 0.05 and rows["low"]["verdict"] == "inconclusive: fewer than 3 seeds"
+    )
     # no spread over its seeds (the baseline has some): Welch's test still applies
     assert rows["flat"]["verdict"] == "lower" and float(rows["flat"]["welch_df"]) == pytest.approx(2)
     flat = tmp_path / "flat.csv"  # neither row spreads: no test, never a verdict from a NaN

@@ -27,7 +27,8 @@
       PREFIX_seeds.md and .csv: with the seed as the unit, each row's test perplexity over its
       seeds (the runs variant@N of a table; no @: seed 1), and each row against the baseline:
       the ratio of the geometric means and Welch's t-test on the per-seed log perplexities
-      (one seed on either side: no test; p >= 0.05: inconclusive).
+      (one seed on either side: no test; fewer than 3 seeds on either side, or p >= 0.05:
+      inconclusive).
 
 Every command refuses to write over an existing output before any work (--force: replace them, as
 the recipes' results steps do when they rebuild their tables from the runs).
@@ -534,6 +535,11 @@ def compare(args):
     print("\n".join(lines))
 
 
+# A row decides against the baseline only from this many seeds on each side: with two, Welch's test
+# has about two degrees of freedom and rests on spreads that two points cannot show
+MIN_SEEDS_TO_DECIDE = 3
+
+
 def seeds(args):
     """Each row over its seeds, and against the baseline with the seed as the unit (Welch)."""
     import numpy as np
@@ -570,7 +576,9 @@ def seeds(args):
         else:
             test = stats.ttest_ind(values, base, equal_var=False)
             row.update(welch_t=float(test.statistic), welch_df=float(test.df), p_value=float(test.pvalue))
-            if test.pvalue >= 0.05:
+            if min(len(values), len(base)) < MIN_SEEDS_TO_DECIDE:
+                row["verdict"] = f"inconclusive: fewer than {MIN_SEEDS_TO_DECIDE} seeds"
+            elif test.pvalue >= 0.05:
                 row["verdict"] = "inconclusive"
             else:
                 row["verdict"] = "lower" if values.mean() < base.mean() else "higher"
