@@ -15,6 +15,7 @@ number in it is the file's number, rounded. Nothing else on a page is touched.
 
 import argparse
 import csv
+import itertools
 import json
 import os
 import re
@@ -67,7 +68,7 @@ def ptb_runs(rows):
         "training s (train_wall) | trained on |",
         "|---|---|---:|---:|---|---:|---:|---|",
     ]
-    for r in (r for file_rows in rows for r in file_rows):
+    for r in itertools.chain.from_iterable(rows):  # the files' rows, in order
         lines.append(
             f"| {lm_label(r['variant'])} | {r['stopped_by']} | {r['epochs']} | {r['best_epoch']} | "
             f"{float(r['valid_ppl']):.2f} / {float(r['test_ppl']):.2f} | {int(r['params']):,} | "
@@ -86,7 +87,7 @@ def ptb_compare(rows):
         "| baseline | variant | test ppl, baseline | variant | ppl ratio | 95 % interval | p | sentences |",
         "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for r in (r for file_rows in rows for r in file_rows):
+    for r in itertools.chain.from_iterable(rows):  # the files' rows, in order
         lines.append(
             f"| {lm_label(r['baseline'])} | {lm_label(r['variant'])} | {float(r['ppl_baseline']):.2f} | "
             f"{float(r['ppl_variant']):.2f} | {float(r['ppl_ratio']):.4f} | "
