@@ -104,13 +104,19 @@ def ptb_seeds(rows):
         "|---|---|---|---:|---:|---:|---:|---|",
     ]
     for r in seeds:
-        welch = [f"{float(r[k]):.2f}" if r[k] else "–" for k in ("welch_t", "welch_df", "p_value")]
+        welch = [optional(r["welch_t"], ".2f"), optional(r["welch_df"], ".2f"), optional(r["p_value"], ".3g")]
         lines.append(
             f"| {lm_label(r['variant'])} | {r['seeds']} | {float(r['test_ppl_geomean']):.2f} "
             f"({float(r['test_ppl_min']):.2f}–{float(r['test_ppl_max']):.2f}) | "
             f"{float(r['ratio_to_baseline']):.4f} | {' | '.join(welch)} | {r['verdict']} |"
         )
     return lines
+
+
+def optional(value, spec):
+    """A number of a seeds file in the format ``spec``; "–" where the file has none (no test). p to
+    three significant digits: at two decimals p = 0.0489 would read 0.05 beside its verdict "higher"."""
+    return format(float(value), spec) if value else "–"
 
 
 # ---------------------------------------------------------------------- ALT base pilot (Part 0)

@@ -53,3 +53,8 @@ def test_a_changed_result_changes_the_table_and_the_check_says_so(pages, tmp_pat
 def test_p_values_of_zero_are_reported_as_below_the_resolution(pages):
     assert pages.p_text("0.0", 10000) == "< 0.0001"
     assert pages.p_text("0.0842", 10000) == "0.0842"
+
+
+def test_a_seed_level_p_keeps_the_digits_its_verdict_rests_on(pages):
+    assert pages.optional("0.0489117773413824", ".3g") == "0.0489"  # not 0.05 beside "higher"
+    assert pages.optional("", ".3g") == "–"  # no test: the file leaves it empty
