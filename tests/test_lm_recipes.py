@@ -196,6 +196,10 @@ def test_recipes_end_to_end(ptb_like):
     assert row["variant"] == "ct-mos" and float(row["test_ppl"]) == pytest.approx(result["ppl"], abs=0.01)
     assert (row["stopped_by"], row["epochs"]) == ("not early-stopped", "2")  # MAX_EPOCH=2 ended it
     assert float(row["test_max_log_normalizer"]) == result["max_log_normalizer"]
+    epochs = json_log_records((save / "train.log").read_text(), "train")  # the updates --clip-norm shortened
+    assert float(row["clipped_percent"]) == pytest.approx(
+        statistics.fmean(r["train_clip"] for r in epochs), abs=0.05
+    )
 
     # tau statistics over the test text, from ctemp-ct-analysis's dump, against the dump's own numbers
     from fairseq_ctemp.cli import ct_analysis

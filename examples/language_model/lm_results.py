@@ -44,6 +44,7 @@ import json
 import math
 import os
 import re
+import statistics
 import sys
 
 from fairseq_ctemp import logs
@@ -219,7 +220,7 @@ def run_summary(run_dir, eval_suffix):
     row.setdefault("test_max_log_normalizer", None)
     row["params"] = row["updates"] = row["train_seconds"] = row["trained_on"] = None
     row["stopped_by"] = row["epochs"] = row["best_epoch"] = row["resumed_at"] = None
-    row["train_ppl"] = row["tau_mean"] = row["tau_min"] = row["tau_max"] = None
+    row["train_ppl"] = row["tau_mean"] = row["tau_min"] = row["tau_max"] = row["clipped_percent"] = None
     if os.path.exists(log):
         with open(log, errors="replace") as f:
             text = f.read()
@@ -248,7 +249,17 @@ def run_summary(run_dir, eval_suffix):
         train = logs.read(log, "train")
         if train and "train_num_updates" in train[-1]:
             row["updates"] = int(float(train[-1]["train_num_updates"]))
+        row["clipped_percent"] = clipped_percent(train)
     return row
+
+
+def clipped_percent(train):
+    """The share of updates whose gradient --clip-norm shortened, in % over the epochs a run kept
+    (fairseq's train_clip of each epoch, the latest record of an epoch trained again; the epochs of
+    a language-modelling run have the same number of updates), or None without it. A loss scale
+    other than 1 reaches the optimizer through this (Adam itself ignores a constant factor)."""
+    per_epoch = {int(r["epoch"]): r["train_clip"] for r in train if "train_clip" in r}
+    return round(statistics.fmean(per_epoch.values()), 1) if per_epoch else None
 
 
 COLUMNS = [
@@ -271,6 +282,7 @@ COLUMNS = [
     "tau_mean",
     "tau_min",
     "tau_max",
+    "clipped_percent",
 ]
 
 
@@ -326,6 +338,7 @@ def table(args):
         "train τ mean",
         "τ min",
         "τ max",
+        "updates clipped (%)",
     ]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
     for row in rows:
