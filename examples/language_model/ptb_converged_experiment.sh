@@ -48,8 +48,9 @@ case $step in train|results) ;; -h|--help) usage ;; *) die "unknown step '$step'
 here=$(cd "$(dirname "$0")" && pwd)
 ar_tar=${AR_TAR:-on}
 case $ar_tar in
-  on) name=ptb_converged regularizers=() ;;
-  off) name=ptb_converged_no_ar_tar regularizers=(--activation-regularization 0 --temporal-activation-regularization 0) ;;
+  on) name=ptb_converged regularizers=() setting= ;;
+  off) name=ptb_converged_no_ar_tar regularizers=(--activation-regularization 0 --temporal-activation-regularization 0)
+       setting=", without AR and TAR" ;;
   *) die "AR_TAR must be on or off, got '$ar_tar'" ;;
 esac
 exp=${EXP_DIR:-runs/$name}
@@ -152,7 +153,7 @@ if [ ${#finished[@]} -gt 1 ] && [ "${finished[0]}" = softmax ]; then
   done
 fi
 "$python" "$here/lm_results.py" plot --logs $(for v in "${finished[@]}"; do echo "$exp/runs/$v/train.log"; done) \
-  --labels "${finished[@]}" --x epoch --title "PTB, LSTM to early stopping: validation perplexity" \
+  --labels "${finished[@]}" --x epoch --title "PTB, LSTM to early stopping$setting: validation perplexity" \
   --output "${results}_valid_curves.png" --csv "${results}_valid_curves.csv" --force
 
 # tau of the CT models over the test text: statistics, and tau against sentence position
@@ -173,5 +174,5 @@ for run in "${ct_runs[@]}"; do
 done
 "$python" "$here/lm_results.py" tau --dumps "${dumps[@]}" --labels "${ct_runs[@]}" --output "${results}_tau" --force
 "${analysis[@]}" positions --path "${checkpoints[@]}" --labels "${ct_runs[@]}" --data "$DATA_BIN" --text "$text" \
-  --stats target min max --cpu --force --title "PTB test: tau against sentence position" \
+  --stats target min max --cpu --force --title "PTB test$setting: tau against sentence position" \
   --output "${results}_tau_positions.png"
