@@ -324,6 +324,17 @@ def test_the_epochs_at_which_a_run_was_resumed():
     )
 
 
+def test_the_ar_tar_weights_are_those_of_the_latest_start():
+    lm_results = example_script(os.path.join(RECIPES, "lm_results.py"))
+    config = (
+        "2026-01-01 00:00:00 | INFO | fairseq_cli.train | {{'_name': None, 'model': {{'_name': 'ct_lstm_lm', "
+        "'activation_regularization': {}, 'dropout': 0.2, 'temporal_activation_regularization': {}}}}}\n"
+    )
+    assert lm_results.ar_tar_weights(config.format(2.0, 1.0) + "...\n" + config.format(0.0, 0.0)) == "0.0/0.0"
+    assert lm_results.ar_tar_weights(config.format(2.0, 1.0)) == "2.0/1.0"
+    assert lm_results.ar_tar_weights("2026-01-01 | INFO | fairseq_cli.train | {'_name': None}\n") is None
+
+
 def test_the_best_epoch_is_that_of_checkpoint_best():
     """fairseq saves checkpoint_best.pt when a validation loss (rounded as logged) is not worse than
     the best: of equal losses the latest is best."""
@@ -442,6 +453,18 @@ def test_seeds_are_the_unit_of_the_comparison_with_the_baseline(tmp_path):
     )
     with pytest.raises(SystemExit, match="seed 1 is there twice"):
         lm_results.main(["seeds", "--table", str(first), str(first), "--output", str(tmp_path / "twice")])
+    # runs trained with other AR/TAR weights are never pooled or compared (tables that predate the
+    # column say nothing and are taken as they are)
+    on, off, old = tmp_path / "on.csv", tmp_path / "off.csv", tmp_path / "old.csv"
+    on.write_text("variant,test_ppl,ar_tar\nsoftmax,85,2.0/1.0\nct,88,2.0/1.0\n", encoding="utf-8")
+    off.write_text("variant,test_ppl,ar_tar\nsoftmax@2,95,0.0/0.0\nct@2,93,0.0/0.0\n", encoding="utf-8")
+    old.write_text("variant,test_ppl\nsoftmax@3,86\nct@3,89\n", encoding="utf-8")
+    with pytest.raises(
+        SystemExit, match=r"different AR/TAR weights \(2\.0/1\.0: softmax@1 ct@1; 0\.0/0\.0: softmax@2"
+    ):
+        lm_results.main(["seeds", "--table", str(on), str(off), "--output", str(tmp_path / "mixed")])
+    assert not (tmp_path / "mixed.csv").exists()
+    run_main(lm_results.main, "seeds", "--table", on, old, "--output", tmp_path / "on_and_old")
 
 
 def test_ar_tar_is_on_or_off_and_a_run_is_never_resumed_with_the_other(tmp_path):

@@ -221,6 +221,7 @@ def run_summary(run_dir, eval_suffix):
     row["params"] = row["updates"] = row["train_seconds"] = row["trained_on"] = None
     row["stopped_by"] = row["epochs"] = row["best_epoch"] = row["resumed_at"] = None
     row["train_ppl"] = row["tau_mean"] = row["tau_min"] = row["tau_max"] = row["clipped_percent"] = None
+    row["ar_tar"] = None
     if os.path.exists(log):
         with open(log, errors="replace") as f:
             text = f.read()
@@ -250,7 +251,20 @@ def run_summary(run_dir, eval_suffix):
         if train and "train_num_updates" in train[-1]:
             row["updates"] = int(float(train[-1]["train_num_updates"]))
         row["clipped_percent"] = clipped_percent(train)
+        row["ar_tar"] = ar_tar_weights(text)
     return row
+
+
+AR_TAR_WEIGHTS = re.compile(
+    r"'activation_regularization': ([^,}]+).*?'temporal_activation_regularization': ([^,}]+)"
+)
+
+
+def ar_tar_weights(log_text):
+    """The AR and TAR weights of a run's latest configuration in its log ("2.0/1.0"), or None."""
+    configs = PROCESS_START.findall(log_text)
+    found = AR_TAR_WEIGHTS.search(configs[-1]) if configs else None
+    return f"{found.group(1)}/{found.group(2)}" if found else None
 
 
 def clipped_percent(train):
@@ -283,6 +297,7 @@ COLUMNS = [
     "tau_min",
     "tau_max",
     "clipped_percent",
+    "ar_tar",
 ]
 
 
@@ -339,6 +354,7 @@ def table(args):
         "τ min",
         "τ max",
         "updates clipped (%)",
+        "AR/TAR weights",
     ]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
     for row in rows:
@@ -559,11 +575,20 @@ def seeds(args):
     from scipy import stats
 
     by_row = collections.defaultdict(dict)
+    settings = collections.defaultdict(list)  # AR/TAR weights -> the runs trained with them
     for path in args.table:  # several tables: runs made in different places (one seed each)
-        for variant, seed, ppl in seed_rows(path):
+        for variant, seed, ppl, ar_tar in seed_rows(path):
             if seed in by_row[variant]:
                 sys.exit(f"lm_results.py seeds: error: --table {path}: {variant} seed {seed} is there twice")
             by_row[variant][seed] = math.log(ppl)
+            if ar_tar:  # (tables written before the column existed do not say)
+                settings[ar_tar].append(f"{variant}@{seed}")
+    if len(settings) > 1:
+        trained = "; ".join(f"{weights}: {' '.join(runs)}" for weights, runs in settings.items())
+        sys.exit(
+            f"lm_results.py seeds: error: --table {' '.join(args.table)}: runs trained with different "
+            f"AR/TAR weights ({trained}): compare each setting in a seeds table of its own"
+        )
     if args.baseline not in by_row:
         sys.exit(
             f"lm_results.py seeds: error: --baseline {args.baseline} is not a row of {' '.join(args.table)}"
@@ -618,8 +643,8 @@ def seeds(args):
 
 
 def seed_rows(path):
-    """(row, seed, test perplexity) of each run of a `table` CSV; one-line errors for a file that is
-    not one."""
+    """(row, seed, test perplexity, AR/TAR weights or None) of each run of a `table` CSV; one-line
+    errors for a file that is not one."""
     try:
         with open(path, encoding="utf-8", newline="") as f:
             runs = list(csv.DictReader(f))
@@ -642,7 +667,7 @@ def seed_rows(path):
         if not (math.isfinite(ppl) and ppl >= 1):
             sys.exit(f"{where} has no test perplexity >= 1 (got {run['test_ppl']!r})")
         seed = int(seed or 1)
-        rows.append((variant, seed, ppl))
+        rows.append((variant, seed, ppl, run.get("ar_tar")))
     return rows
 
 
