@@ -94,22 +94,7 @@ def _install():
         if extra_state is None or reset_optimizer or reset_meters:
             return extra_state
         state = saved_state(extra_state)
-        if state is None and getattr(counter, "best", None) is not None:  # set by the caller
-            logger.info(
-                f"{filename} holds no early-stopping count: keeping the one restored before "
-                f"(best {counter.best:.6g}, {counter.num_runs} validation(s) without improvement)"
-            )
-        elif state is None:
-            logger.warning(
-                f"{filename} holds no early-stopping count (not written by ctemp-train): "
-                "--patience counts anew from the next validation"
-            )
-        else:
-            counter.best, counter.num_runs = state["best"], state["num_runs"]
-            logger.info(
-                f"early stopping resumed: best {state['best']:.6g}, "
-                f"{state['num_runs']} validation(s) without improvement since"
-            )
+        _restore_count(counter, state, filename)
         # a checkpoint saved at the early stop itself: the run has ended, nothing may follow
         patience = self.cfg.checkpoint.patience
         spent_at_load[0] = state is not None and patience > 0 and state["num_runs"] >= patience
@@ -134,3 +119,24 @@ def _install():
         train.train = train_epoch
 
     return restore
+
+
+def _restore_count(counter, state, filename):
+    """should_stop_early's count from a checkpoint's saved state; without one, the count the caller
+    restored before is kept, else it starts anew (said in the log either way)."""
+    if state is None and getattr(counter, "best", None) is not None:  # set by the caller
+        logger.info(
+            f"{filename} holds no early-stopping count: keeping the one restored before "
+            f"(best {counter.best:.6g}, {counter.num_runs} validation(s) without improvement)"
+        )
+    elif state is None:
+        logger.warning(
+            f"{filename} holds no early-stopping count (not written by ctemp-train): "
+            "--patience counts anew from the next validation"
+        )
+    else:
+        counter.best, counter.num_runs = state["best"], state["num_runs"]
+        logger.info(
+            f"early stopping resumed: best {state['best']:.6g}, "
+            f"{state['num_runs']} validation(s) without improvement since"
+        )
