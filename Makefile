@@ -21,7 +21,14 @@ test: setup
 # after `make test`. FAIRSEQ_TESTS_STOCK=1: without the plugin.
 FAIRSEQ_TESTS := test_label_smoothing.py test_sequence_generator.py test_sequence_scorer.py \
 	test_checkpoint_utils.py test_train.py test_iterators.py test_average_checkpoints.py \
-	test_reproducibility.py test_inference_dropout.py \
+	test_reproducibility.py test_inference_dropout.py test_lm_context_window.py test_metrics.py \
+	test_token_block_dataset.py test_export.py test_lstm_jitable.py test_utils.py test_dictionary.py \
+	test_data_utils.py test_ema.py test_noising.py test_positional_encoding.py test_constraints.py \
+	test_concat_dataset.py test_binarizer.py test_file_chunker_utils.py test_backtranslation_dataset.py \
+	test_character_token_embedder.py test_convtbc.py test_resampling_dataset.py \
+	test_multi_corpus_dataset.py test_transformer.py test_roberta.py \
+	$(addprefix test_multihead_attention.py::,TestMultiheadAttention test_add_bias_parity test_mask_padding_parity) \
+	test_valid_subset_checks.py::TestValidSubsetsErrors \
 	$(addprefix test_binaries.py::TestTranslation::test_,raw update_freq max_positions generation \
 		lstm lstm_bidirectional transformer transformer_cross_self_attention) \
 	$(addprefix test_binaries.py::TestLanguageModeling::test_,transformer_lm \
