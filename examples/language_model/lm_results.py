@@ -271,7 +271,8 @@ def clipped_percent(train):
     """The share of updates whose gradient --clip-norm shortened, in % over the epochs a run kept
     (fairseq's train_clip of each epoch, the latest record of an epoch trained again; the epochs of
     a language-modelling run have the same number of updates), or None without it. A loss scale
-    other than 1 reaches the optimizer through this (Adam itself ignores a constant factor)."""
+    other than 1 reaches the optimizer through this (Adam itself ignores a constant factor, but for
+    its ε)."""
     per_epoch = {int(r["epoch"]): r["train_clip"] for r in train if "train_clip" in r}
     return round(statistics.fmean(per_epoch.values()), 1) if per_epoch else None
 
