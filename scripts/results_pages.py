@@ -15,6 +15,7 @@ number in it is the file's number, rounded. Nothing else on a page is touched.
 
 import argparse
 import csv
+import functools
 import itertools
 import json
 import os
@@ -62,17 +63,19 @@ def lm_label(run):
     return name + (f", seed {seed}" if seed else "")
 
 
-def ptb_runs(rows):
+def ptb_runs(rows, clipped=False):
+    """clipped: a column with the share of updates --clip-norm shortened (files that have it)."""
     lines = [
         "| run | stopped by | epochs | best epoch | eval-lm valid / test ppl | parameters | "
-        "training s (train_wall) | trained on |",
-        "|---|---|---:|---:|---|---:|---:|---|",
+        "training s (train_wall) | trained on |" + (" updates clipped |" if clipped else ""),
+        "|---|---|---:|---:|---|---:|---:|---|" + ("---:|" if clipped else ""),
     ]
     for r in itertools.chain.from_iterable(rows):  # the files' rows, in order
         lines.append(
             f"| {lm_label(r['variant'])} | {r['stopped_by']} | {r['epochs']} | {r['best_epoch']} | "
             f"{float(r['valid_ppl']):.2f} / {float(r['test_ppl']):.2f} | {int(r['params']):,} | "
             f"{int(r['train_seconds']):,} | {r['trained_on']} |"
+            + (f" {float(r['clipped_percent']):.1f} % |" if clipped else "")
         )
     return lines
 
@@ -110,6 +113,33 @@ def ptb_seeds(rows):
             f"({float(r['test_ppl_min']):.2f}–{float(r['test_ppl_max']):.2f}) | "
             f"{float(r['ratio_to_baseline']):.4f} | {' | '.join(welch)} | {r['verdict']} |"
         )
+    return lines
+
+
+def ptb_ar_tar(rows):
+    """Each row's seed-level comparison with the softmax, trained with AR/TAR and without, side by
+    side (the rows of the first file, then those only in the second)."""
+    with_ar_tar, without = ({r["variant"]: r for r in file_rows} for file_rows in rows)
+    lines = [
+        "| row | with AR/TAR: seeds | ratio to softmax | p | verdict | "
+        "without AR/TAR: seeds | ratio to softmax | p | verdict |",
+        "|---|---|---:|---:|---|---|---:|---:|---|",
+    ]
+    for variant in [*with_ar_tar, *(v for v in without if v not in with_ar_tar)]:
+        cells = []
+        for side in (with_ar_tar, without):
+            r = side.get(variant)
+            cells += (
+                [
+                    r["seeds"],
+                    f"{float(r['ratio_to_baseline']):.4f}",
+                    optional(r["p_value"], ".3g"),
+                    r["verdict"],
+                ]
+                if r
+                else ["not run", "–", "–", "–"]
+            )
+        lines.append(f"| {lm_label(variant)} | {' | '.join(cells)} |")
     return lines
 
 
@@ -246,6 +276,20 @@ TABLES = {
         ptb_compare,
     ),
     "ptb_seeds": Table((os.path.join(LM_RESULTS, "ptb_converged_seeds.csv"),), ptb_seeds),
+    "ptb_no_ar_tar_runs": Table(
+        (os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar.csv"),), functools.partial(ptb_runs, clipped=True)
+    ),
+    "ptb_no_ar_tar_compare": Table(
+        (os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_compare.csv"),), ptb_compare
+    ),
+    "ptb_no_ar_tar_seeds": Table((os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_seeds.csv"),), ptb_seeds),
+    "ptb_ar_tar": Table(
+        (
+            os.path.join(LM_RESULTS, "ptb_converged_seeds.csv"),
+            os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_seeds.csv"),
+        ),
+        ptb_ar_tar,
+    ),
     "alt_pilot": Table((os.path.join(ALT_RESULTS, "base_en_vi_pilot", "runs.csv"),), alt_pilot),
     "alt_pilot_large_batch": Table(
         (os.path.join(ALT_RESULTS, "base_en_vi_pilot_large_batch", "runs.csv"),), alt_pilot

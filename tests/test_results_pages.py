@@ -58,3 +58,28 @@ def test_p_values_of_zero_are_reported_as_below_the_resolution(pages):
 def test_a_seed_level_p_keeps_the_digits_its_verdict_rests_on(pages):
     assert pages.optional("0.0489117773413824", ".3g") == "0.0489"  # not 0.05 beside "higher"
     assert pages.optional("", ".3g") == "–"  # no test: the file leaves it empty
+
+
+def test_the_ar_tar_table_puts_each_rows_two_settings_side_by_side(pages):
+    def seeds_row(variant, seeds, ratio, p="", verdict="baseline"):
+        return {
+            "variant": variant,
+            "seeds": seeds,
+            "ratio_to_baseline": ratio,
+            "p_value": p,
+            "verdict": verdict,
+        }
+
+    with_ar_tar = [
+        seeds_row("softmax", "1 2 3", "1.0"),
+        seeds_row("ct", "1", "1.0361", verdict="no test: one seed"),
+    ]
+    without = [
+        seeds_row("softmax", "1 2 3", "1.0"),
+        seeds_row("constant-0.5", "1 2 3", "0.97", "0.0412", "lower"),
+    ]
+    assert pages.ptb_ar_tar([with_ar_tar, without])[2:] == [
+        "| softmax | 1 2 3 | 1.0000 | – | baseline | 1 2 3 | 1.0000 | – | baseline |",
+        "| CT | 1 | 1.0361 | – | no test: one seed | not run | – | – | – |",
+        "| constant τ = 0.5 | not run | – | – | – | 1 2 3 | 0.9700 | 0.0412 | lower |",
+    ]
