@@ -428,29 +428,14 @@ def calibrate(
         report_dataset = load_subset(fairseq_task, data, report_subset, "--report-subset")
         report_itr = batches(model, fairseq_task, report_dataset, max_tokens, batch_size, skip_invalid_size)
     epoch_itr = batches(model, fairseq_task, dataset, max_tokens, batch_size, skip_invalid_size)
-    pad, seen, passes = fairseq_task.target_dictionary.pad(), set(), []
-
-    def run(betas, confidence_at, description):
-        def bar(itr):
-            from tqdm import tqdm
-
-            return tqdm(
-                itr, desc=f"pass {len(passes) + 1}: {description}", leave=False, disable=None
-            )  # None: no bars when stderr is not a terminal
-
-        chunks = teacher_forced(
-            model, epoch_itr, pad, f"--path {checkpoint}", seen, bar if progress else None
-        )
-        passes.append(scan(chunks, betas, confidence_at))
-        return passes[-1]
-
+    run = _Passes(model, epoch_itr, fairseq_task.target_dictionary.pad(), checkpoint, progress)
     own = decoding.own_temperature(model)
     first = run([1 / own, *GRID], 1 / own, f"NLL at t={own:g} and {len(GRID)} temperatures")
     try:
         beta, fitted = fit(first, lambda b: run([b], b, f"Newton step, t={1 / b:.6g}"))
     except CalibrationError as e:  # the fit speaks of the model: say which one, on which data
         raise CalibrationError(f"--path {checkpoint} on {subset} of {data}: {e}") from None
-    n, samples = first.tokens, len(seen)
+    n, samples = first.tokens, len(run.seen)
     bins, bins_fitted = (reliability_bins(p.confidence, p.correct) for p in (first, fitted))
     held_out = None
     if report_subset is not None:
@@ -474,10 +459,32 @@ def calibrate(
         ece_fitted=expected_calibration_error(bins_fitted),
         bins=bins,
         bins_fitted=bins_fitted,
-        passes=len(passes),
+        passes=run.count,
         signature=signature(subset, samples, n, len(dataset) - samples),
         held_out=held_out,
     )
+
+
+class _Passes:
+    """Teacher-forced passes over one subset, each scanned at some inverse temperatures: the first
+    pass measures the grid, each Newton step of the fit one more."""
+
+    def __init__(self, model, epoch_itr, pad, checkpoint, progress):
+        self.model, self.epoch_itr, self.pad = model, epoch_itr, pad
+        self.where, self.progress = f"--path {checkpoint}", progress
+        self.seen, self.count = set(), 0  # the sample ids scored (the same in every pass)
+
+    def __call__(self, betas, confidence_at, description):
+        self.count += 1
+        bar = None
+        if self.progress:
+            from tqdm import tqdm
+
+            desc = f"pass {self.count}: {description}"
+            # disable=None: no bars when stderr is not a terminal
+            bar = lambda itr: tqdm(itr, desc=desc, leave=False, disable=None)  # noqa: E731
+        chunks = teacher_forced(self.model, self.epoch_itr, self.pad, self.where, self.seen, bar)
+        return scan(chunks, betas, confidence_at)
 
 
 def measure_held_out(model, fairseq_task, subset, epoch_itr, betas, where):

@@ -265,8 +265,6 @@ class Translator:
             temperature=temperature,
         )
         generator = self.task.build_generator(self.models, generation)
-        symbols = get_symbols_to_strip_from_output(generator)
-        tgt_dict = self.task.target_dictionary
         if not self._warm:
             # The first full batch a process decodes takes ~3x as long (one-off costs in torch);
             # decoded once untimed, so that the first system timed is not the slower for it.
@@ -283,17 +281,10 @@ class Translator:
             hypos = self._decode(generator, sample)
             seconds += time.perf_counter() - tick
             tokens += sum(len(h[0]["tokens"]) for h in hypos)
-            for i, sample_id in enumerate(sample["id"].tolist()):
-                # post-processed as fairseq_cli/generate.py does (its decode_fn: no --bpe/--tokenizer)
-                hyps[sample_id] = tgt_dict.string(
-                    hypos[i][0]["tokens"].int().cpu(), post_process, extra_symbols_to_ignore=symbols
-                )
-                scores[sample_id] = float(hypos[i][0]["score"])
-                if sample["target"] is not None:
-                    target = utils.strip_pad(sample["target"][i, :], tgt_dict.pad()).int().cpu()
-                    refs[sample_id] = tgt_dict.string(
-                        target, post_process, escape_unk=True, extra_symbols_to_ignore=symbols
-                    )
+            for sample_id, hyp, score, ref in self._strings(generator, sample, hypos, post_process):
+                hyps[sample_id], scores[sample_id] = hyp, score
+                if ref is not None:
+                    refs[sample_id] = ref
         ids = sorted(hyps)
         if ids != list(range(len(self.dataset(subset)))):  # cannot happen: nothing is filtered
             raise TranslateError(
@@ -311,6 +302,20 @@ class Translator:
             decode_seconds=seconds,
             wall_seconds=time.perf_counter() - start,
         )
+
+    def _strings(self, generator, sample, hypos, post_process):
+        """(id, hypothesis, score, reference or None) of each sentence of a decoded batch, post-processed
+        as fairseq_cli/generate.py does (its decode_fn: no --bpe/--tokenizer)."""
+        symbols = get_symbols_to_strip_from_output(generator)
+        tgt_dict = self.task.target_dictionary
+        for i, sample_id in enumerate(sample["id"].tolist()):
+            best = hypos[i][0]
+            hyp = tgt_dict.string(best["tokens"].int().cpu(), post_process, extra_symbols_to_ignore=symbols)
+            ref = None
+            if sample["target"] is not None:
+                target = utils.strip_pad(sample["target"][i, :], tgt_dict.pad()).int().cpu()
+                ref = tgt_dict.string(target, post_process, escape_unk=True, extra_symbols_to_ignore=symbols)
+            yield sample_id, hyp, float(best["score"]), ref
 
     def _decode(self, generator, sample):
         sample = utils.move_to_cuda(sample) if self.use_cuda else sample
