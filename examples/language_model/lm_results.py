@@ -573,23 +573,8 @@ MIN_SEEDS_TO_DECIDE = 3
 def seeds(args):
     """Each row over its seeds, and against the baseline with the seed as the unit (Welch)."""
     import numpy as np
-    from scipy import stats
 
-    by_row = collections.defaultdict(dict)
-    settings = collections.defaultdict(list)  # AR/TAR weights -> the runs trained with them
-    for path in args.table:  # several tables: runs made in different places (one seed each)
-        for variant, seed, ppl, ar_tar in seed_rows(path):
-            if seed in by_row[variant]:
-                sys.exit(f"lm_results.py seeds: error: --table {path}: {variant} seed {seed} is there twice")
-            by_row[variant][seed] = math.log(ppl)
-            if ar_tar:  # (tables written before the column existed do not say)
-                settings[ar_tar].append(f"{variant}@{seed}")
-    if len(settings) > 1:
-        trained = "; ".join(f"{weights}: {' '.join(runs)}" for weights, runs in settings.items())
-        sys.exit(
-            f"lm_results.py seeds: error: --table {' '.join(args.table)}: runs trained with different "
-            f"AR/TAR weights ({trained}): compare each setting in a seeds table of its own"
-        )
+    by_row = seed_log_perplexities(args.table)
     if args.baseline not in by_row:
         sys.exit(
             f"lm_results.py seeds: error: --baseline {args.baseline} is not a row of {' '.join(args.table)}"
@@ -606,30 +591,66 @@ def seeds(args):
             "test_ppl_max": math.exp(values.max()),
             "ratio_to_baseline": math.exp(values.mean() - base.mean()),
         }
-        if variant == args.baseline:
-            row["verdict"] = "baseline"
-        elif len(values) < 2 or len(base) < 2:
-            row["verdict"] = "no test: one seed"
-        elif np.ptp(values) == 0 and np.ptp(base) == 0:  # Welch's t would be infinite (or NaN)
-            row["verdict"] = "no test: no spread over the seeds"
-        else:
-            test = stats.ttest_ind(values, base, equal_var=False)
-            row.update(welch_t=float(test.statistic), welch_df=float(test.df), p_value=float(test.pvalue))
-            if min(len(values), len(base)) < MIN_SEEDS_TO_DECIDE:
-                row["verdict"] = f"inconclusive: fewer than {MIN_SEEDS_TO_DECIDE} seeds"
-            elif test.pvalue >= 0.05:
-                row["verdict"] = "inconclusive"
-            else:
-                row["verdict"] = "lower" if values.mean() < base.mean() else "higher"
+        row.update(seed_test(values, base) if variant != args.baseline else {"verdict": "baseline"})
         rows.append(row)
     write_csv(args.output, SEED_COLUMNS, rows)
+    lines = seeds_markdown(rows, args.baseline)
+    with open(args.output + ".md", "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def seed_log_perplexities(tables):
+    """{row: {seed: log test perplexity}} from run tables; exits on a seed given twice or on runs
+    trained with different AR/TAR weights."""
+    by_row = collections.defaultdict(dict)
+    settings = collections.defaultdict(list)  # AR/TAR weights -> the runs trained with them
+    for path in tables:  # several tables: runs made in different places (one seed each)
+        for variant, seed, ppl, ar_tar in seed_rows(path):
+            if seed in by_row[variant]:
+                sys.exit(f"lm_results.py seeds: error: --table {path}: {variant} seed {seed} is there twice")
+            by_row[variant][seed] = math.log(ppl)
+            if ar_tar:  # (tables written before the column existed do not say)
+                settings[ar_tar].append(f"{variant}@{seed}")
+    if len(settings) > 1:
+        trained = "; ".join(f"{weights}: {' '.join(runs)}" for weights, runs in settings.items())
+        sys.exit(
+            f"lm_results.py seeds: error: --table {' '.join(tables)}: runs trained with different "
+            f"AR/TAR weights ({trained}): compare each setting in a seeds table of its own"
+        )
+    return by_row
+
+
+def seed_test(values, base):
+    """Welch's t-test of one row's per-seed log perplexities against the baseline's, and its verdict."""
+    import numpy as np
+    from scipy import stats
+
+    if len(values) < 2 or len(base) < 2:
+        return {"verdict": "no test: one seed"}
+    if np.ptp(values) == 0 and np.ptp(base) == 0:  # Welch's t would be infinite (or NaN)
+        return {"verdict": "no test: no spread over the seeds"}
+    test = stats.ttest_ind(values, base, equal_var=False)
+    if min(len(values), len(base)) < MIN_SEEDS_TO_DECIDE:
+        verdict = f"inconclusive: fewer than {MIN_SEEDS_TO_DECIDE} seeds"
+    elif test.pvalue >= 0.05:
+        verdict = "inconclusive"
+    else:
+        verdict = "lower" if values.mean() < base.mean() else "higher"
+    return {
+        "welch_t": float(test.statistic),
+        "welch_df": float(test.df),
+        "p_value": float(test.pvalue),
+        "verdict": verdict,
+    }
+
+
+def seeds_markdown(rows, baseline):
     lines = [
-        f"Test perplexity over seeds (geometric mean, range), against {args.baseline} with the seed as "
+        f"Test perplexity over seeds (geometric mean, range), against {baseline} with the seed as "
         "the unit: Welch's t-test on the per-seed log perplexities.",
         "",
-        "| row | seeds | test ppl (geometric mean) | range | ratio to "
-        + args.baseline
-        + " | Welch t | df | p | verdict |",
+        f"| row | seeds | test ppl (geometric mean) | range | ratio to {baseline} | Welch t | df | p | verdict |",
         "|---|---|---:|---|---:|---:|---:|---:|---|",
     ]
     for r in rows:
@@ -638,9 +659,7 @@ def seeds(args):
             f"{r['test_ppl_max']:.2f} | {r['ratio_to_baseline']:.4f} | {fmt(r.get('welch_t'))} | "
             f"{fmt(r.get('welch_df'))} | {fmt(r.get('p_value'))} | {r['verdict']} |"
         )
-    with open(args.output + ".md", "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    return lines
 
 
 def seed_rows(path):
