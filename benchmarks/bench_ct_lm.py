@@ -28,11 +28,10 @@ MonolingualDataset, batch_by_size and collater, like fairseq's language_modeling
 After discarded warm-up rounds, every round runs each model on the same batches, the model order
 rotated from round to round. Throughput is target words/s (fairseq's wps) and words per CPU-second;
 ratios are of medians and, per round, of paired segments. Peak memory is measured as in
-bench_tempered_ce.py (torch.profiler memory events on CPU, the CUDA allocator's high-water mark).
+bench_common.py (torch.profiler memory events on CPU, the CUDA allocator's high-water mark).
 """
 
 import argparse
-import logging
 import os
 import resource
 import shlex
@@ -40,24 +39,25 @@ import statistics
 import sys
 import tempfile
 import time
-import warnings
 
 import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_tempered_ce import (  # noqa: E402  (peak_bytes: profiler memory events)
+from bench_common import (  # noqa: E402
     ADAM_ARGS,
     PLUGIN_DIR,
+    add_device_options,
     add_json_option,
     add_timing_options,
     check_json_target,
     cuda_max_memory_mib,
+    device_args,
     environment,
     peak_bytes,
     peak_keeping_trainer,
     precision,
-    precision_args,
+    quiet,
     resolve_device,
     speed_summary,
     versions_line,
@@ -155,22 +155,21 @@ def resolve_body_options(p, args):
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
-    p.add_argument("--body", choices=list(BODIES), default="transformer", help="(default %(default)s)")
     lstm = BODY_DEFAULTS["lstm"]
+    add_device_options(
+        p,
+        HELP,
+        CPU_DEFAULTS,
+        GPU_DEFAULTS,
+        default_note=lambda key: f"--body lstm {lstm[key]}" if key in lstm else "--body transformer only",
+    )
+    p.add_argument("--body", choices=list(BODIES), default="transformer", help="(default %(default)s)")
     p.add_argument(
         "--vocab",
         type=int,
         help=f"dictionary size, specials included (default {BODY_DEFAULTS['transformer']['vocab']}, "
         f"WikiText-2; --body lstm {lstm['vocab']}, PTB)",
     )
-    for key, text in HELP.items():
-        p.add_argument(
-            "--" + key.replace("_", "-"),
-            type=int,
-            help=f"{text} (default: CPU {CPU_DEFAULTS[key]}, GPU {GPU_DEFAULTS[key]}; "
-            + (f"--body lstm {lstm[key]})" if key in lstm else "--body transformer only)"),
-        )
     p.add_argument(
         "--lstm-hidden-sizes",
         help=f"--body lstm: LSTM sizes, one per layer (default {lstm['lstm_hidden_sizes']})",
@@ -305,8 +304,7 @@ def fairseq_cfg(args, data_dir, name):
         str(args.max_tokens),
         "--ddp-backend",
         "legacy_ddp",  # adaptive_loss refuses pytorch_ddp (single process anyway)
-        *precision_args(args),
-        *([] if args.device == "cuda" else ["--cpu"]),
+        *device_args(args),
         *model_options(args, name),
         *args.fairseq_args.split(),
     ]
@@ -360,7 +358,7 @@ def resting_bytes(trainer):
 def step_memory(trainer, sample, cuda):
     """(peak tensor bytes of one train step, resting bytes of this model). Several models share the
     process: on CUDA the step's own high-water mark above what was allocated before it is added to
-    this model's resting tensors; on CPU bench_tempered_ce.peak_bytes (profiler memory events)."""
+    this model's resting tensors; on CPU bench_common.peak_bytes (profiler memory events)."""
     if not cuda:
         return peak_bytes(trainer, sample, cuda=False)
     trainer.zero_grad()
@@ -400,9 +398,7 @@ def forward_macs(args, name, shares, vocab):
 def main(argv=None):
     args = parse_args(argv)
     command = shlex.join(sys.orig_argv) if argv is None else f"bench_ct_lm.main({argv!r})"
-    logging.disable(logging.INFO)  # fairseq and hydra chatter, and fairseq's deprecation warnings
-    for category in (UserWarning, FutureWarning):
-        warnings.simplefilter("ignore", category)
+    quiet()
     cuda = args.device == "cuda"
     names = args.models
     task, trainers, sizes = build_trainers(args, names)

@@ -11,31 +11,45 @@ process-wide and monotonic: it cannot tell the two criteria apart).
 """
 
 import argparse
-import json
-import logging
 import os
 import resource
 import statistics
 import sys
 import tempfile
 import time
-import warnings
 
-import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_common import (  # noqa: E402
+    ADAM_ARGS,
+    add_device_options,
+    add_json_option,
+    add_timing_options,
+    check_json_target,
+    cuda_max_memory_mib,
+    device_args,
+    environment,
+    peak_bytes,
+    peak_keeping_trainer,
+    precision,
+    quiet,
+    random_batches,
+    resolve_device,
+    speed_summary,
+    translation_data_args,
+    versions_line,
+    write_json,
+    write_pair_dictionaries,
+)
 from tracing import add_trace_option, check_trace_target, trace_models  # noqa: E402
 
-PLUGIN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fairseq_ctemp")
 CPU_DEFAULTS = dict(vocab=8000, max_tokens=4000, layers=2, dim=256, ffn=1024, heads=4)
 GPU_DEFAULTS = dict(vocab=32000, max_tokens=8192, layers=6, dim=512, ffn=2048, heads=8)  # base
-# The optimizer of the Transformer and LM benchmarks (their speeds are per update of the same Adam).
 # (words/s at least, peak memory at most) of tempered_ce against stock: set first on the CPU; on
 # CUDA nothing forces any cost (one division per logit); the chunked loss must halve the memory
 TARGET = {"cpu": (0.97, 1.05), "cuda": (1.0, 1.0)}
 CHUNKED_TARGET = (1.0, 0.5)
-ADAM_ARGS = ["--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--lr", "5e-4", "--clip-norm", "1.0"]
 HELP = dict(
     vocab="dictionary size",
     max_tokens="tokens per batch (--max-tokens)",
@@ -46,154 +60,9 @@ HELP = dict(
 )
 
 
-def resolve_device(p, args, cpu_defaults, gpu_defaults):
-    """--device auto -> cuda when present; size options left unset take that device's defaults;
-    --fp16 defaults to on with CUDA and is refused without it."""
-    cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
-    args.device = "cuda" if cuda else "cpu"
-    for key, value in (gpu_defaults if cuda else cpu_defaults).items():
-        if getattr(args, key) is None:
-            setattr(args, key, value)
-    if args.bf16 and args.fp16:
-        p.error("--bf16 and --fp16 exclude each other")
-    args.fp16 = cuda and not args.bf16 if args.fp16 is None else args.fp16
-    if args.fp16 and not cuda:
-        p.error("--fp16 needs CUDA (fairseq's fp16 trainer moves the model to the GPU)")
-
-
-def precision_args(args):
-    """fairseq-train's precision option of the benchmark's --fp16 / --bf16."""
-    return ["--fp16"] if args.fp16 else ["--bf16"] if args.bf16 else []
-
-
-def precision(args):
-    return "fp16" if args.fp16 else "bf16" if args.bf16 else "fp32"
-
-
-ROUNDS = 10  # every benchmark's default: a median of >= 10 paired rounds (8 left ±5 % on an H200)
-
-
-def add_timing_options(p, rounds_help="timed rounds", lengths=None):
-    """The options every benchmark shares: precision, what one timed round is, threads and seed;
-    lengths: the default (MIN, MAX) of the random sentence lengths, None for a benchmark without."""
-    p.add_argument(
-        "--fp16",
-        action=argparse.BooleanOptionalAction,
-        help="fairseq --fp16 (default: on for CUDA unless --bf16, off for CPU)",
-    )
-    p.add_argument("--bf16", action="store_true", help="fairseq --bf16 instead (default: off)")
-    p.add_argument("--batches", type=int, default=2, help="training batches per timed segment (default 2)")
-    p.add_argument("--rounds", type=int, default=ROUNDS, help=f"{rounds_help} (default {ROUNDS})")
-    p.add_argument("--warmup", type=int, default=1, help="discarded rounds first (default 1)")
-    if lengths:
-        p.add_argument(
-            "--lengths",
-            type=int,
-            nargs=2,
-            default=list(lengths),
-            metavar=("MIN", "MAX"),
-            help=f"sentence lengths, uniform in [MIN, MAX] (default {lengths[0]} {lengths[1]})",
-        )
-    p.add_argument("--threads", type=int, default=torch.get_num_threads(), help="(default %(default)s)")
-    p.add_argument("--seed", type=int, default=1)
-
-
-def add_beam_search_options(p):
-    """The decoding half of the translation benchmarks."""
-    p.add_argument("--beam", type=int, default=5, help="beam size (default 5)")
-    p.add_argument("--gen-sentences", type=int, default=64, help="sentences decoded per round (default 64)")
-    p.add_argument(
-        "--gen-batch-size", type=int, default=32, help="sentences per generation batch (default 32)"
-    )
-    p.add_argument("--gen-len", type=int, default=25, help="target tokens decoded per sentence (default 25)")
-
-
-def add_json_option(p):
-    p.add_argument(
-        "--json",
-        metavar="PATH",
-        help="also write the results as JSON to PATH (refused if it exists); make gpu-check reads it",
-    )
-
-
-def check_json_target(p, args):
-    """Refuse an existing --json target before any work (a finished result is never overwritten)."""
-    if args.json is not None and os.path.lexists(args.json):
-        p.error(f"--json {args.json} exists; refusing to overwrite it")
-
-
-def write_json(path, result):
-    """The results of one benchmark run (plain dicts, numbers and strings) as JSON."""
-    if path is not None:
-        with open(path, "x", encoding="utf-8") as f:
-            json.dump(result, f, indent=2)
-            f.write("\n")
-
-
-def write_pair_dictionaries(data_dir, vocab):
-    """dict.src.txt and dict.tgt.txt of made-up words: fairseq adds 4 specials, so
-    len(dictionary) == vocab."""
-    for side in ("src", "tgt"):
-        with open(os.path.join(data_dir, f"dict.{side}.txt"), "w") as f:
-            f.writelines(f"w{i} 1\n" for i in range(vocab - 4))
-
-
-def versions_line(args):
-    """The first line of every benchmark's report: versions, device, threads, load."""
-    import fairseq
-
-    cuda = args.device == "cuda"
-    return (
-        f"torch {torch.__version__} | fairseq {fairseq.__version__} | python {sys.version.split()[0]} | "
-        f"device {torch.cuda.get_device_name() if cuda else 'cpu'} | torch threads {torch.get_num_threads()}"
-        f" | loadavg at start {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
-    )
-
-
-def environment(args):
-    import fairseq
-
-    from fairseq_ctemp.host import cpu_model
-
-    cuda = args.device == "cuda"
-    return {
-        "torch": torch.__version__,
-        "fairseq": fairseq.__version__,
-        "python": sys.version.split()[0],
-        "device": torch.cuda.get_device_name() if cuda else "cpu",
-        "cuda": torch.version.cuda if cuda else None,
-        "torch_threads": torch.get_num_threads(),
-        "cpu_model": cpu_model(),
-        # PyTorch's transparent huge pages for large CPU tensors (docs/speed.md): the same numbers,
-        # fewer page faults
-        "THP_MEM_ALLOC_ENABLE": os.environ.get("THP_MEM_ALLOC_ENABLE"),
-    }
-
-
-def cuda_max_memory_mib(cuda):
-    """torch.cuda.max_memory_allocated of the process so far, in MiB (None on CPU)."""
-    return torch.cuda.max_memory_allocated() / 2**20 if cuda else None
-
-
-def speed_summary(wall, cpu):
-    """Words/s (median, min, max) and words/CPU-s (median) of one model's timed segments."""
-    return {
-        "words_per_s": statistics.median(wall),
-        "words_per_s_min": min(wall),
-        "words_per_s_max": max(wall),
-        "words_per_cpu_s": statistics.median(cpu),
-    }
-
-
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
-    for key, text in HELP.items():
-        p.add_argument(
-            "--" + key.replace("_", "-"),
-            type=int,
-            help=f"{text} (default: CPU {CPU_DEFAULTS[key]}, GPU {GPU_DEFAULTS[key]})",
-        )
+    add_device_options(p, HELP, CPU_DEFAULTS, GPU_DEFAULTS)
     p.add_argument("--temperature", type=float, default=4.0, help="tempered_ce T (default 4)")
     p.add_argument("--sem-weight", type=float, default=0.0, help="tempered_ce --sem-weight (default 0)")
     p.add_argument("--label-smoothing", type=float, default=0.1, help="both criteria (default 0.1)")
@@ -253,90 +122,16 @@ def fairseq_cfg(args, data_dir, criterion_args):
         str(args.max_tokens),
         "--label-smoothing",
         str(args.label_smoothing),
-        *precision_args(args),
-        *([] if args.device == "cuda" else ["--cpu"]),
+        *device_args(args),
         *args.fairseq_args.split(),
         *criterion_args,
     ]
     return convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv))
 
 
-def translation_data_args(data_dir):
-    """fairseq-train's data arguments for random_batches' src-tgt data, with this plugin."""
-    return [
-        data_dir,
-        "--user-dir",
-        os.path.abspath(PLUGIN_DIR),
-        "--task",
-        "translation",
-        "-s",
-        "src",
-        "-t",
-        "tgt",
-    ]
-
-
-def random_batches(args, task):
-    """fairseq-collated batches of random sentences (target length = source length +- 3)."""
-    from fairseq.data import LanguagePairDataset, data_utils
-
-    rng, d = np.random.default_rng(args.seed), task.source_dictionary
-    n = 4 * args.batches * args.max_tokens // args.lengths[0]  # enough for 4x the batches we need
-    sentences = lambda lengths: [  # noqa: E731  (random words, then </s>, like binarized data)
-        torch.from_numpy(np.append(rng.integers(d.nspecial, len(d), k - 1), d.eos())) for k in lengths
-    ]
-    src_len = rng.integers(args.lengths[0], args.lengths[1] + 1, n)
-    tgt_len = np.clip(src_len + rng.integers(-3, 4, n), 2, None)
-    ds = LanguagePairDataset(
-        sentences(src_len), src_len, d, sentences(tgt_len), tgt_len, task.target_dictionary
-    )
-    with data_utils.numpy_seed(args.seed):  # ordered_indices shuffles ties with numpy's global RNG
-        batches = ds.batch_by_size(ds.ordered_indices(), max_tokens=args.max_tokens)
-    chosen = rng.choice(len(batches), args.batches, replace=False)
-    return [ds.collater([ds[i] for i in batches[j]]) for j in chosen]
-
-
-def resting_bytes(trainer):
-    """Bytes of the distinct storages of parameters, gradients and optimizer state (CPU: no fp16)."""
-    tensors = list(trainer.model.parameters())
-    tensors += [t for state in trainer.optimizer.optimizer.state.values() for t in state.values()]
-    tensors += [t.grad for t in tensors if torch.is_tensor(t) and t.grad is not None]
-    return sum(
-        {
-            t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
-            for t in tensors
-            if torch.is_tensor(t)
-        }.values()
-    )
-
-
-def peak_bytes(trainer, sample, cuda):
-    """(peak tensor bytes in one train step, resting bytes before it). Gradients are freed first
-    (as the step's zero_grad would): the profiler cannot see frees of blocks allocated before it."""
-    trainer.zero_grad()
-    if cuda:
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        resting = torch.cuda.memory_allocated()
-        trainer.train_step([sample])
-        torch.cuda.synchronize()
-        return torch.cuda.max_memory_allocated(), resting
-    from torch.profiler import ProfilerActivity, profile
-
-    resting = resting_bytes(trainer)
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        trainer.train_step([sample])
-    events = sorted(
-        (e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"
-    )
-    return resting + int(np.cumsum([0] + [nbytes for _, nbytes in events]).max()), resting
-
-
 def main(argv=None):
     args = parse_args(argv)
-    logging.disable(logging.INFO)  # fairseq and hydra chatter, and fairseq's deprecation warnings
-    for category in (UserWarning, FutureWarning):
-        warnings.simplefilter("ignore", category)
+    quiet()
     cuda = args.device == "cuda"
     stock = ["--criterion", "label_smoothed_cross_entropy"]
     tempered = [
@@ -383,16 +178,6 @@ def main(argv=None):
     }
     write_json(args.json, result)
     return result
-
-
-def peak_keeping_trainer(cfg, task, model, criterion):
-    """fairseq's Trainer, keeping CUDA's peak-memory statistics: on CUDA its train_step resets them
-    after every step (to log gb_free), which hid each step's peak from the measurements here."""
-    from fairseq.trainer import Trainer
-
-    trainer = Trainer(cfg, task, model, criterion)
-    trainer.cuda_env = None  # read after init only by train_step's gb_free logging and its reset
-    return trainer
 
 
 def build_trainer(args, stock, tempered):

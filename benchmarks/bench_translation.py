@@ -25,37 +25,30 @@ beside the output projection (d x V). Element-wise work (the softmaxes over V) i
 """
 
 import argparse
-import logging
 import os
 import statistics
 import sys
 import tempfile
-import warnings
 
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_sact import (  # noqa: E402  (random sources collated like fairseq; the timed rounds)
-    beam_generators,
-    generation_batches,
-    print_speeds,
-    time_beam_search,
-    time_training,
-)
-from bench_tempered_ce import (  # noqa: E402  (the same batches, device choice and JSON report)
+from bench_common import (  # noqa: E402
     ADAM_ARGS,
     PLUGIN_DIR,
     add_beam_search_options,
+    add_device_options,
     add_json_option,
     add_timing_options,
     check_json_target,
     cuda_max_memory_mib,
+    device_args,
     environment,
     peak_bytes,
     peak_keeping_trainer,
     precision,
-    precision_args,
+    quiet,
     random_batches,
     resolve_device,
     speed_summary,
@@ -63,6 +56,13 @@ from bench_tempered_ce import (  # noqa: E402  (the same batches, device choice 
     versions_line,
     write_json,
     write_pair_dictionaries,
+)
+from bench_timing import (  # noqa: E402
+    beam_generators,
+    generation_batches,
+    print_speeds,
+    time_beam_search,
+    time_training,
 )
 from tracing import add_trace_option, check_trace_target, trace_beam_searches, trace_models  # noqa: E402
 
@@ -98,14 +98,7 @@ SACT_SHARE = {"cpu": None, "cuda": 0.9}
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
-    for key, text in HELP.items():
-        p.add_argument(
-            "--" + key.replace("_", "-"),
-            type=int if key != "preset" else str,
-            choices=["mini", "base"] if key == "preset" else None,
-            help=f"{text} (default: CPU {CPU_DEFAULTS[key]}, GPU {GPU_DEFAULTS[key]})",
-        )
+    add_device_options(p, HELP, CPU_DEFAULTS, GPU_DEFAULTS, choices={"preset": ["mini", "base"]})
     p.add_argument(
         "--models",
         default="transformer,ct_transformer,sact_transformer",
@@ -174,8 +167,7 @@ def training_args(args, data_dir, name):
         str(args.max_tokens),
         "--seed",
         str(args.seed),
-        *precision_args(args),
-        *([] if args.device == "cuda" else ["--cpu"]),
+        *device_args(args),
         *(args.fairseq_args.split() if name.startswith("ct_transformer") else []),
     ]
     return options.parse_args_and_arch(options.get_training_parser(), argv)
@@ -213,9 +205,7 @@ def forward_macs(a, src_per_tgt, src_len, tgt_len, beam=None, attention=True):
 
 def main(argv=None):
     args = parse_args(argv)
-    logging.disable(logging.INFO)  # fairseq and hydra chatter, and fairseq's deprecation warnings
-    for category in (UserWarning, FutureWarning):
-        warnings.simplefilter("ignore", category)
+    quiet()
     cuda = args.device == "cuda"
     names, size, task, trainers, sizes = build_trainers(args)
     batches = random_batches(args, task)

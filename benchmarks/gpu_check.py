@@ -346,7 +346,7 @@ def run_benchmark(name, args, out, cuda):
     script, options = VARIANTS.get(name, (name, ""))
     json_path = os.path.join(out, f"bench_{name}.json")
     trace_dir = os.path.join(out, f"trace_{name}")  # one profiled step per model (torch.profiler)
-    # Otherwise the benchmark's own sizes and rounds (bench_tempered_ce.ROUNDS) unless --rounds.
+    # Otherwise the benchmark's own sizes and rounds (bench_common.ROUNDS) unless --rounds.
     rounds = [] if args.rounds is None else ["--rounds", str(args.rounds)]
     sizes = (shlex.split(SMOKE[script]) + SMOKE_ROUNDS) if args.smoke else rounds
     command = [

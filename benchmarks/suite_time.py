@@ -20,7 +20,10 @@ import time
 import xml.etree.ElementTree as ET
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_tempered_ce import check_json_target, write_json  # noqa: E402
+from bench_common import (  # noqa: E402
+    check_json_target,
+    write_json,
+)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKERS = 2  # the Makefile's TEST_WORKERS (tests/test_benchmarks.py holds the two equal)

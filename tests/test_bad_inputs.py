@@ -1971,6 +1971,8 @@ def test_the_suite_covers_every_tool():
         "examples/language_model/common.sh": "sourced by the other LM scripts",
         "examples/language_model/ptb_small_experiment.sh": "no arguments; runs train.sh and evaluate.sh",
         "benchmarks/tracing.py": "the benchmarks' --trace, not a command (its refusal: test_benchmarks)",
+        "benchmarks/bench_common.py": "the benchmarks' shared options and helpers, not a command",
+        "benchmarks/bench_timing.py": "the benchmarks' timed rounds, not a command",
     }
     function = {
         "quickstart.py": quickstart,

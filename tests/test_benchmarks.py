@@ -120,7 +120,7 @@ def test_bench_tempered_ce_bf16_trains_both_models_in_bfloat16(benchmarks, capsy
     """--bf16 reaches fairseq-train as --bf16: the trainer holds the model in bfloat16."""
     bench = benchmarks["bench_tempered_ce"]
     args = bench.parse_args(["--device", "cpu", "--bf16", "--vocab", "300", "--layers", "1", "--dim", "32"])
-    assert (args.fp16, args.bf16) == (False, True) and bench.precision_args(args) == ["--bf16"]
+    assert (args.fp16, args.bf16) == (False, True) and bench.device_args(args) == ["--bf16", "--cpu"]
     stock, tempered = ["--criterion", "label_smoothed_cross_entropy"], ["--criterion", "tempered_ce"]
     _, _, trainer, _ = bench.build_trainer(args, stock, tempered)
     assert trainer.cfg.common.bf16 and {p.dtype for p in trainer.model.parameters()} == {torch.bfloat16}
@@ -141,12 +141,14 @@ def test_benchmarks_build_fairseqs_trainer_keeping_cudas_peak_statistics(benchma
     reset = source.index("torch.cuda.reset_peak_memory_stats()")
     guard = source.rindex("if self.cuda and self.cuda_env is not None:", 0, reset)
     assert source[guard:reset].count("\n") <= 3
-    assert "trainer.cuda_env = None" in inspect.getsource(
-        benchmarks["bench_tempered_ce"].peak_keeping_trainer
-    )
-    for name, module in benchmarks.items():  # fairseq's Trainer( only inside peak_keeping_trainer
+    import bench_common  # the benchmarks' shared helpers (benchmarks/ is on sys.path now)
+    import bench_timing
+
+    assert "trainer.cuda_env = None" in inspect.getsource(bench_common.peak_keeping_trainer)
+    modules = {**benchmarks, "bench_common": bench_common, "bench_timing": bench_timing}
+    for name, module in modules.items():  # fairseq's Trainer( only inside peak_keeping_trainer
         built = re.findall(r"\bTrainer\(", inspect.getsource(module))
-        assert len(built) == (name == "bench_tempered_ce"), name
+        assert len(built) == (name == "bench_common"), name
 
 
 def test_random_batches_depend_on_the_seed_alone(benchmarks):
@@ -273,7 +275,7 @@ def test_bench_ct_lm_lstm_smoke(bench_ct_lm, capsys, tmp_path):
     )
     out = run_main(bench_ct_lm, [*options, "--json", str(tmp_path / "r.json")], capsys, size=("--dim", "32"))
     assert (
-        "config: device=cpu body=lstm vocab=300 max_tokens=64 tokens_per_sample=16 dim=32 "
+        "config: device=cpu max_tokens=64 tokens_per_sample=16 dim=32 body=lstm vocab=300 "
         "lstm_hidden_sizes=48,32 ct_rank=8 ct_normalization=softmax mos_components=2 models=A,B,C,D,E "
     ) in out  # the transformer's options left out
     assert "one hidden size for all its layers: 2 x 48, then its 48 -> 32 projection)" in out
