@@ -63,59 +63,67 @@ def points(experiments):
         for run in e["runs"]:
             if (run.label_smoothing, run.sem_weight) != (ls0, sem0):
                 continue
-            t, transformer = run.temperature, run.variant == DEFAULT_VARIANT
-            if transformer and t not in (1.0, t_opt):
+            if run.variant == DEFAULT_VARIANT and run.temperature not in (1.0, t_opt):
                 continue
-            subset = "test" if "test" in run.eval else "valid"
-            scores = run.eval[subset]
-            if transformer:
-                system = "T = 1" if t == 1.0 else f"T_opt = {fmt(t)}"
-            elif run.variant == "ct_transformer":
-                system = run.variant
-            else:
-                system = f"{run.variant} T={fmt(t)}"
-            calibration = run_calibration(run.dir)
-            best = tuned.get(t) if transformer else None
-            out.append(
-                {
-                    "system": system,
-                    "seed": run.seed,
-                    "subset": subset,
-                    "test_name": e.get("test", "test"),
-                    "greedy": scores.greedy.bleu,
-                    "greedy_chrf": scores.greedy.chrf,
-                    "beam": scores.beam.bleu,
-                    "beam_chrf": scores.beam.chrf,
-                    "beam_k": scores.beam.beam,
-                    "tuned": best["bleu"] if best else None,
-                    "tuned_chrf": best["chrf"] if best else None,
-                    "tuned_setting": (best["beam"], best["lenpen"]) if best else None,
-                    "ece": calibration["ece"] if calibration else None,
-                    "nll": calibration["nll"] if calibration else None,
-                }
-            )
+            out.append(run_point(run, e.get("test", "test"), tuned))
         if final and post:
-            p = post["systems"]["posthoc"]
-            dev = p["calibration"]["valid"]
-            out.append(
-                {
-                    "system": "T = 1 + post-hoc t*",
-                    "seed": next((r.seed for r in e["runs"]), None),
-                    "subset": post["scored_subset"],
-                    "test_name": e.get("test", "test"),
-                    "greedy": p["greedy"]["bleu"],
-                    "greedy_chrf": p["greedy"]["chrf"],
-                    "beam": None,  # only tuned at t*
-                    "beam_chrf": None,
-                    "beam_k": None,
-                    "tuned": p["beam"]["bleu"],
-                    "tuned_chrf": p["beam"]["chrf"],
-                    "tuned_setting": (p["beam"]["beam"], p["beam"]["lenpen"]),
-                    "ece": dev["ece"],
-                    "nll": dev["nll"],
-                }
-            )
+            seed = next((r.seed for r in e["runs"]), None)
+            out.append(posthoc_point(post, seed, e.get("test", "test")))
     return {name: sorted(ps, key=order) for name, ps in setups.items() if ps}
+
+
+def run_point(run, test_name, tuned):
+    """The point of one trained run; `tuned`: {temperature: finalize's tuned beam row} of the
+    transformer's T = 1 and T_opt."""
+    t, transformer = run.temperature, run.variant == DEFAULT_VARIANT
+    subset = "test" if "test" in run.eval else "valid"
+    scores = run.eval[subset]
+    if transformer:
+        system = "T = 1" if t == 1.0 else f"T_opt = {fmt(t)}"
+    elif run.variant == "ct_transformer":
+        system = run.variant
+    else:
+        system = f"{run.variant} T={fmt(t)}"
+    calibration = run_calibration(run.dir)
+    best = tuned.get(t) if transformer else None
+    return {
+        "system": system,
+        "seed": run.seed,
+        "subset": subset,
+        "test_name": test_name,
+        "greedy": scores.greedy.bleu,
+        "greedy_chrf": scores.greedy.chrf,
+        "beam": scores.beam.bleu,
+        "beam_chrf": scores.beam.chrf,
+        "beam_k": scores.beam.beam,
+        "tuned": best["bleu"] if best else None,
+        "tuned_chrf": best["chrf"] if best else None,
+        "tuned_setting": (best["beam"], best["lenpen"]) if best else None,
+        "ece": calibration["ece"] if calibration else None,
+        "nll": calibration["nll"] if calibration else None,
+    }
+
+
+def posthoc_point(post, seed, test_name):
+    """The point of T = 1 decoded at its post-hoc t* (its calibration: on dev)."""
+    p = post["systems"]["posthoc"]
+    dev = p["calibration"]["valid"]
+    return {
+        "system": "T = 1 + post-hoc t*",
+        "seed": seed,
+        "subset": post["scored_subset"],
+        "test_name": test_name,
+        "greedy": p["greedy"]["bleu"],
+        "greedy_chrf": p["greedy"]["chrf"],
+        "beam": None,  # only tuned at t*
+        "beam_chrf": None,
+        "beam_k": None,
+        "tuned": p["beam"]["bleu"],
+        "tuned_chrf": p["beam"]["chrf"],
+        "tuned_setting": (p["beam"]["beam"], p["beam"]["lenpen"]),
+        "ece": dev["ece"],
+        "nll": dev["nll"],
+    }
 
 
 def order(point):
