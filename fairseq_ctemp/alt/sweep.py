@@ -337,6 +337,49 @@ def check_decoding_options(args):
         raise AltError(f"--decode-args: {e}") from None
 
 
+def prepared_or_planned(args, src, tgt, ddir):
+    """The prepared data's record of ``ddir``; in a dry run a stand-in with a warning when it is not
+    prepared yet (else AltError, saying how to prepare it)."""
+    data = prepared(ddir)
+    if data is not None:
+        return data
+    message = (
+        f"{src}-{tgt}: {ddir} is not prepared: run ctemp-alt-data prepare {src}-{tgt} "
+        f"--work {args.work}"
+        + (f" --vocab {args.vocab}" if args.vocab != 8192 else "")
+        + (f" --subwords {args.subwords}" if args.subwords != "spm" else "")
+        + (f" --train-subset {args.train_subset}" if args.train_subset else "")
+        + (f" --carve-test {args.carve_test}" if args.carve_test else "")
+    )
+    if not args.dry_run:
+        raise AltError(message)
+    say("warning: " + message)
+    return {"has_test": None, "remove_bpe": "sentencepiece" if args.subwords == "spm" else "subword_nmt"}
+
+
+def checked_run_config(run_dir, config, writes):
+    """The config of a run: ``config`` for a new run, the one it was started with otherwise (its
+    --max-update raised where asked; AltError for any other change); writes[path] gets what must be
+    written."""
+    path = os.path.join(run_dir, "config.json")
+    old = read_config(path)
+    if old is None:
+        writes[path] = config
+        return config
+    if old == config:
+        return config
+    if not raised_max_update(old, config):
+        raise AltError(
+            f"{run_dir} was started with other fairseq-train options:\n  "
+            f"{shlex.join(old['train_args'])}\nnow:\n  {shlex.join(config['train_args'])}\n"
+            "use another --work, or the options it was started with"
+        )
+    config = config_with_raised_max_update(run_dir, old, config)
+    if config is not old:
+        writes[path] = config
+    return config
+
+
 def plan(args):
     """Check every setting, then create / check experiment.json and each run's config.json (not in
     a dry run; nothing is written unless everything is valid). Returns
@@ -348,23 +391,7 @@ def plan(args):
     for text, seed in [(text, seed) for text in args.directions for seed in args.seeds or [1]]:
         src, tgt = direction(text)
         ddir = os.path.abspath(data_dir(args.work, src, tgt, tag))
-        data = prepared(ddir)
-        if data is None:
-            message = (
-                f"{src}-{tgt}: {ddir} is not prepared: run ctemp-alt-data prepare {src}-{tgt} "
-                f"--work {args.work}"
-                + (f" --vocab {args.vocab}" if args.vocab != 8192 else "")
-                + (f" --subwords {args.subwords}" if args.subwords != "spm" else "")
-                + (f" --train-subset {args.train_subset}" if args.train_subset else "")
-                + (f" --carve-test {args.carve_test}" if args.carve_test else "")
-            )
-            if not args.dry_run:
-                raise AltError(message)
-            say("warning: " + message)
-            data = {
-                "has_test": None,
-                "remove_bpe": "sentencepiece" if args.subwords == "spm" else "subword_nmt",
-            }
+        data = prepared_or_planned(args, src, tgt, ddir)
         exp_dir = experiment_dir(args.work, src, tgt, args.preset, tag, seed)
         if any(exp_dir == e[0] for e in experiments):
             continue  # the direction given twice
@@ -385,19 +412,7 @@ def plan(args):
         for variant, t, ls, sem in run_grid(args, temperatures, variants):
             config = run_config(variant, t, ls, sem, seed, preset, scalar, data, args)
             run_dir = os.path.join(exp_dir, config["name"])
-            old = read_config(os.path.join(run_dir, "config.json"))
-            if old is not None and old != config:
-                if not raised_max_update(old, config):
-                    raise AltError(
-                        f"{run_dir} was started with other fairseq-train options:\n  "
-                        f"{shlex.join(old['train_args'])}\nnow:\n  {shlex.join(config['train_args'])}\n"
-                        "use another --work, or the options it was started with"
-                    )
-                config = config_with_raised_max_update(run_dir, old, config)
-                if config is not old:
-                    writes[os.path.join(run_dir, "config.json")] = config
-            if old is None:
-                writes[os.path.join(run_dir, "config.json")] = config
+            config = checked_run_config(run_dir, config, writes)
             runs.append((run_dir, config, run_state(run_dir)))
         experiments.append((exp_dir, dict(exp, data=ddir), runs))
     if not args.dry_run:
