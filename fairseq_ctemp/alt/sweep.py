@@ -617,29 +617,35 @@ def print_plan(experiments, args, device):
             f"  then per run: average the last {exp['average']} checkpoints; greedy and beam "
             f"{exp['eval_beam']} on {shown}"
         )
-        ls0, sem0 = exp["primary"]
-        temperatures = {
-            c["temperature"]
-            for _, c, _ in runs
-            if c["variant"] == DEFAULT_VARIANT and (c["label_smoothing"], c["sem_weight"]) == (ls0, sem0)
-        }
-        steps = []
-        if len(temperatures) > 1:
-            steps.append(
-                f"T_opt by dev greedy BLEU (LS {fmt(ls0)}, SEM {fmt(sem0)}); beams {exp['grid_beams']} x "
-                f"lenpens {exp['grid_lenpens']} on dev for T_opt and T=1; paired bootstrap; timing of "
-                f"beams {exp['speed_beams']}; T=1 + post-hoc t* (fitted on dev NLL), tuned the same"
-            )
-        compared = compared_variants(variants)
-        if compared:
-            steps.append(
-                ", ".join(f"{v} against {baseline_variant(v)} T=1" for v in compared)
-                + f" (greedy and beam {exp['eval_beam']}, paired bootstrap)"
-            )
+        steps = finalize_steps(exp, runs, variants)
         if args.no_finalize:
             print("  no finalize (--no-finalize)")
         elif steps:
             print("  then finalize: " + "; ".join(steps))
+
+
+def finalize_steps(exp, runs, variants):
+    """What finalize will do for one experiment, in words (nothing: [])."""
+    ls0, sem0 = exp["primary"]
+    temperatures = {
+        c["temperature"]
+        for _, c, _ in runs
+        if c["variant"] == DEFAULT_VARIANT and (c["label_smoothing"], c["sem_weight"]) == (ls0, sem0)
+    }
+    steps = []
+    if len(temperatures) > 1:
+        steps.append(
+            f"T_opt by dev greedy BLEU (LS {fmt(ls0)}, SEM {fmt(sem0)}); beams {exp['grid_beams']} x "
+            f"lenpens {exp['grid_lenpens']} on dev for T_opt and T=1; paired bootstrap; timing of "
+            f"beams {exp['speed_beams']}; T=1 + post-hoc t* (fitted on dev NLL), tuned the same"
+        )
+    compared = compared_variants(variants)
+    if compared:
+        steps.append(
+            ", ".join(f"{v} against {baseline_variant(v)} T=1" for v in compared)
+            + f" (greedy and beam {exp['eval_beam']}, paired bootstrap)"
+        )
+    return steps
 
 
 def gpu_slots(args):
