@@ -86,6 +86,25 @@ def finalize(exp_dir, device):
     return result
 
 
+def paired_significance(baseline_dir, run_dir, subset, tokenize):
+    """{system: ctemp-greedy-vs-beam compare's paired bootstrap} of each of COMPARED, a run's
+    translations of `subset` against its baseline's."""
+    significance = {}
+    for system in COMPARED:
+        try:
+            significance[system] = gvb.compare_systems(
+                os.path.join(baseline_dir, "eval", subset, "ref"),
+                os.path.join(baseline_dir, "eval", subset, f"{system}.hyp"),
+                os.path.join(run_dir, "eval", subset, f"{system}.hyp"),
+                "bs",
+                None,
+                tokenize,
+            )
+        except gvb.UsageError as e:
+            raise RunFailed(f"significance test of {os.path.basename(run_dir)}: {e}") from None
+    return significance
+
+
 def compare_variants(exp_dir, exp, run_dir):
     """A variant's greedy and beam (--eval-beam) translations of the scored subset against those of
     its baseline's T=1 run (the transformer's, or e.g. lstm's for sact_lstm), from the files of their
@@ -116,19 +135,7 @@ def compare_variants(exp_dir, exp, run_dir):
     final_dir = os.path.join(exp_dir, "final")
     os.makedirs(final_dir, exist_ok=True)
     with Lock(final_dir, RunFailed):
-        significance = {}
-        for system in COMPARED:
-            try:  # ctemp-greedy-vs-beam compare
-                significance[system] = gvb.compare_systems(
-                    os.path.join(baseline_dir, "eval", subset, "ref"),
-                    os.path.join(baseline_dir, "eval", subset, f"{system}.hyp"),
-                    os.path.join(run_dir, "eval", subset, f"{system}.hyp"),
-                    "bs",
-                    None,
-                    exp["bleu_tokenize"],
-                )
-            except gvb.UsageError as e:
-                raise RunFailed(f"significance test of {os.path.basename(run_dir)}: {e}") from None
+        significance = paired_significance(baseline_dir, run_dir, subset, exp["bleu_tokenize"])
         result = {
             "direction": f"{exp['src']}-{exp['tgt']}",
             "experiment": name,
