@@ -47,7 +47,8 @@ def main(argv=None):
     return run_main(data_main, argv)
 
 
-def data_main(argv=None):
+def build_parser():
+    """ctemp-alt-data's options: one subcommand each for prepare, check, download, languages, toy-release."""
     parser = argparse.ArgumentParser(
         prog="ctemp-alt-data",
         description=__doc__.split("\n\n")[0],
@@ -95,8 +96,12 @@ def data_main(argv=None):
     commands.add_parser("languages", help="list the language codes")
     p = commands.add_parser("toy-release", help="write a tiny fake release (en, vi, ja)")
     p.add_argument("dest")
-    args = parser.parse_args(argv)
+    return parser
 
+
+def data_main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if args.command == "prepare":
         for option in ("vocab", "train_subset", "carve_test", "workers"):
             if getattr(args, option) is not None and getattr(args, option) < 1:
