@@ -236,7 +236,9 @@ def main(argv=None):
         logging.disable(logging.NOTSET)
 
 
-def heatmaps(args):
+def checked_inputs(args):
+    """(sources, references or Nones, the JSON dump's path, the PNGs' paths), all checked before the
+    model is loaded: options in range, --references aligned with --input, no output there yet."""
     if args.beam < 1 or args.max_sentences < 1:
         raise SystemExit(
             f"error: --beam and --max-sentences must be >= 1, got {args.beam}, {args.max_sentences}"
@@ -259,6 +261,11 @@ def heatmaps(args):
     existing = [p for p in [dump_path] + pngs if os.path.exists(p)]
     if existing:
         raise SystemExit(f"{existing[0]} already exists; refusing to overwrite it (use another --out-dir)")
+    return sources, references, dump_path, pngs
+
+
+def heatmaps(args):
+    sources, references, dump_path, pngs = checked_inputs(args)
     model, task = load(args)
     mode, lam, _ = temperature_settings(model)
     analysed = [analyse(model, task, s, r, args) for s, r in zip(sources, references)]
@@ -283,6 +290,11 @@ def heatmaps(args):
     for i, (sentence, png) in enumerate(zip(sentences, pngs)):
         draw(sentence, lam, rows, png, f"sentence {i + 1} ({mode}" + (f", lambda={lam:g})" if lam else ")"))
     print(f"wrote {dump_path} and {len(pngs)} PNG heatmaps in {args.out_dir}")
+    print_taus(sentences, rows, summary)
+
+
+def print_taus(sentences, rows, summary):
+    """τ per target token (one value per row of τ), its summary, and each sentence's tokens with their τ."""
     if rows:
         print("tau per target token: " + " / ".join(rows))
     for s in summary:
