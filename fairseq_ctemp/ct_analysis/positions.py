@@ -73,6 +73,18 @@ def per_sentence_bin_means(scores, stats_names, n_bins, bins, segment):
     return table, n_sentences
 
 
+def stat_curve(bins, label, name, n_bins, args, rng, rows):
+    """(mean, low, high) of one τ statistic in each position bin (its per-sentence means ``bins``),
+    as an array; appends the CSV rows of its bins to ``rows``."""
+    curve = []
+    for b in range(n_bins):
+        mean, low, high = confidence_interval(bins[b], args.ci, rng, args.bootstrap_samples)
+        start, end = (b, b + 1) if args.segment else (b / n_bins, (b + 1) / n_bins)
+        rows.append([label, name, b, fmt(start), fmt(end), fmt(mean), fmt(low), fmt(high), len(bins[b])])
+        curve.append((mean, low, high))
+    return np.array(curve, dtype=float)
+
+
 def run(args):
     """Mean tau against normalised sentence position, 95% CI across sentences: AAAI Fig. 1b (CT-MoS,
     PTB: sentences of 15-25 words, first/middle/last 5 positions) and ICLR Fig. 5.
@@ -107,25 +119,8 @@ def run(args):
                 f"no sentence has the {3 * args.segment} positions --segment {args.segment} needs"
             )
         for name in args.stats:
-            curve = []
-            for b in range(n_bins):
-                mean, low, high = confidence_interval(table[name][b], args.ci, rng, args.bootstrap_samples)
-                start, end = (b, b + 1) if args.segment else (b / n_bins, (b + 1) / n_bins)
-                rows.append(
-                    [
-                        label,
-                        name,
-                        b,
-                        fmt(start),
-                        fmt(end),
-                        fmt(mean),
-                        fmt(low),
-                        fmt(high),
-                        len(table[name][b]),
-                    ]
-                )
-                curve.append((mean, low, high))
-            curves.append((f"{label}: {STATS[name]}", np.array(curve, dtype=float)))
+            curve = stat_curve(table[name], label, name, n_bins, args, rng, rows)
+            curves.append((f"{label}: {STATS[name]}", curve))
         del lm
     write_csv(
         csv_path,
