@@ -705,7 +705,8 @@ SEED_COLUMNS = [
 ]
 
 
-def main(argv=None):
+def build_parser():
+    """The subcommands: plot, table, tau, protocols, compare, seeds (each with --force)."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -765,7 +766,11 @@ def main(argv=None):
     d.add_argument("--baseline", default="softmax")
     d.add_argument("--output", required=True, help="output prefix: writes PREFIX.md and PREFIX.csv")
     d.set_defaults(func=seeds)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
     taken = [path for path in outputs(args) if os.path.lexists(path)]
     if taken and not args.force:
         sys.exit(
