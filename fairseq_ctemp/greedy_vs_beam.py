@@ -331,7 +331,19 @@ def run_greedy_vs_beam(request, translator=None, verbose=True, progress=True):
     best = max(grid, key=lambda d: d.system.bleu).system if grid else None  # ties: the smaller beam
     greedy = run("test", 1, 1.0)
     beamed = run("test", best.beam, best.lenpen) if best else run("test", request.beam, request.lenpen)
-    result = GreedyVsBeam(
+    result = greedy_vs_beam_result(request, (greedy, beamed, grid, best), tokenize_for, extra_args, files)
+    lines = {f"grid.beam{d.system.beam}.lenpen{d.system.lenpen:g}.hyp": d.hyps for d in grid}
+    lines.update({"greedy.hyp": greedy.hyps, "beam.hyp": beamed.hyps, "ref": greedy.refs})
+    write_outputs(files, result, lines)
+    if verbose:
+        print_report(result)
+    return result
+
+
+def greedy_vs_beam_result(request, decoded, tokenize_for, extra_args, files):
+    """The GreedyVsBeam of the decodings (greedy, beam, the dev grid's, the grid's best system)."""
+    greedy, beamed, grid, best = decoded
+    return GreedyVsBeam(
         data=request.data,
         checkpoint=request.checkpoint,
         subset=request.subset,
@@ -349,12 +361,6 @@ def run_greedy_vs_beam(request, translator=None, verbose=True, progress=True):
         extra_args=extra_args,
         files=files,
     )
-    lines = {f"grid.beam{d.system.beam}.lenpen{d.system.lenpen:g}.hyp": d.hyps for d in grid}
-    lines.update({"greedy.hyp": greedy.hyps, "beam.hyp": beamed.hyps, "ref": greedy.refs})
-    write_outputs(files, result, lines)
-    if verbose:
-        print_report(result)
-    return result
 
 
 def write_outputs(files, result, lines):
