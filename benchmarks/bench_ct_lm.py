@@ -44,25 +44,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import (  # noqa: E402
-    ADAM_ARGS,
-    PLUGIN_DIR,
-    add_device_options,
-    add_json_option,
-    add_timing_options,
-    check_json_target,
-    cuda_max_memory_mib,
-    device_args,
-    environment,
-    peak_bytes,
-    peak_keeping_trainer,
-    precision,
-    quiet,
-    resolve_device,
-    speed_summary,
-    versions_line,
-    write_json,
-)
+import bench_common as common  # noqa: E402
 from tracing import add_trace_option, check_trace_target, trace_models  # noqa: E402
 
 WT2_VOCAB = 33278  # WikiText-2's vocabulary
@@ -156,7 +138,7 @@ def resolve_body_options(p, args):
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     lstm = BODY_DEFAULTS["lstm"]
-    add_device_options(
+    common.add_device_options(
         p,
         HELP,
         CPU_DEFAULTS,
@@ -203,21 +185,21 @@ def parse_args(argv=None):
     p.add_argument(
         "--zipf", type=float, default=1.0, help="Zipf exponent of the word distribution (default 1)"
     )
-    add_timing_options(p, rounds_help="timed rounds, each running every model")
+    common.add_timing_options(p, rounds_help="timed rounds, each running every model")
     p.add_argument(
         "--fairseq-args",
         default="",
         help="more fairseq-train options for all models, "
         'e.g. --fairseq-args="--adaptive-softmax-dropout 0.1"',
     )
-    add_json_option(p)
+    common.add_json_option(p)
     add_trace_option(p)
     args = p.parse_args(argv)
-    check_json_target(p, args)
+    common.check_json_target(p, args)
     check_trace_target(p, args)
     resolve_body_options(p, args)
     transformer = args.body == "transformer"
-    resolve_device(p, args, *((CPU_DEFAULTS, GPU_DEFAULTS) if transformer else ({}, {})))
+    common.resolve_device(p, args, *((CPU_DEFAULTS, GPU_DEFAULTS) if transformer else ({}, {})))
     if transformer and args.cutoffs is None:
         args.cutoffs = ",".join(str(max(1, round(c * args.vocab / WT2_VOCAB))) for c in (2000, 10000))
     models = BODIES[args.body][0]
@@ -289,7 +271,7 @@ def fairseq_cfg(args, data_dir, name):
     argv = [
         data_dir,
         "--user-dir",
-        os.path.abspath(PLUGIN_DIR),
+        os.path.abspath(common.PLUGIN_DIR),
         "--task",
         "language_modeling",
         "--tokens-per-sample",
@@ -299,12 +281,12 @@ def fairseq_cfg(args, data_dir, name):
         *body_options(args, name),
         "--seed",
         str(args.seed),
-        *ADAM_ARGS,
+        *common.ADAM_ARGS,
         "--max-tokens",
         str(args.max_tokens),
         "--ddp-backend",
         "legacy_ddp",  # adaptive_loss refuses pytorch_ddp (single process anyway)
-        *device_args(args),
+        *common.device_args(args),
         *model_options(args, name),
         *args.fairseq_args.split(),
     ]
@@ -360,7 +342,7 @@ def step_memory(trainer, sample, cuda):
     process: on CUDA the step's own high-water mark above what was allocated before it is added to
     this model's resting tensors; on CPU bench_common.peak_bytes (profiler memory events)."""
     if not cuda:
-        return peak_bytes(trainer, sample, cuda=False)
+        return common.peak_bytes(trainer, sample, cuda=False)
     trainer.zero_grad()
     torch.cuda.synchronize()
     resting, before = resting_bytes(trainer), torch.cuda.memory_allocated()
@@ -398,7 +380,7 @@ def forward_macs(args, name, shares, vocab):
 def main(argv=None):
     args = parse_args(argv)
     command = shlex.join(sys.orig_argv) if argv is None else f"bench_ct_lm.main({argv!r})"
-    quiet()
+    common.quiet()
     cuda = args.device == "cuda"
     names = args.models
     task, trainers, sizes = build_trainers(args, names)
@@ -408,7 +390,7 @@ def main(argv=None):
     print(f"command: {command}")
     describe(args, names, sizes, dictionary, batches, words)
     wall, cpu = measure(args, names, trainers, batches, words)
-    cuda_peak = cuda_max_memory_mib(cuda)  # before step_memory resets the statistics
+    cuda_peak = common.cuda_max_memory_mib(cuda)  # before step_memory resets the statistics
     peaks = {name: max(step_memory(trainers[name], b, cuda) for b in batches) for name in names}
     if cuda:  # the high-water mark of the whole process: one of the measured steps' at the latest
         cuda_peak = max(cuda_peak, torch.cuda.max_memory_allocated() / 2**20)
@@ -419,12 +401,12 @@ def main(argv=None):
     result = {
         "benchmark": "bench_ct_lm",
         "command": command,
-        "environment": environment(args),
+        "environment": common.environment(args),
         "config": config(args),
         "memory_method": method,
         "models": {
             f"{name} {models[name][0]}": {
-                **speed_summary(wall[name], cpu[name]),
+                **common.speed_summary(wall[name], cpu[name]),
                 "peak_mib": peaks[name][0] / 2**20,
                 "step_mib": (peaks[name][0] - peaks[name][1]) / 2**20,
             }
@@ -434,7 +416,7 @@ def main(argv=None):
         "cuda_max_memory_allocated_mib": cuda_peak,
         "traces": traces,
     }
-    write_json(args.json, result)
+    common.write_json(args.json, result)
     return result
 
 
@@ -458,7 +440,7 @@ def build_trainers(args, names):
             if "adaptive_softmax" in n or "output_head" in n or "output_projection" in n
         ]
         sizes[name] = (sum(p.numel() for p in model.parameters()), sum(p.numel() for p in head))
-        trainers[name] = peak_keeping_trainer(
+        trainers[name] = common.peak_keeping_trainer(
             cfgs[name], task, model, task.build_criterion(cfgs[name].criterion)
         )
     return task, trainers, sizes
@@ -467,12 +449,12 @@ def build_trainers(args, names):
 def describe(args, names, sizes, dictionary, batches, words):
     """The set-up, printed before the measurement: versions, body, batches, models, MACs."""
     transformer, models = args.body == "transformer", BODIES[args.body][0]
-    print(versions_line(args))
+    print(common.versions_line(args))
     print(
         "config:",
         " ".join(f"{k}={','.join(v) if isinstance(v, list) else v}" for k, v in config(args).items()),
     )
-    print(f"body: {body_text(args)}; vocab {len(dictionary)}, {precision(args)}, adam, clip-norm 1")
+    print(f"body: {body_text(args)}; vocab {len(dictionary)}, {common.precision(args)}, adam, clip-norm 1")
     batches_text = (
         f"batches: {len(batches)} x {tuple(batches[0]['target'].shape)} (sentences x tokens), "
         f"{words} target words per segment; Zipf {args.zipf}"

@@ -24,33 +24,8 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_common import (  # noqa: E402
-    add_beam_search_options,
-    add_device_options,
-    add_json_option,
-    add_timing_options,
-    check_json_target,
-    cuda_max_memory_mib,
-    device_args,
-    environment,
-    peak_keeping_trainer,
-    precision,
-    quiet,
-    random_batches,
-    resolve_device,
-    speed_summary,
-    translation_data_args,
-    versions_line,
-    write_json,
-    write_pair_dictionaries,
-)
-from bench_timing import (  # noqa: E402
-    beam_generators,
-    generation_batches,
-    print_speeds,
-    time_beam_search,
-    time_training,
-)
+import bench_common as common  # noqa: E402
+import bench_timing as timing  # noqa: E402
 from tracing import add_trace_option, check_trace_target, trace_beam_searches, trace_models  # noqa: E402
 
 CPU_DEFAULTS = dict(vocab=8000, max_tokens=2000, layers=1, dim=256)
@@ -74,7 +49,7 @@ MODELS = {
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_device_options(p, HELP, CPU_DEFAULTS, GPU_DEFAULTS)
+    common.add_device_options(p, HELP, CPU_DEFAULTS, GPU_DEFAULTS)
     p.add_argument(
         "--models",
         nargs="+",
@@ -82,14 +57,14 @@ def parse_args(argv=None):
         default=["stock", "none", "sact"],
         help="models to compare (default: stock none sact; the ratios need stock and sact)",
     )
-    add_timing_options(p, lengths=(8, 40))
-    add_beam_search_options(p)
-    add_json_option(p)
+    common.add_timing_options(p, lengths=(8, 40))
+    common.add_beam_search_options(p)
+    common.add_json_option(p)
     add_trace_option(p)
     args = p.parse_args(argv)
-    check_json_target(p, args)
+    common.check_json_target(p, args)
     check_trace_target(p, args)
-    resolve_device(p, args, CPU_DEFAULTS, GPU_DEFAULTS)
+    common.resolve_device(p, args, CPU_DEFAULTS, GPU_DEFAULTS)
     if not {"stock", "sact"} <= set(args.models):
         p.error("--models must include stock and sact")
     torch.set_num_threads(args.threads)
@@ -102,7 +77,7 @@ def fairseq_cfg(args, data_dir, model_args):
 
     d, layers = str(args.dim), str(args.layers)
     argv = [
-        *translation_data_args(data_dir),
+        *common.translation_data_args(data_dir),
         *model_args,
         "--encoder-layers",
         layers,
@@ -132,41 +107,41 @@ def fairseq_cfg(args, data_dir, model_args):
         str(args.max_tokens),
         "--seed",
         str(args.seed),
-        *device_args(args),
+        *common.device_args(args),
     ]
     return convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv))
 
 
 def main(argv=None):
     args = parse_args(argv)
-    quiet()
+    common.quiet()
     cuda = args.device == "cuda"
     task, trainers = build_trainers(args)
-    batches = random_batches(args, task)
+    batches = common.random_batches(args, task)
     words = sum(b["ntokens"] for b in batches)
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     names = list(trainers)
     describe(args, trainers, batches)
-    train_wall, train_cpu = time_training(trainers, batches, words, args, sync)
+    train_wall, train_cpu = timing.time_training(trainers, batches, words, args, sync)
     traces = trace_models(args, trainers, batches[0], cuda)
-    gen_batches = generation_batches(args, task.source_dictionary, "cuda" if cuda else "cpu")
-    generators = beam_generators(trainers, task, args)
-    gen_wall, gen_cpu = time_beam_search(generators, gen_batches, args, sync)
+    gen_batches = timing.generation_batches(args, task.source_dictionary, "cuda" if cuda else "cpu")
+    generators = timing.beam_generators(trainers, task, args)
+    gen_wall, gen_cpu = timing.time_beam_search(generators, gen_batches, args, sync)
     beam_traces = trace_beam_searches(args, generators, gen_batches[0], cuda)
     med = statistics.median
-    print_speeds(names, (train_wall, train_cpu), (gen_wall, gen_cpu), args.beam, 14)
-    cuda_peak = cuda_max_memory_mib(cuda)
+    timing.print_speeds(names, (train_wall, train_cpu), (gen_wall, gen_cpu), args.beam, 14)
+    cuda_peak = common.cuda_max_memory_mib(cuda)
     print(
         f"\nloadavg at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
         + (f" | CUDA max_memory_allocated {cuda_peak:.1f} MiB" if cuda else "")
     )
     result = {
         "benchmark": "bench_sact",
-        "environment": environment(args),
+        "environment": common.environment(args),
         "config": vars(args),
         "models": {
             name: {
-                **speed_summary(train_wall[name], train_cpu[name]),
+                **common.speed_summary(train_wall[name], train_cpu[name]),
                 "sentences_per_s": med(gen_wall[name]),
                 "sentences_per_cpu_s": med(gen_cpu[name]),
             }
@@ -177,7 +152,7 @@ def main(argv=None):
         "traces": traces,
         "beam_traces": beam_traces,
     }
-    write_json(args.json, result)
+    common.write_json(args.json, result)
     return result
 
 
@@ -186,26 +161,26 @@ def build_trainers(args):
     import fairseq.tasks
 
     with tempfile.TemporaryDirectory() as data_dir:
-        write_pair_dictionaries(data_dir, args.vocab)
+        common.write_pair_dictionaries(data_dir, args.vocab)
         cfgs = {name: fairseq_cfg(args, data_dir, MODELS[name]) for name in args.models}
         task = fairseq.tasks.setup_task(cfgs["stock"].task)
     trainers = {}
     for name, cfg in cfgs.items():
         torch.manual_seed(args.seed)
         model = task.build_model(cfg.model)
-        trainers[name] = peak_keeping_trainer(cfg, task, model, task.build_criterion(cfg.criterion))
+        trainers[name] = common.peak_keeping_trainer(cfg, task, model, task.build_criterion(cfg.criterion))
     return task, trainers
 
 
 def describe(args, trainers, batches):
-    print(versions_line(args))
+    print(common.versions_line(args))
     print("config:", " ".join(f"{k}={v}" for k, v in vars(args).items()))
     for name, trainer in trainers.items():
         n = sum(p.numel() for p in trainer.model.parameters())
         print(f"{name:14} {' '.join(MODELS[name])}: {n / 1e6:.3f}M parameters")
     print(
         f"all: {args.layers} layer(s), {args.dim}-d embeddings and LSTMs (bidirectional encoder: "
-        f"{2 * args.dim}-d outputs), vocab {args.vocab}, {precision(args)}, "
+        f"{2 * args.dim}-d outputs), vocab {args.vocab}, {common.precision(args)}, "
         "adam, clip-norm 10, dropout 0.3, cross_entropy"
     )
     print(

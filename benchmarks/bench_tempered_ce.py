@@ -21,27 +21,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import (  # noqa: E402
-    ADAM_ARGS,
-    add_device_options,
-    add_json_option,
-    add_timing_options,
-    check_json_target,
-    cuda_max_memory_mib,
-    device_args,
-    environment,
-    peak_bytes,
-    peak_keeping_trainer,
-    precision,
-    quiet,
-    random_batches,
-    resolve_device,
-    speed_summary,
-    translation_data_args,
-    versions_line,
-    write_json,
-    write_pair_dictionaries,
-)
+import bench_common as common  # noqa: E402
 from tracing import add_trace_option, check_trace_target, trace_models  # noqa: E402
 
 CPU_DEFAULTS = dict(vocab=8000, max_tokens=4000, layers=2, dim=256, ffn=1024, heads=4)
@@ -62,7 +42,7 @@ HELP = dict(
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_device_options(p, HELP, CPU_DEFAULTS, GPU_DEFAULTS)
+    common.add_device_options(p, HELP, CPU_DEFAULTS, GPU_DEFAULTS)
     p.add_argument("--temperature", type=float, default=4.0, help="tempered_ce T (default 4)")
     p.add_argument("--sem-weight", type=float, default=0.0, help="tempered_ce --sem-weight (default 0)")
     p.add_argument("--label-smoothing", type=float, default=0.1, help="both criteria (default 0.1)")
@@ -72,18 +52,18 @@ def parse_args(argv=None):
         default=0,
         help="tempered_ce --loss-chunk-tokens: its loss without the batch x vocabulary logits (default 0: off)",
     )
-    add_timing_options(p, rounds_help="timed A B / B A rounds", lengths=(8, 60))
+    common.add_timing_options(p, rounds_help="timed A B / B A rounds", lengths=(8, 60))
     p.add_argument(
         "--fairseq-args",
         default="",
         help='more fairseq-train options, e.g. --fairseq-args="--share-all-embeddings"',
     )
-    add_json_option(p)
+    common.add_json_option(p)
     add_trace_option(p)
     args = p.parse_args(argv)
-    check_json_target(p, args)
+    common.check_json_target(p, args)
     check_trace_target(p, args)
-    resolve_device(p, args, CPU_DEFAULTS, GPU_DEFAULTS)
+    common.resolve_device(p, args, CPU_DEFAULTS, GPU_DEFAULTS)
     if args.loss_chunk_tokens < 0:
         p.error(f"--loss-chunk-tokens must be >= 0 (0: off), got {args.loss_chunk_tokens}")
     if args.batches < 1 or args.rounds < 1 or args.warmup < 0:
@@ -108,7 +88,7 @@ def fairseq_cfg(args, data_dir, criterion_args):
         "attention-heads": args.heads,
     }
     argv = [
-        *translation_data_args(data_dir),
+        *common.translation_data_args(data_dir),
         "--arch",
         "transformer",
         "--seed",
@@ -117,12 +97,12 @@ def fairseq_cfg(args, data_dir, criterion_args):
         "--share-decoder-input-output-embed",
         "--dropout",
         "0.1",
-        *ADAM_ARGS,
+        *common.ADAM_ARGS,
         "--max-tokens",
         str(args.max_tokens),
         "--label-smoothing",
         str(args.label_smoothing),
-        *device_args(args),
+        *common.device_args(args),
         *args.fairseq_args.split(),
         *criterion_args,
     ]
@@ -131,7 +111,7 @@ def fairseq_cfg(args, data_dir, criterion_args):
 
 def main(argv=None):
     args = parse_args(argv)
-    quiet()
+    common.quiet()
     cuda = args.device == "cuda"
     stock = ["--criterion", "label_smoothed_cross_entropy"]
     tempered = [
@@ -140,18 +120,18 @@ def main(argv=None):
         *(["--loss-chunk-tokens", str(args.loss_chunk_tokens)] if args.loss_chunk_tokens else []),
     ]
     task, model, trainer, criteria = build_trainer(args, stock, tempered)
-    batches = random_batches(args, task)
+    batches = common.random_batches(args, task)
 
     def use(name):  # the trainer (and task.train_step) now runs this criterion
         trainer._criterion = trainer._wrapped_criterion = criteria[name].to(trainer.device)
 
     describe(args, task, model, batches, stock, tempered)
     wall, cpu = measure(args, trainer, use, batches)
-    cuda_peak = cuda_max_memory_mib(cuda)  # before peak_bytes resets the statistics
+    cuda_peak = common.cuda_max_memory_mib(cuda)  # before peak_bytes resets the statistics
     peaks = {}
     for name in ("stock", "tempered"):  # a step's memory is deterministic: one pass, largest peak
         use(name)
-        peaks[name] = max(peak_bytes(trainer, b, cuda) for b in batches)
+        peaks[name] = max(common.peak_bytes(trainer, b, cuda) for b in batches)
     if cuda:  # the process's high-water mark: the timed rounds', or one of the measured steps'
         cuda_peak = max(cuda_peak, *(peak / 2**20 for peak, _ in peaks.values()))
     method = "torch.cuda.max_memory_allocated" if cuda else "torch.profiler memory events + resting tensors"
@@ -160,7 +140,7 @@ def main(argv=None):
     traces = trace_models(args, {"stock": trainer, "tempered": trainer}, batches[0], cuda, before=use)
     models = {
         name: {
-            **speed_summary(wall[name], cpu[name]),
+            **common.speed_summary(wall[name], cpu[name]),
             "peak_mib": peaks[name][0] / 2**20,
             "step_mib": (peaks[name][0] - peaks[name][1]) / 2**20,
         }
@@ -168,7 +148,7 @@ def main(argv=None):
     }
     result = {
         "benchmark": "bench_tempered_ce",
-        "environment": environment(args),
+        "environment": common.environment(args),
         "config": vars(args),
         "memory_method": method,
         "models": models,
@@ -176,7 +156,7 @@ def main(argv=None):
         "cuda_max_memory_allocated_mib": cuda_peak,
         "traces": traces,
     }
-    write_json(args.json, result)
+    common.write_json(args.json, result)
     return result
 
 
@@ -186,7 +166,7 @@ def build_trainer(args, stock, tempered):
     import fairseq.tasks
 
     with tempfile.TemporaryDirectory() as data_dir:
-        write_pair_dictionaries(data_dir, args.vocab)
+        common.write_pair_dictionaries(data_dir, args.vocab)
         cfg, cfg_t = fairseq_cfg(args, data_dir, stock), fairseq_cfg(args, data_dir, tempered)
         task = fairseq.tasks.setup_task(cfg.task)
     torch.manual_seed(args.seed)
@@ -195,15 +175,15 @@ def build_trainer(args, stock, tempered):
         "stock": task.build_criterion(cfg.criterion),
         "tempered": task.build_criterion(cfg_t.criterion),
     }
-    return task, model, peak_keeping_trainer(cfg, task, model, criteria["stock"]), criteria
+    return task, model, common.peak_keeping_trainer(cfg, task, model, criteria["stock"]), criteria
 
 
 def describe(args, task, model, batches, stock, tempered):
-    print(versions_line(args))
+    print(common.versions_line(args))
     print("config:", " ".join(f"{k}={v}" for k, v in vars(args).items()))
     print(
         f"model: transformer, {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M params, vocab "
-        f"{len(task.target_dictionary)}, {precision(args)}, adam, clip-norm 1, dropout 0.1"
+        f"{len(task.target_dictionary)}, {common.precision(args)}, adam, clip-norm 1, dropout 0.1"
     )
     print(
         "batches (sentences, target words, padded target shape):",

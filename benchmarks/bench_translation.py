@@ -34,36 +34,8 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_common import (  # noqa: E402
-    ADAM_ARGS,
-    PLUGIN_DIR,
-    add_beam_search_options,
-    add_device_options,
-    add_json_option,
-    add_timing_options,
-    check_json_target,
-    cuda_max_memory_mib,
-    device_args,
-    environment,
-    peak_bytes,
-    peak_keeping_trainer,
-    precision,
-    quiet,
-    random_batches,
-    resolve_device,
-    speed_summary,
-    translation_data_args,
-    versions_line,
-    write_json,
-    write_pair_dictionaries,
-)
-from bench_timing import (  # noqa: E402
-    beam_generators,
-    generation_batches,
-    print_speeds,
-    time_beam_search,
-    time_training,
-)
+import bench_common as common  # noqa: E402
+import bench_timing as timing  # noqa: E402
 from tracing import add_trace_option, check_trace_target, trace_beam_searches, trace_models  # noqa: E402
 
 CPU_DEFAULTS = dict(vocab=8000, max_tokens=2048, preset="mini")  # the ALT mini preset's batch
@@ -98,14 +70,14 @@ SACT_SHARE = {"cpu": None, "cuda": 0.9}
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_device_options(p, HELP, CPU_DEFAULTS, GPU_DEFAULTS, choices={"preset": ["mini", "base"]})
+    common.add_device_options(p, HELP, CPU_DEFAULTS, GPU_DEFAULTS, choices={"preset": ["mini", "base"]})
     p.add_argument(
         "--models",
         default="transformer,ct_transformer,sact_transformer",
         help=f"comma-separated, from {', '.join(MODELS)} (default %(default)s; {STOCK} is needed for the ratios)",
     )
-    add_timing_options(p, lengths=(8, 40))
-    add_beam_search_options(p)
+    common.add_timing_options(p, lengths=(8, 40))
+    common.add_beam_search_options(p)
     p.add_argument(
         "--fairseq-args",
         default="",
@@ -118,12 +90,12 @@ def parse_args(argv=None):
         default=2048,
         help="ct_transformer_chunked's --loss-chunk-tokens (default %(default)s)",
     )
-    add_json_option(p)
+    common.add_json_option(p)
     add_trace_option(p)
     args = p.parse_args(argv)
-    check_json_target(p, args)
+    common.check_json_target(p, args)
     check_trace_target(p, args)
-    resolve_device(p, args, CPU_DEFAULTS, GPU_DEFAULTS)
+    common.resolve_device(p, args, CPU_DEFAULTS, GPU_DEFAULTS)
     args.models = [m.strip() for m in args.models.split(",") if m.strip()]
     if not args.models or any(m not in MODELS for m in args.models) or STOCK not in args.models:
         p.error(
@@ -154,7 +126,7 @@ def training_args(args, data_dir, name):
 
     arch, extra, criterion = MODELS[name]
     argv = [
-        *translation_data_args(data_dir),
+        *common.translation_data_args(data_dir),
         "--arch",
         arch.format(preset=args.preset),
         *(x.format(chunk=args.loss_chunk_tokens) for x in extra),
@@ -162,12 +134,12 @@ def training_args(args, data_dir, name):
         criterion,
         "--label-smoothing",
         "0.1",
-        *ADAM_ARGS,
+        *common.ADAM_ARGS,
         "--max-tokens",
         str(args.max_tokens),
         "--seed",
         str(args.seed),
-        *device_args(args),
+        *common.device_args(args),
         *(args.fairseq_args.split() if name.startswith("ct_transformer") else []),
     ]
     return options.parse_args_and_arch(options.get_training_parser(), argv)
@@ -205,32 +177,36 @@ def forward_macs(a, src_per_tgt, src_len, tgt_len, beam=None, attention=True):
 
 def main(argv=None):
     args = parse_args(argv)
-    quiet()
+    common.quiet()
     cuda = args.device == "cuda"
     names, size, task, trainers, sizes = build_trainers(args)
-    batches = random_batches(args, task)
+    batches = common.random_batches(args, task)
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     describe(args, names, size, sizes, batches)
     bound, gen_bound = analytic_bounds(args, size, batches)
-    train_wall, train_cpu = time_training(trainers, batches, sum(b["ntokens"] for b in batches), args, sync)
+    train_wall, train_cpu = timing.time_training(
+        trainers, batches, sum(b["ntokens"] for b in batches), args, sync
+    )
     peaks = step_peaks(args, names, trainers, batches)  # before beam search: no training after it
     traces = trace_models(args, trainers, batches[0], cuda)
-    gen_batches = generation_batches(args, task.source_dictionary, "cuda" if cuda else "cpu")
-    generators = beam_generators(trainers, task, args)
-    gen_wall, gen_cpu = time_beam_search(generators, gen_batches, args, sync)
+    gen_batches = timing.generation_batches(args, task.source_dictionary, "cuda" if cuda else "cpu")
+    generators = timing.beam_generators(trainers, task, args)
+    gen_wall, gen_cpu = timing.time_beam_search(generators, gen_batches, args, sync)
     beam_traces = trace_beam_searches(args, generators, gen_batches[0], cuda)
     med = statistics.median
-    print_speeds(names, (train_wall, train_cpu), (gen_wall, gen_cpu), args.beam, max(20, *map(len, names)))
+    timing.print_speeds(
+        names, (train_wall, train_cpu), (gen_wall, gen_cpu), args.beam, max(20, *map(len, names))
+    )
     print(f"\nloadavg at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     summaries = ratios_of(args, names, (train_wall, train_cpu), (gen_wall, gen_cpu), (bound, gen_bound))
     chunked_ratio(args, peaks, train_wall, summaries)
     result = {
         "benchmark": "bench_translation",
-        "environment": environment(args),
+        "environment": common.environment(args),
         "config": vars(args),
         "models": {
             name: {
-                **speed_summary(train_wall[name], train_cpu[name]),
+                **common.speed_summary(train_wall[name], train_cpu[name]),
                 "sentences_per_s": med(gen_wall[name]),
                 "sentences_per_cpu_s": med(gen_cpu[name]),
                 "parameters": sizes[name][0],
@@ -247,11 +223,11 @@ def main(argv=None):
             for name in names
         },
         "ratios": summaries,
-        "cuda_max_memory_allocated_mib": cuda_max_memory_mib(cuda),
+        "cuda_max_memory_allocated_mib": common.cuda_max_memory_mib(cuda),
         "traces": traces,
         "beam_traces": beam_traces,
     }
-    write_json(args.json, result)
+    common.write_json(args.json, result)
     return result
 
 
@@ -263,7 +239,9 @@ def build_trainers(args):
     from fairseq.models import ARCH_MODEL_REGISTRY
     from fairseq.utils import import_user_module
 
-    import_user_module(argparse.Namespace(user_dir=os.path.abspath(PLUGIN_DIR)))  # registers ct_transformer
+    import_user_module(
+        argparse.Namespace(user_dir=os.path.abspath(common.PLUGIN_DIR))
+    )  # registers ct_transformer
     names = []
     for name in args.models:
         arch = MODELS[name][0].format(preset=args.preset)
@@ -272,7 +250,7 @@ def build_trainers(args):
         else:
             print(f"note: {name} skipped: --arch {arch} is not registered")
     with tempfile.TemporaryDirectory() as data_dir:
-        write_pair_dictionaries(data_dir, args.vocab)
+        common.write_pair_dictionaries(data_dir, args.vocab)
         size = training_args(args, data_dir, "ct_transformer")  # the preset, resolved
         namespaces = {}
         for name in names:
@@ -289,7 +267,7 @@ def build_trainers(args):
         model = task.build_model(cfg.model)
         head = sum(p.numel() for n, p in model.named_parameters() if "output_head.temperature" in n)
         sizes[name] = (sum(p.numel() for p in model.parameters()), head)
-        trainers[name] = peak_keeping_trainer(cfg, task, model, task.build_criterion(cfg.criterion))
+        trainers[name] = common.peak_keeping_trainer(cfg, task, model, task.build_criterion(cfg.criterion))
     return names, size, task, trainers, sizes
 
 
@@ -299,7 +277,8 @@ def step_peaks(args, names, trainers, batches):
     if not all(name in names for name in CHUNKED):
         return {}
     return {
-        name: max(peak_bytes(trainers[name], b, args.device == "cuda") for b in batches) for name in CHUNKED
+        name: max(common.peak_bytes(trainers[name], b, args.device == "cuda") for b in batches)
+        for name in CHUNKED
     }
 
 
@@ -332,7 +311,7 @@ def describe(args, names, size, sizes, batches):
     words = sum(b["ntokens"] for b in batches)
     src_words = sum(int(b["net_input"]["src_lengths"].sum()) for b in batches)
     sentences = sum(b["nsentences"] for b in batches)
-    print(versions_line(args))
+    print(common.versions_line(args))
     print(
         "config:",
         " ".join(f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}" for k, v in vars(args).items()),
@@ -341,7 +320,7 @@ def describe(args, names, size, sizes, batches):
         f"size (ct_transformer_alt_{args.preset}): {size.encoder_layers}+{size.decoder_layers} layers, "
         f"{size.encoder_embed_dim}-d, FFN {size.encoder_ffn_embed_dim}, {size.encoder_attention_heads} heads, "
         f"tied decoder embeddings {size.share_decoder_input_output_embed}, dropout {size.dropout}; "
-        f"vocab {args.vocab}, Q = {size.ct_rank}, {precision(args)}, adam, label smoothing 0.1"
+        f"vocab {args.vocab}, Q = {size.ct_rank}, {common.precision(args)}, adam, label smoothing 0.1"
     )
     for name in names:
         arch, extra, criterion = MODELS[name]

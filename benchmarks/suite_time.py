@@ -20,10 +20,7 @@ import time
 import xml.etree.ElementTree as ET
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import (  # noqa: E402
-    check_json_target,
-    write_json,
-)
+import bench_common as common  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKERS = 2  # the Makefile's TEST_WORKERS (tests/test_benchmarks.py holds the two equal)
@@ -77,7 +74,7 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, default=3, help="fresh processes timed per import (default 3)")
     p.add_argument("selection", nargs="*", default=SELECTION, help="what pytest runs (default: tests)")
     args = p.parse_args(argv)
-    check_json_target(p, args)
+    common.check_json_target(p, args)
     for option, value in (("--workers", args.workers), ("--repeats", args.repeats)):
         if value < 1:
             p.error(f"{option} must be >= 1, got {value}")
@@ -102,7 +99,7 @@ def main(argv=None):
         "machine": {"cpu": cpu_model(), "cores": os.cpu_count()},
         "python": platform.python_version(),
     }
-    write_json(args.json, result)
+    common.write_json(args.json, result)
     print(f"pytest: {wall:.0f} s wall, {summary['test_seconds']:.0f} s of test time; {args.json}")
     return proc.returncode
 

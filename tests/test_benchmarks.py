@@ -118,9 +118,11 @@ def test_bench_tempered_ce_smoke(benchmarks, capsys, tmp_path):
 
 def test_bench_tempered_ce_bf16_trains_both_models_in_bfloat16(benchmarks, capsys, tmp_path):
     """--bf16 reaches fairseq-train as --bf16: the trainer holds the model in bfloat16."""
+    import bench_common  # (benchmarks/ is on sys.path now)
+
     bench = benchmarks["bench_tempered_ce"]
     args = bench.parse_args(["--device", "cpu", "--bf16", "--vocab", "300", "--layers", "1", "--dim", "32"])
-    assert (args.fp16, args.bf16) == (False, True) and bench.device_args(args) == ["--bf16", "--cpu"]
+    assert (args.fp16, args.bf16) == (False, True) and bench_common.device_args(args) == ["--bf16", "--cpu"]
     stock, tempered = ["--criterion", "label_smoothed_cross_entropy"], ["--criterion", "tempered_ce"]
     _, _, trainer, _ = bench.build_trainer(args, stock, tempered)
     assert trainer.cfg.common.bf16 and {p.dtype for p in trainer.model.parameters()} == {torch.bfloat16}
@@ -152,11 +154,12 @@ def test_benchmarks_build_fairseqs_trainer_keeping_cudas_peak_statistics(benchma
 
 
 def test_random_batches_depend_on_the_seed_alone(benchmarks):
-    """The benchmarks' batches (bench_tempered_ce, bench_translation) are the same in every process
+    """The benchmarks' batches (bench_common.random_batches) are the same in every process
     of one --seed: fairseq's ordered_indices shuffles equal lengths with numpy's global RNG, which
     nothing here seeds, so two runs got different sentences into the same batch."""
     import argparse
 
+    import bench_common  # (benchmarks/ is on sys.path now)
     import numpy as np
     from fairseq.data import Dictionary
 
@@ -168,7 +171,7 @@ def test_random_batches_depend_on_the_seed_alone(benchmarks):
 
     def batches(global_seed):
         np.random.seed(global_seed)
-        return benchmarks["bench_tempered_ce"].random_batches(args, task)
+        return bench_common.random_batches(args, task)
 
     first, second = batches(0), batches(1)
     for a, b in zip(first, second):
