@@ -39,9 +39,12 @@ def test_nothing_outside_cli_imports_from_cli():
     assert not offenders, "\n".join(offenders)
 
 
+MAX_LINES = 75  # a screen; the longest now: an argparse parser of a benchmark
+
+
 def test_functions_fit_on_a_screen():
-    """No function of the package, its scripts, examples and benchmarks is longer than 80 lines
-    (docs/design.md, "Package map")."""
+    """No function of the package, its scripts, examples and benchmarks is longer than MAX_LINES
+    lines (docs/design.md, "Package map")."""
     long = []
     roots = [PLUGIN_DIR] + [os.path.join(REPO, d) for d in ("scripts", "examples", "benchmarks")]
     for directory, _, files in (walked for root in roots for walked in os.walk(root)):
@@ -53,6 +56,6 @@ def test_functions_fit_on_a_screen():
                 f"{os.path.relpath(path, REPO)}:{node.lineno} {node.name}: {node.end_lineno - node.lineno + 1} lines"
                 for node in ast.walk(tree)
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-                and node.end_lineno - node.lineno + 1 > 80
+                and node.end_lineno - node.lineno + 1 > MAX_LINES
             ]
     assert not long, "\n".join(long)
