@@ -280,7 +280,11 @@ TABLES = {
         (os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar.csv"),), functools.partial(ptb_runs, clipped=True)
     ),
     "ptb_no_ar_tar_compare": Table(
-        (os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_compare.csv"),), ptb_compare
+        (
+            os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_compare.csv"),
+            os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_compare_seed2.csv"),
+        ),
+        ptb_compare,
     ),
     "ptb_no_ar_tar_seeds": Table((os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_seeds.csv"),), ptb_seeds),
     "ptb_ar_tar": Table(
