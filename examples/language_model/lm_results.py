@@ -84,7 +84,8 @@ def plot(args):
     if args.csv and not args.csv.endswith(".csv"):
         sys.exit(f"lm_results.py: error: --csv {args.csv}: give a file name ending in .csv")
     fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)
-    styles = ["-", "--", "-.", ":"]
+    styles = ["-", "--", "-.", ":"]  # by seed (a label's @N); the colour is the row's
+    row_names = list(dict.fromkeys(label.partition("@")[0] for label in labels))
     plotted, rows = 0, []
     for path, label in zip(args.logs, labels):
         if not os.path.exists(path):
@@ -99,6 +100,7 @@ def plot(args):
             for x, y in points
         ]
         xs, ys = zip(*points)
+        row, _, seed = label.partition("@")
         ax.plot(
             xs,
             ys,
@@ -106,7 +108,8 @@ def plot(args):
             markersize=3,
             linewidth=1.3,
             label=label,
-            linestyle=styles[plotted % len(styles)],
+            color=f"C{row_names.index(row) % 10}",
+            linestyle=styles[(int(seed) - 1 if seed.isdigit() else 0) % len(styles)],
         )
         plotted += 1
     if not plotted:
