@@ -335,6 +335,16 @@ def test_the_ar_tar_weights_are_those_of_the_latest_start():
     assert lm_results.ar_tar_weights("2026-01-01 | INFO | fairseq_cli.train | {'_name': None}\n") is None
 
 
+def test_a_rows_seeds_share_a_colour_and_differ_in_line_style():
+    lm_results = example_script(os.path.join(RECIPES, "lm_results.py"))
+    rows = ["softmax", "constant-0.5"]
+    styles = {
+        label: lm_results.line_style(label, rows) for label in ("softmax", "softmax@2", "constant-0.5@2")
+    }
+    assert styles["softmax"][0] == styles["softmax@2"][0] != styles["constant-0.5@2"][0]
+    assert styles["softmax"][1] != styles["softmax@2"][1] == styles["constant-0.5@2"][1]
+
+
 def test_the_best_epoch_is_that_of_checkpoint_best():
     """fairseq saves checkpoint_best.pt when a validation loss (rounded as logged) is not worse than
     the best: of equal losses the latest is best."""

@@ -70,6 +70,14 @@ def learning_rates(path):
     }
 
 
+def line_style(label, row_names):
+    """(colour, line style) of a run's curve: the colour is its row's (the label before @), the
+    style its seed's (@N; no @: seed 1)."""
+    row, _, seed = label.partition("@")
+    styles = ["-", "--", "-.", ":"]
+    return f"C{row_names.index(row) % 10}", styles[(int(seed) - 1 if seed.isdigit() else 0) % len(styles)]
+
+
 def plot(args):
     import matplotlib
 
@@ -84,7 +92,6 @@ def plot(args):
     if args.csv and not args.csv.endswith(".csv"):
         sys.exit(f"lm_results.py: error: --csv {args.csv}: give a file name ending in .csv")
     fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)
-    styles = ["-", "--", "-.", ":"]  # by seed (a label's @N); the colour is the row's
     row_names = list(dict.fromkeys(label.partition("@")[0] for label in labels))
     plotted, rows = 0, []
     for path, label in zip(args.logs, labels):
@@ -100,16 +107,9 @@ def plot(args):
             for x, y in points
         ]
         xs, ys = zip(*points)
-        row, _, seed = label.partition("@")
+        color, linestyle = line_style(label, row_names)
         ax.plot(
-            xs,
-            ys,
-            marker="o",
-            markersize=3,
-            linewidth=1.3,
-            label=label,
-            color=f"C{row_names.index(row) % 10}",
-            linestyle=styles[(int(seed) - 1 if seed.isdigit() else 0) % len(styles)],
+            xs, ys, marker="o", markersize=3, linewidth=1.3, label=label, color=color, linestyle=linestyle
         )
         plotted += 1
     if not plotted:
