@@ -176,17 +176,20 @@ def test_recipes_end_to_end(ptb_like):
         *("plot", "--logs", save / "train.log", "--labels", "ct-mos", "--output", png, "--csv", points),
     )
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    # the points: each epoch's validation perplexity and learning rate, as the log has them
+    # the points: each epoch's validation perplexity, learning rate and clipped share, as the log has them
     with open(points) as f:
         plotted = [
-            (r["run"], int(r["epoch"]), float(r["valid_ppl"]), float(r["lr"])) for r in csv.DictReader(f)
+            (r["run"], int(r["epoch"]), float(r["valid_ppl"]), float(r["lr"]), float(r["clipped_percent"]))
+            for r in csv.DictReader(f)
         ]
     logged = {int(r["epoch"]): r for r in json_log_records((save / "train.log").read_text(), "valid")}
-    lrs = {
-        int(r["epoch"]): r["train_lr"] for r in json_log_records((save / "train.log").read_text(), "train")
-    }
+    trained = {int(r["epoch"]): r for r in json_log_records((save / "train.log").read_text(), "train")}
     assert (
-        plotted == [("ct-mos", e, logged[e]["valid_ppl"], lrs[e]) for e in sorted(logged)]
+        plotted
+        == [
+            ("ct-mos", e, logged[e]["valid_ppl"], trained[e]["train_lr"], trained[e]["train_clip"])
+            for e in sorted(logged)
+        ]
         and len(plotted) == 2
     )
     table = root / "table"

@@ -62,12 +62,11 @@ def curve(path, x_key, metric):
     return sorted(points.items())
 
 
-def learning_rates(path):
-    """{epoch: the learning rate it trained at} from a log's end-of-epoch train records (a resumed
-    run's repeated epoch keeps the latest)."""
-    return {
-        int(r["epoch"]): r["train_lr"] for r in logs.read(path, "train") if "train_lr" in r and "epoch" in r
-    }
+def per_epoch(path, key):
+    """{epoch: its value of `key`} from a log's end-of-epoch train records, e.g. train_lr (the
+    learning rate it trained at) or train_clip (the % of its updates --clip-norm shortened); a resumed
+    run's repeated epoch keeps the latest."""
+    return {int(r["epoch"]): r[key] for r in logs.read(path, "train") if key in r and "epoch" in r}
 
 
 def line_style(label, row_names):
@@ -101,9 +100,17 @@ def plot(args):
         if not points:
             print(f"lm_results.py: warning: no valid_{args.metric} records in {path}", file=sys.stderr)
             continue
-        lrs = learning_rates(path) if args.x == "epoch" else {}
+        lrs, clips = (
+            (per_epoch(path, "train_lr"), per_epoch(path, "train_clip")) if args.x == "epoch" else ({}, {})
+        )
         rows += [
-            {"run": label, args.x: int(x), f"valid_{args.metric}": y, "lr": lrs.get(int(x), "")}
+            {
+                "run": label,
+                args.x: int(x),
+                f"valid_{args.metric}": y,
+                "lr": lrs.get(int(x), ""),
+                "clipped_percent": clips.get(int(x), ""),
+            }
             for x, y in points
         ]
         xs, ys = zip(*points)
@@ -130,7 +137,9 @@ def plot(args):
     fig.savefig(args.output)
     print(f"wrote {args.output}")
     if args.csv:
-        write_csv(args.csv[: -len(".csv")], ["run", args.x, f"valid_{args.metric}", "lr"], rows)
+        write_csv(
+            args.csv[: -len(".csv")], ["run", args.x, f"valid_{args.metric}", "lr", "clipped_percent"], rows
+        )
         print(f"wrote {args.csv}")
 
 
@@ -729,7 +738,10 @@ def build_parser():
     p.add_argument("--metric", default="ppl", help="valid_<metric> to plot (ppl, nll_loss, tau_mean, ...)")
     p.add_argument("--title")
     p.add_argument("--output", required=True)
-    p.add_argument("--csv", help="also write the points (and per epoch the learning rate) to this .csv file")
+    p.add_argument(
+        "--csv",
+        help="also write the points (per epoch also the lr and the %% of updates clipped) to this .csv file",
+    )
     p.set_defaults(func=plot)
     t = command("table", help="results table (markdown + CSV) of several runs")
     t.add_argument("--runs", required=True)
