@@ -62,11 +62,11 @@ def curve(path, x_key, metric):
     return sorted(points.items())
 
 
-def per_epoch(path, key):
+def per_epoch(train, key):
     """{epoch: its value of `key`} from a log's end-of-epoch train records, e.g. train_lr (the
     learning rate it trained at) or train_clip (the % of its updates --clip-norm shortened); a resumed
     run's repeated epoch keeps the latest."""
-    return {int(r["epoch"]): r[key] for r in logs.read(path, "train") if key in r and "epoch" in r}
+    return {int(r["epoch"]): r[key] for r in train if key in r and "epoch" in r}
 
 
 def line_style(label, row_names):
@@ -100,9 +100,8 @@ def plot(args):
         if not points:
             print(f"lm_results.py: warning: no valid_{args.metric} records in {path}", file=sys.stderr)
             continue
-        lrs, clips = (
-            (per_epoch(path, "train_lr"), per_epoch(path, "train_clip")) if args.x == "epoch" else ({}, {})
-        )
+        train = logs.read(path, "train") if args.x == "epoch" else []
+        lrs, clips = per_epoch(train, "train_lr"), per_epoch(train, "train_clip")
         rows += [
             {
                 "run": label,
@@ -285,8 +284,8 @@ def clipped_percent(train):
     a language-modelling run have the same number of updates), or None without it. A loss scale
     other than 1 reaches the optimizer through this (Adam itself ignores a constant factor, but for
     its ε)."""
-    per_epoch = {int(r["epoch"]): r["train_clip"] for r in train if "train_clip" in r}
-    return round(statistics.fmean(per_epoch.values()), 1) if per_epoch else None
+    clips = per_epoch(train, "train_clip")
+    return round(statistics.fmean(clips.values()), 1) if clips else None
 
 
 COLUMNS = [
