@@ -265,6 +265,7 @@ class Translator:
             temperature=temperature,
         )
         generator = self.task.build_generator(self.models, generation)
+        symbols = get_symbols_to_strip_from_output(generator)
         if not self._warm:
             # The first full batch a process decodes takes ~3x as long (one-off costs in torch);
             # decoded once untimed, so that the first system timed is not the slower for it.
@@ -281,7 +282,7 @@ class Translator:
             hypos = self._decode(generator, sample)
             seconds += time.perf_counter() - tick
             tokens += sum(len(h[0]["tokens"]) for h in hypos)
-            for sample_id, hyp, score, ref in self._strings(generator, sample, hypos, post_process):
+            for sample_id, hyp, score, ref in self._strings(sample, hypos, post_process, symbols):
                 hyps[sample_id], scores[sample_id] = hyp, score
                 if ref is not None:
                     refs[sample_id] = ref
@@ -303,10 +304,9 @@ class Translator:
             wall_seconds=time.perf_counter() - start,
         )
 
-    def _strings(self, generator, sample, hypos, post_process):
+    def _strings(self, sample, hypos, post_process, symbols):
         """(id, hypothesis, score, reference or None) of each sentence of a decoded batch, post-processed
-        as fairseq_cli/generate.py does (its decode_fn: no --bpe/--tokenizer)."""
-        symbols = get_symbols_to_strip_from_output(generator)
+        as fairseq_cli/generate.py does (its decode_fn: no --bpe/--tokenizer; `symbols`: those it strips)."""
         tgt_dict = self.task.target_dictionary
         for i, sample_id in enumerate(sample["id"].tolist()):
             best = hypos[i][0]
