@@ -38,13 +38,13 @@ import shlex
 import statistics
 import sys
 import tempfile
-import time
 
 import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_common as common  # noqa: E402
+import bench_timing as timing  # noqa: E402
 from tracing import add_trace_option, check_trace_target, trace_models  # noqa: E402
 
 WT2_VOCAB = 33278  # WikiText-2's vocabulary
@@ -389,7 +389,8 @@ def main(argv=None):
     words = sum(b["ntokens"] for b in batches)
     print(f"command: {command}")
     describe(args, names, sizes, dictionary, batches, words)
-    wall, cpu = measure(args, names, trainers, batches, words)
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    wall, cpu = timing.time_training(trainers, batches, words, args, sync)
     cuda_peak = common.cuda_max_memory_mib(cuda)  # before step_memory resets the statistics
     peaks = {name: max(step_memory(trainers[name], b, cuda) for b in batches) for name in names}
     if cuda:  # the high-water mark of the whole process: one of the measured steps' at the latest
@@ -502,27 +503,6 @@ def macs_text(args, names, shares, vocab):
     if "A" in names and "B" in names:
         text += f"; (body + A) / (body + B) = {(body + macs['A']) / (body + macs['B']):.3f}"
     return text
-
-
-def measure(args, names, trainers, batches, words):
-    """Words per second ({name: [per round]}) of wall and of CPU time, rounds rotating who goes
-    first and alternating the order."""
-    sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
-    wall = {name: [] for name in names}
-    cpu = {name: [] for name in names}
-    for r in range(args.warmup + args.rounds):
-        order = names[r % len(names) :] + names[: r % len(names)]  # rotate who goes first
-        for name in order if r % 2 == 0 else order[::-1]:
-            trainer = trainers[name]
-            sync()
-            start, cpu_start = time.perf_counter(), time.process_time()
-            for sample in batches:
-                trainer.train_step([sample])
-            sync()
-            if r >= args.warmup:
-                wall[name].append(words / (time.perf_counter() - start))
-                cpu[name].append(words / (time.process_time() - cpu_start))
-    return wall, cpu
 
 
 def print_speeds(args, names, wall, cpu, peaks, method, cuda_peak):

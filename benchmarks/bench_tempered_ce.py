@@ -16,12 +16,12 @@ import resource
 import statistics
 import sys
 import tempfile
-import time
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_common as common  # noqa: E402
+import bench_timing as timing  # noqa: E402
 from tracing import add_trace_option, check_trace_target, trace_models  # noqa: E402
 
 CPU_DEFAULTS = dict(vocab=8000, max_tokens=4000, layers=2, dim=256, ffn=1024, heads=4)
@@ -126,7 +126,10 @@ def main(argv=None):
         trainer._criterion = trainer._wrapped_criterion = criteria[name].to(trainer.device)
 
     describe(args, task, model, batches, stock, tempered)
-    wall, cpu = measure(args, trainer, use, batches)
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    words = sum(b["ntokens"] for b in batches)
+    both = {"stock": trainer, "tempered": trainer}
+    wall, cpu = timing.time_training(both, batches, words, args, sync, before=use)
     cuda_peak = common.cuda_max_memory_mib(cuda)  # before peak_bytes resets the statistics
     peaks = {}
     for name in ("stock", "tempered"):  # a step's memory is deterministic: one pass, largest peak
@@ -137,7 +140,7 @@ def main(argv=None):
     method = "torch.cuda.max_memory_allocated" if cuda else "torch.profiler memory events + resting tensors"
     print_speeds(args, wall, cpu, peaks, method, cuda_peak)
     # one trainer, its criterion swapped: each traced under its own
-    traces = trace_models(args, {"stock": trainer, "tempered": trainer}, batches[0], cuda, before=use)
+    traces = trace_models(args, both, batches[0], cuda, before=use)
     models = {
         name: {
             **common.speed_summary(wall[name], cpu[name]),
@@ -192,26 +195,6 @@ def describe(args, task, model, batches, stock, tempered):
     print(
         f"A = {' '.join(stock)}\nB = {' '.join(tempered)}  (both --label-smoothing {args.label_smoothing})\n"
     )
-
-
-def measure(args, trainer, use, batches):
-    """Words per second of wall and of CPU time, per round ({"stock", "tempered": [...]}), the
-    order alternating between rounds."""
-    sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
-    words = sum(b["ntokens"] for b in batches)
-    wall, cpu = {"stock": [], "tempered": []}, {"stock": [], "tempered": []}
-    for r in range(args.warmup + args.rounds):
-        for name in ("stock", "tempered") if r % 2 == 0 else ("tempered", "stock"):
-            use(name)
-            sync()
-            start, cpu_start = time.perf_counter(), time.process_time()
-            for sample in batches:
-                trainer.train_step([sample])
-            sync()
-            if r >= args.warmup:
-                wall[name].append(words / (time.perf_counter() - start))
-                cpu[name].append(words / (time.process_time() - cpu_start))
-    return wall, cpu
 
 
 def print_speeds(args, wall, cpu, peaks, method, cuda_peak):

@@ -45,12 +45,14 @@ def rotations(names, rounds):
     return [names[r % len(names) :] + names[: r % len(names)] for r in range(rounds)]
 
 
-def time_training(trainers, batches, words, args, sync):
-    """Training words/s of every model, wall and CPU time, per round after the warm-up ones."""
+def time_training(trainers, batches, words, args, sync, before=lambda name: None):
+    """Training words/s of every {name: Trainer}, wall and CPU time, per round after the warm-up
+    ones; before(name) is called first (a benchmark that swaps one trainer's criterion)."""
     names = list(trainers)
     wall, cpu = {n: [] for n in names}, {n: [] for n in names}
     for r, order in enumerate(rotations(names, args.warmup + args.rounds)):
         for name in order:
+            before(name)
             sync()
             start, cpu_start = time.perf_counter(), time.process_time()
             for sample in batches:
