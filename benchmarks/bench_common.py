@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import os
+import resource
 import statistics
 import sys
 import warnings
@@ -148,6 +149,7 @@ def versions_line(args):
 def environment(args):
     import fairseq
 
+    from fairseq_ctemp.alt.common import CPU_ALLOCATOR_ENV
     from fairseq_ctemp.host import cpu_model
 
     cuda = args.device == "cuda"
@@ -159,10 +161,14 @@ def environment(args):
         "cuda": torch.version.cuda if cuda else None,
         "torch_threads": torch.get_num_threads(),
         "cpu_model": cpu_model(),
-        # PyTorch's transparent huge pages for large CPU tensors (docs/speed.md): the same numbers,
-        # fewer page faults
-        "THP_MEM_ALLOC_ENABLE": os.environ.get("THP_MEM_ALLOC_ENABLE"),
+        # the allocator settings of CPU training (docs/speed.md): the same numbers, other speeds
+        **{name: os.environ.get(name) for name in CPU_ALLOCATOR_ENV},
     }
+
+
+def max_rss_mib():
+    """The process's peak resident memory so far, in MiB (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def cuda_max_memory_mib(cuda):

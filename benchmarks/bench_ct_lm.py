@@ -33,7 +33,6 @@ bench_common.py (torch.profiler memory events on CPU, the CUDA allocator's high-
 
 import argparse
 import os
-import resource
 import shlex
 import statistics
 import sys
@@ -415,6 +414,7 @@ def main(argv=None):
         },
         "ratios": ratios_of(args, names, wall, cpu, peaks),
         "cuda_max_memory_allocated_mib": cuda_peak,
+        "process_max_rss_mib": common.max_rss_mib(),
         "traces": traces,
     }
     common.write_json(args.json, result)
@@ -519,7 +519,7 @@ def print_speeds(args, names, wall, cpu, peaks, method, cuda_peak):
         f"resting params/grads/optimizer state"
     )
     print(
-        f"process max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB | "
+        f"process max RSS {common.max_rss_mib():.0f} MiB | "
         f"loadavg at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
         + (f" | CUDA max_memory_allocated {cuda_peak:.1f} MiB" if args.device == "cuda" else "")
         + "\n"

@@ -149,6 +149,7 @@ def main(argv=None):
         },
         "ratios": ratios_of(args, names, (train_wall, train_cpu), (gen_wall, gen_cpu)),
         "cuda_max_memory_allocated_mib": cuda_peak,
+        "process_max_rss_mib": common.max_rss_mib(),
         "traces": traces,
         "beam_traces": beam_traces,
     }

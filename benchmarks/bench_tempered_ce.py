@@ -12,7 +12,6 @@ process-wide and monotonic: it cannot tell the two criteria apart).
 
 import argparse
 import os
-import resource
 import statistics
 import sys
 import tempfile
@@ -157,6 +156,7 @@ def main(argv=None):
         "models": models,
         "ratios": {"tempered/stock": ratio_of(args, wall, cpu, peaks)},
         "cuda_max_memory_allocated_mib": cuda_peak,
+        "process_max_rss_mib": common.max_rss_mib(),
         "traces": traces,
     }
     common.write_json(args.json, result)
@@ -208,7 +208,7 @@ def print_speeds(args, wall, cpu, peaks, method, cuda_peak):
         )
     print(f"\npeak: tensor high-water mark ({method}); step: peak minus resting params/grads/optimizer state")
     print(
-        f"process max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB | "
+        f"process max RSS {common.max_rss_mib():.0f} MiB | "
         f"loadavg at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
         + (f" | CUDA max_memory_allocated {cuda_peak:.1f} MiB" if args.device == "cuda" else "")
     )

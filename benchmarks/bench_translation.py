@@ -224,6 +224,7 @@ def main(argv=None):
         },
         "ratios": summaries,
         "cuda_max_memory_allocated_mib": common.cuda_max_memory_mib(cuda),
+        "process_max_rss_mib": common.max_rss_mib(),
         "traces": traces,
         "beam_traces": beam_traces,
     }

@@ -120,8 +120,10 @@ def test_recipes_end_to_end(ptb_like):
         "'_name': 'ct_mos_lstm_lm_tiny'" in log or "ct_mos_lstm_lm_tiny" in (save / "command.txt").read_text()
     )
     # command.txt: every start with the environment that sets its speed (recipe() runs one thread)
-    thp = os.environ.get("THP_MEM_ALLOC_ENABLE") or "1"  # common.sh's default unless set
-    assert (save / "command.txt").read_text().startswith(f"OMP_NUM_THREADS=1 THP_MEM_ALLOC_ENABLE={thp} ")
+    from fairseq_ctemp.alt.common import CPU_ALLOCATOR_ENV
+
+    speed_env = " ".join(f"{n}={os.environ.get(n) or v}" for n, v in CPU_ALLOCATOR_ENV.items())
+    assert (save / "command.txt").read_text().startswith(f"OMP_NUM_THREADS=1 {speed_env} ")
     assert '"valid_ppl"' in log and '"train_tau_mean"' in log
     assert "skipping training" in ok(recipe("train.sh", "ptb", "ct-mos", save, env=train_env))
 
@@ -266,31 +268,31 @@ def test_bad_inputs(ptb_like, tmp_path):
     assert recipe("train.sh", "ptb").returncode == 2  # usage
 
 
-@pytest.mark.parametrize("given, expected", [(None, "1"), ("0", "0")])
-def test_the_recipes_turn_on_torchs_huge_pages_unless_told_otherwise(given, expected, monkeypatch):
+@pytest.mark.parametrize("given", [None, "7"])
+def test_the_recipes_set_the_cpu_allocator_unless_told_otherwise(given, monkeypatch):
     """The LM scripts that train and evaluate (train.sh, which the experiments call, evaluate.sh)
-    source common.sh, which exports THP_MEM_ALLOC_ENABLE=1 (the same numbers, fewer page faults:
-    docs/speed.md) unless the caller set it; the ALT sweep's runs get it from tool_env."""
-    from fairseq_ctemp.alt.common import tool_env
+    source common.sh, which exports PyTorch's huge pages and glibc's heap settings (the same
+    numbers, faster CPU steps: docs/speed.md), with the values the ALT sweep's runs get from
+    tool_env, unless the caller set them."""
+    from fairseq_ctemp.alt.common import CPU_ALLOCATOR_ENV, tool_env
 
-    monkeypatch.delenv("THP_MEM_ALLOC_ENABLE", raising=False)
-    if given is not None:
-        monkeypatch.setenv("THP_MEM_ALLOC_ENABLE", given)
-    assert tool_env()["THP_MEM_ALLOC_ENABLE"] == expected
+    assert set(CPU_ALLOCATOR_ENV) == {"THP_MEM_ALLOC_ENABLE", "MALLOC_MMAP_MAX_", "MALLOC_TRIM_THRESHOLD_"}
+    for name in CPU_ALLOCATOR_ENV:
+        monkeypatch.delenv(name, raising=False)
+        if given is not None:
+            monkeypatch.setenv(name, given)
+    expected = {name: given or value for name, value in CPU_ALLOCATOR_ENV.items()}
+    assert {name: tool_env()[name] for name in CPU_ALLOCATOR_ENV} == expected
     common = os.path.join(REPO, "examples", "language_model", "common.sh")
+    show = "import json, os, sys; print(json.dumps({n: os.environ.get(n) for n in sys.argv[1:]}))"
     proc = subprocess.run(
-        [
-            "bash",
-            "-c",
-            f'source "{common}" && python3 -c "import os; print(os.environ[\'THP_MEM_ALLOC_ENABLE\'])"',
-            "recipe.sh",  # $0, as a recipe has it
-        ],
-        env=dict(os.environ),
+        ["bash", "-c", f'source "{common}" && python3 -c "$SHOW" {" ".join(expected)}', "recipe.sh"],
+        env={**os.environ, "SHOW": show},
         capture_output=True,
         text=True,
         check=True,
     )
-    assert proc.stdout.strip() == expected
+    assert json.loads(proc.stdout) == expected
 
 
 def test_training_time_adds_up_every_process_of_a_resumed_run():

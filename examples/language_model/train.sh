@@ -112,7 +112,8 @@ if [ -f "$save/train.done" ]; then
 fi
 mkdir -p "$save"
 {  # each start of the run, with the environment that sets its speed (not its numbers)
-  printf 'OMP_NUM_THREADS=%q THP_MEM_ALLOC_ENABLE=%q ' "${OMP_NUM_THREADS:-}" "${THP_MEM_ALLOC_ENABLE:-}"
+  printf 'OMP_NUM_THREADS=%q THP_MEM_ALLOC_ENABLE=%q MALLOC_MMAP_MAX_=%q MALLOC_TRIM_THRESHOLD_=%q ' \
+    "${OMP_NUM_THREADS:-}" "${THP_MEM_ALLOC_ENABLE:-}" "${MALLOC_MMAP_MAX_:-}" "${MALLOC_TRIM_THRESHOLD_:-}"
   printf '%q ' "${command[@]}"; echo
 } >> "$save/command.txt"
 log "training $dataset/$variant in $save (log: $save/train.log)"

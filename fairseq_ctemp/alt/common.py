@@ -128,6 +128,17 @@ def tool(name, missing=None):
     return found
 
 
+# Faster CPU steps, the same numbers (docs/speed.md), unless the caller set them: PyTorch's
+# transparent huge pages for its large CPU tensors; glibc keeping freed memory in its heap instead of
+# mapping the tensors above 32 MB afresh at every step (other C libraries ignore these two). The LM
+# recipes' common.sh sets the same values.
+CPU_ALLOCATOR_ENV = {
+    "THP_MEM_ALLOC_ENABLE": "1",
+    "MALLOC_MMAP_MAX_": "0",
+    "MALLOC_TRIM_THRESHOLD_": "4294967296",
+}
+
+
 def tool_env(threads=None, extra=None):
     """The environment of a child process: it imports this very package (e.g. a checkout's)."""
     env = dict(os.environ)
@@ -135,9 +146,8 @@ def tool_env(threads=None, extra=None):
     env["PYTHONPATH"] = here + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["PYTHONIOENCODING"] = "utf-8"
     env["PYTHONUNBUFFERED"] = "1"  # logs complete up to the moment a run is killed
-    # PyTorch's transparent huge pages for its large CPU tensors: fewer page faults, the same
-    # numbers (docs/speed.md); torch reads it once, at its first allocation, so it goes in here
-    env.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+    for name, value in CPU_ALLOCATOR_ENV.items():  # read at the child's start: set here
+        env.setdefault(name, value)
     if threads:
         env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
     env.update(extra or {})
