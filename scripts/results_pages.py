@@ -283,6 +283,7 @@ TABLES = {
         (
             os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_compare.csv"),
             os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_compare_seed2.csv"),
+            os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_compare_seed3.csv"),
         ),
         ptb_compare,
     ),
