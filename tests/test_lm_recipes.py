@@ -308,8 +308,9 @@ def test_the_cpu_allocator_settings_change_no_number(tmp_path):
     """Training with the recipes' allocator settings (CPU_ALLOCATOR_ENV: huge pages, glibc's heap
     kept between steps, where freed memory comes back holding old values) and with glibc's and
     torch's defaults (every tensor above 32 MB mapped afresh, zero-filled) ends at bit for bit the
-    same parameters: nothing reads memory it has not written. Tokens x vocabulary tensors of 1,400
-    x 6,000 floats (34 MB, three of them for the MoS head) are above glibc's mapping threshold."""
+    same parameters: nothing reads memory it has not written. Tokens x vocabulary tensors of 2,800
+    x ~6,000 floats (67 MB, three of them for the MoS head) are above glibc's largest mapping
+    threshold (32 MiB)."""
     import numpy as np
     import torch
 
@@ -326,14 +327,14 @@ def test_the_cpu_allocator_settings_change_no_number(tmp_path):
         *("--trainpref", tmp_path / "train", "--validpref", tmp_path / "valid"),
     )
     assert len((data / "dict.txt").read_text().splitlines()) >= 5900
-    defaults = {"THP_MEM_ALLOC_ENABLE": "0", "MALLOC_MMAP_MAX_": "65536", "MALLOC_TRIM_THRESHOLD_": "131072"}
     train = [*command("ctemp-train"), data, "--user-dir", os.path.join(REPO, "fairseq_ctemp")] + (
         "--task language_modeling --arch ct_mos_lstm_lm_tiny --criterion ct_cross_entropy --cpu --seed 1 "
-        "--tokens-per-sample 70 --max-tokens 1400 --optimizer adam --lr 3e-3 --max-update 3 --num-workers 0"
+        "--tokens-per-sample 70 --max-tokens 2800 --optimizer adam --lr 3e-3 --max-update 3 --num-workers 0"
     ).split()
     params = []
-    for name, env in (("recipes", CPU_ALLOCATOR_ENV), ("defaults", defaults)):
-        env = real_processes({**os.environ, "OMP_NUM_THREADS": "1", **env})  # glibc reads it at start
+    unset = {k: v for k, v in os.environ.items() if k not in CPU_ALLOCATOR_ENV}
+    for name, env in (("recipes", {**unset, **CPU_ALLOCATOR_ENV}), ("defaults", unset)):
+        env = real_processes({**env, "OMP_NUM_THREADS": "1"})  # glibc reads it at the start
         subprocess.run([*train, "--save-dir", tmp_path / name], env=env, check=True, capture_output=True)
         checkpoint = torch.load(
             tmp_path / name / "checkpoint_last.pt", map_location="cpu", weights_only=False
