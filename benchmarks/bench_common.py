@@ -166,6 +166,11 @@ def environment(args):
     }
 
 
+def device_sync(cuda):
+    """What a timed segment calls at its ends: waits for the GPU's queued work (nothing on CPU)."""
+    return torch.cuda.synchronize if cuda else (lambda: None)
+
+
 def max_rss_mib():
     """The process's peak resident memory so far, in MiB (Linux reports KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

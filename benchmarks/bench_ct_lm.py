@@ -388,7 +388,7 @@ def main(argv=None):
     words = sum(b["ntokens"] for b in batches)
     print(f"command: {command}")
     describe(args, names, sizes, dictionary, batches, words)
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    sync = common.device_sync(cuda)
     wall, cpu = timing.time_training(trainers, batches, words, args, sync)
     cuda_peak = common.cuda_max_memory_mib(cuda)  # before step_memory resets the statistics
     peaks = {name: max(step_memory(trainers[name], b, cuda) for b in batches) for name in names}

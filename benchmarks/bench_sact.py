@@ -119,7 +119,7 @@ def main(argv=None):
     task, trainers = build_trainers(args)
     batches = common.random_batches(args, task)
     words = sum(b["ntokens"] for b in batches)
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    sync = common.device_sync(cuda)
     names = list(trainers)
     describe(args, trainers, batches)
     train_wall, train_cpu = timing.time_training(trainers, batches, words, args, sync)

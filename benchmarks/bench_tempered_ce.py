@@ -125,7 +125,7 @@ def main(argv=None):
         trainer._criterion = trainer._wrapped_criterion = criteria[name].to(trainer.device)
 
     describe(args, task, model, batches, stock, tempered)
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    sync = common.device_sync(cuda)
     words = sum(b["ntokens"] for b in batches)
     both = {"stock": trainer, "tempered": trainer}
     wall, cpu = timing.time_training(both, batches, words, args, sync, before=use)

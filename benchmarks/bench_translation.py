@@ -181,7 +181,7 @@ def main(argv=None):
     cuda = args.device == "cuda"
     names, size, task, trainers, sizes = build_trainers(args)
     batches = common.random_batches(args, task)
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    sync = common.device_sync(cuda)
     describe(args, names, size, sizes, batches)
     bound, gen_bound = analytic_bounds(args, size, batches)
     train_wall, train_cpu = timing.time_training(
