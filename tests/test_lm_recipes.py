@@ -602,6 +602,57 @@ def test_runs_side_by_side_train_as_they_do_one_at_a_time(ptb_like, tmp_path):
     assert not (broken / "eval_test.json").exists()
 
 
+def read_csv(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_the_results_step_writes_each_file_from_the_finished_runs_alone(ptb_like, tmp_path):
+    """ptb_converged_experiment.sh results over two seeds of softmax, CT and MoS and a run that has
+    not finished (ct-mos): every file holds the finished runs only, and its numbers are those of
+    the runs' own evaluations (eval_test.json): the table, each row against softmax and each seed-2
+    row against softmax@2, the seeds against softmax and against MoS (CT-MoS's baseline in the
+    AAAI paper; none against constant-2, which did not run), and tau for the CT runs."""
+    trained = "softmax ct mos softmax@2 ct@2 mos@2"
+    env = converged_env(ptb_like, tmp_path, VARIANTS=trained, JOBS="2")
+    ok(recipe("ptb_converged_experiment.sh", env=env))
+    (tmp_path / "runs" / "ct-mos").mkdir()  # started, not finished
+    out = tmp_path / "out" / "ptb"
+    env = converged_env(ptb_like, tmp_path, VARIANTS=trained + " ct-mos", RESULTS=str(out))
+    ok(recipe("ptb_converged_experiment.sh", "results", env=env))
+
+    runs = tmp_path / "runs"
+    ppl = {run: json.loads((runs / run / "eval_test.json").read_text())["ppl"] for run in trained.split()}
+    table = read_csv(f"{out}.csv")
+    assert [r["variant"] for r in table] == trained.split()
+    for r in table:
+        assert float(r["test_ppl"]) == pytest.approx(ppl[r["variant"]], rel=1e-4)
+
+    def ratios(name):
+        return {(r["baseline"], r["variant"]): float(r["ppl_ratio"]) for r in read_csv(f"{out}_{name}.csv")}
+
+    expected = {("softmax", run): ppl[run] / ppl["softmax"] for run in trained.split()[1:]}
+    assert ratios("compare") == pytest.approx(expected, rel=1e-4)
+    seed2 = {("softmax@2", run): ppl[run] / ppl["softmax@2"] for run in ("ct@2", "mos@2")}
+    assert ratios("compare_seed2") == pytest.approx(seed2, rel=1e-4)
+
+    def geomean(row):
+        return math.sqrt(ppl[row] * ppl[row + "@2"])
+
+    for baseline, name in (("softmax", "seeds"), ("mos", "seeds_vs_mos")):
+        seeds = {r["variant"]: r for r in read_csv(f"{out}_{name}.csv")}
+        assert sorted(seeds) == ["ct", "mos", "softmax"]
+        assert seeds[baseline]["verdict"] == "baseline"
+        for row, r in seeds.items():
+            assert float(r["test_ppl_geomean"]) == pytest.approx(geomean(row), rel=1e-4)
+            assert float(r["ratio_to_baseline"]) == pytest.approx(geomean(row) / geomean(baseline), rel=1e-4)
+            assert row == baseline or r["verdict"].startswith("inconclusive")  # two seeds decide nothing
+    assert not os.path.exists(f"{out}_seeds_vs_constant-2.csv")
+    assert [r["variant"] for r in read_csv(f"{out}_tau.csv")] == ["ct", "ct@2"]
+    assert os.path.exists(f"{out}_tau_positions.png") and os.path.exists(f"{out}_valid_curves.png")
+    assert {r["run"] for r in read_csv(f"{out}_valid_curves.csv")} == set(trained.split())
+
+
 def test_a_stopped_recipe_stops_every_run_it_started(ptb_like, tmp_path):
     """SIGTERM to the recipe while two runs train: their processes end with it (background jobs of
     a script ignore Ctrl-C, so the recipe stops them itself), each run left resumable."""

@@ -13,7 +13,9 @@
 #            finished; for the CT models among them, tau over the test text
 #            (ctemp-ct-analysis): statistics (RESULTS_tau.md / .csv) and tau against sentence position
 #            (RESULTS_tau_positions.png / .csv); each row over its seeds against softmax, the seed
-#            as the unit (RESULTS_seeds.md / .csv)
+#            as the unit (RESULTS_seeds.md / .csv), and against mos and constant-2 where they have
+#            finished (RESULTS_seeds_vs_mos, RESULTS_seeds_vs_constant-2: CT-MoS against MoS, CT
+#            against the constant its tau starts from)
 # Variants: softmax, constant-T (a fixed temperature T, loss scaled by T), ct (contextual
 #   temperature), mos and ct-mos (MOS_COMPONENTS softmaxes), each optionally suffixed @SEED for
 #   another seed (default seed 1), e.g. "ct@2". The default list is the comparison's first pass.
@@ -135,6 +137,14 @@ python=$([ -x "$here/../../.venv/bin/python" ] && echo "$here/../../.venv/bin/py
 "$python" "$here/lm_results.py" table --runs "$exp/runs" --variants "${finished[@]}" --output "$results" --force
 # each row over its seeds, and against softmax with the seed as the unit (Welch's t-test)
 "$python" "$here/lm_results.py" seeds --table "$results.csv" --output "${results}_seeds" --force > /dev/null
+# the papers' own comparisons, with the seed as the unit: CT-MoS against MoS (Wang et al.'s claim),
+# CT against the constant tau = 2 at the bottom of its range (RESULTS_seeds_vs_BASELINE)
+for baseline in mos constant-2; do
+  if printf '%s\n' "${finished[@]%@*}" | grep -qx -- "$baseline"; then
+    "$python" "$here/lm_results.py" seeds --table "$results.csv" --baseline "$baseline" \
+      --output "${results}_seeds_vs_$baseline" --force > /dev/null
+  fi
+done
 # each finished row against the softmax one, paired over the test sentences (a result evaluated
 # before evaluate.sh wrote sentences gets them now)
 if [ ${#finished[@]} -gt 1 ] && [ "${finished[0]}" = softmax ]; then
