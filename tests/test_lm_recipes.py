@@ -62,6 +62,11 @@ def fails(proc, message):
     assert "Traceback" not in proc.stdout, proc.stdout[-3000:]
 
 
+def read_csv(path):
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
 @pytest.fixture(scope="module")
 def ptb_like(tmp_path_factory):
     """A tiny corpus laid out like PTB (ptb.{train,valid,test}.txt, one sentence per line)."""
@@ -475,7 +480,7 @@ def test_seeds_are_the_unit_of_the_comparison_with_the_baseline(tmp_path):
     table = tmp_path / "t.csv"
     table.write_text("variant,test_ppl\n" + "".join(f"{k},{v}\n" for k, v in ppl.items()), encoding="utf-8")
     run_main(lm_results.main, "seeds", "--table", table, "--output", tmp_path / "s")
-    rows = {r["variant"]: r for r in csv.DictReader(open(tmp_path / "s.csv", encoding="utf-8"))}
+    rows = {r["variant"]: r for r in read_csv(tmp_path / "s.csv")}
     a = [math.log(ppl[k]) for k in ("ct", "ct@2", "ct@3")]
     b = [math.log(ppl[k]) for k in ("softmax", "softmax@2", "softmax@3")]
     va, vb = statistics.variance(a) / 3, statistics.variance(b) / 3
@@ -500,9 +505,7 @@ def test_seeds_are_the_unit_of_the_comparison_with_the_baseline(tmp_path):
     flat = tmp_path / "flat.csv"  # neither row spreads: no test, never a verdict from a NaN
     flat.write_text("variant,test_ppl\nsoftmax,80\nsoftmax@2,80\nct,81\nct@2,81\n", encoding="utf-8")
     run_main(lm_results.main, "seeds", "--table", flat, "--output", tmp_path / "no_spread")
-    (ct,) = [
-        r for r in csv.DictReader(open(tmp_path / "no_spread.csv", encoding="utf-8")) if r["variant"] == "ct"
-    ]
+    (ct,) = [r for r in read_csv(tmp_path / "no_spread.csv") if r["variant"] == "ct"]
     assert ct["verdict"] == "no test: no spread over the seeds" and ct["p_value"] == ""
     assert rows["softmax"]["seeds"] == "1 2 3"
     with pytest.raises(SystemExit, match="exists; refusing to overwrite"):
@@ -600,11 +603,6 @@ def test_runs_side_by_side_train_as_they_do_one_at_a_time(ptb_like, tmp_path):
     started = (tmp_path / "runs" / "ct" / "command.txt").stat().st_mtime
     assert started < (tmp_path / "runs" / "softmax" / "eval_test.json").stat().st_mtime
     assert not (broken / "eval_test.json").exists()
-
-
-def read_csv(path):
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
 
 
 def test_the_results_step_writes_each_file_from_the_finished_runs_alone(ptb_like, tmp_path):
