@@ -610,7 +610,8 @@ def test_the_results_step_writes_each_file_from_the_finished_runs_alone(ptb_like
     not finished (ct-mos): every file holds the finished runs only, and its numbers are those of
     the runs' own evaluations (eval_test.json): the table, each row against softmax and each seed-2
     row against softmax@2, the seeds against softmax and against MoS (CT-MoS's baseline in the
-    AAAI paper; none against constant-2, which did not run), and tau for the CT runs."""
+    AAAI paper; none against constant-2, which did not run), and tau for the CT runs. With
+    EARLIER_TABLES the seeds tables also count the runs of those tables."""
     trained = "softmax ct mos softmax@2 ct@2 mos@2"
     env = converged_env(ptb_like, tmp_path, VARIANTS=trained, JOBS="2")
     ok(recipe("ptb_converged_experiment.sh", env=env))
@@ -649,6 +650,47 @@ def test_the_results_step_writes_each_file_from_the_finished_runs_alone(ptb_like
     assert [r["variant"] for r in read_csv(f"{out}_tau.csv")] == ["ct", "ct@2"]
     assert os.path.exists(f"{out}_tau_positions.png") and os.path.exists(f"{out}_valid_curves.png")
     assert {r["run"] for r in read_csv(f"{out}_valid_curves.csv")} == set(trained.split())
+
+    # EARLIER_TABLES: runs of the comparison made in another EXP_DIR count in the seeds tables only
+    earlier = {"softmax@3": 50.0, "ct@3": 60.0, "constant-2@3": 55.0}
+    write_table(tmp_path / "earlier.csv", table[0], earlier)
+    more = tmp_path / "out" / "more"
+    env = converged_env(
+        ptb_like, tmp_path, VARIANTS=trained, RESULTS=str(more), EARLIER_TABLES=str(tmp_path / "earlier.csv")
+    )
+    ok(recipe("ptb_converged_experiment.sh", "results", env=env))
+    assert [r["variant"] for r in read_csv(f"{more}.csv")] == trained.split()
+    ppl.update(earlier)
+    for baseline, name in (
+        ("softmax", "seeds"),
+        ("mos", "seeds_vs_mos"),
+        ("constant-2", "seeds_vs_constant-2"),
+    ):
+        seeds = {r["variant"]: r for r in read_csv(f"{more}_{name}.csv")}
+        assert seeds[baseline]["verdict"] == "baseline"
+        assert seeds["ct"]["seeds"] == "1 2 3" and seeds["constant-2"]["seeds"] == "3"
+        assert float(seeds["ct"]["test_ppl_geomean"]) == pytest.approx(
+            (ppl["ct"] * ppl["ct@2"] * ppl["ct@3"]) ** (1 / 3), rel=1e-4
+        )
+    # a run in both places, or a table that is not there: one line, before any file is written
+    write_table(tmp_path / "twice.csv", table[0], {"ct@1": 60.0})
+    for tables, message in (
+        ("twice.csv", "twice.csv has ct@1, a run of"),
+        ("none.csv", "EARLIER_TABLES: no file"),
+    ):
+        env["EARLIER_TABLES"], env["RESULTS"] = str(tmp_path / tables), str(tmp_path / "refused")
+        fails(recipe("ptb_converged_experiment.sh", "results", env=env), message)
+    assert not list(tmp_path.glob("refused*"))
+
+
+def write_table(path, template, test_ppl):
+    """A result table like `lm_results.py table`'s: the template row once per run, with its test
+    perplexity."""
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(template))
+        writer.writeheader()
+        for run, ppl in test_ppl.items():
+            writer.writerow({**template, "variant": run, "test_ppl": ppl})
 
 
 def test_a_stopped_recipe_stops_every_run_it_started(ptb_like, tmp_path):

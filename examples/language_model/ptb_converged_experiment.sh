@@ -12,10 +12,11 @@
 #            (RESULTS_valid_curves.png, points and learning rates in .csv) of the runs that have
 #            finished; for the CT models among them, tau over the test text
 #            (ctemp-ct-analysis): statistics (RESULTS_tau.md / .csv) and tau against sentence position
-#            (RESULTS_tau_positions.png / .csv); each row over its seeds against softmax, the seed
-#            as the unit (RESULTS_seeds.md / .csv), and against mos and constant-2 where they have
-#            finished (RESULTS_seeds_vs_mos, RESULTS_seeds_vs_constant-2: CT-MoS against MoS, CT
-#            against the constant its tau starts from)
+#            (RESULTS_tau_positions.png / .csv); each row over its seeds (with those of
+#            EARLIER_TABLES) against softmax, the seed as the unit (RESULTS_seeds.md / .csv), and
+#            against mos and constant-2 where they are rows (RESULTS_seeds_vs_mos,
+#            RESULTS_seeds_vs_constant-2: CT-MoS against MoS, CT against the constant its tau
+#            starts from)
 # Variants: softmax, constant-T (a fixed temperature T, loss scaled by T), ct (contextual
 #   temperature), mos and ct-mos (MOS_COMPONENTS softmaxes), each optionally suffixed @SEED for
 #   another seed (default seed 1), e.g. "ct@2". The default list is the comparison's first pass.
@@ -32,7 +33,10 @@
 #      AR_TAR (on; off: every run without AR and TAR, --activation-regularization 0
 #      --temporal-activation-regularization 0, by default in EXP_DIR runs/ptb_converged_no_ar_tar
 #      and RESULTS .../ptb_converged_no_ar_tar: the comparison of the temperature rows without the
-#      regularisers the loss scale leaves unscaled; a run directory trained otherwise is refused)
+#      regularisers the loss scale leaves unscaled; a run directory trained otherwise is refused),
+#      EARLIER_TABLES (results step: the RESULTS.csv tables of runs of the same comparison made in
+#      another EXP_DIR, e.g. on a machine that is gone; the seeds tables count their runs too, each
+#      seed of a row once; the other files hold this EXP_DIR's runs alone)
 # Schedule: Adam, one validation per epoch (fairseq's reduce-on-plateau only sees end-of-epoch
 # validations), lr x 0.5 after an epoch without improvement; interrupted runs resume from the last
 # finished epoch with their early-stopping count (train.sh trains with ctemp-train), so they stop
@@ -127,22 +131,35 @@ if [ "$step" = train ]; then
   exit 0
 fi
 
+earlier=(${EARLIER_TABLES:-})
+for table in "${earlier[@]}"; do  # checked before any work
+  [ -f "$table" ] || die "EARLIER_TABLES: no file $table"
+  [ "$(head -c 8 "$table")" = "variant," ] || die "EARLIER_TABLES: $table is not a table of lm_results.py table (RESULTS.csv)"
+done
 finished=()
 for run in $variants; do
   [ -f "$exp/runs/$run/eval_test.json" ] && finished+=("$run")
 done
 [ ${#finished[@]} -gt 0 ] || { echo "no finished run in $exp/runs" >&2; exit 1; }
+for table in "${earlier[@]}"; do  # each seed of a row once (ct and ct@1 are one run)
+  for run in $(tail -n +2 "$table" | cut -d, -f1); do
+    for done_run in "${finished[@]}"; do
+      [ "${run%@1}" != "${done_run%@1}" ] || die "EARLIER_TABLES: $table has $run, a run of $exp/runs too"
+    done
+  done
+done
 mkdir -p "$(dirname "$results")"
 python=$([ -x "$here/../../.venv/bin/python" ] && echo "$here/../../.venv/bin/python" || echo python3)
 "$python" "$here/lm_results.py" table --runs "$exp/runs" --variants "${finished[@]}" --output "$results" --force
-# each row over its seeds, and against softmax with the seed as the unit (Welch's t-test)
-"$python" "$here/lm_results.py" seeds --table "$results.csv" --output "${results}_seeds" --force > /dev/null
-# the papers' own comparisons, with the seed as the unit: CT-MoS against MoS (Wang et al.'s claim),
+# each row over its seeds (with those of EARLIER_TABLES), and against softmax with the seed as the
+# unit (Welch's t-test); then the papers' own comparisons: CT-MoS against MoS (Wang et al.'s claim),
 # CT against the constant tau = 2 at the bottom of its range (RESULTS_seeds_vs_BASELINE)
-for baseline in mos constant-2; do
-  if printf '%s\n' "${finished[@]%@*}" | grep -qx -- "$baseline"; then
-    "$python" "$here/lm_results.py" seeds --table "$results.csv" --baseline "$baseline" \
-      --output "${results}_seeds_vs_$baseline" --force > /dev/null
+rows=$( (printf '%s\n' "${finished[@]}"; for table in "${earlier[@]}"; do tail -n +2 "$table" | cut -d, -f1; done) |
+  sed 's/@.*//' | sort -u)
+for baseline in softmax mos constant-2; do
+  if grep -qx -- "$baseline" <<< "$rows"; then
+    "$python" "$here/lm_results.py" seeds --table "$results.csv" "${earlier[@]}" --baseline "$baseline" \
+      --output "${results}_seeds$([ $baseline = softmax ] || echo "_vs_$baseline")" --force > /dev/null
   fi
 done
 # each finished row against the softmax one, paired over the test sentences (a result evaluated
