@@ -158,7 +158,7 @@ rows=$( (printf '%s\n' "${finished[@]}"; for table in "${earlier[@]}"; do tail -
   sed 's/@.*//' | sort -u)
 for baseline in softmax mos constant-2; do
   if grep -qx -- "$baseline" <<< "$rows"; then
-    "$python" "$here/lm_results.py" seeds --table "$results.csv" "${earlier[@]}" --baseline "$baseline" \
+    "$python" "$here/lm_results.py" seeds --table "${earlier[@]}" "$results.csv" --baseline "$baseline" \
       --output "${results}_seeds$([ $baseline = softmax ] || echo "_vs_$baseline")" --force > /dev/null
   fi
 done
