@@ -277,7 +277,11 @@ TABLES = {
     ),
     "ptb_seeds": Table((os.path.join(LM_RESULTS, "ptb_converged_seeds.csv"),), ptb_seeds),
     "ptb_no_ar_tar_runs": Table(
-        (os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar.csv"),), functools.partial(ptb_runs, clipped=True)
+        (
+            os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar.csv"),
+            os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_later.csv"),  # the runs trained later
+        ),
+        functools.partial(ptb_runs, clipped=True),
     ),
     "ptb_no_ar_tar_compare": Table(
         (
@@ -287,11 +291,13 @@ TABLES = {
         ),
         ptb_compare,
     ),
-    "ptb_no_ar_tar_seeds": Table((os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_seeds.csv"),), ptb_seeds),
+    "ptb_no_ar_tar_seeds": Table(
+        (os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_later_seeds.csv"),), ptb_seeds
+    ),
     "ptb_ar_tar": Table(
         (
             os.path.join(LM_RESULTS, "ptb_converged_seeds.csv"),
-            os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_seeds.csv"),
+            os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_later_seeds.csv"),
         ),
         ptb_ar_tar,
     ),
