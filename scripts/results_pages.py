@@ -102,8 +102,9 @@ def ptb_compare(rows):
 
 def ptb_seeds(rows):
     (seeds,) = rows
+    (baseline,) = (r["variant"] for r in seeds if r["verdict"] == "baseline")
     lines = [
-        "| row | seeds | test ppl, geometric mean (range) | ratio to softmax | Welch t | df | p | verdict |",
+        f"| row | seeds | test ppl, geometric mean (range) | ratio to {lm_label(baseline)} | Welch t | df | p | verdict |",
         "|---|---|---|---:|---:|---:|---:|---|",
     ]
     for r in seeds:
