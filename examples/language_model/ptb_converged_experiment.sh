@@ -132,6 +132,7 @@ if [ "$step" = train ]; then
 fi
 
 earlier=(${EARLIER_TABLES:-})
+variants_of() { tail -n +2 "$1" | cut -d, -f1; }  # the run names of a RESULTS.csv table
 for table in "${earlier[@]}"; do  # checked before any work
   [ -f "$table" ] || die "EARLIER_TABLES: no file $table"
   [ "$(head -c 8 "$table")" = "variant," ] || die "EARLIER_TABLES: $table is not a table of lm_results.py table (RESULTS.csv)"
@@ -142,7 +143,7 @@ for run in $variants; do
 done
 [ ${#finished[@]} -gt 0 ] || { echo "no finished run in $exp/runs" >&2; exit 1; }
 for table in "${earlier[@]}"; do  # each seed of a row once (ct and ct@1 are one run)
-  for run in $(tail -n +2 "$table" | cut -d, -f1); do
+  for run in $(variants_of "$table"); do
     for done_run in "${finished[@]}"; do
       [ "${run%@1}" != "${done_run%@1}" ] || die "EARLIER_TABLES: $table has $run, a run of $exp/runs too"
     done
@@ -154,7 +155,7 @@ python=$([ -x "$here/../../.venv/bin/python" ] && echo "$here/../../.venv/bin/py
 # each row over its seeds (with those of EARLIER_TABLES), and against softmax with the seed as the
 # unit (Welch's t-test); then the papers' own comparisons: CT-MoS against MoS (Wang et al.'s claim),
 # CT against the constant tau = 2 at the bottom of its range (RESULTS_seeds_vs_BASELINE)
-rows=$( (printf '%s\n' "${finished[@]}"; for table in "${earlier[@]}"; do tail -n +2 "$table" | cut -d, -f1; done) |
+rows=$( (printf '%s\n' "${finished[@]}"; for table in "${earlier[@]}"; do variants_of "$table"; done) |
   sed 's/@.*//' | sort -u)
 for baseline in softmax mos constant-2; do
   if grep -qx -- "$baseline" <<< "$rows"; then
