@@ -215,6 +215,7 @@ def test_recipes_end_to_end(ptb_like):
     assert row["variant"] == "ct-mos" and float(row["test_ppl"]) == pytest.approx(result["ppl"], abs=0.01)
     assert (row["stopped_by"], row["epochs"]) == ("not early-stopped", "2")  # MAX_EPOCH=2 ended it
     assert float(row["test_max_log_normalizer"]) == result["max_log_normalizer"]
+    assert row["commit"] == checkout_commit()  # the code that trained it
     epochs = json_log_records((save / "train.log").read_text(), "train")  # the updates --clip-norm shortened
     assert float(row["clipped_percent"]) == pytest.approx(
         statistics.fmean(r["train_clip"] for r in epochs), abs=0.05
@@ -382,6 +383,31 @@ def test_the_epochs_at_which_a_run_was_resumed():
         lm_results.resumed_at("2026-01-01 00:00:00 | INFO | fairseq_cli.train | no checkpoint found\n")
         is None
     )
+
+
+def checkout_commit():
+    """This checkout's short commit as git tells it, "+changes" when tracked files were edited."""
+
+    def git(*args):
+        return subprocess.run(["git", "-C", REPO, *args], capture_output=True, text=True, check=True).stdout
+
+    edited = git("status", "--porcelain", "--untracked-files=no").strip()
+    return git("rev-parse", "--short", "HEAD").strip() + ("+changes" if edited else "")
+
+
+def test_the_commits_a_run_trained_from_are_listed_once_each_in_order(tmp_path):
+    lm_results = example_script(os.path.join(RECIPES, "lm_results.py"))
+    assert lm_results.commits(str(tmp_path)) is None  # no command.txt
+    start = "OMP_NUM_THREADS=1 ctemp-train data --seed 2 {}\n"
+    (tmp_path / "command.txt").write_text(start.format(""))  # written before commits were recorded
+    assert lm_results.commits(str(tmp_path)) is None
+    (tmp_path / "command.txt").write_text(
+        start.format("")
+        + start.format("# commit 7b1843f")
+        + start.format("# commit 7b1843f")
+        + start.format("# commit 3d3ece0+changes")
+    )
+    assert lm_results.commits(str(tmp_path)) == "7b1843f 3d3ece0+changes"
 
 
 def test_the_ar_tar_weights_are_those_of_the_latest_start():

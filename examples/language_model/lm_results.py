@@ -233,6 +233,7 @@ def run_summary(run_dir, eval_suffix):
     row["stopped_by"] = row["epochs"] = row["best_epoch"] = row["resumed_at"] = None
     row["train_ppl"] = row["tau_mean"] = row["tau_min"] = row["tau_max"] = row["clipped_percent"] = None
     row["ar_tar"] = None
+    row["commit"] = commits(run_dir)
     if os.path.exists(log):
         with open(log, errors="replace") as f:
             text = f.read()
@@ -264,6 +265,22 @@ def run_summary(run_dir, eval_suffix):
         row["clipped_percent"] = clipped_percent(train)
         row["ar_tar"] = ar_tar_weights(text)
     return row
+
+
+# the end of each start's line in a run's command.txt (train.sh)
+STARTED_FROM = re.compile(r" # commit (\S+)$", re.M)
+
+
+def commits(run_dir):
+    """The commits of the checkout that each start of a run trained from, in order, each once
+    ("7b1843f", or "a1 b2" for a run resumed from another), or None (no command.txt, or one written
+    before train.sh recorded them)."""
+    path = os.path.join(run_dir, "command.txt")
+    if not os.path.exists(path):
+        return None
+    with open(path, errors="replace") as f:
+        found = STARTED_FROM.findall(f.read())
+    return " ".join(dict.fromkeys(found)) or None
 
 
 AR_TAR_WEIGHTS = re.compile(
@@ -310,6 +327,7 @@ COLUMNS = [
     "tau_max",
     "clipped_percent",
     "ar_tar",
+    "commit",
 ]
 
 
@@ -367,6 +385,7 @@ def table(args):
         "τ max",
         "updates clipped (%)",
         "AR/TAR weights",
+        "commit",
     ]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
     for row in rows:

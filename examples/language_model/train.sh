@@ -20,10 +20,11 @@
 #   SEED (1), LOG_INTERVAL (100), DEVICE_ARGS (e.g. --cpu, or --fp16 on GPUs)
 #   DRY_RUN=1          print the training command and stop (nothing is checked or written)
 # Extra arguments are appended last, so they override any default above (e.g. --lr-scheduler ...).
-# Logs go to SAVE_DIR/train.log (--log-format json, appended). Training runs fairseq-train through
-# ctemp-train, which carries the --patience count in the checkpoints: re-running resumes from
-# SAVE_DIR/checkpoint_last.pt and stops where the uninterrupted run would have stopped; a finished run
-# (SAVE_DIR/train.done) is skipped.
+# Logs go to SAVE_DIR/train.log (--log-format json, appended); each start adds a line to
+# SAVE_DIR/command.txt (the environment that sets its speed, the command, the checkout's commit).
+# Training runs fairseq-train through ctemp-train, which carries the --patience count in the
+# checkpoints: re-running resumes from SAVE_DIR/checkpoint_last.pt and stops where the uninterrupted
+# run would have stopped; a finished run (SAVE_DIR/train.done) is skipped.
 set -euo pipefail
 usage() { sed -n '2,/^set -euo/{/^#/p;}' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 [ $# -ge 3 ] || usage
@@ -111,10 +112,15 @@ if [ -f "$save/train.done" ]; then
   exit 0
 fi
 mkdir -p "$save"
-{  # each start of the run, with the environment that sets its speed (not its numbers)
+# the code that trains: this checkout's commit, "+changes" when tracked files differ from it
+commit=$(git -C "$(dirname "$0")" rev-parse --short HEAD 2> /dev/null) || commit=unknown
+if [ "$commit" != unknown ] && [ -n "$(git -C "$(dirname "$0")" status --porcelain --untracked-files=no)" ]; then
+  commit+=+changes
+fi
+{  # each start of the run, with the environment that sets its speed (not its numbers) and the commit
   printf 'OMP_NUM_THREADS=%q THP_MEM_ALLOC_ENABLE=%q MALLOC_MMAP_MAX_=%q MALLOC_TRIM_THRESHOLD_=%q ' \
     "${OMP_NUM_THREADS:-}" "${THP_MEM_ALLOC_ENABLE:-}" "${MALLOC_MMAP_MAX_:-}" "${MALLOC_TRIM_THRESHOLD_:-}"
-  printf '%q ' "${command[@]}"; echo
+  printf '%q ' "${command[@]}"; echo "# commit $commit"
 } >> "$save/command.txt"
 log "training $dataset/$variant in $save (log: $save/train.log)"
 start=$(date +%s)
