@@ -402,12 +402,14 @@ def test_the_commits_a_run_trained_from_are_listed_once_each_in_order(tmp_path):
     (tmp_path / "command.txt").write_text(start.format(""))  # written before commits were recorded
     assert lm_results.commits(str(tmp_path)) is None
     (tmp_path / "command.txt").write_text(
-        start.format("")
-        + start.format("# commit 7b1843f")
+        start.format("# commit 7b1843f")
         + start.format("# commit 7b1843f")
         + start.format("# commit 3d3ece0+changes")
     )
     assert lm_results.commits(str(tmp_path)) == "7b1843f 3d3ece0+changes"
+    # a run resumed by a checkout that records them after starts that did not: those are "?"
+    (tmp_path / "command.txt").write_text(start.format("") + start.format("# commit 01aad6f"))
+    assert lm_results.commits(str(tmp_path)) == "? 01aad6f"
 
 
 def test_the_ar_tar_weights_are_those_of_the_latest_start():

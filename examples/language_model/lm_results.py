@@ -268,19 +268,19 @@ def run_summary(run_dir, eval_suffix):
 
 
 # the end of each start's line in a run's command.txt (train.sh)
-STARTED_FROM = re.compile(r" # commit (\S+)$", re.M)
+STARTED_FROM = re.compile(r" # commit (\S+)$")
 
 
 def commits(run_dir):
     """The commits of the checkout that each start of a run trained from, in order, each once
-    ("7b1843f", or "a1 b2" for a run resumed from another), or None (no command.txt, or one written
-    before train.sh recorded them)."""
+    ("7b1843f", or "a1 b2" for a run resumed from another; "?" for a start from before train.sh
+    recorded them), or None where no start recorded one (or there is no command.txt)."""
     path = os.path.join(run_dir, "command.txt")
     if not os.path.exists(path):
         return None
     with open(path, errors="replace") as f:
-        found = STARTED_FROM.findall(f.read())
-    return " ".join(dict.fromkeys(found)) or None
+        found = [m.group(1) if (m := STARTED_FROM.search(line)) else "?" for line in f if line.strip()]
+    return " ".join(dict.fromkeys(found)) if set(found) - {"?"} else None
 
 
 AR_TAR_WEIGHTS = re.compile(
