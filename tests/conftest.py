@@ -559,3 +559,13 @@ def toy_checkpoint(toy_data, tmp_path_factory):
         return trained[name] / "checkpoint_last.pt"
 
     return get
+
+
+def checkout_commit():
+    """This checkout's short commit as git tells it, "+changes" when tracked files were edited."""
+
+    def git(*args):
+        return subprocess.run(["git", "-C", REPO, *args], capture_output=True, text=True, check=True).stdout
+
+    edited = git("status", "--porcelain", "--untracked-files=no").strip()
+    return git("rev-parse", "--short", "HEAD").strip() + ("+changes" if edited else "")

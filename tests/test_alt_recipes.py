@@ -16,7 +16,17 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import BIN_DIR, REPO, TINY_DIMS, json_log_records, real_processes, run_fairseq, run_main
+import torch
+from conftest import (
+    BIN_DIR,
+    REPO,
+    TINY_DIMS,
+    checkout_commit,
+    json_log_records,
+    real_processes,
+    run_fairseq,
+    run_main,
+)
 from sacrebleu.metrics import BLEU
 
 from fairseq_ctemp.alt import results as alt_results
@@ -342,6 +352,8 @@ def test_recipe_end_to_end_with_interruption(corpora):
     assert started[3:] == [str(first) if a.endswith("uninterrupted") else a for a in command[1:]]
     result = json.loads((first / "run.json").read_text())
     assert [tuple(v) for v in result["training"]["valid_bleu"]] == history
+    # the code and torch it finished with (git asked here, independently of the package's helper)
+    assert (result["training"]["code"], result["training"]["torch"]) == (checkout_commit(), torch.__version__)
     assert result["training"]["num_updates"] == stop and result["training"]["stop_reason"] == "early stop"
     assert len(result["averaged"]) == 3 and set(result["eval"]) == {"valid", "test"}
     assert result["eval"]["valid"]["greedy"]["decoding_temperature"] == 1.0

@@ -18,6 +18,7 @@ import torch
 from conftest import (
     BIN_DIR,
     REPO,
+    checkout_commit,
     command,
     example_script,
     json_log_records,
@@ -383,16 +384,6 @@ def test_the_epochs_at_which_a_run_was_resumed():
         lm_results.resumed_at("2026-01-01 00:00:00 | INFO | fairseq_cli.train | no checkpoint found\n")
         is None
     )
-
-
-def checkout_commit():
-    """This checkout's short commit as git tells it, "+changes" when tracked files were edited."""
-
-    def git(*args):
-        return subprocess.run(["git", "-C", REPO, *args], capture_output=True, text=True, check=True).stdout
-
-    edited = git("status", "--porcelain", "--untracked-files=no").strip()
-    return git("rev-parse", "--short", "HEAD").strip() + ("+changes" if edited else "")
 
 
 def test_the_commits_a_run_trained_from_are_listed_once_each_in_order(tmp_path):

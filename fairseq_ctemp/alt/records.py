@@ -23,6 +23,8 @@ class TrainingSummary:
     valid_bleu: List[List[float]]  # [update, dev BLEU] of each validation
     finished: Optional[str] = None  # when training ended (local time)
     last_session_seconds: Optional[float] = None  # of the process that finished it
+    code: Optional[str] = None  # the commit it finished from (provenance.code_commit)
+    torch: Optional[str] = None  # the torch version it finished with
 
     @classmethod
     def from_dict(cls, d):

@@ -246,6 +246,8 @@ def runs_table(experiments):
         "test is",
         "last training session s",
         "train words/s",
+        "code",  # the commit training finished from
+        "torch",
     ]
     rows = []
     for e in experiments:
@@ -268,6 +270,8 @@ def runs_table(experiments):
                     e.get("test", "test") if test else "",
                     num(tr.last_session_seconds, 0),
                     num(train_words_per_second(r.dir), 0),
+                    tr.code or "",
+                    tr.torch or "",
                 ]
             )
         for r in e["pending"]:
@@ -278,7 +282,7 @@ def runs_table(experiments):
                     "(not finished)",
                     num(tr.best_valid_bleu),
                 ]
-                + [""] * (10 + len(posthoc.RUN_COLUMNS))
+                + [""] * (12 + len(posthoc.RUN_COLUMNS))
             )
     return header, rows
 

@@ -8,7 +8,7 @@ import os
 
 import torch
 
-from .. import averaging
+from .. import averaging, provenance
 from . import evaluate, posthoc, training
 from .common import (
     Lock,
@@ -83,6 +83,7 @@ def train(run_dir, exp, config, device):
         summary = training.training_summary(run_dir, exp["patience"])
         summary.finished = f"{datetime.datetime.now():%Y-%m-%d %H:%M:%S}"
         summary.last_session_seconds = (datetime.datetime.now() - start).total_seconds()
+        summary.code, summary.torch = provenance.code_commit(), torch.__version__
         write_json(train_json, dataclasses.asdict(summary))
     return TrainingSummary.from_dict(read_json(train_json))
 
