@@ -149,6 +149,7 @@ def versions_line(args):
 def environment(args):
     import fairseq
 
+    from fairseq_ctemp import provenance
     from fairseq_ctemp.alt.common import CPU_ALLOCATOR_ENV
     from fairseq_ctemp.host import cpu_model
 
@@ -161,6 +162,7 @@ def environment(args):
         "cuda": torch.version.cuda if cuda else None,
         "torch_threads": torch.get_num_threads(),
         "cpu_model": cpu_model(),
+        "code": provenance.code_commit(),  # the commit measured ("+changes": with edits)
         # the allocator settings of CPU training (docs/speed.md): the same numbers, other speeds
         **{name: os.environ.get(name) for name in CPU_ALLOCATOR_ENV},
     }

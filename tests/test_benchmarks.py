@@ -7,6 +7,7 @@ import re
 
 import pytest
 import torch
+from conftest import checkout_commit
 
 BENCH_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
 
@@ -114,6 +115,7 @@ def test_bench_tempered_ce_smoke(benchmarks, capsys, tmp_path):
     cpu = result["environment"]["cpu_model"]  # the machine the numbers belong to
     cpuinfo = open("/proc/cpuinfo", encoding="utf-8").read() if os.path.exists("/proc/cpuinfo") else ""
     assert cpu and (f"model name\t: {cpu}\n" in cpuinfo or "model name" not in cpuinfo)
+    assert result["environment"]["code"] == checkout_commit()  # the code the numbers belong to
 
 
 def test_bench_tempered_ce_bf16_trains_both_models_in_bfloat16(benchmarks, capsys, tmp_path):
