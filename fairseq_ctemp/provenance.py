@@ -22,3 +22,7 @@ def code_commit(path: str = PACKAGE_DIR) -> Optional[str]:
     except (OSError, subprocess.SubprocessError):
         return None
     return commit + ("+changes" if changed else "")
+
+
+if __name__ == "__main__":  # for the shell recipes (examples/language_model/train.sh)
+    print(code_commit() or "unknown")

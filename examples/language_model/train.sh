@@ -112,11 +112,9 @@ if [ -f "$save/train.done" ]; then
   exit 0
 fi
 mkdir -p "$save"
-# the code that trains: this checkout's commit, "+changes" when tracked files differ from it
-commit=$(git -C "$(dirname "$0")" rev-parse --short HEAD 2> /dev/null) || commit=unknown
-if [ "$commit" != unknown ] && [ -n "$(git -C "$(dirname "$0")" status --porcelain --untracked-files=no)" ]; then
-  commit+=+changes
-fi
+# the code that trains: this checkout's commit (provenance.py, run as a file: -I keeps the package's
+# own modules off sys.path, and fairseq is not imported)
+commit=$("$(python_bin)" -I "$user_dir/provenance.py")
 {  # each start of the run, with the environment that sets its speed (not its numbers) and the commit
   printf 'OMP_NUM_THREADS=%q THP_MEM_ALLOC_ENABLE=%q MALLOC_MMAP_MAX_=%q MALLOC_TRIM_THRESHOLD_=%q ' \
     "${OMP_NUM_THREADS:-}" "${THP_MEM_ALLOC_ENABLE:-}" "${MALLOC_MMAP_MAX_:-}" "${MALLOC_TRIM_THRESHOLD_:-}"
