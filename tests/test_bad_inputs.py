@@ -1359,7 +1359,7 @@ CASES = [
         "lm_results: tau of a missing dump",
         lm_results,
         ["tau", "--dumps", "{root}/none/tau_test.tsv", "--output", "{root}/new/tau"],
-        "lm_results.py: error: no dump {root}/none/tau_test.tsv (ctemp-ct-analysis dump --output",
+        "lm_results.py tau: error: no dump {root}/none/tau_test.tsv (ctemp-ct-analysis dump --output",
     ),
     (
         "sact translate_subset.py: beam 0",

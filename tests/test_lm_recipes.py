@@ -355,7 +355,8 @@ def test_the_cpu_allocator_settings_change_no_number(tmp_path):
 def test_training_time_adds_up_every_process_of_a_resumed_run():
     """fairseq's train_wall restarts at 0 in each process of a resumed run; an epoch trained again
     after an interruption counts once."""
-    lm_results = example_script(os.path.join(RECIPES, "lm_results.py"))
+    from fairseq_ctemp.lm_results import runs
+
     start = "2026-01-01 00:00:00 | INFO | fairseq_cli.train | {'_name': None, 'common': {}}\n"
 
     def epoch(n, wall):
@@ -364,13 +365,14 @@ def test_training_time_adds_up_every_process_of_a_resumed_run():
     log = start + epoch(1, 100) + epoch(2, 200)  # killed during epoch 3
     log += start + epoch(3, 250) + epoch(4, 370)  # a first epoch longer than the last one before
     log += start + epoch(4, 140) + epoch(5, 260)  # epoch 4 again (killed before its checkpoint)
-    assert lm_results.training_seconds(log) == 100 + 100 + 250 + 140 + 120
-    assert lm_results.training_seconds(start) is None
-    assert lm_results.devices_text(lm_results.training_seconds_by_device(log)) is None  # not in the log
+    assert runs.training_seconds(log) == 100 + 100 + 250 + 140 + 120
+    assert runs.training_seconds(start) is None
+    assert runs.devices_text(runs.training_seconds_by_device(log)) is None  # not in the log
 
 
 def test_the_epochs_at_which_a_run_was_resumed():
-    lm_results = example_script(os.path.join(RECIPES, "lm_results.py"))
+    from fairseq_ctemp.lm_results import runs
+
     line = (
         "2026-01-01 00:00:00 | INFO | fairseq.trainer | Loaded checkpoint runs/{} (epoch {} @ {} updates)\n"
     )
@@ -379,47 +381,45 @@ def test_the_epochs_at_which_a_run_was_resumed():
         + "...\n"
         + line.format("ct/checkpoint_last.pt", 35, 22576)
     )
-    assert lm_results.resumed_at(log) == "28 35"
-    assert (
-        lm_results.resumed_at("2026-01-01 00:00:00 | INFO | fairseq_cli.train | no checkpoint found\n")
-        is None
-    )
+    assert runs.resumed_at(log) == "28 35"
+    assert runs.resumed_at("2026-01-01 00:00:00 | INFO | fairseq_cli.train | no checkpoint found\n") is None
 
 
 def test_the_commits_a_run_trained_from_are_listed_once_each_in_order(tmp_path):
-    lm_results = example_script(os.path.join(RECIPES, "lm_results.py"))
-    assert lm_results.commits(str(tmp_path)) is None  # no command.txt
+    from fairseq_ctemp.lm_results import runs
+
+    assert runs.commits(str(tmp_path)) is None  # no command.txt
     start = "OMP_NUM_THREADS=1 ctemp-train data --seed 2 {}\n"
     (tmp_path / "command.txt").write_text(start.format(""))  # written before commits were recorded
-    assert lm_results.commits(str(tmp_path)) is None
+    assert runs.commits(str(tmp_path)) is None
     (tmp_path / "command.txt").write_text(
         start.format("# commit 7b1843f")
         + start.format("# commit 7b1843f")
         + start.format("# commit 3d3ece0+changes")
     )
-    assert lm_results.commits(str(tmp_path)) == "7b1843f 3d3ece0+changes"
+    assert runs.commits(str(tmp_path)) == "7b1843f 3d3ece0+changes"
     # a run resumed by a checkout that records them after starts that did not: those are "?"
     (tmp_path / "command.txt").write_text(start.format("") + start.format("# commit 01aad6f"))
-    assert lm_results.commits(str(tmp_path)) == "? 01aad6f"
+    assert runs.commits(str(tmp_path)) == "? 01aad6f"
 
 
 def test_the_ar_tar_weights_are_those_of_the_latest_start():
-    lm_results = example_script(os.path.join(RECIPES, "lm_results.py"))
+    from fairseq_ctemp.lm_results import runs
+
     config = (
         "2026-01-01 00:00:00 | INFO | fairseq_cli.train | {{'_name': None, 'model': {{'_name': 'ct_lstm_lm', "
         "'activation_regularization': {}, 'dropout': 0.2, 'temporal_activation_regularization': {}}}}}\n"
     )
-    assert lm_results.ar_tar_weights(config.format(2.0, 1.0) + "...\n" + config.format(0.0, 0.0)) == "0.0/0.0"
-    assert lm_results.ar_tar_weights(config.format(2.0, 1.0)) == "2.0/1.0"
-    assert lm_results.ar_tar_weights("2026-01-01 | INFO | fairseq_cli.train | {'_name': None}\n") is None
+    assert runs.ar_tar_weights(config.format(2.0, 1.0) + "...\n" + config.format(0.0, 0.0)) == "0.0/0.0"
+    assert runs.ar_tar_weights(config.format(2.0, 1.0)) == "2.0/1.0"
+    assert runs.ar_tar_weights("2026-01-01 | INFO | fairseq_cli.train | {'_name': None}\n") is None
 
 
 def test_a_rows_seeds_share_a_colour_and_differ_in_line_style():
-    lm_results = example_script(os.path.join(RECIPES, "lm_results.py"))
+    from fairseq_ctemp.lm_results import curves
+
     rows = ["softmax", "constant-0.5"]
-    styles = {
-        label: lm_results.line_style(label, rows) for label in ("softmax", "softmax@2", "constant-0.5@2")
-    }
+    styles = {label: curves.line_style(label, rows) for label in ("softmax", "softmax@2", "constant-0.5@2")}
     assert styles["softmax"][0] == styles["softmax@2"][0] != styles["constant-0.5@2"][0]
     assert styles["softmax"][1] != styles["softmax@2"][1] == styles["constant-0.5@2"][1]
 
@@ -427,16 +427,17 @@ def test_a_rows_seeds_share_a_colour_and_differ_in_line_style():
 def test_the_best_epoch_is_that_of_checkpoint_best():
     """fairseq saves checkpoint_best.pt when a validation loss (rounded as logged) is not worse than
     the best: of equal losses the latest is best."""
-    lm_results = example_script(os.path.join(RECIPES, "lm_results.py"))
+    from fairseq_ctemp.lm_results import runs
+
     valid = {33: 6.666, 34: 6.667, 35: 6.667, 36: 6.666}
     saved = "| INFO | fairseq.checkpoint_utils | Saved checkpoint runs/x/checkpoint_best.pt (epoch {} @ {} updates, score 6.666)\n"
-    assert lm_results.best_epoch(saved.format(33, 21912) + saved.format(36, 23904), valid) == 36
-    assert lm_results.best_epoch("", valid) == 36  # the same rule, from the losses alone
+    assert runs.best_epoch(saved.format(33, 21912) + saved.format(36, 23904), valid) == 36
+    assert runs.best_epoch("", valid) == 36  # the same rule, from the losses alone
 
 
 def test_training_time_of_a_run_that_moved_from_a_gpu_to_the_cpu():
     """Each process's device is fairseq's common.cpu in the configuration it logs at its start."""
-    lm_results = example_script(os.path.join(RECIPES, "lm_results.py"))
+    from fairseq_ctemp.lm_results import runs
 
     def start(cpu):
         return f"2026-01-01 00:00:00 | INFO | fairseq_cli.train | {{'_name': None, 'common': {{'cpu': {cpu}}}}}\n"
@@ -446,10 +447,10 @@ def test_training_time_of_a_run_that_moved_from_a_gpu_to_the_cpu():
 
     on_gpu = start(False) + epoch(1, 20) + epoch(2, 41)
     log = on_gpu + start(True) + epoch(3, 300) + epoch(4, 1234)
-    assert lm_results.training_seconds_by_device(log) == {"gpu": 41, "cpu": 1234}
-    assert lm_results.devices_text(lm_results.training_seconds_by_device(log)) == "GPU 41 s + CPU 1,234 s"
-    assert lm_results.devices_text(lm_results.training_seconds_by_device(on_gpu)) == "GPU"
-    assert lm_results.training_seconds(log) == 1275
+    assert runs.training_seconds_by_device(log) == {"gpu": 41, "cpu": 1234}
+    assert runs.devices_text(runs.training_seconds_by_device(log)) == "GPU 41 s + CPU 1,234 s"
+    assert runs.devices_text(runs.training_seconds_by_device(on_gpu)) == "GPU"
+    assert runs.training_seconds(log) == 1275
 
 
 def test_compare_pairs_the_sentences_of_two_runs(tmp_path):

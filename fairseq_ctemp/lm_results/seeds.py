@@ -1,0 +1,131 @@
+"""`lm_results.py seeds`: each row of run tables over its seeds (runs named VARIANT@SEED; no @:
+seed 1), and against a baseline with the seed as the unit: Welch's t-test on the per-seed log
+perplexities."""
+
+import collections
+import csv
+import math
+
+from . import ResultsError
+from .output import fmt, write_tables
+
+COLUMNS = [
+    *("variant", "seeds", "test_ppl_geomean", "test_ppl_min", "test_ppl_max", "ratio_to_baseline"),
+    *("welch_t", "welch_df", "p_value", "verdict"),
+]
+# A row decides against the baseline only from this many seeds on each side: with two, Welch's test
+# has about two degrees of freedom and rests on spreads that two points cannot show
+MIN_SEEDS_TO_DECIDE = 3
+
+
+def seeds(tables, baseline, output):
+    """output.md and output.csv: a row (COLUMNS) per row of the tables."""
+    import numpy as np
+
+    by_row = seed_log_perplexities(tables)
+    if baseline not in by_row:
+        raise ResultsError(f"--baseline {baseline} is not a row of {' '.join(tables)}")
+    base = np.array([by_row[baseline][s] for s in sorted(by_row[baseline])])
+    rows = []
+    for variant, logs_by_seed in by_row.items():
+        values = np.array([logs_by_seed[s] for s in sorted(logs_by_seed)])
+        row = {
+            "variant": variant,
+            "seeds": " ".join(map(str, sorted(logs_by_seed))),
+            "test_ppl_geomean": math.exp(values.mean()),
+            "test_ppl_min": math.exp(values.min()),
+            "test_ppl_max": math.exp(values.max()),
+            "ratio_to_baseline": math.exp(values.mean() - base.mean()),
+        }
+        row.update(seed_test(values, base) if variant != baseline else {"verdict": "baseline"})
+        rows.append(row)
+    write_tables(output, COLUMNS, rows, markdown(rows, baseline))
+
+
+def seed_log_perplexities(tables):
+    """{row: {seed: log test perplexity}} from run tables; refuses a seed given twice and runs
+    trained with different AR/TAR weights."""
+    by_row = collections.defaultdict(dict)
+    settings = collections.defaultdict(list)  # AR/TAR weights -> the runs trained with them
+    for path in tables:  # several tables: runs made in different places (one seed each)
+        for variant, seed, ppl, ar_tar in seed_rows(path):
+            if seed in by_row[variant]:
+                raise ResultsError(f"--table {path}: {variant} seed {seed} is there twice")
+            by_row[variant][seed] = math.log(ppl)
+            if ar_tar:  # (tables written before the column existed do not say)
+                settings[ar_tar].append(f"{variant}@{seed}")
+    if len(settings) > 1:
+        trained = "; ".join(f"{weights}: {' '.join(runs)}" for weights, runs in settings.items())
+        raise ResultsError(
+            f"--table {' '.join(tables)}: runs trained with different AR/TAR weights ({trained}): "
+            "compare each setting in a seeds table of its own"
+        )
+    return by_row
+
+
+def seed_rows(path):
+    """(row, seed, test perplexity, AR/TAR weights or None) of each run of a `table` CSV."""
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            runs = list(csv.DictReader(f))
+    except (OSError, UnicodeDecodeError) as e:
+        raise ResultsError(f"--table {path}: {getattr(e, 'strerror', None) or e}") from None
+    if not runs or not {"variant", "test_ppl"} <= set(runs[0]):
+        raise ResultsError(
+            f"--table {path} is not a table of `lm_results.py table` (columns variant, test_ppl)"
+        )
+    rows = []
+    for n, run in enumerate(runs, 2):
+        variant, _, seed = run["variant"].partition("@")
+        where = f"--table {path} line {n}: {run['variant']!r}"
+        if not (seed or "1").isdigit():
+            raise ResultsError(f"{where}: a run is named VARIANT or VARIANT@SEED, SEED an integer")
+        try:
+            ppl = float(run["test_ppl"])
+        except ValueError:
+            ppl = math.nan
+        if not (math.isfinite(ppl) and ppl >= 1):
+            raise ResultsError(f"{where} has no test perplexity >= 1 (got {run['test_ppl']!r})")
+        rows.append((variant, int(seed or 1), ppl, run.get("ar_tar")))
+    return rows
+
+
+def seed_test(values, base):
+    """Welch's t-test of one row's per-seed log perplexities against the baseline's, and its verdict."""
+    import numpy as np
+    from scipy import stats
+
+    if len(values) < 2 or len(base) < 2:
+        return {"verdict": "no test: one seed"}
+    if np.ptp(values) == 0 and np.ptp(base) == 0:  # Welch's t would be infinite (or NaN)
+        return {"verdict": "no test: no spread over the seeds"}
+    test = stats.ttest_ind(values, base, equal_var=False)
+    if min(len(values), len(base)) < MIN_SEEDS_TO_DECIDE:
+        verdict = f"inconclusive: fewer than {MIN_SEEDS_TO_DECIDE} seeds"
+    elif test.pvalue >= 0.05:
+        verdict = "inconclusive"
+    else:
+        verdict = "lower" if values.mean() < base.mean() else "higher"
+    return {
+        "welch_t": float(test.statistic),
+        "welch_df": float(test.df),
+        "p_value": float(test.pvalue),
+        "verdict": verdict,
+    }
+
+
+def markdown(rows, baseline):
+    lines = [
+        f"Test perplexity over seeds (geometric mean, range), against {baseline} with the seed as "
+        "the unit: Welch's t-test on the per-seed log perplexities.",
+        "",
+        f"| row | seeds | test ppl (geometric mean) | range | ratio to {baseline} | Welch t | df | p | verdict |",
+        "|---|---|---:|---|---:|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['variant']} | {r['seeds']} | {r['test_ppl_geomean']:.2f} | {r['test_ppl_min']:.2f}–"
+            f"{r['test_ppl_max']:.2f} | {r['ratio_to_baseline']:.4f} | {fmt(r.get('welch_t'))} | "
+            f"{fmt(r.get('welch_df'))} | {fmt(r.get('p_value'))} | {r['verdict']} |"
+        )
+    return lines

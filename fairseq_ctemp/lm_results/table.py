@@ -1,0 +1,61 @@
+"""`lm_results.py table` (one row per run) and `protocols` (one checkpoint under several eval-lm
+block / context settings)."""
+
+import glob
+import logging
+import os
+
+from . import ResultsError
+from .output import fmt, markdown_table, write_tables
+from .runs import COLUMNS, read_json, run_summary
+
+logger = logging.getLogger(__name__)
+
+HEADER = [
+    *("variant", "valid ppl", "test ppl", "valid tokens", "test tokens", "eval blocks/context"),
+    *("test max abs log Σp", "params", "stopped by", "epochs", "best epoch", "updates"),
+    *("train time (s)", "trained on", "resumed at epoch", "last train ppl", "train τ mean", "τ min"),
+    *("τ max", "updates clipped (%)", "AR/TAR weights", "commit"),
+]
+
+
+def table(runs, variants, eval_suffix, output):
+    """output.md and output.csv: a row per run RUNS/<variant> (runs.COLUMNS)."""
+    rows = []
+    for variant in variants:
+        run_dir = os.path.join(runs, variant)
+        if not os.path.isdir(run_dir):
+            logger.warning(f"no run {run_dir}")
+            continue
+        rows.append(run_summary(run_dir, eval_suffix))
+    if not rows:
+        raise ResultsError("no runs found")
+    lines = markdown_table(HEADER, [[fmt(row[c]) for c in COLUMNS] for row in rows])
+    write_tables(output, COLUMNS, rows, lines)
+
+
+def protocols(runs, variants, output):
+    """output (markdown): the test perplexity of each variant's last checkpoint per protocol
+    (RUNS/<variant>/protocol_<block>_<context>/ and the run's own evaluation)."""
+    rows = []
+    for variant in variants:
+        run_dir = os.path.join(runs, variant)
+        found = glob.glob(os.path.join(run_dir, "protocol_*", "eval_test_checkpoint_last.json"))
+        found.append(os.path.join(run_dir, "eval_test_checkpoint_last.json"))
+        results = [r for r in map(read_json, found) if r]
+        for r in sorted(
+            results, key=lambda r: (r["tokens_per_sample"] - r["context_window"], r["context_window"])
+        ):
+            block, context = r["tokens_per_sample"], r["context_window"]
+            cells = [variant, str(block), str(context), str(block - context), f"{r['ppl']:.2f}"]
+            rows.append(cells + [f"{r['evaluated_tokens']:,}"])
+    if not rows:
+        raise ResultsError("no protocol results found")
+    header = [
+        *("variant", "eval-lm --tokens-per-sample", "--context-window", "scored per block"),
+        *("test ppl", "evaluated tokens"),
+    ]
+    lines = markdown_table(header, rows)
+    with open(output, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
