@@ -199,8 +199,12 @@ def test_installed_package_works_as_user_dir(toy_data, tmp_path):
     # with the fairseq-hydra-train configs (docs/hydra.md)
     shipped = sorted(f for f in os.listdir(os.path.join(PLUGIN_DIR, "config")) if f.endswith(".yaml"))
     assert shipped and sorted(os.listdir(installed / "config")) == shipped
+    # and the CPU allocator settings the ALT pipeline gives its runs (read at its import)
+    assert (installed / "cpu_allocator.env").read_bytes() == open(
+        os.path.join(PLUGIN_DIR, "cpu_allocator.env"), "rb"
+    ).read()
     # every subpackage of the checkout (the ALT pipeline's included), and its commands run
-    for package in ("alt", "cli", "criterions", "models", "modules"):
+    for package in ("alt", "cli", "criterions", "ct_analysis", "lm_results", "models", "modules"):
         ours = sorted(f for f in os.listdir(os.path.join(PLUGIN_DIR, package)) if f.endswith(".py"))
         assert sorted(f for f in os.listdir(installed / package) if f.endswith(".py")) == ours, package
     usage = run_cli(

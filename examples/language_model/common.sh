@@ -4,14 +4,13 @@ repo_root=$(cd "$lm_here/../.." && pwd)
 user_dir=$repo_root/fairseq_ctemp
 script_name=$(basename "$0")
 
-# PyTorch's transparent huge pages for its large CPU tensors: far fewer page faults on the
-# tokens x vocabulary tensors of every step, the same numbers (docs/speed.md); a value set wins
-export THP_MEM_ALLOC_ENABLE=${THP_MEM_ALLOC_ENABLE:-1}
-# glibc keeps freed memory in its heap instead of mapping the tensors above 32 MB afresh at every
-# step (and the kernel zeroing them): the same numbers, faster CPU steps (docs/speed.md); ignored
-# by other C libraries. Keep both in step with fairseq_ctemp/alt/common.py's CPU_ALLOCATOR_ENV.
-export MALLOC_MMAP_MAX_=${MALLOC_MMAP_MAX_:-0}
-export MALLOC_TRIM_THRESHOLD_=${MALLOC_TRIM_THRESHOLD_:-4294967296}
+# PyTorch's huge pages and glibc's heap settings: faster CPU steps, the same numbers; a value the
+# caller set wins (why, and who else reads them: fairseq_ctemp/cpu_allocator.env)
+while IFS='=' read -r allocator_name allocator_value; do
+  case $allocator_name in ''|'#'*) continue ;; esac
+  [ -n "${!allocator_name:-}" ] || export "$allocator_name=$allocator_value"
+done < "$user_dir/cpu_allocator.env"
+unset allocator_name allocator_value
 
 die() { echo "$script_name: error: $*" >&2; exit 1; }
 log() { echo "$script_name: $*" >&2; }

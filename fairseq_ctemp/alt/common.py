@@ -128,15 +128,15 @@ def tool(name, missing=None):
     return found
 
 
-# Faster CPU steps, the same numbers (docs/speed.md), unless the caller set them: PyTorch's
-# transparent huge pages for its large CPU tensors; glibc keeping freed memory in its heap instead of
-# mapping the tensors above 32 MB afresh at every step (other C libraries ignore these two). The LM
-# recipes' common.sh sets the same values.
-CPU_ALLOCATOR_ENV = {
-    "THP_MEM_ALLOC_ENABLE": "1",
-    "MALLOC_MMAP_MAX_": "0",
-    "MALLOC_TRIM_THRESHOLD_": "4294967296",
-}
+def read_cpu_allocator_env():
+    """{name: value} of cpu_allocator.env: the CPU allocator settings of the processes the recipes
+    start (why: that file)."""
+    with open(os.path.join(USER_DIR, "cpu_allocator.env"), encoding="utf-8") as f:
+        lines = [line.strip() for line in f]
+    return dict(line.split("=", 1) for line in lines if line and not line.startswith("#"))
+
+
+CPU_ALLOCATOR_ENV = read_cpu_allocator_env()
 
 
 def tool_env(threads=None, extra=None):
