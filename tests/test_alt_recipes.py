@@ -530,7 +530,7 @@ def test_table34_configurations():
         (2, 0.1, 0.1): 12.5,
         (2, 0.3, 0.1): 14,
     }
-    from fairseq_ctemp.alt.records import RunResult, SubsetEval, SystemRow, TrainingSummary
+    from fairseq_ctemp.alt.records import Experiment, RunResult, SubsetEval, SystemRow, TrainingSummary
 
     def scored(bleu):  # only the greedy BLEU is read
         row = SystemRow(
@@ -552,7 +552,7 @@ def test_table34_configurations():
         )
         for (t, ls, w), b in reversed(dev.items())
     ]
-    experiment = {"name": "en-vi.x", "exp": {"primary": [0.1, 0.0]}, "runs": runs}
+    experiment = Experiment("en-vi.x", "en-vi.x", {"primary": [0.1, 0.0]}, runs, pending=[])
     header, rows = alt_results.table34([experiment])
     got = [dict(zip(header, row)) for row in rows]
     winners = [
@@ -573,7 +573,7 @@ def test_table34_configurations():
         for name, key, n in winners
     ]
     # without the SEM runs, the SEM configurations search the same runs as the others: no rows
-    experiment["runs"] = [r for r in runs if r.sem_weight == 0]
+    experiment.runs = [r for r in runs if r.sem_weight == 0]
     assert [row[2] for row in alt_results.table34([experiment])[1]] == [
         "Default",
         "LS",

@@ -4,7 +4,7 @@
 import pytest
 
 from fairseq_ctemp.alt.common import AltError
-from fairseq_ctemp.alt.records import RunResult, TrainingSummary
+from fairseq_ctemp.alt.records import Comparison, Experiment, RunResult, TrainingSummary
 from fairseq_ctemp.alt.results import select
 
 
@@ -13,14 +13,19 @@ def experiment(name):
         training = TrainingSummary(0, "early stop", 10, 0, None, None, [])
         return RunResult(f"{variant}-run", "en-vi", variant, 1, 1.0, 0.1, 0.0, training)
 
-    return {
-        "name": name,
-        "runs": [run("transformer"), run("lstm"), run("fixed_lstm:2.25")],
-        "pending": [run("fixed_lstm:1.5")],
-        "compare": [{"variant": "lstm"}, {"variant": "fixed_lstm:2.25"}],
-        "final": {"t_opt": 2.0},
-        "posthoc": {"t": 1.2},
-    }
+    def comparison(variant):  # what select reads: the variant
+        return Comparison("en-vi", name, variant, 1.0, f"{variant}-run", "transformer-run", "valid", {}, {})
+
+    return Experiment(
+        name=name,
+        dir=name,
+        exp={},
+        runs=[run("transformer"), run("lstm"), run("fixed_lstm:2.25")],
+        pending=[run("fixed_lstm:1.5")],
+        compare=[comparison("lstm"), comparison("fixed_lstm:2.25")],
+        final="final.json",  # (select passes them on or drops them: any value will do)
+        posthoc={"t": 1.2},
+    )
 
 
 EXPERIMENTS = [experiment("en-vi.seed2"), experiment("en-vi")]
@@ -28,9 +33,9 @@ EXPERIMENTS = [experiment("en-vi.seed2"), experiment("en-vi")]
 
 def variants_of(e):
     return (
-        [r.variant for r in e["runs"]],
-        [r.variant for r in e["pending"]],
-        [c["variant"] for c in e["compare"]],
+        [r.variant for r in e.runs],
+        [r.variant for r in e.pending],
+        [c.variant for c in e.compare],
     )
 
 
@@ -39,7 +44,7 @@ def test_nothing_selected_keeps_everything():
 
 
 def test_experiments_by_name_in_the_directory_order():
-    assert [e["name"] for e in select(EXPERIMENTS, names=["en-vi", "en-vi.seed2"])] == [
+    assert [e.name for e in select(EXPERIMENTS, names=["en-vi", "en-vi.seed2"])] == [
         "en-vi.seed2",
         "en-vi",
     ]
@@ -55,10 +60,10 @@ def test_a_variant_name_matches_each_of_its_values_and_a_value_only_itself():
 
 def test_t_opt_and_the_posthoc_row_go_with_the_transformer():
     (without,) = select(EXPERIMENTS, names=["en-vi"], variants=["lstm"])
-    assert without["final"] is None and without["posthoc"] is None
+    assert without.final is None and without.posthoc is None
     (with_it,) = select(EXPERIMENTS, names=["en-vi"], variants=["transformer"])
-    assert with_it["final"] == {"t_opt": 2.0} and with_it["posthoc"] == {"t": 1.2}
-    assert EXPERIMENTS[1]["final"] == {"t_opt": 2.0}  # the loaded experiments are not changed
+    assert with_it.final == "final.json" and with_it.posthoc == {"t": 1.2}
+    assert EXPERIMENTS[1].final == "final.json"  # the loaded experiments are not changed
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,15 @@ import json
 import pytest
 
 from fairseq_ctemp.alt import results, systems
-from fairseq_ctemp.alt.records import RunResult, SubsetEval, SystemRow, TrainingSummary
+from fairseq_ctemp.alt.records import (
+    Experiment,
+    RunResult,
+    SubsetEval,
+    SystemRow,
+    Tempering,
+    TrainingSummary,
+    TunedSystem,
+)
 
 
 def system_row(bleu, chrf, k):  # what the systems do not read: placeholders
@@ -46,23 +54,23 @@ def run(tmp_path, exp, name, variant, t, seed, greedy, beam, ls=0.1, calibration
     )
 
 
+def tuned(bleu, chrf, k, lenpen):  # finalize's tuned beam (its greedy is not read here)
+    beam = SystemRow(
+        k, lenpen, bleu, chrf, decode_seconds=1.0, sentences_per_second=1.0, decoding_temperature=1.0
+    )
+    return TunedSystem(greedy=system_row(0.0, 0.0, 1), beam=beam)
+
+
 def experiment(name, runs, t_opt=None, posthoc=None):
     final = None
     if t_opt is not None:
-        final = {
-            "t_opt": t_opt,
-            "systems": {
-                "untempered": {"beam": {"bleu": 8.25, "chrf": 28.5, "beam": 6, "lenpen": 1.4}},
-                "tempered": {"beam": {"bleu": 7.87, "chrf": 27.5, "beam": 4, "lenpen": 1.2}},
-            },
-        }
-    return {
-        "name": name,
-        "exp": {"primary": [0.1, 0.0]},
-        "runs": runs,
-        "final": final,
-        "posthoc": posthoc,
-    }
+        final = Tempering(
+            *("en-vi", name, "mini", 0.1, 0.0, t_opt, "dev greedy BLEU among T != 1", {}, "valid", "valid"),
+            systems={"untempered": tuned(8.25, 28.5, 6, 1.4), "tempered": tuned(7.87, 27.5, 4, 1.2)},
+            speed={},
+            significance={},
+        )
+    return Experiment(name, name, {"primary": [0.1, 0.0]}, runs, [], final=final, posthoc=posthoc)
 
 
 @pytest.fixture
@@ -147,7 +155,7 @@ def test_a_failed_calibration_or_post_hoc_row_is_left_out(sweeps, tmp_path):
     (
         tmp_path / "en-vi.mini.spm2000.n4000" / "T1-ls0.1-sem0" / "eval" / "valid" / "calibration.json"
     ).write_text(json.dumps({"error": "non-finite logits"}))
-    sweeps[0]["posthoc"] = {"error": "no calibration"}
+    sweeps[0].posthoc = {"error": "no calibration"}
     ps = systems.points(sweeps)["en-vi.mini.spm2000.n4000"]
     assert [p["system"] for p in ps].count("T = 1 + post-hoc t*") == 0
     assert next(p for p in ps if p["system"] == "T = 1" and p["seed"] == 1)["ece"] is None

@@ -8,9 +8,18 @@ import os
 
 from .. import greedy_vs_beam as gvb
 from . import evaluate, posthoc
-from .common import Lock, RunFailed, fmt, load_experiment, read_config, read_json, say, write_json
+from .common import Lock, RunFailed, fmt, load_experiment, read_config, say, write_json
 from .presets import DEFAULT_VARIANT, baseline_variant
-from .records import read_run
+from .records import (
+    Comparison,
+    Decodings,
+    PairedTest,
+    SystemRow,
+    Tempering,
+    TunedSystem,
+    read_run,
+    read_tempering,
+)
 
 COMPARED = ("greedy", "beam")  # a variant against T=1: greedy, and beam --eval-beam (untuned, both)
 
@@ -74,8 +83,8 @@ def finalize(exp_dir, device):
     """Softmax tempering: T_opt (best dev greedy BLEU among T != 1) and T=1 in the primary (LS, SEM)
     group; beam and length penalty tuned on dev, greedy and tuned beam on test (dev without a test
     split), paired significance (sacrebleu), greedy / beam timings. Then every other variant's run
-    against its baseline's T=1 run (compare_variants). Returns final.json, or None if runs are
-    missing."""
+    against its baseline's T=1 run (compare_variants). Returns final.json's Tempering, or None if
+    runs are missing."""
     exp_dir = os.path.abspath(exp_dir)
     exp = load_experiment(exp_dir)
     group, variants = primary_runs(exp_dir, exp)
@@ -92,7 +101,7 @@ def paired_significance(baseline_dir, run_dir, subset, tokenize):
     significance = {}
     for system in COMPARED:
         try:
-            significance[system] = gvb.compare_systems(
+            paired = gvb.compare_systems(
                 os.path.join(baseline_dir, "eval", subset, "ref"),
                 os.path.join(baseline_dir, "eval", subset, f"{system}.hyp"),
                 os.path.join(run_dir, "eval", subset, f"{system}.hyp"),
@@ -102,6 +111,7 @@ def paired_significance(baseline_dir, run_dir, subset, tokenize):
             )
         except gvb.UsageError as e:
             raise RunFailed(f"significance test of {os.path.basename(run_dir)}: {e}") from None
+        significance[system] = PairedTest.from_dict(paired)
     return significance
 
 
@@ -136,30 +146,33 @@ def compare_variants(exp_dir, exp, run_dir):
     os.makedirs(final_dir, exist_ok=True)
     with Lock(final_dir, RunFailed):
         significance = paired_significance(baseline_dir, run_dir, subset, exp["bleu_tokenize"])
-        result = {
-            "direction": f"{exp['src']}-{exp['tgt']}",
-            "experiment": name,
-            "variant": config["variant"],
-            "temperature": config["temperature"],
-            "run": os.path.basename(run_dir),
-            "baseline": os.path.basename(baseline_dir),
-            "baseline_variant": baseline_variant(config["variant"]),
-            "scored_subset": subset,
-            "systems": {
-                "baseline": {s: dataclasses.asdict(getattr(baseline.eval[subset], s)) for s in COMPARED},
-                "variant": {s: dataclasses.asdict(getattr(run.eval[subset], s)) for s in COMPARED},
+        result = Comparison(
+            direction=f"{exp['src']}-{exp['tgt']}",
+            experiment=name,
+            variant=config["variant"],
+            temperature=config["temperature"],
+            run=os.path.basename(run_dir),
+            baseline=os.path.basename(baseline_dir),
+            baseline_variant=baseline_variant(config["variant"]),
+            scored_subset=subset,
+            systems={
+                "baseline": decodings(baseline.eval[subset]),
+                "variant": decodings(run.eval[subset]),
             },
-            "significance": significance,
-        }
-        write_json(comparison_path(exp_dir, run_dir), result)
-    versus = f"{result['baseline_variant']} T=1"
+            significance=significance,
+        )
+        write_json(comparison_path(exp_dir, run_dir), dataclasses.asdict(result))
+    v, b = result.systems["variant"], result.systems["baseline"]
     say(
-        f"{name}: {config['variant']} {subset} BLEU greedy {result['systems']['variant']['greedy']['bleu']:.2f}"
-        f" vs {result['systems']['baseline']['greedy']['bleu']:.2f} ({versus}, p = "
-        f"{significance['greedy']['bleu']['p_value']:.4f}), beam "
-        f"{result['systems']['variant']['beam']['bleu']:.2f} vs "
-        f"{result['systems']['baseline']['beam']['bleu']:.2f} (p = {significance['beam']['bleu']['p_value']:.4f})"
+        f"{name}: {config['variant']} {subset} BLEU greedy {v.greedy.bleu:.2f} vs {b.greedy.bleu:.2f} "
+        f"({result.baseline_variant} T=1, p = {significance['greedy'].bleu.p_value:.4f}), beam "
+        f"{v.beam.bleu:.2f} vs {b.beam.bleu:.2f} (p = {significance['beam'].bleu.p_value:.4f})"
     )
+
+
+def decodings(subset_eval):
+    """The greedy and beam rows of a run's evaluation on one subset (records.SubsetEval)."""
+    return Decodings(greedy=subset_eval.greedy, beam=subset_eval.beam)
 
 
 def tempering(exp_dir, exp, group, device, quiet=False):
@@ -167,7 +180,7 @@ def tempering(exp_dir, exp, group, device, quiet=False):
     other T (it compares model variants only)."""
     final_dir = os.path.join(exp_dir, "final")
     if os.path.exists(os.path.join(final_dir, "final.json")):
-        return read_json(os.path.join(final_dir, "final.json"))
+        return read_tempering(exp_dir)
     ls, sem = exp["primary"]
     if 1.0 not in group or len(group) < 2:
         if quiet and (1.0 in group or not group):  # a sweep of variants only: nothing to temper
@@ -189,26 +202,27 @@ def tempering(exp_dir, exp, group, device, quiet=False):
     with Lock(final_dir, RunFailed):
         systems, speed = tuned_systems(final_dir, exp, group, subset, t_opt, device)
         significance = tempering_significance(final_dir, exp, systems)
-        result = {
-            "direction": f"{exp['src']}-{exp['tgt']}",
-            "experiment": os.path.basename(exp_dir),
-            "preset": exp["preset"],
-            "label_smoothing": ls,
-            "sem_weight": sem,
-            "t_opt": t_opt,
-            "t_opt_chosen_by": "dev greedy BLEU among T != 1",
-            "dev_greedy_bleu": {fmt(t): r.eval["valid"].greedy.bleu for t, r in sorted(runs.items())},
-            "scored_subset": subset,
-            "tuned_on": "valid",
-            "systems": systems,
-            "speed": speed,
-            "significance": significance,
-        }
-        write_json(os.path.join(final_dir, "final.json"), result)
+        result = Tempering(
+            direction=f"{exp['src']}-{exp['tgt']}",
+            experiment=os.path.basename(exp_dir),
+            preset=exp["preset"],
+            label_smoothing=ls,
+            sem_weight=sem,
+            t_opt=t_opt,
+            t_opt_chosen_by="dev greedy BLEU among T != 1",
+            dev_greedy_bleu={fmt(t): r.eval["valid"].greedy.bleu for t, r in sorted(runs.items())},
+            scored_subset=subset,
+            tuned_on="valid",
+            systems=systems,
+            speed=speed,
+            significance=significance,
+        )
+        write_json(os.path.join(final_dir, "final.json"), dataclasses.asdict(result))
+        tempered, untempered = systems["tempered"], systems["untempered"]
         say(
             f"{os.path.basename(exp_dir)}: T_opt = {fmt(t_opt)}; {subset} BLEU greedy "
-            f"{systems['tempered']['greedy']['bleu']:.2f} vs {systems['untempered']['greedy']['bleu']:.2f} (T=1), "
-            f"tuned beam {systems['tempered']['beam']['bleu']:.2f} vs {systems['untempered']['beam']['bleu']:.2f}"
+            f"{tempered.greedy.bleu:.2f} vs {untempered.greedy.bleu:.2f} (T=1), "
+            f"tuned beam {tempered.beam.bleu:.2f} vs {untempered.beam.bleu:.2f}"
         )
         return result
 
@@ -226,14 +240,14 @@ def tuned_systems(final_dir, exp, group, subset, t_opt, device):
             exp["eval_beam"],
             grid=(exp["grid_beams"], exp["grid_lenpens"]),
         )
-        systems[label] = {
-            "temperature": t,
-            "greedy": evaluate.system_row(tuned, "greedy"),
-            "beam": evaluate.system_row(tuned, "beam"),
-            "files": tuned.files,
-            "grid": evaluate.grid_rows(tuned),
-            "signature": tuned.signatures["bleu"],
-        }
+        systems[label] = TunedSystem(
+            greedy=SystemRow.of(tuned.systems["greedy"]),
+            beam=SystemRow.of(tuned.systems["beam"]),
+            temperature=t,
+            files=tuned.files,
+            grid=evaluate.grid_rows(tuned),
+            signature=tuned.signatures["bleu"],
+        )
         speed[label] = {"temperature": t, "greedy_seconds": tuned.systems["greedy"].decode_seconds}
         for beam in exp["speed_beams"]:
             timed = decoder.greedy_vs_beam(
@@ -254,8 +268,9 @@ def tempering_significance(final_dir, exp, systems):
     }
     for name, (base, base_file, other, other_file) in comparisons.items():
         path = os.path.join(final_dir, f"significance-{name}.json")
-        files = systems[base]["files"]
-        significance[name] = evaluate.paired_test(
-            path, files["ref"], files[base_file], systems[other]["files"][other_file], exp
+        files = systems[base].files
+        paired = evaluate.paired_test(
+            path, files["ref"], files[base_file], systems[other].files[other_file], exp
         )
+        significance[name] = PairedTest.from_dict(paired)
     return significance

@@ -20,6 +20,7 @@ import os
 from .. import calibration
 from . import evaluate
 from .common import Lock, RunFailed, fmt, prepared, read_json, say, write_json
+from .records import Decodings, SystemRow, read_tempering
 
 CALIBRATION = "calibration.json"  # in RUN_DIR/eval/<subset>/, next to the decoding's result.json
 POSTHOC = "posthoc.json"  # in EXPERIMENT/final/
@@ -120,7 +121,7 @@ def finalize(exp_dir, exp, group, device):
     final_dir = os.path.join(exp_dir, "final")
     if os.path.exists(os.path.join(final_dir, POSTHOC)):
         return read_json(os.path.join(final_dir, POSTHOC))
-    final = read_json(os.path.join(final_dir, "final.json"))
+    final = read_tempering(exp_dir)
     if final is None:
         return None
     with Lock(final_dir, RunFailed):
@@ -129,7 +130,7 @@ def finalize(exp_dir, exp, group, device):
 
 def posthoc_row(exp_dir, exp, group, device, final):
     name, final_dir = os.path.basename(exp_dir), os.path.join(exp_dir, "final")
-    subset, t_opt = final["scored_subset"], final["t_opt"]
+    subset, t_opt = final.scored_subset, final.t_opt
     dirs = {"untempered": group[1.0], "tempered": group[t_opt]}
     runs = ready_calibrations(name, final_dir, exp, dirs)
     if runs is None:
@@ -174,7 +175,7 @@ def posthoc_row(exp_dir, exp, group, device, final):
         "calibration": posthoc_calibration,
     }
     result = {
-        "direction": final["direction"],
+        "direction": final.direction,
         "experiment": name,
         "scored_subset": subset,
         "tuned_on": "valid",
@@ -341,43 +342,49 @@ def table(experiments):
     ]
     rows = []
     for e in experiments:
-        f, p = e.get("final"), e.get("posthoc")
+        f, p = e.final, e.posthoc
         if f is None or p is None or "error" in p:
             continue
-        sig, own = f["significance"], p["significance"]
+        sig, own = f.significance, p["significance"]
         pvalue = {
             "untempered": ("", "", "", ""),
             "tempered": (
-                sig["greedy"]["bleu"]["p_value"],
-                sig["beam"]["bleu"]["p_value"],
+                sig["greedy"].bleu.p_value,
+                sig["beam"].bleu.p_value,
                 "",
                 "",
             ),
             "posthoc": tuple(own[k]["bleu"]["p_value"] for k in COMPARISONS),
         }
         for key, label in SYSTEMS:
-            s = f["systems"][key] if key != "posthoc" else p["systems"]["posthoc"]
+            s = f.systems[key] if key != "posthoc" else posthoc_decodings(p)
             c = p["systems"][key]["calibration"]
             t = p["systems"][key]["temperature"]
             rows.append(
                 [
-                    f["direction"],
-                    e["name"],
-                    "test" if f["scored_subset"] == "test" else "dev (tuned on dev too)",
+                    f.direction,
+                    e.name,
+                    "test" if f.scored_subset == "test" else "dev (tuned on dev too)",
                     label if key != "tempered" else f"T_opt = {fmt(t)}",
                     f"{t:.4g}",
                     nats(c["valid"]["nll"]),
                     percent(c["valid"]["ece"]),
                     nats(c["test"]["nll"]) if "test" in c else "",
                     percent(c["test"]["ece"]) if "test" in c else "",
-                    f"{s['greedy']['bleu']:.2f}",
-                    f"{s['greedy']['chrf']:.2f}",
-                    f"{s['beam']['bleu']:.2f} ({s['beam']['beam']}, {fmt(s['beam']['lenpen'])})",
-                    f"{s['beam']['chrf']:.2f}",
+                    f"{s.greedy.bleu:.2f}",
+                    f"{s.greedy.chrf:.2f}",
+                    f"{s.beam.bleu:.2f} ({s.beam.beam}, {fmt(s.beam.lenpen)})",
+                    f"{s.beam.chrf:.2f}",
                 ]
                 + [x if x == "" else f"{x:.4f}" for x in pvalue[key]]
             )
     return header, rows
+
+
+def posthoc_decodings(posthoc):
+    """The greedy and tuned beam rows of the post-hoc system of a posthoc.json."""
+    system = posthoc["systems"]["posthoc"]
+    return Decodings(greedy=SystemRow.from_dict(system["greedy"]), beam=SystemRow.from_dict(system["beam"]))
 
 
 def report(experiments, out, markdown_table, write_csv):
@@ -396,10 +403,10 @@ def report(experiments, out, markdown_table, write_csv):
         "Greedy output cannot change with t (the argmax of softmax(D/t) does not depend on t).\n",
     ]
     for e in experiments:
-        if e.get("final") is not None and e.get("posthoc") is not None and "error" not in e["posthoc"]:
+        if e.final is not None and e.posthoc is not None and "error" not in e.posthoc:
             try:
-                png = f"reliability.{e['name']}.png"
-                plot_reliability(e["posthoc"], os.path.join(out, png))
+                png = f"reliability.{e.name}.png"
+                plot_reliability(e.posthoc, os.path.join(out, png))
                 md.append(f"![{png}]({png})\n")
             except ImportError:
                 pass

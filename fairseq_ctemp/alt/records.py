@@ -1,11 +1,14 @@
-"""The typed records of a run of the ALT pipeline: what its train.json and run.json hold, one
-definition each, written with their field names (dataclasses.asdict) and read back with from_dict
-(files of older sweeps lack the fields added since: they get the defaults)."""
+"""The typed records of the ALT pipeline: what a run's train.json and run.json hold, what an
+experiment's final/final.json and final/compare-<run>.json hold, and an experiment as
+ctemp-alt-results loads it; one definition each, written with their field names
+(dataclasses.asdict) and read back with from_dict (files of older sweeps lack the fields added
+since: they get the defaults)."""
 
 import dataclasses
+import glob
 import os
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from .common import read_config, read_json
 
@@ -47,6 +50,10 @@ class SystemRow:
     def of(cls, system):
         return cls(**{f.name: getattr(system, f.name) for f in dataclasses.fields(cls)})
 
+    @classmethod
+    def from_dict(cls, d):
+        return cls(**known(cls, d))
+
 
 @dataclass
 class CalibrationRow:
@@ -74,8 +81,8 @@ class SubsetEval:
         return cls(
             **{
                 **d,
-                "greedy": SystemRow(**known(SystemRow, d["greedy"])),
-                "beam": SystemRow(**known(SystemRow, d["beam"])),
+                "greedy": SystemRow.from_dict(d["greedy"]),
+                "beam": SystemRow.from_dict(d["beam"]),
                 "calibration": CalibrationRow(**known(CalibrationRow, calibration)) if calibration else None,
             }
         )
@@ -115,6 +122,131 @@ class RunResult:
         )
 
 
+@dataclass
+class PairedScores:
+    """One metric of a paired test: the baseline's score, the system's, and the p-value."""
+
+    baseline: float
+    system: float
+    p_value: float
+
+
+@dataclass
+class PairedTest:
+    """Paired bootstrap of two hypothesis files (greedy_vs_beam.compare_systems, sacrebleu)."""
+
+    bleu: PairedScores
+    chrf: PairedScores
+    test: str = "bs"
+    n_samples: Optional[int] = None
+    identical: Optional[bool] = None
+    signatures: Dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d):
+        d = known(cls, d)
+        metrics = {m: PairedScores(**known(PairedScores, d[m])) for m in ("bleu", "chrf")}
+        return cls(**{**d, **metrics})
+
+
+@dataclass
+class Decodings:
+    """One model's greedy and beam decoding of the scored subset."""
+
+    greedy: SystemRow
+    beam: SystemRow
+
+    @classmethod
+    def from_dict(cls, d):
+        d = known(cls, d)
+        return cls(
+            **{**d, "greedy": SystemRow.from_dict(d["greedy"]), "beam": SystemRow.from_dict(d["beam"])}
+        )
+
+
+@dataclass
+class TunedSystem(Decodings):
+    """T = 1 or T_opt in final.json: greedy, and the beam and length penalty tuned on dev."""
+
+    temperature: float = 1.0
+    files: Dict[str, str] = field(default_factory=dict)  # ref, greedy.hyp, beam.hyp
+    grid: List[Dict[str, Any]] = field(default_factory=list)  # the dev grid, one system per setting
+    signature: str = ""  # sacrebleu's BLEU signature
+
+
+@dataclass
+class Tempering:
+    """T_opt against T = 1 in an experiment's primary (LS, SEM) group (final/final.json)."""
+
+    direction: str
+    experiment: str
+    preset: str
+    label_smoothing: float
+    sem_weight: float
+    t_opt: float
+    t_opt_chosen_by: str
+    dev_greedy_bleu: Dict[str, float]  # of each T
+    scored_subset: str  # "test", or "valid" without a test split
+    tuned_on: str
+    systems: Dict[str, TunedSystem]  # "untempered" (T = 1), "tempered" (T_opt)
+    # per system: temperature, greedy_seconds, beam<k>_seconds, greedy_seconds_with_beam<k>
+    speed: Dict[str, Dict[str, float]]
+    significance: Dict[str, PairedTest]  # greedy, beam, tempered_greedy_vs_untempered_beam
+
+    @classmethod
+    def from_dict(cls, d):
+        d = known(cls, d)
+        return cls(
+            **{
+                **d,
+                "systems": {k: TunedSystem.from_dict(v) for k, v in d["systems"].items()},
+                "significance": {k: PairedTest.from_dict(v) for k, v in d["significance"].items()},
+            }
+        )
+
+
+@dataclass
+class Comparison:
+    """A model variant's run against its baseline variant's T = 1 run (final/compare-<run>.json)."""
+
+    direction: str
+    experiment: str
+    variant: str
+    temperature: float
+    run: str
+    baseline: str  # the baseline's run
+    scored_subset: str
+    systems: Dict[str, Decodings]  # "baseline", "variant"
+    significance: Dict[str, PairedTest]  # greedy, beam
+    baseline_variant: str = "transformer"  # (comparisons written before each variant had its own)
+
+    @classmethod
+    def from_dict(cls, d):
+        d = known(cls, d)
+        return cls(
+            **{
+                **d,
+                "systems": {k: Decodings.from_dict(v) for k, v in d["systems"].items()},
+                "significance": {k: PairedTest.from_dict(v) for k, v in d["significance"].items()},
+            }
+        )
+
+
+@dataclass
+class Experiment:
+    """An experiment of a working directory as ctemp-alt-results loads it."""
+
+    name: str
+    dir: str
+    exp: Dict[str, Any]  # its experiment.json: the sweep's settings
+    runs: List[RunResult]  # finished
+    pending: List[RunResult]  # still training: their training so far, no eval
+    test: str = "test"  # what its tables call the test split ("carved test")
+    final: Optional[Tempering] = None
+    posthoc: Optional[Dict[str, Any]] = None  # final/posthoc.json (posthoc.py)
+    compare: List[Comparison] = field(default_factory=list)
+
+
 def known(cls, d):
     """The entries of d that are fields of cls (files written by newer versions may hold more)."""
     names = {f.name for f in dataclasses.fields(cls)}
@@ -127,3 +259,15 @@ def read_run(run_dir):
     if d is None:
         return None
     return RunResult.from_dict(d, run_dir, read_config(os.path.join(run_dir, "config.json")))
+
+
+def read_tempering(exp_dir):
+    """An experiment's final/final.json (Tempering), or None while there is none."""
+    d = read_json(os.path.join(exp_dir, "final", "final.json"))
+    return None if d is None else Tempering.from_dict(d)
+
+
+def read_comparisons(exp_dir):
+    """An experiment's final/compare-<run>.json (Comparison), by file name."""
+    paths = sorted(glob.glob(os.path.join(exp_dir, "final", "compare-*.json")))
+    return [Comparison.from_dict(read_json(path)) for path in paths]

@@ -3,6 +3,7 @@
 tool wrote that one (its MARKER file lists the files) and it holds nothing else."""
 
 import csv
+import dataclasses
 import glob
 import io
 import os
@@ -13,7 +14,7 @@ from ..progress import progress_bar
 from . import posthoc, systems
 from .common import AltError, fmt, read_config, read_json
 from .presets import DEFAULT_VARIANT, VARIANTS
-from .records import RunResult, read_run
+from .records import Experiment, RunResult, read_comparisons, read_run, read_tempering
 from .training import training_steps, training_summary, validations
 
 MARKER = ".alt_results"  # in every OUT this tool writes: the names of the files it wrote
@@ -58,20 +59,17 @@ def load(work):
         for group in (runs, pending):
             group.sort(key=run_order)
         experiments.append(
-            {
-                "name": os.path.basename(exp_dir),
-                "dir": exp_dir,
-                "exp": exp,
-                "runs": runs,
-                "pending": pending,
-                "test": test_name(exp_dir, exp),
-                "final": read_json(os.path.join(exp_dir, "final", "final.json")),
-                "posthoc": posthoc.load(exp_dir),
-                "compare": [
-                    read_json(path)
-                    for path in sorted(glob.glob(os.path.join(exp_dir, "final", "compare-*.json")))
-                ],
-            }
+            Experiment(
+                name=os.path.basename(exp_dir),
+                dir=exp_dir,
+                exp=exp,
+                runs=runs,
+                pending=pending,
+                test=test_name(exp_dir, exp),
+                final=read_tempering(exp_dir),
+                posthoc=posthoc.load(exp_dir),
+                compare=read_comparisons(exp_dir),
+            )
         )
     return experiments
 
@@ -91,14 +89,14 @@ def select(experiments, names=None, variants=None):
     comparisons of `variants` (all when None; NAME matches every NAME:VALUE); T_opt's tuning and the
     post-hoc row belong to the transformer variant and go with it. Unknown names raise AltError."""
     if names is not None:
-        known = [e["name"] for e in experiments]
+        known = [e.name for e in experiments]
         unknown = [n for n in names if n not in known]
         if unknown:
             raise AltError(
                 f"--experiments: no experiment {', '.join(unknown)} in the working directory "
                 f"(it has: {', '.join(known)})"
             )
-        experiments = [e for e in experiments if e["name"] in names]
+        experiments = [e for e in experiments if e.name in names]
     if variants is None:
         return experiments
     unknown = [v for v in variants if v.partition(":")[0] not in VARIANTS]
@@ -110,14 +108,14 @@ def select(experiments, names=None, variants=None):
 
     with_default = DEFAULT_VARIANT in variants
     return [
-        e
-        | {
-            "runs": [r for r in e["runs"] if wanted(r.variant)],
-            "pending": [r for r in e["pending"] if wanted(r.variant)],
-            "compare": [c for c in e["compare"] if wanted(c["variant"])],
-            "final": e["final"] if with_default else None,
-            "posthoc": e["posthoc"] if with_default else None,
-        }
+        dataclasses.replace(
+            e,
+            runs=[r for r in e.runs if wanted(r.variant)],
+            pending=[r for r in e.pending if wanted(r.variant)],
+            compare=[c for c in e.compare if wanted(c.variant)],
+            final=e.final if with_default else None,
+            posthoc=e.posthoc if with_default else None,
+        )
         for e in experiments
     ]
 
@@ -170,8 +168,8 @@ def markdown_table(header, rows):
 
 
 def table1(experiments):
-    finals = [e for e in experiments if e["final"] is not None]
-    beams = sorted({b for e in finals for b in e["exp"]["speed_beams"]})
+    finals = [e for e in experiments if e.final is not None]
+    beams = sorted({b for e in finals for b in e.exp["speed_beams"]})
     header = (
         [
             "direction",
@@ -192,10 +190,10 @@ def table1(experiments):
     )
     rows = []
     for e in finals:
-        f = e["final"]
-        u, t = f["systems"]["untempered"], f["systems"]["tempered"]
-        sig, speed = f["significance"], f["speed"]["tempered"]
-        subset = e.get("test", "test") if f["scored_subset"] == "test" else "dev (tuned on dev too)"
+        f = e.final
+        u, t = f.systems["untempered"], f.systems["tempered"]
+        sig, speed = f.significance, f.speed["tempered"]
+        subset = e.test if f.scored_subset == "test" else "dev (tuned on dev too)"
         ratio = (
             (speed.get(f"beam{beams[-1]}_seconds") or 0) / speed[f"greedy_seconds_with_beam{beams[-1]}"]
             if beams and speed.get(f"greedy_seconds_with_beam{beams[-1]}")
@@ -203,18 +201,17 @@ def table1(experiments):
         )
         rows.append(
             [
-                f["direction"],
-                e["name"],
+                f.direction,
+                e.name,
                 subset,
-                fmt(f["t_opt"]),
-                num(u["greedy"]["bleu"]),
-                f"{num(u['beam']['bleu'])} ({u['beam']['beam']}, {fmt(u['beam']['lenpen'])})",
-                num(t["greedy"]["bleu"]) + p_mark(sig["greedy"]["bleu"]["p_value"]),
-                f"{num(t['beam']['bleu'])}{p_mark(sig['beam']['bleu']['p_value'])} "
-                f"({t['beam']['beam']}, {fmt(t['beam']['lenpen'])})",
-                num(sig["greedy"]["bleu"]["p_value"], 4),
-                num(sig["beam"]["bleu"]["p_value"], 4),
-                num(sig["tempered_greedy_vs_untempered_beam"]["bleu"]["p_value"], 4),
+                fmt(f.t_opt),
+                num(u.greedy.bleu),
+                f"{num(u.beam.bleu)} ({u.beam.beam}, {fmt(u.beam.lenpen)})",
+                num(t.greedy.bleu) + p_mark(sig["greedy"].bleu.p_value),
+                f"{num(t.beam.bleu)}{p_mark(sig['beam'].bleu.p_value)} ({t.beam.beam}, {fmt(t.beam.lenpen)})",
+                num(sig["greedy"].bleu.p_value, 4),
+                num(sig["beam"].bleu.p_value, 4),
+                num(sig["tempered_greedy_vs_untempered_beam"].bleu.p_value, 4),
                 num(speed["greedy_seconds"]),
             ]
             + [num(speed.get(f"beam{b}_seconds")) for b in beams]
@@ -251,7 +248,7 @@ def runs_table(experiments):
     ]
     rows = []
     for e in experiments:
-        for r in e["runs"]:
+        for r in e.runs:
             ev, tr = r.eval, r.training
             test = ev.get("test")
             rows.append(
@@ -267,14 +264,14 @@ def runs_table(experiments):
                     num(test.greedy.chrf) if test else "",
                     ev["valid"].beam.beam,
                     *posthoc.run_cells(r.dir),
-                    e.get("test", "test") if test else "",
+                    e.test if test else "",
                     num(tr.last_session_seconds, 0),
                     num(train_words_per_second(r.dir), 0),
                     tr.code or "",
                     tr.torch or "",
                 ]
             )
-        for r in e["pending"]:
+        for r in e.pending:
             tr = r.training
             rows.append(
                 [
@@ -290,7 +287,7 @@ def runs_table(experiments):
 def settings_cells(e, r):
     """The first cells of a run's row in runs.csv, finished or not: what it is and its updates."""
     return [
-        e["name"],
+        e.name,
         r.direction,
         r.variant,
         fmt(r.temperature),
@@ -322,10 +319,10 @@ def table34(experiments):
     ]
     rows = []
     for e in experiments:
-        runs = tempered(e["runs"])
+        runs = tempered(e.runs)
         if not runs:
             continue
-        ls0, sem0 = e["exp"]["primary"]
+        ls0, sem0 = e.exp["primary"]
         searched = set()
         for name, t_free, ls_free, sem_free in CONFIGS:
             candidates = [
@@ -340,11 +337,11 @@ def table34(experiments):
                 continue  # a configuration the sweep does not vary beyond an earlier row
             searched.add(key)
             best = max(candidates, key=lambda r: r.eval["valid"].greedy.bleu)
-            subset, ev = scored(best, e.get("test", "test"))
+            subset, ev = scored(best, e.test)
             rows.append(
                 [
                     best.direction,
-                    e["name"],
+                    e.name,
                     name,
                     num(ev.greedy.bleu),
                     subset,
@@ -380,26 +377,26 @@ def variants_table(experiments):
     ]
     rows = []
     for e in experiments:
-        for c in e["compare"]:
-            v, b, sig = c["systems"]["variant"], c["systems"]["baseline"], c["significance"]
+        for c in e.compare:
+            v, b, sig = c.systems["variant"], c.systems["baseline"], c.significance
             rows.append(
                 [
-                    c["direction"],
-                    e["name"],
-                    c["variant"],
-                    fmt(c["temperature"]),
-                    c["run"],
-                    c.get("baseline_variant", "transformer"),  # (comparisons before baselines per variant)
-                    e.get("test", "test") if c["scored_subset"] == "test" else "dev",
-                    num(v["greedy"]["bleu"]) + p_mark(sig["greedy"]["bleu"]["p_value"]),
-                    num(b["greedy"]["bleu"]),
-                    num(sig["greedy"]["bleu"]["p_value"], 4),
-                    num(v["beam"]["bleu"]) + p_mark(sig["beam"]["bleu"]["p_value"]),
-                    num(b["beam"]["bleu"]),
-                    num(sig["beam"]["bleu"]["p_value"], 4),
-                    v["beam"]["beam"],
-                    num(v["greedy"]["chrf"]),
-                    num(b["greedy"]["chrf"]),
+                    c.direction,
+                    e.name,
+                    c.variant,
+                    fmt(c.temperature),
+                    c.run,
+                    c.baseline_variant,
+                    e.test if c.scored_subset == "test" else "dev",
+                    num(v.greedy.bleu) + p_mark(sig["greedy"].bleu.p_value),
+                    num(b.greedy.bleu),
+                    num(sig["greedy"].bleu.p_value, 4),
+                    num(v.beam.bleu) + p_mark(sig["beam"].bleu.p_value),
+                    num(b.beam.bleu),
+                    num(sig["beam"].bleu.p_value, 4),
+                    v.beam.beam,
+                    num(v.greedy.chrf),
+                    num(b.greedy.chrf),
                 ]
             )
     return header, rows
@@ -420,27 +417,27 @@ def plots(e, out):
     import matplotlib.pyplot as plt
 
     made = []
-    ls0, sem0 = e["exp"]["primary"]
-    everything = e["runs"] + e["pending"]
+    ls0, sem0 = e.exp["primary"]
+    everything = e.runs + e.pending
     in_primary = [r for r in everything if r.label_smoothing == ls0 and r.sem_weight == sem0]
     curve_runs = sorted(in_primary or everything, key=run_order)
     # each train.log is parsed once, for the learning curves and the entropy / gradient-norm plots
     logs = {r.name: training_steps(r.dir) for r in curve_runs}
     made.append(learning_curves(plt, e, curve_runs, logs, out))
-    if not e["runs"]:
+    if not e.runs:
         return [name for name in made if name]
     # the sweeps over T, LS and SEM; the other variants are at the primary LS and SEM only: their
     # own lines (or points) in the plot against T
-    variants = [r for r in e["runs"] if r.variant != DEFAULT_VARIANT]
+    variants = [r for r in e.runs if r.variant != DEFAULT_VARIANT]
     primary_variants = [r for r in variants if r.label_smoothing == ls0 and r.sem_weight == sem0]
     for axis_key, fixed_keys, xlabel, tag, points in (
         ("temperature", ("label_smoothing", "sem_weight"), TEMPERATURE_AXIS, "T", primary_variants),
         ("label_smoothing", ("temperature", "sem_weight"), "label smoothing", "LS", ()),
         ("sem_weight", ("temperature", "label_smoothing"), "SEM weight", "SEM", ()),
     ):
-        name = f"bleu_vs_{tag}.{e['name']}.png"
+        name = f"bleu_vs_{tag}.{e.name}.png"
         made.append(sweep_plot(plt, e, (axis_key, fixed_keys, xlabel), os.path.join(out, name), points))
-    group = [r for r in e["runs"] if r.label_smoothing == ls0 and r.sem_weight == sem0] or e["runs"]
+    group = [r for r in e.runs if r.label_smoothing == ls0 and r.sem_weight == sem0] or e.runs
     logs = {r.name: logs.get(r.name) or training_steps(r.dir) for r in group}
     if any(logs.values()):
         made += training_plots(plt, e, group, logs, out)
@@ -457,14 +454,14 @@ def sweep_plot(plt, e, axis, path, points=()):
     variant. Returns the PNG's file name, None when there is nothing to plot."""
     axis_key, fixed_keys, xlabel = axis
     groups = {}
-    for r in tempered(e["runs"]):
+    for r in tempered(e.runs):
         groups.setdefault(tuple(getattr(r, k) for k in fixed_keys), []).append(r)
     groups = {  # one run is a line only beside the other variants' points
         k: sorted(v, key=lambda r: getattr(r, axis_key)) for k, v in groups.items() if len(v) >= 2 or points
     }
     if not groups and not points:
         return None
-    subsets = ["valid"] + (["test"] if any("test" in r.eval for r in e["runs"]) else [])
+    subsets = ["valid"] + (["test"] if any("test" in r.eval for r in e.runs) else [])
     fig, axes = plt.subplots(1, len(subsets), figsize=(5.5 * len(subsets), 4), squeeze=False)
     for ax, subset in zip(axes[0], subsets):
         for i, (key, group) in enumerate(sorted(groups.items())):
@@ -473,7 +470,7 @@ def sweep_plot(plt, e, axis, path, points=()):
         plot_variants(ax, [r for r in points if subset in r.eval], subset, axis_key, len(groups))
         ax.set_xlabel(xlabel)
         ax.set_ylabel(f"{SUBSET_LABEL[subset]} BLEU")
-        ax.set_title(f"{e['name']}: {SUBSET_LABEL[subset]}")
+        ax.set_title(f"{e.name}: {SUBSET_LABEL[subset]}")
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
@@ -520,15 +517,15 @@ def plot_variants(ax, points, subset, axis_key, first_color):
 
 def training_plots(plt, e, group, logs, out):
     """Entropy and gradient norm over the training batches of the primary runs."""
-    ls0, sem0 = e["exp"]["primary"]
+    ls0, sem0 = e.exp["primary"]
     made = []
     entropy = [
         ("entropy", "entropy of softmax(D/T) (bits)"),
         ("entropy_untempered", "entropy of softmax(D) (bits)"),
     ]
     for panels, name in (
-        (entropy, f"entropy.{e['name']}.png"),
-        ([("gnorm", "gradient norm")], f"gnorm.{e['name']}.png"),
+        (entropy, f"entropy.{e.name}.png"),
+        ([("gnorm", "gradient norm")], f"gnorm.{e.name}.png"),
     ):
         fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
         for ax, (field, ylabel) in zip(axes[0], panels):
@@ -545,7 +542,7 @@ def training_plots(plt, e, group, logs, out):
             ax.grid(alpha=0.3)
             if ax.get_legend_handles_labels()[0]:
                 ax.legend(fontsize=7)
-        fig.suptitle(f"{e['name']} (LS {fmt(ls0)}, SEM {fmt(sem0)}): training batches")
+        fig.suptitle(f"{e.name} (LS {fmt(ls0)}, SEM {fmt(sem0)}): training batches")
         save_figure(plt, fig, os.path.join(out, name))
         made.append(name)
     return made
@@ -569,7 +566,7 @@ def learning_curves(plt, e, group, logs, out):
     points go to curves.<experiment>.csv too (one row per point: CURVE_COLUMNS, series = the
     panel's axis label)."""
     valid_logs = {r.name: validations(r.dir) for r in group}
-    pending = {r.name for r in e["pending"]}
+    pending = {r.name for r in e.pending}
     panels = [
         (valid_logs, "valid_bleu", "dev BLEU (greedy, validation)"),
         (valid_logs, "valid_nll_loss", "dev NLL of softmax(D/T) (bits/token)"),
@@ -606,13 +603,13 @@ def learning_curves(plt, e, group, logs, out):
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
-    ls0, sem0 = e["exp"]["primary"]
-    fig.suptitle(f"{e['name']} (LS {fmt(ls0)}, SEM {fmt(sem0)}): learning curves (* best validation)")
+    ls0, sem0 = e.exp["primary"]
+    fig.suptitle(f"{e.name} (LS {fmt(ls0)}, SEM {fmt(sem0)}): learning curves (* best validation)")
     fig.tight_layout()
-    name = f"curves.{e['name']}.png"
+    name = f"curves.{e.name}.png"
     fig.savefig(os.path.join(out, name), dpi=110)
     plt.close(fig)
-    write_csv(os.path.join(out, f"curves.{e['name']}.csv"), CURVE_COLUMNS, points)
+    write_csv(os.path.join(out, f"curves.{e.name}.csv"), CURVE_COLUMNS, points)
     return name
 
 
@@ -662,12 +659,12 @@ def report(experiments, out):
             "median of fairseq's logged target words/s (validations excluded).\n\n"
         )
     for e in progress_bar(experiments, "plots"):
-        md.write(f"## {e['name']}\n\n")
-        if e["pending"]:
-            md.write(f"Not finished: {', '.join(r.name for r in e['pending'])}\n\n")
+        md.write(f"## {e.name}\n\n")
+        if e.pending:
+            md.write(f"Not finished: {', '.join(r.name for r in e.pending)}\n\n")
         for png in plots(e, out):
             md.write(f"![{png}]({png})\n\n")
-        signatures = sorted({ev.signature for r in e["runs"] for ev in r.eval.values()})
+        signatures = sorted({ev.signature for r in e.runs for ev in r.eval.values()})
         if signatures:
             md.write("sacrebleu: " + "; ".join(f"`{s}`" for s in signatures) + "\n\n")
     with open(os.path.join(out, "alt_results.md"), "w", encoding="utf-8") as f:

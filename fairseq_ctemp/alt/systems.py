@@ -51,24 +51,24 @@ def points(experiments):
     smoothing and SEM weight only; of the transformer's own temperatures, T = 1 and T_opt."""
     setups = {}
     for e in experiments:
-        ls0, sem0 = e["exp"]["primary"]
-        final, post = e.get("final"), e.get("posthoc")
+        ls0, sem0 = e.exp["primary"]
+        final, post = e.final, e.posthoc
         if post is not None and "error" in post:
             post = None
-        t_opt = final["t_opt"] if final else None
+        t_opt = final.t_opt if final else None
         tuned = {}  # temperature of a transformer run -> finalize's tuned beam row
         if final:
-            tuned = {1.0: final["systems"]["untempered"]["beam"], t_opt: final["systems"]["tempered"]["beam"]}
-        out = setups.setdefault(setup_name(e["name"]), [])
-        for run in e["runs"]:
+            tuned = {1.0: final.systems["untempered"].beam, t_opt: final.systems["tempered"].beam}
+        out = setups.setdefault(setup_name(e.name), [])
+        for run in e.runs:
             if (run.label_smoothing, run.sem_weight) != (ls0, sem0):
                 continue
             if run.variant == DEFAULT_VARIANT and run.temperature not in (1.0, t_opt):
                 continue
-            out.append(run_point(run, e.get("test", "test"), tuned))
+            out.append(run_point(run, e.test, tuned))
         if final and post:
-            seed = next((r.seed for r in e["runs"]), None)
-            out.append(posthoc_point(post, seed, e.get("test", "test")))
+            seed = next((r.seed for r in e.runs), None)
+            out.append(posthoc_point(post, seed, e.test))
     return {name: sorted(ps, key=order) for name, ps in setups.items() if ps}
 
 
@@ -96,9 +96,9 @@ def run_point(run, test_name, tuned):
         "beam": scores.beam.bleu,
         "beam_chrf": scores.beam.chrf,
         "beam_k": scores.beam.beam,
-        "tuned": best["bleu"] if best else None,
-        "tuned_chrf": best["chrf"] if best else None,
-        "tuned_setting": (best["beam"], best["lenpen"]) if best else None,
+        "tuned": best.bleu if best else None,
+        "tuned_chrf": best.chrf if best else None,
+        "tuned_setting": (best.beam, best.lenpen) if best else None,
         "ece": calibration["ece"] if calibration else None,
         "nll": calibration["nll"] if calibration else None,
     }

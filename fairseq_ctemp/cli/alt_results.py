@@ -79,7 +79,7 @@ def results_main(argv=None):
     if not experiments:
         raise AltError(f"no sweep in {args.work}/sweep: run ctemp-alt-sweep (examples/alt/sweep.sh) first")
     experiments = select(experiments, args.experiments, args.variants)
-    if args.variants and not any(e["runs"] or e["pending"] for e in experiments):
+    if args.variants and not any(e.runs or e.pending for e in experiments):
         raise AltError(f"--variants: no run of {','.join(args.variants)} in the experiments selected")
     header, rows = replace_dir(out, lambda tmp: report(experiments, tmp))
     print(markdown_table(header, rows) if rows else f"Table 1: {NO_TABLE1} (see runs.csv)")
