@@ -7,9 +7,13 @@ import json
 
 import pytest
 
+from fairseq_ctemp.alt import posthoc as alt_posthoc
 from fairseq_ctemp.alt import results, systems
 from fairseq_ctemp.alt.records import (
+    CalibrationSummary,
     Experiment,
+    Posthoc,
+    PosthocSystem,
     RunResult,
     SubsetEval,
     SystemRow,
@@ -75,16 +79,17 @@ def experiment(name, runs, t_opt=None, posthoc=None):
 
 @pytest.fixture
 def sweeps(tmp_path):
-    posthoc = {
-        "scored_subset": "valid",
-        "systems": {
-            "posthoc": {
-                "greedy": {"bleu": 6.62, "chrf": 26.1},
-                "beam": {"bleu": 8.3, "chrf": 28.9, "beam": 8, "lenpen": 1.0},
-                "calibration": {"valid": {"ece": 0.019, "nll": 3.825}},
-            }
-        },
-    }
+    dev = CalibrationSummary(
+        tokens=1000, decoding_temperature=1.2, accuracy=0.3, nll=3.825, ece=0.019, signature="", bins=[]
+    )
+    system = PosthocSystem(
+        1.2, "T1-ls0.1-sem0", {"valid": dev}, greedy=system_row(6.62, 26.1, 1), beam=system_row(8.3, 28.9, 8)
+    )
+    posthoc = Posthoc(
+        *("en-vi", "en-vi.mini.spm2000.n4000", "valid", "valid", 2.0, 1.2, "dev NLL", "final/T1-posthoc.pt"),
+        systems={"posthoc": system},
+        significance={},
+    )
     seed1 = "en-vi.mini.spm2000.n4000"
     seed2 = seed1 + ".seed2"
     return [
@@ -155,7 +160,10 @@ def test_a_failed_calibration_or_post_hoc_row_is_left_out(sweeps, tmp_path):
     (
         tmp_path / "en-vi.mini.spm2000.n4000" / "T1-ls0.1-sem0" / "eval" / "valid" / "calibration.json"
     ).write_text(json.dumps({"error": "non-finite logits"}))
-    sweeps[0].posthoc = {"error": "no calibration"}
+    failed = tmp_path / "en-vi.mini.spm2000.n4000" / "final" / "posthoc.json"  # as posthoc.py records it
+    failed.parent.mkdir()
+    failed.write_text(json.dumps({"experiment": "en-vi.mini.spm2000.n4000", "error": "no calibration"}))
+    sweeps[0].posthoc = alt_posthoc.load(str(failed.parent.parent))
     ps = systems.points(sweeps)["en-vi.mini.spm2000.n4000"]
     assert [p["system"] for p in ps].count("T = 1 + post-hoc t*") == 0
     assert next(p for p in ps if p["system"] == "T = 1" and p["seed"] == 1)["ece"] is None

@@ -6,7 +6,6 @@ import os
 
 from .. import greedy_vs_beam as gvb
 from .common import RunFailed, device_args, fresh_dir, prepared, read_json, say, write_json
-from .records import SystemRow
 
 
 class Decoder:
@@ -80,11 +79,6 @@ def moved_result(out_dir):
     result = gvb.GreedyVsBeam.from_dict(read_json(os.path.join(out_dir, "result.json")))
     result.files = {k: os.path.join(out_dir, os.path.basename(p)) for k, p in result.files.items()}
     return result
-
-
-def system_row(result, name):
-    """What final.json and posthoc.json keep of one system of a GreedyVsBeam (records.SystemRow)."""
-    return dataclasses.asdict(SystemRow.of(result.systems[name]))
 
 
 def grid_rows(result):

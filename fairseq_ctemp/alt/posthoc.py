@@ -14,13 +14,14 @@ Each step is skipped when its file is there; nothing finished is rewritten. ctem
 the ECE as columns of its tables, the row under Table 1 and the diagrams next to its other figures.
 """
 
+import dataclasses
 import glob
 import os
 
 from .. import calibration
 from . import evaluate
 from .common import Lock, RunFailed, fmt, prepared, read_json, say, write_json
-from .records import Decodings, SystemRow, read_tempering
+from .records import CalibrationSummary, PairedTest, Posthoc, PosthocSystem, SystemRow, read_tempering
 
 CALIBRATION = "calibration.json"  # in RUN_DIR/eval/<subset>/, next to the decoding's result.json
 POSTHOC = "posthoc.json"  # in EXPERIMENT/final/
@@ -92,7 +93,7 @@ def summary(result, fitted=False):
             ece=result["ece_fitted"],
             bins=result["bins_fitted"],
         )
-    return s
+    return CalibrationSummary(**s)
 
 
 def finished_runs(exp_dir):
@@ -120,7 +121,7 @@ def finalize(exp_dir, exp, group, device):
                 calibrate_run(run_dir, exp, device)
     final_dir = os.path.join(exp_dir, "final")
     if os.path.exists(os.path.join(final_dir, POSTHOC)):
-        return read_json(os.path.join(final_dir, POSTHOC))
+        return load(exp_dir)
     final = read_tempering(exp_dir)
     if final is None:
         return None
@@ -158,34 +159,34 @@ def posthoc_row(exp_dir, exp, group, device, final):
             posthoc_calibration[other] = summary(read_json(path))
     significance = posthoc_significance(final_dir, exp, t_opt, tuned)
     systems = {
-        label: {
-            "temperature": 1.0 if label == "untempered" else t_opt,
-            "run": os.path.basename(dirs[label]),
-            "calibration": {s: summary(r) for s, r in runs[label].items()},
-        }
+        label: PosthocSystem(
+            temperature=1.0 if label == "untempered" else t_opt,
+            run=os.path.basename(dirs[label]),
+            calibration={s: summary(r) for s, r in runs[label].items()},
+        )
         for label in ("untempered", "tempered")
     }
-    systems["posthoc"] = {
-        "temperature": t_star,
-        "run": os.path.basename(dirs["untempered"]),
-        "greedy": evaluate.system_row(tuned, "greedy"),
-        "beam": evaluate.system_row(tuned, "beam"),
-        "grid": evaluate.grid_rows(tuned),
-        "signature": tuned.signatures["bleu"],
-        "calibration": posthoc_calibration,
-    }
-    result = {
-        "direction": final.direction,
-        "experiment": name,
-        "scored_subset": subset,
-        "tuned_on": "valid",
-        "t_opt": t_opt,
-        "t_star": t_star,
-        "t_star_fitted_on": "dev NLL of the T=1 run (ctemp-calibrate)",
-        "checkpoint": os.path.relpath(checkpoint, exp_dir),
-        "systems": systems,
-        "significance": significance,
-    }
+    systems["posthoc"] = PosthocSystem(
+        temperature=t_star,
+        run=os.path.basename(dirs["untempered"]),
+        calibration=posthoc_calibration,
+        greedy=SystemRow.of(tuned.systems["greedy"]),
+        beam=SystemRow.of(tuned.systems["beam"]),
+        grid=evaluate.grid_rows(tuned),
+        signature=tuned.signatures["bleu"],
+    )
+    result = Posthoc(
+        direction=final.direction,
+        experiment=name,
+        scored_subset=subset,
+        tuned_on="valid",
+        t_opt=t_opt,
+        t_star=t_star,
+        t_star_fitted_on="dev NLL of the T=1 run (ctemp-calibrate)",
+        checkpoint=os.path.relpath(checkpoint, exp_dir),
+        systems=systems,
+        significance=significance,
+    )
     write_posthoc(final_dir, result, tuned, runs)
     return result
 
@@ -238,21 +239,22 @@ def posthoc_significance(final_dir, exp, t_opt, tuned):
         path = os.path.join(final_dir, f"significance-posthoc-{key}.json")
         t = 1.0 if base == "untempered" else t_opt
         files = evaluate.moved_result(os.path.join(final_dir, f"tune-T{fmt(t)}")).files
-        significance[key] = evaluate.paired_test(path, tuned.files["ref"], files[hyp], tuned.files[hyp], exp)
+        paired = evaluate.paired_test(path, tuned.files["ref"], files[hyp], tuned.files[hyp], exp)
+        significance[key] = PairedTest.from_dict(paired)
     return significance
 
 
 def write_posthoc(final_dir, result, tuned, runs):
     """final/reliability.png and final/posthoc.json, and the row in a line."""
-    name, subset, t_star = result["experiment"], result["scored_subset"], result["t_star"]
-    significance, dev = result["significance"], runs["untempered"]["valid"]
+    name, subset, t_star = result.experiment, result.scored_subset, result.t_star
+    significance, dev = result.significance, runs["untempered"]["valid"]
     try:
         plot_reliability(result, os.path.join(final_dir, "reliability.png"))
     except ImportError:
         say(f"{name}: no reliability diagrams (matplotlib is not installed)")
-    write_json(os.path.join(final_dir, POSTHOC), result)
-    p = significance["beam_vs_untempered"]["bleu"]["p_value"]
-    q = significance["beam_vs_tempered"]["bleu"]["p_value"]
+    write_json(os.path.join(final_dir, POSTHOC), dataclasses.asdict(result))
+    p = significance["beam_vs_untempered"].bleu.p_value
+    q = significance["beam_vs_tempered"].bleu.p_value
     say(
         f"{name}: T=1 + post-hoc t*={t_star:.4g}: {subset} BLEU greedy {tuned.systems['greedy'].bleu:.2f}, "
         f"tuned beam {tuned.systems['beam'].bleu:.2f} (p = {p:.4f} vs T=1, {q:.4f} vs T_opt); dev ECE "
@@ -269,30 +271,33 @@ def plot_reliability(posthoc, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    systems = posthoc["systems"]
-    subsets = [s for s in ("valid", "test") if s in systems["posthoc"]["calibration"]]
+    systems = posthoc.systems
+    subsets = [s for s in ("valid", "test") if s in systems["posthoc"].calibration]
     fig, axes = plt.subplots(
         len(subsets), len(SYSTEMS), figsize=(4 * len(SYSTEMS), 3.8 * len(subsets)), squeeze=False, sharey=True
     )
     for row, subset in zip(axes, subsets):
         for ax, (key, label) in zip(row, SYSTEMS):
-            c = systems[key]["calibration"][subset]
-            calibration.draw_reliability(ax, c["bins"])
+            c = systems[key].calibration[subset]
+            calibration.draw_reliability(ax, c.bins)
             ax.set_title(
-                f"{label}, t={c['decoding_temperature']:.4g} ({LABEL[subset]})\n"
-                f"ECE {100 * c['ece']:.1f}%, NLL {c['nll']:.3f} nats/token",
+                f"{label}, t={c.decoding_temperature:.4g} ({LABEL[subset]})\n"
+                f"ECE {100 * c.ece:.1f}%, NLL {c.nll:.3f} nats/token",
                 fontsize=9,
             )
         row[0].set_ylabel("accuracy")
     axes[0][0].legend(loc="upper left", fontsize=8)
-    fig.suptitle(f"{posthoc['experiment']}: reliability (15 bins, teacher forced)", fontsize=10)
+    fig.suptitle(f"{posthoc.experiment}: reliability (15 bins, teacher forced)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
 def load(exp_dir):
-    return read_json(os.path.join(exp_dir, "final", POSTHOC))
+    """An experiment's final/posthoc.json (Posthoc); None while there is none, or where the row
+    could not be made (the file then says why: a failed calibration)."""
+    d = read_json(os.path.join(exp_dir, "final", POSTHOC))
+    return None if d is None or "error" in d else Posthoc.from_dict(d)
 
 
 def percent(x):
@@ -343,9 +348,9 @@ def table(experiments):
     rows = []
     for e in experiments:
         f, p = e.final, e.posthoc
-        if f is None or p is None or "error" in p:
+        if f is None or p is None:
             continue
-        sig, own = f.significance, p["significance"]
+        sig, own = f.significance, p.significance
         pvalue = {
             "untempered": ("", "", "", ""),
             "tempered": (
@@ -354,12 +359,11 @@ def table(experiments):
                 "",
                 "",
             ),
-            "posthoc": tuple(own[k]["bleu"]["p_value"] for k in COMPARISONS),
+            "posthoc": tuple(own[k].bleu.p_value for k in COMPARISONS),
         }
         for key, label in SYSTEMS:
-            s = f.systems[key] if key != "posthoc" else posthoc_decodings(p)
-            c = p["systems"][key]["calibration"]
-            t = p["systems"][key]["temperature"]
+            s = f.systems[key] if key != "posthoc" else p.systems["posthoc"]
+            c, t = p.systems[key].calibration, p.systems[key].temperature
             rows.append(
                 [
                     f.direction,
@@ -367,10 +371,10 @@ def table(experiments):
                     "test" if f.scored_subset == "test" else "dev (tuned on dev too)",
                     label if key != "tempered" else f"T_opt = {fmt(t)}",
                     f"{t:.4g}",
-                    nats(c["valid"]["nll"]),
-                    percent(c["valid"]["ece"]),
-                    nats(c["test"]["nll"]) if "test" in c else "",
-                    percent(c["test"]["ece"]) if "test" in c else "",
+                    nats(c["valid"].nll),
+                    percent(c["valid"].ece),
+                    nats(c["test"].nll) if "test" in c else "",
+                    percent(c["test"].ece) if "test" in c else "",
                     f"{s.greedy.bleu:.2f}",
                     f"{s.greedy.chrf:.2f}",
                     f"{s.beam.bleu:.2f} ({s.beam.beam}, {fmt(s.beam.lenpen)})",
@@ -379,12 +383,6 @@ def table(experiments):
                 + [x if x == "" else f"{x:.4f}" for x in pvalue[key]]
             )
     return header, rows
-
-
-def posthoc_decodings(posthoc):
-    """The greedy and tuned beam rows of the post-hoc system of a posthoc.json."""
-    system = posthoc["systems"]["posthoc"]
-    return Decodings(greedy=SystemRow.from_dict(system["greedy"]), beam=SystemRow.from_dict(system["beam"]))
 
 
 def report(experiments, out, markdown_table, write_csv):
@@ -403,7 +401,7 @@ def report(experiments, out, markdown_table, write_csv):
         "Greedy output cannot change with t (the argmax of softmax(D/t) does not depend on t).\n",
     ]
     for e in experiments:
-        if e.final is not None and e.posthoc is not None and "error" not in e.posthoc:
+        if e.final is not None and e.posthoc is not None:
             try:
                 png = f"reliability.{e.name}.png"
                 plot_reliability(e.posthoc, os.path.join(out, png))

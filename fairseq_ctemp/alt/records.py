@@ -1,6 +1,6 @@
 """The typed records of the ALT pipeline: what a run's train.json and run.json hold, what an
-experiment's final/final.json and final/compare-<run>.json hold, and an experiment as
-ctemp-alt-results loads it; one definition each, written with their field names
+experiment's final/final.json, final/compare-<run>.json and final/posthoc.json hold, and an
+experiment as ctemp-alt-results loads it; one definition each, written with their field names
 (dataclasses.asdict) and read back with from_dict (files of older sweeps lack the fields added
 since: they get the defaults)."""
 
@@ -233,6 +233,71 @@ class Comparison:
 
 
 @dataclass
+class CalibrationSummary:
+    """What posthoc.json keeps of a ctemp-calibrate measurement on one subset, at the temperature
+    the system decodes at."""
+
+    tokens: int
+    decoding_temperature: float
+    accuracy: float
+    nll: float  # nats per token
+    ece: float  # a fraction
+    signature: str
+    bins: List[Dict[str, Any]]  # the reliability bins
+
+
+@dataclass
+class PosthocSystem:
+    """T = 1, T_opt or T = 1 decoded at t* in posthoc.json: its calibration on each subset; the
+    post-hoc system also its greedy and tuned beam decodings."""
+
+    temperature: float
+    run: str
+    calibration: Dict[str, CalibrationSummary]
+    greedy: Optional[SystemRow] = None
+    beam: Optional[SystemRow] = None
+    grid: List[Dict[str, Any]] = field(default_factory=list)
+    signature: Optional[str] = None  # sacrebleu's BLEU signature
+
+    @classmethod
+    def from_dict(cls, d):
+        d = known(cls, d)
+        calibration = {
+            s: CalibrationSummary(**known(CalibrationSummary, c)) for s, c in d["calibration"].items()
+        }
+        rows = {k: SystemRow.from_dict(d[k]) for k in ("greedy", "beam") if d.get(k)}
+        return cls(**{**d, "calibration": calibration, **rows})
+
+
+@dataclass
+class Posthoc:
+    """The row T = 1 + post-hoc t* of Table 1 (final/posthoc.json): the T = 1 model decoded at the
+    t* that minimises its dev NLL, against T = 1 and T_opt."""
+
+    direction: str
+    experiment: str
+    scored_subset: str
+    tuned_on: str
+    t_opt: float
+    t_star: float
+    t_star_fitted_on: str
+    checkpoint: str  # the copy that decodes at t*, relative to the experiment
+    systems: Dict[str, PosthocSystem]  # "untempered", "tempered", "posthoc"
+    significance: Dict[str, PairedTest]  # the post-hoc system against T = 1 and T_opt
+
+    @classmethod
+    def from_dict(cls, d):
+        d = known(cls, d)
+        return cls(
+            **{
+                **d,
+                "systems": {k: PosthocSystem.from_dict(v) for k, v in d["systems"].items()},
+                "significance": {k: PairedTest.from_dict(v) for k, v in d["significance"].items()},
+            }
+        )
+
+
+@dataclass
 class Experiment:
     """An experiment of a working directory as ctemp-alt-results loads it."""
 
@@ -243,7 +308,7 @@ class Experiment:
     pending: List[RunResult]  # still training: their training so far, no eval
     test: str = "test"  # what its tables call the test split ("carved test")
     final: Optional[Tempering] = None
-    posthoc: Optional[Dict[str, Any]] = None  # final/posthoc.json (posthoc.py)
+    posthoc: Optional[Posthoc] = None
     compare: List[Comparison] = field(default_factory=list)
 
 

@@ -123,7 +123,5 @@ def evaluate_average(run_dir, exp, average, device):
             n_sentences=result.n_sentences,
         )
     for subset, measured in posthoc.calibrate_run(run_dir, exp, device).items():  # ECE, NLL
-        evals[subset].calibration = CalibrationRow(
-            measured["nll"], measured["ece"], measured["decoding_temperature"]
-        )
+        evals[subset].calibration = CalibrationRow(measured.nll, measured.ece, measured.decoding_temperature)
     return evals

@@ -53,8 +53,6 @@ def points(experiments):
     for e in experiments:
         ls0, sem0 = e.exp["primary"]
         final, post = e.final, e.posthoc
-        if post is not None and "error" in post:
-            post = None
         t_opt = final.t_opt if final else None
         tuned = {}  # temperature of a transformer run -> finalize's tuned beam row
         if final:
@@ -106,23 +104,23 @@ def run_point(run, test_name, tuned):
 
 def posthoc_point(post, seed, test_name):
     """The point of T = 1 decoded at its post-hoc t* (its calibration: on dev)."""
-    p = post["systems"]["posthoc"]
-    dev = p["calibration"]["valid"]
+    p = post.systems["posthoc"]
+    dev = p.calibration["valid"]
     return {
         "system": "T = 1 + post-hoc t*",
         "seed": seed,
-        "subset": post["scored_subset"],
+        "subset": post.scored_subset,
         "test_name": test_name,
-        "greedy": p["greedy"]["bleu"],
-        "greedy_chrf": p["greedy"]["chrf"],
+        "greedy": p.greedy.bleu,
+        "greedy_chrf": p.greedy.chrf,
         "beam": None,  # only tuned at t*
         "beam_chrf": None,
         "beam_k": None,
-        "tuned": p["beam"]["bleu"],
-        "tuned_chrf": p["beam"]["chrf"],
-        "tuned_setting": (p["beam"]["beam"], p["beam"]["lenpen"]),
-        "ece": dev["ece"],
-        "nll": dev["nll"],
+        "tuned": p.beam.bleu,
+        "tuned_chrf": p.beam.chrf,
+        "tuned_setting": (p.beam.beam, p.beam.lenpen),
+        "ece": dev.ece,
+        "nll": dev.nll,
     }
 
 
