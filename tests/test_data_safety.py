@@ -27,8 +27,7 @@ from conftest import BIN_DIR, TINY_DIMS, python_script, real_processes, run_main
 
 from fairseq_ctemp.alt import children as alt_children
 from fairseq_ctemp.alt import common as alt_common
-from fairseq_ctemp.alt import sweep as alt_sweep
-from fairseq_ctemp.alt import training
+from fairseq_ctemp.alt import sweep_checks, training
 from fairseq_ctemp.cli import alt_data, alt_results, average_checkpoints
 from fairseq_ctemp.cli import alt_sweep as sweep_cli
 
@@ -685,17 +684,20 @@ def test_every_beginning_of_an_option_the_sweep_sets_is_refused_unless_it_is_fai
 
     parser = options.get_training_parser()
     fairseq_options = {o for action in parser._actions for o in action.option_strings}
-    for owned in alt_sweep.SWEEP_TRAIN_OPTIONS:
+    for owned in sweep_checks.SWEEP_TRAIN_OPTIONS:
         for end in range(3, len(owned) + 1):
             beginning = owned[:end]
-            if beginning in fairseq_options and beginning not in alt_sweep.SWEEP_TRAIN_OPTIONS:
-                assert beginning in alt_sweep.FAIRSEQ_OPTIONS_LIKE_SWEEP_OPTIONS, beginning
-                assert alt_sweep.sweep_train_option(beginning) is None
+            if beginning in fairseq_options and beginning not in sweep_checks.SWEEP_TRAIN_OPTIONS:
+                assert beginning in sweep_checks.FAIRSEQ_OPTIONS_LIKE_SWEEP_OPTIONS, beginning
+                assert sweep_checks.sweep_train_option(beginning) is None
             else:
-                assert alt_sweep.sweep_train_option(beginning) is not None, beginning
-    for option in alt_sweep.FAIRSEQ_OPTIONS_LIKE_SWEEP_OPTIONS:
+                assert sweep_checks.sweep_train_option(beginning) is not None, beginning
+    for option in sweep_checks.FAIRSEQ_OPTIONS_LIKE_SWEEP_OPTIONS:
         assert option in fairseq_options
-    assert alt_sweep.sweep_train_option("--lr") is None and alt_sweep.sweep_train_option("--dropout") is None
+    assert (
+        sweep_checks.sweep_train_option("--lr") is None
+        and sweep_checks.sweep_train_option("--dropout") is None
+    )
 
 
 def test_a_run_whose_training_fails_reports_fairseqs_error_and_keeps_its_log(tmp_path, capfd):

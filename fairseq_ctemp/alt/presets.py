@@ -288,6 +288,12 @@ def baseline_variant(variant):
     return variant_spec(variant).get("baseline", DEFAULT_VARIANT)
 
 
+def compared_variants(variants):
+    """The variants finalize compares with their baseline's T=1 run: those whose baseline is in the
+    sweep (e.g. lstm,sact_lstm: sact_lstm against lstm; lstm is the baseline, not compared)."""
+    return [v for v in variants if v != DEFAULT_VARIANT and baseline_variant(v) in variants]
+
+
 def variant_model(variant, preset_name):
     """(fairseq-train model options, the architecture) of a variant of a preset."""
     preset = PRESETS[preset_name]

@@ -51,10 +51,11 @@ import sys
 
 from ..alt.children import Tee, die_with_parent, stopping_children
 from ..alt.common import AltError, Device, RunFailed, run_main, say
+from ..alt.execute import execute_local, print_plan, sbatch_path, submit_slurm
 from ..alt.finalize import finalize
 from ..alt.presets import DEFAULT_VARIANT, MAX_LEN, PRESETS, variant_names
 from ..alt.runs import run_one
-from ..alt.sweep import execute_local, plan, print_plan, sbatch_path, submit_slurm
+from ..alt.sweep import plan
 from . import arguments
 
 

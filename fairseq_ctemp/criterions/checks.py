@@ -10,7 +10,7 @@ from ..errors import OptionError
 # The range of a fixed softmax temperature (tempered_ce's T, --ct-constant). Model logits are of
 # order 1 at initialisation: far below it softmax(logits / T) is one-hot in float32 (perplexity
 # inf, loss gradients of nothing but the argmax), far above it uniform (nothing is learnt).
-# The ALT sweep checks its --temperatures against it too (fairseq_ctemp/alt/sweep.py).
+# The ALT sweep checks its --temperatures against it too (fairseq_ctemp/alt/sweep_checks.py).
 TEMPERATURE_RANGE = (0.01, 100.0)
 
 
