@@ -29,7 +29,7 @@ from conftest import (
 )
 from sacrebleu.metrics import BLEU
 
-from fairseq_ctemp.alt import results as alt_results
+from fairseq_ctemp.alt import tables as alt_tables
 from fairseq_ctemp.alt.data import toy_language_pair
 from fairseq_ctemp.cli import alt_data, alt_sweep
 from fairseq_ctemp.cli import alt_results as results_command
@@ -553,7 +553,7 @@ def test_table34_configurations():
         for (t, ls, w), b in reversed(dev.items())
     ]
     experiment = Experiment("en-vi.x", "en-vi.x", {"primary": [0.1, 0.0]}, runs, pending=[])
-    header, rows = alt_results.table34([experiment])
+    header, rows = alt_tables.table34([experiment])
     got = [dict(zip(header, row)) for row in rows]
     winners = [
         ("Default", (1, 0.1, 0), 1),
@@ -574,7 +574,7 @@ def test_table34_configurations():
     ]
     # without the SEM runs, the SEM configurations search the same runs as the others: no rows
     experiment.runs = [r for r in runs if r.sem_weight == 0]
-    assert [row[2] for row in alt_results.table34([experiment])[1]] == [
+    assert [row[2] for row in alt_tables.table34([experiment])[1]] == [
         "Default",
         "LS",
         "Temp.",
