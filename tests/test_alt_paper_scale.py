@@ -13,7 +13,8 @@ import pytest
 from conftest import BIN_DIR, REPO, run_main
 from test_alt_recipes import SWEEP_OPTIONS, TINY
 
-from fairseq_ctemp.alt.data import normalise, toy_language_pair
+from fairseq_ctemp.alt.data import toy_language_pair
+from fairseq_ctemp.alt.sources import normalise
 from fairseq_ctemp.cli import alt_data
 
 pytestmark = pytest.mark.e2e

@@ -39,7 +39,8 @@ import argparse
 import os
 
 from ..alt.common import LANGUAGES, AltError, run_main
-from ..alt.data import check, download, prepare, toy_release
+from ..alt.data import check, prepare, toy_release
+from ..alt.sources import download
 
 
 def main(argv=None):
