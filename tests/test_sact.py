@@ -501,6 +501,20 @@ def run_heatmap_script(*args):
     sact_heatmaps.main([str(a) for a in args])
 
 
+def test_heatmap_script_refuses_a_checkpoint_of_another_model(toy_checkpoint, toy_data, tmp_path):
+    """A plain transformer's checkpoint: one line naming --path and its architecture, nothing written."""
+    sentences = tmp_path / "src.txt"
+    sentences.write_text((toy_data["raw"] / "test.src").read_text().splitlines()[0] + "\n")
+    checkpoint, out = toy_checkpoint("S"), tmp_path / "heatmaps"
+    args = [toy_data["bin"], "--path", checkpoint, "--input", sentences, "--out-dir", out]
+    with pytest.raises(SystemExit) as refused:
+        run_heatmap_script(*args)
+    assert str(refused.value) == (
+        f"error: --path {checkpoint} is not a sact_lstm or sact_transformer checkpoint (arch transformer)"
+    )
+    assert not out.exists()
+
+
 @pytest.mark.e2e
 def test_heatmap_script_dumps_tau_and_attention_and_draws_them(sact_run, toy_data, tmp_path, capsys):
     sentences = tmp_path / "src.txt"
