@@ -20,6 +20,7 @@ ran, 1 otherwise, 2 for a refusal before any work.
 import argparse
 import datetime
 import importlib.metadata
+import importlib.util
 import json
 import os
 import platform
@@ -187,20 +188,15 @@ def check_out(args):
         )
 
 
-def git_state():
-    try:
-        commit = subprocess.run(
-            ["git", "-C", REPO, "rev-parse", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None, None
-    return commit, bool(dirty)
+def code_commit():
+    """The checkout's commit (fairseq_ctemp/provenance.py, loaded as a file: this runs before the
+    set-up, where the package may not import yet), "+changes" with edits; None outside git."""
+    spec = importlib.util.spec_from_file_location(
+        "provenance", os.path.join(REPO, "fairseq_ctemp", "provenance.py")
+    )
+    provenance = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(provenance)
+    return provenance.code_commit(REPO)
 
 
 def driver_version():
@@ -244,7 +240,7 @@ def environment():
         "python": platform.python_version(),
         "platform": platform.platform(),
     }
-    env["git_commit"], env["git_dirty"] = git_state()
+    env["code"] = code_commit()
     return env
 
 
@@ -457,14 +453,8 @@ def markdown(report):
             else ""
         ),
         f"- torch {env['torch']}, CUDA {env['cuda']}, cuDNN {env['cudnn']}, bf16 supported: {env['bf16_supported']}",
-        f"- fairseq {env['fairseq']}, Python {env['python']}, checkout {env['git_commit']}"
-        + (
-            ""
-            if env["git_dirty"] is None
-            else " (with uncommitted changes)"
-            if env["git_dirty"]
-            else " (clean)"
-        ),
+        f"- fairseq {env['fairseq']}, Python {env['python']}, checkout "
+        + (env["code"] or "unknown (not a git checkout)"),
         f"- started {report['started']}, took {report['seconds']:.0f} s: `{report['command']}`",
         "",
         f"## Tests: {s['passed']} passed, {s['failed']} failed, {s['error']} errors, {s['skipped']} skipped"

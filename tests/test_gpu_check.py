@@ -11,7 +11,7 @@ import time
 
 import pytest
 import torch
-from conftest import REPO
+from conftest import REPO, checkout_commit
 
 BENCH_DIR = os.path.join(REPO, "benchmarks")
 NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present")
@@ -110,7 +110,8 @@ def test_report_on_the_cpu_has_every_cuda_test_skipped_and_a_benchmark(
     assert report["ok"] is True and report["problems"] == [] and report["mode"].startswith("cpu")
     env = report["environment"]
     assert env["device"] == "cpu" and env["torch"] == torch.__version__ and env["cudnn"] is None
-    assert {"cuda", "compute_capability", "driver", "fairseq", "git_commit"} <= set(env)
+    assert {"cuda", "compute_capability", "driver", "fairseq"} <= set(env)
+    assert env["code"] == checkout_commit()  # the commit measured (git, asked here directly)
 
     tests = report["tests"]
     assert tests["status"] == "ran" and tests["returncode"] == 0 and "-m cuda" in tests["command"]
