@@ -62,7 +62,7 @@ def tuned(bleu, chrf, k, lenpen):  # finalize's tuned beam (its greedy is not re
     beam = SystemRow(
         k, lenpen, bleu, chrf, decode_seconds=1.0, sentences_per_second=1.0, decoding_temperature=1.0
     )
-    return TunedSystem(greedy=system_row(0.0, 0.0, 1), beam=beam)
+    return TunedSystem(system_row(0.0, 0.0, 1), beam, temperature=1.0, files={}, grid=[], signature="BLEU")
 
 
 def experiment(name, runs, t_opt=None, posthoc=None):

@@ -137,10 +137,10 @@ class PairedTest:
 
     bleu: PairedScores
     chrf: PairedScores
-    test: str = "bs"
-    n_samples: Optional[int] = None
-    identical: Optional[bool] = None
-    signatures: Dict[str, str] = field(default_factory=dict)
+    test: str  # "bs": bootstrap resampling
+    n_samples: int
+    identical: bool  # the two files are the same
+    signatures: Dict[str, str]  # sacrebleu's, of BLEU and chrF
 
     @classmethod
     def from_dict(cls, d):
@@ -165,13 +165,22 @@ class Decodings:
 
 
 @dataclass
-class TunedSystem(Decodings):
+class TunedSystem:
     """T = 1 or T_opt in final.json: greedy, and the beam and length penalty tuned on dev."""
 
-    temperature: float = 1.0
-    files: Dict[str, str] = field(default_factory=dict)  # ref, greedy.hyp, beam.hyp
-    grid: List[Dict[str, Any]] = field(default_factory=list)  # the dev grid, one system per setting
-    signature: str = ""  # sacrebleu's BLEU signature
+    greedy: SystemRow
+    beam: SystemRow
+    temperature: float
+    files: Dict[str, str]  # ref, greedy.hyp, beam.hyp
+    grid: List[Dict[str, Any]]  # the dev grid, one system per setting
+    signature: str  # sacrebleu's BLEU signature
+
+    @classmethod
+    def from_dict(cls, d):
+        d = known(cls, d)
+        return cls(
+            **{**d, "greedy": SystemRow.from_dict(d["greedy"]), "beam": SystemRow.from_dict(d["beam"])}
+        )
 
 
 @dataclass
