@@ -204,14 +204,7 @@ class Tempering:
 
     @classmethod
     def from_dict(cls, d):
-        d = known(cls, d)
-        return cls(
-            **{
-                **d,
-                "systems": {k: TunedSystem.from_dict(v) for k, v in d["systems"].items()},
-                "significance": {k: PairedTest.from_dict(v) for k, v in d["significance"].items()},
-            }
-        )
+        return with_systems_and_tests(cls, d, TunedSystem)
 
 
 @dataclass
@@ -231,14 +224,7 @@ class Comparison:
 
     @classmethod
     def from_dict(cls, d):
-        d = known(cls, d)
-        return cls(
-            **{
-                **d,
-                "systems": {k: Decodings.from_dict(v) for k, v in d["systems"].items()},
-                "significance": {k: PairedTest.from_dict(v) for k, v in d["significance"].items()},
-            }
-        )
+        return with_systems_and_tests(cls, d, Decodings)
 
 
 @dataclass
@@ -296,14 +282,7 @@ class Posthoc:
 
     @classmethod
     def from_dict(cls, d):
-        d = known(cls, d)
-        return cls(
-            **{
-                **d,
-                "systems": {k: PosthocSystem.from_dict(v) for k, v in d["systems"].items()},
-                "significance": {k: PairedTest.from_dict(v) for k, v in d["significance"].items()},
-            }
-        )
+        return with_systems_and_tests(cls, d, PosthocSystem)
 
 
 @dataclass
@@ -319,6 +298,14 @@ class Experiment:
     final: Optional[Tempering] = None
     posthoc: Optional[Posthoc] = None
     compare: List[Comparison] = field(default_factory=list)
+
+
+def with_systems_and_tests(cls, d, system):
+    """cls from d, whose "systems" are `system` records and "significance" PairedTests."""
+    d = known(cls, d)
+    systems = {k: system.from_dict(v) for k, v in d["systems"].items()}
+    tests = {k: PairedTest.from_dict(v) for k, v in d["significance"].items()}
+    return cls(**{**d, "systems": systems, "significance": tests})
 
 
 def known(cls, d):
