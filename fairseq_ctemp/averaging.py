@@ -36,17 +36,12 @@ def last_n_checkpoints(directory, n, update_based=False, upper_bound=None):
 
 def load(path):
     """A checkpoint's state; AverageError naming the file if it is not a readable fairseq checkpoint."""
-    if not os.path.exists(path):
-        raise AverageError(f"--inputs {path}: no such file")
     if os.path.isdir(path):
         raise AverageError(
             f"--inputs {path} is a directory: give checkpoint files, or one directory "
             "with --num-epoch-checkpoints / --num-update-checkpoints N"
         )
-    try:
-        inputs.check_checkpoint(path)
-    except inputs.InputError as e:
-        raise AverageError(f"--inputs {path} {e}") from None
+    inputs.check_checkpoint_option("--inputs", path, AverageError)
     try:
         state = torch.load(path, map_location="cpu")  # weights_only by default on torch >= 2.6
     except Exception as e:  # a damaged archive or unexpected objects: one line, not a traceback

@@ -254,13 +254,9 @@ def load_state(checkpoint):
     from . import inputs
     from .checkpoint_files import CheckpointError
 
-    if not os.path.exists(checkpoint):
-        raise CalibrationError(f"--path {checkpoint}: no such file")
+    inputs.check_checkpoint_option("--path", checkpoint, CalibrationError)
     try:
-        inputs.check_checkpoint(checkpoint)
         state = checkpoint_utils.load_checkpoint_to_cpu(checkpoint)
-    except inputs.InputError as e:
-        raise CalibrationError(f"--path {checkpoint} {e}") from None
     except CheckpointError as e:  # fairseq's loader, with the plugin: "checkpoint PATH what is wrong"
         raise CalibrationError(
             f"--path {checkpoint} {str(e).removeprefix(f'checkpoint {checkpoint} ')}"

@@ -178,12 +178,7 @@ def decoding_options(extra_args):
 def load_translator(data, checkpoint, extra_args=()):
     """The checkpoint(s) (a.pt:b.pt, an ensemble) loaded once for any number of decodings."""
     for path in checkpoint.split(":"):
-        if not os.path.exists(path):
-            raise UsageError(f"--checkpoint {path}: no such file")
-        try:
-            inputs.check_checkpoint(path)
-        except inputs.InputError as e:
-            raise UsageError(f"--checkpoint {path} {e}") from None
+        inputs.check_checkpoint_option("--checkpoint", path, UsageError)
     options = decoding_options(extra_args)
     try:
         return translate.Translator(data, checkpoint.split(":"), **options.load_options())

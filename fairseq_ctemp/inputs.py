@@ -1,5 +1,6 @@
-"""Checks of input files shared by the tools (commands and library), made before any work: each raises
-InputError saying what is wrong, for an error line that names the option and the file."""
+"""Checks of input files shared by the tools (commands and library), made before any work, for an
+error line that names the option and the file: a checkpoint raises the tool's own error class, a
+text file InputError saying what is wrong (the caller adds the option and the file)."""
 
 import codecs
 import os
@@ -11,12 +12,16 @@ class InputError(Exception):
     """What is wrong with an input file (the caller names the option and the file)."""
 
 
-def check_checkpoint(path):
-    """A cheap look at a checkpoint file: loading a damaged one fails with a traceback."""
+def check_checkpoint_option(option, path, error):
+    """`error` naming the option and the file where path is not a checkpoint file to load (missing,
+    a directory, empty, unreadable, not a torch.save archive): a cheap look before torch loads it,
+    which fails on a damaged file with a traceback."""
+    if not os.path.exists(path):
+        raise error(f"{option} {path}: no such file")
     try:
         checkpoint_files.check_checkpoint(path)
     except checkpoint_files.CheckpointError as e:
-        raise InputError(str(e)) from None
+        raise error(f"{option} {path} {e}") from None
 
 
 def read_utf8_lines(path):

@@ -32,13 +32,9 @@ def load(data, path, source_lang=None, target_lang=None):
     from .models.sact_lstm import SactLSTMModel
     from .models.sact_transformer import SactTransformerModel
 
-    for option, where in (("DATA_BIN", data), ("--path", path)):
-        if not os.path.exists(where):
-            raise SactAnalysisError(f"{option} {where}: no such file or directory")
-    try:
-        inputs.check_checkpoint(path)
-    except inputs.InputError as e:
-        raise SactAnalysisError(f"--path {path} {e}") from None
+    if not os.path.exists(data):
+        raise SactAnalysisError(f"DATA_BIN {data}: no such file or directory")
+    inputs.check_checkpoint_option("--path", path, SactAnalysisError)
     overrides = {"data": data}
     if source_lang:
         overrides["source_lang"] = source_lang

@@ -49,12 +49,7 @@ def load_model(path, data, cpu=False):
     from fairseq import checkpoint_utils
     from fairseq.models import FairseqEncoderDecoderModel, FairseqLanguageModel
 
-    if not os.path.isfile(path):
-        raise AnalysisError(f"--path {path}: no such checkpoint")
-    try:
-        inputs.check_checkpoint(path)
-    except inputs.InputError as e:
-        raise AnalysisError(f"--path {path} {e}") from None
+    inputs.check_checkpoint_option("--path", path, AnalysisError)
     first = data.split(os.pathsep)[0]
     if not os.path.isfile(os.path.join(first, "dict.txt")) and not glob.glob(
         os.path.join(first, "dict.*.txt")
