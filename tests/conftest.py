@@ -210,8 +210,37 @@ TOY_RUNS = {
     "L": ("lm_bin", [*LM_COMMON, *TINY_LM, "--criterion", "tempered_ce", "--softmax-temperature", str(T_LM)]),
     "H": ("lm_bin", [*LM_COMMON, "--arch", "ct_mos_lstm_lm_tiny", "--criterion", "ct_cross_entropy"]),
 }
+
+
 # Untrained models decode up to 200 tokens per sentence; bound it so generation stays fast. No
 # data-loader processes: one per decode costs time and changes nothing.
+def experiment_json(**settings):
+    """An experiment.json as `ctemp-alt-sweep run` writes it (the mini preset's settings, en-vi on
+    the data directory en-vi.spm20, dev only), with `settings` changed."""
+    return {
+        "src": "en",
+        "tgt": "vi",
+        "preset": "mini",
+        "data": "../../data/en-vi.spm20",
+        "data_tag": "spm20",
+        "subsets": ["valid"],
+        "bleu_tokenize": "13a",
+        "decode_args": ["--max-len-a", "2", "--max-len-b", "20"],
+        "primary": [0.1, 0.0],
+        "interval": 100,
+        "patience": 10,
+        "average": 3,
+        "max_update": None,
+        "eval_beam": 4,
+        "grid_beams": [2, 4],
+        "grid_lenpens": [0.6, 1.0],
+        "speed_beams": [4],
+        "log_interval": 10,
+        "decode_batch": 64,
+        **settings,
+    }
+
+
 FAST_DECODE = ["--cpu", "--batch-size", "64", "--max-len-a", "1.2", "--max-len-b", "10", "--num-workers", "0"]
 
 

@@ -8,11 +8,12 @@ import csv
 import json
 
 import pytest
-from conftest import run_main
+from conftest import experiment_json, run_main
 from test_alt_recipes import ENV, SWEEP_OPTIONS, TINY, VI_DATA, snapshot
 from test_calibrate import Reference, reference_ece
 
 from fairseq_ctemp.alt.common import Device
+from fairseq_ctemp.alt.records import Settings
 from fairseq_ctemp.cli import alt_data, alt_sweep
 from fairseq_ctemp.cli import alt_results as results_command
 
@@ -151,7 +152,7 @@ def test_a_model_that_cannot_be_calibrated_is_recorded_once(tmp_path, monkeypatc
         raise RunFailed("ctemp-calibrate: the NLL only falls as t grows")
 
     monkeypatch.setattr(posthoc, "measure", fails)
-    exp = {"subsets": ["valid"]}
+    exp = Settings(**experiment_json())
     assert posthoc.pending(str(tmp_path), exp)
     assert posthoc.calibrate_run(str(run_dir), exp, Device(cpu=True)) == {}
     assert "only falls" in json.loads((run_dir / "eval" / "valid" / "calibration.json").read_text())["error"]

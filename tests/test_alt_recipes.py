@@ -22,6 +22,7 @@ from conftest import (
     REPO,
     TINY_DIMS,
     checkout_commit,
+    experiment_json,
     json_log_records,
     real_processes,
     run_fairseq,
@@ -530,7 +531,14 @@ def test_table34_configurations():
         (2, 0.1, 0.1): 12.5,
         (2, 0.3, 0.1): 14,
     }
-    from fairseq_ctemp.alt.records import Experiment, RunResult, SubsetEval, SystemRow, TrainingSummary
+    from fairseq_ctemp.alt.records import (
+        Experiment,
+        RunResult,
+        Settings,
+        SubsetEval,
+        SystemRow,
+        TrainingSummary,
+    )
 
     def scored(bleu):  # only the greedy BLEU is read
         row = SystemRow(
@@ -552,7 +560,7 @@ def test_table34_configurations():
         )
         for (t, ls, w), b in reversed(dev.items())
     ]
-    experiment = Experiment("en-vi.x", "en-vi.x", {"primary": [0.1, 0.0]}, runs, pending=[])
+    experiment = Experiment("en-vi.x", "en-vi.x", Settings(**experiment_json()), runs, pending=[])
     header, rows = alt_tables.table34([experiment])
     got = [dict(zip(header, row)) for row in rows]
     winners = [

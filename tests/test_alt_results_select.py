@@ -2,9 +2,10 @@
 (on hand-made loaded experiments; the command end to end: test_alt_variants, test_bad_inputs)."""
 
 import pytest
+from conftest import experiment_json
 
 from fairseq_ctemp.alt.common import AltError
-from fairseq_ctemp.alt.records import Comparison, Experiment, RunResult, TrainingSummary
+from fairseq_ctemp.alt.records import Comparison, Experiment, RunResult, Settings, TrainingSummary
 from fairseq_ctemp.alt.results import select
 
 
@@ -19,7 +20,7 @@ def experiment(name):
     return Experiment(
         name=name,
         dir=name,
-        exp={},
+        exp=Settings(**experiment_json()),
         runs=[run("transformer"), run("lstm"), run("fixed_lstm:2.25")],
         pending=[run("fixed_lstm:1.5")],
         compare=[comparison("lstm"), comparison("fixed_lstm:2.25")],

@@ -6,6 +6,7 @@ import csv
 import json
 
 import pytest
+from conftest import experiment_json
 
 from fairseq_ctemp.alt import posthoc as alt_posthoc
 from fairseq_ctemp.alt import systems, tables
@@ -15,6 +16,7 @@ from fairseq_ctemp.alt.records import (
     Posthoc,
     PosthocSystem,
     RunResult,
+    Settings,
     SubsetEval,
     SystemRow,
     Tempering,
@@ -74,7 +76,7 @@ def experiment(name, runs, t_opt=None, posthoc=None):
             speed={},
             significance={},
         )
-    return Experiment(name, name, {"primary": [0.1, 0.0]}, runs, [], final=final, posthoc=posthoc)
+    return Experiment(name, name, Settings(**experiment_json()), runs, [], final=final, posthoc=posthoc)
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 import sacrebleu
-from conftest import BIN_DIR, TINY_DIMS, run_main
+from conftest import BIN_DIR, TINY_DIMS, experiment_json, run_main
 from fairseq import options, tasks
 from fairseq.models import ARCH_MODEL_REGISTRY
 from sacrebleu.metrics import BLEU, CHRF
@@ -24,7 +24,7 @@ from fairseq_ctemp.alt import finalize, posthoc
 from fairseq_ctemp.alt.common import Device
 from fairseq_ctemp.alt.data import toy_language_pair
 from fairseq_ctemp.alt.presets import variant_names
-from fairseq_ctemp.alt.records import RunResult, SubsetEval, SystemRow, TrainingSummary
+from fairseq_ctemp.alt.records import RunResult, Settings, SubsetEval, SystemRow, TrainingSummary
 from fairseq_ctemp.cli import alt_data, alt_sweep
 from fairseq_ctemp.cli import alt_results as results_command
 
@@ -123,8 +123,8 @@ def expected_comparison(baseline_dir, run_dir, system):
     return bleu, p
 
 
-EXP = {"src": "en", "tgt": "vi", "primary": [0.1, 0.0], "subsets": ["valid"], "bleu_tokenize": "13a"}
-EXP_FILE = {**EXP, "data": "../../data/en-vi.bpe200", "data_tag": "bpe200"}  # (experiment.json)
+EXP_FILE = experiment_json(data="../../data/en-vi.bpe200", data_tag="bpe200")
+EXP = Settings(**EXP_FILE)
 
 
 def finished_runs(exp_dir, variants):

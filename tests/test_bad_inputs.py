@@ -12,6 +12,7 @@ import collections
 import contextlib
 import hashlib
 import io
+import json
 import logging
 import os
 import re
@@ -22,7 +23,16 @@ import sys
 
 import pytest
 import torch
-from conftest import BIN_DIR, PLUGIN_DIR, REPO, TINY_DIMS, console_scripts, example_script, run_fairseq
+from conftest import (
+    BIN_DIR,
+    PLUGIN_DIR,
+    REPO,
+    TINY_DIMS,
+    console_scripts,
+    example_script,
+    experiment_json,
+    run_fairseq,
+)
 from conftest import command as console_command
 
 pytestmark = pytest.mark.e2e
@@ -82,10 +92,13 @@ def inputs(tmp_path_factory, toy_data):
     corpus.write_bytes(first.split(b"\t")[0] + b"\tchanged\r\n" + rest)
     exp = root / "results-work" / "sweep" / "en-vi.mini.spm20"  # a sweep for results.sh
     exp.mkdir(parents=True)
-    (exp / "experiment.json").write_text('{"src": "en", "tgt": "vi", "patience": 10, "primary": [0.1, 0]}')
+    (exp / "experiment.json").write_text(json.dumps(experiment_json()))
     truncated = root / "truncated-work" / "sweep" / "en-vi.mini.spm20"  # a file cut by a full disk
     truncated.mkdir(parents=True)
     (truncated / "experiment.json").write_text('{"src": "en", "tgt": "vi", "pati')
+    partial = root / "partial-work" / "sweep" / "en-vi.mini.spm20"  # written by no version of the sweep
+    partial.mkdir(parents=True)
+    (partial / "experiment.json").write_text('{"src": "en", "tgt": "vi", "patience": 10, "primary": [0.1, 0]}')
     write(str(root / "mine" / "notes.txt"), b"a user's notes")
     write(str(root / "a-file"), b"not a directory")
     (root / "run-without-config").mkdir()
@@ -696,6 +709,14 @@ CASES = [
         RESULTS,
         ["--work", "{root}/truncated-work", "--out", "{root}/truncated-out"],
         "{root}/truncated-work/sweep/en-vi.mini.spm20/experiment.json is not valid JSON (Unterminated string",
+    ),
+    (
+        "results: an experiment.json without the sweep's settings",
+        RESULTS,
+        ["--work", "{root}/partial-work", "--out", "{root}/partial-out"],
+        "{root}/partial-work/sweep/en-vi.mini.spm20/experiment.json lacks preset, data, data_tag, subsets, "
+        "bleu_tokenize, decode_args, interval, average, max_update, eval_beam, grid_beams, grid_lenpens, "
+        "speed_beams, log_interval, decode_batch: not an experiment.json of this version",
     ),
     (
         "results: --out is the work directory",

@@ -23,10 +23,11 @@ import time
 
 import pytest
 import torch
-from conftest import BIN_DIR, TINY_DIMS, python_script, real_processes, run_main
+from conftest import BIN_DIR, TINY_DIMS, experiment_json, python_script, real_processes, run_main
 
 from fairseq_ctemp.alt import children as alt_children
 from fairseq_ctemp.alt import common as alt_common
+from fairseq_ctemp.alt import records as alt_records
 from fairseq_ctemp.alt import sweep_checks, training
 from fairseq_ctemp.cli import alt_data, alt_results, average_checkpoints
 from fairseq_ctemp.cli import alt_sweep as sweep_cli
@@ -122,9 +123,7 @@ def fake_sweep(work):
     """An experiment with no finished run: enough for results.sh to write its tables."""
     exp = work / "sweep" / "en-vi.mini.spm20"
     exp.mkdir(parents=True)
-    (exp / "experiment.json").write_text(
-        json.dumps({"src": "en", "tgt": "vi", "patience": 10, "primary": [0.1, 0.0], "speed_beams": [4]})
-    )
+    (exp / "experiment.json").write_text(json.dumps(experiment_json()))
     return work
 
 
@@ -349,9 +348,9 @@ def test_a_moved_or_copied_work_directory_uses_its_own_data(alt, tmp_path):
     copy = tmp_path / "b" / "copy"
     shutil.copytree(work, copy, symlinks=True)
     exp_dir = copy / "sweep" / "en-vi.mini.spm20"
-    exp = alt_common.load_experiment(str(exp_dir))
-    assert exp["data"] == str(copy / "data" / "en-vi.spm20")
-    info = alt_common.prepared(exp["data"])
+    exp = alt_records.load_experiment(str(exp_dir))
+    assert exp.data == str(copy / "data" / "en-vi.spm20")
+    info = alt_common.prepared(exp.data)
     assert info["bin"] == str(copy / "data" / "en-vi.spm20" / "bin") and os.path.isdir(info["bin"])
     proc = run(
         SWEEP,
@@ -372,7 +371,7 @@ def test_a_moved_or_copied_work_directory_uses_its_own_data(alt, tmp_path):
     old = json.loads((exp_dir / "experiment.json").read_text())
     (exp_dir / "experiment.json").write_text(json.dumps(dict(old, data=str(work / "data" / "en-vi.spm20"))))
     with pytest.raises(alt_common.RunFailed, match="moved or copied"):
-        alt_common.load_experiment(str(exp_dir))
+        alt_records.load_experiment(str(exp_dir))
     assert "(moved or copied?)" in refused(
         SWEEP,
         "run",

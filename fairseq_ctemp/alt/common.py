@@ -284,25 +284,13 @@ def device_args(device, training):
     return args
 
 
-def load_experiment(exp_dir):
-    """experiment.json with "data" resolved to the data directory of the work directory exp_dir is
-    in (stored relative to exp_dir). Older files store it absolute: a moved or copied work
-    directory would then train on the original's data, so that is refused."""
-    exp = read_json(os.path.join(exp_dir, "experiment.json"))
-    if exp is None:
-        raise RunFailed(f"{exp_dir} has no experiment.json: plan it with `ctemp-alt-sweep run` first")
-    exp["data"] = check_data_location(exp_dir, exp, RunFailed)
-    return exp
-
-
 def check_data_location(exp_dir, exp, error):
-    """The data directory of an experiment; `error` if experiment.json names another one."""
+    """The data directory of an experiment (exp: its records.Settings as written); `error` if
+    experiment.json names another one."""
     here = os.path.normpath(
-        os.path.join(
-            exp_dir, "..", "..", "data", f"{'-'.join(pair(exp['src'], exp['tgt']))}.{exp['data_tag']}"
-        )
+        os.path.join(exp_dir, "..", "..", "data", f"{'-'.join(pair(exp.src, exp.tgt))}.{exp.data_tag}")
     )
-    named = os.path.normpath(os.path.join(exp_dir, exp["data"]))
+    named = os.path.normpath(os.path.join(exp_dir, exp.data))
     if os.path.realpath(named) != os.path.realpath(here):
         raise error(
             f"{exp_dir}/experiment.json names the data {named}, not this work directory's {here} "

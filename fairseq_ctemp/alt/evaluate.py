@@ -14,19 +14,19 @@ class Decoder:
 
     def __init__(self, exp, checkpoint, device):
         self.exp, self.checkpoint = exp, checkpoint
-        self.data = prepared(exp["data"])
+        self.data = prepared(exp.data)
         # fairseq-generate's options, mapped onto the decoding API (recorded in result.json)
         self.options = (
             [
                 "--source-lang",
-                exp["src"],
+                exp.src,
                 "--target-lang",
-                exp["tgt"],
+                exp.tgt,
                 "--remove-bpe",
                 self.data["remove_bpe"],
             ]
-            + ["--batch-size", str(exp["decode_batch"])]
-            + exp["decode_args"]
+            + ["--batch-size", str(exp.decode_batch)]
+            + exp.decode_args
             + device_args(device, training=False)
         )
         self.translator = None
@@ -38,8 +38,8 @@ class Decoder:
         if os.path.exists(os.path.join(out_dir, "result.json")):
             return moved_result(out_dir)
         raw = {
-            "valid": os.path.join(self.data["raw"], f"dev.{self.exp['tgt']}"),
-            "test": os.path.join(self.data["raw"], f"test.{self.exp['tgt']}"),
+            "valid": os.path.join(self.data["raw"], f"dev.{self.exp.tgt}"),
+            "test": os.path.join(self.data["raw"], f"test.{self.exp.tgt}"),
         }
         say(
             f"  decoding {subset} with {os.path.join(*self.checkpoint.split(os.sep)[-3:])}: greedy and "
@@ -56,7 +56,7 @@ class Decoder:
                 subset=subset,
                 extra_args=self.options,
                 ref=raw[subset],
-                tokenize=self.exp["bleu_tokenize"],
+                tokenize=self.exp.bleu_tokenize,
                 grid_beams=grid[0] if grid else None,
                 grid_lenpens=grid[1] if grid else None,
                 dev_subset="valid",
@@ -90,7 +90,7 @@ def paired_test(path, ref, baseline, system, exp):
     samples) -> path, written once; its JSON."""
     if not os.path.exists(path):
         try:
-            write_json(path, gvb.compare_systems(ref, baseline, system, "bs", None, exp["bleu_tokenize"]))
+            write_json(path, gvb.compare_systems(ref, baseline, system, "bs", None, exp.bleu_tokenize))
         except gvb.UsageError as e:
             raise RunFailed(f"significance test: {e}") from None
     return read_json(path)

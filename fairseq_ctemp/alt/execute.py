@@ -26,12 +26,12 @@ def print_plan(experiments, args, device):
     print(f"plan ({'dry run: nothing is started' if args.dry_run else 'starting'}): {where}")
     for exp_dir, exp, runs in experiments:
         todo = [r for r in runs if not r[2].startswith("done")]
-        shown = " and ".join({"valid": "dev", "test": "test"}[x] for x in exp["subsets"])
+        shown = " and ".join({"valid": "dev", "test": "test"}[x] for x in exp.subsets)
         print(
-            f"\n{os.path.basename(exp_dir)}  ({exp_dir})\n  data {exp['data']}; scores "
+            f"\n{os.path.basename(exp_dir)}  ({exp_dir})\n  data {exp.data}; scores "
             f"{shown}"
-            + ("" if "test" in exp["subsets"] else " (no test split: dev numbers only)")
-            + f"; sacrebleu tokenize={exp['bleu_tokenize']}\n  {len(runs)} runs, {len(todo)} to do:"
+            + ("" if "test" in exp.subsets else " (no test split: dev numbers only)")
+            + f"; sacrebleu tokenize={exp.bleu_tokenize}\n  {len(runs)} runs, {len(todo)} to do:"
         )
         for _, config, state in runs:
             print(f"    {config['name']:<30} {state}")
@@ -39,8 +39,8 @@ def print_plan(experiments, args, device):
         if variants != [DEFAULT_VARIANT]:
             others = [v for v in variants if v != DEFAULT_VARIANT]
             print(
-                f"  note: {', '.join(others)}: at label smoothing {fmt(exp['primary'][0])}, SEM "
-                f"{fmt(exp['primary'][1])} only, at each T of --temperatures"
+                f"  note: {', '.join(others)}: at label smoothing {fmt(exp.primary[0])}, SEM "
+                f"{fmt(exp.primary[1])} only, at each T of --temperatures"
                 + (" (ct_transformer: T=1 only)" if "ct_transformer" in others else "")
                 + "; --label-smoothing and --sem-weights are the transformer's grid"
             )
@@ -55,8 +55,8 @@ def print_plan(experiments, args, device):
                 + shlex.join(["fairseq-train", *train_argv(exp, run_dir, config, device)])
             )
         print(
-            f"  then per run: average the last {exp['average']} checkpoints; greedy and beam "
-            f"{exp['eval_beam']} on {shown}"
+            f"  then per run: average the last {exp.average} checkpoints; greedy and beam "
+            f"{exp.eval_beam} on {shown}"
         )
         steps = finalize_steps(exp, runs, variants)
         if args.no_finalize:
@@ -67,7 +67,7 @@ def print_plan(experiments, args, device):
 
 def finalize_steps(exp, runs, variants):
     """What finalize will do for one experiment, in words (nothing: [])."""
-    ls0, sem0 = exp["primary"]
+    ls0, sem0 = exp.primary
     temperatures = {
         c["temperature"]
         for _, c, _ in runs
@@ -76,15 +76,15 @@ def finalize_steps(exp, runs, variants):
     steps = []
     if len(temperatures) > 1:
         steps.append(
-            f"T_opt by dev greedy BLEU (LS {fmt(ls0)}, SEM {fmt(sem0)}); beams {exp['grid_beams']} x "
-            f"lenpens {exp['grid_lenpens']} on dev for T_opt and T=1; paired bootstrap; timing of "
-            f"beams {exp['speed_beams']}; T=1 + post-hoc t* (fitted on dev NLL), tuned the same"
+            f"T_opt by dev greedy BLEU (LS {fmt(ls0)}, SEM {fmt(sem0)}); beams {exp.grid_beams} x "
+            f"lenpens {exp.grid_lenpens} on dev for T_opt and T=1; paired bootstrap; timing of "
+            f"beams {exp.speed_beams}; T=1 + post-hoc t* (fitted on dev NLL), tuned the same"
         )
     compared = compared_variants(variants)
     if compared:
         steps.append(
             ", ".join(f"{v} against {baseline_variant(v)} T=1" for v in compared)
-            + f" (greedy and beam {exp['eval_beam']}, paired bootstrap)"
+            + f" (greedy and beam {exp.eval_beam}, paired bootstrap)"
         )
     return steps
 

@@ -8,7 +8,7 @@ import os
 
 from .. import greedy_vs_beam as gvb
 from . import evaluate, posthoc
-from .common import Lock, RunFailed, fmt, load_experiment, read_config, say, write_json
+from .common import Lock, RunFailed, fmt, read_config, say, write_json
 from .presets import DEFAULT_VARIANT, baseline_variant
 from .records import (
     Comparison,
@@ -17,6 +17,7 @@ from .records import (
     SystemRow,
     Tempering,
     TunedSystem,
+    load_experiment,
     read_run,
     read_tempering,
 )
@@ -38,7 +39,7 @@ def primary_runs(exp_dir, exp):
 
 def primary_configs(exp_dir, exp):
     """[(run dir, config)] of the primary (LS, SEM) group."""
-    ls, sem = exp["primary"]
+    ls, sem = exp.primary
     found = []
     for path in sorted(glob.glob(os.path.join(exp_dir, "*", "config.json"))):
         config = read_config(path)
@@ -141,13 +142,13 @@ def compare_variants(exp_dir, exp, run_dir):
     if run is None:
         say(f"{name}: the comparison of {os.path.basename(run_dir)} waits for its run")
         return
-    subset = "test" if "test" in exp["subsets"] else "valid"
+    subset = "test" if "test" in exp.subsets else "valid"
     final_dir = os.path.join(exp_dir, "final")
     os.makedirs(final_dir, exist_ok=True)
     with Lock(final_dir, RunFailed):
-        significance = paired_significance(baseline_dir, run_dir, subset, exp["bleu_tokenize"])
+        significance = paired_significance(baseline_dir, run_dir, subset, exp.bleu_tokenize)
         result = Comparison(
-            direction=f"{exp['src']}-{exp['tgt']}",
+            direction=f"{exp.src}-{exp.tgt}",
             experiment=name,
             variant=config["variant"],
             temperature=config["temperature"],
@@ -181,7 +182,7 @@ def tempering(exp_dir, exp, group, device, quiet=False):
     final_dir = os.path.join(exp_dir, "final")
     if os.path.exists(os.path.join(final_dir, "final.json")):
         return read_tempering(exp_dir)
-    ls, sem = exp["primary"]
+    ls, sem = exp.primary
     if 1.0 not in group or len(group) < 2:
         if quiet and (1.0 in group or not group):  # a sweep of variants only: nothing to temper
             return None
@@ -197,15 +198,15 @@ def tempering(exp_dir, exp, group, device, quiet=False):
         return None
     tempered = {t: r for t, r in runs.items() if t != 1.0}
     t_opt = max(sorted(tempered), key=lambda t: tempered[t].eval["valid"].greedy.bleu)
-    subset = "test" if "test" in exp["subsets"] else "valid"
+    subset = "test" if "test" in exp.subsets else "valid"
     os.makedirs(final_dir, exist_ok=True)
     with Lock(final_dir, RunFailed):
         systems, speed = tuned_systems(final_dir, exp, group, subset, t_opt, device)
         significance = tempering_significance(final_dir, exp, systems)
         result = Tempering(
-            direction=f"{exp['src']}-{exp['tgt']}",
+            direction=f"{exp.src}-{exp.tgt}",
             experiment=os.path.basename(exp_dir),
-            preset=exp["preset"],
+            preset=exp.preset,
             label_smoothing=ls,
             sem_weight=sem,
             t_opt=t_opt,
@@ -229,7 +230,7 @@ def tempering(exp_dir, exp, group, device, quiet=False):
 
 def tuned_systems(final_dir, exp, group, subset, t_opt, device):
     """T = 1 and T_opt decoded greedy and with the beam and length penalty tuned on dev, and the
-    timings of greedy against each beam of exp["speed_beams"]: (systems, speed) of final.json."""
+    timings of greedy against each beam of exp.speed_beams: (systems, speed) of final.json."""
     systems, speed = {}, {}
     for label, t in (("untempered", 1.0), ("tempered", t_opt)):
         # one loaded checkpoint for the grid and the timings
@@ -237,8 +238,8 @@ def tuned_systems(final_dir, exp, group, subset, t_opt, device):
         tuned = decoder.greedy_vs_beam(
             os.path.join(final_dir, f"tune-T{fmt(t)}"),
             subset,
-            exp["eval_beam"],
-            grid=(exp["grid_beams"], exp["grid_lenpens"]),
+            exp.eval_beam,
+            grid=(exp.grid_beams, exp.grid_lenpens),
         )
         systems[label] = TunedSystem(
             greedy=SystemRow.of(tuned.systems["greedy"]),
@@ -249,7 +250,7 @@ def tuned_systems(final_dir, exp, group, subset, t_opt, device):
             signature=tuned.signatures["bleu"],
         )
         speed[label] = {"temperature": t, "greedy_seconds": tuned.systems["greedy"].decode_seconds}
-        for beam in exp["speed_beams"]:
+        for beam in exp.speed_beams:
             timed = decoder.greedy_vs_beam(
                 os.path.join(final_dir, f"speed-T{fmt(t)}-beam{beam}"), subset, beam
             )

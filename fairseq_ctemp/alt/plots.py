@@ -17,7 +17,7 @@ def plots(e, out):
     import matplotlib.pyplot as plt
 
     made = []
-    ls0, sem0 = e.exp["primary"]
+    ls0, sem0 = e.exp.primary
     everything = e.runs + e.pending
     in_primary = [r for r in everything if r.label_smoothing == ls0 and r.sem_weight == sem0]
     curve_runs = sorted(in_primary or everything, key=run_order)
@@ -119,7 +119,7 @@ def plot_variants(ax, points, subset, axis_key, first_color):
 
 def training_plots(plt, e, group, logs, out):
     """Entropy and gradient norm over the training batches of the primary runs."""
-    ls0, sem0 = e.exp["primary"]
+    ls0, sem0 = e.exp.primary
     made = []
     entropy = [
         ("entropy", "entropy of softmax(D/T) (bits)"),
@@ -205,7 +205,7 @@ def learning_curves(plt, e, group, logs, out):
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
-    ls0, sem0 = e.exp["primary"]
+    ls0, sem0 = e.exp.primary
     fig.suptitle(f"{e.name} (LS {fmt(ls0)}, SEM {fmt(sem0)}): learning curves (* best validation)")
     fig.tight_layout()
     name = f"curves.{e.name}.png"

@@ -46,14 +46,14 @@ def calibration_path(run_dir, subset):
 def measure(checkpoint, exp, subset, device):
     """ctemp-calibrate's measurement (its JSON as a dict) of `checkpoint` on `subset` of the
     experiment's data, at the temperature the checkpoint decodes at."""
-    data = prepared(exp["data"])
+    data = prepared(exp.data)
     try:
         result = calibration.calibrate(
             checkpoint,
             data["bin"],
             subset,
-            overrides={"source_lang": exp["src"], "target_lang": exp["tgt"]},
-            batch_size=exp["decode_batch"],
+            overrides={"source_lang": exp.src, "target_lang": exp.tgt},
+            batch_size=exp.decode_batch,
             cpu=device.cpu,
         )
     except calibration.CalibrationError as e:
@@ -67,7 +67,7 @@ def calibrate_run(run_dir, exp, device):
     model that cannot be measured (no finite t* minimises its NLL: no better than uniform, or
     every prediction right) gets {"error": why} there instead, so that it is not tried again."""
     out = {}
-    for subset in exp["subsets"]:
+    for subset in exp.subsets:
         path = calibration_path(run_dir, subset)
         if not os.path.exists(path):
             say(f"  calibration of {os.path.basename(run_dir)} on {subset}")
@@ -104,7 +104,7 @@ def pending(exp_dir, exp):
     """Whether a finished run lacks its calibration, or final.json its post-hoc row."""
     final_dir = os.path.join(exp_dir, "final")
     return any(
-        not os.path.exists(calibration_path(d, s)) for d in finished_runs(exp_dir) for s in exp["subsets"]
+        not os.path.exists(calibration_path(d, s)) for d in finished_runs(exp_dir) for s in exp.subsets
     ) or (
         os.path.exists(os.path.join(final_dir, "final.json"))
         and not os.path.exists(os.path.join(final_dir, POSTHOC))
@@ -116,7 +116,7 @@ def finalize(exp_dir, exp, group, device):
     """Calibration of every finished run, then (once final.json is there) the post-hoc row ->
     final/posthoc.json. `group`: {T: run dir} of the primary (LS, SEM) transformer runs."""
     for run_dir in finished_runs(exp_dir):
-        if not all(os.path.exists(calibration_path(run_dir, s)) for s in exp["subsets"]):
+        if not all(os.path.exists(calibration_path(run_dir, s)) for s in exp.subsets):
             with Lock(run_dir, RunFailed):
                 calibrate_run(run_dir, exp, device)
     final_dir = os.path.join(exp_dir, "final")
@@ -143,15 +143,15 @@ def posthoc_row(exp_dir, exp, group, device, final):
     tuned = decoder.greedy_vs_beam(
         os.path.join(final_dir, "tune-T1-posthoc"),
         subset,
-        exp["eval_beam"],
-        grid=(exp["grid_beams"], exp["grid_lenpens"]),
+        exp.eval_beam,
+        grid=(exp.grid_beams, exp.grid_lenpens),
     )
     decoded_at = tuned.systems["greedy"].decoding_temperature
     if decoded_at is None or abs(decoded_at - t_star) > 1e-6 * t_star:
         raise RunFailed(f"{checkpoint} decoded at t={decoded_at}, not at t*={t_star}")
     # calibration of T = 1 + t*: on dev the T = 1 run's own measurement at t*; on test measured
     posthoc_calibration = {"valid": summary(dev, fitted=True)}
-    for other in exp["subsets"]:
+    for other in exp.subsets:
         if other != "valid":
             path = os.path.join(final_dir, f"calibration-T1-posthoc.{other}.json")
             if not os.path.exists(path):
@@ -195,9 +195,7 @@ def ready_calibrations(name, final_dir, exp, dirs):
     """{label: {subset: calibration.json}} of the T = 1 and T_opt runs; None (said why, and a
     failed calibration recorded in posthoc.json, so that finalize is not pending for ever) when
     one is missing or failed."""
-    runs = {
-        label: {s: read_json(calibration_path(d, s)) for s in exp["subsets"]} for label, d in dirs.items()
-    }
+    runs = {label: {s: read_json(calibration_path(d, s)) for s in exp.subsets} for label, d in dirs.items()}
     missing = [
         f"{os.path.basename(dirs[k])} ({s})" for k, r in runs.items() for s, c in r.items() if c is None
     ]

@@ -1,8 +1,9 @@
-"""The typed records of the ALT pipeline: what a run's train.json and run.json hold, what an
-experiment's final/final.json, final/compare-<run>.json and final/posthoc.json hold, and an
-experiment as ctemp-alt-results loads it; one definition each, written with their field names
-(dataclasses.asdict) and read back with from_dict (files of older sweeps lack the fields added
-since: they get the defaults)."""
+"""The typed records of the ALT pipeline: what an experiment's experiment.json holds, what a run's
+train.json and run.json hold, what an experiment's final/final.json, final/compare-<run>.json and
+final/posthoc.json hold, and an experiment as ctemp-alt-results loads it; one definition each,
+written with their field names (dataclasses.asdict) and read back with from_dict (files of older
+sweeps lack the fields added since: they get the defaults, except in experiment.json, whose
+settings the runs were planned with)."""
 
 import dataclasses
 import glob
@@ -10,7 +11,47 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from .common import read_config, read_json
+from .common import RunFailed, check_data_location, read_config, read_json
+
+
+@dataclass
+class Settings:
+    """An experiment's experiment.json: the settings its runs share, written by `ctemp-alt-sweep
+    run` (every field, always: a file that lacks one is refused, not given a default)."""
+
+    src: str
+    tgt: str
+    preset: str
+    data: str  # the data directory: relative to the experiment directory in the file, absolute once loaded
+    data_tag: str  # the data directory's name after <src>-<tgt>.
+    subsets: List[str]  # "valid", and "test" where the data has one
+    bleu_tokenize: str  # sacrebleu's tokenizer
+    decode_args: List[str]  # fairseq-generate options of every decoding
+    primary: List[float]  # [label smoothing, SEM weight] of the variants other than the transformer's
+    interval: int  # validate and save every `interval` updates
+    patience: int
+    average: int  # the last checkpoints averaged
+    max_update: Optional[int]
+    eval_beam: int
+    grid_beams: List[int]
+    grid_lenpens: List[float]
+    speed_beams: List[int]
+    log_interval: int
+    decode_batch: int
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d, path, error):
+        """The settings in d (read from path); `error` naming the file and what it lacks."""
+        missing = [f.name for f in dataclasses.fields(cls) if f.name not in d]
+        if missing:
+            raise error(
+                f"{path} lacks {', '.join(missing)}: not an experiment.json of this version; "
+                "plan the sweep again in another --work"
+            )
+        return cls(**known(cls, d))
 
 
 @dataclass
@@ -291,7 +332,7 @@ class Experiment:
 
     name: str
     dir: str
-    exp: Dict[str, Any]  # its experiment.json: the sweep's settings
+    exp: Settings  # its experiment.json
     runs: List[RunResult]  # finished
     pending: List[RunResult]  # still training: their training so far, no eval
     test: str = "test"  # what its tables call the test split ("carved test")
@@ -312,6 +353,24 @@ def known(cls, d):
     """The entries of d that are fields of cls (files written by newer versions may hold more)."""
     names = {f.name for f in dataclasses.fields(cls)}
     return {k: v for k, v in d.items() if k in names}
+
+
+def read_settings(exp_dir, error):
+    """An experiment's experiment.json (Settings, "data" as written: relative to exp_dir), or None
+    while there is none; `error` where it is not one."""
+    path = os.path.join(exp_dir, "experiment.json")
+    d = read_json(path)
+    return None if d is None else Settings.from_dict(d, path, error)
+
+
+def load_experiment(exp_dir):
+    """An experiment's Settings with "data" resolved to the data directory of the work directory
+    exp_dir is in (stored relative to exp_dir). Older files store it absolute: a moved or copied
+    work directory would then train on the original's data, so that is refused."""
+    exp = read_settings(exp_dir, RunFailed)
+    if exp is None:
+        raise RunFailed(f"{exp_dir} has no experiment.json: plan it with `ctemp-alt-sweep run` first")
+    return dataclasses.replace(exp, data=check_data_location(exp_dir, exp, RunFailed))
 
 
 def read_run(run_dir):

@@ -15,7 +15,7 @@ from . import posthoc, systems
 from .common import AltError, read_config, read_json
 from .plots import plots
 from .presets import DEFAULT_VARIANT, VARIANTS
-from .records import Experiment, RunResult, read_comparisons, read_run, read_tempering
+from .records import Experiment, RunResult, read_comparisons, read_run, read_settings, read_tempering
 from .tables import markdown_table, run_order, runs_table, table1, table34, variants_table, write_csv
 from .training import training_summary
 
@@ -30,7 +30,7 @@ def load(work):
     experiments = []
     for path in sorted(glob.glob(os.path.join(work, "sweep", "*", "experiment.json"))):
         exp_dir = os.path.dirname(path)
-        exp = read_json(path)
+        exp = read_settings(exp_dir, AltError)
         runs, pending = [], []
         for config_path in sorted(glob.glob(os.path.join(exp_dir, "*", "config.json"))):
             run_dir = os.path.dirname(config_path)
@@ -41,8 +41,8 @@ def load(work):
                 pending.append(
                     RunResult(
                         **{k: config[k] for k in settings},
-                        direction=f"{exp['src']}-{exp['tgt']}",
-                        training=training_summary(run_dir, exp["patience"]),
+                        direction=f"{exp.src}-{exp.tgt}",
+                        training=training_summary(run_dir, exp.patience),
                         dir=run_dir,
                     )
                 )
@@ -69,9 +69,7 @@ def load(work):
 def test_name(exp_dir, exp):
     """What an experiment's tables call its test split: "carved test" where ctemp-alt-data carved it
     from train (--carve-test), else "test"."""
-    if not exp.get("data"):
-        return "test"
-    data = os.path.join(exp_dir, exp["data"])  # relative to exp_dir (absolute in older sweeps)
+    data = os.path.join(exp_dir, exp.data)  # relative to exp_dir (absolute in older sweeps)
     source = (read_json(os.path.join(data, "prepare.json")) or {}).get("test_source") or ""
     return "carved test" if source.startswith("carved") else "test"
 

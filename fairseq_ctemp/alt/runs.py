@@ -13,14 +13,21 @@ from . import evaluate, posthoc, training
 from .common import (
     Lock,
     RunFailed,
-    load_experiment,
     prepared,
     read_config,
     read_json,
     say,
     write_json,
 )
-from .records import CalibrationRow, RunResult, SubsetEval, SystemRow, TrainingSummary, read_run
+from .records import (
+    CalibrationRow,
+    RunResult,
+    SubsetEval,
+    SystemRow,
+    TrainingSummary,
+    load_experiment,
+    read_run,
+)
 
 
 def run_one(run_dir, device):
@@ -33,7 +40,7 @@ def run_one(run_dir, device):
     if config is None:
         raise RunFailed(f"{run_dir} has no config.json: plan it with `ctemp-alt-sweep run` first")
     exp = load_experiment(os.path.dirname(run_dir))
-    data = prepared(exp["data"])
+    data = prepared(exp.data)
     if device.threads:  # training and decoding in this process (a sweep's --threads)
         torch.set_num_threads(device.threads)
     with Lock(run_dir, RunFailed):
@@ -42,7 +49,7 @@ def run_one(run_dir, device):
         evals = evaluate_average(run_dir, exp, average, device)
         result = RunResult(
             name=config["name"],
-            direction=f"{exp['src']}-{exp['tgt']}",
+            direction=f"{exp.src}-{exp.tgt}",
             variant=config["variant"],
             seed=config["seed"],
             temperature=config["temperature"],
@@ -80,7 +87,7 @@ def train(run_dir, exp, config, device):
             )
         start = datetime.datetime.now()
         training.train_in_this_process(argv, os.path.join(run_dir, "train.log"), patience)
-        summary = training.training_summary(run_dir, exp["patience"])
+        summary = training.training_summary(run_dir, exp.patience)
         summary.finished = f"{datetime.datetime.now():%Y-%m-%d %H:%M:%S}"
         summary.last_session_seconds = (datetime.datetime.now() - start).total_seconds()
         summary.code, summary.torch = provenance.code_commit(), torch.__version__
@@ -94,7 +101,7 @@ def average_checkpoints(run_dir, exp, config):
     average = os.path.join(run_dir, "checkpoint_avg.pt")
     average_json = os.path.join(run_dir, "average.json")
     if not os.path.exists(average_json):
-        inputs = training.last_validation_checkpoints(run_dir, exp["average"])
+        inputs = training.last_validation_checkpoints(run_dir, exp.average)
         say(
             f"{config['name']}: averaging the checkpoints of the last {len(inputs)} validations: "
             + ", ".join(os.path.basename(p) for p in inputs)
@@ -105,17 +112,15 @@ def average_checkpoints(run_dir, exp, config):
             averaging.write_average(inputs, average)
         except averaging.AverageError as e:
             raise RunFailed(f"ctemp-average-checkpoints: {e}") from None
-        write_json(
-            average_json, {"inputs": [os.path.basename(p) for p in inputs], "requested": exp["average"]}
-        )
+        write_json(average_json, {"inputs": [os.path.basename(p) for p in inputs], "requested": exp.average})
     return average, read_json(average_json)["inputs"]
 
 
 def evaluate_average(run_dir, exp, average, device):
     """{subset: SubsetEval} of the averaged checkpoint: greedy and beam, and its calibration."""
     evals, decoder = {}, evaluate.Decoder(exp, average, device)
-    for subset in exp["subsets"]:
-        result = decoder.greedy_vs_beam(os.path.join(run_dir, "eval", subset), subset, exp["eval_beam"])
+    for subset in exp.subsets:
+        result = decoder.greedy_vs_beam(os.path.join(run_dir, "eval", subset), subset, exp.eval_beam)
         evals[subset] = SubsetEval(
             greedy=SystemRow.of(result.systems["greedy"]),
             beam=SystemRow.of(result.systems["beam"]),

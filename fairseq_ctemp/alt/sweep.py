@@ -2,6 +2,7 @@
 each run's config.json (written once its options are checked: sweep_checks.py), and each run's
 state; running the plan is execute.py's."""
 
+import dataclasses
 import json
 import math
 import os
@@ -22,7 +23,7 @@ from .common import (
     write_json,
 )
 from .presets import DEFAULT_VARIANT, MAX_LEN, PRESETS, variant_dir_name, variant_model, variant_spec
-from .records import read_run
+from .records import Settings, read_run
 from .sweep_checks import check_settings
 from .training import last_saved_update, read_log
 
@@ -112,18 +113,18 @@ def plan(args):
         exp_dir = experiment_dir(args.work, src, tgt, args.preset, tag, seed)
         if any(exp_dir == e[0] for e in experiments):
             continue  # the direction given twice
-        exp = {
-            "src": src,
-            "tgt": tgt,
-            "preset": args.preset,
-            "data": os.path.relpath(ddir, exp_dir),
-            "data_tag": tag,
-            "subsets": ["valid", "test"] if data["has_test"] else ["valid"],
-            "bleu_tokenize": args.sacrebleu_tokenize or bleu_tokenize(tgt),
-            "decode_args": shlex.split(args.decode_args) if args.decode_args is not None else MAX_LEN,
-            "primary": [args.primary_label_smoothing, args.primary_sem_weight],
+        exp = Settings(
+            src=src,
+            tgt=tgt,
+            preset=args.preset,
+            data=os.path.relpath(ddir, exp_dir),
+            data_tag=tag,
+            subsets=["valid", "test"] if data["has_test"] else ["valid"],
+            bleu_tokenize=args.sacrebleu_tokenize or bleu_tokenize(tgt),
+            decode_args=shlex.split(args.decode_args) if args.decode_args is not None else list(MAX_LEN),
+            primary=[args.primary_label_smoothing, args.primary_sem_weight],
             **scalar,
-        }
+        )
         check_experiment(exp_dir, exp, writes)
         runs = []
         for variant, t, ls, sem in run_grid(args, temperatures, variants):
@@ -131,7 +132,7 @@ def plan(args):
             run_dir = os.path.join(exp_dir, config["name"])
             config = checked_run_config(run_dir, config, writes)
             runs.append((run_dir, config, run_state(run_dir)))
-        experiments.append((exp_dir, dict(exp, data=ddir), runs))
+        experiments.append((exp_dir, dataclasses.replace(exp, data=ddir), runs))
     if not args.dry_run:
         for path, obj in writes.items():
             write_json(path, obj)
@@ -141,14 +142,16 @@ def plan(args):
 def check_experiment(exp_dir, exp, writes):
     """An existing experiment.json must hold these settings (its data in this work directory);
     a new one is queued in `writes`."""
-    existing = read_json(os.path.join(exp_dir, "experiment.json"))
+    path = os.path.join(exp_dir, "experiment.json")
+    existing = read_json(path)
     if existing is None:
-        writes[os.path.join(exp_dir, "experiment.json")] = exp
+        writes[path] = exp.to_dict()
         return
-    check_data_location(exp_dir, existing, AltError)
+    check_data_location(exp_dir, Settings.from_dict(existing, path, AltError), AltError)
+    exp = exp.to_dict()
     existing["data"] = exp["data"]  # the same directory, maybe named by an absolute path
     if existing != exp and raised_max_update(existing, exp):
-        writes[os.path.join(exp_dir, "experiment.json")] = exp  # its runs are checked in plan()
+        writes[path] = exp  # its runs are checked in plan()
     elif existing != exp:
         diff = sorted(k for k in set(exp) | set(existing) if exp.get(k) != existing.get(k))
         raise AltError(

@@ -51,7 +51,7 @@ def points(experiments):
     smoothing and SEM weight only; of the transformer's own temperatures, T = 1 and T_opt."""
     setups = {}
     for e in experiments:
-        ls0, sem0 = e.exp["primary"]
+        ls0, sem0 = e.exp.primary
         final, post = e.final, e.posthoc
         t_opt = final.t_opt if final else None
         tuned = {}  # temperature of a transformer run -> finalize's tuned beam row

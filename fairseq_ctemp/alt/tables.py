@@ -72,7 +72,7 @@ def markdown_table(header, rows):
 
 def table1(experiments):
     finals = [e for e in experiments if e.final is not None]
-    beams = sorted({b for e in finals for b in e.exp["speed_beams"]})
+    beams = sorted({b for e in finals for b in e.exp.speed_beams})
     header = (
         [
             "direction",
@@ -225,7 +225,7 @@ def table34(experiments):
         runs = tempered(e.runs)
         if not runs:
             continue
-        ls0, sem0 = e.exp["primary"]
+        ls0, sem0 = e.exp.primary
         searched = set()
         for name, t_free, ls_free, sem_free in CONFIGS:
             candidates = [

@@ -167,13 +167,13 @@ def train_argv(exp, run_dir, config, device):
     """fairseq-train's arguments for one run of experiment exp: what run-one trains with and what
     the sweep's plan prints, from this one place so that the plan shows the command that runs."""
     return [
-        os.path.join(exp["data"], "bin"),
+        os.path.join(exp.data, "bin"),
         "--user-dir",
         USER_DIR,
         "--source-lang",
-        exp["src"],
+        exp.src,
         "--target-lang",
-        exp["tgt"],
+        exp.tgt,
         "--save-dir",
         run_dir,
         *config["train_args"],
