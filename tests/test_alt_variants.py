@@ -141,7 +141,7 @@ def finished_runs(exp_dir, variants):
         (run_dir / "eval" / "valid").mkdir(parents=True)
         config = {"name": name, "variant": variant, "seed": 1, "temperature": t}
         (run_dir / "config.json").write_text(
-            json.dumps({**config, "label_smoothing": 0.1, "sem_weight": 0.0})
+            json.dumps({**config, "label_smoothing": 0.1, "sem_weight": 0.0, "train_args": ["--seed", "1"]})
         )
         (run_dir / "eval" / "valid" / "ref").write_text("".join(r + "\n" for r in refs))
         evals = {}

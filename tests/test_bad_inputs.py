@@ -98,10 +98,14 @@ def inputs(tmp_path_factory, toy_data):
     (truncated / "experiment.json").write_text('{"src": "en", "tgt": "vi", "pati')
     partial = root / "partial-work" / "sweep" / "en-vi.mini.spm20"  # written by no version of the sweep
     partial.mkdir(parents=True)
-    (partial / "experiment.json").write_text('{"src": "en", "tgt": "vi", "patience": 10, "primary": [0.1, 0]}')
+    (partial / "experiment.json").write_text(
+        '{"src": "en", "tgt": "vi", "patience": 10, "primary": [0.1, 0]}'
+    )
     write(str(root / "mine" / "notes.txt"), b"a user's notes")
     write(str(root / "a-file"), b"not a directory")
     (root / "run-without-config").mkdir()
+    (root / "run-of-another-tool").mkdir()  # a config.json that ctemp-alt-sweep did not write
+    (root / "run-of-another-tool" / "config.json").write_text('{"lr": 0.001}')
     ckpt = root / "ckpt"
     ckpt.mkdir()
     checkpoint(ckpt / "a.pt", {"w": [1.0, 2.0]})
@@ -660,6 +664,13 @@ CASES = [
         SWEEP,
         ["run-one", "{root}/run-without-config"],
         "has no config.json",
+    ),
+    (
+        "sweep: run-one with a config.json of another tool",
+        SWEEP,
+        ["run-one", "{root}/run-of-another-tool"],
+        "{root}/run-of-another-tool/config.json lacks name, temperature, label_smoothing, sem_weight, "
+        "train_args: not a config.json of ctemp-alt-sweep",
     ),
     (
         "sweep: finalize of a directory that is no experiment",

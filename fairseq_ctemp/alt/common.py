@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .. import USER_DIR  # the --user-dir of the runs it starts
-from .presets import DEFAULT_VARIANT
 
 # Our language codes -> the code in the release's file names (data_<code>.txt) and the name.
 # The release calls Bengali "bg" (not Bulgarian) and Khmer "khm"; both spellings are accepted.
@@ -181,17 +180,6 @@ def read_json(path, default=None):
                 f"{path} is not valid JSON ({e.msg} at line {e.lineno}, column {e.colno}): damaged or "
                 "truncated; restore it, or move it away to have its step done again"
             ) from None
-
-
-def read_config(path):
-    """A run's config.json (None if absent) with what sweeps before model variants did not record:
-    "variant" (the preset's transformer) and "seed" (from its fairseq-train --seed)."""
-    config = read_json(path)
-    if config is not None:
-        config.setdefault("variant", DEFAULT_VARIANT)
-        options = config.get("train_args", [])
-        config.setdefault("seed", int(options[options.index("--seed") + 1]) if "--seed" in options else 1)
-    return config
 
 
 def fresh_dir(path):

@@ -34,8 +34,8 @@ def print_plan(experiments, args, device):
             + f"; sacrebleu tokenize={exp.bleu_tokenize}\n  {len(runs)} runs, {len(todo)} to do:"
         )
         for _, config, state in runs:
-            print(f"    {config['name']:<30} {state}")
-        variants = list(dict.fromkeys(config["variant"] for _, config, _ in runs))
+            print(f"    {config.name:<30} {state}")
+        variants = list(dict.fromkeys(config.variant for _, config, _ in runs))
         if variants != [DEFAULT_VARIANT]:
             others = [v for v in variants if v != DEFAULT_VARIANT]
             print(
@@ -45,13 +45,13 @@ def print_plan(experiments, args, device):
                 + "; --label-smoothing and --sem-weights are the transformer's grid"
             )
         for variant in variants:
-            todo_of = [r for r in todo if r[1]["variant"] == variant]
+            todo_of = [r for r in todo if r[1].variant == variant]
             if not todo_of:
                 continue
             run_dir, config, _ = todo_of[0]
             differ = " (its other runs differ in T / LS / SEM)" if len(todo_of) > 1 else ""
             print(
-                f"  fairseq-train of {config['name']}{differ}:\n    "
+                f"  fairseq-train of {config.name}{differ}:\n    "
                 + shlex.join(["fairseq-train", *train_argv(exp, run_dir, config, device)])
             )
         print(
@@ -69,9 +69,9 @@ def finalize_steps(exp, runs, variants):
     """What finalize will do for one experiment, in words (nothing: [])."""
     ls0, sem0 = exp.primary
     temperatures = {
-        c["temperature"]
+        c.temperature
         for _, c, _ in runs
-        if c["variant"] == DEFAULT_VARIANT and (c["label_smoothing"], c["sem_weight"]) == (ls0, sem0)
+        if c.variant == DEFAULT_VARIANT and (c.label_smoothing, c.sem_weight) == (ls0, sem0)
     }
     steps = []
     if len(temperatures) > 1:
@@ -126,7 +126,7 @@ def execute_local(experiments, args, device):
                 free.append(slot)
 
     todo = [
-        (run_dir, f"{os.path.basename(exp_dir)}/{config['name']}")
+        (run_dir, f"{os.path.basename(exp_dir)}/{config.name}")
         for exp_dir, _, runs in experiments
         for run_dir, config, state in runs
         if not state.startswith("done")

@@ -8,7 +8,7 @@ import os
 
 from .. import greedy_vs_beam as gvb
 from . import evaluate, posthoc
-from .common import Lock, RunFailed, fmt, read_config, say, write_json
+from .common import Lock, RunFailed, fmt, say, write_json
 from .presets import DEFAULT_VARIANT, baseline_variant
 from .records import (
     Comparison,
@@ -18,6 +18,7 @@ from .records import (
     Tempering,
     TunedSystem,
     load_experiment,
+    read_config,
     read_run,
     read_tempering,
 )
@@ -30,8 +31,8 @@ def primary_runs(exp_dir, exp):
     of the other variants])."""
     tempered, variants = {}, []
     for run_dir, config in primary_configs(exp_dir, exp):
-        if config["variant"] == DEFAULT_VARIANT:
-            tempered[config["temperature"]] = run_dir
+        if config.variant == DEFAULT_VARIANT:
+            tempered[config.temperature] = run_dir
         else:
             variants.append(run_dir)
     return tempered, variants
@@ -43,7 +44,7 @@ def primary_configs(exp_dir, exp):
     found = []
     for path in sorted(glob.glob(os.path.join(exp_dir, "*", "config.json"))):
         config = read_config(path)
-        if config["label_smoothing"] == ls and config["sem_weight"] == sem:
+        if config.label_smoothing == ls and config.sem_weight == sem:
             found.append((os.path.dirname(path), config))
     return found
 
@@ -52,7 +53,7 @@ def baseline_run(exp_dir, exp, variant):
     """The run dir a variant is compared with: its baseline variant's T = 1 run (None: not planned)."""
     wanted = baseline_variant(variant)
     for run_dir, config in primary_configs(exp_dir, exp):
-        if config["variant"] == wanted and config["temperature"] == 1.0:
+        if config.variant == wanted and config.temperature == 1.0:
             return run_dir
     return None
 
@@ -73,7 +74,7 @@ def pending(exp_dir):
         )
         or any(
             not os.path.exists(comparison_path(exp_dir, d))
-            and baseline_run(exp_dir, exp, read_config(os.path.join(d, "config.json"))["variant"])
+            and baseline_run(exp_dir, exp, read_config(os.path.join(d, "config.json")).variant)
             for d in variants
         )
         or posthoc.pending(exp_dir, exp)
@@ -124,18 +125,18 @@ def compare_variants(exp_dir, exp, run_dir):
     if os.path.exists(comparison_path(exp_dir, run_dir)):
         return
     config = read_config(os.path.join(run_dir, "config.json"))
-    baseline_dir = baseline_run(exp_dir, exp, config["variant"])
+    baseline_dir = baseline_run(exp_dir, exp, config.variant)
     baseline = read_run(baseline_dir) if baseline_dir else None
     if baseline_dir is None:  # e.g. lstm in a sweep of lstm,sact_lstm: the baseline of sact_lstm only
         say(
             f"{name}: {os.path.basename(run_dir)} is not compared: no T=1 "
-            f"{baseline_variant(config['variant'])} run in this experiment"
+            f"{baseline_variant(config.variant)} run in this experiment"
         )
         return
     if baseline is None:
         say(
             f"{name}: the comparison of {os.path.basename(run_dir)} waits for the T=1 "
-            f"{baseline_variant(config['variant'])} run ({os.path.basename(baseline_dir)})"
+            f"{baseline_variant(config.variant)} run ({os.path.basename(baseline_dir)})"
         )
         return
     run = read_run(run_dir)
@@ -150,11 +151,11 @@ def compare_variants(exp_dir, exp, run_dir):
         result = Comparison(
             direction=f"{exp.src}-{exp.tgt}",
             experiment=name,
-            variant=config["variant"],
-            temperature=config["temperature"],
+            variant=config.variant,
+            temperature=config.temperature,
             run=os.path.basename(run_dir),
             baseline=os.path.basename(baseline_dir),
-            baseline_variant=baseline_variant(config["variant"]),
+            baseline_variant=baseline_variant(config.variant),
             scored_subset=subset,
             systems={
                 "baseline": decodings(baseline.eval[subset]),
@@ -165,7 +166,7 @@ def compare_variants(exp_dir, exp, run_dir):
         write_json(comparison_path(exp_dir, run_dir), dataclasses.asdict(result))
     v, b = result.systems["variant"], result.systems["baseline"]
     say(
-        f"{name}: {config['variant']} {subset} BLEU greedy {v.greedy.bleu:.2f} vs {b.greedy.bleu:.2f} "
+        f"{name}: {config.variant} {subset} BLEU greedy {v.greedy.bleu:.2f} vs {b.greedy.bleu:.2f} "
         f"({result.baseline_variant} T=1, p = {significance['greedy'].bleu.p_value:.4f}), beam "
         f"{v.beam.bleu:.2f} vs {b.beam.bleu:.2f} (p = {significance['beam'].bleu.p_value:.4f})"
     )

@@ -1,5 +1,5 @@
 """The typed records of the ALT pipeline: what an experiment's experiment.json holds, what a run's
-train.json and run.json hold, what an experiment's final/final.json, final/compare-<run>.json and
+config.json, train.json and run.json hold, what an experiment's final/final.json, final/compare-<run>.json and
 final/posthoc.json hold, and an experiment as ctemp-alt-results loads it; one definition each,
 written with their field names (dataclasses.asdict) and read back with from_dict (files of older
 sweeps lack the fields added since: they get the defaults, except in experiment.json, whose
@@ -11,7 +11,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from .common import RunFailed, check_data_location, read_config, read_json
+from .common import AltError, RunFailed, check_data_location, read_json
+from .presets import DEFAULT_VARIANT
 
 
 @dataclass
@@ -51,6 +52,34 @@ class Settings:
                 f"{path} lacks {', '.join(missing)}: not an experiment.json of this version; "
                 "plan the sweep again in another --work"
             )
+        return cls(**known(cls, d))
+
+
+@dataclass
+class RunConfig:
+    """A run's config.json: what `ctemp-alt-sweep run` planned it with."""
+
+    name: str  # its directory's name
+    variant: str
+    seed: int
+    temperature: float
+    label_smoothing: float
+    sem_weight: float
+    train_args: List[str]  # fairseq-train's options but the data and the save directory
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d, path):
+        """The config in d (read from path) with what sweeps before model variants did not record:
+        the variant (the preset's transformer) and the seed (from its fairseq-train --seed)."""
+        options = d.get("train_args", [])
+        seed = int(options[options.index("--seed") + 1]) if "--seed" in options else 1
+        d = {"variant": DEFAULT_VARIANT, "seed": seed, **d}
+        missing = [f.name for f in dataclasses.fields(cls) if f.name not in d]
+        if missing:
+            raise AltError(f"{path} lacks {', '.join(missing)}: not a config.json of ctemp-alt-sweep")
         return cls(**known(cls, d))
 
 
@@ -152,7 +181,7 @@ class RunResult:
     @classmethod
     def from_dict(cls, d, run_dir=None, config=None):
         """run.json's RunResult; config (its config.json) fills what older run.json files lack."""
-        d = {**{k: config[k] for k in ("variant", "seed") if config and k in config}, **known(cls, d)}
+        d = {**({"variant": config.variant, "seed": config.seed} if config else {}), **known(cls, d)}
         return cls(
             **{
                 **d,
@@ -371,6 +400,12 @@ def load_experiment(exp_dir):
     if exp is None:
         raise RunFailed(f"{exp_dir} has no experiment.json: plan it with `ctemp-alt-sweep run` first")
     return dataclasses.replace(exp, data=check_data_location(exp_dir, exp, RunFailed))
+
+
+def read_config(path):
+    """A run's config.json (RunConfig), or None while there is none."""
+    d = read_json(path)
+    return None if d is None else RunConfig.from_dict(d, path)
 
 
 def read_run(run_dir):

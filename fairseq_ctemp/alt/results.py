@@ -12,10 +12,18 @@ import tempfile
 
 from ..progress import progress_bar
 from . import posthoc, systems
-from .common import AltError, read_config, read_json
+from .common import AltError, read_json
 from .plots import plots
 from .presets import DEFAULT_VARIANT, VARIANTS
-from .records import Experiment, RunResult, read_comparisons, read_run, read_settings, read_tempering
+from .records import (
+    Experiment,
+    RunResult,
+    read_comparisons,
+    read_config,
+    read_run,
+    read_settings,
+    read_tempering,
+)
 from .tables import markdown_table, run_order, runs_table, table1, table34, variants_table, write_csv
 from .training import training_summary
 
@@ -40,7 +48,7 @@ def load(work):
                 settings = ("name", "variant", "seed", "temperature", "label_smoothing", "sem_weight")
                 pending.append(
                     RunResult(
-                        **{k: config[k] for k in settings},
+                        **{k: getattr(config, k) for k in settings},
                         direction=f"{exp.src}-{exp.tgt}",
                         training=training_summary(run_dir, exp.patience),
                         dir=run_dir,

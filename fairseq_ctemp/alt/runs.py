@@ -14,7 +14,6 @@ from .common import (
     Lock,
     RunFailed,
     prepared,
-    read_config,
     read_json,
     say,
     write_json,
@@ -26,6 +25,7 @@ from .records import (
     SystemRow,
     TrainingSummary,
     load_experiment,
+    read_config,
     read_run,
 )
 
@@ -48,13 +48,13 @@ def run_one(run_dir, device):
         average, averaged = average_checkpoints(run_dir, exp, config)
         evals = evaluate_average(run_dir, exp, average, device)
         result = RunResult(
-            name=config["name"],
+            name=config.name,
             direction=f"{exp.src}-{exp.tgt}",
-            variant=config["variant"],
-            seed=config["seed"],
-            temperature=config["temperature"],
-            label_smoothing=config["label_smoothing"],
-            sem_weight=config["sem_weight"],
+            variant=config.variant,
+            seed=config.seed,
+            temperature=config.temperature,
+            label_smoothing=config.label_smoothing,
+            sem_weight=config.sem_weight,
             training=summary,
             averaged=averaged,
             eval=evals,
@@ -82,7 +82,7 @@ def train(run_dir, exp, config, device):
             last, best, since = resume
             patience = best, since
             say(
-                f"{config['name']}: resuming from checkpoint_last.pt (update {last}; best dev "
+                f"{config.name}: resuming from checkpoint_last.pt (update {last}; best dev "
                 f"BLEU {best:g}, {since} validation(s) without improvement)"
             )
         start = datetime.datetime.now()
@@ -103,7 +103,7 @@ def average_checkpoints(run_dir, exp, config):
     if not os.path.exists(average_json):
         inputs = training.last_validation_checkpoints(run_dir, exp.average)
         say(
-            f"{config['name']}: averaging the checkpoints of the last {len(inputs)} validations: "
+            f"{config.name}: averaging the checkpoints of the last {len(inputs)} validations: "
             + ", ".join(os.path.basename(p) for p in inputs)
         )
         if os.path.exists(average):

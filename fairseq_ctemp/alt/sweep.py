@@ -17,13 +17,12 @@ from .common import (
     direction,
     fmt,
     prepared,
-    read_config,
     read_json,
     say,
     write_json,
 )
 from .presets import DEFAULT_VARIANT, MAX_LEN, PRESETS, variant_dir_name, variant_model, variant_spec
-from .records import Settings, read_run
+from .records import RunConfig, Settings, read_config, read_run
 from .sweep_checks import check_settings
 from .training import last_saved_update, read_log
 
@@ -51,7 +50,7 @@ def experiment_seed(exp_dir):
     for name in sorted(os.listdir(exp_dir)) if os.path.isdir(exp_dir) else []:
         config = read_config(os.path.join(exp_dir, name, "config.json"))
         if config is not None:
-            return config["seed"]
+            return config.seed
     return None
 
 
@@ -82,19 +81,19 @@ def checked_run_config(run_dir, config, writes):
     path = os.path.join(run_dir, "config.json")
     old = read_config(path)
     if old is None:
-        writes[path] = config
+        writes[path] = config.to_dict()
         return config
     if old == config:
         return config
-    if not raised_max_update(old, config):
+    if not raised_max_update(old.to_dict(), config.to_dict()):
         raise AltError(
             f"{run_dir} was started with other fairseq-train options:\n  "
-            f"{shlex.join(old['train_args'])}\nnow:\n  {shlex.join(config['train_args'])}\n"
+            f"{shlex.join(old.train_args)}\nnow:\n  {shlex.join(config.train_args)}\n"
             "use another --work, or the options it was started with"
         )
     config = config_with_raised_max_update(run_dir, old, config)
     if config is not old:
-        writes[path] = config
+        writes[path] = config.to_dict()
     return config
 
 
@@ -129,7 +128,7 @@ def plan(args):
         runs = []
         for variant, t, ls, sem in run_grid(args, temperatures, variants):
             config = run_config(variant, t, ls, sem, seed, preset, scalar, data, args)
-            run_dir = os.path.join(exp_dir, config["name"])
+            run_dir = os.path.join(exp_dir, config.name)
             config = checked_run_config(run_dir, config, writes)
             runs.append((run_dir, config, run_state(run_dir)))
         experiments.append((exp_dir, dataclasses.replace(exp, data=ddir), runs))
@@ -191,7 +190,7 @@ def config_with_raised_max_update(run_dir, old, new):
     if stop_reason == "early stop":
         return old
     raise AltError(
-        f"--max-update: {run_dir} stopped at --max-update {max_update_of(old)[0]:g} "
+        f"--max-update: {run_dir} stopped at --max-update {max_update_of(old.to_dict())[0]:g} "
         f"({stop_reason}), and its averaged checkpoint and scores are final; "
         "train longer in another --work"
     )
@@ -270,15 +269,15 @@ def run_config(variant, t, ls, sem, seed, preset, scalar, data, args):
     if scalar["max_update"]:
         train_args += ["--max-update", str(scalar["max_update"])]
     train_args += args.fairseq_args
-    return {
-        "name": run_name(t, ls, sem, variant),
-        "variant": variant,
-        "seed": seed,
-        "temperature": t,
-        "label_smoothing": ls,
-        "sem_weight": sem,
-        "train_args": train_args,
-    }
+    return RunConfig(
+        name=run_name(t, ls, sem, variant),
+        variant=variant,
+        seed=seed,
+        temperature=t,
+        label_smoothing=ls,
+        sem_weight=sem,
+        train_args=train_args,
+    )
 
 
 def run_state(run_dir):

@@ -176,7 +176,7 @@ def train_argv(exp, run_dir, config, device):
         exp.tgt,
         "--save-dir",
         run_dir,
-        *config["train_args"],
+        *config.train_args,
         *device_args(device, training=True),
     ]
 
