@@ -22,6 +22,7 @@ from conftest import BIN_DIR, PLUGIN_DIR, T_A, RawModel, hypotheses, run_fairseq
 from torchmetrics.functional.classification import binary_calibration_error
 
 from fairseq_ctemp import calibration
+from fairseq_ctemp.calibration.fitting import GRID
 from fairseq_ctemp.cli import calibrate as calibrate_cli
 
 pytestmark = pytest.mark.e2e
@@ -138,7 +139,7 @@ def synthetic(scale, n=3000, v=20, seed=0):
 
 def fit_in_chunks(D, y, rows=128):
     chunks = lambda: ((D[i : i + rows], y[i : i + rows]) for i in range(0, len(y), rows))  # noqa: E731
-    first = calibration.scan(chunks(), [1.0, *calibration.GRID], 1.0)
+    first = calibration.scan(chunks(), [1.0, *GRID], 1.0)
     passes = [first]
 
     def evaluate(beta):
@@ -180,7 +181,7 @@ def test_fit_bisects_where_newton_overshoots(beta_star):
         return calibration.Pass(list(betas), 1, r, x / r, curv, 1.0, no_tokens, no_tokens.bool())
 
     passes = []
-    beta, fitted = calibration.fit(at([1.0, *calibration.GRID]), lambda b: passes.append(b) or at([b]))
+    beta, fitted = calibration.fit(at([1.0, *GRID]), lambda b: passes.append(b) or at([b]))
     assert beta == pytest.approx(beta_star, rel=1e-6) and fitted.betas == [beta]
     assert len(passes) <= 25  # each is a pass over the subset: bisect decades geometrically
 

@@ -204,7 +204,16 @@ def test_installed_package_works_as_user_dir(toy_data, tmp_path):
         os.path.join(PLUGIN_DIR, "cpu_allocator.env"), "rb"
     ).read()
     # every subpackage of the checkout (the ALT pipeline's included), and its commands run
-    for package in ("alt", "cli", "criterions", "ct_analysis", "lm_results", "models", "modules"):
+    for package in (
+        "alt",
+        "calibration",
+        "cli",
+        "criterions",
+        "ct_analysis",
+        "lm_results",
+        "models",
+        "modules",
+    ):
         ours = sorted(f for f in os.listdir(os.path.join(PLUGIN_DIR, package)) if f.endswith(".py"))
         assert sorted(f for f in os.listdir(installed / package) if f.endswith(".py")) == ours, package
     usage = run_cli(

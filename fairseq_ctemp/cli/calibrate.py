@@ -17,7 +17,8 @@ import os
 import sys
 
 from .. import calibration
-from ..calibration import CalibrationError
+from ..calibration import CalibrationError, loading
+from ..calibration.checkpoint import check_output, check_writable
 
 OWN_OPTIONS = ("path", "json", "plot", "write_checkpoint", "report_subset")
 OUTPUTS = (("json", "--json"), ("plot", "--plot"), ("write_checkpoint", "--write-checkpoint"))
@@ -63,7 +64,7 @@ def check_outputs(known):
         path = getattr(known, key)
         if path is None:
             continue
-        calibration.check_output(path, option)
+        check_output(path, option)
         for other in (known.path, *paths):
             if other is not None and os.path.realpath(path) == os.path.realpath(other):
                 raise CalibrationError(f"{option} {path} is also {paths.get(other, '--path')}")
@@ -89,10 +90,10 @@ def parse(argv):
     state = None
     if known.path is not None and not {"-h", "--help"} & set(argv):
         check_outputs(known)
-        state = calibration.load_state(known.path)
+        state = loading.load_state(known.path)
         if known.write_checkpoint:
-            calibration.check_writable(state, known.path)
-    task = known.task or (calibration.task_of(state) if state else "translation")
+            check_writable(state, known.path)
+    task = known.task or (loading.task_of(state) if state else "translation")
     from fairseq import options
 
     args = options.parse_args_and_arch(fairseq_parser(task), argv)
