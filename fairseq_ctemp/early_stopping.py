@@ -69,7 +69,26 @@ def _install():
         return lambda: None
     counter = train.should_stop_early
     save, load, train_epoch = Trainer.save_checkpoint, Trainer.load_checkpoint, train.train
-    spent_at_load = [False]  # set by each load: whether the checkpoint was saved at the early stop
+    spent = _Spent()
+    Trainer.save_checkpoint = _saving_the_count(save, counter)
+    Trainer.load_checkpoint = _restoring_the_count(load, counter, spent)
+    train.train = _nothing_after_the_stop(train_epoch, counter, spent)
+
+    def restore():
+        Trainer.save_checkpoint, Trainer.load_checkpoint = save, load
+        train.train = train_epoch
+
+    return restore
+
+
+class _Spent:
+    """Set by each load: whether the checkpoint was saved at the early stop itself."""
+
+    at_load = False
+
+
+def _saving_the_count(save, counter):
+    """Trainer.save_checkpoint with the count in the checkpoint's extra state."""
 
     def save_checkpoint(self, filename, extra_state):
         if getattr(counter, "best", None) is not None:
@@ -78,6 +97,13 @@ def _install():
                 EXTRA_STATE_KEY: {"best": counter.best, "num_runs": counter.num_runs},
             }
         return save(self, filename, extra_state)
+
+    save_checkpoint.carries_early_stopping = True
+    return save_checkpoint
+
+
+def _restoring_the_count(load, counter, spent):
+    """Trainer.load_checkpoint (fairseq's signature) that restores the count a checkpoint holds."""
 
     def load_checkpoint(
         self,
@@ -90,19 +116,26 @@ def _install():
         extra_state = load(
             self, filename, reset_optimizer, reset_lr_scheduler, optimizer_overrides, reset_meters
         )
-        spent_at_load[0] = False
+        spent.at_load = False
         if extra_state is None or reset_optimizer or reset_meters:
             return extra_state
         state = saved_state(extra_state)
         _restore_count(counter, state, filename)
         # a checkpoint saved at the early stop itself: the run has ended, nothing may follow
         patience = self.cfg.checkpoint.patience
-        spent_at_load[0] = state is not None and patience > 0 and state["num_runs"] >= patience
+        spent.at_load = state is not None and patience > 0 and state["num_runs"] >= patience
         return extra_state
 
+    return load_checkpoint
+
+
+def _nothing_after_the_stop(train_epoch, counter, spent):
+    """fairseq_cli.train.train that trains no epoch after a checkpoint saved at the early stop:
+    fairseq would train one more before it asks should_stop_early."""
+
     def train_unless_ended(cfg, trainer, task, epoch_itr):
-        if spent_at_load[0]:  # fairseq would train one more epoch before it asks should_stop_early
-            spent_at_load[0] = False
+        if spent.at_load:
+            spent.at_load = False
             logger.info(
                 f"early stopping had already ended this run ({counter.num_runs} validation(s) "
                 f"without improvement, --patience {cfg.checkpoint.patience}): nothing to train"
@@ -110,15 +143,7 @@ def _install():
             return [counter.best], True
         return train_epoch(cfg, trainer, task, epoch_itr)
 
-    save_checkpoint.carries_early_stopping = True
-    Trainer.save_checkpoint, Trainer.load_checkpoint = save_checkpoint, load_checkpoint
-    train.train = train_unless_ended
-
-    def restore():
-        Trainer.save_checkpoint, Trainer.load_checkpoint = save, load
-        train.train = train_epoch
-
-    return restore
+    return train_unless_ended
 
 
 def _restore_count(counter, state, filename):
