@@ -403,6 +403,33 @@ def test_the_commits_a_run_trained_from_are_listed_once_each_in_order(tmp_path):
     assert runs.commits(str(tmp_path)) == "? 01aad6f"
 
 
+def test_an_evaluation_recorded_before_the_guards_reads_back_without_their_counts(tmp_path):
+    from fairseq_ctemp.lm_results import runs
+
+    older = {  # eval_test.json as evaluate.sh wrote it before the guards' counts were recorded
+        "dataset": "data-bin/ptb",
+        "subset": "test",
+        "checkpoint": "checkpoint_best.pt",
+        "tokens_per_sample": 140,
+        "context_window": 70,
+        "evaluated_tokens": 82430,
+        "expected_tokens": 82430,
+        "loss_base2": 6.5,
+        "ppl": 2**6.5,
+        "command": "fairseq-eval-lm data-bin/ptb",
+        "date": "2026-11-22T10:00:00Z",
+    }
+    (tmp_path / "eval_test.json").write_text(json.dumps(older))
+    assert runs.evaluations(str(tmp_path), "") == {
+        "valid_ppl": None,
+        "valid_tokens": None,
+        "test_ppl": round(2**6.5, 2),
+        "test_tokens": 82430,
+        "eval_protocol": "140/70",
+        "test_max_log_normalizer": None,
+    }
+
+
 def test_the_ar_tar_weights_are_those_of_the_latest_start():
     from fairseq_ctemp.lm_results import runs
 

@@ -17,6 +17,7 @@ import time
 import torch
 
 from fairseq_ctemp import lm_eval
+from fairseq_ctemp.lm_results.evaluation import Evaluation, read_evaluation
 
 USAGE = (
     "usage: eval_checkpoint.py RESULT.json EXPECTED_TOKENS DATASET SUBSET CHECKPOINT TOKENS_PER_SAMPLE "
@@ -37,8 +38,7 @@ def main(argv):
         sys.exit(f"evaluate.sh: error: {e}; not writing {result}")
     sentences = result[: -len(".json")] + ".sentences.tsv"
     if os.path.exists(result):  # an earlier result without its sentences: the same perplexity, or nothing
-        with open(result) as f:
-            recorded = json.load(f)["loss_base2"]
+        recorded = read_evaluation(result).loss_base2
         if not math.isclose(recorded, scored.loss_base2, rel_tol=1e-6):
             sys.exit(
                 f"evaluate.sh: error: {result} records loss {recorded} but the evaluation gives "
@@ -49,22 +49,22 @@ def main(argv):
         f.writelines(f"{nll!r}\t{n}\n" for nll, n in scored.sentences)
     if os.path.exists(result):  # kept as it is
         return
-    record = {
-        "dataset": dataset,
-        "subset": subset,
-        "checkpoint": checkpoint,
-        "tokens_per_sample": int(tps),
-        "context_window": int(context),
-        "evaluated_tokens": scored.tokens,
-        "expected_tokens": int(expected),
-        "positions_checked": scored.positions_checked,
-        "max_log_normalizer": scored.max_log_normalizer,
-        "tokens_not_finite": scored.tokens_not_finite,
-        "loss_base2": scored.loss_base2,
-        "ppl": scored.perplexity,
-        "command": shlex.join(["fairseq-eval-lm", *eval_args]),
-        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
+    record = Evaluation(
+        dataset=dataset,
+        subset=subset,
+        checkpoint=checkpoint,
+        tokens_per_sample=int(tps),
+        context_window=int(context),
+        evaluated_tokens=scored.tokens,
+        expected_tokens=int(expected),
+        positions_checked=scored.positions_checked,
+        max_log_normalizer=scored.max_log_normalizer,
+        tokens_not_finite=scored.tokens_not_finite,
+        loss_base2=scored.loss_base2,
+        ppl=scored.perplexity,
+        command=shlex.join(["fairseq-eval-lm", *eval_args]),
+        date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    ).to_dict()
     with open(result, "x") as f:
         json.dump(record, f, indent=1)
         f.write("\n")

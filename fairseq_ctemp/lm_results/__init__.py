@@ -1,6 +1,7 @@
 """Results of the language-model recipes (train.sh / evaluate.sh outputs), one module per command of
 examples/language_model/lm_results.py, their command line: table (over runs.py, which reads a run's
-directory), curves, tau, compare and seeds; output.py writes the tables."""
+directory), curves, tau, compare and seeds; output.py writes the tables, evaluation.py is the
+record of one evaluation (evaluate.sh's eval_<subset>.json)."""
 
 import os
 

@@ -1,12 +1,12 @@
 """One run of the language-model recipes read back from its directory (train.sh's train.log and
 command.txt, evaluate.sh's eval_{valid,test}SUFFIX.json): the row of `lm_results.py table`."""
 
-import json
 import os
 import re
 import statistics
 
 from .. import logs
+from .evaluation import read_evaluation
 
 COLUMNS = [
     *("variant", "valid_ppl", "test_ppl", "valid_tokens", "test_tokens", "eval_protocol"),
@@ -29,13 +29,6 @@ AR_TAR_WEIGHTS = re.compile(
 )
 
 
-def read_json(path):
-    if not os.path.exists(path):
-        return None
-    with open(path) as f:
-        return json.load(f)
-
-
 def run_summary(run_dir, eval_suffix):
     """The table row (COLUMNS) of the run in run_dir; None where its files do not say."""
     row = dict.fromkeys(COLUMNS)
@@ -52,12 +45,12 @@ def evaluations(run_dir, eval_suffix):
     """Perplexities, evaluated tokens, the test protocol and its normalisation guard from evaluate.sh."""
     row = {}
     for subset in ("valid", "test"):
-        result = read_json(os.path.join(run_dir, f"eval_{subset}{eval_suffix}.json"))
-        row[f"{subset}_ppl"] = round(result["ppl"], 2) if result else None
-        row[f"{subset}_tokens"] = result["evaluated_tokens"] if result else None
+        result = read_evaluation(os.path.join(run_dir, f"eval_{subset}{eval_suffix}.json"))
+        row[f"{subset}_ppl"] = round(result.ppl, 2) if result else None
+        row[f"{subset}_tokens"] = result.evaluated_tokens if result else None
         if result and subset == "test":
-            row["eval_protocol"] = f"{result['tokens_per_sample']}/{result['context_window']}"
-            row["test_max_log_normalizer"] = result.get("max_log_normalizer")  # older results lack it
+            row["eval_protocol"] = f"{result.tokens_per_sample}/{result.context_window}"
+            row["test_max_log_normalizer"] = result.max_log_normalizer
     return row
 
 

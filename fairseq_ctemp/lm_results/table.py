@@ -6,8 +6,9 @@ import logging
 import os
 
 from . import ResultsError
+from .evaluation import read_evaluation
 from .output import fmt, markdown_table, write_tables
-from .runs import COLUMNS, read_json, run_summary
+from .runs import COLUMNS, run_summary
 
 logger = logging.getLogger(__name__)
 
@@ -42,13 +43,11 @@ def protocols(runs, variants, output):
         run_dir = os.path.join(runs, variant)
         found = glob.glob(os.path.join(run_dir, "protocol_*", "eval_test_checkpoint_last.json"))
         found.append(os.path.join(run_dir, "eval_test_checkpoint_last.json"))
-        results = [r for r in map(read_json, found) if r]
-        for r in sorted(
-            results, key=lambda r: (r["tokens_per_sample"] - r["context_window"], r["context_window"])
-        ):
-            block, context = r["tokens_per_sample"], r["context_window"]
-            cells = [variant, str(block), str(context), str(block - context), f"{r['ppl']:.2f}"]
-            rows.append(cells + [f"{r['evaluated_tokens']:,}"])
+        results = [r for r in map(read_evaluation, found) if r]
+        for r in sorted(results, key=lambda r: (r.tokens_per_sample - r.context_window, r.context_window)):
+            block, context = r.tokens_per_sample, r.context_window
+            cells = [variant, str(block), str(context), str(block - context), f"{r.ppl:.2f}"]
+            rows.append(cells + [f"{r.evaluated_tokens:,}"])
     if not rows:
         raise ResultsError("no protocol results found")
     header = [
