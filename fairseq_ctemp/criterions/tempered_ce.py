@@ -16,7 +16,6 @@ import math
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
 from fairseq import metrics, utils
 from fairseq.criterions import register_criterion
 from fairseq.criterions.label_smoothed_cross_entropy import (
@@ -29,12 +28,7 @@ from .. import decoding
 from ..errors import OptionError
 from . import checks
 from .chunked_loss import chunked_tempered_loss
-
-# Training steps log the diagnostics from this many evenly spaced target positions (scaled to the
-# batch): computing them on every position costs ~20% of a step. Validation uses every position.
-_TRAINING_DIAGNOSTIC_ROWS = 256
-# Validation computes them in chunks of this many logits, so they never hold a batch x vocab copy.
-_DIAGNOSTIC_CHUNK_ELEMENTS = 2**22
+from .tempered_diagnostics import Rows, diagnostics
 
 
 @dataclass
@@ -200,9 +194,8 @@ class TemperedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
         logits = net_output[0]
         if self.ignore_prefix_size > 0:
             logits = logits[:, self.ignore_prefix_size :, :]
-        logging_output.update(
-            self._diagnostics(_Rows.of_logits(logits.reshape(-1, logits.size(-1)), lprobs), target)
-        )
+        rows = Rows.of_logits(logits.reshape(-1, logits.size(-1)), lprobs)
+        logging_output.update(diagnostics(rows, target, self.padding_idx, self.temperature, self.training))
         if self.report_accuracy:
             n_correct, total = self.compute_accuracy(model, net_output, sample)
             logging_output["n_correct"] = n_correct.data
@@ -224,8 +217,8 @@ class TemperedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
             self.sem_weight, self.rescale, self.chunk, count_correct=self.report_accuracy,
         )  # fmt: skip
         logging_output = self._logging_output(sample, loss, sums.nll)
-        rows = _Rows.of_features(h.detach(), projection, self.temperature)
-        logging_output.update(self._diagnostics(rows, target))
+        rows = Rows.of_features(h.detach(), projection, self.temperature)
+        logging_output.update(diagnostics(rows, target, self.padding_idx, self.temperature, self.training))
         if self.report_accuracy:
             logging_output["n_correct"], logging_output["total"] = sums.correct, keep.sum()
         return loss, logging_output["sample_size"], logging_output
@@ -269,44 +262,6 @@ class TemperedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
         )
         return loss, nll_loss, lprobs, target
 
-    @torch.no_grad()
-    def _diagnostics(self, source, target):
-        """Sums over non-padding targets of the entropy of the tempered P and of the untempered
-        softmax(D), and of -log softmax(D)_y (the paper's Figure 4 quantities), in fp32, from the
-        target positions of ``source`` (_Rows). In training they are estimated from a few hundred
-        evenly spaced positions, scaled to the batch."""
-        not_padding = target.ne(self.padding_idx)
-        if self.training and source.count > _TRAINING_DIAGNOSTIC_ROWS:
-            # Evenly spaced non-padding positions, found without .nonzero() (a host-device
-            # synchronisation mid-step): the q-th one is where the running count reaches q. With
-            # fewer positions than rows, each is found at least once: count it once, unscaled.
-            count = not_padding.cumsum(0)
-            n = count[-1]
-            q = torch.linspace(0, 1, _TRAINING_DIAGNOSTIC_ROWS, device=source.device).mul_(n - 1)
-            rows = torch.searchsorted(count, q.round_().long() + 1).clamp_(max=source.count - 1)
-            weights = not_padding.index_select(0, rows)
-            weights[1:] &= rows[1:] != rows[:-1]
-            scale = (n / _TRAINING_DIAGNOSTIC_ROWS).clamp(min=1)
-            chunks = [(rows, weights.float() * scale)]
-        else:
-            keep = not_padding.nonzero().squeeze(-1)
-            chunks = [(rows, None) for rows in keep.split(max(1, _DIAGNOSTIC_CHUNK_ELEMENTS // source.vocab))]
-        stats = torch.zeros(3, dtype=torch.float32, device=source.device)
-        for rows, weights in chunks:
-            tempered = source.lprobs(rows).float()
-            untempered = (
-                tempered if self.temperature == 1.0 else F.log_softmax(source.logits(rows).float(), dim=-1)
-            )
-            per_row = torch.stack(
-                [
-                    -(tempered.exp() * tempered).sum(-1),
-                    -(untempered.exp() * untempered).sum(-1),
-                    -untempered.gather(1, target.index_select(0, rows).unsqueeze(-1)).squeeze(-1),
-                ]
-            )
-            stats += per_row.sum(1) if weights is None else per_row @ weights
-        return {"entropy": stats[0], "entropy_untempered": stats[1], "nll_loss_untempered": stats[2]}
-
     @classmethod
     def reduce_metrics(cls, logging_outputs) -> None:
         super().reduce_metrics(logging_outputs)
@@ -320,38 +275,6 @@ class TemperedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
         metrics.log_derived(
             "ppl_untempered", lambda meters: utils.get_perplexity(meters["nll_loss_untempered"].avg)
         )
-
-
-class _Rows:
-    """Target positions of a batch, as the diagnostics read them: their logits and their tempered
-    log-probabilities, functions of a tensor of row numbers."""
-
-    def __init__(self, count, vocab, device, logits, lprobs):
-        self.count, self.vocab, self.device = count, vocab, device
-        self.logits, self.lprobs = logits, lprobs
-
-    @classmethod
-    def of_logits(cls, logits, lprobs):
-        """From the batch's (positions x vocabulary) logits and log-probabilities."""
-        return cls(
-            logits.size(0),
-            logits.size(-1),
-            logits.device,
-            lambda rows: logits.index_select(0, rows),
-            lambda rows: lprobs.index_select(0, rows),
-        )
-
-    @classmethod
-    def of_features(cls, features, projection, temperature):
-        """From the decoder's features (--loss-chunk-tokens): the logits of the rows asked for only."""
-
-        def logits(rows):
-            return projection(features.index_select(0, rows))
-
-        def lprobs(rows):
-            return F.log_softmax(logits(rows).float() / temperature, dim=-1)
-
-        return cls(features.size(0), projection.weight.size(0), features.device, logits, lprobs)
 
 
 def output_projection(model):
