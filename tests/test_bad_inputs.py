@@ -1320,6 +1320,12 @@ CASES = [
         "--csv {root}/c.tsv: give a file name ending in .csv",
     ),
     (
+        "lm_results: status of no runs directory",
+        lm_results,
+        ["status", "--runs", "{root}/no-runs", "--variants", "softmax"],
+        "--runs {root}/no-runs: no such directory",
+    ),
+    (
         "lm_results: compare without a baseline",
         lm_results,
         ["compare", "--runs", "{root}", "--variants", "softmax", "--output", "{root}/compare"],
@@ -1535,7 +1541,7 @@ CASES = [
         "language_model/ptb_converged_experiment.sh: unknown step",
         ["bash", os.path.join(EXAMPLES, "language_model", "ptb_converged_experiment.sh")],
         ["evaluate"],
-        "unknown step 'evaluate' (expected train or results)",
+        "unknown step 'evaluate' (expected train, status or results)",
     ),
     (
         "language_model/eval_checkpoint.py: too few arguments",

@@ -63,6 +63,12 @@ def fails(proc, message):
     assert "Traceback" not in proc.stdout, proc.stdout[-3000:]
 
 
+def markdown_rows(text):
+    """The cells of each row of the markdown table in text (not its header and rule)."""
+    lines = [line for line in text.splitlines() if line.startswith("| ")]
+    return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[1:]]
+
+
 def read_csv(path):
     with open(path, newline="", encoding="utf-8") as f:
         return list(csv.DictReader(f))
@@ -430,6 +436,38 @@ def test_an_evaluation_recorded_before_the_guards_reads_back_without_their_count
     }
 
 
+def test_the_status_of_a_run_follows_the_metric_and_the_ties_of_fairseqs_early_stopping(tmp_path):
+    """status goes by the metric the run's configuration names (here nll_loss, not the loss), takes
+    the last of tied epochs as the best checkpoint, counts a tie as no improvement, and keeps the
+    latest record of an epoch trained again after a resume."""
+    from fairseq_ctemp.lm_results import status
+
+    def line(kind, record):
+        return f"2026-11-29 10:00:00 | INFO | {kind} | {json.dumps(record)}\n"
+
+    config = "2026-11-29 09:00:00 | INFO | fairseq_cli.train | {'_name': None, 'checkpoint': {"
+    config += "'best_checkpoint_metric': 'nll_loss', 'maximize_best_checkpoint_metric': False}}\n"
+    nll = {1: "7.000", 2: "6.900", 3: "6.950", 4: "6.900", 5: "6.901"}  # 4 ties 2: the best, no improvement
+    log = config
+    for epoch, value in nll.items():
+        loss = f"{2 * float(value) - epoch / 10:.3f}"  # a loss that falls every epoch: not what counts
+        log += line("train", {"epoch": epoch, "train_lr": f"{0.003 / epoch:.6g}"})
+        log += line(
+            "valid", {"epoch": epoch, "valid_loss": loss, "valid_nll_loss": value, "valid_ppl": f"{epoch}0.5"}
+        )
+    log += config + line(
+        "valid", {"epoch": 5, "valid_loss": "13", "valid_nll_loss": "6.950", "valid_ppl": "55.5"}
+    )
+    run = tmp_path / "ct-mos@2"
+    run.mkdir()
+    (run / "train.log").write_text(log)
+    (run / "checkpoint_last.pt").write_bytes(b"")
+    row = status.run_status(str(run))
+    assert row == [
+        "ct-mos@2", "unfinished: resumes from checkpoint_last.pt", 5, 40.5, 4, 55.5, 0.0006, 3, None
+    ]  # fmt: skip
+
+
 def test_the_ar_tar_weights_are_those_of_the_latest_start():
     from fairseq_ctemp.lm_results import runs
 
@@ -650,6 +688,15 @@ def test_runs_side_by_side_train_as_they_do_one_at_a_time(ptb_like, tmp_path):
     started = (tmp_path / "runs" / "ct" / "command.txt").stat().st_mtime
     assert started < (tmp_path / "runs" / "softmax" / "eval_test.json").stat().st_mtime
     assert not (broken / "eval_test.json").exists()
+    # the status step: each run's state and numbers from its files
+    env = converged_env(ptb_like, tmp_path, VARIANTS="ct mos ct-mos")
+    rows = {
+        cells[0]: cells
+        for cells in markdown_rows(ok(recipe("ptb_converged_experiment.sh", "status", env=env)))
+    }
+    assert rows["ct"][1:3] == ["evaluated", "1"] and rows["ct"][-1] == f"{result('ct')['ppl']:.2f}"
+    assert rows["mos"][1] == "unfinished: resumes from checkpoint_last.pt"
+    assert rows["ct-mos"][1:] == ["not started"] + ["–"] * 7
 
 
 def test_the_results_step_writes_each_file_from_the_finished_runs_alone(ptb_like, tmp_path):

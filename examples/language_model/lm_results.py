@@ -30,6 +30,12 @@
       (one seed on either side: no test; fewer than 3 seeds on either side, or p >= 0.05:
       inconclusive).
 
+  lm_results.py status --runs RUNS_DIR --variants softmax ct ...
+      where each run stands while a recipe trains: evaluated, trained (evaluation to do), unfinished
+      (the recipe's train step resumes it) or not started; its epochs, best and last validation
+      perplexity, the learning rate of its last epoch and the validations without improvement
+      that --patience counts. Printed; nothing is written.
+
 Every command refuses to write over an existing output before any work (--force: replace them, as
 the recipes' results steps do when they rebuild their tables from the runs).
 
@@ -42,13 +48,13 @@ import logging
 import os
 import sys
 
-from fairseq_ctemp.lm_results import ResultsError, compare, curves, seeds, table, tau
+from fairseq_ctemp.lm_results import ResultsError, compare, curves, seeds, status, table, tau
 
 WARNINGS = logging.StreamHandler()  # the package's warnings (a missing run), in this command's words
 
 
 def build_parser():
-    """The subcommands: plot, table, tau, protocols, compare, seeds (each with --force)."""
+    """The subcommands: plot, table, tau, protocols, compare, seeds (each with --force), status."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -111,6 +117,10 @@ def build_parser():
     d.add_argument("--baseline", default="softmax")
     d.add_argument("--output", required=True, help="output prefix: writes PREFIX.md and PREFIX.csv")
     d.set_defaults(run=lambda a: seeds.seeds(a.table, a.baseline, a.output))
+    s = command("status", help="where each run stands while a recipe trains (printed; nothing written)")
+    s.add_argument("--runs", required=True)
+    s.add_argument("--variants", nargs="+", required=True)
+    s.set_defaults(run=lambda a: status.status(a.runs, a.variants))
     return parser
 
 
@@ -137,6 +147,8 @@ def outputs(args):
         return [args.output] + ([args.csv] if args.csv else [])
     if args.command == "protocols":
         return [args.output]
+    if args.command == "status":
+        return []
     return [args.output + ".md", args.output + ".csv"]
 
 

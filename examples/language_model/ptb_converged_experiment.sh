@@ -2,10 +2,13 @@
 # PTB language models trained to convergence on a CPU: every run ends by fairseq's early stopping
 # on validation perplexity (not by a fixed budget), then is scored on valid and test.
 #
-# Usage: examples/language_model/ptb_converged_experiment.sh [train|results]
+# Usage: examples/language_model/ptb_converged_experiment.sh [train|status|results]
 #   train    (default) trains and evaluates every variant of VARIANTS in EXP_DIR, JOBS runs at a
 #            time (default 1); re-running resumes unfinished runs from their checkpoint_last.pt and
 #            skips finished ones
+#   status   where each run of VARIANTS stands (evaluated, trained, unfinished, not started), with
+#            its epochs, best and last validation perplexity, learning rate and patience count;
+#            while train runs too (lm_results.py status; nothing is written)
 #   results  the table (RESULTS.md / .csv), each row against softmax with a paired bootstrap over
 #            the test sentences (RESULTS_compare.md / .csv; the rows of a further seed N also
 #            against softmax@N: RESULTS_compare_seedN) and the validation curves
@@ -50,7 +53,7 @@ usage() { sed -n '2,/^set -euo/{/^#/p;}' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2
 die() { echo "ptb_converged_experiment.sh: error: $*" >&2; exit 2; }
 [ $# -le 1 ] || usage
 step=${1:-train}
-case $step in train|results) ;; -h|--help) usage ;; *) die "unknown step '$step' (expected train or results)" ;; esac
+case $step in train|status|results) ;; -h|--help) usage ;; *) die "unknown step '$step' (expected train, status or results)" ;; esac
 here=$(cd "$(dirname "$0")" && pwd)
 ar_tar=${AR_TAR:-on}
 case $ar_tar in
@@ -111,6 +114,11 @@ kill_tree() {  # a run's processes, children first (background jobs of a script 
   kill -TERM "$1" 2> /dev/null || true
 }
 
+python=$([ -x "$here/../../.venv/bin/python" ] && echo "$here/../../.venv/bin/python" || echo python3)
+if [ "$step" = status ]; then
+  exec "$python" "$here/lm_results.py" status --runs "$exp/runs" --variants $variants
+fi
+
 if [ "$step" = train ]; then
   bash "$here/prepare.sh" ptb ${PTB_DIR:+"$PTB_DIR"}
   model=(--embed-dim "${EMBED_DIM:-128}" --lstm-hidden-sizes "${HIDDEN_SIZES:-256,128}" --dropout 0.2
@@ -150,7 +158,6 @@ for table in "${earlier[@]}"; do  # each seed of a row once (ct and ct@1 are one
   done
 done
 mkdir -p "$(dirname "$results")"
-python=$([ -x "$here/../../.venv/bin/python" ] && echo "$here/../../.venv/bin/python" || echo python3)
 "$python" "$here/lm_results.py" table --runs "$exp/runs" --variants "${finished[@]}" --output "$results" --force
 # each row over its seeds (with those of EARLIER_TABLES), and against softmax with the seed as the
 # unit (Welch's t-test); then the papers' own comparisons: CT-MoS against MoS (Wang et al.'s claim),
