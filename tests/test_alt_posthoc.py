@@ -139,7 +139,7 @@ def test_posthoc_row_calibration_columns_and_diagrams(tmp_path):
 def test_a_model_that_cannot_be_calibrated_is_recorded_once(tmp_path, monkeypatch):
     """calibrate_run writes {"error"} for a model without a finite t* (never retried); the tables
     leave its cells empty."""
-    from fairseq_ctemp.alt import posthoc
+    from fairseq_ctemp.alt import posthoc, posthoc_report
     from fairseq_ctemp.alt.common import RunFailed
 
     run_dir = tmp_path / "T1-ls0.1-sem0"
@@ -158,4 +158,4 @@ def test_a_model_that_cannot_be_calibrated_is_recorded_once(tmp_path, monkeypatc
     assert "only falls" in json.loads((run_dir / "eval" / "valid" / "calibration.json").read_text())["error"]
     assert posthoc.calibrate_run(str(run_dir), exp, Device(cpu=True)) == {} and len(calls) == 1
     assert not posthoc.pending(str(tmp_path), exp)
-    assert posthoc.run_cells(str(run_dir)) == [""] * len(posthoc.RUN_COLUMNS)
+    assert posthoc_report.run_cells(str(run_dir)) == [""] * len(posthoc_report.RUN_COLUMNS)

@@ -11,7 +11,7 @@ import shutil
 import tempfile
 
 from ..progress import progress_bar
-from . import posthoc, systems
+from . import posthoc, posthoc_report, systems
 from .common import AltError, read_json
 from .plots import plots
 from .presets import DEFAULT_VARIANT, VARIANTS
@@ -137,7 +137,7 @@ def report(experiments, out):
         "T_opt: best dev greedy BLEU among T != 1. Beam width and length penalty of both systems "
         "tuned on dev. Seconds: fairseq's decode time of the scored set (start-up excluded).\n\n"
     )
-    md.write(posthoc.report(experiments, out, markdown_table, write_csv))
+    md.write(posthoc_report.report(experiments, out, markdown_table, write_csv))
     md.write(systems.report(experiments, out, markdown_table, write_csv))
     md.write("## Tables 3 and 4: tempering, label smoothing, SEM\n\n")
     md.write((markdown_table(*t34) if t34[1] else "(no finished run)") + "\n\n")

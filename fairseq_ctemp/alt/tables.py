@@ -3,7 +3,7 @@ as (header, rows) for its CSV and markdown."""
 
 import csv
 
-from . import posthoc
+from . import posthoc_report
 from .common import fmt
 from .presets import DEFAULT_VARIANT, VARIANTS
 from .training import training_steps
@@ -142,7 +142,7 @@ def runs_table(experiments):
         "test beam",
         "test greedy chrF",
         "beam k",
-        *posthoc.RUN_COLUMNS,
+        *posthoc_report.RUN_COLUMNS,
         "test is",
         "last training session s",
         "train words/s",
@@ -166,7 +166,7 @@ def runs_table(experiments):
                     num(test.beam.bleu) if test else "",
                     num(test.greedy.chrf) if test else "",
                     ev["valid"].beam.beam,
-                    *posthoc.run_cells(r.dir),
+                    *posthoc_report.run_cells(r.dir),
                     e.test if test else "",
                     num(tr.last_session_seconds, 0),
                     num(train_words_per_second(r.dir), 0),
@@ -182,7 +182,7 @@ def runs_table(experiments):
                     "(not finished)",
                     num(tr.best_valid_bleu),
                 ]
-                + [""] * (12 + len(posthoc.RUN_COLUMNS))
+                + [""] * (12 + len(posthoc_report.RUN_COLUMNS))
             )
     return header, rows
 
