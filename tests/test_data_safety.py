@@ -350,8 +350,8 @@ def test_a_moved_or_copied_work_directory_uses_its_own_data(alt, tmp_path):
     exp_dir = copy / "sweep" / "en-vi.mini.spm20"
     exp = alt_records.load_experiment(str(exp_dir))
     assert exp.data == str(copy / "data" / "en-vi.spm20")
-    info = alt_common.prepared(exp.data)
-    assert info["bin"] == str(copy / "data" / "en-vi.spm20" / "bin") and os.path.isdir(info["bin"])
+    info = alt_records.prepared(exp.data)
+    assert info.bin == str(copy / "data" / "en-vi.spm20" / "bin") and os.path.isdir(info.bin)
     proc = run(
         SWEEP,
         "run",
@@ -386,20 +386,15 @@ def test_a_moved_or_copied_work_directory_uses_its_own_data(alt, tmp_path):
         "1,2",
         "--dry-run",
     )
-    # prepare.json of an older version: paths relative to where prepare ran
+    # prepare.json of an older version: paths relative to where prepare ran, no test_source
     prepare_json = copy / "data" / "en-vi.spm20" / "prepare.json"
-    prepare_json.write_text(
-        json.dumps(
-            dict(
-                json.loads(prepare_json.read_text()),
-                bin="work/data/en-vi.spm20/bin",
-                raw="work/data/en-vi.spm20/raw",
-            )
-        )
+    older = dict(
+        json.loads(prepare_json.read_text()), bin="work/data/en-vi.spm20/bin", raw="work/data/en-vi.spm20/raw"
     )
-    assert alt_common.prepared(str(copy / "data" / "en-vi.spm20"))["raw"] == str(
-        copy / "data" / "en-vi.spm20" / "raw"
-    )
+    del older["test_source"]
+    prepare_json.write_text(json.dumps(older))
+    info = alt_records.prepared(str(copy / "data" / "en-vi.spm20"))
+    assert info.raw == str(copy / "data" / "en-vi.spm20" / "raw") and info.test_source is None
 
 
 # ----------------------------------------------------------------------------- sweeps

@@ -87,16 +87,6 @@ def data_dir(work, src, tgt, tag):
     return os.path.join(work, "data", f"{a}-{b}.{tag}")
 
 
-def prepared(path):
-    """A data directory's prepare.json (None if it is not prepared), with "bin" and "raw" in that
-    directory, where prepare wrote them: a moved or copied work directory uses its own data, never
-    the directory it was copied from (older prepare.json files store cwd-relative paths)."""
-    info = read_json(os.path.join(path, "prepare.json"))
-    if info is not None:
-        info["bin"], info["raw"] = (os.path.join(path, d) for d in ("bin", "raw"))
-    return info
-
-
 def bleu_tokenize(lang):
     """sacrebleu tokenizer for references in `lang` (printed in every signature): zh -> zh,
     ja -> ja-mecab (char when MeCab is not installed), th/lo/km (no spaces between words) -> char,

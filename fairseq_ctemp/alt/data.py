@@ -27,6 +27,7 @@ from .common import (
     say,
     write_json,
 )
+from .records import Prepared
 from .sources import corpus_source
 
 
@@ -295,23 +296,21 @@ def prepare_pair(dest, a, b, texts, stats, options, args):
     step(os.path.join(dest, "bin"), lambda tmp: binarise(tmp, tok, a, b, has_test, args.workers))
     bar.update()
     bar.close()
-    write_json(
-        os.path.join(dest, "prepare.json"),
-        {
-            "options": options,
-            "pair": [a, b],
-            "source": stats["source"],
-            "sizes": sizes,
-            "has_test": has_test,
-            "test_source": stats.get("test_source", "test split" if has_test else None),
-            "dropped": stats["dropped"],
-            "unassigned": stats["unassigned"],
-            "remove_bpe": "sentencepiece" if args.subwords == "spm" else "subword_nmt",
-            "subsets": {s: FAIRSEQ_SUBSET[s] for s in sizes},
-            "bin": "bin",
-            "raw": "raw",
-        },
-    )  # in this directory (common.prepared), so it can move
+    ready = Prepared(
+        options=options,
+        pair=[a, b],
+        source=stats["source"],
+        sizes=sizes,
+        has_test=has_test,
+        test_source=stats.get("test_source", "test split" if has_test else None),
+        dropped=stats["dropped"],
+        unassigned=stats["unassigned"],
+        remove_bpe="sentencepiece" if args.subwords == "spm" else "subword_nmt",
+        subsets={s: FAIRSEQ_SUBSET[s] for s in sizes},
+        bin="bin",  # in this directory (records.prepared), so that it can move
+        raw="raw",
+    )
+    write_json(os.path.join(dest, "prepare.json"), ready.to_dict())
     say(f"  ready: {dest}/bin ({'train/valid/test' if has_test else 'train/valid, no test'})")
 
 

@@ -5,7 +5,8 @@ import dataclasses
 import os
 
 from .. import greedy_vs_beam as gvb
-from .common import RunFailed, device_args, fresh_dir, prepared, read_json, say, write_json
+from .common import RunFailed, device_args, fresh_dir, read_json, say, write_json
+from .records import prepared
 
 
 class Decoder:
@@ -23,7 +24,7 @@ class Decoder:
                 "--target-lang",
                 exp.tgt,
                 "--remove-bpe",
-                self.data["remove_bpe"],
+                self.data.remove_bpe,
             ]
             + ["--batch-size", str(exp.decode_batch)]
             + exp.decode_args
@@ -38,8 +39,8 @@ class Decoder:
         if os.path.exists(os.path.join(out_dir, "result.json")):
             return moved_result(out_dir)
         raw = {
-            "valid": os.path.join(self.data["raw"], f"dev.{self.exp.tgt}"),
-            "test": os.path.join(self.data["raw"], f"test.{self.exp.tgt}"),
+            "valid": os.path.join(self.data.raw, f"dev.{self.exp.tgt}"),
+            "test": os.path.join(self.data.raw, f"test.{self.exp.tgt}"),
         }
         say(
             f"  decoding {subset} with {os.path.join(*self.checkpoint.split(os.sep)[-3:])}: greedy and "
@@ -48,9 +49,9 @@ class Decoder:
         tmp = fresh_dir(out_dir + ".tmp")
         try:
             if self.translator is None:
-                self.translator = gvb.load_translator(self.data["bin"], self.checkpoint, self.options)
+                self.translator = gvb.load_translator(self.data.bin, self.checkpoint, self.options)
             request = gvb.Request(
-                self.data["bin"],
+                self.data.bin,
                 self.checkpoint,
                 beam=beam,
                 subset=subset,

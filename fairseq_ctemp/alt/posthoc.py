@@ -20,8 +20,16 @@ import os
 
 from .. import calibration
 from . import evaluate
-from .common import Lock, RunFailed, fmt, prepared, read_json, say, write_json
-from .records import CalibrationSummary, PairedTest, Posthoc, PosthocSystem, SystemRow, read_tempering
+from .common import Lock, RunFailed, fmt, read_json, say, write_json
+from .records import (
+    CalibrationSummary,
+    PairedTest,
+    Posthoc,
+    PosthocSystem,
+    SystemRow,
+    prepared,
+    read_tempering,
+)
 
 CALIBRATION = "calibration.json"  # in RUN_DIR/eval/<subset>/, next to the decoding's result.json
 POSTHOC = "posthoc.json"  # in EXPERIMENT/final/
@@ -50,7 +58,7 @@ def measure(checkpoint, exp, subset, device):
     try:
         result = calibration.calibrate(
             checkpoint,
-            data["bin"],
+            data.bin,
             subset,
             overrides={"source_lang": exp.src, "target_lang": exp.tgt},
             batch_size=exp.decode_batch,

@@ -1,9 +1,10 @@
-"""The typed records of the ALT pipeline: what an experiment's experiment.json holds, what a run's
-config.json, train.json and run.json hold, what an experiment's final/final.json, final/compare-<run>.json and
-final/posthoc.json hold, and an experiment as ctemp-alt-results loads it; one definition each,
-written with their field names (dataclasses.asdict) and read back with from_dict (files of older
-sweeps lack the fields added since: they get the defaults, except in experiment.json, whose
-settings the runs were planned with)."""
+"""The typed records of the ALT pipeline: what a data directory's prepare.json holds, what an
+experiment's experiment.json holds, what a run's config.json, train.json and run.json hold, what an
+experiment's final/final.json, final/compare-<run>.json and final/posthoc.json hold, and an
+experiment as ctemp-alt-results loads it; one definition each, written with their field names
+(dataclasses.asdict) and read back through the same definition (files of older versions lack the
+fields added since: they get the defaults, except in experiment.json, whose settings the runs were
+planned with)."""
 
 import dataclasses
 import glob
@@ -13,6 +14,28 @@ from typing import Any, Dict, List, Optional
 
 from .common import AltError, RunFailed, check_data_location, read_json
 from .presets import DEFAULT_VARIANT
+
+
+@dataclass(kw_only=True)
+class Prepared:
+    """A data directory's prepare.json, written by `ctemp-alt-data prepare` once the directory is
+    ready."""
+
+    options: Dict[str, Any]  # the options it was prepared with (as options.json holds them)
+    pair: List[str]
+    source: Dict[str, Any]  # the corpus it was read from (sources.py's describe())
+    sizes: Dict[str, int]  # sentence pairs per split
+    has_test: bool
+    test_source: Optional[str] = None  # the test split's, or how it was carved (older files lack it)
+    dropped: Dict[str, int]  # pairs with an empty or missing side, per split (--drop-incomplete)
+    unassigned: int  # sentences in no split's URL list
+    remove_bpe: str  # fairseq's --remove-bpe for its subwords
+    subsets: Dict[str, str]  # split -> fairseq subset
+    bin: str  # the binarized data: "bin" in the file, the path in this directory once read
+    raw: str  # the raw text: likewise
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
 
 
 @dataclass
@@ -382,6 +405,18 @@ def known(cls, d):
     """The entries of d that are fields of cls (files written by newer versions may hold more)."""
     names = {f.name for f in dataclasses.fields(cls)}
     return {k: v for k, v in d.items() if k in names}
+
+
+def prepared(path):
+    """The Prepared record of the data directory path (None if it is not prepared), with bin and raw
+    in that directory, where prepare wrote them: a moved or copied work directory uses its own data,
+    never the directory it was copied from (older prepare.json files store cwd-relative paths)."""
+    d = read_json(os.path.join(path, "prepare.json"))
+    if d is None:
+        return None
+    return dataclasses.replace(
+        Prepared(**known(Prepared, d)), bin=os.path.join(path, "bin"), raw=os.path.join(path, "raw")
+    )
 
 
 def read_settings(exp_dir, error):

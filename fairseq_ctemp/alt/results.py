@@ -12,12 +12,13 @@ import tempfile
 
 from ..progress import progress_bar
 from . import posthoc, posthoc_report, systems
-from .common import AltError, read_json
+from .common import AltError
 from .plots import plots
 from .presets import DEFAULT_VARIANT, VARIANTS
 from .records import (
     Experiment,
     RunResult,
+    prepared,
     read_comparisons,
     read_config,
     read_run,
@@ -77,8 +78,8 @@ def load(work):
 def test_name(exp_dir, exp):
     """What an experiment's tables call its test split: "carved test" where ctemp-alt-data carved it
     from train (--carve-test), else "test"."""
-    data = os.path.join(exp_dir, exp.data)  # relative to exp_dir (absolute in older sweeps)
-    source = (read_json(os.path.join(data, "prepare.json")) or {}).get("test_source") or ""
+    data = prepared(os.path.join(exp_dir, exp.data))  # relative to exp_dir (absolute in older sweeps)
+    source = (data.test_source if data else None) or ""
     return "carved test" if source.startswith("carved") else "test"
 
 

@@ -13,7 +13,6 @@ from . import evaluate, posthoc, training
 from .common import (
     Lock,
     RunFailed,
-    prepared,
     read_json,
     say,
     write_json,
@@ -25,6 +24,7 @@ from .records import (
     SystemRow,
     TrainingSummary,
     load_experiment,
+    prepared,
     read_config,
     read_run,
 )
@@ -58,7 +58,7 @@ def run_one(run_dir, device):
             training=summary,
             averaged=averaged,
             eval=evals,
-            has_test=data["has_test"],
+            has_test=data.has_test,
             dir=run_dir,
         )
         write_json(os.path.join(run_dir, "run.json"), result.to_dict())

@@ -16,13 +16,12 @@ from .common import (
     data_tag,
     direction,
     fmt,
-    prepared,
     read_json,
     say,
     write_json,
 )
 from .presets import DEFAULT_VARIANT, MAX_LEN, PRESETS, variant_dir_name, variant_model, variant_spec
-from .records import RunConfig, Settings, read_config, read_run
+from .records import RunConfig, Settings, prepared, read_config, read_run
 from .sweep_checks import check_settings
 from .training import last_saved_update, read_log
 
@@ -55,11 +54,12 @@ def experiment_seed(exp_dir):
 
 
 def prepared_or_planned(args, src, tgt, ddir):
-    """The prepared data's record of ``ddir``; in a dry run a stand-in with a warning when it is not
-    prepared yet (else AltError, saying how to prepare it)."""
+    """What the plan needs of the data directory ``ddir``: (whether it has a test split, fairseq's
+    --remove-bpe for its subwords), from its prepare.json; in a dry run, where it is not prepared
+    yet, (None, the --subwords' one) with a warning (else AltError, saying how to prepare it)."""
     data = prepared(ddir)
     if data is not None:
-        return data
+        return data.has_test, data.remove_bpe
     message = (
         f"{src}-{tgt}: {ddir} is not prepared: run ctemp-alt-data prepare {src}-{tgt} "
         f"--work {args.work}"
@@ -71,7 +71,7 @@ def prepared_or_planned(args, src, tgt, ddir):
     if not args.dry_run:
         raise AltError(message)
     say("warning: " + message)
-    return {"has_test": None, "remove_bpe": "sentencepiece" if args.subwords == "spm" else "subword_nmt"}
+    return None, "sentencepiece" if args.subwords == "spm" else "subword_nmt"
 
 
 def checked_run_config(run_dir, config, writes):
@@ -108,7 +108,7 @@ def plan(args):
     for text, seed in [(text, seed) for text in args.directions for seed in args.seeds or [1]]:
         src, tgt = direction(text)
         ddir = os.path.abspath(data_dir(args.work, src, tgt, tag))
-        data = prepared_or_planned(args, src, tgt, ddir)
+        has_test, remove_bpe = prepared_or_planned(args, src, tgt, ddir)
         exp_dir = experiment_dir(args.work, src, tgt, args.preset, tag, seed)
         if any(exp_dir == e[0] for e in experiments):
             continue  # the direction given twice
@@ -118,7 +118,7 @@ def plan(args):
             preset=args.preset,
             data=os.path.relpath(ddir, exp_dir),
             data_tag=tag,
-            subsets=["valid", "test"] if data["has_test"] else ["valid"],
+            subsets=["valid", "test"] if has_test else ["valid"],
             bleu_tokenize=args.sacrebleu_tokenize or bleu_tokenize(tgt),
             decode_args=shlex.split(args.decode_args) if args.decode_args is not None else list(MAX_LEN),
             primary=[args.primary_label_smoothing, args.primary_sem_weight],
@@ -127,7 +127,7 @@ def plan(args):
         check_experiment(exp_dir, exp, writes)
         runs = []
         for variant, t, ls, sem in run_grid(args, temperatures, variants):
-            config = run_config(variant, t, ls, sem, seed, preset, scalar, data, args)
+            config = run_config(variant, t, ls, sem, seed, preset, scalar, remove_bpe, args)
             run_dir = os.path.join(exp_dir, config.name)
             config = checked_run_config(run_dir, config, writes)
             runs.append((run_dir, config, run_state(run_dir)))
@@ -233,7 +233,7 @@ def criterion_args(variant, t, ls, sem):
     ]
 
 
-def run_config(variant, t, ls, sem, seed, preset, scalar, data, args):
+def run_config(variant, t, ls, sem, seed, preset, scalar, remove_bpe, args):
     model = variant_model(variant, args.preset)[0]
     train_args = model + preset["training"] + criterion_args(variant, t, ls, sem)
     train_args += [
@@ -241,7 +241,7 @@ def run_config(variant, t, ls, sem, seed, preset, scalar, data, args):
         "--eval-bleu-args",
         json.dumps({"beam": 1, "max_len_a": float(MAX_LEN[1]), "max_len_b": int(MAX_LEN[3])}),
         "--eval-bleu-remove-bpe",
-        data["remove_bpe"],
+        remove_bpe,
         "--best-checkpoint-metric",
         "bleu",
         "--maximize-best-checkpoint-metric",
