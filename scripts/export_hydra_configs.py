@@ -45,10 +45,10 @@ def alt_presets():
 def alt_options(preset):
     """fairseq-train options of one ALT preset with softmax tempering (T and LS: the criterion's)."""
     p = alt_presets()[preset]
-    options = [*p["train"], "--criterion", "tempered_ce", "--log-format", "json"]
-    options += ["--log-interval", str(p["log_interval"])]
-    if p["max_update"]:
-        options += ["--max-update", str(p["max_update"])]
+    options = [*p.train, "--criterion", "tempered_ce", "--log-format", "json"]
+    options += ["--log-interval", str(p.log_interval)]
+    if p.max_update:
+        options += ["--max-update", str(p.max_update)]
     return options
 
 

@@ -278,7 +278,7 @@ def test_alt_architectures_are_the_alt_recipes_transformers(toy_data, preset):
     as under the ALT preset's own fairseq-train options."""
     model_options = argparse.ArgumentParser()
     TransformerModel.add_args(model_options)
-    train = list(alt_presets()[preset]["train"])
+    train = list(alt_presets()[preset].train)
     rest, i = [], 0  # the preset's options that are not the model's: optimizer, batches, ...
     while i < len(train):
         action = model_options._option_string_actions.get(train[i])

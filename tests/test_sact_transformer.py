@@ -426,7 +426,7 @@ def test_alt_architectures_are_the_alt_sweep_presets_with_sact():
     model_options = [a.dest for a in parser._actions if a.dest != "help"]
     assert "encoder_ffn_embed_dim" in model_options and "share_decoder_input_output_embed" in model_options
     for preset in ("mini", "base"):
-        flags = list(PRESETS[preset]["train"])
+        flags = list(PRESETS[preset].train)
         arch_at = flags.index("--arch")
         assert flags[arch_at + 1] == "transformer"
         stock = model_args(flags)

@@ -1,20 +1,16 @@
 """The ALT models' settings: the one source of the sweep's defaults (``ctemp-alt-sweep run --preset``)
 and of its model variants (``--variants``).
 
-Each preset: "about" (one line for --help), "model" (the fairseq-train options of its Transformer:
-architecture, sizes, dropout), "training" (optimizer, learning rate, batch), "train" (the two
-together: every option but the criterion, the data and the schedule of validations), "lstm" (the
-sizes of the LSTM variants), and the sweep's defaults: "interval" (validate and save every N
-updates), "patience", "average" (checkpoints of the last N validations averaged), "max_update"
-(None: no cap), "log_interval", "temperatures", "grid_beams" / "grid_lenpens" (finalize's dev grid),
-"eval_beam", "speed_beams", "decode_batch", "threads" (per run on CPU; None: torch's default).
+Each preset is a Preset: its model, training options and LSTM sizes, and the sweep's defaults.
 
-VARIANTS: the models a sweep can train besides (or instead of) the preset's Transformer, each with
-the preset's data, training options, validation BLEU, early stopping, averaging and decoding. A
-variant with a "parameter" is named with its value, NAME:VALUE (fixed_lstm:2).
+VARIANTS: the models a sweep can train besides (or instead of) the preset's Transformer, each a
+Variant, with the preset's data, training options, validation BLEU, early stopping, averaging and
+decoding. A variant with a parameter is named with its value, NAME:VALUE (fixed_lstm:2).
 """
 
 import math
+from dataclasses import dataclass
+from typing import List, Optional, Tuple
 
 PAPER_T = [1.0, 1.2, 1.4, 1.6, 1.8, 2.0, 3.0, 4.0, 5.0, 10.0]
 
@@ -61,6 +57,33 @@ LSTM_SMALL = [
     "0.3",
 ]
 
+
+@dataclass(frozen=True, kw_only=True)
+class Preset:
+    about: str  # one line for --help
+    model: List[str]  # fairseq-train options of its Transformer: architecture, sizes, dropout
+    training: List[str]  # optimizer, learning rate, batch
+    lstm: List[str]  # the sizes of the LSTM variants
+    # the sweep's defaults (its options of the same names replace them)
+    interval: int  # validate and save every N updates
+    patience: int
+    average: int  # checkpoints of the last N validations averaged
+    max_update: Optional[int]  # None: no cap
+    log_interval: int
+    temperatures: List[float]
+    grid_beams: List[int]  # finalize's dev grid ...
+    grid_lenpens: List[float]  # ... of beams x length penalties
+    eval_beam: int
+    speed_beams: List[int]
+    decode_batch: int
+    threads: Optional[int]  # per run on CPU; None: torch's default
+
+    @property
+    def train(self):
+        """Every fairseq-train option but the criterion, the data and the schedule of validations."""
+        return self.model + self.training
+
+
 # The GPU presets' learning rate and batch (the paper's), and their sweep: the paper's
 # temperatures and decoding grid, a validation every 1,000 updates, no cap.
 PAPER_LR = ["--lr", "5e-4", "--warmup-updates", "4000", "--max-tokens", "4096"]
@@ -81,9 +104,9 @@ GPU_SWEEP = {
 }
 
 PRESETS = {
-    "base": {
-        "about": "Transformer base (6+6 layers, 512/2048, 8 heads; the paper's model), GPU",
-        "model": [
+    "base": Preset(
+        about="Transformer base (6+6 layers, 512/2048, 8 heads; the paper's model), GPU",
+        model=[
             "--arch",
             "transformer",
             "--share-decoder-input-output-embed",
@@ -94,33 +117,33 @@ PRESETS = {
             "--activation-dropout",
             "0.1",
         ],
-        "training": [
+        training=[
             *OPTIMIZER,
             *PAPER_LR,
         ],
         **GPU_SWEEP,
-    },
-    "small": {
-        "about": "fairseq's transformer_iwslt_de_en (6+6 layers, 512/1024, 4 heads), dropout 0.3, GPU",
-        "model": [
+    ),
+    "small": Preset(
+        about="fairseq's transformer_iwslt_de_en (6+6 layers, 512/1024, 4 heads), dropout 0.3, GPU",
+        model=[
             "--arch",
             "transformer_iwslt_de_en",
             "--share-decoder-input-output-embed",
             "--dropout",
             "0.3",
         ],
-        "training": [
+        training=[
             "--weight-decay",
             "0.0001",
             *OPTIMIZER,
             *PAPER_LR,
         ],
         **GPU_SWEEP,
-    },
-    "mini": {
-        "about": "CPU: 2+2 layers, 128/512, 4 heads, one thread per run, capped updates "
+    ),
+    "mini": Preset(
+        about="CPU: 2+2 layers, 128/512, 4 heads, one thread per run, capped updates "
         "(on a 2-core CPU use it with small data, e.g. --vocab 2000 --train-subset 4000)",
-        "model": [
+        model=[
             "--arch",
             "transformer",
             "--encoder-layers",
@@ -143,7 +166,7 @@ PRESETS = {
             "--dropout",
             "0.1",
         ],
-        "training": [
+        training=[
             *OPTIMIZER,
             # a short warm-up and about half the Noam peak for d=128 (d^-0.5 * 200^-0.5 = 6e-3):
             # at 1e-3 the small-data runs were still far from early stopping after 900 updates
@@ -160,81 +183,92 @@ PRESETS = {
             "--num-workers",
             "0",
         ],
-        "lstm": LSTM_SMALL,
-        "interval": 100,
-        "patience": 10,
-        "average": 5,
-        "max_update": 8000,
-        "log_interval": 20,
-        "temperatures": [1.0, 2.0, 3.0, 4.0, 5.0],
-        "grid_beams": [2, 4, 6],
-        "grid_lenpens": [0.6, 1.0, 1.4],
-        "eval_beam": 4,
-        "speed_beams": [4, 10],
-        "decode_batch": 200,
-        "threads": 1,
-    },
+        lstm=LSTM_SMALL,
+        interval=100,
+        patience=10,
+        average=5,
+        max_update=8000,
+        log_interval=20,
+        temperatures=[1.0, 2.0, 3.0, 4.0, 5.0],
+        grid_beams=[2, 4, 6],
+        grid_lenpens=[0.6, 1.0, 1.4],
+        eval_beam=4,
+        speed_beams=[4, 10],
+        decode_batch=200,
+        threads=1,
+    ),
 }
-for _preset in PRESETS.values():
-    _preset["train"] = _preset["model"] + _preset["training"]
 
 
 MAX_LEN = ["--max-len-a", "2", "--max-len-b", "20"]  # bounds babbling of early/poor models (covers ALT)
 
 
-# The model variants of a sweep. "model": how its model options derive from the preset's ("arch": the
-# preset's Transformer options under another architecture, "{preset}" its name; "lstm": the preset's
-# LSTM sizes and an attention temperature); "criterion": tempered_ce (trained at every --temperatures
-# T: the transformer variant on the whole T x LS x SEM grid, the others at the primary LS and SEM) or
-# ct_cross_entropy (no fixed T, no SEM term: T = 1 only); "baseline": the variant whose T = 1 run
-# finalize tests it against (paired bootstrap), the transformer unless it is the same model without
-# its temperature.
 DEFAULT_VARIANT = "transformer"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Variant:
+    """A model variant of a sweep."""
+
+    about: str
+    # how its model options derive from the preset's: ("preset", None), the preset's Transformer;
+    # ("arch", name), its options under another architecture ("{preset}": the preset's name);
+    # ("lstm", mode), the preset's LSTM sizes with that --attention-temperature
+    model: Tuple[str, Optional[str]]
+    # tempered_ce: trained at every --temperatures T (the transformer variant on the whole T x LS x
+    # SEM grid, the others at the primary LS and SEM); ct_cross_entropy: no fixed T, no SEM term, T = 1
+    criterion: str
+    # the variant whose T = 1 run finalize tests it against (paired bootstrap): the transformer,
+    # unless it is the same model without its temperature
+    baseline: str = DEFAULT_VARIANT
+    options: Tuple[str, ...] = ()  # more options of its model
+    parameter: Optional[Tuple[str, str]] = None  # NAME:VALUE: (its option, the value's name), a number > 0
+
+
 VARIANTS = {
-    "transformer": {
-        "about": "the preset's Transformer, softmax tempering: tempered_ce at every --temperatures T",
-        "model": ("preset", None),
-        "criterion": "tempered_ce",
-    },
-    "ct_transformer": {
-        "about": "contextual temperature: ct_transformer_alt_<preset>, ct_cross_entropy (tau learnt per "
-        "token)",
-        "model": ("arch", "ct_transformer_alt_{preset}"),
-        "criterion": "ct_cross_entropy",
-    },
-    "sact_transformer": {
-        "about": "SACT attention temperature in the Transformer: sact_transformer_alt_<preset>, tempered_ce "
+    "transformer": Variant(
+        about="the preset's Transformer, softmax tempering: tempered_ce at every --temperatures T",
+        model=("preset", None),
+        criterion="tempered_ce",
+    ),
+    "ct_transformer": Variant(
+        about="contextual temperature: ct_transformer_alt_<preset>, ct_cross_entropy (tau learnt per token)",
+        model=("arch", "ct_transformer_alt_{preset}"),
+        criterion="ct_cross_entropy",
+    ),
+    "sact_transformer": Variant(
+        about="SACT attention temperature in the Transformer: sact_transformer_alt_<preset>, tempered_ce "
         "(c_(t-1) from the attention at tau = 1: every position trained at once)",
-        "model": ("arch", "sact_transformer_alt_{preset}"),
-        "criterion": "tempered_ce",
-    },
-    "sact_transformer_tempered": {
-        "about": "the same with the paper's recurrence, c_(t-1) from the attention at tau_(t-1) "
+        model=("arch", "sact_transformer_alt_{preset}"),
+        criterion="tempered_ce",
+    ),
+    "sact_transformer_tempered": Variant(
+        about="the same with the paper's recurrence, c_(t-1) from the attention at tau_(t-1) "
         "(--sact-previous-context tempered: a loop over target positions in training)",
-        "model": ("arch", "sact_transformer_alt_{preset}"),
-        "options": ["--sact-previous-context", "tempered"],
-        "criterion": "tempered_ce",
-    },
-    "lstm": {
-        "about": "the SACT recipe's attention LSTM without a temperature (sact_lstm "
+        model=("arch", "sact_transformer_alt_{preset}"),
+        options=("--sact-previous-context", "tempered"),
+        criterion="tempered_ce",
+    ),
+    "lstm": Variant(
+        about="the SACT recipe's attention LSTM without a temperature (sact_lstm "
         "--attention-temperature none, i.e. fairseq's lstm), tempered_ce",
-        "model": ("lstm", "none"),
-        "criterion": "tempered_ce",
-    },
-    "sact_lstm": {
-        "about": "the same LSTM with SACT (--attention-temperature sact), tempered_ce",
-        "model": ("lstm", "sact"),
-        "criterion": "tempered_ce",
-        "baseline": "lstm",
-    },
-    "fixed_lstm": {
-        "about": "the same LSTM with a constant attention temperature TAU (fixed_lstm:TAU, "
+        model=("lstm", "none"),
+        criterion="tempered_ce",
+    ),
+    "sact_lstm": Variant(
+        about="the same LSTM with SACT (--attention-temperature sact), tempered_ce",
+        model=("lstm", "sact"),
+        criterion="tempered_ce",
+        baseline="lstm",
+    ),
+    "fixed_lstm": Variant(
+        about="the same LSTM with a constant attention temperature TAU (fixed_lstm:TAU, "
         "--attention-temperature fixed; the SACT paper's ablation), tempered_ce",
-        "model": ("lstm", "fixed"),
-        "criterion": "tempered_ce",
-        "baseline": "lstm",
-        "parameter": ("--fixed-attention-temperature", "TAU"),  # (its option, its name), a number > 0
-    },
+        model=("lstm", "fixed"),
+        criterion="tempered_ce",
+        baseline="lstm",
+        parameter=("--fixed-attention-temperature", "TAU"),
+    ),
 }
 
 
@@ -244,7 +278,7 @@ def split_variant(variant):
     name, colon, value = variant.partition(":")
     if name not in VARIANTS:
         raise ValueError(f"unknown {variant}")
-    if "parameter" not in VARIANTS[name]:
+    if VARIANTS[name].parameter is None:
         if colon:
             raise ValueError(f"{variant}: {name} takes no :VALUE")
         return name, None
@@ -253,23 +287,21 @@ def split_variant(variant):
     except ValueError:
         number = math.nan
     if not (math.isfinite(number) and number > 0):
-        option, value_name = VARIANTS[name]["parameter"]
+        option, value_name = VARIANTS[name].parameter
         raise ValueError(f"{variant}: {name} needs its {option} as {name}:{value_name}, a number > 0")
     return name, number
 
 
 def variant_names():
     """The names --variants takes, as its help and errors show them (fixed_lstm:TAU)."""
-    return [
-        name + (f":{spec['parameter'][1]}" if "parameter" in spec else "") for name, spec in VARIANTS.items()
-    ]
+    return [name + (f":{spec.parameter[1]}" if spec.parameter else "") for name, spec in VARIANTS.items()]
 
 
 def variant_dir_name(variant):
     """The variant's part of its run directories: fixed_lstm:2 -> fixed_lstm-tau2 (no ':' in a path:
     fairseq's --path reads it as an ensemble)."""
     name, value = split_variant(variant)
-    return name if value is None else f"{name}-{VARIANTS[name]['parameter'][1].lower()}{value:g}"
+    return name if value is None else f"{name}-{VARIANTS[name].parameter[1].lower()}{value:g}"
 
 
 def canonical_variant(variant):
@@ -285,7 +317,7 @@ def variant_spec(variant):
 
 def baseline_variant(variant):
     """The variant whose T = 1 run a variant is compared with."""
-    return variant_spec(variant).get("baseline", DEFAULT_VARIANT)
+    return variant_spec(variant).baseline
 
 
 def compared_variants(variants):
@@ -298,13 +330,13 @@ def variant_model(variant, preset_name):
     """(fairseq-train model options, the architecture) of a variant of a preset."""
     preset = PRESETS[preset_name]
     name, parameter = split_variant(variant)
-    kind, value = VARIANTS[name]["model"]
+    kind, value = VARIANTS[name].model
     if kind == "preset":
-        return list(preset["model"]), preset["model"][1]
+        return list(preset.model), preset.model[1]
     if kind == "arch":  # the same sizes and dropout, stated explicitly, under the variant's architecture
         arch = value.format(preset=preset_name)
-        return ["--arch", arch, *preset["model"][2:], *VARIANTS[name].get("options", [])], arch
-    options = [*preset["lstm"], "--attention-temperature", value]
+        return ["--arch", arch, *preset.model[2:], *VARIANTS[name].options], arch
+    options = [*preset.lstm, "--attention-temperature", value]
     if parameter is not None:
-        options += [VARIANTS[name]["parameter"][0], f"{parameter:g}"]
-    return options, preset["lstm"][1]
+        options += [VARIANTS[name].parameter[0], f"{parameter:g}"]
+    return options, preset.lstm[1]

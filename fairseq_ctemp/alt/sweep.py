@@ -213,13 +213,13 @@ def run_grid(args, temperatures, variants):
             grid += [
                 (variant, t, args.primary_label_smoothing, args.primary_sem_weight)
                 for t in temperatures
-                if variant_spec(variant)["criterion"] == "tempered_ce" or fmt(t) == "1"
+                if variant_spec(variant).criterion == "tempered_ce" or fmt(t) == "1"
             ]
     return grid
 
 
 def criterion_args(variant, t, ls, sem):
-    if variant_spec(variant)["criterion"] == "ct_cross_entropy":
+    if variant_spec(variant).criterion == "ct_cross_entropy":
         return ["--criterion", "ct_cross_entropy", "--label-smoothing", fmt(ls)]
     return [
         "--criterion",
@@ -235,7 +235,7 @@ def criterion_args(variant, t, ls, sem):
 
 def run_config(variant, t, ls, sem, seed, preset, scalar, remove_bpe, args):
     model = variant_model(variant, args.preset)[0]
-    train_args = model + preset["training"] + criterion_args(variant, t, ls, sem)
+    train_args = model + preset.training + criterion_args(variant, t, ls, sem)
     train_args += [
         "--eval-bleu",
         "--eval-bleu-args",

@@ -72,9 +72,11 @@ def check_settings(args, preset):
     """Every option of a sweep, including those only used after training (decoding, finalize),
     checked before anything is written or started. Returns (temperatures, scalar settings, variants)."""
     variants = checked_variants(args)
-    temperatures = args.temperatures or (preset["temperatures"] if DEFAULT_VARIANT in variants else [1.0])
+    temperatures = args.temperatures or (preset.temperatures if DEFAULT_VARIANT in variants else [1.0])
     check_grid(args, temperatures)
-    scalar = {k: getattr(args, k) if getattr(args, k) is not None else preset[k] for k in SCALAR_SETTINGS}
+    scalar = {
+        k: getattr(args, k) if getattr(args, k) is not None else getattr(preset, k) for k in SCALAR_SETTINGS
+    }
     check_scalars(args, scalar)
     seeds = args.seeds or [1]
     if any(seed < 0 for seed in seeds) or len(set(seeds)) < len(seeds):
@@ -189,7 +191,7 @@ def check_variants(args, variants, temperatures):
                 f"--variants {variant}: --arch {arch} (preset {args.preset}) is not registered by this "
                 f"fairseq-ctemp; leave {variant} out"
             )
-    untempered = [v for v in variants if variant_spec(v)["criterion"] != "tempered_ce"]
+    untempered = [v for v in variants if variant_spec(v).criterion != "tempered_ce"]
     if not untempered:
         return
     listed = ",".join(map(fmt, temperatures))

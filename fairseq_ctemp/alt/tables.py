@@ -46,7 +46,8 @@ def run_label(run):
     variant = run.variant
     if variant == DEFAULT_VARIANT:
         return f"T={fmt(run.temperature)}"
-    if VARIANTS.get(variant.partition(":")[0], {}).get("criterion") == "ct_cross_entropy":
+    spec = VARIANTS.get(variant.partition(":")[0])
+    if spec is not None and spec.criterion == "ct_cross_entropy":
         return variant
     return f"{variant} T={fmt(run.temperature)}"
 

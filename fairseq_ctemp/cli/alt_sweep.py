@@ -14,16 +14,9 @@ Model variants (--variants, default transformer): the preset's Transformer is tr
 T x LS x SEM (softmax tempering); each other variant at the primary LS and SEM, at every T of
 --temperatures (ct_transformer, which learns its temperature: T=1 only), with the same data,
 training options, early stopping, averaging and decoding; finalize compares each of its runs with
-the T=1 transformer (paired bootstrap):
-  transformer       the preset's Transformer, tempered_ce
-  ct_transformer    ct_transformer_alt_<preset> (contextual temperature), ct_cross_entropy, T=1
-  sact_transformer  sact_transformer_alt_<preset> (SACT attention temperature), tempered_ce; c_(t-1)
-                    from the attention at tau = 1 (all positions trained at once)
-  sact_transformer_tempered  the same with the paper's recurrence (c_(t-1) at tau_(t-1))
-  lstm              the SACT recipe's LSTM, plain attention (sact_lstm --attention-temperature none)
-  sact_lstm         the same LSTM with SACT (--attention-temperature sact)
-  fixed_lstm:TAU    the same LSTM with a constant attention temperature TAU (--attention-temperature
-                    fixed; the SACT paper's ablation); its runs: fixed_lstm-tauTAU-T<T>-ls<eps>-sem<w>/
+the T=1 transformer (paired bootstrap), or the lstm variants with lstm's. Each variant is described
+under `ctemp-alt-sweep run --help` (--variants); fixed_lstm:TAU's runs are
+fixed_lstm-tauTAU-T<T>-ls<eps>-sem<w>/.
 
 Layout: WORK/sweep/<src>-<tgt>.<preset>.<data tag>[.seed<N> for a seed other than 1]/ (an
 "experiment": experiment.json) with one directory per run, T<T>-ls<eps>-sem<w>/ (other variants:
@@ -53,7 +46,7 @@ from ..alt.children import Tee, die_with_parent, stopping_children
 from ..alt.common import AltError, Device, RunFailed, run_main, say
 from ..alt.execute import execute_local, print_plan, sbatch_path, submit_slurm
 from ..alt.finalize import finalize
-from ..alt.presets import DEFAULT_VARIANT, MAX_LEN, PRESETS, variant_names
+from ..alt.presets import DEFAULT_VARIANT, MAX_LEN, PRESETS, VARIANTS, variant_names
 from ..alt.runs import run_one
 from ..alt.sweep import plan
 from . import arguments
@@ -112,7 +105,12 @@ def what_options(p):
     """What a sweep trains: directions, preset, data, variants, the T x LS x SEM grid, seeds."""
     p.add_argument("directions", nargs="+", metavar="DIRECTION", help="e.g. en-vi vi-en")
     p.add_argument("--work", default=os.environ.get("ALT_WORK", "runs/alt"), help="(env ALT_WORK)")
-    p.add_argument("--preset", choices=sorted(PRESETS), default="base")
+    p.add_argument(
+        "--preset",
+        choices=sorted(PRESETS),
+        default="base",
+        help="; ".join(f"{name}: {preset.about}" for name, preset in PRESETS.items()) + " (default: base)",
+    )
     p.add_argument(
         "--temperatures",
         type=arguments.numbers,
@@ -145,7 +143,10 @@ def what_options(p):
         "--variants",
         type=arguments.names,
         metavar="NAMES",
-        help=f"models to train, from {', '.join(variant_names())} (default {DEFAULT_VARIANT}; above)",
+        help="models to train, comma-separated (default "
+        + DEFAULT_VARIANT
+        + "): "
+        + "; ".join(f"{name}: {VARIANTS[name.partition(':')[0]].about}" for name in variant_names()),
     )
     p.add_argument(
         "--seed",
@@ -249,7 +250,7 @@ def run_command(args):
         sbatch_path()  # before the plan writes anything
     preset = PRESETS[args.preset]
     on_cpu = args.cpu or (not args.gpus and not args.slurm) or (args.slurm and args.slurm_gpus is False)
-    threads = args.threads or (preset["threads"] if on_cpu else None)
+    threads = args.threads or (preset.threads if on_cpu else None)
     device = Device(on_cpu, threads, args.fp16, args.gpus_per_run)
     experiments = plan(args)
     print_plan(experiments, args, device)
