@@ -82,6 +82,11 @@ def data_tag(subwords, vocab, train_subset=None, carve_test=None):
     )
 
 
+def remove_bpe_of(subwords):
+    """fairseq's --remove-bpe for text in these subwords (--subwords spm or bpe)."""
+    return "sentencepiece" if subwords == "spm" else "subword_nmt"
+
+
 def data_dir(work, src, tgt, tag):
     a, b = pair(src, tgt)
     return os.path.join(work, "data", f"{a}-{b}.{tag}")

@@ -24,6 +24,7 @@ from .common import (
     fresh_dir,
     pair,
     read_json,
+    remove_bpe_of,
     say,
     write_json,
 )
@@ -305,7 +306,7 @@ def prepare_pair(dest, a, b, texts, stats, options, args):
         test_source=stats.get("test_source", "test split" if has_test else None),
         dropped=stats["dropped"],
         unassigned=stats["unassigned"],
-        remove_bpe="sentencepiece" if args.subwords == "spm" else "subword_nmt",
+        remove_bpe=remove_bpe_of(args.subwords),
         subsets={s: FAIRSEQ_SUBSET[s] for s in sizes},
         bin="bin",  # in this directory (records.prepared), so that it can move
         raw="raw",

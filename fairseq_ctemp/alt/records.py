@@ -69,10 +69,10 @@ class Settings:
     @classmethod
     def from_dict(cls, d, path, error):
         """The settings in d (read from path); `error` naming the file and what it lacks."""
-        missing = [f.name for f in dataclasses.fields(cls) if f.name not in d]
+        missing = lacking(cls, d)
         if missing:
             raise error(
-                f"{path} lacks {', '.join(missing)}: not an experiment.json of this version; "
+                f"{path} lacks {missing}: not an experiment.json of this version; "
                 "plan the sweep again in another --work"
             )
         return cls(**known(cls, d))
@@ -100,9 +100,9 @@ class RunConfig:
         options = d.get("train_args", [])
         seed = int(options[options.index("--seed") + 1]) if "--seed" in options else 1
         d = {"variant": DEFAULT_VARIANT, "seed": seed, **d}
-        missing = [f.name for f in dataclasses.fields(cls) if f.name not in d]
+        missing = lacking(cls, d)
         if missing:
-            raise AltError(f"{path} lacks {', '.join(missing)}: not a config.json of ctemp-alt-sweep")
+            raise AltError(f"{path} lacks {missing}: not a config.json of ctemp-alt-sweep")
         return cls(**known(cls, d))
 
 
@@ -405,6 +405,11 @@ def known(cls, d):
     """The entries of d that are fields of cls (files written by newer versions may hold more)."""
     names = {f.name for f in dataclasses.fields(cls)}
     return {k: v for k, v in d.items() if k in names}
+
+
+def lacking(cls, d):
+    """The fields of cls that d lacks, comma-separated ("" when none)."""
+    return ", ".join(f.name for f in dataclasses.fields(cls) if f.name not in d)
 
 
 def prepared(path):

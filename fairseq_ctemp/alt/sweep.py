@@ -17,6 +17,7 @@ from .common import (
     direction,
     fmt,
     read_json,
+    remove_bpe_of,
     say,
     write_json,
 )
@@ -71,7 +72,7 @@ def prepared_or_planned(args, src, tgt, ddir):
     if not args.dry_run:
         raise AltError(message)
     say("warning: " + message)
-    return None, "sentencepiece" if args.subwords == "spm" else "subword_nmt"
+    return None, remove_bpe_of(args.subwords)
 
 
 def checked_run_config(run_dir, config, writes):

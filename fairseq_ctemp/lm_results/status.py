@@ -12,6 +12,7 @@ from .. import logs
 from . import ResultsError
 from .evaluation import read_evaluation
 from .output import fmt, markdown_table
+from .runs import best_epoch as checkpoint_best_epoch
 
 DONE = "done training in"  # fairseq-train's last line (fairseq_cli.train.main)
 # in the configuration fairseq-train logs at each start: what --patience and checkpoint_best.pt go by
@@ -41,12 +42,14 @@ def run_status(run_dir):
             valid[int(record["epoch"])] = (sign * record[f"valid_{metric}"], record.get("valid_ppl"))
     train = logs.parse(text, "train")
     test = read_evaluation(os.path.join(run_dir, "eval_test.json"))
-    best_epoch = min(valid, key=lambda e: (valid[e][0], -e)) if valid else None  # ties: the last
+    best_epoch = (
+        checkpoint_best_epoch(text, {e: value for e, (value, _) in valid.items()}) if valid else None
+    )
     return [
         os.path.basename(run_dir),
         state(run_dir, text, test),
         max(valid) if valid else None,
-        valid[best_epoch][1] if valid else None,
+        valid.get(best_epoch, (None, None))[1],
         best_epoch,
         valid[max(valid)][1] if valid else None,
         train[-1].get("train_lr") if train else None,
