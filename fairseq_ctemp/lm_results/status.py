@@ -42,9 +42,7 @@ def run_status(run_dir):
             valid[int(record["epoch"])] = (sign * record[f"valid_{metric}"], record.get("valid_ppl"))
     train = logs.parse(text, "train")
     test = read_evaluation(os.path.join(run_dir, "eval_test.json"))
-    best_epoch = (
-        checkpoint_best_epoch(text, {e: value for e, (value, _) in valid.items()}) if valid else None
-    )
+    best_epoch = checkpoint_best_epoch(text, {e: value for e, (value, _) in valid.items()}) if valid else None
     return [
         os.path.basename(run_dir),
         state(run_dir, text, test),
