@@ -241,6 +241,33 @@ def experiment_json(**settings):
     }
 
 
+def calibration_json(**fields):
+    """A calibration JSON as ctemp-calibrate writes it (a T = 1 checkpoint on 100 dev tokens; no
+    held-out subset), with `fields` changed."""
+    return {
+        "checkpoint": "checkpoint_avg.pt",
+        "data": "bin",
+        "subset": "valid",
+        "samples": 10,
+        "samples_skipped": 0,
+        "tokens": 100,
+        "accuracy": 0.5,
+        "decoding_temperature": 1.0,
+        "temperature_trained": None,
+        "temperature_calibrated": None,
+        "nll": 2.0,
+        "ece": 0.1,
+        "fitted_temperature": 1.2,
+        "nll_fitted": 1.9,
+        "ece_fitted": 0.05,
+        "bins": [],
+        "bins_fitted": [],
+        "passes": 1,
+        "signature": "subset:valid|samples:10|tokens:100",
+        **fields,
+    }
+
+
 FAST_DECODE = ["--cpu", "--batch-size", "64", "--max-len-a", "1.2", "--max-len-b", "10", "--num-workers", "0"]
 
 

@@ -159,3 +159,19 @@ def test_a_model_that_cannot_be_calibrated_is_recorded_once(tmp_path, monkeypatc
     assert posthoc.calibrate_run(str(run_dir), exp, Device(cpu=True)) == {} and len(calls) == 1
     assert not posthoc.pending(str(tmp_path), exp)
     assert posthoc_report.run_cells(str(run_dir)) == [""] * len(posthoc_report.RUN_COLUMNS)
+
+
+def test_a_calibration_json_of_another_tool_is_refused_in_one_line(tmp_path):
+    from fairseq_ctemp.alt import posthoc
+    from fairseq_ctemp.alt.common import AltError
+
+    path = tmp_path / "eval" / "valid" / "calibration.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"ece": 0.1, "nll": 2.0}))
+    with pytest.raises(AltError) as e:
+        posthoc.measured(str(tmp_path), "valid")
+    assert str(e.value) == (
+        f"{path} lacks checkpoint, data, subset, samples, samples_skipped, tokens, accuracy, "
+        "decoding_temperature, temperature_trained, temperature_calibrated, fitted_temperature, "
+        "nll_fitted, ece_fitted, bins, bins_fitted, passes, signature: not a calibration JSON of ctemp-calibrate"
+    )

@@ -6,7 +6,7 @@ import csv
 import json
 
 import pytest
-from conftest import experiment_json
+from conftest import calibration_json, experiment_json
 
 from fairseq_ctemp.alt import posthoc as alt_posthoc
 from fairseq_ctemp.alt import systems, tables
@@ -38,7 +38,7 @@ def scores(greedy, beam, k=4):  # chrF: a number of its own, here BLEU + 20
 def write_calibration(run_dir, ece, nll):
     path = run_dir / "eval" / "valid" / "calibration.json"
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"ece": ece, "nll": nll}))
+    path.write_text(json.dumps(calibration_json(ece=ece, nll=nll)))
 
 
 def run(tmp_path, exp, name, variant, t, seed, greedy, beam, ls=0.1, calibration=None):

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 import sacrebleu
-from conftest import BIN_DIR, TINY_DIMS, experiment_json, run_main
+from conftest import BIN_DIR, TINY_DIMS, calibration_json, experiment_json, run_main
 from fairseq import options, tasks
 from fairseq.models import ARCH_MODEL_REGISTRY
 from sacrebleu.metrics import BLEU, CHRF
@@ -159,7 +159,7 @@ def finished_runs(exp_dir, variants):
             eval={"valid": SubsetEval(evals["greedy"], evals["beam"], signature="BLEU")},
         )
         (run_dir / "run.json").write_text(json.dumps(result.to_dict()))
-        (run_dir / "eval" / "valid" / posthoc.CALIBRATION).write_text("{}")  # (its ECE: not read here)
+        (run_dir / "eval" / "valid" / posthoc.CALIBRATION).write_text(json.dumps(calibration_json()))
     (exp_dir / "experiment.json").write_text(json.dumps(EXP_FILE))
     return runs
 

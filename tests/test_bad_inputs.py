@@ -101,6 +101,10 @@ def inputs(tmp_path_factory, toy_data):
     (partial / "experiment.json").write_text(
         '{"src": "en", "tgt": "vi", "patience": 10, "primary": [0.1, 0]}'
     )
+    unprepared = root / "unprepared-work"  # a prepare.json that ctemp-alt-data did not write
+    (unprepared / "sweep" / "en-vi.mini.spm20").mkdir(parents=True)
+    (unprepared / "sweep" / "en-vi.mini.spm20" / "experiment.json").write_text(json.dumps(experiment_json()))
+    write(str(unprepared / "data" / "en-vi.spm20" / "prepare.json"), b'{"pair": ["en", "vi"]}')
     write(str(root / "mine" / "notes.txt"), b"a user's notes")
     write(str(root / "a-file"), b"not a directory")
     (root / "run-without-config").mkdir()
@@ -728,6 +732,13 @@ CASES = [
         "{root}/partial-work/sweep/en-vi.mini.spm20/experiment.json lacks preset, data, data_tag, subsets, "
         "bleu_tokenize, decode_args, interval, average, max_update, eval_beam, grid_beams, grid_lenpens, "
         "speed_beams, log_interval, decode_batch: not an experiment.json of this version",
+    ),
+    (
+        "results: a data directory whose prepare.json another tool wrote",
+        RESULTS,
+        ["--work", "{root}/unprepared-work", "--out", "{root}/unprepared-out"],
+        "{root}/unprepared-work/data/en-vi.spm20/prepare.json lacks options, source, sizes, has_test, dropped, "
+        "unassigned, remove_bpe, subsets, bin, raw: not a prepare.json of `ctemp-alt-data prepare`",
     ),
     (
         "results: --out is the work directory",

@@ -6,6 +6,7 @@ tempered_ce translator (t* replaces its T) and a contextual-temperature MoS LM; 
 writes decodes at t* through fairseq-generate and fairseq-eval-lm, and the original is untouched."""
 
 import contextlib
+import dataclasses
 import hashlib
 import io
 import json
@@ -248,6 +249,10 @@ def test_held_out_numbers_are_the_references_on_the_report_subset(toy_checkpoint
         assert_bins(bins, confidence, held.correct)
     assert abs(h.nll - h.nll_fitted) > 20 * ATOL  # the two temperatures give different numbers
     assert result.to_dict()["held_out"]["subset"] == "test"  # in the JSON
+    written = json.loads(json.dumps(result.to_dict()))  # and read back from it, as it was
+    assert calibration.Calibration.from_dict(written) == result
+    del written["held_out"]  # a file written before --report-subset
+    assert calibration.Calibration.from_dict(written) == dataclasses.replace(result, held_out=None)
 
 
 def calibrate_command():

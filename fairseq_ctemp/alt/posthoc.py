@@ -23,11 +23,13 @@ from . import evaluate
 from .common import Lock, RunFailed, fmt, read_json, say, write_json
 from .records import (
     CalibrationSummary,
+    NotCalibrated,
     PairedTest,
     Posthoc,
     PosthocSystem,
     SystemRow,
     prepared,
+    read_calibration,
     read_tempering,
 )
 
@@ -42,7 +44,6 @@ COMPARISONS = {
     "greedy_vs_tempered": ("tempered", "greedy.hyp"),
     "beam_vs_tempered": ("tempered", "beam.hyp"),
 }
-SUMMARY = ("tokens", "decoding_temperature", "accuracy", "nll", "ece", "signature", "bins")
 LABEL = {"valid": "dev", "test": "test"}
 
 
@@ -51,8 +52,14 @@ def calibration_path(run_dir, subset):
     return os.path.join(run_dir, "eval", subset, CALIBRATION)
 
 
+def measured(run_dir, subset):
+    """The run's Calibration on subset; None where it was not (or could not be) measured."""
+    c = read_calibration(calibration_path(run_dir, subset))
+    return None if isinstance(c, NotCalibrated) else c
+
+
 def measure(checkpoint, exp, subset, device):
-    """ctemp-calibrate's measurement (its JSON as a dict) of `checkpoint` on `subset` of the
+    """ctemp-calibrate's measurement (Calibration) of `checkpoint` on `subset` of the
     experiment's data, at the temperature the checkpoint decodes at."""
     data = prepared(exp.data)
     try:
@@ -66,7 +73,7 @@ def measure(checkpoint, exp, subset, device):
         )
     except calibration.CalibrationError as e:
         raise RunFailed(f"ctemp-calibrate: {e}") from None
-    return result.to_dict()
+    return result
 
 
 def calibrate_run(run_dir, exp, device):
@@ -83,23 +90,23 @@ def calibrate_run(run_dir, exp, device):
                 measured = measure(os.path.join(run_dir, "checkpoint_avg.pt"), exp, subset, device)
             except RunFailed as e:
                 say(f"{os.path.basename(run_dir)}: no calibration on {subset}: {e}")
-                measured = {"error": str(e)}
-            write_json(path, measured)
-        measured = read_json(path)
-        if "error" not in measured:
+                measured = NotCalibrated(str(e))
+            write_json(path, dataclasses.asdict(measured))
+        measured = read_calibration(path)
+        if not isinstance(measured, NotCalibrated):
             out[subset] = summary(measured)
     return out
 
 
 def summary(result, fitted=False):
-    """The numbers of a calibration JSON the tables use; `fitted`: at its t* instead."""
-    s = {k: result[k] for k in SUMMARY}
+    """The numbers of a Calibration the tables use; `fitted`: at its t* instead."""
+    s = {f.name: getattr(result, f.name) for f in dataclasses.fields(CalibrationSummary)}
     if fitted:
         s.update(
-            decoding_temperature=result["fitted_temperature"],
-            nll=result["nll_fitted"],
-            ece=result["ece_fitted"],
-            bins=result["bins_fitted"],
+            decoding_temperature=result.fitted_temperature,
+            nll=result.nll_fitted,
+            ece=result.ece_fitted,
+            bins=result.bins_fitted,
         )
     return CalibrationSummary(**s)
 
@@ -145,7 +152,7 @@ def posthoc_row(exp_dir, exp, group, device, final):
     if runs is None:
         return None
     dev = runs["untempered"]["valid"]
-    t_star = dev["fitted_temperature"]
+    t_star = dev.fitted_temperature
     checkpoint = calibrated_checkpoint(name, final_dir, dirs["untempered"], dev)
     decoder = evaluate.Decoder(exp, checkpoint, device)
     tuned = decoder.greedy_vs_beam(
@@ -163,8 +170,8 @@ def posthoc_row(exp_dir, exp, group, device, final):
         if other != "valid":
             path = os.path.join(final_dir, f"calibration-T1-posthoc.{other}.json")
             if not os.path.exists(path):
-                write_json(path, measure(checkpoint, exp, other, device))
-            posthoc_calibration[other] = summary(read_json(path))
+                write_json(path, measure(checkpoint, exp, other, device).to_dict())
+            posthoc_calibration[other] = summary(read_calibration(path))
     significance = posthoc_significance(final_dir, exp, t_opt, tuned)
     systems = {
         label: PosthocSystem(
@@ -200,10 +207,12 @@ def posthoc_row(exp_dir, exp, group, device, final):
 
 
 def ready_calibrations(name, final_dir, exp, dirs):
-    """{label: {subset: calibration.json}} of the T = 1 and T_opt runs; None (said why, and a
+    """{label: {subset: Calibration}} of the T = 1 and T_opt runs; None (said why, and a
     failed calibration recorded in posthoc.json, so that finalize is not pending for ever) when
     one is missing or failed."""
-    runs = {label: {s: read_json(calibration_path(d, s)) for s in exp.subsets} for label, d in dirs.items()}
+    runs = {
+        label: {s: read_calibration(calibration_path(d, s)) for s in exp.subsets} for label, d in dirs.items()
+    }
     missing = [
         f"{os.path.basename(dirs[k])} ({s})" for k, r in runs.items() for s, c in r.items() if c is None
     ]
@@ -211,10 +220,10 @@ def ready_calibrations(name, final_dir, exp, dirs):
         say(f"{name}: the post-hoc row waits for the calibration of {', '.join(missing)}")
         return None
     failed = [
-        f"{os.path.basename(dirs[k])} ({s}): {c['error']}"
+        f"{os.path.basename(dirs[k])} ({s}): {c.error}"
         for k, r in runs.items()
         for s, c in r.items()
-        if "error" in c
+        if isinstance(c, NotCalibrated)
     ]
     if failed:
         say(f"{name}: no post-hoc row: no calibration of {'; '.join(failed)}")
@@ -225,13 +234,13 @@ def ready_calibrations(name, final_dir, exp, dirs):
 
 def calibrated_checkpoint(name, final_dir, untempered_dir, dev):
     """final/T1-posthoc.pt: the T = 1 run's averaged checkpoint, decoding at its dev t*."""
-    t_star = dev["fitted_temperature"]
+    t_star = dev.fitted_temperature
     checkpoint = os.path.join(final_dir, CHECKPOINT)
     if not os.path.exists(checkpoint):  # written under a temporary name: complete when there
-        say(f"{name}: t* = {t_star:.4g} (dev NLL of T=1 {dev['nll']:.4f} -> {dev['nll_fitted']:.4f})")
+        say(f"{name}: t* = {t_star:.4g} (dev NLL of T=1 {dev.nll:.4f} -> {dev.nll_fitted:.4f})")
         try:  # ctemp-calibrate --write-checkpoint
             calibration.write_calibrated_checkpoint(
-                os.path.join(untempered_dir, "checkpoint_avg.pt"), checkpoint, t_star, dev["signature"]
+                os.path.join(untempered_dir, "checkpoint_avg.pt"), checkpoint, t_star, dev.signature
             )
         except calibration.CalibrationError as e:
             raise RunFailed(f"ctemp-calibrate: {e}") from None
@@ -264,8 +273,8 @@ def write_posthoc(final_dir, result, tuned, runs):
     say(
         f"{name}: T=1 + post-hoc t*={t_star:.4g}: {subset} BLEU greedy {tuned.systems['greedy'].bleu:.2f}, "
         f"tuned beam {tuned.systems['beam'].bleu:.2f} (p = {p:.4f} vs T=1, {q:.4f} vs T_opt); dev ECE "
-        f"{100 * dev['ece']:.1f}% (T=1) -> {100 * dev['ece_fitted']:.1f}%, "
-        f"T_opt {100 * runs['tempered']['valid']['ece']:.1f}%"
+        f"{100 * dev.ece:.1f}% (T=1) -> {100 * dev.ece_fitted:.1f}%, "
+        f"T_opt {100 * runs['tempered']['valid'].ece:.1f}%"
     )
 
 

@@ -3,8 +3,8 @@ calibration cells, and Table 1 with the row T = 1 + post-hoc t* and its reliabil
 
 import os
 
-from .common import fmt, read_json
-from .posthoc import COMPARISONS, SYSTEMS, calibration_path, plot_reliability
+from .common import fmt
+from .posthoc import COMPARISONS, SYSTEMS, measured, plot_reliability
 
 
 def percent(x):
@@ -21,13 +21,13 @@ RUN_COLUMNS = ["dev NLL", "dev ECE %", "dev t*", "test NLL", "test ECE %"]
 def run_cells(run_dir):
     """The runs table's calibration cells of a run: NLL (nats/token) and ECE of the distribution
     it decodes, and the dev t* ("" where not measured)."""
-    dev, test = (read_json(calibration_path(run_dir, s)) or {} for s in ("valid", "test"))
+    dev, test = (measured(run_dir, s) for s in ("valid", "test"))
     return [
-        nats(dev.get("nll")),
-        percent(dev.get("ece")),
-        f"{dev['fitted_temperature']:.3f}" if "fitted_temperature" in dev else "",
-        nats(test.get("nll")),
-        percent(test.get("ece")),
+        nats(dev and dev.nll),
+        percent(dev and dev.ece),
+        f"{dev.fitted_temperature:.3f}" if dev else "",
+        nats(test and test.nll),
+        percent(test and test.ece),
     ]
 
 

@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
+from ..calibration import Calibration
 from .common import AltError, RunFailed, check_data_location, read_json
 from .presets import DEFAULT_VARIANT
 
@@ -408,20 +409,48 @@ def known(cls, d):
 
 
 def lacking(cls, d):
-    """The fields of cls that d lacks, comma-separated ("" when none)."""
-    return ", ".join(f.name for f in dataclasses.fields(cls) if f.name not in d)
+    """The fields of cls without a default that d lacks, comma-separated ("" when none)."""
+    required = (f for f in dataclasses.fields(cls) if f.default is f.default_factory is dataclasses.MISSING)
+    return ", ".join(f.name for f in required if f.name not in d)
 
 
 def prepared(path):
     """The Prepared record of the data directory path (None if it is not prepared), with bin and raw
     in that directory, where prepare wrote them: a moved or copied work directory uses its own data,
     never the directory it was copied from (older prepare.json files store cwd-relative paths)."""
-    d = read_json(os.path.join(path, "prepare.json"))
+    path = os.path.normpath(path)
+    file = os.path.join(path, "prepare.json")
+    d = read_json(file)
     if d is None:
         return None
+    missing = lacking(Prepared, d)
+    if missing:
+        raise AltError(f"{file} lacks {missing}: not a prepare.json of `ctemp-alt-data prepare`")
     return dataclasses.replace(
         Prepared(**known(Prepared, d)), bin=os.path.join(path, "bin"), raw=os.path.join(path, "raw")
     )
+
+
+@dataclass
+class NotCalibrated:
+    """A run's calibration.json where ctemp-calibrate could not measure the run: why (kept, so
+    that it is not tried again)."""
+
+    error: str
+
+
+def read_calibration(path):
+    """A run's calibration.json: ctemp-calibrate's Calibration, NotCalibrated, or None while
+    there is none."""
+    d = read_json(path)
+    if d is None:
+        return None
+    if "error" in d:
+        return NotCalibrated(d["error"])
+    missing = lacking(Calibration, d)
+    if missing:
+        raise AltError(f"{path} lacks {missing}: not a calibration JSON of ctemp-calibrate")
+    return Calibration.from_dict(d)
 
 
 def read_settings(exp_dir, error):

@@ -12,7 +12,7 @@ import os
 import re
 
 from . import posthoc
-from .common import fmt, read_json
+from .common import fmt
 from .presets import DEFAULT_VARIANT
 
 SEED_SUFFIX = re.compile(r"\.seed\d+$")
@@ -36,12 +36,6 @@ HEADER = [
 
 def setup_name(experiment):
     return SEED_SUFFIX.sub("", experiment)
-
-
-def run_calibration(run_dir):
-    """The dev calibration summary of a run, or None (not measured, or it failed)."""
-    c = read_json(posthoc.calibration_path(run_dir, "valid"))
-    return None if c is None or "error" in c else c
 
 
 def points(experiments):
@@ -82,7 +76,7 @@ def run_point(run, test_name, tuned):
         system = run.variant
     else:
         system = f"{run.variant} T={fmt(t)}"
-    calibration = run_calibration(run.dir)
+    calibration = posthoc.measured(run.dir, "valid")
     best = tuned.get(t) if transformer else None
     return {
         "system": system,
@@ -97,8 +91,8 @@ def run_point(run, test_name, tuned):
         "tuned": best.bleu if best else None,
         "tuned_chrf": best.chrf if best else None,
         "tuned_setting": (best.beam, best.lenpen) if best else None,
-        "ece": calibration["ece"] if calibration else None,
-        "nll": calibration["nll"] if calibration else None,
+        "ece": calibration and calibration.ece,
+        "nll": calibration and calibration.nll,
     }
 
 

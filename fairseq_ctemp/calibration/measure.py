@@ -57,6 +57,15 @@ class Calibration:
     def to_dict(self):
         return dataclasses.asdict(self)
 
+    @classmethod
+    def from_dict(cls, d):
+        """The record of ctemp-calibrate's JSON (held_out None where the file has none); a field
+        it lacks raises TypeError."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        d = {k: v for k, v in d.items() if k in names}
+        held_out = d.get("held_out")
+        return cls(**{**d, "held_out": None if held_out is None else HeldOut(**held_out)})
+
 
 def signature(subset, samples, tokens, skipped=0):
     """A sacrebleu-style signature of what was measured."""
