@@ -105,6 +105,12 @@ def inputs(tmp_path_factory, toy_data):
     (unprepared / "sweep" / "en-vi.mini.spm20").mkdir(parents=True)
     (unprepared / "sweep" / "en-vi.mini.spm20" / "experiment.json").write_text(json.dumps(experiment_json()))
     write(str(unprepared / "data" / "en-vi.spm20" / "prepare.json"), b'{"pair": ["en", "vi"]}')
+    alien = root / "alien-run-work" / "sweep" / "en-vi.mini.spm20"  # a run.json the sweep did not write
+    (alien / "T1-ls0.1-sem0").mkdir(parents=True)
+    (alien / "experiment.json").write_text(json.dumps(experiment_json()))
+    config = {"name": "T1-ls0.1-sem0", "temperature": 1.0, "label_smoothing": 0.1, "sem_weight": 0.0}
+    (alien / "T1-ls0.1-sem0" / "config.json").write_text(json.dumps({**config, "train_args": []}))
+    (alien / "T1-ls0.1-sem0" / "run.json").write_text('{"name": "T1-ls0.1-sem0", "bleu": 30.1}')
     write(str(root / "mine" / "notes.txt"), b"a user's notes")
     write(str(root / "a-file"), b"not a directory")
     (root / "run-without-config").mkdir()
@@ -739,6 +745,13 @@ CASES = [
         ["--work", "{root}/unprepared-work", "--out", "{root}/unprepared-out"],
         "{root}/unprepared-work/data/en-vi.spm20/prepare.json lacks options, source, sizes, has_test, dropped, "
         "unassigned, remove_bpe, subsets, bin, raw: not a prepare.json of `ctemp-alt-data prepare`",
+    ),
+    (
+        "results: a run.json another tool wrote",
+        RESULTS,
+        ["--work", "{root}/alien-run-work", "--out", "{root}/alien-run-out"],
+        "{root}/alien-run-work/sweep/en-vi.mini.spm20/T1-ls0.1-sem0/run.json lacks direction, temperature, "
+        "label_smoothing, sem_weight, training: not a run.json of ctemp-alt-sweep",
     ),
     (
         "results: --out is the work directory",

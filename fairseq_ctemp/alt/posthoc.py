@@ -28,6 +28,7 @@ from .records import (
     Posthoc,
     PosthocSystem,
     SystemRow,
+    complete,
     prepared,
     read_calibration,
     read_tempering,
@@ -311,5 +312,9 @@ def plot_reliability(posthoc, path):
 def load(exp_dir):
     """An experiment's final/posthoc.json (Posthoc); None while there is none, or where the row
     could not be made (the file then says why: a failed calibration)."""
-    d = read_json(os.path.join(exp_dir, "final", POSTHOC))
-    return None if d is None or "error" in d else Posthoc.from_dict(d)
+    path = os.path.join(exp_dir, "final", POSTHOC)
+    d = read_json(path)
+    if d is None or "error" in d:
+        return None
+    complete(Posthoc, d, path, "a posthoc.json of `ctemp-alt-sweep finalize`")
+    return Posthoc.from_dict(d)

@@ -70,12 +70,9 @@ class Settings:
     @classmethod
     def from_dict(cls, d, path, error):
         """The settings in d (read from path); `error` naming the file and what it lacks."""
-        missing = lacking(cls, d)
-        if missing:
-            raise error(
-                f"{path} lacks {missing}: not an experiment.json of this version; "
-                "plan the sweep again in another --work"
-            )
+        complete(
+            cls, d, path, "an experiment.json of this version; plan the sweep again in another --work", error
+        )
         return cls(**known(cls, d))
 
 
@@ -101,9 +98,7 @@ class RunConfig:
         options = d.get("train_args", [])
         seed = int(options[options.index("--seed") + 1]) if "--seed" in options else 1
         d = {"variant": DEFAULT_VARIANT, "seed": seed, **d}
-        missing = lacking(cls, d)
-        if missing:
-            raise AltError(f"{path} lacks {missing}: not a config.json of ctemp-alt-sweep")
+        complete(cls, d, path, "a config.json of ctemp-alt-sweep")
         return cls(**known(cls, d))
 
 
@@ -203,9 +198,9 @@ class RunResult:
         return {k: v for k, v in dataclasses.asdict(self).items() if k != "dir"}
 
     @classmethod
-    def from_dict(cls, d, run_dir=None, config=None):
-        """run.json's RunResult; config (its config.json) fills what older run.json files lack."""
-        d = {**({"variant": config.variant, "seed": config.seed} if config else {}), **known(cls, d)}
+    def from_dict(cls, d, run_dir=None):
+        """run.json's RunResult, in run_dir."""
+        d = known(cls, d)
         return cls(
             **{
                 **d,
@@ -408,10 +403,13 @@ def known(cls, d):
     return {k: v for k, v in d.items() if k in names}
 
 
-def lacking(cls, d):
-    """The fields of cls without a default that d lacks, comma-separated ("" when none)."""
+def complete(cls, d, path, what, error=AltError):
+    """Refuses d (read from path) in one line when it lacks a field of cls that has no default:
+    `what` the file should have been."""
     required = (f for f in dataclasses.fields(cls) if f.default is f.default_factory is dataclasses.MISSING)
-    return ", ".join(f.name for f in required if f.name not in d)
+    missing = ", ".join(f.name for f in required if f.name not in d)
+    if missing:
+        raise error(f"{path} lacks {missing}: not {what}")
 
 
 def prepared(path):
@@ -423,9 +421,7 @@ def prepared(path):
     d = read_json(file)
     if d is None:
         return None
-    missing = lacking(Prepared, d)
-    if missing:
-        raise AltError(f"{file} lacks {missing}: not a prepare.json of `ctemp-alt-data prepare`")
+    complete(Prepared, d, file, "a prepare.json of `ctemp-alt-data prepare`")
     return dataclasses.replace(
         Prepared(**known(Prepared, d)), bin=os.path.join(path, "bin"), raw=os.path.join(path, "raw")
     )
@@ -447,9 +443,7 @@ def read_calibration(path):
         return None
     if "error" in d:
         return NotCalibrated(d["error"])
-    missing = lacking(Calibration, d)
-    if missing:
-        raise AltError(f"{path} lacks {missing}: not a calibration JSON of ctemp-calibrate")
+    complete(Calibration, d, path, "a calibration JSON of ctemp-calibrate")
     return Calibration.from_dict(d)
 
 
@@ -479,19 +473,31 @@ def read_config(path):
 
 def read_run(run_dir):
     """The RunResult of a run directory; None while it has no run.json."""
-    d = read_json(os.path.join(run_dir, "run.json"))
+    path = os.path.join(run_dir, "run.json")
+    d = read_json(path)
     if d is None:
         return None
-    return RunResult.from_dict(d, run_dir, read_config(os.path.join(run_dir, "config.json")))
+    config = read_config(os.path.join(run_dir, "config.json"))  # fills what older run.json files lack
+    filled = {**({"variant": config.variant, "seed": config.seed} if config else {}), **d}
+    complete(RunResult, filled, path, "a run.json of ctemp-alt-sweep")
+    return RunResult.from_dict(filled, run_dir)
 
 
 def read_tempering(exp_dir):
     """An experiment's final/final.json (Tempering), or None while there is none."""
-    d = read_json(os.path.join(exp_dir, "final", "final.json"))
-    return None if d is None else Tempering.from_dict(d)
+    path = os.path.join(exp_dir, "final", "final.json")
+    d = read_json(path)
+    if d is None:
+        return None
+    complete(Tempering, d, path, "a final.json of `ctemp-alt-sweep finalize`")
+    return Tempering.from_dict(d)
 
 
 def read_comparisons(exp_dir):
     """An experiment's final/compare-<run>.json (Comparison), by file name."""
-    paths = sorted(glob.glob(os.path.join(exp_dir, "final", "compare-*.json")))
-    return [Comparison.from_dict(read_json(path)) for path in paths]
+    comparisons = []
+    for path in sorted(glob.glob(os.path.join(exp_dir, "final", "compare-*.json"))):
+        d = read_json(path)
+        complete(Comparison, d, path, "a comparison of `ctemp-alt-sweep finalize`")
+        comparisons.append(Comparison.from_dict(d))
+    return comparisons
