@@ -9,7 +9,7 @@ import pytest
 from conftest import calibration_json, experiment_json
 
 from fairseq_ctemp.alt import posthoc as alt_posthoc
-from fairseq_ctemp.alt import systems, tables
+from fairseq_ctemp.alt import systems
 from fairseq_ctemp.alt.records import (
     CalibrationSummary,
     Experiment,
@@ -174,7 +174,7 @@ def test_a_failed_calibration_or_post_hoc_row_is_left_out(sweeps, tmp_path):
 def test_report_writes_the_csv_and_one_figure_per_setup(sweeps, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    md = systems.report(sweeps, str(out), tables.markdown_table, tables.write_csv)
+    md = systems.report(sweeps, str(out))
     with open(out / "systems.csv", encoding="utf-8") as f:
         table = list(csv.DictReader(f))
     posthoc = next(r for r in table if r["system"] == "T = 1 + post-hoc t*")
@@ -203,7 +203,4 @@ def test_the_legend_names_every_seed_even_one_the_first_system_lacks(sweeps):
 
 
 def test_no_finished_run_no_section(tmp_path):
-    assert (
-        systems.report([experiment("en-vi.x", [])], str(tmp_path), tables.markdown_table, tables.write_csv)
-        == ""
-    )
+    assert systems.report([experiment("en-vi.x", [])], str(tmp_path)) == ""

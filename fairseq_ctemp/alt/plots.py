@@ -5,7 +5,8 @@ import os
 
 from .common import fmt
 from .presets import DEFAULT_VARIANT
-from .tables import SHORT, run_label, run_order, tempered, write_csv
+from .sections import write_csv
+from .tables import SHORT, run_label, run_order, tempered
 from .training import training_steps, validations
 
 

@@ -1,10 +1,11 @@
 """ctemp-alt-results' view of the calibration that posthoc.py measures: the runs table's
 calibration cells, and Table 1 with the row T = 1 + post-hoc t* and its reliability diagrams."""
 
-import os
+import functools
 
 from .common import fmt
 from .posthoc import COMPARISONS, SYSTEMS, measured, plot_reliability
+from .sections import section
 
 
 def percent(x):
@@ -92,27 +93,19 @@ def table(experiments):
     return header, rows
 
 
-def report(experiments, out, markdown_table, write_csv):
+def report(experiments, out):
     """ctemp-alt-results' section: table1_posthoc.csv, reliability.<experiment>.png; its markdown."""
-    header, rows = table(experiments)
-    if not rows:
-        return ""
-    write_csv(os.path.join(out, "table1_posthoc.csv"), header, rows)
-    md = [
-        "## Table 1, with T = 1 + post-hoc t*\n",
-        markdown_table(header, rows) + "\n",
+    caption = (
         "T = 1 + post-hoc t*: the T = 1 model decoded at the temperature t* that minimises its dev NLL "
         "(ctemp-calibrate; one number fitted after training), its beam and length penalty tuned on dev "
         "over the same grid as the others. p: paired bootstrap (sacrebleu, 1000 samples) of BLEU. NLL "
         "(nats/token) and ECE (15 bins): teacher forced, of the distribution each system decodes. "
-        "Greedy output cannot change with t (the argmax of softmax(D/t) does not depend on t).\n",
+        "Greedy output cannot change with t (the argmax of softmax(D/t) does not depend on t)."
+    )
+    figures = [
+        (f"reliability.{e.name}.png", functools.partial(plot_reliability, e.posthoc))
+        for e in experiments
+        if e.final is not None and e.posthoc is not None
     ]
-    for e in experiments:
-        if e.final is not None and e.posthoc is not None:
-            try:
-                png = f"reliability.{e.name}.png"
-                plot_reliability(e.posthoc, os.path.join(out, png))
-                md.append(f"![{png}]({png})\n")
-            except ImportError:
-                pass
-    return "\n".join(md) + "\n"
+    title = "Table 1, with T = 1 + post-hoc t*"
+    return section(out, title, "table1_posthoc.csv", table(experiments), caption, figures)

@@ -25,7 +25,8 @@ from .records import (
     read_settings,
     read_tempering,
 )
-from .tables import markdown_table, run_order, runs_table, table1, table34, variants_table, write_csv
+from .sections import markdown_table, write_csv
+from .tables import run_order, runs_table, table1, table34, variants_table
 from .training import training_summary
 
 MARKER = ".alt_results"  # in every OUT this tool writes: the names of the files it wrote
@@ -138,8 +139,8 @@ def report(experiments, out):
         "T_opt: best dev greedy BLEU among T != 1. Beam width and length penalty of both systems "
         "tuned on dev. Seconds: fairseq's decode time of the scored set (start-up excluded).\n\n"
     )
-    md.write(posthoc_report.report(experiments, out, markdown_table, write_csv))
-    md.write(systems.report(experiments, out, markdown_table, write_csv))
+    md.write(posthoc_report.report(experiments, out))
+    md.write(systems.report(experiments, out))
     md.write("## Tables 3 and 4: tempering, label smoothing, SEM\n\n")
     md.write((markdown_table(*t34) if t34[1] else "(no finished run)") + "\n\n")
     md.write(

@@ -8,12 +8,13 @@ Beam BLEU is shown twice where it exists: beam k at length penalty 1, as every r
 (comparable between all trained systems), and the beam tuned on dev by finalize (T = 1, T_opt and
 the post-hoc row only)."""
 
-import os
+import functools
 import re
 
 from . import posthoc
 from .common import fmt
 from .presets import DEFAULT_VARIANT
+from .sections import section
 
 SEED_SUFFIX = re.compile(r"\.seed\d+$")
 HEADER = [
@@ -229,25 +230,15 @@ def figure(setup, ps):
     return fig
 
 
-def report(experiments, out, markdown_table, write_csv):
+def report(experiments, out):
     """ctemp-alt-results' section: systems.csv, systems.<setup>.png; its markdown."""
     setups = points(experiments)
     if not setups:
         return ""
-    header, table = rows(setups)
-    write_csv(os.path.join(out, "systems.csv"), header, table)
-    md = [
-        "## Systems side by side, across seeds\n",
-        markdown_table(header, table) + "\n",
+    figures = [(f"systems.{setup}.png", functools.partial(plot, setup, ps)) for setup, ps in setups.items()]
+    caption = (
         "Beam: beam k at length penalty 1, as every run is decoded; tuned beam: width and length "
         "penalty tuned on dev by finalize (T = 1, T_opt, T = 1 + post-hoc t* only). ECE and NLL "
-        "(nats/token): dev, teacher forced, of the distribution each system decodes.\n",
-    ]
-    for setup, ps in setups.items():
-        try:
-            png = f"systems.{setup}.png"
-            plot(setup, ps, os.path.join(out, png))
-            md.append(f"![{png}]({png})\n")
-        except ImportError:
-            pass
-    return "\n".join(md) + "\n"
+        "(nats/token): dev, teacher forced, of the distribution each system decodes."
+    )
+    return section(out, "Systems side by side, across seeds", "systems.csv", rows(setups), caption, figures)

@@ -1,8 +1,6 @@
 """The tables of ctemp-alt-results (Table 1, Tables 3 and 4, the model variants, every run), each
 as (header, rows) for its CSV and markdown."""
 
-import csv
-
 from . import posthoc_report
 from .common import fmt
 from .presets import DEFAULT_VARIANT, VARIANTS
@@ -63,12 +61,6 @@ def num(x, digits=2):
 
 def p_mark(p):
     return "" if p is None else ("†" if p < 0.05 else "")
-
-
-def markdown_table(header, rows):
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(out)
 
 
 def table1(experiments):
@@ -304,10 +296,3 @@ def variants_table(experiments):
                 ]
             )
     return header, rows
-
-
-def write_csv(path, header, rows):
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(header)
-        writer.writerows(rows)

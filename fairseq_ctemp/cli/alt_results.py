@@ -42,7 +42,7 @@ import os
 
 from ..alt.common import AltError, run_main, say
 from ..alt.results import NO_TABLE1, check_out, load, replace_dir, report, select
-from ..alt.tables import markdown_table
+from ..alt.sections import markdown_table
 from . import arguments
 
 

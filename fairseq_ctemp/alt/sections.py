@@ -1,0 +1,36 @@
+"""The pieces of ctemp-alt-results' report: a table as CSV and as markdown, and a section (title,
+table, caption, figures) made of them."""
+
+import csv
+import os
+
+
+def markdown_table(header, rows):
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(out)
+
+
+def write_csv(path, header, rows):
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(rows)
+
+
+def section(out, title, csv_name, table, caption, figures=()):
+    """A section of the report: the table (header, rows) written to out/csv_name, then its markdown
+    under the title, the caption and the figures, each (png name, draw(path)); a figure is left out
+    without matplotlib. "" when the table has no rows."""
+    header, rows = table
+    if not rows:
+        return ""
+    write_csv(os.path.join(out, csv_name), header, rows)
+    md = [f"## {title}\n", markdown_table(header, rows) + "\n", caption + "\n"]
+    for png, draw in figures:
+        try:
+            draw(os.path.join(out, png))
+        except ImportError:
+            continue
+        md.append(f"![{png}]({png})\n")
+    return "\n".join(md) + "\n"
