@@ -3,6 +3,7 @@ any language pair from the release or a local copy, normalised, checked, subword
 binarised for fairseq; every step written under a temporary name and never overwritten. The layout
 and the checks: ctemp-alt-data --help."""
 
+import dataclasses
 import os
 import random
 import shlex
@@ -28,7 +29,7 @@ from .common import (
     say,
     write_json,
 )
-from .records import Prepared
+from .records import CorpusStats, Prepared
 from .sources import corpus_source
 
 
@@ -161,7 +162,8 @@ def binarise(tmp, tok, a, b, has_test, workers):
 
 
 def corpus_splits(source, a, b, args):
-    """The pair's checked splits (before anything is written): {split: [(text_a, text_b)]}, info."""
+    """The pair's checked splits (before anything is written): {split: [(text_a, text_b)]}, and
+    their CorpusStats."""
     splits, info = source.split(a, b, args.drop_incomplete)
     empty = [split for split, pairs in splits.items() if not pairs]
     if empty:
@@ -171,15 +173,15 @@ def corpus_splits(source, a, b, args):
             + (" left after --drop-incomplete" if args.drop_incomplete else "")
             + "; every split needs at least one"
         )
+    test_source = None
     if getattr(args, "carve_test", None):
-        splits, info["test_source"] = carve_test(splits, args.carve_test, source)
+        splits, test_source = carve_test(splits, args.carve_test, source)
     if args.train_subset:
         if args.train_subset > len(splits["train"]):
             raise AltError(f"--train-subset {args.train_subset} > {len(splits['train'])} training pairs")
         splits["train"] = splits["train"][: args.train_subset]
-    info["sizes"] = {s: len(p) for s, p in splits.items()}
-    info["source"] = source.describe()
-    return splits, info
+    sizes = {s: len(p) for s, p in splits.items()}
+    return splits, CorpusStats(source.describe(), sizes, info["dropped"], info["unassigned"], test_source)
 
 
 def carve_test(splits, n, source):
@@ -264,22 +266,22 @@ def prepare_pair(dest, a, b, texts, stats, options, args):
 
     def make_raw(tmp):
         write_raw(tmp, texts)
-        write_json(os.path.join(tmp, "stats.json"), stats)
+        write_json(os.path.join(tmp, "stats.json"), dataclasses.asdict(stats))
 
     bar = progress_bar(None, f"{a}-{b}: raw text", total=4)  # the four steps
     step(raw, make_raw)
     bar.update()
-    stats = read_json(os.path.join(raw, "stats.json"))
-    sizes, has_test = stats["sizes"], "test" in stats["sizes"]
+    stats = CorpusStats.read(os.path.join(raw, "stats.json"))  # the finished step's, as written
+    sizes, has_test = stats.sizes, "test" in stats.sizes
     say(
         f"  sentences: {', '.join(f'{s} {n:,}' for s, n in sizes.items())}"
         + ("" if has_test else " (no test split: the recipes will score the dev set)")
-        + (f" (test {stats['test_source']})" if stats.get("test_source") else "")
+        + (f" (test {stats.test_source})" if stats.test_source else "")
     )
-    if any(stats["dropped"].values()):
-        say(f"  dropped pairs with an empty or missing side: {stats['dropped']}")
+    if any(stats.dropped.values()):
+        say(f"  dropped pairs with an empty or missing side: {stats.dropped}")
     if (
-        stats["source"]["kind"] == "release"
+        stats.source["kind"] == "release"
         and not args.train_subset
         and [sizes.get(s) for s in SPLITS] != [OFFICIAL_SIZES[s] for s in SPLITS]
     ):
@@ -300,12 +302,12 @@ def prepare_pair(dest, a, b, texts, stats, options, args):
     ready = Prepared(
         options=options,
         pair=[a, b],
-        source=stats["source"],
+        source=stats.source,
         sizes=sizes,
         has_test=has_test,
-        test_source=stats.get("test_source", "test split" if has_test else None),
-        dropped=stats["dropped"],
-        unassigned=stats["unassigned"],
+        test_source=stats.test_source or ("test split" if has_test else None),
+        dropped=stats.dropped,
+        unassigned=stats.unassigned,
         remove_bpe=remove_bpe_of(args.subwords),
         subsets={s: FAIRSEQ_SUBSET[s] for s in sizes},
         bin="bin",  # in this directory (records.prepared), so that it can move

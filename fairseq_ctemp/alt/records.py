@@ -17,6 +17,25 @@ from .common import AltError, RunFailed, check_data_location, read_json
 from .presets import DEFAULT_VARIANT
 
 
+@dataclass
+class CorpusStats:
+    """A data directory's raw/stats.json, written with its raw text: what the corpus gave the pair."""
+
+    source: Dict[str, Any]  # the corpus it was read from (sources.py's describe())
+    sizes: Dict[str, int]  # sentence pairs per split
+    dropped: Dict[str, int]  # pairs with an empty or missing side, per split (--drop-incomplete)
+    unassigned: int  # sentences in no split's URL list
+    test_source: Optional[str] = None  # how the test split was carved (None: the corpus's own, or none)
+
+    @classmethod
+    def read(cls, path):
+        d = read_json(path)
+        if d is None:
+            raise AltError(f"{path}: no such file; not a raw directory of `ctemp-alt-data prepare`")
+        complete(cls, d, path, "a stats.json of `ctemp-alt-data prepare`")
+        return cls(**known(cls, d))
+
+
 @dataclass(kw_only=True)
 class Prepared:
     """A data directory's prepare.json, written by `ctemp-alt-data prepare` once the directory is
