@@ -266,10 +266,7 @@ class Decodings:
 
     @classmethod
     def from_dict(cls, d):
-        d = known(cls, d)
-        return cls(
-            **{**d, "greedy": SystemRow.from_dict(d["greedy"]), "beam": SystemRow.from_dict(d["beam"])}
-        )
+        return with_greedy_and_beam(cls, d)
 
 
 @dataclass
@@ -285,10 +282,7 @@ class TunedSystem:
 
     @classmethod
     def from_dict(cls, d):
-        d = known(cls, d)
-        return cls(
-            **{**d, "greedy": SystemRow.from_dict(d["greedy"]), "beam": SystemRow.from_dict(d["beam"])}
-        )
+        return with_greedy_and_beam(cls, d)
 
 
 @dataclass
@@ -406,6 +400,12 @@ class Experiment:
     final: Optional[Tempering] = None
     posthoc: Optional[Posthoc] = None
     compare: List[Comparison] = field(default_factory=list)
+
+
+def with_greedy_and_beam(cls, d):
+    """cls from d, whose "greedy" and "beam" are SystemRows."""
+    d = known(cls, d)
+    return cls(**{**d, "greedy": SystemRow.from_dict(d["greedy"]), "beam": SystemRow.from_dict(d["beam"])})
 
 
 def with_systems_and_tests(cls, d, system):
