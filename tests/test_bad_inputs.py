@@ -141,6 +141,8 @@ def inputs(tmp_path_factory, toy_data):
     write(str(refs / "cr-only.tgt"), b"\r".join(test_refs))  # CR-only line ends: one line to a reader of LF
     write(str(refs / "one-short.tgt"), b"\n".join(test_refs[:-2]) + b"\n")  # one sentence fewer than test
     write(str(root / "lm-text" / "latin1.txt"), "caf\u00e9 s1 s2\n".encode("latin-1"))
+    write(str(root / "lm-runs-partial" / "softmax" / "eval_test.json"), b'{"ppl": 80.1}')  # another tool's
+    write(str(root / "lm-runs-cut" / "softmax" / "eval_test.json"), b'{"ppl": 80.1')  # cut by a full disk
     for name, table in (  # lm_results.py seeds: tables that are not what `table` writes
         ("columns", "a,b\n1,2\n"),
         ("nan", "variant,test_ppl\nsoftmax,80\nct,nan\n"),
@@ -1348,6 +1350,20 @@ CASES = [
         lm_results,
         ["status", "--runs", "{root}/no-runs", "--variants", "softmax"],
         "--runs {root}/no-runs: no such directory",
+    ),
+    (
+        "lm_results: an evaluation another tool wrote",
+        lm_results,
+        ["status", "--runs", "{root}/lm-runs-partial", "--variants", "softmax"],
+        "{root}/lm-runs-partial/softmax/eval_test.json lacks dataset, subset, checkpoint, tokens_per_sample, "
+        "context_window, evaluated_tokens, expected_tokens, loss_base2, command, date: not an evaluation of "
+        "evaluate.sh",
+    ),
+    (
+        "lm_results: a truncated evaluation",
+        lm_results,
+        ["status", "--runs", "{root}/lm-runs-cut", "--variants", "softmax"],
+        "{root}/lm-runs-cut/softmax/eval_test.json is not valid JSON (Expecting ',' delimiter",
     ),
     (
         "lm_results: compare without a baseline",

@@ -6,6 +6,8 @@ import json
 import os
 from typing import Optional
 
+from . import ResultsError
+
 
 @dataclasses.dataclass(kw_only=True)
 class Evaluation:
@@ -35,8 +37,17 @@ class Evaluation:
 
 
 def read_evaluation(path):
-    """The Evaluation in path, or None where there is none."""
+    """The Evaluation in path, or None where there is none; ResultsError naming the file where it
+    is not one (not JSON, or a field without a default missing)."""
     if not os.path.exists(path):
         return None
-    with open(path) as f:
-        return Evaluation.from_dict(json.load(f))
+    with open(path, encoding="utf-8") as f:
+        try:
+            d = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ResultsError(f"{path} is not valid JSON ({e})") from None
+    required = [f.name for f in dataclasses.fields(Evaluation) if f.default is dataclasses.MISSING]
+    missing = [name for name in required if not isinstance(d, dict) or name not in d]
+    if missing:
+        raise ResultsError(f"{path} lacks {', '.join(missing)}: not an evaluation of evaluate.sh")
+    return Evaluation.from_dict(d)
