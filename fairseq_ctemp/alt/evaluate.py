@@ -6,7 +6,7 @@ import os
 
 from .. import greedy_vs_beam as gvb
 from .common import RunFailed, device_args, fresh_dir, read_json, say, write_json
-from .records import prepared
+from .records import complete, prepared
 
 
 class Decoder:
@@ -77,7 +77,12 @@ class Decoder:
 def moved_result(out_dir):
     """The GreedyVsBeam of out_dir, whose result.json names its files under the temporary
     directory they were written to."""
-    result = gvb.GreedyVsBeam.from_dict(read_json(os.path.join(out_dir, "result.json")))
+    path = os.path.join(out_dir, "result.json")
+    d = read_json(path)
+    if d is None:
+        raise RunFailed(f"{path}: no such file (an incomplete decoding: move {out_dir} away to decode again)")
+    complete(gvb.GreedyVsBeam, d, path, "a result.json of ctemp-greedy-vs-beam")
+    result = gvb.GreedyVsBeam.from_dict(d)
     result.files = {k: os.path.join(out_dir, os.path.basename(p)) for k, p in result.files.items()}
     return result
 
