@@ -61,6 +61,18 @@ def read_utf8_lines(path):
     return lines
 
 
+def read_lines_option(option, path, error, allow_empty=False):
+    """read_utf8_lines of the file an option names, `error` naming the option and the file where it
+    cannot be read as text, or is empty (unless allow_empty)."""
+    try:
+        lines = read_utf8_lines(path)
+    except InputError as e:
+        raise error(f"{option} {path}: {e}") from None
+    if not lines and not allow_empty:
+        raise error(f"{option} {path} is empty")
+    return lines
+
+
 def check_new_file(path):
     """InputError unless a new file can be made at ``path``: nothing is there, its directory exists
     and can be written to (checked before the work that would end by writing it). The message

@@ -61,13 +61,7 @@ def parse_args(argv=None):
 
 def read_lines(path, option):
     """Every line of an input file (the caller compares the counts of aligned files first)."""
-    try:
-        lines = inputs.read_utf8_lines(path)
-    except inputs.InputError as e:
-        raise SystemExit(f"error: {option} {path}: {e}") from None
-    if not lines:
-        raise SystemExit(f"error: {option} {path} is empty")
-    return lines
+    return inputs.read_lines_option(option, path, lambda message: SystemExit(f"error: {message}"))
 
 
 def main(argv=None):

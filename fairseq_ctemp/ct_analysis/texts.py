@@ -17,10 +17,9 @@ class Sentence:
 def read_text(path, lines=None, source=None):
     """Non-blank lines of ``path`` as Sentences; ``lines`` (1-based numbers) selects some;
     ``source``: the file of a translation model's source sentences, line by line beside ``path``."""
-    try:
-        all_lines = inputs.read_utf8_lines(path)
-    except inputs.InputError as e:
-        raise AnalysisError(f"--text {path}: {e}") from None
+    all_lines = inputs.read_lines_option(
+        "--text", path, AnalysisError, allow_empty=True
+    )  # below: no non-blank line
     sources = read_source(source, path, len(all_lines)) if source else [None] * len(all_lines)
     sentences = [
         Sentence(i + 1, text.split(), sources[i]) for i, text in enumerate(all_lines) if text.strip()
@@ -44,10 +43,7 @@ def read_text(path, lines=None, source=None):
 
 def read_source(path, text_path, n_lines):
     """The words of each line of --source, which has as many lines as --text."""
-    try:
-        lines = inputs.read_utf8_lines(path)
-    except inputs.InputError as e:
-        raise AnalysisError(f"--source {path}: {e}") from None
+    lines = inputs.read_lines_option("--source", path, AnalysisError, allow_empty=True)  # below: the count
     if len(lines) != n_lines:
         raise AnalysisError(
             f"--source {path} has {len(lines)} lines, --text {text_path} {n_lines}: line N of one must "

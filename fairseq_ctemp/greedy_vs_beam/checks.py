@@ -46,12 +46,7 @@ def subset_size(data, subset):
 
 
 def read_lines(path, option, expected=None):
-    try:
-        lines = inputs.read_utf8_lines(path)
-    except inputs.InputError as e:
-        raise UsageError(f"{option} {path}: {e}") from None
-    if not lines:
-        raise UsageError(f"{option} {path} is empty")
+    lines = inputs.read_lines_option(option, path, UsageError)
     if expected is not None and len(lines) != expected:
         raise UsageError(f"{option} {path} has {len(lines)} lines but there are {expected} sentences")
     return lines
