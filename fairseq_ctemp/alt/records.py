@@ -425,7 +425,10 @@ def known(cls, d):
 def complete(cls, d, path, what, error=AltError):
     """Refuses d (read from path) in one line when it lacks a field of cls that has no default:
     `what` the file should have been."""
-    required = (f for f in dataclasses.fields(cls) if f.default is f.default_factory is dataclasses.MISSING)
+    no_default = dataclasses.MISSING
+    required = (
+        f for f in dataclasses.fields(cls) if f.default is no_default and f.default_factory is no_default
+    )
     missing = ", ".join(f.name for f in required if f.name not in d)
     if missing:
         raise error(f"{path} lacks {missing}: not {what}")
