@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from ..calibration import Calibration
+from ..record_fields import known, missing
 from .common import AltError, RunFailed, check_data_location, read_json
 from .presets import DEFAULT_VARIANT
 
@@ -416,22 +417,12 @@ def with_systems_and_tests(cls, d, system):
     return cls(**{**d, "systems": systems, "significance": tests})
 
 
-def known(cls, d):
-    """The entries of d that are fields of cls (files written by newer versions may hold more)."""
-    names = {f.name for f in dataclasses.fields(cls)}
-    return {k: v for k, v in d.items() if k in names}
-
-
 def complete(cls, d, path, what, error=AltError):
     """Refuses d (read from path) in one line when it lacks a field of cls that has no default:
     `what` the file should have been."""
-    no_default = dataclasses.MISSING
-    required = (
-        f for f in dataclasses.fields(cls) if f.default is no_default and f.default_factory is no_default
-    )
-    missing = ", ".join(f.name for f in required if f.name not in d)
-    if missing:
-        raise error(f"{path} lacks {missing}: not {what}")
+    lacks = missing(cls, d)
+    if lacks:
+        raise error(f"{path} lacks {', '.join(lacks)}: not {what}")
 
 
 def prepared(path):

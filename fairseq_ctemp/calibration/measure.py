@@ -5,6 +5,7 @@ import dataclasses
 from typing import Optional
 
 from .. import __version__, decoding
+from ..record_fields import known
 from . import CalibrationError
 from .fitting import GRID, fit, scan
 from .loading import batches, load_model, load_subset, teacher_forced
@@ -61,8 +62,7 @@ class Calibration:
     def from_dict(cls, d):
         """The record of ctemp-calibrate's JSON (held_out None where the file has none); a field
         it lacks raises TypeError."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        d = {k: v for k, v in d.items() if k in names}
+        d = known(cls, d)
         held_out = d.get("held_out")
         return cls(**{**d, "held_out": None if held_out is None else HeldOut(**held_out)})
 

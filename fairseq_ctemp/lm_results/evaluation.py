@@ -6,6 +6,7 @@ import json
 import os
 from typing import Optional
 
+from ..record_fields import known, missing
 from . import ResultsError
 
 
@@ -32,8 +33,7 @@ class Evaluation:
 
     @classmethod
     def from_dict(cls, d):
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+        return cls(**known(cls, d))
 
 
 def read_evaluation(path):
@@ -46,8 +46,7 @@ def read_evaluation(path):
             d = json.load(f)
         except json.JSONDecodeError as e:
             raise ResultsError(f"{path} is not valid JSON ({e})") from None
-    required = [f.name for f in dataclasses.fields(Evaluation) if f.default is dataclasses.MISSING]
-    missing = [name for name in required if not isinstance(d, dict) or name not in d]
-    if missing:
-        raise ResultsError(f"{path} lacks {', '.join(missing)}: not an evaluation of evaluate.sh")
+    lacks = missing(Evaluation, d if isinstance(d, dict) else {})
+    if lacks:
+        raise ResultsError(f"{path} lacks {', '.join(lacks)}: not an evaluation of evaluate.sh")
     return Evaluation.from_dict(d)
