@@ -265,6 +265,20 @@ def test_prepare_resumed_with_other_options_is_refused(alt, tmp_path):
     assert json.loads((data / "prepare.json").read_text())["options"]["spm_model_type"] == "unigram"
 
 
+def test_prepare_refuses_an_options_file_it_cannot_read(alt, tmp_path):
+    work = copy_work(alt, tmp_path / "work")
+    data = work / "data" / "en-vi.spm20"
+    os.remove(data / "prepare.json")
+    options = json.loads((data / "options.json").read_text())
+    assert "carve_test" not in options["options"]  # not carved: written as before --carve-test
+    del options["options"]["vocab"]
+    (data / "options.json").write_text(json.dumps(options))
+    before = tree(work)
+    message = refused(DATA, "prepare", "en-vi", "--release", alt["release"], "--work", work, "--vocab", "20")
+    assert message.endswith("options.json lacks vocab: not the options of `ctemp-alt-data prepare`")
+    assert tree(work) == before
+
+
 def test_prepare_refuses_another_corpus_for_a_prepared_directory(alt, tmp_path):
     release = tmp_path / "release"
     shutil.copytree(alt["release"], release)

@@ -29,7 +29,7 @@ from .common import (
     say,
     write_json,
 )
-from .records import CorpusStats, Prepared
+from .records import CorpusStats, DataOptions, Prepared
 from .sources import corpus_source
 
 
@@ -203,14 +203,15 @@ def check_options(dest, options):
     be these: checked before any step is skipped, so that a resumed prepare never mixes steps of
     two option sets."""
     for name in ("prepare.json", "options.json"):
-        found = (read_json(os.path.join(dest, name)) or {}).get("options")
-        if found is not None and found != options:
-            differ = ", ".join(
-                f"{k}: {found.get(k)!r}, now {options[k]!r}" for k in options if found.get(k) != options[k]
-            )
+        path = os.path.join(dest, name)
+        found = (read_json(path) or {}).get("options")
+        if found is None:
+            continue
+        differ = options.differences(DataOptions.from_dict(found, path))
+        if differ:
             raise AltError(
                 f"{dest} was {'prepared' if name == 'prepare.json' else 'started'} with other "
-                f"options ({differ}); use another --work, or the options it was started with"
+                f"options ({', '.join(differ)}); use another --work, or the options it was started with"
             )
 
 
@@ -226,15 +227,15 @@ def prepare(args):
         dest = data_dir(
             args.work, a, b, data_tag(args.subwords, args.vocab, args.train_subset, args.carve_test)
         )
-        options = {
-            "pair": f"{a}-{b}",
-            "subwords": args.subwords,
-            "vocab": args.vocab,
-            "train_subset": args.train_subset,
-            "drop_incomplete": args.drop_incomplete,
-            "spm_model_type": args.spm_model_type if args.subwords == "spm" else None,
-            **({"carve_test": args.carve_test} if args.carve_test else {}),  # older directories lack it
-        }
+        options = DataOptions(
+            pair=f"{a}-{b}",
+            subwords=args.subwords,
+            vocab=args.vocab,
+            train_subset=args.train_subset,
+            drop_incomplete=args.drop_incomplete,
+            spm_model_type=args.spm_model_type if args.subwords == "spm" else None,
+            carve_test=args.carve_test or None,
+        )
         check_options(dest, options)
         splits, stats = corpus_splits(source, a, b, args)
         texts = raw_texts(splits, a, b)
@@ -249,7 +250,7 @@ def prepare(args):
         try:
             with Lock(dest):
                 check_options(dest, options)  # another prepare may have started it meanwhile
-                write_json(os.path.join(dest, "options.json"), {"options": options})
+                write_json(os.path.join(dest, "options.json"), {"options": options.to_dict()})
                 prepare_pair(dest, a, b, texts, stats, options, args)
         except AltError:
             # refused input (e.g. a --vocab too large for sentencepiece): the directories made for
@@ -300,7 +301,7 @@ def prepare_pair(dest, a, b, texts, stats, options, args):
     bar.update()
     bar.close()
     ready = Prepared(
-        options=options,
+        options=options.to_dict(),
         pair=[a, b],
         source=stats.source,
         sizes=sizes,

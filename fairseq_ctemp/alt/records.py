@@ -37,12 +37,42 @@ class CorpusStats:
         return cls(**known(cls, d))
 
 
+@dataclass(frozen=True)
+class DataOptions:
+    """The options that make a data directory: its options.json (written before the first step) and
+    its prepare.json's options. A resumed prepare must have the same ones."""
+
+    pair: str  # "a-b", the pair's languages in the order the corpus gives them
+    subwords: str
+    vocab: int
+    train_subset: Optional[int]
+    drop_incomplete: bool
+    spm_model_type: Optional[str]  # None unless subwords is spm
+    carve_test: Optional[int] = None  # None: not carved (older directories lack the field)
+
+    def to_dict(self):
+        d = dataclasses.asdict(self)
+        if self.carve_test is None:
+            del d["carve_test"]  # as directories made before --carve-test wrote it
+        return d
+
+    @classmethod
+    def from_dict(cls, d, path):
+        complete(cls, d, path, "the options of `ctemp-alt-data prepare`")
+        return cls(**known(cls, d))
+
+    def differences(self, other):
+        """'field: theirs, now ours' for each field in which other differs from self."""
+        ours, theirs = dataclasses.asdict(self), dataclasses.asdict(other)
+        return [f"{k}: {theirs[k]!r}, now {v!r}" for k, v in ours.items() if theirs[k] != v]
+
+
 @dataclass(kw_only=True)
 class Prepared:
     """A data directory's prepare.json, written by `ctemp-alt-data prepare` once the directory is
     ready."""
 
-    options: Dict[str, Any]  # the options it was prepared with (as options.json holds them)
+    options: Dict[str, Any]  # the DataOptions it was prepared with, as options.json holds them
     pair: List[str]
     source: Dict[str, Any]  # the corpus it was read from (sources.py's describe())
     sizes: Dict[str, int]  # sentence pairs per split
