@@ -165,6 +165,8 @@ def environment(args):
         "code": provenance.code_commit(),  # the commit measured ("+changes": with edits)
         # the allocator settings of CPU training (docs/speed.md): the same numbers, other speeds
         **{name: os.environ.get(name) for name in CPU_ALLOCATOR_ENV},
+        # when the result is written: other work on the machine slows a measurement down
+        "load_average": [round(x, 2) for x in os.getloadavg()],
     }
 
 
