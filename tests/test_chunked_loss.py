@@ -61,6 +61,29 @@ def test_chunked_loss_against_the_float64_reference(dtype, settings, chunk, with
     assert sums.correct == (z.argmax(-1) == target)[keep].sum()
 
 
+def test_chunked_loss_under_autocast_against_the_float64_reference():
+    """fairseq's --amp: float32 features and weight, the products autocast to bfloat16 (here on
+    the CPU), the loss and its gradients still within bfloat16's rounding of the reference."""
+    g = torch.Generator().manual_seed(0)
+    n, d, vocab = 37, 8, 50
+    h = torch.randn(n, d, generator=g, requires_grad=True)
+    weight = torch.randn(vocab, d, generator=g, requires_grad=True)
+    target = torch.randint(0, vocab, (n,), generator=g)
+    keep = torch.rand(n, generator=g) > 0.2
+    settings = (4.0, 0.1, 0.0, True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss, sums = chunked_tempered_loss(h, weight, None, target, keep, *settings, chunk=7)
+    loss.backward()
+    expected_loss, expected_nll, expected_grads = reference(h, weight, None, target, keep, *settings)
+    torch.testing.assert_close(loss.double(), expected_loss, rtol=2e-2, atol=0)
+    torch.testing.assert_close(sums.nll.double(), expected_nll, rtol=2e-2, atol=0)
+    for grad, expected in zip((h.grad, weight.grad), expected_grads):
+        assert grad.dtype == torch.float32
+        torch.testing.assert_close(
+            grad.double(), expected, rtol=5e-2, atol=5e-2 * expected.abs().max().item()
+        )
+
+
 def tiny_transformer(toy_data, *criterion_options):
     args = options.parse_args_and_arch(
         options.get_training_parser(),

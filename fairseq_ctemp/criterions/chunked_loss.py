@@ -43,7 +43,7 @@ class ChunkedTemperedLoss(torch.autograd.Function):
         scale = temperature if rescale else 1.0
         ctx.input_dtypes = (h.dtype, weight.dtype)
         wide = torch.promote_types(h.dtype, torch.float32)  # float32, or float64 for float64 inputs
-        grads = _Gradients(h, weight, wide) if any(ctx.needs_input_grad[:3]) else None
+        grads = _Gradients(h, weight, wide, bias is not None) if any(ctx.needs_input_grad[:3]) else None
         scratch = _Scratch(min(chunk, h.size(0)), vocab, h.device)
         loss = torch.zeros((), dtype=wide, device=h.device)
         nll_sum, correct = torch.zeros_like(loss), torch.zeros_like(loss)
@@ -138,21 +138,27 @@ class _Gradients:
     """The gradients of h, W and b, accumulated chunk by chunk in float32 (or float64) (those of W
     and b sum over all chunks; a half-precision sum of many chunks would lose their small terms)."""
 
-    def __init__(self, h, weight, wide):
+    def __init__(self, h, weight, wide, has_bias):
         self.h = torch.empty(h.shape, dtype=wide, device=h.device)
         self.weight = torch.zeros(weight.shape, dtype=wide, device=weight.device)
-        self.bias = torch.zeros(weight.size(0), dtype=wide, device=weight.device)
+        self.bias = torch.zeros(weight.size(0), dtype=wide, device=weight.device) if has_bias else None
         self.matrix = weight
 
     def add(self, rows, hc, g, logits):
         """g (chunk x V, wide); logits: the chunk's logits buffer, free now, for g in hc's dtype."""
-        if g.dtype == hc.dtype:  # the products in the model's dtype
-            g_low = g
+        if g.dtype == hc.dtype and not torch.is_autocast_enabled(hc.device.type):
+            # the products written where they go (no V x d product made per chunk, then added);
+            # under autocast they stay autocast products (an out= or in-place product is not)
+            torch.mm(g, self.matrix, out=self.h[rows])
+            self.weight.addmm_(g.t(), hc)
         else:
-            g_low = logits.copy_(g) if logits.dtype == hc.dtype else g.to(hc.dtype)
-        self.h[rows] = g_low @ self.matrix
-        self.weight += (g_low.t() @ hc).to(g.dtype)
-        self.bias += g.sum(0)
+            g_low = g
+            if g.dtype != hc.dtype:  # the products in the model's dtype
+                g_low = logits.copy_(g) if logits.dtype == hc.dtype else g.to(hc.dtype)
+            self.h[rows] = g_low @ self.matrix
+            self.weight += (g_low.t() @ hc).to(g.dtype)
+        if self.bias is not None:
+            self.bias += g.sum(0)
 
     def result(self):
         return self.h, self.weight, self.bias
