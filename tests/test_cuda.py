@@ -127,9 +127,10 @@ def test_tempered_ce_half_precision_logits_are_computed_in_fp32(shape, T, eps, w
 # ---- tempered_ce --loss-chunk-tokens: the chunked loss on the device against float64 ----
 
 
-def chunked_on_device(vocab, T, eps, w, dtype):
-    """The chunked loss of random features and projection (rounded to dtype) on DEVICE: (loss, nll,
-    logits as the device computed them, the inputs with their gradients), and the inputs on the CPU."""
+def chunked_on_device(vocab, T, eps, w, dtype, autocast=None):
+    """The chunked loss of random features and projection (rounded to dtype) on DEVICE, under
+    torch.autocast to the dtype `autocast` if given: (loss, nll, logits as the device computed them,
+    the inputs with their gradients), and the inputs on the CPU."""
     from fairseq_ctemp.criterions.chunked_loss import chunked_tempered_loss
 
     g = torch.Generator().manual_seed(vocab)
@@ -137,9 +138,10 @@ def chunked_on_device(vocab, T, eps, w, dtype):
     h, weight = torch.randn(n, d, generator=g).to(dtype), (0.3 * torch.randn(vocab, d, generator=g)).to(dtype)
     target, keep = torch.randint(0, vocab, (n,), generator=g), torch.rand(n, generator=g) > 0.2
     inputs = [x.to(DEVICE).requires_grad_() for x in (h, weight)]
-    loss, sums = chunked_tempered_loss(
-        *inputs, None, target.to(DEVICE), keep.to(DEVICE), T, eps, w, True, chunk=5
-    )  # fmt: skip
+    with torch.autocast(DEVICE, dtype=autocast or torch.float16, enabled=autocast is not None):
+        loss, sums = chunked_tempered_loss(
+            *inputs, None, target.to(DEVICE), keep.to(DEVICE), T, eps, w, True, chunk=5
+        )  # fmt: skip
     loss.backward()
     logits = (inputs[0] @ inputs[1].T).detach().double().cpu()
     return (loss, sums.nll, logits, inputs), (h, weight, target, keep)
@@ -183,6 +185,32 @@ def test_chunked_loss_in_half_precision(precision, T, eps, w):
     torch.testing.assert_close(nll.double().cpu(), ref_nll, rtol=1e-5, atol=atol)
     for x, expected in zip(inputs, reference(h, weight, None, target, keep, T, eps, w, True)[2]):
         assert x.grad.dtype == dtype and torch.isfinite(x.grad).all()
+        scale = expected.abs().max().item()
+        torch.testing.assert_close(x.grad.double().cpu(), expected, rtol=0, atol=8 * ROUNDOFF[dtype] * scale)
+
+
+@pytest.mark.parametrize("precision", sorted(HALF))
+@pytest.mark.parametrize("T,eps,w", CRITERION_CASES)
+def test_chunked_loss_under_autocast(precision, T, eps, w):
+    """fairseq's --amp: float32 features and projection, the products autocast to half precision,
+    the rest in fp32: the loss within a few half-precision roundoffs of the float64 reference, the
+    gradients float32 and within a few roundoffs of it (relative to their largest entry)."""
+    skip_unless_supported(precision)
+    from test_chunked_loss import reference
+
+    dtype, vocab = HALF[precision], 32003
+    (loss, nll, _, inputs), (h, weight, target, keep) = chunked_on_device(
+        vocab, T, eps, w, torch.float32, dtype
+    )
+    ref_loss, ref_nll, ref_grads = reference(h, weight, None, target, keep, T, eps, w, True)
+    # a token's loss moves by about |dloss/d(z/T)| * T * roundoff * |z| / T <= 2 roundoff |z| when
+    # its logits z are rounded to half precision (at T = 100 with SEM the terms nearly cancel)
+    u, z_max = ROUNDOFF[dtype], (h @ weight.T).abs().max().item()
+    assert loss.dtype == torch.float32 and torch.isfinite(loss)
+    for got, expected in ((loss, ref_loss), (nll, ref_nll)):
+        torch.testing.assert_close(got.double().cpu(), expected, rtol=8 * u, atol=4 * u * z_max * len(target))
+    for x, expected in zip(inputs, ref_grads):
+        assert x.grad.dtype == torch.float32 and torch.isfinite(x.grad).all()
         scale = expected.abs().max().item()
         torch.testing.assert_close(x.grad.double().cpu(), expected, rtol=0, atol=8 * ROUNDOFF[dtype] * scale)
 

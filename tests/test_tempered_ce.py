@@ -297,3 +297,16 @@ def test_training_diagnostics_are_exact_with_fewer_targets_than_sampled_position
     reference = slow_reference(logits, sample["target"], 2.0, 0.1, 0.0)
     for key, value in zip(("entropy", "entropy_untempered", "nll_loss_untempered"), reference[2:]):
         torch.testing.assert_close(logged[key].double(), value, rtol=1e-5, atol=1e-4)
+
+
+def test_training_diagnostics_under_autocast_are_float32_sums():
+    """fairseq's --amp: the sampled positions' diagnostics are summed in float32 as without
+    autocast (a product with their weights would be a bfloat16 one, off in the third digit)."""
+    task, dictionary = make_task(30)
+    logits, sample = random_batch(60, 20, 30, seed=4)
+    criterion = make_criterion(task, 2.0, 0.1)
+    _, _, plain = criterion(LogitsModel(logits, dictionary), sample)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        _, _, autocast = criterion(LogitsModel(logits, dictionary), sample)
+    for key in ("entropy", "entropy_untempered", "nll_loss_untempered"):
+        torch.testing.assert_close(autocast[key], plain[key], rtol=1e-6, atol=0)

@@ -60,7 +60,7 @@ class ChunkedTemperedLoss(torch.autograd.Function):
             p = negative_entropy = None
             if sem_weight > 0:
                 p = scratch.exp(lp)
-                negative_entropy = torch.einsum("nv,nv->n", p, lp)  # no N x V product made
+                negative_entropy = _row_dot(p, lp)
                 rows_loss += sem_weight * negative_entropy
             loss += rows_loss.mul_(counts).sum()
             nll_sum += nll.mul_(counts).sum()
@@ -86,6 +86,13 @@ class ChunkedTemperedLoss(torch.autograd.Function):
             None,
             None,
         )
+
+
+def _row_dot(p, lp):
+    """sum_v p * lp of each row, without an N x V product, in their dtype: not autocast (under
+    --amp an einsum would be a half-precision product, where the loss is float32 throughout)."""
+    with torch.autocast(p.device.type, enabled=False):
+        return torch.einsum("nv,nv->n", p, lp)
 
 
 def _logit_gradient(lp, p, negative_entropy, coefficients, row_scale):

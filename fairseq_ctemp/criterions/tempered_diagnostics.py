@@ -45,7 +45,8 @@ def diagnostics(source, target, padding_idx, temperature, training):
                 -untempered.gather(1, target.index_select(0, rows).unsqueeze(-1)).squeeze(-1),
             ]
         )
-        stats += per_row.sum(1) if weights is None else per_row @ weights
+        # (a weighted sum, not a product with weights: under --amp that would be half precision)
+        stats += per_row.sum(1) if weights is None else (per_row * weights).sum(1)
     return {"entropy": stats[0], "entropy_untempered": stats[1], "nll_loss_untempered": stats[2]}
 
 
