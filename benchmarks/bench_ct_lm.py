@@ -44,7 +44,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_common as common  # noqa: E402
 import bench_timing as timing  # noqa: E402
-from tracing import add_trace_option, check_trace_target, trace_models  # noqa: E402
+from tracing import add_trace_option, check_trace_target, finish_traces, trace_models  # noqa: E402
 
 WT2_VOCAB = 33278  # WikiText-2's vocabulary
 CPU_DEFAULTS = dict(max_tokens=1024, tokens_per_sample=256, layers=2, dim=256, ffn=1024, heads=4)
@@ -418,6 +418,7 @@ def main(argv=None):
         "traces": traces,
     }
     common.write_json(args.json, result)
+    finish_traces(args)
     return result
 
 

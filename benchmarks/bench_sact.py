@@ -26,7 +26,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import bench_common as common  # noqa: E402
 import bench_timing as timing  # noqa: E402
-from tracing import add_trace_option, check_trace_target, trace_beam_searches, trace_models  # noqa: E402
+from tracing import add_trace_option, check_trace_target, finish_traces, trace_beam_searches, trace_models  # noqa: E402
 
 CPU_DEFAULTS = dict(vocab=8000, max_tokens=2000, layers=1, dim=256)
 # sact's words/s and sentences/s at least this share of fairseq's lstm: set first on the CPU, 0.9 on
@@ -154,6 +154,7 @@ def main(argv=None):
         "beam_traces": beam_traces,
     }
     common.write_json(args.json, result)
+    finish_traces(args)
     return result
 
 

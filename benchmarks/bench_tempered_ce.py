@@ -21,7 +21,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_common as common  # noqa: E402
 import bench_timing as timing  # noqa: E402
-from tracing import add_trace_option, check_trace_target, trace_models  # noqa: E402
+from tracing import add_trace_option, check_trace_target, finish_traces, trace_models  # noqa: E402
 
 CPU_DEFAULTS = dict(vocab=8000, max_tokens=4000, layers=2, dim=256, ffn=1024, heads=4)
 GPU_DEFAULTS = dict(vocab=32000, max_tokens=8192, layers=6, dim=512, ffn=2048, heads=8)  # base
@@ -160,6 +160,7 @@ def main(argv=None):
         "traces": traces,
     }
     common.write_json(args.json, result)
+    finish_traces(args)
     return result
 
 

@@ -36,7 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import bench_common as common  # noqa: E402
 import bench_timing as timing  # noqa: E402
-from tracing import add_trace_option, check_trace_target, trace_beam_searches, trace_models  # noqa: E402
+from tracing import add_trace_option, check_trace_target, finish_traces, trace_beam_searches, trace_models  # noqa: E402
 
 CPU_DEFAULTS = dict(vocab=8000, max_tokens=2048, preset="mini")  # the ALT mini preset's batch
 GPU_DEFAULTS = dict(vocab=16000, max_tokens=4096, preset="base")
@@ -229,6 +229,7 @@ def main(argv=None):
         "beam_traces": beam_traces,
     }
     common.write_json(args.json, result)
+    finish_traces(args)
     return result
 
 

@@ -59,7 +59,7 @@ VARIANTS = {
 }
 # The names gpu-check writes into OUT: --overwrite refuses a directory holding anything else.
 OWN_FILES = re.compile(
-    r"(\.gpu-check|report\.(json|md)|pytest\.log|pytest-junit\.xml|bench_\w+\.(json|log)|trace_\w+)"
+    r"(\.gpu-check|report\.(json|md)|pytest\.log|pytest-junit\.xml|bench_\w+\.(json|log)|trace_\w+(\.partial)?)"
 )
 SMOKE = {  # toy sizes, shell words: seconds on a CPU (the benchmarks' own smoke tests use the same)
     "tempered_ce": "--vocab 300 --layers 1 --dim 32 --ffn 64 --heads 2 --max-tokens 256",

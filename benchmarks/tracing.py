@@ -21,14 +21,32 @@ def add_trace_option(p):
         help="also profile one training step per model after the timed rounds (torch.profiler): "
         "DIR/<model>.txt, its operators and kernels by self time, and DIR/<model>.trace.json.gz, "
         "the Chrome trace (chrome://tracing, Perfetto); benchmarks that time beam search also "
-        "profile one, as DIR/<model>.beam.txt and .trace.json.gz; DIR must not exist",
+        "profile one, as DIR/<model>.beam.txt and .trace.json.gz; DIR must not exist (DIR.partial "
+        "until the run has ended)",
     )
 
 
+PARTIAL = ".partial"  # the traces are written into DIR.partial, renamed DIR at the end
+
+
 def check_trace_target(p, args):
-    """Refuse an existing --trace directory before any work (traces of another run are never mixed)."""
-    if args.trace is not None and os.path.lexists(args.trace):
+    """Refuse an existing --trace directory before any work (traces of another run are never
+    mixed). The traces go into DIR.partial and become DIR once the run has written its result
+    (finish_traces): an interrupted run leaves only DIR.partial, which its rerun replaces."""
+    if args.trace is None:
+        return
+    if os.path.lexists(args.trace):
         p.error(f"--trace {args.trace} exists; give a new directory")
+    partial = args.trace + PARTIAL
+    if os.path.lexists(partial) and not os.path.isdir(partial):
+        p.error(f"--trace: {partial} exists and is not the directory of an interrupted run")
+    shutil.rmtree(partial, ignore_errors=True)
+
+
+def finish_traces(args):
+    """--trace: DIR.partial becomes DIR (called once the run's result is written)."""
+    if args.trace is not None and os.path.isdir(args.trace + PARTIAL):
+        os.rename(args.trace + PARTIAL, args.trace)
 
 
 def trace_step(trainer, sample, directory, name, cuda):
@@ -78,7 +96,7 @@ def trace_models(args, trainers, sample, cuda, before=lambda name: None):
     times = {}
     for name, trainer in trainers.items():
         before(name)
-        times[name] = trace_step(trainer, sample, args.trace, name, cuda)
+        times[name] = trace_step(trainer, sample, args.trace + PARTIAL, name, cuda)
     print_traces(args.trace, times)
     return times
 
@@ -91,7 +109,9 @@ def trace_beam_searches(args, generators, batch, cuda):
         return None
     with torch.no_grad():
         times = {
-            name: trace_call(functools.partial(generator.forward, batch), args.trace, f"{name}.beam", cuda)
+            name: trace_call(
+                functools.partial(generator.forward, batch), args.trace + PARTIAL, f"{name}.beam", cuda
+            )
             for name, generator in generators.items()
         }
     print_traces(args.trace, times, "one beam search", "search")

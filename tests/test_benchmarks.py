@@ -347,10 +347,14 @@ def test_benchmarks_refuse_an_existing_json_target_before_any_work(benchmarks, t
 
 def test_bench_trace_profiles_one_step_of_each_model(benchmarks, capsys, tmp_path):
     """--trace: per model, torch.profiler's operator table of one training step (the matrix
-    products, the optimizer) and the Chrome trace, gzipped, with that step's events."""
+    products, the optimizer) and the Chrome trace, gzipped, with that step's events; written into
+    DIR.partial, so that an interrupted run (here: a leftover DIR.partial) does not block the
+    rerun, and DIR once the run has finished."""
     import gzip
 
     traces = tmp_path / "traces"
+    (tmp_path / "traces.partial").mkdir()
+    (tmp_path / "traces.partial" / "stock.txt").write_text("of a run killed while tracing\n")
     out = run_main(
         benchmarks["bench_tempered_ce"],
         [
@@ -373,6 +377,7 @@ def test_bench_trace_profiles_one_step_of_each_model(benchmarks, capsys, tmp_pat
         "tempered.trace.json.gz",
         "tempered.txt",
     ]
+    assert not (tmp_path / "traces.partial").exists()
     for name in ("stock", "tempered"):
         table = (traces / f"{name}.txt").read_text()
         assert "Self CPU" in table and "aten::mm" in table and "Optimizer.step#Adam.step" in table
