@@ -426,3 +426,18 @@ def test_decoding_options_map_onto_the_api():
     )
     assert translate.decoding_options(["--remove-bpe", "sentencepiece"]).post_process == "sentencepiece"
     assert translate.decoding_options([]) == translate.DecodingOptions()
+
+
+def test_outputs_that_cannot_all_be_written_are_removed_again(tmp_path):
+    """A file that cannot be written (here: its directory is a file) leaves none of the others
+    behind, so that the rerun is not refused for them, and the error names it."""
+    from fairseq_ctemp.greedy_vs_beam.run import write_outputs
+
+    (tmp_path / "blocker").write_text("a file where a directory should be\n")
+    files = {
+        "greedy.hyp": str(tmp_path / "out" / "greedy.hyp"),
+        "beam.hyp": str(tmp_path / "blocker" / "beam.hyp"),
+    }
+    with pytest.raises(gvb.UsageError, match=r"beam.hyp could not be written .*greedy.hyp removed again"):
+        write_outputs(files, None, {"greedy.hyp": ["a"], "beam.hyp": ["b"]})
+    assert os.listdir(tmp_path / "out") == []

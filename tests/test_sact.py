@@ -558,3 +558,22 @@ def test_heatmap_script_dumps_tau_and_attention_and_draws_them(sact_run, toy_dat
     )
     with pytest.raises(SystemExit, match="sact_attention.json already exists; refusing to overwrite"):
         run_heatmap_script(*args)
+
+
+def test_heatmaps_interrupted_while_drawing_leave_nothing_behind(tmp_path):
+    """Stopped while drawing (Ctrl-C at the second PNG): the dump and the PNG written are removed
+    again, so that the rerun into the same --out-dir is not refused for them."""
+    from fairseq_ctemp.cli.sact_heatmaps import write_outputs
+
+    out = tmp_path / "maps"
+    pngs = [str(out / f"sentence{i}.png") for i in (1, 2, 3)]
+
+    def draw_one(i, path):
+        if i == 1:
+            raise KeyboardInterrupt
+        with open(path, "wb") as f:
+            f.write(b"png")
+
+    with pytest.raises(KeyboardInterrupt):
+        write_outputs(str(out), str(out / "sact_attention.json"), {"sentences": []}, pngs, draw_one)
+    assert os.listdir(out) == []

@@ -112,26 +112,44 @@ def heatmaps(args):
     analysed = [analyse(model, task, s, r, **decoding) for s, r in zip(sources, references)]
     sentences, rows = [a[0] for a in analysed], analysed[0][1]
     summary = tau_summary(sentences, rows)
-    os.makedirs(args.out_dir, exist_ok=True)
-    with open(dump_path, "x", encoding="utf-8") as f:
-        json.dump(
-            {
-                "checkpoint": args.path,  # as given: a relative path keeps the results movable
-                "mode": mode,
-                "lambda": lam,
-                "tau_rows": rows,
-                "decoding": "forced (--references)" if args.references else f"beam {args.beam}",
-                "tau_summary": summary,
-                "sentences": sentences,
-            },
-            f,
-            ensure_ascii=False,
-            indent=1,
-        )
-    for i, (sentence, png) in enumerate(zip(sentences, pngs)):
-        draw(sentence, lam, rows, png, f"sentence {i + 1} ({mode}" + (f", lambda={lam:g})" if lam else ")"))
+    record = {
+        "checkpoint": args.path,  # as given: a relative path keeps the results movable
+        "mode": mode,
+        "lambda": lam,
+        "tau_rows": rows,
+        "decoding": "forced (--references)" if args.references else f"beam {args.beam}",
+        "tau_summary": summary,
+        "sentences": sentences,
+    }
+    title = f"({mode}" + (f", lambda={lam:g})" if lam else ")")
+    write_outputs(
+        args.out_dir,
+        dump_path,
+        record,
+        pngs,
+        lambda i, png: draw(sentences[i], lam, rows, png, f"sentence {i + 1} {title}"),
+    )
     print(f"wrote {dump_path} and {len(pngs)} PNG heatmaps in {args.out_dir}")
     print_taus(sentences, rows, summary)
+
+
+def write_outputs(out_dir, dump_path, record, pngs, draw_one):
+    """The JSON dump, then each heatmap (draw_one(i, path)). Interrupted or failed, the files written
+    are removed again, so that the rerun is not refused for them."""
+    made = []
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        with open(dump_path, "x", encoding="utf-8") as f:
+            made.append(dump_path)
+            json.dump(record, f, ensure_ascii=False, indent=1)
+        for i, png in enumerate(pngs):
+            made.append(png)
+            draw_one(i, png)
+    except BaseException:
+        for path in made:
+            if os.path.exists(path):
+                os.remove(path)
+        raise
 
 
 def print_taus(sentences, rows, summary):

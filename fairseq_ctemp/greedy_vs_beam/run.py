@@ -91,11 +91,23 @@ def greedy_vs_beam_result(request, decoded, tokenize_for, extra_args, files):
 
 
 def write_outputs(files, result, lines):
-    for name, path in files.items():
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        if name == "json":
-            text = json.dumps(result.to_dict(), indent=2) + "\n"
-        else:
-            text = "".join(line + "\n" for line in lines[name])
-        with open(path, "x", encoding="utf-8") as f:  # "x": not even a file created meanwhile
-            f.write(text)
+    """Every output file. If one cannot be written (a full disk), those written are removed again,
+    so that the rerun is not refused for them, and the error names the file."""
+    made, path = [], None
+    try:
+        for name, path in files.items():
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            if name == "json":
+                text = json.dumps(result.to_dict(), indent=2) + "\n"
+            else:
+                text = "".join(line + "\n" for line in lines[name])
+            with open(path, "x", encoding="utf-8") as f:  # "x": not even a file created meanwhile
+                made.append(path)
+                f.write(text)
+    except BaseException as e:
+        for done in made:
+            os.remove(done)
+        if isinstance(e, OSError):
+            gone = f"; {', '.join(made)} removed again" if made else ""
+            raise UsageError(f"{path} could not be written ({e}){gone}") from None
+        raise
