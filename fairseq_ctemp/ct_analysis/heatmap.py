@@ -5,7 +5,7 @@ import sys
 import numpy as np
 
 from .loading import choose_tokens, load_model
-from .outputs import check_outputs, companion, fmt, pyplot, save_figure, write_csv
+from .outputs import check_outputs, companion, fmt, pyplot, save_figure, write_csv, written_together
 from .scoring import score
 from .texts import read_text
 
@@ -22,8 +22,9 @@ def run(args):
     s = next(score(lm, [sentence], columns=ids, final_eos=args.final_eos))
     matrix = s.tau_columns.T  # (tokens, positions)
     header = ["token"] + [f"{i + 1}:{w}" for i, w in enumerate(s.inputs)]
-    write_csv(csv_path, header, [[n] + [fmt(v) for v in row] for n, row in zip(names, matrix)])
-    plot_heatmap(args.output, matrix, names, s.inputs, args)
+    with written_together([csv_path, args.output]):
+        write_csv(csv_path, header, [[n] + [fmt(v) for v in row] for n, row in zip(names, matrix)])
+        plot_heatmap(args.output, matrix, names, s.inputs, args)
     print(
         f"{len(names)} tokens x {len(s.inputs)} positions of line {args.line} -> {args.output}, {csv_path}",
         file=sys.stderr,

@@ -8,7 +8,7 @@ import numpy as np
 
 from . import AnalysisError
 from .loading import load_model
-from .outputs import check_outputs, companion, fmt, pyplot, save_figure, write_csv
+from .outputs import check_outputs, companion, fmt, pyplot, save_figure, write_csv, written_together
 from .scoring import fitting, score
 from .texts import read_text
 
@@ -122,12 +122,13 @@ def run(args):
             curve = stat_curve(table[name], label, name, n_bins, args, rng, rows)
             curves.append((f"{label}: {STATS[name]}", curve))
         del lm
-    write_csv(
-        csv_path,
-        ["label", "stat", "bin", "bin_start", "bin_end", "mean", "ci_low", "ci_high", "n_sentences"],
-        rows,
-    )
-    plot_positions(args.output, curves, n_bins, args)
+    with written_together([csv_path, args.output]):
+        write_csv(
+            csv_path,
+            ["label", "stat", "bin", "bin_start", "bin_end", "mean", "ci_low", "ci_high", "n_sentences"],
+            rows,
+        )
+        plot_positions(args.output, curves, n_bins, args)
     print(f"{len(sentences)} sentences, {len(curves)} curves -> {args.output}, {csv_path}", file=sys.stderr)
 
 
