@@ -189,6 +189,14 @@ def test_recipes_end_to_end(ptb_like):
     assert "eval_test.json kept)" in ok(recipe("evaluate.sh", save, "ptb", "test", env=env))
     assert (save / "eval_test.sentences.tsv").read_text() == (root / "sentences.tsv").read_text()
     assert (save / "eval_test.json").stat().st_mtime_ns == stamp
+    # an evaluation interrupted while it wrote leaves FILE.partial only: the rerun replaces them
+    for name in ("eval_test.json", "eval_test.sentences.tsv"):
+        (save / name).rename(root / name)
+        (save / (name + ".partial")).write_text("cut short\n")
+    ok(recipe("evaluate.sh", save, "ptb", "test", env=env))
+    assert json.loads((save / "eval_test.json").read_text())["loss_base2"] == result["loss_base2"]
+    assert (save / "eval_test.sentences.tsv").read_text() == (root / "eval_test.sentences.tsv").read_text()
+    assert not list(save.glob("*.partial"))
 
     # Learning curves -> PNG, and the results table.
     png = root / "curves.png"

@@ -44,12 +44,23 @@ def main(argv):
                 f"evaluate.sh: error: {result} records loss {recorded} but the evaluation gives "
                 f"{scored.loss_base2}: not writing {sentences}"
             )
-    with open(sentences, "x") as f:
+    # Each file is written in full as FILE.partial first (a leftover of an interrupted run is
+    # replaced), the result renamed before the sentences: an interruption leaves at most a result
+    # without its sentences, which the rerun completes (above), never a file that blocks it.
+    if os.path.exists(sentences):  # (evaluate.sh stops before; this script alone must not replace it)
+        sys.exit(f"evaluate.sh: error: {sentences} exists: not replacing it")
+    with open(sentences + ".partial", "w") as f:
         f.write("nll_nats\ttokens\n")
         f.writelines(f"{nll!r}\t{n}\n" for nll, n in scored.sentences)
-    if os.path.exists(result):  # kept as it is
-        return
-    record = Evaluation(
+    if not os.path.exists(result):  # else kept as it is
+        write_result(
+            result, evaluation_record(scored, dataset, subset, checkpoint, tps, context, expected, eval_args)
+        )
+    os.rename(sentences + ".partial", sentences)
+
+
+def evaluation_record(scored, dataset, subset, checkpoint, tps, context, expected, eval_args):
+    return Evaluation(
         dataset=dataset,
         subset=subset,
         checkpoint=checkpoint,
@@ -65,9 +76,15 @@ def main(argv):
         command=shlex.join(["fairseq-eval-lm", *eval_args]),
         date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     ).to_dict()
-    with open(result, "x") as f:
+
+
+def write_result(result, record):
+    with open(result + ".partial", "w") as f:
         json.dump(record, f, indent=1)
         f.write("\n")
+    if os.path.exists(result):  # (checked above; not replaced if one appeared meanwhile)
+        sys.exit(f"evaluate.sh: error: {result} appeared during the evaluation: not replacing it")
+    os.rename(result + ".partial", result)
     print(json.dumps(record))
 
 
