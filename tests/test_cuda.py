@@ -462,6 +462,54 @@ def test_model_in_half_precision(toy_data, name, precision):
     assert torch.nn.functional.cosine_similarity(half, fp32, dim=0) > 0.99
 
 
+@pytest.mark.parametrize("precision", sorted(HALF))
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_model_under_autocast(toy_data, name, precision):
+    """fairseq's --amp: fp32 weights, the forward under torch.autocast to half precision. As in
+    half precision: normalised, finite fp32 log-probabilities, the full forward and step-by-step
+    decoding within HALF_LOGPROB_ATOL / _RTOL of the fp32 CPU forward; fp32 gradients in the
+    direction of fp32's."""
+    skip_unless_supported(precision)
+    if "adaptive" in name:  # stock fairseq: AdaptiveInput writes autocast rows into an fp32 tensor
+        pytest.skip("fairseq's AdaptiveInput fails under autocast (index_put of half rows into float32)")
+    if ON_CPU and "lstm" in name and precision == "fp16":
+        pytest.skip("the CPU's oneDNN LSTM has no fp16 kernel")
+    dtype, lm = HALF[precision], name.startswith("lm:")
+    task, model = build_model(toy_data["lm_bin" if lm else "bin"], name)
+    model = model.to(DEVICE)
+    reference = copy.deepcopy(model).to("cpu")
+    net_input, prev, target = model_inputs(task, lm, DEVICE)
+    cpu_input = {k: v.cpu() for k, v in net_input.items()}
+    with torch.no_grad():
+        expected, _ = full_and_incremental(reference, cpu_input, prev.cpu(), lm)
+        with torch.autocast(DEVICE, dtype=dtype):
+            full, incremental = full_and_incremental(model, net_input, prev, lm)
+    assert full.dtype == torch.float32 and torch.isfinite(full).all() and torch.isfinite(incremental).all()
+    ones = torch.ones(full.shape[:-1], device=full.device)
+    torch.testing.assert_close(full.exp().sum(-1), ones, atol=1e-3, rtol=0)
+    tolerance = dict(atol=HALF_LOGPROB_ATOL * ROUNDOFF[dtype], rtol=HALF_LOGPROB_RTOL * ROUNDOFF[dtype])
+    torch.testing.assert_close(full.cpu(), expected, **tolerance)
+    torch.testing.assert_close(incremental.cpu(), expected, **tolerance)
+
+    grads = {}
+    for key, m, inputs, y in (
+        ("amp", model, net_input, target),
+        ("fp32", reference, cpu_input, target.cpu()),
+    ):
+        m.train()
+        with torch.autocast(DEVICE, dtype=dtype, enabled=key == "amp"):
+            lp = m.get_normalized_probs(m(**inputs), log_probs=True)
+        (-lp.gather(-1, y[..., None]).mean()).backward()
+        grads[key] = [(n, p.grad) for n, p in m.named_parameters() if p.requires_grad and p.grad is not None]
+    assert [n for n, _ in grads["amp"]] == [n for n, _ in grads["fp32"]]
+    for n, g in grads["amp"]:
+        assert g.dtype == torch.float32 and torch.isfinite(g).all(), n
+    amp = torch.cat([g.flatten().cpu() for _, g in grads["amp"]])
+    fp32 = torch.cat([g.flatten() for _, g in grads["fp32"]])
+    assert amp.abs().max() > 0
+    assert torch.nn.functional.cosine_similarity(amp, fp32, dim=0) > 0.99
+
+
 # ---- greedy decoding on CUDA = on the CPU, at the training temperature ----
 
 
