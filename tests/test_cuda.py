@@ -470,8 +470,6 @@ def test_model_under_autocast(toy_data, name, precision):
     decoding within HALF_LOGPROB_ATOL / _RTOL of the fp32 CPU forward; fp32 gradients in the
     direction of fp32's."""
     skip_unless_supported(precision)
-    if "adaptive" in name:  # stock fairseq: AdaptiveInput writes autocast rows into an fp32 tensor
-        pytest.skip("fairseq's AdaptiveInput fails under autocast (index_put of half rows into float32)")
     if ON_CPU and "lstm" in name and precision == "fp16":
         pytest.skip("the CPU's oneDNN LSTM has no fp16 kernel")
     dtype, lm = HALF[precision], name.startswith("lm:")

@@ -2,6 +2,7 @@
 the guards against impossible perplexities on the real registered models (normalisation over the
 full vocabulary for every head, causality, incremental = full decoding), the loss, bad options."""
 
+import copy
 import math
 
 import pytest
@@ -501,3 +502,26 @@ def test_training_backward_makes_no_zero_filled_vocabulary_sized_gradient(kind, 
     ]
     assert not zeros, [(e.name, e.input_shapes) for e in zeros]
     assert h.grad is not None and torch.isfinite(h.grad).all()
+
+
+def test_adaptive_input_runs_under_autocast_in_our_model_only(toy_data):
+    """--amp: ct_transformer_lm's adaptive input writes its rows in the result's dtype (fairseq's
+    refuses the half-precision rows autocast makes); the same weights, so the same function as
+    fairseq's outside autocast; fairseq's own module is left as it is."""
+    from fairseq.modules import AdaptiveInput
+
+    from fairseq_ctemp.modules.autocast_adaptive_input import AutocastAdaptiveInput
+
+    task, model, _ = build(toy_data["lm_bin"], *LM_HEAD_ARCHES["transformer-adaptive-ct"])
+    embed = model.decoder.embed_tokens
+    assert type(embed) is AutocastAdaptiveInput
+    x = tokens(task)
+    stock = copy.deepcopy(embed)
+    stock.__class__ = AdaptiveInput  # fairseq's module with the same parameters
+    torch.testing.assert_close(embed(x), stock(x), rtol=0, atol=0)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        rows = embed(x)
+        with pytest.raises(RuntimeError, match="Index put requires the source and destination dtypes match"):
+            stock(x)
+    assert rows.dtype == torch.float32
+    torch.testing.assert_close(rows, stock(x), rtol=2.0**-7, atol=2.0**-7)

@@ -17,6 +17,7 @@ from fairseq.utils import safe_getattr
 
 from ..errors import OptionError
 from ..modules.adaptive_softmax_head import check_cutoffs
+from ..modules.autocast_adaptive_input import autocast_safe
 from .temperature_head import (
     TemperatureHeadConfig,
     TemperatureHeadDecoderMixin,
@@ -31,6 +32,11 @@ class CTTransformerLanguageModelConfig(TransformerLanguageModelConfig, Temperatu
 
 
 class CTTransformerDecoder(TemperatureHeadDecoderMixin, TransformerDecoder):
+    def __init__(self, args, dictionary, embed_tokens, no_encoder_attn=False, output_projection=None):
+        # fairseq's adaptive input, made usable under --amp (modules/autocast_adaptive_input.py)
+        embed_tokens = autocast_safe(embed_tokens)
+        super().__init__(args, dictionary, embed_tokens, no_encoder_attn, output_projection)
+
     def build_output_projection(self, cfg, dictionary, embed_tokens):
         args = self.args
         adaptive = None
