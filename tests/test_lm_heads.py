@@ -505,7 +505,7 @@ def test_training_backward_makes_no_zero_filled_vocabulary_sized_gradient(kind, 
 
 
 def test_adaptive_input_runs_under_autocast_in_our_model_only(toy_data):
-    """--amp: ct_transformer_lm's adaptive input writes its rows in the result's dtype (fairseq's
+    """--amp: ct_transformer_lm's adaptive input runs with autocast off (fairseq's
     refuses the half-precision rows autocast makes); the same weights, so the same function as
     fairseq's outside autocast; fairseq's own module is left as it is."""
     from fairseq.modules import AdaptiveInput
