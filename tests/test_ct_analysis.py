@@ -683,12 +683,13 @@ def test_a_failed_dump_leaves_no_partial_file(trained, tmp_path, monkeypatch):
 def test_outputs_are_removed_again_when_the_figure_fails(tmp_path):
     """A CSV written before its figure failed is removed again (the rerun is not refused for it);
     a file that existed before (overwritten under --force) is left."""
-    from fairseq_ctemp.ct_analysis.outputs import write_csv, written_together
+    from fairseq_ctemp.ct_analysis.outputs import write_csv
+    from fairseq_ctemp.outputs import all_or_none
 
     csv_path, png, forced = tmp_path / "out.csv", tmp_path / "out.png", tmp_path / "forced.csv"
     forced.write_text("an earlier result\n")
     with pytest.raises(RuntimeError, match="no figure"):
-        with written_together([str(csv_path), str(png), str(forced)]):
+        with all_or_none([str(csv_path), str(png), str(forced)]):
             write_csv(str(csv_path), ["token", "tau"], [["a", "1.5"]])
             write_csv(str(forced), ["token", "tau"], [["b", "2.5"]])
             raise RuntimeError("no figure")

@@ -16,7 +16,7 @@ import json
 import os
 import sys
 
-from .. import calibration
+from .. import calibration, outputs
 from ..calibration import CalibrationError, loading
 from ..calibration.checkpoint import check_output, check_writable
 
@@ -180,35 +180,29 @@ def plot(result, path, made):
 
 def write_outputs(args, result):
     """--json, --plot, --write-checkpoint: [(option, what was written)]. If one cannot be written
-    (a full disk, no permission), those this run made are removed again, so that the rerun is not
-    refused for them, and the error names the file."""
-    made, files = [], []
-    option, path = None, None
+    (a full disk, no permission), those this run made are removed again and the error names it."""
+    files, option, path = [], None, None
     try:
-        if args.json:
-            option, path = "--json", args.json
-            with open(path, "x", encoding="utf-8") as f:
-                made.append(path)
-                json.dump(result.to_dict(), f, indent=2)
-                f.write("\n")
-            files.append((option, path))
-        if args.plot:
-            option, path = "--plot", args.plot
-            plot(result, path, made)
-            files.append((option, path))
-        if args.write_checkpoint:
-            option, path = "--write-checkpoint", args.write_checkpoint
-            t = result.fitted_temperature
-            calibration.write_calibrated_checkpoint(args.path, path, t, result.signature)
-            made.append(path)
-            files.append((option, f"{path} (decodes at t*={t:g})"))
-    except BaseException as e:
-        for done in made:
-            os.remove(done)
-        if isinstance(e, (OSError, RuntimeError)):  # (torch.save reports a full disk as RuntimeError)
-            gone = f"; {', '.join(made)} removed again" if made else ""
-            raise CalibrationError(f"{option} {path} could not be written ({e}){gone}") from None
-        raise
+        with outputs.all_or_none() as made:
+            if args.json:
+                option, path = "--json", args.json
+                with open(path, "x", encoding="utf-8") as f:
+                    made.append(path)
+                    json.dump(result.to_dict(), f, indent=2)
+                    f.write("\n")
+                files.append((option, path))
+            if args.plot:
+                option, path = "--plot", args.plot
+                plot(result, path, made)
+                files.append((option, path))
+            if args.write_checkpoint:
+                option, path = "--write-checkpoint", args.write_checkpoint
+                t = result.fitted_temperature
+                calibration.write_calibrated_checkpoint(args.path, path, t, result.signature)
+                made.append(path)  # only now: written whole or not at all, never over another file
+                files.append((option, f"{path} (decodes at t*={t:g})"))
+    except (OSError, RuntimeError) as e:  # (torch.save reports a full disk as RuntimeError)
+        raise CalibrationError(f"{option} {outputs.not_written(path, e, made)}") from None
     return files
 
 

@@ -25,7 +25,7 @@ import logging
 import math
 import os
 
-from .. import inputs
+from .. import inputs, outputs
 from ..sact_analysis import SactAnalysisError, analyse, draw, encoded, load, tau_summary, temperature_settings
 
 
@@ -134,22 +134,13 @@ def heatmaps(args):
 
 
 def write_outputs(out_dir, dump_path, record, pngs, draw_one):
-    """The JSON dump, then each heatmap (draw_one(i, path)). Interrupted or failed, the files written
-    are removed again, so that the rerun is not refused for them."""
-    made = []
-    try:
-        os.makedirs(out_dir, exist_ok=True)
+    """The JSON dump, then each heatmap (draw_one(i, path)), all or none (outputs.all_or_none)."""
+    os.makedirs(out_dir, exist_ok=True)
+    with outputs.all_or_none([dump_path, *pngs]):
         with open(dump_path, "x", encoding="utf-8") as f:
-            made.append(dump_path)
             json.dump(record, f, ensure_ascii=False, indent=1)
         for i, png in enumerate(pngs):
-            made.append(png)
             draw_one(i, png)
-    except BaseException:
-        for path in made:
-            if os.path.exists(path):
-                os.remove(path)
-        raise
 
 
 def print_taus(sentences, rows, summary):

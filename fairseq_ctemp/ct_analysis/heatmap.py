@@ -4,8 +4,9 @@ import sys
 
 import numpy as np
 
+from ..outputs import all_or_none
 from .loading import choose_tokens, load_model
-from .outputs import check_outputs, companion, fmt, pyplot, save_figure, write_csv, written_together
+from .outputs import check_outputs, companion, fmt, pyplot, save_figure, write_csv
 from .scoring import score
 from .texts import read_text
 
@@ -22,7 +23,7 @@ def run(args):
     s = next(score(lm, [sentence], columns=ids, final_eos=args.final_eos))
     matrix = s.tau_columns.T  # (tokens, positions)
     header = ["token"] + [f"{i + 1}:{w}" for i, w in enumerate(s.inputs)]
-    with written_together([csv_path, args.output]):
+    with all_or_none([csv_path, args.output]):
         write_csv(csv_path, header, [[n] + [fmt(v) for v in row] for n, row in zip(names, matrix)])
         plot_heatmap(args.output, matrix, names, s.inputs, args)
     print(

@@ -1,6 +1,6 @@
-"""Writing an analysis's outputs: refusing to overwrite, CSVs, figures."""
+"""Writing an analysis's outputs: refusing to overwrite, CSVs, figures (a CSV and its figure are
+written all or none: fairseq_ctemp.outputs.all_or_none)."""
 
-import contextlib
 import csv
 import os
 
@@ -14,21 +14,6 @@ def check_outputs(paths, force):
             raise AnalysisError(f"{path} is a directory; give a file name")
         if path and path != "-" and os.path.exists(path) and not force:
             raise AnalysisError(f"{path} exists; refusing to overwrite it (use --force)")
-
-
-@contextlib.contextmanager
-def written_together(paths):
-    """The outputs of one analysis (a CSV and its figure): if the work fails or is interrupted
-    before all are written, those it created are removed again, so that the rerun is not refused
-    for them (a file that existed before, overwritten under --force, is not removed)."""
-    new = [p for p in paths if not os.path.exists(p)]
-    try:
-        yield
-    except BaseException:
-        for path in new:
-            if os.path.exists(path):
-                os.remove(path)
-        raise
 
 
 def companion(path, suffix):

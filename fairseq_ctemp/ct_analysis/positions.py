@@ -6,9 +6,10 @@ import sys
 
 import numpy as np
 
+from ..outputs import all_or_none
 from . import AnalysisError
 from .loading import load_model
-from .outputs import check_outputs, companion, fmt, pyplot, save_figure, write_csv, written_together
+from .outputs import check_outputs, companion, fmt, pyplot, save_figure, write_csv
 from .scoring import fitting, score
 from .texts import read_text
 
@@ -122,7 +123,7 @@ def run(args):
             curve = stat_curve(table[name], label, name, n_bins, args, rng, rows)
             curves.append((f"{label}: {STATS[name]}", curve))
         del lm
-    with written_together([csv_path, args.output]):
+    with all_or_none([csv_path, args.output]):
         write_csv(
             csv_path,
             ["label", "stat", "bin", "bin_start", "bin_end", "mean", "ci_low", "ci_high", "n_sentences"],

@@ -4,9 +4,10 @@ import sys
 
 import numpy as np
 
+from ..outputs import all_or_none
 from . import AnalysisError
 from .loading import choose_tokens, load_model
-from .outputs import check_outputs, companion, fmt, pyplot, save_figure, write_csv, written_together
+from .outputs import check_outputs, companion, fmt, pyplot, save_figure, write_csv
 from .scoring import fitting, score
 from .texts import read_text
 
@@ -54,7 +55,7 @@ def run(args):
             rows.append([path, lm.epoch, lm.num_updates, name, fmt(mean), count])
         points.append((x, means))
         del lm
-    with written_together([csv_path, args.output]):
+    with all_or_none([csv_path, args.output]):
         write_csv(csv_path, ["checkpoint", "epoch", "num_updates", "token", "tau", "occurrences"], rows)
         plot_trajectories(args.output, names, sorted(points, key=lambda p: p[0]), args)
     print(f"{len(names)} tokens x {len(points)} checkpoints -> {args.output}, {csv_path}", file=sys.stderr)

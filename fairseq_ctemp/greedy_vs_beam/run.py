@@ -4,6 +4,7 @@ import json
 import os
 import sys
 
+from .. import outputs
 from ..progress import progress_bar
 from . import UsageError
 from .checks import check_request, output_files, read_lines, subset_size
@@ -91,23 +92,19 @@ def greedy_vs_beam_result(request, decoded, tokenize_for, extra_args, files):
 
 
 def write_outputs(files, result, lines):
-    """Every output file. If one cannot be written (a full disk), those written are removed again,
-    so that the rerun is not refused for them, and the error names the file."""
-    made, path = [], None
+    """Every output file. If one cannot be written (a full disk), those written are removed again
+    and the error names the file."""
+    path = None
     try:
-        for name, path in files.items():
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-            if name == "json":
-                text = json.dumps(result.to_dict(), indent=2) + "\n"
-            else:
-                text = "".join(line + "\n" for line in lines[name])
-            with open(path, "x", encoding="utf-8") as f:  # "x": not even a file created meanwhile
-                made.append(path)
-                f.write(text)
-    except BaseException as e:
-        for done in made:
-            os.remove(done)
-        if isinstance(e, OSError):
-            gone = f"; {', '.join(made)} removed again" if made else ""
-            raise UsageError(f"{path} could not be written ({e}){gone}") from None
-        raise
+        with outputs.all_or_none() as made:
+            for name, path in files.items():
+                os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+                if name == "json":
+                    text = json.dumps(result.to_dict(), indent=2) + "\n"
+                else:
+                    text = "".join(line + "\n" for line in lines[name])
+                with open(path, "x", encoding="utf-8") as f:  # "x": not even a file created meanwhile
+                    made.append(path)
+                    f.write(text)
+    except OSError as e:
+        raise UsageError(outputs.not_written(path, e, made)) from None
