@@ -27,6 +27,8 @@ PAGES = (
 SOURCES = ("examples/*/results*/**/*", "benchmarks/results*/**/*", "docs/*report*.md")
 SOURCE_TYPES = ("csv", "json", "tsv", "md", "txt")
 NUMBER = re.compile(r"(?<![\w.])[-+]?\d+\.\d+(?![\w.])")
+# in a result file also a ratio as the benchmarks print it: "0.529x"
+SOURCE_NUMBER = re.compile(r"(?<![\w.])[-+]?\d+\.\d+(?=x\b|(?![\w.]))")
 # the words before a number that say it is not one of ours (a version, a link, a paper's figure)
 NOT_MEASURED = re.compile(
     r"(torch|Python|PyTorch|CUDA|abs/|arXiv:|doi\.org/|paper's|papers'|paper reports|predict|version)[^.;:]*$",
@@ -48,7 +50,7 @@ def result_numbers():
     found = set()
     for path in result_files():
         with open(path, encoding="utf-8", errors="replace") as f:
-            found.update(float(n) for n in NUMBER.findall(f.read().replace("−", "-")))
+            found.update(float(n) for n in SOURCE_NUMBER.findall(f.read().replace("−", "-")))
     return sorted(found)
 
 
@@ -100,6 +102,11 @@ def test_the_check_finds_a_number_that_is_in_no_file():
     pool = result_numbers()
     assert traced(85.12, 2, pool)  # softmax's PTB test perplexity (examples/language_model/results)
     assert not traced(12345.678, 3, pool)
+
+
+def test_a_ratio_as_the_benchmarks_print_it_is_read_from_a_result_file():
+    found = [float(n) for n in SOURCE_NUMBER.findall("RATIO B/A 0.529x 1.2.3 v0.12x 2.50 7.5e")]
+    assert found == [0.529, 2.5]
 
 
 LINK = re.compile(r"\]\(([^)#]+)(?:#[^)]*)?\)")
