@@ -23,7 +23,7 @@ import contextlib
 import logging
 import os
 
-from . import environment
+from . import environment, patches
 
 EXTRA_STATE_KEY = "ctemp_early_stopping"
 
@@ -103,30 +103,19 @@ def _saving_the_count(save, counter):
 
 
 def _restoring_the_count(load, counter, spent):
-    """Trainer.load_checkpoint (fairseq's signature) that restores the count a checkpoint holds."""
+    """Trainer.load_checkpoint that restores the count a checkpoint holds."""
 
-    def load_checkpoint(
-        self,
-        filename,
-        reset_optimizer=False,
-        reset_lr_scheduler=False,
-        optimizer_overrides=None,
-        reset_meters=False,
-    ):
-        extra_state = load(
-            self, filename, reset_optimizer, reset_lr_scheduler, optimizer_overrides, reset_meters
-        )
+    def restore(self, filename, extra_state, reset_optimizer, reset_lr_scheduler, reset_meters):
         spent.at_load = False
         if extra_state is None or reset_optimizer or reset_meters:
-            return extra_state
+            return
         state = saved_state(extra_state)
         _restore_count(counter, state, filename)
         # a checkpoint saved at the early stop itself: the run has ended, nothing may follow
         patience = self.cfg.checkpoint.patience
         spent.at_load = state is not None and patience > 0 and state["num_runs"] >= patience
-        return extra_state
 
-    return load_checkpoint
+    return patches.after_load_checkpoint(load, restore)
 
 
 def _nothing_after_the_stop(train_epoch, counter, spent):

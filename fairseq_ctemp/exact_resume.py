@@ -16,7 +16,7 @@ own code and nothing else, so a run is stock fairseq's (``tests/test_stock_stays
 
 import os
 
-from . import environment
+from . import environment, patches
 
 ENV = "CTEMP_EXACT_RESUME"
 PLATEAU_COUNTS = ("num_bad_epochs", "cooldown_counter")  # torch ReduceLROnPlateau's, saved too
@@ -57,24 +57,13 @@ def batch_order_independent_of_the_resume_epoch(original):
 
 
 def lr_step_of_the_saved_epoch(load):
-    def load_checkpoint(
-        self,
-        filename,
-        reset_optimizer=False,
-        reset_lr_scheduler=False,
-        optimizer_overrides=None,
-        reset_meters=False,
-    ):
-        extra_state = load(
-            self, filename, reset_optimizer, reset_lr_scheduler, optimizer_overrides, reset_meters
-        )
+    def step(self, filename, extra_state, reset_optimizer, reset_lr_scheduler, reset_meters):
         epoch = saved_at_end_of_epoch(extra_state)
         fresh = reset_optimizer or reset_lr_scheduler or self.cfg.checkpoint.reset_dataloader
         if enabled() and epoch is not None and not fresh:
             self.lr_step(epoch, extra_state.get("val_loss"))
-        return extra_state
 
-    return load_checkpoint
+    return patches.after_load_checkpoint(load, step)
 
 
 def plateau_counts_saved(state_dict):

@@ -43,3 +43,24 @@ def record(target, why):
         return False
     INSTALLED[target] = why
     return True
+
+
+def after_load_checkpoint(load, after):
+    """A Trainer.load_checkpoint with fairseq 0.12's signature that calls fairseq's ``load``, then
+    after(trainer, filename, extra_state, reset_optimizer, reset_lr_scheduler, reset_meters)."""
+
+    def load_checkpoint(
+        self,
+        filename,
+        reset_optimizer=False,
+        reset_lr_scheduler=False,
+        optimizer_overrides=None,
+        reset_meters=False,
+    ):
+        extra_state = load(
+            self, filename, reset_optimizer, reset_lr_scheduler, optimizer_overrides, reset_meters
+        )
+        after(self, filename, extra_state, reset_optimizer, reset_lr_scheduler, reset_meters)
+        return extra_state
+
+    return load_checkpoint
