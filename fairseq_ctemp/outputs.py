@@ -8,8 +8,9 @@ import os
 
 @contextlib.contextmanager
 def all_or_none(paths=()):
-    """Yields the list of files this run made: append each path as it is created (before writing
-    to it). `paths` are files the block will write: those absent now count as made."""
+    """Yields the list of files this run made: append each path once the run has created it (a
+    file opened "x", before writing to it). `paths`: files the block writes without "x" (under
+    --force): those absent now count as made."""
     made = [p for p in paths if not os.path.exists(p)]
     try:
         yield made

@@ -136,10 +136,12 @@ def heatmaps(args):
 def write_outputs(out_dir, dump_path, record, pngs, draw_one):
     """The JSON dump, then each heatmap (draw_one(i, path)), all or none (outputs.all_or_none)."""
     os.makedirs(out_dir, exist_ok=True)
-    with outputs.all_or_none([dump_path, *pngs]):
-        with open(dump_path, "x", encoding="utf-8") as f:
+    with outputs.all_or_none() as made:
+        with open(dump_path, "x", encoding="utf-8") as f:  # made only once it is ours
+            made.append(dump_path)
             json.dump(record, f, ensure_ascii=False, indent=1)
         for i, png in enumerate(pngs):
+            made.append(png)
             draw_one(i, png)
 
 
