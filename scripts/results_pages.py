@@ -298,6 +298,9 @@ TABLES = {
     "ptb_no_ar_tar_seeds_vs_mos": Table(
         (os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_later_seeds_vs_mos.csv"),), ptb_seeds
     ),
+    "ptb_no_ar_tar_seeds_vs_constant_2": Table(
+        (os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_later_seeds_vs_constant-2.csv"),), ptb_seeds
+    ),
     "ptb_ar_tar": Table(
         (
             os.path.join(LM_RESULTS, "ptb_converged_seeds.csv"),
