@@ -589,6 +589,10 @@ def test_seeds_are_the_unit_of_the_comparison_with_the_baseline(tmp_path):
         math.exp(statistics.mean(a) - statistics.mean(b))
     )
     assert rows["mos"]["verdict"] == "no test: one seed" and rows["mos"]["p_value"] == ""
+    run_main(lm_results.main, "seeds", "--table", table, "--baseline", "mos", "--output", tmp_path / "m")
+    against_mos = {r["variant"]: r for r in read_csv(tmp_path / "m.csv")}  # a baseline of one seed
+    assert against_mos["ct"]["verdict"] == "no test: one seed of the baseline"
+    assert against_mos["ct"]["p_value"] == ""
     # two seeds: tested (here p < 0.05), but not enough to decide
     assert (
         float(rows["low"]["p_value"]) < 0.05 and rows["low"]["verdict"] == "inconclusive: fewer than 3 seeds"

@@ -95,8 +95,10 @@ def seed_test(values, base):
     import numpy as np
     from scipy import stats
 
-    if len(values) < 2 or len(base) < 2:
+    if len(values) < 2:
         return {"verdict": "no test: one seed"}
+    if len(base) < 2:
+        return {"verdict": "no test: one seed of the baseline"}
     if np.ptp(values) == 0 and np.ptp(base) == 0:  # Welch's t would be infinite (or NaN)
         return {"verdict": "no test: no spread over the seeds"}
     test = stats.ttest_ind(values, base, equal_var=False)
