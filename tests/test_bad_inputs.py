@@ -6,11 +6,13 @@ The package's console scripts (ctemp-*) and the scripts that import torch anyway
 through the same main() their console script calls (a fresh Python + torch + fairseq start costs
 ~5 s), and so does fairseq-train (conftest.run_fairseq), except a few as subprocesses (the installed
 script, else python -m its module); the shell recipes run as themselves. All inputs are tiny and rejected before any training.
-Every console script also runs as python -m with --help."""
+Every console script also runs as python -m with --help, which explains each of its own arguments."""
 
+import argparse
 import collections
 import contextlib
 import hashlib
+import importlib
 import io
 import json
 import logging
@@ -390,6 +392,13 @@ CASES = [
         DATA,
         ["prepare", "en-vi", "--release", "{root}/release", "--work", "{root}/new", "--workers", "0"],
         "--workers must be >= 1, got 0",
+    ),
+    (
+        "data: --spm-model-type with --subwords bpe",
+        DATA,
+        ["prepare", "en-vi", "--release", "{root}/release", "--work", "{root}/new", "--subwords", "bpe"]
+        + ["--spm-model-type", "bpe"],
+        "--spm-model-type is only used with --subwords spm, not bpe",
     ),
     (
         "data: --train-subset too large",
@@ -2087,6 +2096,35 @@ def test_every_command_runs_as_python_m(console, module, monkeypatch, capsys):
         runpy.run_module(module, run_name="__main__", alter_sys=True)
     assert exit_info.value.code == 0
     assert capsys.readouterr().out.startswith(f"usage: {console}")
+
+
+def options_without_help(parser, command):
+    """'COMMAND [SUBCOMMAND] OPTION' of each argument of parser (and its subcommands) with no help."""
+    found = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found += options_without_help(sub, f"{command} {name}")
+        elif action.help is None:
+            found.append(f"{command} {'/'.join(action.option_strings) or action.dest}")
+    return found
+
+
+@pytest.mark.parametrize("console, module", sorted(console_scripts().items()))
+def test_every_option_says_what_it_is(console, module, monkeypatch, capsys):
+    """--help explains every argument a command adds (fairseq's own options: as stock fairseq has them)."""
+    from fairseq import options
+
+    shown = []
+    format_help = argparse.ArgumentParser.format_help
+    monkeypatch.setattr(argparse.ArgumentParser, "format_help", lambda p: shown.append(p) or format_help(p))
+    monkeypatch.setattr(logging.getLogger(), "handlers", logging.getLogger().handlers[:])
+    with pytest.raises(SystemExit):
+        importlib.import_module(module).main(["--help"])
+    stock = set(options_without_help(options.get_training_parser(), console))
+    stock |= set(options_without_help(options.get_generation_parser(), console))
+    assert [found for found in options_without_help(shown[0], console) if found not in stock] == []
+    capsys.readouterr()
 
 
 def test_the_readme_counts_every_bad_input():

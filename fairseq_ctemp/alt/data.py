@@ -233,7 +233,7 @@ def prepare(args):
             vocab=args.vocab,
             train_subset=args.train_subset,
             drop_incomplete=args.drop_incomplete,
-            spm_model_type=args.spm_model_type if args.subwords == "spm" else None,
+            spm_model_type=(args.spm_model_type or "unigram") if args.subwords == "spm" else None,
             carve_test=args.carve_test or None,
         )
         check_options(dest, options)
@@ -289,7 +289,7 @@ def prepare_pair(dest, a, b, texts, stats, options, args):
         say(f"  note: the official split has {OFFICIAL_SIZES}; this release gives {sizes}")
     bar.set_description(f"{a}-{b}: subword models")
     if args.subwords == "spm":
-        step(sub, lambda tmp: train_spm(tmp, raw, (a, b), args.vocab, args.spm_model_type, args.workers))
+        step(sub, lambda tmp: train_spm(tmp, raw, (a, b), args.vocab, options.spm_model_type, args.workers))
     else:
         step(sub, lambda tmp: train_bpe(tmp, raw, (a, b), args.vocab))
     bar.update()

@@ -72,14 +72,23 @@ def build_parser():
     corpus_options(p)
     p.add_argument("--work", default=os.environ.get("ALT_WORK", "runs/alt"), help="(env ALT_WORK)")
     p.add_argument("--download", action="store_true", help="download the release into WORK/download")
-    p.add_argument("--subwords", choices=("spm", "bpe"), default="spm")
+    p.add_argument(
+        "--subwords",
+        choices=("spm", "bpe"),
+        default="spm",
+        help="sentencepiece (default) or subword-nmt BPE, learned per language",
+    )
     p.add_argument(
         "--vocab",
         type=int,
         default=8192,
         help="sentencepiece pieces (or BPE merges) per language (default 8192, the paper's)",
     )
-    p.add_argument("--spm-model-type", choices=("unigram", "bpe"), default="unigram")
+    p.add_argument(
+        "--spm-model-type",
+        choices=("unigram", "bpe"),
+        help="sentencepiece's model type, with --subwords spm only (default unigram)",
+    )
     p.add_argument("--train-subset", type=int, help="keep only the first N training pairs")
     p.add_argument(
         "--carve-test",
@@ -93,10 +102,10 @@ def build_parser():
     corpus_options(p)
     p.set_defaults(work=None)
     p = commands.add_parser("download", help="download the release and split lists")
-    p.add_argument("dest")
+    p.add_argument("dest", help="the directory they go to")
     commands.add_parser("languages", help="list the language codes")
     p = commands.add_parser("toy-release", help="write a tiny fake release (en, vi, ja)")
-    p.add_argument("dest")
+    p.add_argument("dest", help="the directory it goes to (must not exist)")
     return parser
 
 
@@ -107,6 +116,8 @@ def data_main(argv=None):
         for option in ("vocab", "train_subset", "carve_test", "workers"):
             if getattr(args, option) is not None and getattr(args, option) < 1:
                 parser.error(f"--{option.replace('_', '-')} must be >= 1, got {getattr(args, option)}")
+        if args.spm_model_type is not None and args.subwords != "spm":
+            parser.error("--spm-model-type is only used with --subwords spm, not bpe")
         prepare(args)
     elif args.command == "check":
         check(args)

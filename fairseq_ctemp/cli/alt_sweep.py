@@ -91,12 +91,18 @@ def build_parser():
     device_options(p)
     p.set_defaults(slurm_gpus=None)
     p = commands.add_parser("run-one", help="one run (what the SLURM array tasks call)")
-    p.add_argument("run_dir")
-    p.add_argument("--gpus-per-run", type=int, default=1)
+    p.add_argument("run_dir", help="a run's directory, as `run` planned it (its config.json)")
+    p.add_argument(
+        "--gpus-per-run", type=int, default=1, help="GPUs of each run (as given to `run`; default 1)"
+    )
     device_options(p)
     p = commands.add_parser("finalize", help="T_opt, tuning, significance, speed of experiments")
-    p.add_argument("exp_dirs", nargs="+", metavar="EXPERIMENT_DIR")
-    p.add_argument("--gpus-per-run", type=int, default=1)
+    p.add_argument(
+        "exp_dirs", nargs="+", metavar="EXPERIMENT_DIR", help="WORK/sweep/<experiment> (its experiment.json)"
+    )
+    p.add_argument(
+        "--gpus-per-run", type=int, default=1, help="GPUs of each run (as given to `run`; default 1)"
+    )
     device_options(p)
     return parser
 
@@ -132,7 +138,12 @@ def what_options(p):
         default=0.1,
         help="the LS of the Table 1 comparison (T_opt vs T=1; default 0.1)",
     )
-    p.add_argument("--primary-sem-weight", type=float, default=0.0)
+    p.add_argument(
+        "--primary-sem-weight",
+        type=float,
+        default=0.0,
+        help="the SEM weight of the Table 1 comparison (T_opt vs T=1; default 0)",
+    )
     p.add_argument("--subwords", choices=("spm", "bpe"), default="spm", help="which prepared data")
     p.add_argument("--vocab", type=int, default=8192, help="which prepared data")
     p.add_argument("--train-subset", type=int, help="which prepared data")

@@ -156,9 +156,11 @@ def add_positions(sub):
         default="t",
         help="95%% CI across sentences: Student t (default) or percentile bootstrap",
     )
-    p.add_argument("--bootstrap-samples", type=int, default=1000)
+    p.add_argument(
+        "--bootstrap-samples", type=int, default=1000, help="resamples of --ci bootstrap (default 1000)"
+    )
     p.add_argument("--seed", type=int, default=1, help="bootstrap seed")
-    p.add_argument("--title")
+    p.add_argument("--title", help="the plot's title (default: one that says what is plotted)")
     p.set_defaults(func=positions.run)
 
 
@@ -179,7 +181,7 @@ def add_trajectories(sub):
         default="targets",
         help="average a token's tau over its occurrences as a target (default) or over every position",
     )
-    p.add_argument("--title")
+    p.add_argument("--title", help="the plot's title (default: one that says what is plotted)")
     p.set_defaults(func=trajectories.run)
 
 
@@ -195,7 +197,7 @@ def add_heatmap(sub):
         help="plot each token's tau minus its mean over the sentence (the CSV keeps tau)",
     )
     p.add_argument("--cmap", help="matplotlib colormap (default viridis; coolwarm with --center)")
-    p.add_argument("--title")
+    p.add_argument("--title", help="the plot's title (default: one that says what is plotted)")
     p.set_defaults(func=heatmap.run)
 
 
@@ -222,7 +224,13 @@ def add_case_study(sub):
     )
     p.add_argument("-k", type=int, default=3, help="predictions per model (default 3)")
     p.add_argument("--context", type=int, default=6, help="prefix words shown per row (default 6)")
-    p.add_argument("--labels", nargs=2, default=["CT", "baseline"], metavar=("CT", "BASELINE"))
+    p.add_argument(
+        "--labels",
+        nargs=2,
+        default=["CT", "baseline"],
+        metavar=("CT", "BASELINE"),
+        help="the two models' column names (default: CT baseline)",
+    )
     p.add_argument("--output", help="also write the table to this file (.md)")
     p.set_defaults(func=case_study.run)
 

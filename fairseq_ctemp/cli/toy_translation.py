@@ -15,12 +15,18 @@ from ..toy_data import write_corpus
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="ctemp-toy-translation", description=__doc__.split("\n\n")[0])
-    parser.add_argument("out_dir")
-    parser.add_argument("--train", type=int, default=3000)
-    parser.add_argument("--valid", type=int, default=300)
-    parser.add_argument("--test", type=int, default=300)
-    parser.add_argument("--vocab", type=int, default=300)
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("out_dir", help="where {train,valid,test}.{src,tgt} go (made if absent)")
+    for split, pairs in (("train", 3000), ("valid", 300), ("test", 300)):
+        parser.add_argument(
+            f"--{split}", type=int, default=pairs, help=f"{split} sentence pairs (default {pairs})"
+        )
+    parser.add_argument(
+        "--vocab",
+        type=int,
+        default=300,
+        help="source words (default 300; the target has more: some have two translations)",
+    )
+    parser.add_argument("--seed", type=int, default=1, help="random seed of the corpus (default 1)")
     args = parser.parse_args(argv)
     for option in ("train", "valid", "test", "vocab"):
         if getattr(args, option) < 1:
