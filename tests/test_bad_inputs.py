@@ -615,6 +615,42 @@ CASES = [
     ("sweep: --patience 0", SWEEP, ["run", *SWEEP_OK, "--patience", "0"], "--patience must be >= 1, got 0"),
     ("sweep: --jobs 0", SWEEP, ["run", *SWEEP_OK, "--jobs", "0"], "--jobs must be >= 1, got 0"),
     (
+        "sweep: --fp16 on the CPU",
+        SWEEP,
+        ["run", *SWEEP_OK, "--fp16"],
+        "--fp16 is for runs on GPUs (--gpus, or --slurm without --slurm-cpu); these go to the CPU",
+    ),
+    (
+        "sweep: --gpus-per-run on the CPU",
+        SWEEP,
+        ["run", *SWEEP_OK, "--slurm", "--slurm-cpu", "--gpus-per-run", "2"],
+        "--gpus-per-run is for runs on GPUs (--gpus, or --slurm without --slurm-cpu); these go to the CPU",
+    ),
+    (
+        "sweep: --cpu with --gpus",
+        SWEEP,
+        ["run", *SWEEP_OK, "--cpu", "--gpus", "0"],
+        "--cpu and --gpus exclude each other: give one",
+    ),
+    (
+        "sweep: --jobs with --gpus",
+        SWEEP,
+        ["run", *SWEEP_OK, "--gpus", "0,1", "--jobs", "2"],
+        "--jobs is the number of local CPU runs at a time",
+    ),
+    (
+        "sweep: --slurm-cpus without --slurm",
+        SWEEP,
+        ["run", *SWEEP_OK, "--slurm-cpus", "4"],
+        "--slurm-cpus only goes with --slurm",
+    ),
+    (
+        "sweep: run-one with --cpu and --fp16",
+        SWEEP,
+        ["run-one", "{root}/work", "--cpu", "--fp16"],
+        "--fp16 is for runs on GPUs",
+    ),
+    (
         "sweep: unbalanced quote in --decode-args",
         SWEEP,
         ["run", *SWEEP_OK, "--decode-args", "--max-len-a '2"],
@@ -716,6 +752,12 @@ CASES = [
         ["bash", os.path.join(ALT, "paper_scale.sh")],
         ["en-ja", "--local", "{root}/local"],
         "--results DIR is required (where the archive of the results goes)",
+    ),
+    (
+        "paper_scale.sh: --runs-per-gpu with --cpu",
+        ["bash", os.path.join(ALT, "paper_scale.sh")],
+        ["en-ja", "--local", "{root}/local", "--results", "{root}/out", "--cpu", "--runs-per-gpu", "2"],
+        "--runs-per-gpu is for every visible GPU: not with --gpus (repeat an id there: 0,0) or --cpu",
     ),
     (
         "paper_scale.sh: --runs-per-gpu 0",

@@ -12,7 +12,7 @@
 #   --local DIR       the ALT copy, DIR/{train,dev[,test]}.<lang>; with test files they are the test
 #                     split (pass --carve-test 0), else --carve-test N (default 1000) carves one
 #   --results DIR     where alt-results.tar.gz goes (created; an existing archive is refused)
-#   --runs-per-gpu K  runs at a time on each visible GPU (default 1; ignored with --gpus)
+#   --runs-per-gpu K  runs at a time on each visible GPU (default 1; not with --gpus or --cpu)
 #   --wheels DIR      first install what python lacks from the wheels in DIR (offline machines)
 #   --deadline S      stop the work after S seconds (a machine held for a fixed time, a job's time
 #                     limit) and pack what has finished into RESULTS/alt-results-partial.tar.gz
@@ -26,14 +26,14 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/common.sh"
-rest=() results="" wheels="" deadline="" per_gpu=1 carve=1000 work=${ALT_WORK:-runs/alt} gpus=0 preset=0
+rest=() results="" wheels="" deadline="" per_gpu=1 per_gpu_given=0 carve=1000 work=${ALT_WORK:-runs/alt} gpus=0 preset=0
 while [ $# -gt 0 ]; do
   case $1 in
     --) rest+=("$@"); break ;;
     --results) results=$2; shift 2 ;;
     --wheels) wheels=$2; shift 2 ;;
     --deadline) deadline=$2; shift 2 ;;
-    --runs-per-gpu) per_gpu=$2; shift 2 ;;
+    --runs-per-gpu) per_gpu=$2; per_gpu_given=1; shift 2 ;;
     --carve-test) carve=$2; shift 2 ;;
     --work) work=$2; shift 2 ;;
     --gpus|--gpus=*|--cpu) gpus=1; rest+=("$1"); shift ;;
@@ -43,6 +43,7 @@ while [ $# -gt 0 ]; do
 done
 die() { echo "paper_scale.sh: error: $*" >&2; exit 2; }
 [ -n "$results" ] || die "--results DIR is required (where the archive of the results goes)"
+[ $per_gpu_given = 0 ] || [ $gpus = 0 ] || die "--runs-per-gpu is for every visible GPU: not with --gpus (repeat an id there: 0,0) or --cpu"
 [[ $per_gpu =~ ^[1-9][0-9]*$ ]] || die "--runs-per-gpu must be an integer >= 1, got '$per_gpu'"
 [[ $carve =~ ^[0-9]+$ ]] || die "--carve-test must be an integer >= 0, got '$carve'"
 [[ -z $deadline || $deadline =~ ^[1-9][0-9]*$ ]] || die "--deadline must be whole seconds >= 1, got '$deadline'"

@@ -66,14 +66,51 @@ def sweep_main(argv=None):
     args = parser.parse_args(own)
     if extra and args.command != "run":
         parser.error("options after -- (for fairseq-train) only go with `run`")
+    check_device_options(parser, args)
     if args.command == "run-one":
         return run_one_command(args)
     if args.command == "finalize":
         return finalize_command(args)
-    if args.slurm and args.gpus:
-        parser.error("--gpus is for local runs; with --slurm each job gets --gpus-per-run GPUs from SLURM")
     args.fairseq_args = extra
     return run_command(args)
+
+
+def on_cpu(args):
+    """Whether the runs go to the CPU: --cpu, a local `run` without --gpus, or --slurm-cpu."""
+    if args.command != "run":
+        return args.cpu
+    return args.cpu or (not args.gpus and not args.slurm) or (args.slurm and args.slurm_gpus is False)
+
+
+def check_device_options(parser, args):
+    """Refuse the device options that where the runs go would ignore; then fill in the defaults."""
+    if args.command == "run":
+        if args.slurm and args.gpus:
+            parser.error(
+                "--gpus is for local runs; with --slurm each job gets --gpus-per-run GPUs from SLURM"
+            )
+        if args.cpu and args.gpus:
+            parser.error("--cpu and --gpus exclude each other: give one")
+        for option, given in (
+            ("--slurm-args", args.slurm_args is not None),
+            ("--slurm-cpus", args.slurm_cpus is not None),
+            ("--slurm-cpu", args.slurm_gpus is False),
+        ):
+            if given and not args.slurm:
+                parser.error(f"{option} only goes with --slurm")
+        if args.jobs is not None and (args.gpus or args.slurm):
+            parser.error(
+                "--jobs is the number of local CPU runs at a time; with --gpus one run goes on each "
+                "--gpus-per-run of --gpus (repeat an id to run several on one GPU), with --slurm on each job"
+            )
+        args.jobs = 1 if args.jobs is None else args.jobs
+    if on_cpu(args):
+        for option, given in (("--fp16", args.fp16), ("--gpus-per-run", args.gpus_per_run is not None)):
+            if given:
+                parser.error(
+                    f"{option} is for runs on GPUs (--gpus, or --slurm without --slurm-cpu); these go to the CPU"
+                )
+    args.gpus_per_run = 1 if args.gpus_per_run is None else args.gpus_per_run
 
 
 def build_parser():
@@ -92,17 +129,13 @@ def build_parser():
     p.set_defaults(slurm_gpus=None)
     p = commands.add_parser("run-one", help="one run (what the SLURM array tasks call)")
     p.add_argument("run_dir", help="a run's directory, as `run` planned it (its config.json)")
-    p.add_argument(
-        "--gpus-per-run", type=int, default=1, help="GPUs of each run (as given to `run`; default 1)"
-    )
+    p.add_argument("--gpus-per-run", type=int, help="GPUs of each run (as given to `run`; default 1)")
     device_options(p)
     p = commands.add_parser("finalize", help="T_opt, tuning, significance, speed of experiments")
     p.add_argument(
         "exp_dirs", nargs="+", metavar="EXPERIMENT_DIR", help="WORK/sweep/<experiment> (its experiment.json)"
     )
-    p.add_argument(
-        "--gpus-per-run", type=int, default=1, help="GPUs of each run (as given to `run`; default 1)"
-    )
+    p.add_argument("--gpus-per-run", type=int, help="GPUs of each run (as given to `run`; default 1)")
     device_options(p)
     return parser
 
@@ -196,14 +229,16 @@ def budget_options(p):
 
 def execution_options(p):
     """Where and how the runs go: CPU jobs, GPUs, SLURM."""
-    p.add_argument("--jobs", type=int, default=1, help="runs at a time on CPU")
+    p.add_argument("--jobs", type=int, help="runs at a time on the CPU (default 1)")
     p.add_argument(
         "--gpus",
         type=arguments.comma_list(str, "GPU ids"),
         help="GPU ids for local runs, e.g. 0,1,2,3 (one run per --gpus-per-run GPUs)",
     )
     p.add_argument(
-        "--gpus-per-run", type=int, default=1, help="GPUs per run (> 1: fairseq's own distributed training)"
+        "--gpus-per-run",
+        type=int,
+        help="GPUs per run (default 1; > 1: fairseq's own distributed training)",
     )
     p.add_argument("--slurm", action="store_true", help="submit a job array (+ finalize job) with sbatch")
     p.add_argument("--slurm-args", help='extra sbatch options, e.g. "--partition gpu --time 24:00:00"')
@@ -260,9 +295,9 @@ def run_command(args):
     if args.slurm and not args.dry_run:
         sbatch_path()  # before the plan writes anything
     preset = PRESETS[args.preset]
-    on_cpu = args.cpu or (not args.gpus and not args.slurm) or (args.slurm and args.slurm_gpus is False)
-    threads = args.threads or (preset.threads if on_cpu else None)
-    device = Device(on_cpu, threads, args.fp16, args.gpus_per_run)
+    cpu = on_cpu(args)
+    threads = args.threads or (preset.threads if cpu else None)
+    device = Device(cpu, threads, args.fp16, args.gpus_per_run)
     experiments = plan(args)
     print_plan(experiments, args, device)
     if args.slurm:
