@@ -1811,6 +1811,12 @@ NUMBER_CASES = [
         "--dev-ref is only used with --grid-beams / --grid-lenpens",
     ),
     (
+        "greedy-vs-beam: --dev-subset without a grid",
+        greedy_vs_beam,
+        [*GVB[:5], "--dev-subset", "valid", "--", "--cpu"],
+        "--dev-subset is only used with --grid-beams / --grid-lenpens",
+    ),
+    (
         "sact heatmaps: --beam -2",
         sact_heatmaps,
         [*HEATMAPS, "--beam", "-2"],
@@ -1880,6 +1886,18 @@ NUMBER_CASES = [
         ct_analysis,
         [*CT_POSITIONS, "--output", "{root}/p.png", "--bootstrap-samples", "0"],
         "--bootstrap-samples",
+    ),
+    (
+        "ct_analysis positions: --seed without --ci bootstrap",
+        ct_analysis,
+        [*CT_POSITIONS, "--output", "{root}/p.png", "--seed", "3"],
+        "--seed is used only with --ci bootstrap",
+    ),
+    (
+        "ct_analysis positions: --bins with --segment",
+        ct_analysis,
+        [*CT_POSITIONS, "--output", "{root}/p.png", "--segment", "2", "--bins", "4"],
+        "--bins is used only without --segment",
     ),
     (
         "calibrate: --batch-size 0",

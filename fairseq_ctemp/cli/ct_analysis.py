@@ -36,6 +36,13 @@ import sys
 from ..ct_analysis import AnalysisError, case_study, dump, heatmap, positions, trajectories
 
 PROG = "ctemp-ct-analysis"
+# positions' options that act only with another: (name, default, whether it acts, where it acts)
+DEPENDENT_OPTIONS = (
+    ("bootstrap_samples", 1000, lambda args: args.ci == "bootstrap", "only with --ci bootstrap"),
+    ("seed", 1, lambda args: args.ci == "bootstrap", "only with --ci bootstrap"),
+    ("bins", 10, lambda args: not args.segment, "only without --segment"),
+)
+DEFAULT = {name: default for name, default, _, _ in DEPENDENT_OPTIONS}
 
 
 def common_options(parser, many_paths=False, final_eos=True, skip_long=False):
@@ -137,7 +144,7 @@ def add_positions(sub):
         help="curves per checkpoint: mean (over the vocabulary, default), target (tau of "
         "the target token), std, min, max",
     )
-    p.add_argument("--bins", type=int, default=10, help="bins of relative position 0..1 (default 10)")
+    p.add_argument("--bins", type=int, help=f"bins of relative position 0..1 (default {DEFAULT['bins']})")
     p.add_argument(
         "--segment",
         type=int,
@@ -157,9 +164,11 @@ def add_positions(sub):
         help="95%% CI across sentences: Student t (default) or percentile bootstrap",
     )
     p.add_argument(
-        "--bootstrap-samples", type=int, default=1000, help="resamples of --ci bootstrap (default 1000)"
+        "--bootstrap-samples",
+        type=int,
+        help=f"resamples of --ci bootstrap (default {DEFAULT['bootstrap_samples']})",
     )
-    p.add_argument("--seed", type=int, default=1, help="bootstrap seed")
+    p.add_argument("--seed", type=int, help=f"seed of --ci bootstrap (default {DEFAULT['seed']})")
     p.add_argument("--title", help="the plot's title (default: one that says what is plotted)")
     p.set_defaults(func=positions.run)
 
@@ -237,10 +246,16 @@ def add_case_study(sub):
 
 def check_options(args):
     for name in ("batch_size", "bins", "vocab_k", "bootstrap_samples"):
-        if getattr(args, name, 1) < 1:
-            raise AnalysisError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+        value = getattr(args, name, None)
+        if value is not None and value < 1:
+            raise AnalysisError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
     if getattr(args, "segment", 0) < 0:
         raise AnalysisError(f"--segment must be >= 0, got {args.segment}")
+    if args.func is positions.run:
+        for name, default, acts, where in DEPENDENT_OPTIONS:
+            if getattr(args, name) is not None and not acts(args):
+                raise AnalysisError(f"--{name.replace('_', '-')} is used {where}")
+            setattr(args, name, default if getattr(args, name) is None else getattr(args, name))
     if getattr(args, "cmap", None):  # before the CSV is written, which would block the corrected rerun
         import matplotlib
 

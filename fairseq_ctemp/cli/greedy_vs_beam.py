@@ -102,7 +102,7 @@ def main(argv=None):
         "--grid-beams", type=arguments.integers, help="e.g. 2,4,6,8,10,12: pick beam and lenpen on dev"
     )
     parser.add_argument("--grid-lenpens", type=arguments.numbers, help="e.g. 0.6,0.8,1.0,1.2,1.4")
-    parser.add_argument("--dev-subset", default="valid", help="subset the grid decodes (default valid)")
+    parser.add_argument("--dev-subset", help=f"subset the grid decodes (default {Request.dev_subset})")
     parser.add_argument("--dev-ref", help="raw reference file of --dev-subset")
     parser.add_argument("--save-dir", help="write greedy.hyp, beam.hyp, ref (and the grid's .hyp) here")
     parser.add_argument("--json", help="write all numbers and the signatures here (must not exist)")
@@ -110,6 +110,8 @@ def main(argv=None):
         "--no-progress-bar", action="store_true", help="no progress bars (none off a terminal)"
     )
     args = parser.parse_args(own)
+    if args.dev_subset is not None and not (args.grid_beams or args.grid_lenpens):
+        parser.error("--dev-subset is only used with --grid-beams / --grid-lenpens")
     try:
         request = Request(
             args.data,
@@ -123,7 +125,7 @@ def main(argv=None):
             tokenize=args.sacrebleu_tokenize,
             grid_beams=args.grid_beams,
             grid_lenpens=args.grid_lenpens,
-            dev_subset=args.dev_subset,
+            dev_subset=Request.dev_subset if args.dev_subset is None else args.dev_subset,
             dev_ref=args.dev_ref,
             save_dir=args.save_dir,
             json_path=args.json,
