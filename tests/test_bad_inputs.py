@@ -1817,6 +1817,18 @@ NUMBER_CASES = [
         "--dev-subset is only used with --grid-beams / --grid-lenpens",
     ),
     (
+        "sact heatmaps: --beam with --references",
+        sact_heatmaps,
+        [*HEATMAPS, "--references", "{toy}/raw/test.tgt", "--beam", "4"],
+        "--beam is for beam search; with --references the sentences are force-decoded",
+    ),
+    (
+        "sact heatmaps: --target-spm without --references",
+        sact_heatmaps,
+        [*HEATMAPS, "--target-spm", "{toy}/raw/test.tgt"],
+        "--target-spm encodes --references: give them, or leave it out",
+    ),
+    (
         "sact heatmaps: --beam -2",
         sact_heatmaps,
         [*HEATMAPS, "--beam", "-2"],

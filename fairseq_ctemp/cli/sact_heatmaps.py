@@ -28,6 +28,8 @@ import os
 from .. import inputs, outputs
 from ..sact_analysis import SactAnalysisError, analyse, draw, encoded, load, tau_summary, temperature_settings
 
+BEAM_SEARCH = {"beam": 5, "max_len_a": 1.5, "max_len_b": 10}  # the defaults of its options
+
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(
@@ -43,15 +45,26 @@ def parse_args(argv=None):
     p.add_argument("--out-dir", required=True, help="where the JSON dump and PNGs go")
     p.add_argument("-s", "--source-lang", help="source language (default: the checkpoint's)")
     p.add_argument("-t", "--target-lang", help="target language (default: the checkpoint's)")
-    p.add_argument("--beam", type=int, default=5, help="beam size (default 5)")
-    p.add_argument("--max-len-a", type=float, default=1.5, help="max length = a * source + b (1.5)")
-    p.add_argument("--max-len-b", type=int, default=10, help="(default 10)")
+    p.add_argument(
+        "--beam", type=int, help=f"beam size (default {BEAM_SEARCH['beam']}; not with --references)"
+    )
+    p.add_argument(
+        "--max-len-a", type=float, help=f"max length = a * source + b (default {BEAM_SEARCH['max_len_a']})"
+    )
+    p.add_argument("--max-len-b", type=int, help=f"(default {BEAM_SEARCH['max_len_b']})")
     p.add_argument("--source-spm", help="sentencepiece model to encode raw --input lines")
     p.add_argument("--target-spm", help="sentencepiece model to encode raw --references lines")
     p.add_argument("--max-sentences", type=int, default=20, help="at most this many (default 20)")
     args = p.parse_args(argv)
+    for name, default in BEAM_SEARCH.items():
+        option = f"--{name.replace('_', '-')}"
+        if getattr(args, name) is not None and args.references:
+            p.error(f"{option} is for beam search; with --references the sentences are force-decoded")
+        setattr(args, name, default if getattr(args, name) is None else getattr(args, name))
+    if args.target_spm and not args.references:
+        p.error("--target-spm encodes --references: give them, or leave it out")
     if args.beam < 1 or args.max_sentences < 1:
-        p.error("--beam and --max-sentences must be >= 1")
+        p.error(f"--beam and --max-sentences must be >= 1, got {args.beam}, {args.max_sentences}")
     if not (math.isfinite(args.max_len_a) and args.max_len_a >= 0) or args.max_len_b < 0:
         p.error(
             f"--max-len-a must be a finite number >= 0 and --max-len-b >= 0, got {args.max_len_a}, {args.max_len_b}"
@@ -75,11 +88,8 @@ def main(argv=None):
 
 def checked_inputs(args):
     """(sources, references or Nones, the JSON dump's path, the PNGs' paths), all checked before the
-    model is loaded: options in range, --references aligned with --input, no output there yet."""
-    if args.beam < 1 or args.max_sentences < 1:
-        raise SystemExit(
-            f"error: --beam and --max-sentences must be >= 1, got {args.beam}, {args.max_sentences}"
-        )
+    model is loaded (the options' ranges: parse_args): --references aligned with --input, no
+    output there yet."""
     if os.path.exists(args.out_dir) and not os.path.isdir(args.out_dir):
         raise SystemExit(f"error: --out-dir {args.out_dir} is a file, not a directory")
     sources = read_lines(args.input, "--input")
