@@ -23,7 +23,12 @@ def add_device_options(p, sizes, cpu_defaults, gpu_defaults, choices=None, defau
     """--device, and an option for each of `sizes` ({key: help text}) whose default depends on the
     device (resolve_device sets it); `choices`: {key: allowed values}; `default_note(key)`: more
     words for that option's default."""
-    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    p.add_argument(
+        "--device",
+        choices=["auto", "cpu", "cuda"],
+        default="auto",
+        help="where to run (default auto: cuda if there is one)",
+    )
     for key, text in sizes.items():
         default = f"CPU {cpu_defaults[key]}, GPU {gpu_defaults[key]}"
         p.add_argument(
@@ -91,7 +96,7 @@ def add_timing_options(p, rounds_help="timed rounds", lengths=None):
             help=f"sentence lengths, uniform in [MIN, MAX] (default {lengths[0]} {lengths[1]})",
         )
     p.add_argument("--threads", type=int, default=torch.get_num_threads(), help="(default %(default)s)")
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seed", type=int, default=1, help="seed of the models and the batches (default 1)")
 
 
 def add_beam_search_options(p):

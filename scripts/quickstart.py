@@ -97,7 +97,11 @@ def make_once(path, make):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workdir", default=os.path.join(REPO, "quickstart"))
+    parser.add_argument(
+        "--workdir",
+        default=os.path.join(REPO, "quickstart"),
+        help="where the corpus, checkpoints and results go (default: quickstart/ of the checkout)",
+    )
     parser.add_argument("--temperature", type=float, default=4.0, help="T of the tempered model")
     parser.add_argument(
         "--epochs",

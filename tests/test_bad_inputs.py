@@ -11,6 +11,7 @@ Every console script also runs as python -m with --help, which explains each of 
 import argparse
 import collections
 import contextlib
+import glob
 import hashlib
 import importlib
 import io
@@ -2182,8 +2183,31 @@ def options_without_help(parser, command):
     return found
 
 
-@pytest.mark.parametrize("console, module", sorted(console_scripts().items()))
-def test_every_option_says_what_it_is(console, module, monkeypatch, capsys):
+# the repository's Python scripts with options (their main reads sys.argv)
+SCRIPTS_WITH_OPTIONS = [
+    *(f"benchmarks/{name}.py" for name in ("bench_ct_lm", "bench_sact", "bench_tempered_ce")),
+    *(f"benchmarks/{name}.py" for name in ("bench_translation", "gpu_check", "suite_time")),
+    *(f"scripts/{name}.py" for name in ("export_hydra_configs", "quickstart", "results_pages")),
+    "examples/language_model/lm_results.py",
+]
+
+
+def test_the_scripts_with_options_are_all_named_here():
+    found = {
+        os.path.relpath(path, REPO)
+        for folder in ("benchmarks", "scripts", "examples")
+        for path in glob.glob(os.path.join(REPO, folder, "**", "*.py"), recursive=True)
+        if "add_argument(" in open(path, encoding="utf-8").read()
+    }
+    helpers = {"benchmarks/bench_common.py", "benchmarks/tracing.py"}  # options of the benchmarks' parsers
+    assert found - helpers == set(SCRIPTS_WITH_OPTIONS)
+
+
+@pytest.mark.parametrize(
+    "command, main",
+    [*sorted(console_scripts().items()), *((path, None) for path in SCRIPTS_WITH_OPTIONS)],
+)
+def test_every_option_says_what_it_is(command, main, monkeypatch, capsys):
     """--help explains every argument a command adds (fairseq's own options: as stock fairseq has them)."""
     from fairseq import options
 
@@ -2191,11 +2215,15 @@ def test_every_option_says_what_it_is(console, module, monkeypatch, capsys):
     format_help = argparse.ArgumentParser.format_help
     monkeypatch.setattr(argparse.ArgumentParser, "format_help", lambda p: shown.append(p) or format_help(p))
     monkeypatch.setattr(logging.getLogger(), "handlers", logging.getLogger().handlers[:])
+    monkeypatch.setattr(sys, "argv", [command, "--help"])
     with pytest.raises(SystemExit):
-        importlib.import_module(module).main(["--help"])
-    stock = set(options_without_help(options.get_training_parser(), console))
-    stock |= set(options_without_help(options.get_generation_parser(), console))
-    assert [found for found in options_without_help(shown[0], console) if found not in stock] == []
+        if main is None:
+            example_script(os.path.join(REPO, command)).main()
+        else:
+            importlib.import_module(main).main(["--help"])
+    stock = set(options_without_help(options.get_training_parser(), command))
+    stock |= set(options_without_help(options.get_generation_parser(), command))
+    assert [found for found in options_without_help(shown[0], command) if found not in stock] == []
     capsys.readouterr()
 
 

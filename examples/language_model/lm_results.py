@@ -68,20 +68,25 @@ def build_parser():
         return sub.add_parser(name, parents=[common], **kwargs)
 
     p = command("plot", help="validation curves from fairseq json logs -> PNG")
-    p.add_argument("--logs", nargs="+", required=True)
-    p.add_argument("--labels", nargs="+")
-    p.add_argument("--x", choices=["update", "epoch"], default="epoch")
+    p.add_argument("--logs", nargs="+", required=True, help="fairseq json training logs (train.log)")
+    p.add_argument("--labels", nargs="+", help="one legend label per log (default: its directory's name)")
+    p.add_argument("--x", choices=["update", "epoch"], default="epoch", help="the x axis (default epoch)")
     p.add_argument("--metric", default="ppl", help="valid_<metric> to plot (ppl, nll_loss, tau_mean, ...)")
-    p.add_argument("--title")
-    p.add_argument("--output", required=True)
+    p.add_argument("--title", help="the plot's title (default: none)")
+    p.add_argument("--output", required=True, help="the PNG to write")
     p.add_argument(
         "--csv",
         help="also write the points (per epoch also the lr and the %% of updates clipped) to this .csv file",
     )
     p.set_defaults(run=lambda a: curves.plot(a.logs, a.labels, a.x, a.metric, a.title, a.output, a.csv))
     t = command("table", help="results table (markdown + CSV) of several runs")
-    t.add_argument("--runs", required=True)
-    t.add_argument("--variants", nargs="+", required=True)
+    t.add_argument("--runs", required=True, help="the directory of the runs (EXP_DIR/runs)")
+    t.add_argument(
+        "--variants",
+        nargs="+",
+        required=True,
+        help="the runs to read (directory names: variant or variant@SEED)",
+    )
     t.add_argument(
         "--eval-suffix",
         default="",
@@ -95,16 +100,21 @@ def build_parser():
     u.add_argument("--output", required=True, help="output prefix: writes PREFIX.md and PREFIX.csv")
     u.set_defaults(run=lambda a: tau.tau(a.dumps, a.labels, a.output))
     r = command("protocols", help="test ppl of one checkpoint under several eval-lm settings")
-    r.add_argument("--runs", required=True)
-    r.add_argument("--variants", nargs="+", required=True)
-    r.add_argument("--output", required=True)
+    r.add_argument("--runs", required=True, help="the directory of the runs (EXP_DIR/runs)")
+    r.add_argument(
+        "--variants",
+        nargs="+",
+        required=True,
+        help="the runs to read (directory names: variant or variant@SEED)",
+    )
+    r.add_argument("--output", required=True, help="output prefix: writes PREFIX.md and PREFIX.csv")
     r.set_defaults(run=lambda a: table.protocols(a.runs, a.variants, a.output))
     c = command("compare", help="perplexities against the first variant's, paired bootstrap over sentences")
-    c.add_argument("--runs", required=True)
+    c.add_argument("--runs", required=True, help="the directory of the runs (EXP_DIR/runs)")
     c.add_argument("--variants", nargs="+", required=True, help="the baseline first, then the variants")
-    c.add_argument("--subset", default="test")
+    c.add_argument("--subset", default="test", help="the subset the runs were scored on (default test)")
     c.add_argument("--samples", type=int, default=10000, help="bootstrap resamples (default %(default)s)")
-    c.add_argument("--seed", type=int, default=1)
+    c.add_argument("--seed", type=int, default=1, help="bootstrap seed (default 1)")
     c.add_argument("--output", required=True, help="output prefix: writes PREFIX.md and PREFIX.csv")
     c.set_defaults(run=lambda a: compare.compare(a.runs, a.variants, a.subset, a.samples, a.seed, a.output))
     d = command("seeds", help="each row over its seeds, and against a baseline with the seed as the unit")
@@ -114,12 +124,19 @@ def build_parser():
         required=True,
         help="the CSV of `table` (runs named variant@SEED); several: their runs together, each seed of a row once",
     )
-    d.add_argument("--baseline", default="softmax")
+    d.add_argument(
+        "--baseline", default="softmax", help="the row the others are compared with (default softmax)"
+    )
     d.add_argument("--output", required=True, help="output prefix: writes PREFIX.md and PREFIX.csv")
     d.set_defaults(run=lambda a: seeds.seeds(a.table, a.baseline, a.output))
     s = command("status", help="where each run stands while a recipe trains (printed; nothing written)")
-    s.add_argument("--runs", required=True)
-    s.add_argument("--variants", nargs="+", required=True)
+    s.add_argument("--runs", required=True, help="the directory of the runs (EXP_DIR/runs)")
+    s.add_argument(
+        "--variants",
+        nargs="+",
+        required=True,
+        help="the runs to read (directory names: variant or variant@SEED)",
+    )
     s.set_defaults(run=lambda a: status.status(a.runs, a.variants))
     return parser
 
