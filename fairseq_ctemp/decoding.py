@@ -219,11 +219,13 @@ def load_model_ensemble_and_task(
             elif has_temperature_head(model):
                 follow_the_rule(model)
         ensemble.extend(models)
-    # A checkpoint's saved generation config holds training-time defaults, never a decoding choice;
-    # the hub decodes with it, so its temperature must mean "the model's own".
+    # The saved generation config of a checkpoint of ours holds training-time defaults, never a
+    # decoding choice; the hub decodes with it, so its temperature must mean "the model's own".
+    # Stock models keep theirs, as stock fairseq keeps it.
     generation = _get(cfg, "generation")
     explicit = "temperature" in (arg_overrides or {})  # from_pretrained(..., temperature=X)
-    if generation is not None and not explicit and _get(generation, "temperature") is not None:
+    ours = any(carries_temperature(model) for model in ensemble)
+    if ours and generation is not None and not explicit and _get(generation, "temperature") is not None:
         generation.temperature = None
     return ensemble, cfg, task
 

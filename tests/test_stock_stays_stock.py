@@ -98,6 +98,22 @@ def test_only_the_plugins_checkpoints_have_their_task_checked(model, owned):
     assert checkpoint_task.owns_model({"model": model}) is owned
 
 
+def test_a_stock_checkpoint_keeps_its_saved_decoding_temperature(toy_checkpoint, toy_data, tmp_path):
+    """A stock checkpoint whose saved generation config says temperature 0.7 (a hydra run can save
+    one) loads with it, as through stock fairseq's loader (the hub decodes with that config)."""
+    from fairseq import checkpoint_utils
+
+    state = checkpoint_utils.load_checkpoint_to_cpu(toy_checkpoint("S"))
+    state["cfg"]["generation"]["temperature"] = 0.7
+    path = tmp_path / "stock.pt"
+    torch.save(state, path)
+    overrides = {"data": str(toy_data["bin"])}
+    _, stock_cfg, _ = decoding._load_model_ensemble_and_task([str(path)], arg_overrides=overrides)
+    _, cfg, _ = checkpoint_utils.load_model_ensemble_and_task([str(path)], arg_overrides=overrides)
+    assert checkpoint_utils.load_model_ensemble_and_task is decoding.load_model_ensemble_and_task
+    assert cfg.generation.temperature == stock_cfg.generation.temperature == 0.7
+
+
 def test_every_change_the_plugin_makes_is_listed_in_design_md(tmp_path):
     """What a fresh `import fairseq_ctemp` changes outside the package (patches.INSTALLED) is the
     table of docs/design.md, entry for entry, each with its reason; nothing is patched twice."""
