@@ -7,9 +7,11 @@
         the checkpoint, else T of a checkpoint trained with ``tempered_ce``, else 1.
 
 Never T * X, never a silent T = 1. "Explicitly" means the call or the configuration carries a value:
-fairseq's ``--temperature`` (and ``GenerationConfig.temperature``) defaults to ``None``, "the model's
-own", instead of 1.0, so ``--temperature 1`` / ``generate(temperature=1.0)`` decode untempered while
-leaving it out decodes at T. Nothing here reads ``sys.argv``.
+fairseq's ``--temperature`` defaults to ``None``, "the model's own", instead of 1.0, so
+``--temperature 1`` / ``generate(temperature=1.0)`` decode untempered while leaving it out decodes
+at T. ``GenerationConfig.temperature`` may hold None but keeps its default 1.0, so the config a
+training run saves is stock fairseq's; in a checkpoint of ours that saved 1.0 is read as "the
+model's own" (the hub decodes with it). Nothing here reads ``sys.argv``.
 
 How every path reaches the rule:
 - a model's ``get_normalized_probs`` applies t (``follow_the_rule``); T and t* are set on models
@@ -31,7 +33,6 @@ attribute or method added, so ``torch.jit.script`` compiles it as it does withou
 
 import contextlib
 import contextvars
-import dataclasses
 import inspect
 import json
 import logging
@@ -41,7 +42,7 @@ import types
 from typing import Optional
 
 import torch.nn.functional as F
-from fairseq import checkpoint_utils
+from fairseq import checkpoint_utils, options
 from fairseq.sequence_generator import EnsembleModel, SequenceGenerator
 from fairseq.sequence_scorer import SequenceScorer
 from fairseq.tasks import FairseqTask
@@ -337,15 +338,14 @@ def use_training_temperature_for_validation(task, temperature):
         logger.info(f"validation generator: decoding at training temperature T={temperature:g}")
 
 
-def generation_temperature_defaults_to_the_models():
-    """fairseq's GenerationConfig.temperature: Optional, default None ("the model's own")."""
+def generation_temperature_may_be_none():
+    """fairseq's GenerationConfig.temperature: Optional, so that a decoding config can hold None
+    ("the model's own"). Its default stays 1.0: what a training run saves is stock fairseq's."""
     from fairseq.dataclass.configs import GenerationConfig
     from fairseq.dataclass.initialize import hydra_init
 
     field = GenerationConfig.__dataclass_fields__["temperature"]
-    if field.default is None:
-        return
-    field.default, field.type = None, Optional[float]
+    field.type = GenerationConfig.__annotations__["temperature"] = Optional[float]
     field.metadata = types.MappingProxyType(
         {
             "help": "decoding temperature t > 0: the distribution is softmax(logits / t) and replaces "
@@ -353,15 +353,17 @@ def generation_temperature_defaults_to_the_models():
             "1 for any other)"
         }
     )
-    GenerationConfig.__annotations__["temperature"] = Optional[float]
-    GenerationConfig.temperature = None
-    init = GenerationConfig.__init__  # the dataclass __init__ holds its own copy of the default
-    names = init.__code__.co_varnames[1 : init.__code__.co_argcount]
-    defaults = list(init.__defaults__)
-    defaults[names.index("temperature") - (len(names) - len(defaults))] = None
-    init.__defaults__ = tuple(defaults)
-    assert GenerationConfig().temperature is None and dataclasses.is_dataclass(GenerationConfig)
     hydra_init()  # fairseq built its config schema at import, with the old field
+
+
+_add_generation_args = options.add_generation_args
+
+
+def add_generation_args(parser):
+    """fairseq's decoding options (fairseq-generate, -interactive), --temperature defaulting to None."""
+    group = _add_generation_args(parser)
+    group.set_defaults(temperature=None)
+    return group
 
 
 def apply():
@@ -369,10 +371,16 @@ def apply():
         return
     if patches.record(
         "fairseq.dataclass.configs.GenerationConfig.temperature",
-        "the decoding rule: its default is None, the model's own temperature (1 for stock models)",
+        "the decoding rule: it may be None, the model's own temperature (its default stays 1.0)",
     ):
-        generation_temperature_defaults_to_the_models()
+        generation_temperature_may_be_none()
     for owner, name, new, why in (
+        (
+            options,
+            "add_generation_args",
+            add_generation_args,
+            RULE + "--temperature defaults to None, the model's own temperature (1 for stock models)",
+        ),
         (
             checkpoint_utils,
             "load_model_ensemble_and_task",

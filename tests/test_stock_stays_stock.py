@@ -179,10 +179,15 @@ def stock_or_plugin_run(data, save_dir, plugin):
     state = torch.load(save_dir / "checkpoint_last.pt", weights_only=False)
     generate = [data, *user_dir, "--path", save_dir / "checkpoint_last.pt", "--beam", "2", "--cpu"]
     out = run_cli("fairseq-generate", *generate, "--max-len-b", "10", "--batch-size", "40", env=env).stdout
+    cfg = state["cfg"]  # (fairseq saves it as plain containers, the model's as a Namespace)
+    cfg["model"] = vars(cfg["model"])
+    for group in ("common", "checkpoint", "model"):  # the two that differ by design
+        cfg[group].pop("user_dir", None), cfg[group].pop("save_dir", None)
     return (
         records,
         state["model"],
         sorted(line for line in out.splitlines() if line[:2] in ("H-", "D-", "P-")),
+        cfg,
     )
 
 
@@ -190,10 +195,12 @@ def stock_or_plugin_run(data, save_dir, plugin):
 def test_stock_transformer_trains_resumes_and_decodes_as_stock_fairseq(toy_data, tmp_path):
     """A stock transformer with label_smoothed_cross_entropy and reduce_lr_on_plateau, resumed
     mid-epoch and trained across epoch boundaries, then decoded: with --user-dir fairseq_ctemp the
-    logs, the weights and the hypotheses are those of fairseq without it, exactly."""
+    logs, the weights, the saved configuration and the hypotheses are those of fairseq without it,
+    exactly."""
     stock = stock_or_plugin_run(toy_data["bin"], tmp_path / "stock", plugin=False)
     plugin = stock_or_plugin_run(toy_data["bin"], tmp_path / "plugin", plugin=True)
     assert len(stock[0]) > 20 and stock[0] == plugin[0]  # every log record (learning rates included)
     assert stock[1].keys() == plugin[1].keys()
     assert all(torch.equal(stock[1][k], plugin[1][k]) for k in stock[1])
     assert len(stock[2]) > 100 and stock[2] == plugin[2]
+    assert stock[3] == plugin[3]  # the configuration the checkpoint saves, which the hub decodes with
