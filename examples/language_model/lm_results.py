@@ -64,10 +64,59 @@ def build_parser():
         "--force", action="store_true", help="replace existing outputs (a results step that rebuilds them)"
     )
 
-    def command(name, **kwargs):
-        return sub.add_parser(name, parents=[common], **kwargs)
+    def command(name, help, runs=True, output=True):
+        p = sub.add_parser(name, parents=[common], help=help)
+        if runs:
+            p.add_argument("--runs", required=True, help="the directory of the runs (EXP_DIR/runs)")
+        if output:
+            p.add_argument("--output", required=True, help="output prefix: writes PREFIX.md and PREFIX.csv")
+        return p
 
-    p = command("plot", help="validation curves from fairseq json logs -> PNG")
+    add_plot(command("plot", "validation curves from fairseq json logs -> PNG", runs=False, output=False))
+    t = command("table", "results table (markdown + CSV) of several runs")
+    add_variants(t)
+    t.add_argument(
+        "--eval-suffix",
+        default="",
+        help="'' for eval_test.json, _checkpoint_last for eval_test_checkpoint_last.json",
+    )
+    t.set_defaults(run=lambda a: table.table(a.runs, a.variants, a.eval_suffix, a.output))
+    u = command("tau", "tau statistics of CT models (markdown + CSV) from ct-analysis dumps", runs=False)
+    u.add_argument("--dumps", nargs="+", required=True, help="ctemp-ct-analysis dump TSVs, one per model")
+    u.add_argument("--labels", nargs="+", help="one label per dump (default: its directory's name)")
+    u.set_defaults(run=lambda a: tau.tau(a.dumps, a.labels, a.output))
+    r = command("protocols", "test ppl of one checkpoint under several eval-lm settings")
+    add_variants(r)
+    r.set_defaults(run=lambda a: table.protocols(a.runs, a.variants, a.output))
+    add_compare(
+        command("compare", "perplexities against the first variant's, paired bootstrap over sentences")
+    )
+    d = command(
+        "seeds", "each row over its seeds, and against a baseline with the seed as the unit", runs=False
+    )
+    d.add_argument(
+        "--table",
+        nargs="+",
+        required=True,
+        help="the CSV of `table` (runs named variant@SEED); several: their runs together, each seed of a row once",
+    )
+    d.add_argument(
+        "--baseline", default="softmax", help="the row the others are compared with (default softmax)"
+    )
+    d.set_defaults(run=lambda a: seeds.seeds(a.table, a.baseline, a.output))
+    s = command(
+        "status", "where each run stands while a recipe trains (printed; nothing written)", output=False
+    )
+    add_variants(s)
+    s.set_defaults(run=lambda a: status.status(a.runs, a.variants))
+    return parser
+
+
+def add_variants(p, help="the runs to read (directory names: variant or variant@SEED)"):
+    p.add_argument("--variants", nargs="+", required=True, help=help)
+
+
+def add_plot(p):
     p.add_argument("--logs", nargs="+", required=True, help="fairseq json training logs (train.log)")
     p.add_argument("--labels", nargs="+", help="one legend label per log (default: its directory's name)")
     p.add_argument("--x", choices=["update", "epoch"], default="epoch", help="the x axis (default epoch)")
@@ -79,66 +128,14 @@ def build_parser():
         help="also write the points (per epoch also the lr and the %% of updates clipped) to this .csv file",
     )
     p.set_defaults(run=lambda a: curves.plot(a.logs, a.labels, a.x, a.metric, a.title, a.output, a.csv))
-    t = command("table", help="results table (markdown + CSV) of several runs")
-    t.add_argument("--runs", required=True, help="the directory of the runs (EXP_DIR/runs)")
-    t.add_argument(
-        "--variants",
-        nargs="+",
-        required=True,
-        help="the runs to read (directory names: variant or variant@SEED)",
-    )
-    t.add_argument(
-        "--eval-suffix",
-        default="",
-        help="'' for eval_test.json, _checkpoint_last for eval_test_checkpoint_last.json",
-    )
-    t.add_argument("--output", required=True, help="output prefix: writes PREFIX.md and PREFIX.csv")
-    t.set_defaults(run=lambda a: table.table(a.runs, a.variants, a.eval_suffix, a.output))
-    u = command("tau", help="tau statistics of CT models (markdown + CSV) from ct-analysis dumps")
-    u.add_argument("--dumps", nargs="+", required=True, help="ctemp-ct-analysis dump TSVs, one per model")
-    u.add_argument("--labels", nargs="+", help="one label per dump (default: its directory's name)")
-    u.add_argument("--output", required=True, help="output prefix: writes PREFIX.md and PREFIX.csv")
-    u.set_defaults(run=lambda a: tau.tau(a.dumps, a.labels, a.output))
-    r = command("protocols", help="test ppl of one checkpoint under several eval-lm settings")
-    r.add_argument("--runs", required=True, help="the directory of the runs (EXP_DIR/runs)")
-    r.add_argument(
-        "--variants",
-        nargs="+",
-        required=True,
-        help="the runs to read (directory names: variant or variant@SEED)",
-    )
-    r.add_argument("--output", required=True, help="output prefix: writes PREFIX.md and PREFIX.csv")
-    r.set_defaults(run=lambda a: table.protocols(a.runs, a.variants, a.output))
-    c = command("compare", help="perplexities against the first variant's, paired bootstrap over sentences")
-    c.add_argument("--runs", required=True, help="the directory of the runs (EXP_DIR/runs)")
-    c.add_argument("--variants", nargs="+", required=True, help="the baseline first, then the variants")
-    c.add_argument("--subset", default="test", help="the subset the runs were scored on (default test)")
-    c.add_argument("--samples", type=int, default=10000, help="bootstrap resamples (default %(default)s)")
-    c.add_argument("--seed", type=int, default=1, help="bootstrap seed (default 1)")
-    c.add_argument("--output", required=True, help="output prefix: writes PREFIX.md and PREFIX.csv")
-    c.set_defaults(run=lambda a: compare.compare(a.runs, a.variants, a.subset, a.samples, a.seed, a.output))
-    d = command("seeds", help="each row over its seeds, and against a baseline with the seed as the unit")
-    d.add_argument(
-        "--table",
-        nargs="+",
-        required=True,
-        help="the CSV of `table` (runs named variant@SEED); several: their runs together, each seed of a row once",
-    )
-    d.add_argument(
-        "--baseline", default="softmax", help="the row the others are compared with (default softmax)"
-    )
-    d.add_argument("--output", required=True, help="output prefix: writes PREFIX.md and PREFIX.csv")
-    d.set_defaults(run=lambda a: seeds.seeds(a.table, a.baseline, a.output))
-    s = command("status", help="where each run stands while a recipe trains (printed; nothing written)")
-    s.add_argument("--runs", required=True, help="the directory of the runs (EXP_DIR/runs)")
-    s.add_argument(
-        "--variants",
-        nargs="+",
-        required=True,
-        help="the runs to read (directory names: variant or variant@SEED)",
-    )
-    s.set_defaults(run=lambda a: status.status(a.runs, a.variants))
-    return parser
+
+
+def add_compare(p):
+    add_variants(p, help="the baseline first, then the variants")
+    p.add_argument("--subset", default="test", help="the subset the runs were scored on (default test)")
+    p.add_argument("--samples", type=int, default=10000, help="bootstrap resamples (default %(default)s)")
+    p.add_argument("--seed", type=int, default=1, help="bootstrap seed (default 1)")
+    p.set_defaults(run=lambda a: compare.compare(a.runs, a.variants, a.subset, a.samples, a.seed, a.output))
 
 
 def main(argv=None):
