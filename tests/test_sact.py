@@ -391,6 +391,30 @@ def recipe(script, *args, **env):
     return proc.stdout
 
 
+@pytest.mark.parametrize(
+    "variant, env, message",
+    [
+        ("sact", {"EVAL_BLEU": "2"}, "EVAL_BLEU must be 1 or 0, got '2'"),
+        ("sact", {"EVAL_BLEU": "0", "BPE": "sentencepiece"}, "BPE is for validation BLEU"),
+        ("none", {"SACT_LAMBDA": "2"}, "SACT_LAMBDA is only used by the sact and sact_released variants"),
+        ("fixed:0.8", {"SACT_LAMBDA": "2"}, "SACT_LAMBDA is only used by the sact and sact_released"),
+    ],
+)
+def test_train_recipe_refuses_settings_it_would_not_use(toy_data, tmp_path, variant, env, message):
+    """train.sh: an environment setting the variant or the selection would ignore is an error
+    before anything is written."""
+    save_dir = tmp_path / "run"
+    proc = subprocess.run(
+        ["bash", os.path.join(RECIPE, "train.sh"), str(toy_data["bin"]), str(save_dir), variant],
+        env={**os.environ, **env},
+        text=True,
+        capture_output=True,
+    )
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"train.sh: error: {message}")
+    assert not save_dir.exists()
+
+
 def train(data, save_dir, epochs, in_process=False):
     """train.sh: fairseq-train with validation BLEU choosing checkpoint_best.pt; in_process: the
     fairseq-train command it prints with DRY_RUN=1, run in this process (conftest.run_fairseq)."""

@@ -7,11 +7,11 @@
 #            none           plain attention (the baseline)
 #            fixed:TAU      a fixed attention temperature, e.g. fixed:0.8 (the paper's ablation)
 # Env:   SRC (en), TGT (vi), ARCH (sact_lstm_iwslt_en_vi: the paper's 512-d, dropout 0.4),
-#        SACT_LAMBDA (default of the model: e), LR (3e-4, the authors' value), BATCH_SIZE (64, the paper),
+#        SACT_LAMBDA (sact and sact_released only; default of the model: e), LR (3e-4, the authors' value), BATCH_SIZE (64, the paper),
 #        CLIP_NORM (10, the paper), MAX_EPOCH (30), MAX_UPDATE (0: no cap), DECAY_FROM (12: lr x 0.8 per
 #        epoch from this epoch, as the authors' code), SEED (1), EVAL_BLEU (1: validation BLEU picks
-#        checkpoint_best.pt; 0: validation loss does), BPE (sentencepiece for the ALT data, empty for
-#        word-level IWSLT), PATIENCE (10), DEVICE_ARGS (e.g. --cpu or --fp16)
+#        checkpoint_best.pt; 0: validation loss does), BPE (EVAL_BLEU=1 only: sentencepiece for the
+#        ALT data, empty for word-level IWSLT), PATIENCE (10), DEVICE_ARGS (e.g. --cpu or --fp16)
 #        DRY_RUN=1 prints the training command and stops (nothing is written)
 # Training runs fairseq-train through ctemp-train, which carries the --patience count in the
 # checkpoints: it resumes from SAVE_DIR/checkpoint_last.pt and stops where the uninterrupted run
@@ -23,6 +23,12 @@ data=$1 save=$2 variant=$3
 shift 3
 here=$(cd "$(dirname "$0")/../.." && pwd)
 user_dir=${USER_DIR:-$here/fairseq_ctemp}
+die() { echo "train.sh: error: $*" >&2; exit 2; }
+eval_bleu=${EVAL_BLEU:-1}
+case $eval_bleu in 0|1) ;; *) die "EVAL_BLEU must be 1 or 0, got '$eval_bleu'" ;; esac
+[ "$eval_bleu" = 1 ] || [ -z "${BPE:-}" ] || die "BPE is for validation BLEU: it goes with EVAL_BLEU=1 only"
+[ -z "${SACT_LAMBDA:-}" ] || case $variant in sact|sact_released) ;;
+  *) die "SACT_LAMBDA is only used by the sact and sact_released variants, not $variant" ;; esac
 
 case $variant in
   sact|sact_released) temperature=(--attention-temperature "$variant" ${SACT_LAMBDA:+--sact-lambda "$SACT_LAMBDA"}) ;;
@@ -31,7 +37,7 @@ case $variant in
   *) echo "unknown VARIANT '$variant' (sact, sact_released, none or fixed:TAU)" >&2; exit 2 ;;
 esac
 selection=()
-if [ "${EVAL_BLEU:-1}" = 1 ]; then
+if [ "$eval_bleu" = 1 ]; then
   selection=(--eval-bleu --eval-bleu-args '{"beam": 1, "max_len_a": 1.5, "max_len_b": 10}'
              --eval-bleu-detok space ${BPE:+--eval-bleu-remove-bpe "$BPE"}
              --best-checkpoint-metric bleu --maximize-best-checkpoint-metric)
