@@ -68,5 +68,6 @@ def test_train_and_decode_recipe(toy_data, tmp_path):
     finished = {p: p.stat().st_mtime_ns for p in (save / "checkpoint_avg.pt", save / "greedy_vs_beam.json")}
     second = subprocess.run(command, env=env, text=True, capture_output=True)
     assert second.returncode == 0, second.stderr[-3000:]
+    assert "early stopping resumed" in second.stdout  # ctemp-train: the patience count carried
     assert "averaging" not in second.stderr  # finished steps are skipped ...
     assert {p: p.stat().st_mtime_ns for p in finished} == finished  # ... and nothing is rewritten

@@ -8,7 +8,10 @@
 #        MAX_TOKENS (4096), LR (5e-4), AVERAGE (10 checkpoints), BEAM (5), DEVICE_ARGS (e.g. --cpu or --fp16),
 #        GENERATE_ARGS (extra fairseq-generate options for the final decoding)
 # A finished step is never redone or overwritten: re-running resumes training from
-# SAVE_DIR/checkpoint_last.pt and skips averaging / scoring whose outputs exist.
+# SAVE_DIR/checkpoint_last.pt and skips averaging / scoring whose outputs exist. Training runs
+# fairseq-train through ctemp-train, which carries the --patience count in the checkpoints: a resumed
+# run stops where the uninterrupted one would have, and a run early stopping ended trains no more
+# (plain fairseq-train would count its patience anew and train on past the averaged checkpoints).
 set -euo pipefail
 [ $# -ge 2 ] || { sed -n '2,/^set -euo/{/^#/p;}' "$0"; exit 2; }
 data=$1 save=$2 temperature=${3:-4.0}
@@ -21,7 +24,7 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 user_dir=$here/fairseq_ctemp
 average=${AVERAGE:-10}
 
-fairseq-train "$data" --user-dir "$user_dir" --save-dir "$save" \
+ctemp-train "$data" --user-dir "$user_dir" --save-dir "$save" \
   --arch "${ARCH:-transformer}" --share-decoder-input-output-embed \
   --criterion tempered_ce --softmax-temperature "$temperature" \
   --label-smoothing "${LABEL_SMOOTHING:-0.1}" --sem-weight "${SEM_WEIGHT:-0}" \
