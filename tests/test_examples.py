@@ -71,3 +71,13 @@ def test_train_and_decode_recipe(toy_data, tmp_path):
     assert "early stopping resumed" in second.stdout  # ctemp-train: the patience count carried
     assert "averaging" not in second.stderr  # finished steps are skipped ...
     assert {p: p.stat().st_mtime_ns for p in finished} == finished  # ... and nothing is rewritten
+
+    # the same SAVE_DIR at another T: refused, not trained on (its checkpoints would mix two runs)
+    last = (save / "checkpoint_last.pt").stat().st_mtime_ns
+    other = subprocess.run([*command[:4], "2", *command[5:]], env=env, text=True, capture_output=True)
+    assert other.returncode == 2 and other.stderr.strip().splitlines() == [
+        f"train_and_decode.sh: error: SAVE_DIR {save} was started with 'T=3 ARCH=transformer "
+        f"LABEL_SMOOTHING=0.1 SEM_WEIGHT=0 extra: {' '.join(TINY)}', not 'T=2 ARCH=transformer "
+        f"LABEL_SMOOTHING=0.1 SEM_WEIGHT=0 extra: {' '.join(TINY)}': give another SAVE_DIR"
+    ]
+    assert (save / "checkpoint_last.pt").stat().st_mtime_ns == last

@@ -12,6 +12,8 @@
 # fairseq-train through ctemp-train, which carries the --patience count in the checkpoints: a resumed
 # run stops where the uninterrupted one would have, and a run early stopping ended trains no more
 # (plain fairseq-train would count its patience anew and train on past the averaged checkpoints).
+# SAVE_DIR/recipe_options.txt records what the model is trained on (T, ARCH, LABEL_SMOOTHING,
+# SEM_WEIGHT, the extra arguments): a re-run with others is refused, not trained on in the same run.
 set -euo pipefail
 [ $# -ge 2 ] || { sed -n '2,/^set -euo/{/^#/p;}' "$0"; exit 2; }
 data=$1 save=$2 temperature=${3:-4.0}
@@ -23,6 +25,13 @@ awk -v t="$temperature" 'BEGIN { exit !(t == t + 0 && t >= 0.01 && t <= 100) }' 
 here=$(cd "$(dirname "$0")/../.." && pwd)
 user_dir=$here/fairseq_ctemp
 average=${AVERAGE:-10}
+options="T=$temperature ARCH=${ARCH:-transformer} LABEL_SMOOTHING=${LABEL_SMOOTHING:-0.1} SEM_WEIGHT=${SEM_WEIGHT:-0} extra: $*"
+if [ -f "$save/recipe_options.txt" ]; then
+  started=$(cat "$save/recipe_options.txt")
+  [ "$started" = "$options" ] || die "SAVE_DIR $save was started with '$started', not '$options': give another SAVE_DIR"
+else
+  mkdir -p "$save" && echo "$options" > "$save/recipe_options.txt"
+fi
 
 ctemp-train "$data" --user-dir "$user_dir" --save-dir "$save" \
   --arch "${ARCH:-transformer}" --share-decoder-input-output-embed \
