@@ -147,6 +147,16 @@ def test_recipes_end_to_end(ptb_like):
     assert (save / "command.txt").read_text().startswith(f"OMP_NUM_THREADS=1 {speed_env} ")
     assert '"valid_ppl"' in log and '"train_tau_mean"' in log
     assert "skipping training" in ok(recipe("train.sh", "ptb", "ct-mos", save, env=train_env))
+    # the run directory keeps what it was started with: another learning rate is refused
+    started = (save / "run_options.txt").read_text().strip()
+    assert (
+        started.startswith("dataset=ptb variant=ct-mos arch=ct_mos_lstm_lm_tiny seed=1 ")
+        and "3e-3" in started
+    )
+    fails(
+        recipe("train.sh", "ptb", "ct-mos", save, env={**train_env, "LR": "1e-3"}),
+        f"{save} was started with '{started}', not '{started.replace('3e-3', '1e-3')}': give another SAVE_DIR",
+    )
 
     # Evaluate: a wrong expected count fails loudly and writes nothing ...
     good_counts = (data_bin / "counts.tsv").read_text()

@@ -25,7 +25,7 @@ awk -v t="$temperature" 'BEGIN { exit !(t == t + 0 && t >= 0.01 && t <= 100) }' 
 here=$(cd "$(dirname "$0")/../.." && pwd)
 user_dir=$here/fairseq_ctemp
 average=${AVERAGE:-10}
-options="T=$temperature ARCH=${ARCH:-transformer} LABEL_SMOOTHING=${LABEL_SMOOTHING:-0.1} SEM_WEIGHT=${SEM_WEIGHT:-0} extra: $*"
+options="T=$temperature ARCH=${ARCH:-transformer} LABEL_SMOOTHING=${LABEL_SMOOTHING:-0.1} SEM_WEIGHT=${SEM_WEIGHT:-0} extra:${*:+ $*}"
 if [ -f "$save/recipe_options.txt" ]; then
   started=$(cat "$save/recipe_options.txt")
   [ "$started" = "$options" ] || die "SAVE_DIR $save was started with '$started', not '$options': give another SAVE_DIR"
