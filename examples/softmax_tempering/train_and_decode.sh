@@ -12,7 +12,7 @@
 # fairseq-train through ctemp-train, which carries the --patience count in the checkpoints: a resumed
 # run stops where the uninterrupted one would have, and a run early stopping ended trains no more
 # (plain fairseq-train would count its patience anew and train on past the averaged checkpoints).
-# SAVE_DIR/recipe_options.txt records what the model is trained on (T, ARCH, LABEL_SMOOTHING,
+# SAVE_DIR/run_options.txt records what the model is trained on (T, ARCH, LABEL_SMOOTHING,
 # SEM_WEIGHT, the extra arguments): a re-run with others is refused, not trained on in the same run.
 set -euo pipefail
 [ $# -ge 2 ] || { sed -n '2,/^set -euo/{/^#/p;}' "$0"; exit 2; }
@@ -26,11 +26,11 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 user_dir=$here/fairseq_ctemp
 average=${AVERAGE:-10}
 options="T=$temperature ARCH=${ARCH:-transformer} LABEL_SMOOTHING=${LABEL_SMOOTHING:-0.1} SEM_WEIGHT=${SEM_WEIGHT:-0} extra:${*:+ $*}"
-if [ -f "$save/recipe_options.txt" ]; then
-  started=$(cat "$save/recipe_options.txt")
+if [ -f "$save/run_options.txt" ]; then
+  started=$(cat "$save/run_options.txt")
   [ "$started" = "$options" ] || die "SAVE_DIR $save was started with '$started', not '$options': give another SAVE_DIR"
 else
-  mkdir -p "$save" && echo "$options" > "$save/recipe_options.txt"
+  mkdir -p "$save" && echo "$options" > "$save/run_options.txt"
 fi
 
 ctemp-train "$data" --user-dir "$user_dir" --save-dir "$save" \
