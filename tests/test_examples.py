@@ -38,6 +38,9 @@ def test_train_and_decode_recipe(toy_data, tmp_path):
     )
     save = tmp_path / "ckpt"
     command = ["bash", SCRIPT, str(toy_data["bin"]), str(save), "3"] + TINY
+    # a start that fails before any checkpoint does not bind the directory to its options
+    failed = subprocess.run([*command, "--no-such-option"], env=env, text=True, capture_output=True)
+    assert failed.returncode != 0 and "unrecognized arguments: --no-such-option" in failed.stdout
     first = subprocess.run(command, env=env, text=True, capture_output=True)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     assert "validation generator: decoding at training temperature T=3" in first.stdout

@@ -133,6 +133,8 @@ def test_recipes_end_to_end(ptb_like):
         DEVICE_ARGS="--cpu",
         LOG_INTERVAL="5",
     )
+    # a start that fails before any checkpoint leaves nothing that blocks the corrected one
+    fails(recipe("train.sh", "ptb", "ct-mos", save, "--no-such-option", env=train_env), "--no-such-option")
     ok(recipe("train.sh", "ptb", "ct-mos", save, env=train_env))
     assert (save / "checkpoint_best.pt").exists() and (save / "train.done").exists()
     log = (save / "train.log").read_text()

@@ -26,7 +26,7 @@
 # checkpoints: re-running resumes from SAVE_DIR/checkpoint_last.pt and stops where the uninterrupted
 # run would have stopped; a finished run (SAVE_DIR/train.done) is skipped. SAVE_DIR/run_options.txt
 # records the dataset, variant, architecture, seed, optimiser, batch and extra arguments of the run:
-# a re-run with others is refused.
+# once it holds a checkpoint, a re-run with others is refused.
 set -euo pipefail
 usage() { sed -n '2,/^set -euo/{/^#/p;}' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 [ $# -ge 3 ] || usage

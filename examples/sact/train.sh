@@ -17,8 +17,8 @@
 # checkpoints: it resumes from SAVE_DIR/checkpoint_last.pt and stops where the uninterrupted run
 # would have stopped; a finished run is left as it is.
 # The log is appended to SAVE_DIR/train.log. SAVE_DIR/run_options.txt records the variant,
-# architecture, languages, seed, learning rate, batch size, lambda and extra arguments of the run: a
-# re-run with others is refused, not trained on in the same run.
+# architecture, languages, seed, learning rate, batch size, lambda and extra arguments of the run:
+# once it holds a checkpoint, a re-run with others is refused, not trained on in the same run.
 set -euo pipefail
 [ $# -ge 3 ] || { sed -n '2,/^set -euo/{/^#/p;}' "$0"; exit 2; }
 data=$1 save=$2 variant=$3
@@ -57,10 +57,9 @@ if [ -n "${DRY_RUN:-}" ]; then
 fi
 options="variant=$variant arch=${ARCH:-sact_lstm_iwslt_en_vi} src=${SRC:-en} tgt=${TGT:-vi} seed=${SEED:-1} \
 lr=${LR:-3e-4} batch_size=${BATCH_SIZE:-64} sact_lambda=${SACT_LAMBDA:-} extra:${*:+ $*}"
-if [ -f "$save/run_options.txt" ]; then
-  started=$(cat "$save/run_options.txt")
-  [ "$started" = "$options" ] || die "$save was started with '$started', not '$options': give another SAVE_DIR"
-else
+if [ ! -f "$save/checkpoint_last.pt" ]; then  # nothing trained yet: (re)record
   mkdir -p "$save" && echo "$options" > "$save/run_options.txt"
+elif [ -f "$save/run_options.txt" ] && [ "$(cat "$save/run_options.txt")" != "$options" ]; then
+  die "$save was started with '$(cat "$save/run_options.txt")', not '$options': give another SAVE_DIR"
 fi
 "${command[@]}" 2>&1 | tee -a "$save/train.log"

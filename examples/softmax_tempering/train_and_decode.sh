@@ -13,7 +13,8 @@
 # run stops where the uninterrupted one would have, and a run early stopping ended trains no more
 # (plain fairseq-train would count its patience anew and train on past the averaged checkpoints).
 # SAVE_DIR/run_options.txt records what the model is trained on (T, ARCH, LABEL_SMOOTHING,
-# SEM_WEIGHT, the extra arguments): a re-run with others is refused, not trained on in the same run.
+# SEM_WEIGHT, the extra arguments): once it holds a checkpoint, a re-run with others is refused, not
+# trained on in the same run.
 set -euo pipefail
 [ $# -ge 2 ] || { sed -n '2,/^set -euo/{/^#/p;}' "$0"; exit 2; }
 data=$1 save=$2 temperature=${3:-4.0}
@@ -26,11 +27,10 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 user_dir=$here/fairseq_ctemp
 average=${AVERAGE:-10}
 options="T=$temperature ARCH=${ARCH:-transformer} LABEL_SMOOTHING=${LABEL_SMOOTHING:-0.1} SEM_WEIGHT=${SEM_WEIGHT:-0} extra:${*:+ $*}"
-if [ -f "$save/run_options.txt" ]; then
-  started=$(cat "$save/run_options.txt")
-  [ "$started" = "$options" ] || die "SAVE_DIR $save was started with '$started', not '$options': give another SAVE_DIR"
-else
+if [ ! -f "$save/checkpoint_last.pt" ]; then  # nothing trained yet: (re)record
   mkdir -p "$save" && echo "$options" > "$save/run_options.txt"
+elif [ -f "$save/run_options.txt" ] && [ "$(cat "$save/run_options.txt")" != "$options" ]; then
+  die "SAVE_DIR $save was started with '$(cat "$save/run_options.txt")', not '$options': give another SAVE_DIR"
 fi
 
 ctemp-train "$data" --user-dir "$user_dir" --save-dir "$save" \
