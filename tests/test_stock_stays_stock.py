@@ -1,13 +1,17 @@
 """With the plugin imported, fairseq's own models decode as stock fairseq does: a SequenceGenerator
 over stock models gets no attribute or method of the plugin, so TorchScript compiles it (fairseq's
 deployment path, as fairseq's own test_sequence_generator scripts it) and the scripted generator
-decodes as the eager one."""
+decodes as the eager one. A stock transformer trains, resumes, saves its configuration and decodes,
+and a stock transformer_lm (softmax or adaptive softmax) is scored by fairseq-eval-lm, exactly as
+without the plugin."""
 
 import argparse
+import os
+import subprocess
 
 import pytest
 import torch
-from conftest import PLUGIN_DIR, json_log_records, run_cli
+from conftest import PLUGIN_DIR, TINY_LM, json_log_records, python_script, run_cli, run_fairseq
 from fairseq.data.dictionary import Dictionary
 from fairseq.models.transformer import TransformerModel
 from fairseq.sequence_generator import EnsembleModel, SequenceGenerator
@@ -204,3 +208,71 @@ def test_stock_transformer_trains_resumes_and_decodes_as_stock_fairseq(toy_data,
     assert all(torch.equal(stock[1][k], plugin[1][k]) for k in stock[1])
     assert len(stock[2]) > 100 and stock[2] == plugin[2]
     assert stock[3] == plugin[3]  # the configuration the checkpoint saves, which the hub decodes with
+
+
+# fairseq-eval-lm without the plugin: stock fairseq, with only numpy 2's missing np.compat.long put
+# back (which fairseq 0.12's LM inference needs to run at all; the plugin's compat.py does the same)
+EVAL_LM_WITHOUT_PLUGIN = """
+import sys, types
+import numpy as np
+if not hasattr(np, "compat"):
+    np.compat = types.SimpleNamespace(long=np.int64)
+from fairseq_cli.eval_lm import cli_main
+sys.argv = ["fairseq-eval-lm", *sys.argv[1:]]
+cli_main()
+"""
+
+
+def eval_lm_lines(output):
+    """fairseq-eval-lm's own log lines but its timing, with the --user-dir of its config left out."""
+    lines = [
+        line.split("fairseq_cli.eval_lm", 1)[1]
+        for line in output.splitlines()
+        if "fairseq_cli.eval_lm" in line
+    ]
+    return [
+        line.replace(f"'user_dir': '{PLUGIN_DIR}'", "'user_dir': None")
+        for line in lines
+        if "Evaluated" not in line
+    ]
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    "head",
+    [
+        ["--criterion", "cross_entropy"],
+        [
+            "--criterion",
+            "adaptive_loss",
+            "--adaptive-softmax-cutoff",
+            "20,100",
+            "--ddp-backend",
+            "legacy_ddp",
+        ],
+    ],
+    ids=["softmax", "adaptive-softmax"],
+)
+def test_stock_language_model_scores_as_stock_fairseq(toy_data, tmp_path, head):
+    """fairseq's transformer_lm trained with the plugin loaded: fairseq-eval-lm with --user-dir gives
+    the configuration, the loss and every word's log-probability that it gives without the plugin."""
+    save = tmp_path / "lm"
+    train = [toy_data["lm_bin"], "--user-dir", PLUGIN_DIR, "--task", "language_modeling", *TINY_LM, *head]
+    train += ["--tokens-per-sample", "32", "--optimizer", "adam", "--lr", "3e-3", "--max-tokens", "1024"]
+    run_fairseq(
+        "fairseq-train", *train, "--max-update", "5", "--cpu", "--save-dir", save, "--num-workers", "0"
+    )
+    score = [toy_data["lm_bin"], "--path", save / "checkpoint_last.pt", "--cpu", "--output-word-probs"]
+    score += ["--tokens-per-sample", "32", "--context-window", "16", "--num-workers", "0"]
+    with_plugin = run_cli("fairseq-eval-lm", *score, "--user-dir", PLUGIN_DIR).stdout
+    without = subprocess.run(
+        [*python_script(tmp_path, "eval-lm", EVAL_LM_WITHOUT_PLUGIN), *map(str, score)],
+        env=dict(os.environ, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1"),
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    assert without.returncode == 0, without.stdout[-3000:]
+    lines = eval_lm_lines(with_plugin)
+    assert sum("Loss (base 2)" in line for line in lines) == 1 and sum(" [-" in line for line in lines) > 10
+    assert eval_lm_lines(with_plugin) == eval_lm_lines(without.stdout)
