@@ -664,6 +664,21 @@ def test_ar_tar_is_on_or_off_and_a_run_is_never_resumed_with_the_other(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]  # no data-bin: refused before any work
 
 
+def test_the_small_experiment_refuses_skip_mos_where_it_would_not_act(tmp_path):
+    """ptb_small_experiment.sh: SKIP_MOS only trims the default VARIANTS; given with VARIANTS, or as
+    anything but 0 or 1, it is refused before any work."""
+    env = {"EXP_DIR": str(tmp_path)}
+    fails(
+        recipe("ptb_small_experiment.sh", env={**env, "SKIP_MOS": "1", "VARIANTS": "softmax ct"}),
+        "SKIP_MOS acts on the default VARIANTS only: with VARIANTS, leave mos and ct-mos out of it",
+    )
+    fails(
+        recipe("ptb_small_experiment.sh", env={**env, "SKIP_MOS": "yes"}),
+        "SKIP_MOS must be 0 or 1, got 'yes'",
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_jobs_and_variants_are_checked_before_any_work(tmp_path):
     """ptb_converged_experiment.sh JOBS is a whole number >= 1, and no run is named twice (two
     processes would train one run directory at once): refused before any data is prepared."""

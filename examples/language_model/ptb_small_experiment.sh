@@ -23,6 +23,10 @@ exp=${EXP_DIR:-runs/ptb_small}
 export DATA_BIN=$exp/data-bin/ptb DEVICE_ARGS=${DEVICE_ARGS---cpu}
 results=${RESULTS:-$here/results/ptb_small}
 max_update=${MAX_UPDATE:-200}
+die() { echo "ptb_small_experiment.sh: error: $*" >&2; exit 2; }
+case ${SKIP_MOS:-0} in 0|1) ;; *) die "SKIP_MOS must be 0 or 1, got '$SKIP_MOS'" ;; esac
+[ "${SKIP_MOS:-0}" = 0 ] || [ -z "${VARIANTS:-}" ] ||
+  die "SKIP_MOS acts on the default VARIANTS only: with VARIANTS, leave mos and ct-mos out of it"
 variants=${VARIANTS:-softmax constant-1 constant-0.5 constant-2 constant-4 ct}
 [ "${SKIP_MOS:-0}" = 1 ] || [ -n "${VARIANTS:-}" ] || variants="$variants mos ct-mos"
 [ -n "${VARIANTS:-}" ] || variants="$variants constant-4+noscale"
