@@ -7,11 +7,12 @@
 #            none           plain attention (the baseline)
 #            fixed:TAU      a fixed attention temperature, e.g. fixed:0.8 (the paper's ablation)
 # Env:   SRC (en), TGT (vi), ARCH (sact_lstm_iwslt_en_vi: the paper's 512-d, dropout 0.4),
-#        SACT_LAMBDA (sact and sact_released only; default of the model: e), LR (3e-4, the authors' value), BATCH_SIZE (64, the paper),
-#        CLIP_NORM (10, the paper), MAX_EPOCH (30), MAX_UPDATE (0: no cap), DECAY_FROM (12: lr x 0.8 per
-#        epoch from this epoch, as the authors' code), SEED (1), EVAL_BLEU (1: validation BLEU picks
-#        checkpoint_best.pt; 0: validation loss does), BPE (EVAL_BLEU=1 only: sentencepiece for the
-#        ALT data, empty for word-level IWSLT), PATIENCE (10), DEVICE_ARGS (e.g. --cpu or --fp16)
+#        SACT_LAMBDA (sact and sact_released only; default of the model: e), LR (3e-4, the authors'
+#        value), BATCH_SIZE (64, the paper), CLIP_NORM (10, the paper), MAX_EPOCH (30), MAX_UPDATE
+#        (0: no cap), DECAY_FROM (12: lr x 0.8 per epoch from this epoch, as the authors' code),
+#        SEED (1), EVAL_BLEU (1: validation BLEU picks checkpoint_best.pt; 0: validation loss does),
+#        BPE (EVAL_BLEU=1 only: sentencepiece for the ALT data, empty for word-level IWSLT),
+#        PATIENCE (10), DEVICE_ARGS (e.g. --cpu or --fp16)
 #        DRY_RUN=1 prints the training command and stops (nothing is written)
 # Training runs fairseq-train through ctemp-train, which carries the --patience count in the
 # checkpoints: it resumes from SAVE_DIR/checkpoint_last.pt and stops where the uninterrupted run
