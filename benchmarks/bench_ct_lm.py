@@ -77,6 +77,7 @@ HELP = dict(
     ffn="FFN dim",
     heads="attention heads",
 )
+CT_NORMALIZATIONS = ("softmax", "lambda_tanh", "tanh_plus_lambda")  # those with mu = h W1 W2, and so Q
 FAIRSEQ_OPTIONS = {  # this script's options that models pass on to fairseq
     "cutoffs": "--adaptive-softmax-cutoff",
     "ct_rank": "--ct-rank",
@@ -169,6 +170,7 @@ def parse_args(argv=None):
     p.add_argument(
         "--ct-normalization",
         default="softmax",
+        choices=CT_NORMALIZATIONS,
         help="of the CT models (transformer B, C; lstm C, E; default softmax)",
     )
     p.add_argument(
@@ -194,6 +196,12 @@ def parse_args(argv=None):
     common.add_json_option(p)
     add_trace_option(p)
     args = p.parse_args(argv)
+    resolve_args(p, args)
+    return args
+
+
+def resolve_args(p, args):
+    """Check the parsed options against each other; fill the defaults that depend on others."""
     common.check_json_target(p, args)
     check_trace_target(p, args)
     resolve_body_options(p, args)
@@ -208,7 +216,6 @@ def parse_args(argv=None):
     if args.batches < 1 or args.rounds < 1 or args.warmup < 0:
         p.error("--batches and --rounds must be >= 1, --warmup >= 0")
     torch.set_num_threads(args.threads)
-    return args
 
 
 def config(args):

@@ -61,6 +61,7 @@ MODELS = {  # name: (architecture, options, criterion)
         "ct_cross_entropy",
     ),
 }
+WITH_TEMPERATURE = ("ct_transformer", "ct_transformer_chunked")  # the models that read --ct-rank
 CHUNKED = ("ct_transformer_chunked", "ct_transformer")  # compared with each other, memory included
 # Targets, set first on the CPU, stricter on a GPU: ct_transformer reaches this share of its
 # analytic bound; sact_transformer this share of the transformer's words/s (none on the CPU)
@@ -82,7 +83,13 @@ def parse_args(argv=None):
         "--fairseq-args",
         default="",
         help="more fairseq-train options of ct_transformer(_none); the other models take the Transformer "
-        'options (sizes, dropout, tying) from it, e.g. --fairseq-args="--ct-rank 64 --encoder-layers 1"',
+        'options (sizes, dropout, tying) from it, e.g. --fairseq-args="--encoder-layers 1"',
+    )
+    p.add_argument(
+        "--ct-rank",
+        type=int,
+        help="--ct-rank Q of the models with contextual temperature (ct_transformer, "
+        "ct_transformer_chunked; default: that of ct_transformer_alt_<preset>)",
     )
     p.add_argument(
         "--loss-chunk-tokens",
@@ -111,8 +118,9 @@ def parse_args(argv=None):
         "vocab",
         "max_tokens",
         "loss_chunk_tokens",
+        "ct_rank",
     ):
-        if getattr(args, name) < 1:
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if args.warmup < 0 or not 2 <= args.lengths[0] <= args.lengths[1]:
         p.error("--warmup must be >= 0 and --lengths MIN MAX with 2 <= MIN <= MAX")
@@ -141,6 +149,7 @@ def training_args(args, data_dir, name):
         str(args.seed),
         *common.device_args(args),
         *(args.fairseq_args.split() if name.startswith("ct_transformer") else []),
+        *(["--ct-rank", str(args.ct_rank)] if args.ct_rank and name in WITH_TEMPERATURE else []),
     ]
     return options.parse_args_and_arch(options.get_training_parser(), argv)
 

@@ -70,7 +70,7 @@ SMOKE = {  # toy sizes, shell words: seconds on a CPU (the benchmarks' own smoke
     "translation": "--vocab 300 --max-tokens 256 --beam 2 --gen-sentences 8 --gen-batch-size 4 --gen-len 5 "
     "'--fairseq-args=--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 32 --decoder-embed-dim 32 "
     "--encoder-ffn-embed-dim 64 --decoder-ffn-embed-dim 64 --encoder-attention-heads 2 "
-    "--decoder-attention-heads 2 --ct-rank 8'",
+    "--decoder-attention-heads 2' --ct-rank 8",
 }
 SMOKE_ROUNDS = ["--rounds", "1", "--warmup", "0", "--batches", "1"]
 

@@ -1235,6 +1235,46 @@ CASES = [
         "fairseq-train: error: --ct-constant 2.0 is only used with --ct-normalization constant, not lambda_tanh",
     ),
     (
+        "train: ct_transformer with --mos-components and a softmax head",
+        fairseq_train,
+        [*TRAIN, "ct_cross_entropy", "--arch", "ct_transformer_tiny", "--mos-components", "3"],
+        "fairseq-train: error: --mos-components 3 is only used with --output-head mos; this model has "
+        "--output-head softmax --ct-normalization softmax",
+    ),
+    (
+        "train: an LSTM LM with --ct-rank and no temperature (the architecture's default)",
+        fairseq_train,
+        [*LM_TRAIN, "--arch", "lstm_lm_tiny", "--criterion", "ct_cross_entropy", "--ct-rank", "8"],
+        "fairseq-train: error: --ct-rank 8 is only used with --ct-normalization softmax or lambda_tanh or "
+        "tanh_plus_lambda; this model has --output-head softmax --ct-normalization none",
+    ),
+    (
+        "train: ct_lstm_lm (its config's defaults) with --mos-latent-dropout and a softmax head",
+        fairseq_train,
+        [*LM_TRAIN, "--arch", "ct_lstm_lm", "--criterion", "ct_cross_entropy", "--mos-latent-dropout", "0.1"],
+        "fairseq-train: error: --mos-latent-dropout 0.1 is only used with --output-head mos; this model has "
+        "--output-head softmax --ct-normalization softmax",
+    ),
+    (
+        "train: ct_transformer_lm with --ct-rank at a constant temperature",
+        fairseq_train,
+        [
+            *LM_TRAIN,
+            "--arch",
+            "ct_transformer_lm_tiny",
+            "--criterion",
+            "ct_cross_entropy",
+            "--ct-normalization",
+            "constant",
+            "--ct-constant",
+            "2",
+            "--ct-rank",
+            "4",
+        ],
+        "fairseq-train: error: --ct-rank 4 is only used with --ct-normalization softmax or lambda_tanh or "
+        "tanh_plus_lambda; this model has --output-head adaptive --ct-normalization constant",
+    ),
+    (
         "train: tempered_ce with an adaptive softmax",
         fairseq_train,
         [

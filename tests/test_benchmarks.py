@@ -415,7 +415,7 @@ def test_bench_ct_lm_lstm_options(bench_ct_lm):
 TINY_TRANSLATOR = (
     "--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 32 --decoder-embed-dim 32 "
     "--encoder-ffn-embed-dim 64 --decoder-ffn-embed-dim 64 --encoder-attention-heads 2 "
-    "--decoder-attention-heads 2 --ct-rank 8"
+    "--decoder-attention-heads 2"
 )
 
 
@@ -430,6 +430,7 @@ def test_bench_translation_smoke(benchmarks, capsys, tmp_path):
     argv = ["--device", "cpu", "--vocab", "300", "--rounds", "1", "--warmup", "0", "--batches", "1"]
     argv += ["--max-tokens", "256", "--beam", "2", "--gen-sentences", "8", "--gen-batch-size", "4"]
     argv += ["--gen-len", "5", "--threads", "1", "--models", models, f"--fairseq-args={TINY_TRANSLATOR}"]
+    argv += ["--ct-rank", "8"]
     argv += ["--json", str(tmp_path / "r.json"), "--trace", str(tmp_path / "traces")]
     try:
         benchmarks["bench_translation"].main(argv)
@@ -495,14 +496,16 @@ def test_bench_translation_analytic_macs_are_torchs_flop_count(benchmarks):
     from torch.utils.flop_counter import FlopCounterMode
 
     bench = benchmarks["bench_translation"]
-    args = bench.parse_args(["--device", "cpu", "--vocab", "300", f"--fairseq-args={TINY_TRANSLATOR}"])
-    flops, S, T, B = {}, 7, 5, 3
+    args = bench.parse_args(
+        ["--device", "cpu", "--vocab", "300", f"--fairseq-args={TINY_TRANSLATOR}", "--ct-rank", "8"]
+    )
+    flops, namespaces, S, T, B = {}, {}, 7, 5, 3
     with tempfile.TemporaryDirectory() as data_dir:
         for side in ("src", "tgt"):
             with open(os.path.join(data_dir, f"dict.{side}.txt"), "w") as f:
                 f.writelines(f"w{i} 1\n" for i in range(args.vocab - 4))
         for name in ("ct_transformer", "ct_transformer_none"):
-            ns = bench.training_args(args, data_dir, name)
+            ns = namespaces[name] = bench.training_args(args, data_dir, name)
             task = tasks.setup_task(ns)
             model = task.build_model(ns).eval()
             src, prev = torch.randint(4, 300, (B, S)), torch.randint(4, 300, (B, T))
@@ -510,7 +513,7 @@ def test_bench_translation_analytic_macs_are_torchs_flop_count(benchmarks):
                 model.get_normalized_probs(model(src, torch.full((B,), S), prev), log_probs=True)
             counts = {str(op): n for op, n in counter.get_flop_counts()["Global"].items()}
             flops[name] = (counts["aten.mm"] + counts["aten.addmm"]) / 2 / (B * T)  # MACs per target token
-    size = argparse.Namespace(**vars(ns), vocab=300)
+    size = argparse.Namespace(**vars(namespaces["ct_transformer"]), vocab=300)
     body, output, temperature = bench.forward_macs(size, S / T, S, T, attention=False)
     assert flops["ct_transformer_none"] == body + output
     assert flops["ct_transformer"] == body + output + temperature

@@ -28,7 +28,8 @@
 #      fits the cores),
 #      EXP_DIR (runs/ptb_converged: data-bin/ptb and runs/<variant>), PTB_DIR (a local copy of
 #      ptb.{train,valid,test}.txt; without it prepare.sh downloads PTB), VARIANTS,
-#      EMBED_DIM (128), HIDDEN_SIZES (256,128), CT_RANK (64), MOS_COMPONENTS (2), LR (3e-3),
+#      EMBED_DIM (128), HIDDEN_SIZES (256,128), CT_RANK (64: ct, ct-mos), MOS_COMPONENTS (2: mos,
+#      ct-mos), LR (3e-3),
 #      PATIENCE (3: epochs without a better validation loss before stopping),
 #      MAX_EPOCH (80, a safety net: a run that reaches it is reported as not converged; the softmax
 #      run still improved at epoch 27, so 40 was too few),
@@ -92,7 +93,8 @@ train_one() {  # RUN: trained to early stopping, then evaluated on valid and tes
   ARCH=ct_lstm_lm OPTIMIZER=adam LR=${LR:-3e-3} MAX_UPDATE=0 MAX_EPOCH=${MAX_EPOCH:-80} \
     PATIENCE=${PATIENCE:-3} MAX_TOKENS=1400 TOKENS_PER_SAMPLE=70 SEED=$seed LOG_INTERVAL=50 \
     SCHEDULER="--lr-scheduler reduce_lr_on_plateau --lr-shrink 0.5 --lr-patience 0" \
-    bash "$here/train.sh" ptb "$variant" "$save" "${model[@]}" "${regularizers[@]}" "${schedule[@]}" > /dev/null
+    bash "$here/train.sh" ptb "$variant" "$save" "${model[@]}" $(head_sizes "$variant") "${regularizers[@]}" \
+    "${schedule[@]}" > /dev/null
   for subset in valid test; do
     bash "$here/evaluate.sh" "$save" ptb "$subset" > /dev/null
   done
@@ -122,8 +124,11 @@ fi
 if [ "$step" = train ]; then
   bash "$here/prepare.sh" ptb ${PTB_DIR:+"$PTB_DIR"}
   model=(--embed-dim "${EMBED_DIM:-128}" --lstm-hidden-sizes "${HIDDEN_SIZES:-256,128}" --dropout 0.2
-         --dropout-input 0.2 --dropout-hidden 0.1 --dropout-embedding 0 --weight-dropout 0.2
-         --ct-rank "${CT_RANK:-64}" --mos-components "${MOS_COMPONENTS:-2}")
+         --dropout-input 0.2 --dropout-hidden 0.1 --dropout-embedding 0 --weight-dropout 0.2)
+  head_sizes() {  # VARIANT: the head sizes it reads (the other heads refuse them)
+    case $1 in ct|ct-mos) echo --ct-rank "${CT_RANK:-64}" ;; esac
+    case $1 in mos|ct-mos) echo --mos-components "${MOS_COMPONENTS:-2}" ;; esac
+  }
   schedule=(--no-epoch-checkpoints)
   pids=() names=() failed=()
   stop() { for pid in "${pids[@]}"; do kill_tree "$pid"; done; exit "$1"; }

@@ -10,8 +10,9 @@
 # eval-lm block/context settings (PROTOCOLS) to show how much the protocol moves the numbers.
 # Env: EXP_DIR (runs/ptb_small: data-bin/ptb and runs/<variant>), PTB_DIR (a local copy of PTB's
 #      ptb.{train,valid,test}.txt; without it prepare.sh downloads PTB),
-#      MAX_UPDATE (200), LR (3e-3), VARIANTS (all of the above, in that order), MOS_COMPONENTS (2),
-#      CT_RANK (100), RESULTS (examples/language_model/results/ptb_small), DEVICE_ARGS (--cpu)
+#      MAX_UPDATE (200), LR (3e-3), VARIANTS (all of the above, in that order), MOS_COMPONENTS (2: mos,
+#      ct-mos), CT_RANK (100: ct, ct-mos), RESULTS (examples/language_model/results/ptb_small),
+#      DEVICE_ARGS (--cpu)
 # Results: RESULTS.md / RESULTS.csv (the table), RESULTS_protocols.md, and
 #          examples/language_model/img/ptb_small_valid_curves.png (learning curves).
 # Every step that has finished is skipped, so re-running only does what is missing.
@@ -36,8 +37,11 @@ bash "$here/prepare.sh" ptb ${PTB_DIR:+"$PTB_DIR"}
 # The small model: tied 200-dim embeddings, LSTMs 400-200, light AWD-LSTM regularisation (the budget
 # is a fraction of an epoch), Adam with linear decay to 0 over the budget, BPTT 70, batch 20 x 70.
 model=(--embed-dim 200 --lstm-hidden-sizes 400,200 --dropout 0.2 --dropout-input 0.2
-       --dropout-hidden 0.1 --dropout-embedding 0 --weight-dropout 0.2
-       --ct-rank "${CT_RANK:-100}" --mos-components "${MOS_COMPONENTS:-2}")
+       --dropout-hidden 0.1 --dropout-embedding 0 --weight-dropout 0.2)
+head_sizes() {  # VARIANT: the head sizes it reads (the other heads refuse them)
+  case $1 in ct|ct-mos) echo --ct-rank "${CT_RANK:-100}" ;; esac
+  case $1 in mos|ct-mos) echo --mos-components "${MOS_COMPONENTS:-2}" ;; esac
+}
 validation=(--validate-interval-updates 50 --max-valid-steps 10 --no-epoch-checkpoints)
 for variant in $variants; do
   save=$exp/runs/$variant scaling=()
@@ -45,7 +49,8 @@ for variant in $variants; do
   ARCH=ct_lstm_lm OPTIMIZER=adam LR=${LR:-3e-3} MAX_UPDATE=$max_update MAX_EPOCH=0 PATIENCE=-1 \
     MAX_TOKENS=1400 TOKENS_PER_SAMPLE=70 SEED=1 LOG_INTERVAL=25 \
     SCHEDULER="--lr-scheduler polynomial_decay --warmup-updates 20 --total-num-update $max_update" \
-    bash "$here/train.sh" ptb "${variant%+noscale}" "$save" "${model[@]}" "${validation[@]}" "${scaling[@]}" > /dev/null
+    bash "$here/train.sh" ptb "${variant%+noscale}" "$save" "${model[@]}" $(head_sizes "${variant%+noscale}") \
+    "${validation[@]}" "${scaling[@]}" > /dev/null
   for subset in valid test; do
     CHECKPOINT=checkpoint_last.pt bash "$here/evaluate.sh" "$save" ptb "$subset" > /dev/null
   done

@@ -6,7 +6,9 @@ adaptive-softmax models; every consumer goes through ``get_normalized_probs`` (c
 fairseq-eval-lm, fairseq-generate/interactive) or through the head itself (``ct_cross_entropy``).
 """
 
+import argparse
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
@@ -95,6 +97,52 @@ def refuse_unused_head_options(args):
             raise OptionError(
                 f"{option} {value} is only used with --ct-normalization {' or '.join(modes)}, not {mode}"
             )
+
+
+# Head options that the architectures give a default but only some heads read: (option, field,
+# what reads it, does the head of these args read it).
+HEAD_ONLY_OPTIONS = (
+    ("--mos-components", "mos_components", "--output-head mos", lambda args: args.output_head == "mos"),
+    (
+        "--mos-latent-dropout",
+        "mos_latent_dropout",
+        "--output-head mos",
+        lambda args: args.output_head == "mos",
+    ),
+    (
+        "--ct-rank",
+        "ct_rank",
+        "--ct-normalization " + " or ".join(name for name, norm in NORMALIZATIONS.items() if norm.uses_mu),
+        lambda args: getattr(NORMALIZATIONS.get(args.ct_normalization), "uses_mu", False),
+    ),
+)
+
+
+def refusing_options_the_head_ignores(arch_fn, config_class):
+    """``arch_fn`` (an architecture function of ours) refusing a HEAD_ONLY_OPTIONS option given for a
+    head that does not read it. When fairseq-train's parser calls it, the namespace holds only the
+    model options the user gave (the parser has no model defaults); a namespace that already holds
+    every head option (a model config being built or loaded), or a DictConfig, is not checked."""
+    head_fields = [f.name for f in dataclasses.fields(TemperatureHeadConfig) if not f.name.startswith("_")]
+    defaults = {f.name: f.default for f in dataclasses.fields(config_class) if f.name in head_fields}
+
+    @functools.wraps(arch_fn)
+    def arch(args):
+        given = set(vars(args)) if isinstance(args, argparse.Namespace) else set(head_fields)
+        arch_fn(args)
+        if given.issuperset(head_fields):
+            return
+        head = argparse.Namespace(
+            **{name: str(safe_getattr(args, name, defaults[name])) for name in head_fields}
+        )
+        for option, name, readers, reads in HEAD_ONLY_OPTIONS:
+            if name in given and not reads(head):
+                raise OptionError(
+                    f"{option} {getattr(args, name)} is only used with {readers}; this model has "
+                    f"--output-head {head.output_head} --ct-normalization {head.ct_normalization}"
+                )
+
+    return arch
 
 
 def build_temperature(args, input_dim, entries):
