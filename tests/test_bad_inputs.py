@@ -2169,6 +2169,7 @@ def test_the_suite_covers_every_tool():
         "examples/alt/common.sh": "sourced by the other ALT scripts",
         "examples/alt/results.sh": "execs ctemp-alt-results (covered)",
         "examples/language_model/common.sh": "sourced by the other LM scripts",
+        "examples/run_options.sh": "sourced by the training recipes (refusals: test_lm_recipes, test_sact)",
         "examples/language_model/ptb_small_experiment.sh": "no arguments; its SKIP_MOS refusals: test_lm_recipes",
         "benchmarks/tracing.py": "the benchmarks' --trace, not a command (its refusal: test_benchmarks)",
         "benchmarks/bench_common.py": "the benchmarks' shared options and helpers, not a command",

@@ -157,7 +157,7 @@ def test_recipes_end_to_end(ptb_like):
     )
     fails(
         recipe("train.sh", "ptb", "ct-mos", save, env={**train_env, "LR": "1e-3"}),
-        f"{save} was started with '{started}', not '{started.replace('3e-3', '1e-3')}': give another SAVE_DIR",
+        f"SAVE_DIR {save} was started with '{started}', not '{started.replace('3e-3', '1e-3')}': give another SAVE_DIR",
     )
 
     # Evaluate: a wrong expected count fails loudly and writes nothing ...

@@ -451,7 +451,7 @@ def test_train_recipe_refuses_a_run_directory_started_otherwise(sact_run, toy_da
     )
     other = started.replace("variant=sact ", "variant=fixed:0.8 ")
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
-        f"train.sh: error: {save_dir} was started with '{started}', not '{other}': give another SAVE_DIR"
+        f"train.sh: error: SAVE_DIR {save_dir} was started with '{started}', not '{other}': give another SAVE_DIR"
     ]
     assert (save_dir / "checkpoint_last.pt").stat().st_mtime_ns == before
 

@@ -25,17 +25,7 @@ python_bin() {
   if [ -x "$repo_root/.venv/bin/python" ]; then echo "$repo_root/.venv/bin/python"; else command -v python3; fi
 }
 
-# A run directory keeps the options it was started with (SAVE_DIR/run_options.txt): once it holds a
-# checkpoint, a re-run with others is refused, not trained on in the same run. Until then (a start
-# that failed) the record is written anew.
-check_run_options() {
-  local file=$1/run_options.txt
-  if [ ! -f "$1/checkpoint_last.pt" ]; then
-    mkdir -p "$1" && printf '%s\n' "$2" > "$file"
-  elif [ -f "$file" ] && [ "$(cat "$file")" != "$2" ]; then
-    die "$1 was started with '$(cat "$file")', not '$2': give another SAVE_DIR"
-  fi
-}
+source "$lm_here/../run_options.sh"  # check_run_options
 
 check_dataset() {
   case $1 in ptb|wikitext-2|wikitext-103) ;; *) die "unknown dataset '$1' (expected ptb, wikitext-2 or wikitext-103)" ;; esac

@@ -27,6 +27,7 @@ shift 3
 here=$(cd "$(dirname "$0")/../.." && pwd)
 user_dir=${USER_DIR:-$here/fairseq_ctemp}
 die() { echo "train.sh: error: $*" >&2; exit 2; }
+source "$here/examples/run_options.sh"  # check_run_options
 eval_bleu=${EVAL_BLEU:-1}
 case $eval_bleu in 0|1) ;; *) die "EVAL_BLEU must be 1 or 0, got '$eval_bleu'" ;; esac
 [ "$eval_bleu" = 1 ] || [ -z "${BPE:-}" ] || die "BPE is for validation BLEU: it goes with EVAL_BLEU=1 only"
@@ -58,9 +59,5 @@ if [ -n "${DRY_RUN:-}" ]; then
 fi
 options="variant=$variant arch=${ARCH:-sact_lstm_iwslt_en_vi} src=${SRC:-en} tgt=${TGT:-vi} seed=${SEED:-1} \
 lr=${LR:-3e-4} batch_size=${BATCH_SIZE:-64} sact_lambda=${SACT_LAMBDA:-} extra:${*:+ $*}"
-if [ ! -f "$save/checkpoint_last.pt" ]; then  # nothing trained yet: (re)record
-  mkdir -p "$save" && echo "$options" > "$save/run_options.txt"
-elif [ -f "$save/run_options.txt" ] && [ "$(cat "$save/run_options.txt")" != "$options" ]; then
-  die "$save was started with '$(cat "$save/run_options.txt")', not '$options': give another SAVE_DIR"
-fi
+check_run_options "$save" "$options"
 "${command[@]}" 2>&1 | tee -a "$save/train.log"

@@ -24,14 +24,11 @@ die() { echo "train_and_decode.sh: error: $*" >&2; exit 2; }
 awk -v t="$temperature" 'BEGIN { exit !(t == t + 0 && t >= 0.01 && t <= 100) }' \
   || die "T must be a number in [0.01, 100] (tempered_ce's range), got '$temperature'"
 here=$(cd "$(dirname "$0")/../.." && pwd)
+source "$here/examples/run_options.sh"  # check_run_options
 user_dir=$here/fairseq_ctemp
 average=${AVERAGE:-10}
 options="T=$temperature ARCH=${ARCH:-transformer} LABEL_SMOOTHING=${LABEL_SMOOTHING:-0.1} SEM_WEIGHT=${SEM_WEIGHT:-0} extra:${*:+ $*}"
-if [ ! -f "$save/checkpoint_last.pt" ]; then  # nothing trained yet: (re)record
-  mkdir -p "$save" && echo "$options" > "$save/run_options.txt"
-elif [ -f "$save/run_options.txt" ] && [ "$(cat "$save/run_options.txt")" != "$options" ]; then
-  die "SAVE_DIR $save was started with '$(cat "$save/run_options.txt")', not '$options': give another SAVE_DIR"
-fi
+check_run_options "$save" "$options"
 
 ctemp-train "$data" --user-dir "$user_dir" --save-dir "$save" \
   --arch "${ARCH:-transformer}" --share-decoder-input-output-embed \

@@ -1,0 +1,14 @@
+# Sourced by the recipes that train into a SAVE_DIR (language_model/train.sh through common.sh,
+# sact/train.sh, softmax_tempering/train_and_decode.sh); needs the sourcing script's die().
+
+# check_run_options SAVE_DIR OPTIONS: a run directory keeps the options it was started with
+# (SAVE_DIR/run_options.txt); once it holds a checkpoint, a re-run with others is refused, not trained
+# on in the same run. Until then (a start that failed) the record is written anew.
+check_run_options() {
+  local file=$1/run_options.txt
+  if [ ! -f "$1/checkpoint_last.pt" ]; then
+    mkdir -p "$1" && printf '%s\n' "$2" > "$file"
+  elif [ -f "$file" ] && [ "$(cat "$file")" != "$2" ]; then
+    die "SAVE_DIR $1 was started with '$(cat "$file")', not '$2': give another SAVE_DIR"
+  fi
+}
