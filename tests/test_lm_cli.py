@@ -136,6 +136,21 @@ def test_every_head_trains_and_eval_lm_scores_every_token_of_the_normalised_dist
         )
 
 
+@pytest.mark.parametrize("head", sorted(HEADS))
+def test_softmax_batch_scores_as_the_whole_batch(toy_data, trained, head):
+    """fairseq-eval-lm --softmax-batch N normalises N positions at a time (it flattens net_output[0],
+    our features, across the batch): every head is position-wise, so the loss is the reference's."""
+    checkpoint = trained[head][0] / "checkpoint_last.pt"
+    _, count, loss, _ = eval_lm(
+        toy_data["lm_bin"], checkpoint, "--tokens-per-sample", "64", "--softmax-batch", "7"
+    )
+    expected, expected_count = RawModel(checkpoint, toy_data["lm_bin"], tokens_per_sample=64).lm_nll(
+        "test", max_tokens=4000
+    )
+    assert count == expected_count == corpus_tokens(toy_data["raw"] / "test.tgt")
+    assert abs(loss - expected) < 1e-3, (loss, expected)
+
+
 def eval_lm_api(data, checkpoint):
     """lm_eval.evaluate: fairseq-eval-lm through its Python API, with its two guards' counts."""
     return lm_eval.evaluate(
