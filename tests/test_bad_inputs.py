@@ -1220,6 +1220,22 @@ CASES = [
         "fairseq-train: error: --ct-alpha 2.0 is only used with --ct-normalization softmax, not none",
     ),
     (
+        "train: ct_lstm_lm with --ct-alpha at its default value and no temperature",
+        fairseq_train,
+        [
+            *LM_TRAIN,
+            "--arch",
+            "ct_lstm_lm",
+            "--criterion",
+            "ct_cross_entropy",
+            "--ct-normalization",
+            "none",
+            "--ct-alpha",
+            "1",
+        ],
+        "fairseq-train: error: --ct-alpha 1.0 is only used with --ct-normalization softmax, not none",
+    ),
+    (
         "train: ct_transformer with --ct-constant under lambda_tanh",
         fairseq_train,
         [
@@ -1238,22 +1254,20 @@ CASES = [
         "train: ct_transformer with --mos-components and a softmax head",
         fairseq_train,
         [*TRAIN, "ct_cross_entropy", "--arch", "ct_transformer_tiny", "--mos-components", "3"],
-        "fairseq-train: error: --mos-components 3 is only used with --output-head mos; this model has "
-        "--output-head softmax --ct-normalization softmax",
+        "fairseq-train: error: --mos-components 3 is only used with --output-head mos, not softmax",
     ),
     (
         "train: an LSTM LM with --ct-rank and no temperature (the architecture's default)",
         fairseq_train,
         [*LM_TRAIN, "--arch", "lstm_lm_tiny", "--criterion", "ct_cross_entropy", "--ct-rank", "8"],
         "fairseq-train: error: --ct-rank 8 is only used with --ct-normalization softmax or lambda_tanh or "
-        "tanh_plus_lambda; this model has --output-head softmax --ct-normalization none",
+        "tanh_plus_lambda, not none",
     ),
     (
         "train: ct_lstm_lm (its config's defaults) with --mos-latent-dropout and a softmax head",
         fairseq_train,
         [*LM_TRAIN, "--arch", "ct_lstm_lm", "--criterion", "ct_cross_entropy", "--mos-latent-dropout", "0.1"],
-        "fairseq-train: error: --mos-latent-dropout 0.1 is only used with --output-head mos; this model has "
-        "--output-head softmax --ct-normalization softmax",
+        "fairseq-train: error: --mos-latent-dropout 0.1 is only used with --output-head mos, not softmax",
     ),
     (
         "train: ct_transformer_lm with --ct-rank at a constant temperature",
@@ -1272,7 +1286,7 @@ CASES = [
             "4",
         ],
         "fairseq-train: error: --ct-rank 4 is only used with --ct-normalization softmax or lambda_tanh or "
-        "tanh_plus_lambda; this model has --output-head adaptive --ct-normalization constant",
+        "tanh_plus_lambda, not constant",
     ),
     (
         "train: tempered_ce with an adaptive softmax",

@@ -86,6 +86,14 @@ MODE_OPTIONS = (
 )
 
 
+def unused_option(option, value, decider, readers, current):
+    """The error for a head option that the head's ``decider`` (output_head or ct_normalization)
+    value ``current`` does not read."""
+    return OptionError(
+        f"{option} {value} is only used with --{decider.replace('_', '-')} {' or '.join(readers)}, not {current}"
+    )
+
+
 def refuse_unused_head_options(args):
     """A --ct-* option set for a normalisation that ignores it is an error, not silently dropped
     (as SACT refuses its own unused options)."""
@@ -94,35 +102,30 @@ def refuse_unused_head_options(args):
     for option, name, modes in MODE_OPTIONS:
         value = safe_getattr(args, name, defaults[name])
         if mode not in modes and value != defaults[name]:
-            raise OptionError(
-                f"{option} {value} is only used with --ct-normalization {' or '.join(modes)}, not {mode}"
-            )
+            raise unused_option(option, value, "ct_normalization", modes, mode)
 
 
-# Head options that the architectures give a default but only some heads read: (option, field,
-# what reads it, does the head of these args read it).
-HEAD_ONLY_OPTIONS = (
-    ("--mos-components", "mos_components", "--output-head mos", lambda args: args.output_head == "mos"),
-    (
-        "--mos-latent-dropout",
-        "mos_latent_dropout",
-        "--output-head mos",
-        lambda args: args.output_head == "mos",
-    ),
+# Every head option that only some heads read: (option, its field, what decides, the values that read
+# it). MODE_OPTIONS are refused by value at build time too; the others have architecture defaults,
+# so only the parser tells a given one apart.
+HEAD_READERS = (
+    ("--mos-components", "mos_components", "output_head", ("mos",)),
+    ("--mos-latent-dropout", "mos_latent_dropout", "output_head", ("mos",)),
     (
         "--ct-rank",
         "ct_rank",
-        "--ct-normalization " + " or ".join(name for name, norm in NORMALIZATIONS.items() if norm.uses_mu),
-        lambda args: getattr(NORMALIZATIONS.get(args.ct_normalization), "uses_mu", False),
+        "ct_normalization",
+        tuple(n for n, norm in NORMALIZATIONS.items() if norm.uses_mu),
     ),
+    *((option, name, "ct_normalization", modes) for option, name, modes in MODE_OPTIONS),
 )
 
 
 def refusing_options_the_head_ignores(arch_fn, config_class):
-    """``arch_fn`` (an architecture function of ours) refusing a HEAD_ONLY_OPTIONS option given for a
-    head that does not read it. When fairseq-train's parser calls it, the namespace holds only the
-    model options the user gave (the parser has no model defaults); a namespace that already holds
-    every head option (a model config being built or loaded), or a DictConfig, is not checked."""
+    """``arch_fn`` (an architecture function of ours) refusing a head option given for a head that
+    does not read it (HEAD_READERS). When fairseq-train's parser calls it, the namespace holds only
+    the model options the user gave (the parser has no model defaults); a namespace that already
+    holds every head option (a model config being built or loaded), or a DictConfig, is not checked."""
     head_fields = [f.name for f in dataclasses.fields(TemperatureHeadConfig) if not f.name.startswith("_")]
     defaults = {f.name: f.default for f in dataclasses.fields(config_class) if f.name in head_fields}
 
@@ -132,15 +135,10 @@ def refusing_options_the_head_ignores(arch_fn, config_class):
         arch_fn(args)
         if given.issuperset(head_fields):
             return
-        head = argparse.Namespace(
-            **{name: str(safe_getattr(args, name, defaults[name])) for name in head_fields}
-        )
-        for option, name, readers, reads in HEAD_ONLY_OPTIONS:
-            if name in given and not reads(head):
-                raise OptionError(
-                    f"{option} {getattr(args, name)} is only used with {readers}; this model has "
-                    f"--output-head {head.output_head} --ct-normalization {head.ct_normalization}"
-                )
+        for option, name, decider, readers in HEAD_READERS:
+            current = str(safe_getattr(args, decider, defaults[decider]))
+            if name in given and current not in readers:
+                raise unused_option(option, getattr(args, name), decider, readers, current)
 
     return arch
 
