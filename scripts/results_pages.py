@@ -281,6 +281,7 @@ TABLES = {
         (
             os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar.csv"),
             os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_later.csv"),  # the runs trained later
+            os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_final.csv"),  # and the last ones
         ),
         functools.partial(ptb_runs, clipped=True),
     ),
@@ -293,18 +294,18 @@ TABLES = {
         ptb_compare,
     ),
     "ptb_no_ar_tar_seeds": Table(
-        (os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_later_seeds.csv"),), ptb_seeds
+        (os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_final_seeds.csv"),), ptb_seeds
     ),
     "ptb_no_ar_tar_seeds_vs_mos": Table(
-        (os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_later_seeds_vs_mos.csv"),), ptb_seeds
+        (os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_final_seeds_vs_mos.csv"),), ptb_seeds
     ),
     "ptb_no_ar_tar_seeds_vs_constant_2": Table(
-        (os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_later_seeds_vs_constant-2.csv"),), ptb_seeds
+        (os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_final_seeds_vs_constant-2.csv"),), ptb_seeds
     ),
     "ptb_ar_tar": Table(
         (
             os.path.join(LM_RESULTS, "ptb_converged_seeds.csv"),
-            os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_later_seeds.csv"),
+            os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_final_seeds.csv"),
         ),
         ptb_ar_tar,
     ),
