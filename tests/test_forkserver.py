@@ -3,7 +3,9 @@ started for real â€” output, exit status, uncaught exceptions, signals, atexit â
 ends with the process the test started."""
 
 import os
+import select
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -154,6 +156,35 @@ def test_a_signal_reaches_the_worker_and_the_worker_dies_with_its_process(tmp_pa
     while time.time() < deadline and alive(worker):
         time.sleep(0.05)
     assert not alive(worker)
+
+
+@pytest.mark.parametrize("gone", ["before the reply", "with the reply unread"])
+def test_a_worker_dies_with_a_client_killed_before_it_reads_its_pid(tmp_path, gone):
+    """The test above, with the race it can lose under load: the client ends before the server
+    sent the worker's pid (the send fails) or with that reply unread (the read is reset). The
+    worker may not have printed anything yet: its end is the end of its output."""
+    started(tmp_path, "unused", os.environ).communicate("", timeout=60)  # writes the program
+    argv = [sys.executable, str(tmp_path / "ctemp-probe"), "wait"]
+    request = {"argv": argv, "env": dict(os.environ), "cwd": str(tmp_path), "ppid": os.getpid(), "ignored": []}
+    read_end, write_end = os.pipe()
+    with open(os.devnull, "r+") as null, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+        client.connect(os.environ[ctemp_forkserver.SOCKET_VAR])
+        ctemp_forkserver.send(client, request, fds=(null.fileno(), write_end, null.fileno()))
+        os.close(write_end)
+        if gone == "with the reply unread":
+            assert select.select([client], [], [], 60)[0]
+    assert output_closes(read_end, within=10)  # the worker, its only writer, has ended
+
+
+def output_closes(fd, within):
+    """Whether every write end of the pipe `fd` reads from closes within `within` seconds."""
+    deadline = time.time() + within
+    while select.select([fd], [], [], max(0, deadline - time.time()))[0]:
+        if not os.read(fd, 4096):
+            os.close(fd)
+            return True
+    os.close(fd)
+    return False
 
 
 def alive(pid):

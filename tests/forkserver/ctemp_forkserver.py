@@ -240,7 +240,10 @@ def session(conn, fixed, added, base, deferred):
             run_command(request, fds, added, base, deferred)
         for fd in fds:
             os.close(fd)
-        send(conn, {"pid": pid})
+        try:
+            send(conn, {"pid": pid})
+        except OSError:  # the client is gone already (a process killed at its start)
+            os.kill(pid, signal.SIGKILL)
         status = watch(conn, pid)
         with contextlib.suppress(OSError):  # the client may be gone (killed)
             send(conn, {"status": status})
@@ -271,7 +274,10 @@ def watch(conn, pid):
     pidfd = os.pidfd_open(pid)
     ready, _, _ = select.select([conn, pidfd], [], [])
     if pidfd not in ready:
-        message, _ = receive(conn)
+        try:
+            message, _ = receive(conn)
+        except ConnectionResetError:  # the client was killed with our reply unread
+            message = None
         if message is not None:  # orphaned: end the session, the worker's parent
             os._exit(0)
         os.kill(pid, signal.SIGKILL)  # the client is gone: so is the process it stands for
