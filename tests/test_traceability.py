@@ -4,18 +4,24 @@ directory (examples/*/results*/, benchmarks/results*/) or a report (docs/*report
 is traced when a number of some result file rounds to it at the page's precision (either sign, or
 as a percentage of a fraction).
 
+Stricter where the text names its source: a number of a paragraph, list item or table row that
+links or names result files (a results folder or its README: the files under it) is in those
+files, or in those of its table (a row: the files its caption names, or that scripts/results_pages.py
+reads for a generated table), or in those of the tables of its section (a paragraph discussing
+them). A difference or a percentage change computed by hand is in no file: quote the two numbers,
+or the ratio the file holds.
+
 Not measurements, so not checked: integers (counts, sizes, years), numbers in code spans and code
 blocks, in link targets, and those whose sentence names a version, a paper's own figure or a
-prediction. A page
-that quotes a number no command of the project wrote fails here: rerun what produced it, commit
-its file, or take the number out."""
+prediction. A page that quotes a number no command of the project wrote fails here: rerun what
+produced it, commit its file, or take the number out."""
 
 import bisect
 import glob
 import os
 import re
 
-from conftest import REPO
+from conftest import REPO, example_script
 
 # the reports under docs/ are sources (written by make gpu-check), not pages to check
 PAGES = (
@@ -59,8 +65,10 @@ def page_lines(page):
     and tables (code blocks left out)."""
     with open(os.path.join(REPO, page), encoding="utf-8") as f:
         text = re.sub(r"```.*?```", lambda m: "\n" * m.group().count("\n"), f.read(), flags=re.S)
-    for number, line in enumerate(text.splitlines(), 1):
-        yield number, line, re.sub(r"\]\([^)]*\)", "]", re.sub(r"`[^`]*`", "", line)).replace("−", "-")
+    # code spans, also those a paragraph wraps over lines
+    plain = re.sub(r"`[^`\n]*(?:\n[^`\n]+)*`", lambda m: "\n" * m.group().count("\n"), text)
+    for number, (line, prose) in enumerate(zip(text.splitlines(), plain.splitlines()), 1):
+        yield number, line, re.sub(r"\]\([^)]*\)", "]", prose).replace("−", "-")
 
 
 def measured(prose, match):
@@ -126,13 +134,13 @@ def linked_numbers(page, known):
     files: every number of a table row, integers included; the measured decimals of a prose line."""
     folder = os.path.dirname(os.path.join(REPO, page))
     for line_number, line, plain in page_lines(page):
-        linked = {os.path.normpath(os.path.join(folder, target)) for target in LINK.findall(line)}
-        if not linked & known:
+        linked = covered({os.path.normpath(os.path.join(folder, t)) for t in LINK.findall(line)}, known)
+        if not linked:
             continue
         table = line.startswith("|")
         for match in (CELL_NUMBER if table else NUMBER).finditer(plain):
             if table or measured(plain, match):
-                yield line_number, match.group(), line, sorted(linked & known)
+                yield line_number, match.group(), line, sorted(linked)
 
 
 def test_a_line_that_links_result_files_has_only_their_numbers():
@@ -149,3 +157,104 @@ def test_a_line_that_links_result_files_has_only_their_numbers():
                 missing.append(f"{page}:{line_number}: {text}  | {line.strip()[:100]}")
     assert checked > 100  # the pages' linked lines were found
     assert not missing, "numbers of a line not in the result files it links:\n" + "\n".join(missing)
+
+
+GENERATOR = example_script(os.path.join(REPO, "scripts", "results_pages.py"))
+GENERATED = re.compile(r"<!-- table: ([\w-]+) ")
+CODE_SPAN = re.compile(r"`([^`]+)`")
+ITEM = re.compile(r"\s*(?:[-*+]|\d+\.) ")
+BREAKS = ("#", "|", "<!--")  # a heading, a table row, a generator's marker: blocks of their own
+
+
+def blocks(page):
+    """The page's blocks: paragraphs, list items, table rows and headings, each a list of
+    page_lines entries."""
+    block = []
+    for entry in page_lines(page):
+        line = entry[1].strip()
+        if block and (not line or line.startswith(BREAKS) or block[-1][1].lstrip().startswith(BREAKS)):
+            yield block
+            block = []
+        elif block and ITEM.match(entry[1]):
+            yield block
+            block = []
+        if line:
+            block.append(entry)
+    if block:
+        yield block
+
+
+def covered(paths, known):
+    """The result files of `paths`: a result file itself; for a folder, or a folder's README, every
+    result file under that folder."""
+    files = set()
+    for path in paths:
+        folder = path if os.path.isdir(path) else os.path.dirname(path)
+        if os.path.isdir(path) or os.path.basename(path) == "README.md":
+            files |= {k for k in known if k.startswith(folder + os.sep)}
+        elif path in known:
+            files.add(path)
+    return files
+
+
+def block_sources(block, folder, known):
+    """The result files a block links or names in a code span."""
+    text = " ".join(line for _, line, _ in block)
+    linked = {os.path.normpath(os.path.join(folder, target)) for target in LINK.findall(text)}
+    named = {
+        os.path.normpath(os.path.join(REPO, w)) for span in CODE_SPAN.findall(text) for w in span.split()
+    }
+    return covered(linked | named, known)
+
+
+def sections(page, known):
+    """Per heading: [(block, the result files it names: its own; a table row's also its caption's,
+    the block before the table)], and the result files the section's tables name."""
+    folder = os.path.dirname(os.path.join(REPO, page))
+    section, tables, caption = [], set(), set()
+    for block in blocks(page):
+        first = block[0][1].lstrip()
+        if first.startswith("#"):
+            yield section, tables
+            section, tables, caption = [], set(), set()
+        own = block_sources(block, folder, known)
+        if first.startswith("|"):
+            own |= caption
+            tables |= own
+        elif GENERATED.match(first):  # a table of scripts/results_pages.py: the files it reads
+            caption = {os.path.join(REPO, f) for f in GENERATOR.TABLES[GENERATED.match(first)[1]].files}
+        elif not first.startswith("<!--"):
+            caption = own
+        section.append((block, own))
+    yield section, tables
+
+
+def scoped_numbers(page, known):
+    """(line number, number, line, its scope) for each measured number of a block that names result
+    files: the scope is those files and the files of its section's tables, which its text may
+    discuss."""
+    for section, tables in sections(page, known):
+        for block, own in section:
+            if not own:
+                continue  # only the check against every result file applies
+            for line_number, line, prose in block:
+                for match in NUMBER.finditer(prose):
+                    if measured(prose, match):
+                        yield line_number, match.group(), line, own | tables
+
+
+def test_a_number_is_in_the_result_files_its_paragraph_names():
+    """Stricter than any result file: a number of a paragraph, list item or table row that links or
+    names result files is in those files, those of its table's caption (a row) or those of the
+    tables of its section (a paragraph that discusses them)."""
+    known, missing, checked, pools = result_files(), [], 0, {}
+    for page in PAGES:
+        for line_number, text, line, scope in scoped_numbers(page, known):
+            checked += 1
+            key = frozenset(scope)
+            if key not in pools:
+                pools[key] = sorted({n for p in scope for n in numbers_of(p)})
+            if not traced(float(text), len(text.split(".")[1]), pools[key]):
+                missing.append(f"{page}:{line_number}: {text}  | {line.strip()[:100]}")
+    assert checked > 500  # the pages' scoped numbers were found
+    assert not missing, "numbers not in the result files their paragraph names:\n" + "\n".join(missing)
