@@ -37,7 +37,7 @@ NUMBER = re.compile(r"(?<![\w.])[-+]?\d+\.\d+(?![\w.])")
 SOURCE_NUMBER = re.compile(r"(?<![\w.])[-+]?\d+\.\d+(?=x\b|(?![\w.]))")
 # the words before a number that say it is not one of ours (a version, a link, a paper's figure)
 NOT_MEASURED = re.compile(
-    r"(torch|Python|PyTorch|CUDA|abs/|arXiv:|doi\.org/|paper's|papers'|paper reports|predict|version)[^.;:]*$",
+    r"(torch|Python|PyTorch|CUDA|abs/|arXiv:|doi\.org/|paper's|papers'|paper reports|submission's|predict|version)[^.;:]*$",
     re.I,
 )
 
@@ -81,6 +81,17 @@ def page_numbers(page):
         for match in NUMBER.finditer(prose):
             if measured(prose, match):
                 yield number, match.group(), line
+
+
+def traced_text(text, pool):
+    """Whether the number `text` of a page is in `pool`: "1,883,928" and "85.12" at their
+    precision; a bound, "≤ 0.001", when a number of the pool lies between 0 and it."""
+    number = text.lstrip("<≤ ").replace(",", "")
+    decimals = len(number.split(".")[1]) if "." in number else 0
+    if number != text.replace(",", ""):
+        i = bisect.bisect_right(pool, float(number) + 1e-12)
+        return i > 0 and pool[i - 1] >= 0
+    return traced(float(number), decimals, pool)
 
 
 def traced(value, decimals, pool):
@@ -129,39 +140,10 @@ def numbers_of(path):
     return sorted(float(n) for n in re.findall(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?", text))
 
 
-def linked_numbers(page, known):
-    """(line number, number, line, the result files the line links) of the lines that link result
-    files: every number of a table row, integers included; the measured decimals of a prose line."""
-    folder = os.path.dirname(os.path.join(REPO, page))
-    for line_number, line, plain in page_lines(page):
-        linked = covered({os.path.normpath(os.path.join(folder, t)) for t in LINK.findall(line)}, known)
-        if not linked:
-            continue
-        table = line.startswith("|")
-        for match in (CELL_NUMBER if table else NUMBER).finditer(plain):
-            if table or measured(plain, match):
-                yield line_number, match.group(), line, sorted(linked)
-
-
-def test_a_line_that_links_result_files_has_only_their_numbers():
-    """Stricter where a line names its source: the numbers of a table row or a prose line that links
-    result files are in those files, not merely in some file of the repository (a table row's
-    integers too)."""
-    known, missing, checked = result_files(), [], 0
-    for page in PAGES:
-        for line_number, text, line, sources in linked_numbers(page, known):
-            checked += 1
-            number = text.replace(",", "")
-            decimals = len(number.split(".")[1]) if "." in number else 0
-            if not traced(float(number), decimals, sorted({n for p in sources for n in numbers_of(p)})):
-                missing.append(f"{page}:{line_number}: {text}  | {line.strip()[:100]}")
-    assert checked > 100  # the pages' linked lines were found
-    assert not missing, "numbers of a line not in the result files it links:\n" + "\n".join(missing)
-
-
 GENERATOR = example_script(os.path.join(REPO, "scripts", "results_pages.py"))
 GENERATED = re.compile(r"<!-- table: ([\w-]+) ")
 CODE_SPAN = re.compile(r"`([^`]+)`")
+BOUND = re.compile(r"([<≤]) ?$")  # "p < 0.0001": the number is a bound
 ITEM = re.compile(r"\s*(?:[-*+]|\d+\.) ")
 BREAKS = ("#", "|", "<!--")  # a heading, a table row, a generator's marker: blocks of their own
 
@@ -208,39 +190,46 @@ def block_sources(block, folder, known):
 
 
 def sections(page, known):
-    """Per heading: [(block, the result files it names: its own; a table row's also its caption's,
-    the block before the table)], and the result files the section's tables name."""
+    """Per heading, [(block, the result files it names, those of its table: a row's own, those of
+    the rows above it and its caption's, the block before the table, or what a generated table
+    reads)]."""
     folder = os.path.dirname(os.path.join(REPO, page))
-    section, tables, caption = [], set(), set()
+    section, caption = [], set()
     for block in blocks(page):
         first = block[0][1].lstrip()
         if first.startswith("#"):
-            yield section, tables
-            section, tables, caption = [], set(), set()
+            yield section
+            section, caption = [], set()
         own = block_sources(block, folder, known)
-        if first.startswith("|"):
-            own |= caption
-            tables |= own
+        table = own | caption if first.startswith("|") else set()
+        if table:
+            caption = table  # a later row of the table may point at the files above ("the same")
         elif GENERATED.match(first):  # a table of scripts/results_pages.py: the files it reads
             caption = {os.path.join(REPO, f) for f in GENERATOR.TABLES[GENERATED.match(first)[1]].files}
-        elif not first.startswith("<!--"):
+        elif not first.startswith(BREAKS):
             caption = own
-        section.append((block, own))
-    yield section, tables
+        section.append((block, own, table))
+    yield section
 
 
 def scoped_numbers(page, known):
-    """(line number, number, line, its scope) for each measured number of a block that names result
-    files: the scope is those files and the files of its section's tables, which its text may
-    discuss."""
-    for section, tables in sections(page, known):
-        for block, own in section:
-            if not own:
+    """(line number, number, line, its scope) for each measured number of a section that names
+    result files. The scope: a table row's table; a paragraph's own files, else its section's,
+    with the section's tables, which its text may discuss. A row that links files itself is held
+    to them in every number, its integers (counts, sizes) too."""
+    for section in sections(page, known):
+        names = set().union(*(own | table for _, own, table in section))
+        tables = set().union(*(table for _, _, table in section))
+        for block, own, table in section:
+            scope = table or (own or names) | tables
+            if not scope:
                 continue  # only the check against every result file applies
+            whole_row = bool(table and own)
             for line_number, line, prose in block:
-                for match in NUMBER.finditer(prose):
-                    if measured(prose, match):
-                        yield line_number, match.group(), line, own | tables
+                for match in (CELL_NUMBER if whole_row else NUMBER).finditer(prose):
+                    if whole_row or measured(prose, match):
+                        bound = BOUND.search(prose[: match.start()])
+                        yield line_number, (bound[1] if bound else "") + match.group(), line, scope
 
 
 def untraced_in_scope(pages, known):
@@ -252,7 +241,7 @@ def untraced_in_scope(pages, known):
             key = frozenset(scope)
             if key not in pools:
                 pools[key] = sorted({n for p in scope for n in numbers_of(p)})
-            if not traced(float(text), len(text.split(".")[1]), pools[key]):
+            if not traced_text(text, pools[key]):
                 missing.append(f"{page}:{line_number}: {text}  | {line.strip()[:100]}")
     return checked, missing
 
