@@ -5,6 +5,7 @@ advises turning that safety off."""
 
 import os
 import pickle
+import traceback
 import zipfile
 
 from .errors import OptionError
@@ -42,12 +43,12 @@ def load_in_one_line(load_checkpoint_to_cpu):
                 raise CheckpointError(f"checkpoint {path} {e}") from None
         try:
             return load_checkpoint_to_cpu(path, *args, **kwargs)
-        except KeyError as e:  # fairseq's upgrade of the state misses what fairseq-train saves
-            raise CheckpointError(
-                f"checkpoint {path} is not a checkpoint of fairseq-train (it has no {e}): a torch.save "
-                "file of something else?"
-            ) from None
         except Exception as e:
+            if isinstance(e, KeyError) and not unpickling(e):  # fairseq's upgrade misses a saved key
+                raise CheckpointError(
+                    f"checkpoint {path} is not a checkpoint of fairseq-train (it has no {e}): a torch.save "
+                    "file of something else?"
+                ) from None
             if not damaged(path, e):
                 raise
             raise CheckpointError(
@@ -67,9 +68,21 @@ def reason(error):
     return line.split(". ")[0]  # its first sentence: what failed
 
 
+def unpickling(error):
+    """Whether ``error`` was raised while torch (or pickle) read the file, not in fairseq's code
+    after it: damaged bytes can make the unpickler look up a memo entry that is not there."""
+    frames = traceback.extract_tb(error.__traceback__)
+    if not frames:
+        return False
+    where = frames[-1].filename
+    return "torch" in where.split(os.sep) or os.path.basename(where) == "pickle.py"
+
+
 def damaged(path, error):
     """Whether torch.load's error says the file itself is bad (not fairseq's code after loading)."""
     if isinstance(error, (pickle.UnpicklingError, EOFError, zipfile.BadZipFile)):
+        return True
+    if isinstance(error, KeyError) and unpickling(error):
         return True
     if isinstance(error, RuntimeError) and "PytorchStreamReader" in str(error):
         return True  # a torch.save archive with a damaged or missing member

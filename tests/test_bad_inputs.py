@@ -18,6 +18,7 @@ import io
 import json
 import logging
 import os
+import random
 import re
 import runpy
 import shutil
@@ -132,7 +133,8 @@ def inputs(tmp_path_factory, toy_data):
     shutil.copy(ckpt / "a.pt", ckpt / "best.pt")  # as fairseq copies checkpointN.pt to checkpoint_best.pt
     checkpoint(ckpt / "a-again.pt", {"w": [1.0, 2.0]}, temperature=2.0)  # the same parameters, saved anew
     write(str(ckpt / "empty.pt"), b"")
-    write(str(ckpt / "random.pt"), os.urandom(4096))
+    write(str(ckpt / "random.pt"), random.Random(0).randbytes(4096))
+    write(str(ckpt / "memo.pt"), b"\x80\x02h\x05.")  # a pickle whose unpickling misses its memo
     write(str(ckpt / "text.pt"), b"this is not a checkpoint\n")
     write(str(ckpt / "truncated.pt"), (ckpt / "a.pt").read_bytes()[:300])  # an interrupted copy
     refs = root / "refs"
@@ -1152,6 +1154,12 @@ CASES = [
             "test",
         ],
         "fairseq-generate: error: checkpoint {ckpt}/random.pt cannot be loaded (",  # the error depends on the bytes
+    ),
+    (
+        "generate: a damaged checkpoint (the unpickler's KeyError)",
+        fairseq_generate,
+        ["{toy}/bin", "--path", "{ckpt}/memo.pt", "--user-dir", PLUGIN_DIR, "--cpu", "--gen-subset", "test"],
+        "fairseq-generate: error: checkpoint {ckpt}/memo.pt cannot be loaded (KeyError: 5)",
     ),
     (
         "generate: a damaged checkpoint (text)",
