@@ -152,7 +152,7 @@ def test_a_signal_reaches_the_worker_and_the_worker_dies_with_its_process(tmp_pa
     assert worker != proc.pid
     proc.kill()  # SIGKILL: nothing to forward
     proc.wait()
-    deadline = time.time() + 10
+    deadline = time.time() + 30  # (a loaded machine: it ends at once where it works)
     while time.time() < deadline and alive(worker):
         time.sleep(0.05)
     assert not alive(worker)
@@ -179,7 +179,7 @@ def test_a_worker_dies_with_a_client_killed_before_it_reads_its_pid(tmp_path, go
         os.close(write_end)
         if gone == "with the reply unread":
             assert select.select([client], [], [], 60)[0]
-    assert output_closes(read_end, within=10)  # the worker, its only writer, has ended
+    assert output_closes(read_end, within=30)  # the worker, its only writer, has ended
 
 
 def output_closes(fd, within):
@@ -226,7 +226,7 @@ def test_a_worker_has_its_process_parent_and_dies_with_it_where_it_asked_to(tmp_
         assert seen == {"launcher": [str(launcher.pid)], "parent": [str(launcher.pid), preloaded]}
         launcher.kill()
         launcher.wait()
-        deadline = time.time() + 10
+        deadline = time.time() + 30
         while time.time() < deadline and not (tmp_path / "orphaned").exists():
             time.sleep(0.05)
         assert (tmp_path / "orphaned").read_text() == "SIGTERM"
