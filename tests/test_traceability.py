@@ -6,10 +6,11 @@ as a percentage of a fraction).
 
 Stricter where the text names its source: a number of a paragraph, list item or table row that
 links or names result files (a results folder or its README: the files under it) is in those
-files, or in those of its table (a row: the files its caption names, or that scripts/results_pages.py
-reads for a generated table), or in those of the tables of its section (a paragraph discussing
-them). A difference or a percentage change computed by hand is in no file: quote the two numbers,
-or the ratio the file holds.
+files (a paragraph that names none: in those its section names), or in those of its table (a row:
+the files it, the rows above it and its caption name, or that scripts/results_pages.py reads for a
+generated table), or in those of the tables of its section (a paragraph discussing them). A
+difference or a percentage change computed by hand is in no file: quote the two numbers, or the
+ratio the file holds. A bound ("p < 0.0001") holds when a number of the files lies within it.
 
 Not measurements, so not checked: integers (counts, sizes, years), numbers in code spans and code
 blocks, in link targets, and those whose sentence names a version, a paper's own figure or a
@@ -154,10 +155,8 @@ def blocks(page):
     block = []
     for entry in page_lines(page):
         line = entry[1].strip()
-        if block and (not line or line.startswith(BREAKS) or block[-1][1].lstrip().startswith(BREAKS)):
-            yield block
-            block = []
-        elif block and ITEM.match(entry[1]):
+        ends = not line or line.startswith(BREAKS) or ITEM.match(entry[1])
+        if block and (ends or block[-1][1].lstrip().startswith(BREAKS)):
             yield block
             block = []
         if line:
@@ -247,9 +246,9 @@ def untraced_in_scope(pages, known):
 
 
 def test_a_number_is_in_the_result_files_its_paragraph_names():
-    """Stricter than any result file: a number of a paragraph, list item or table row that links or
-    names result files is in those files, those of its table's caption (a row) or those of the
-    tables of its section (a paragraph that discusses them)."""
+    """Stricter than any result file: a number of a paragraph, list item or table row is in the
+    result files it links or names (where it names none, those its section names), those of its
+    table (a row) or those of the tables of its section (a paragraph that discusses them)."""
     checked, missing = untraced_in_scope(PAGES, result_files())
     assert checked > 1000  # the pages' scoped numbers were found
     assert not missing, "numbers not in the result files their paragraph names:\n" + "\n".join(missing)
