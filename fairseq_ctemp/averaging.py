@@ -12,6 +12,7 @@ import tempfile
 import torch
 
 from . import decoding, inputs
+from .checkpoint_files import first_line
 
 
 class AverageError(Exception):
@@ -45,9 +46,7 @@ def load(path):
     try:
         state = torch.load(path, map_location="cpu")  # weights_only by default on torch >= 2.6
     except Exception as e:  # a damaged archive or unexpected objects: one line, not a traceback
-        raise AverageError(
-            f"--inputs {path} cannot be loaded as a checkpoint: {str(e).strip().splitlines()[0]}"
-        ) from None
+        raise AverageError(f"--inputs {path} cannot be loaded as a checkpoint: {first_line(e)}") from None
     if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
         raise AverageError(f"--inputs {path} is not a fairseq checkpoint (no 'model' parameters)")
     return state

@@ -60,6 +60,12 @@ def load_in_one_line(load_checkpoint_to_cpu):
     return load
 
 
+def first_line(error):
+    """An error's first line, or its type where it has no message (one line for the user)."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
 def reason(error):
     """The line of torch's message that says what is wrong, never its advice to load unsafely."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]

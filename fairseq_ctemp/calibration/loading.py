@@ -7,6 +7,7 @@ import os
 import torch
 
 from .. import decoding
+from ..checkpoint_files import first_line
 from . import CalibrationError
 
 CHUNK_ELEMENTS = 1 << 22  # rows x vocabulary of one float64 chunk (32 MiB)
@@ -45,11 +46,6 @@ def load_state(checkpoint):
 
 def task_of(state):
     return decoding._get(state["cfg"].get("task"), "_name")
-
-
-def first_line(error):
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
 
 
 def subsets_in(data):
