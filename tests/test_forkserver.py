@@ -165,13 +165,7 @@ def test_a_worker_dies_with_a_client_killed_before_it_reads_its_pid(tmp_path, go
     worker may not have printed anything yet: its end is the end of its output."""
     started(tmp_path, "unused", os.environ).communicate("", timeout=60)  # writes the program
     argv = [sys.executable, str(tmp_path / "ctemp-probe"), "wait"]
-    request = {
-        "argv": argv,
-        "env": dict(os.environ),
-        "cwd": str(tmp_path),
-        "ppid": os.getpid(),
-        "ignored": [],
-    }
+    request = ctemp_forkserver.request_for(argv, str(tmp_path), os.getpid(), [])
     read_end, write_end = os.pipe()
     with open(os.devnull, "r+") as null, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
         client.connect(os.environ[ctemp_forkserver.SOCKET_VAR])

@@ -87,12 +87,11 @@ def page_numbers(page):
 def traced_text(text, pool):
     """Whether the number `text` of a page is in `pool`: "1,883,928" and "85.12" at their
     precision; a bound, "≤ 0.001", when a number of the pool lies between 0 and it."""
-    number = text.lstrip("<≤ ").replace(",", "")
-    decimals = len(number.split(".")[1]) if "." in number else 0
-    if number != text.replace(",", ""):
+    number = text.lstrip("<≤").replace(",", "")
+    if text[0] in "<≤":  # a bound
         i = bisect.bisect_right(pool, float(number) + 1e-12)
         return i > 0 and pool[i - 1] >= 0
-    return traced(float(number), decimals, pool)
+    return traced(float(number), len(number.split(".")[1]) if "." in number else 0, pool)
 
 
 def traced(value, decimals, pool):
@@ -203,8 +202,8 @@ def sections(page, known):
         table = own | caption if first.startswith("|") else set()
         if table:
             caption = table  # a later row of the table may point at the files above ("the same")
-        elif GENERATED.match(first):  # a table of scripts/results_pages.py: the files it reads
-            caption = {os.path.join(REPO, f) for f in GENERATOR.TABLES[GENERATED.match(first)[1]].files}
+        elif generated := GENERATED.match(first):  # a table of scripts/results_pages.py: what it reads
+            caption = {os.path.join(REPO, f) for f in GENERATOR.TABLES[generated[1]].files}
         elif not first.startswith(BREAKS):
             caption = own
         section.append((block, own, table))

@@ -18,7 +18,7 @@ def load_state(checkpoint):
     from fairseq import checkpoint_utils
 
     from .. import inputs
-    from ..checkpoint_files import CheckpointError, unpickling
+    from ..checkpoint_files import CheckpointError
 
     inputs.check_checkpoint_option("--path", checkpoint, CalibrationError)
     try:
@@ -28,8 +28,6 @@ def load_state(checkpoint):
             f"--path {checkpoint} {str(e).removeprefix(f'checkpoint {checkpoint} ')}"
         ) from None
     except KeyError as e:  # fairseq's upgrade of a state that lacks what fairseq-train saves
-        if unpickling(e):  # (or damaged bytes, if the plugin's loader is not installed)
-            raise CalibrationError(f"--path {checkpoint} cannot be loaded: {first_line(e)}") from None
         raise CalibrationError(
             f"--path {checkpoint} is not a checkpoint of fairseq-train (it has no {e})"
         ) from None

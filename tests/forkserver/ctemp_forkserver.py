@@ -115,13 +115,7 @@ def hand_over():
         sock.connect(path)
     except OSError:
         return
-    request = {
-        "argv": sys.orig_argv,
-        "env": dict(os.environ),
-        "cwd": cwd,
-        "ppid": os.getppid(),
-        "ignored": ignored_signals(),
-    }
+    request = request_for(sys.orig_argv, cwd, os.getppid(), ignored_signals())
     send(sock, request, fds=(0, 1, 2))
     reply, _ = receive(sock)
     if reply is None or "pid" not in reply:
@@ -132,6 +126,11 @@ def hand_over():
     watch_parent(sock, request["ppid"])
     result, _ = receive(sock)
     exit_like(result["status"] if result else 0x100)  # no status: the session died; exit 1
+
+
+def request_for(argv, cwd, ppid, ignored):
+    """What a client sends: its command line, environment, directory, parent and ignored signals."""
+    return {"argv": argv, "env": dict(os.environ), "cwd": cwd, "ppid": ppid, "ignored": ignored}
 
 
 def ignored_signals():
