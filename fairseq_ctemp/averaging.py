@@ -12,7 +12,7 @@ import tempfile
 import torch
 
 from . import decoding, inputs
-from .checkpoint_files import first_line
+from .checkpoint_files import cannot_load
 
 
 class AverageError(Exception):
@@ -46,7 +46,7 @@ def load(path):
     try:
         state = torch.load(path, map_location="cpu")  # weights_only by default on torch >= 2.6
     except Exception as e:  # a damaged archive or unexpected objects: one line, not a traceback
-        raise AverageError(f"--inputs {path} cannot be loaded as a checkpoint: {first_line(e)}") from None
+        raise AverageError(cannot_load(f"--inputs {path}", e)) from None
     if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
         raise AverageError(f"--inputs {path} is not a fairseq checkpoint (no 'model' parameters)")
     return state

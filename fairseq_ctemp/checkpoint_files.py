@@ -51,13 +51,18 @@ def load_in_one_line(load_checkpoint_to_cpu):
                 ) from None
             if not damaged(path, e):
                 raise
-            raise CheckpointError(
-                f"checkpoint {path} cannot be loaded ({type(e).__name__}: {reason(e)}): it is truncated, "
-                "damaged or not a fairseq checkpoint; torch's safe loading (weights_only) stays on: "
-                "load only checkpoints you trust"
-            ) from None
+            raise CheckpointError(cannot_load(f"checkpoint {path}", e)) from None
 
     return load
+
+
+def cannot_load(name, error):
+    """One line for a file that torch.load could not read: what failed, and that safety stays on."""
+    return (
+        f"{name} cannot be loaded ({type(error).__name__}: {reason(error)}): it is truncated, damaged or "
+        "not a fairseq checkpoint; torch's safe loading (weights_only) stays on: load only checkpoints "
+        "you trust"
+    )
 
 
 def first_line(error):

@@ -24,6 +24,7 @@ import runpy
 import shutil
 import subprocess
 import sys
+import zipfile
 
 import pytest
 import torch
@@ -58,6 +59,15 @@ def checkpoint(path, weights, temperature=2.0, calibrated=None, task=None):
         state["optimizer_history"] = [{"criterion_name": "TemperedCrossEntropy", "best_loss": None}]
         state["extra_state"] = {}
     torch.save(state, path)
+
+
+def memo_archive(good, path):
+    """A torch.save archive of `good` whose pickle misses its memo: torch's safe unpickler raises a
+    KeyError."""
+    with zipfile.ZipFile(good) as archive, zipfile.ZipFile(path, "w") as damaged:
+        for item in archive.infolist():
+            pickled = item.filename.endswith("/data.pkl")
+            damaged.writestr(item, b"\x80\x02h\x05." if pickled else archive.read(item.filename))
 
 
 def write(path, data):
@@ -137,6 +147,7 @@ def inputs(tmp_path_factory, toy_data):
     write(str(ckpt / "memo.pt"), b"\x80\x02h\x05.")  # a pickle whose unpickling misses its memo
     write(str(ckpt / "text.pt"), b"this is not a checkpoint\n")
     write(str(ckpt / "truncated.pt"), (ckpt / "a.pt").read_bytes()[:300])  # an interrupted copy
+    memo_archive(ckpt / "a.pt", ckpt / "memo-archive.pt")
     refs = root / "refs"
     test_refs = (toy_data["raw"] / "test.tgt").read_bytes().split(b"\n")
     latin1 = test_refs[:2] + [test_refs[2] + " caf\u00e9".encode("latin-1")] + test_refs[3:]
@@ -866,6 +877,19 @@ CASES = [
         "--inputs {ckpt}/random.pt is not a PyTorch checkpoint",
     ),
     (
+        "average: a truncated checkpoint",
+        average,
+        ["--inputs", "{ckpt}/a.pt", "{ckpt}/truncated.pt", "--output", "{root}/avg.pt"],
+        "--inputs {ckpt}/truncated.pt is not a PyTorch checkpoint (no torch.save zip archive: truncated",
+    ),
+    (
+        "average: an archive whose pickle is damaged",
+        average,
+        ["--inputs", "{ckpt}/a.pt", "{ckpt}/memo-archive.pt", "--output", "{root}/avg.pt"],
+        "--inputs {ckpt}/memo-archive.pt cannot be loaded (KeyError: 5): it is truncated, damaged or not a "
+        "fairseq checkpoint",
+    ),
+    (
         "average: a text file",
         ["ctemp-average-checkpoints"],
         ["--inputs", "{ckpt}/text.pt", "{ckpt}/a.pt", "--output", "{root}/avg.pt"],
@@ -943,6 +967,13 @@ CASES = [
         calibrate,
         ["{toy}/bin", "--path", "{ckpt}/text.pt"],
         "--path {ckpt}/text.pt is not a PyTorch checkpoint",
+    ),
+    (
+        "calibrate: an archive whose pickle is damaged",
+        calibrate,
+        ["{toy}/bin", "--path", "{ckpt}/memo-archive.pt"],
+        "--path {ckpt}/memo-archive.pt cannot be loaded (KeyError: 5): it is truncated, damaged or not a "
+        "fairseq checkpoint",
     ),
     (
         "calibrate: not a checkpoint of fairseq-train",
@@ -1160,6 +1191,21 @@ CASES = [
         fairseq_generate,
         ["{toy}/bin", "--path", "{ckpt}/memo.pt", "--user-dir", PLUGIN_DIR, "--cpu", "--gen-subset", "test"],
         "fairseq-generate: error: checkpoint {ckpt}/memo.pt cannot be loaded (KeyError: 5)",
+    ),
+    (
+        "generate: an archive whose pickle is damaged",
+        fairseq_generate,
+        [
+            "{toy}/bin",
+            "--path",
+            "{ckpt}/memo-archive.pt",
+            "--user-dir",
+            PLUGIN_DIR,
+            "--cpu",
+            "--gen-subset",
+            "test",
+        ],
+        "fairseq-generate: error: checkpoint {ckpt}/memo-archive.pt cannot be loaded (KeyError: 5)",
     ),
     (
         "generate: a damaged checkpoint (text)",

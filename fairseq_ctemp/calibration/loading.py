@@ -27,10 +27,6 @@ def load_state(checkpoint):
         raise CalibrationError(
             f"--path {checkpoint} {str(e).removeprefix(f'checkpoint {checkpoint} ')}"
         ) from None
-    except KeyError as e:  # fairseq's upgrade of a state that lacks what fairseq-train saves
-        raise CalibrationError(
-            f"--path {checkpoint} is not a checkpoint of fairseq-train (it has no {e})"
-        ) from None
     except Exception as e:  # a damaged archive or unexpected objects: one line, not a traceback
         raise CalibrationError(f"--path {checkpoint} cannot be loaded: {first_line(e)}") from None
     if not isinstance(state, dict) or not isinstance(state.get("model"), dict) or not state.get("cfg"):
