@@ -18,7 +18,10 @@ prediction. A page that quotes a number no command of the project wrote fails he
 produced it, commit its file, or take the number out."""
 
 import bisect
+import csv
 import glob
+import io
+import json
 import os
 import re
 
@@ -134,10 +137,40 @@ CELL_NUMBER = re.compile(
 )
 
 
+# "73,760" is one number in a text or a cell (a CSV's comma outside a cell separates two)
+GROUPED_NUMBER = re.compile(
+    r"(?<![\d,.])[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\d,])|[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
+)
+
+
 def numbers_of(path):
+    """The numbers of a result file: a CSV/TSV's cells, a JSON's numbers and the texts of its
+    strings, another file's text; "73,760" in a text or cell is 73760."""
     with open(path, encoding="utf-8", errors="replace") as f:
         text = f.read().replace("−", "-")
-    return sorted(float(n) for n in re.findall(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?", text))
+    if path.endswith((".csv", ".tsv")):
+        delimiter = "," if path.endswith(".csv") else "\t"
+        texts = [cell for row in csv.reader(io.StringIO(text), delimiter=delimiter) for cell in row]
+    elif path.endswith(".json"):
+        texts = list(json_texts(json.loads(text)))
+    else:
+        texts = [text]
+    return sorted(float(n.replace(",", "")) for t in texts for n in GROUPED_NUMBER.findall(t))
+
+
+def json_texts(value):
+    """A JSON document's numbers and strings (its keys too), each as a text."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from json_texts(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from json_texts(item)
+    elif isinstance(value, str):
+        yield value
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        yield repr(value)
 
 
 GENERATOR = example_script(os.path.join(REPO, "scripts", "results_pages.py"))
@@ -251,6 +284,15 @@ def test_a_number_is_in_the_result_files_its_paragraph_names():
     checked, missing = untraced_in_scope(PAGES, result_files())
     assert checked > 1000  # the pages' scoped numbers were found
     assert not missing, "numbers not in the result files their paragraph names:\n" + "\n".join(missing)
+
+
+def test_a_grouped_number_of_a_markdown_result_is_one_number(tmp_path):
+    (tmp_path / "r.md").write_text("| 73,760 words | 1,883,928.5 | 3,1234 |\n")
+    (tmp_path / "r.csv").write_text('73,760,"GPU 627 s + CPU 14,055 s"\n')
+    (tmp_path / "r.json").write_text('{"a": [1,234], "b": "14,055 s", "c": 7.5e-06, "d": true}')
+    assert numbers_of(str(tmp_path / "r.md")) == [3, 1234, 73760, 1883928.5]
+    assert numbers_of(str(tmp_path / "r.csv")) == [73, 627, 760, 14055]
+    assert numbers_of(str(tmp_path / "r.json")) == [7.5e-06, 1, 234, 14055]
 
 
 def test_the_scoped_check_wants_the_linked_file_not_any_file(tmp_path):
