@@ -9,6 +9,7 @@ comparison still need CUDA and skip). It is never what the gpu-check report is a
 """
 
 import copy
+import functools
 import math
 import os
 
@@ -462,6 +463,19 @@ def test_model_in_half_precision(toy_data, name, precision):
     assert torch.nn.functional.cosine_similarity(half, fp32, dim=0) > 0.99
 
 
+@functools.cache
+def cpu_lstm_runs_under_autocast(dtype):
+    """Whether torch's LSTM over unpacked sequences (as the LSTM LMs run it; sact_lstm's packed
+    encoder and LSTM cells take other kernels) runs under CPU autocast to dtype here: oneDNN has it
+    in bf16 on some CPUs only (a dry run's limit, not the model's)."""
+    try:
+        with torch.no_grad(), torch.autocast("cpu", dtype=dtype):
+            torch.nn.LSTM(4, 4)(torch.zeros(2, 1, 4))
+    except RuntimeError:
+        return False
+    return True
+
+
 @pytest.mark.parametrize("precision", sorted(HALF))
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_model_under_autocast(toy_data, name, precision):
@@ -472,6 +486,8 @@ def test_model_under_autocast(toy_data, name, precision):
     skip_unless_supported(precision)
     if ON_CPU and "lstm" in name and precision == "fp16":
         pytest.skip("the CPU's oneDNN LSTM has no fp16 kernel")
+    if ON_CPU and name.startswith("lm:lstm") and not cpu_lstm_runs_under_autocast(HALF[precision]):
+        pytest.skip(f"this CPU's oneDNN has no LSTM kernel under {precision} autocast")
     dtype, lm = HALF[precision], name.startswith("lm:")
     task, model = build_model(toy_data["lm_bin" if lm else "bin"], name)
     model = model.to(DEVICE)
