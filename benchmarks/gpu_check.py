@@ -9,7 +9,8 @@
    process (its own torch.cuda.max_memory_allocated), each with one profiled step per model (--trace;
    the translation benchmarks also one profiled beam search);
 3. OUT/report.json and OUT/report.md: device, torch / CUDA / cuDNN versions, every test's outcome,
-   every benchmark's ratios and CUDA memory (the format: docs/gpu.md).
+   every benchmark's ratios and CUDA memory (the format: docs/gpu.md), written again after each
+   step (a run stopped from outside leaves what it finished, marked as stopped).
 
 It needs a CUDA device; --allow-cpu runs it on the CPU only to test the report itself (the CUDA
 tests are then reported as skipped). OUT must not exist, or must hold an earlier gpu-check report
@@ -59,7 +60,7 @@ VARIANTS = {
 }
 # The names gpu-check writes into OUT: --overwrite refuses a directory holding anything else.
 OWN_FILES = re.compile(
-    r"(\.gpu-check|report\.(json|md)|pytest\.log|pytest-junit\.xml|bench_\w+\.(json|log)|trace_\w+(\.partial)?)"
+    r"(\.gpu-check|report\.(json|md)(\.partial)?|pytest\.log|pytest-junit\.xml|bench_\w+\.(json|log)|trace_\w+(\.partial)?)"
 )
 SMOKE = {  # toy sizes, shell words: seconds on a CPU (the benchmarks' own smoke tests use the same)
     "tempered_ce": "--vocab 300 --layers 1 --dim 32 --ffn 64 --heads 2 --max-tokens 256",
@@ -398,6 +399,8 @@ def verdict(report):
     if report["mode"] == "cuda" and tests["status"] == "ran" and tests["summary"]["passed"] == 0:
         problems.append("no test passed")
     problems += [f"{b['name']} {b['status']}" for b in benchmarks if b["status"] != "ok"]
+    if report["not_run"]:
+        problems.append("stopped before " + ", ".join(report["not_run"]))
     return not problems, problems
 
 
@@ -501,6 +504,20 @@ def markdown(report):
     return "\n".join(lines) + "\n"
 
 
+def write_report(out, report, start, not_run):
+    """report.json and report.md as they stand, after every step: a run stopped from outside (a
+    job's time limit) leaves what it finished, its result FAILED with the benchmarks not run. Each
+    file is replaced whole, never left half-written."""
+    report["seconds"] = round(time.monotonic() - start, 1)
+    report["not_run"] = [f"bench_{name}" for name in not_run]
+    report["ok"], report["problems"] = verdict(report)
+    for name, text in (("report.json", json.dumps(report, indent=2) + "\n"), ("report.md", markdown(report))):
+        path = os.path.join(out, name)
+        with open(path + ".partial", "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(path + ".partial", path)
+
+
 def main(argv=None):
     args = parse_args(argv)
     try:
@@ -533,17 +550,12 @@ def main(argv=None):
     report["tests"] = run_tests(args, out)
     print(f"gpu-check: tests {report['tests']['status']}: {report['tests']['summary']}", flush=True)
     report["benchmarks"] = []
-    for name in args.benchmarks:
+    for i, name in enumerate(args.benchmarks):
+        write_report(out, report, start, not_run=args.benchmarks[i:])
         entry = run_benchmark(name, args, out, cuda)
         print(f"gpu-check: bench_{name} {entry['status']} ({entry['seconds']:.0f} s)", flush=True)
         report["benchmarks"].append(entry)
-    report["seconds"] = round(time.monotonic() - start, 1)
-    report["ok"], report["problems"] = verdict(report)
-    with open(os.path.join(out, "report.json"), "w", encoding="utf-8") as f:
-        json.dump(report, f, indent=2)
-        f.write("\n")
-    with open(os.path.join(out, "report.md"), "w", encoding="utf-8") as f:
-        f.write(markdown(report))
+    write_report(out, report, start, not_run=[])
     result = "OK" if report["ok"] else "FAILED: " + "; ".join(report["problems"])
     print(f"gpu-check: {result} ({report['seconds']:.0f} s); report: {os.path.join(out, 'report.md')}")
     return 0 if report["ok"] else 1

@@ -104,6 +104,7 @@ def test_report_on_the_cpu_has_every_cuda_test_skipped_and_a_benchmark(
         "tests",
         "benchmarks",
         "seconds",
+        "not_run",
         "ok",
         "problems",
     }
@@ -311,6 +312,40 @@ def test_a_step_past_its_time_limit_is_stopped_and_reported(gpu_check, tmp_path)
     assert report["problems"] == ["tests timeout"] and report["tests"]["seconds"] < 30
     assert (out / "pytest.log").read_text().endswith("gpu-check: stopped after 3 s\n")
     assert ends_within(int(pid_file.read_text()), seconds=10)  # the killed pytest's child too
+
+
+def test_a_run_stopped_from_outside_leaves_the_report_of_what_it_finished(gpu_check, monkeypatch, tmp_path):
+    """Killed during its second benchmark (a job's time limit): report.json and report.md hold the
+    tests and the first benchmark, say FAILED with the benchmarks not run, and are whole."""
+    tests = tmp_path / "test_one.py"
+    tests.write_text("import pytest\n@pytest.mark.cuda\ndef test_passes(): pass\n")
+
+    def run_benchmark(name, args, out, cuda):
+        if name == "sact":
+            raise KeyboardInterrupt  # the process ends here: what is on disk is what a kill leaves
+        return {"name": f"bench_{name}", "status": "ok", "seconds": 1.0, "command": name, "log": "x.log"}
+
+    monkeypatch.setattr(gpu_check, "run_benchmark", run_benchmark)
+    out = tmp_path / "report"
+    argv = [
+        "--allow-cpu",
+        "--benchmarks",
+        "tempered_ce,sact,ct_lm",
+        "--tests",
+        str(tests),
+        "--test-workers",
+        "0",
+    ]
+    with pytest.raises(KeyboardInterrupt):
+        gpu_check.main([*argv, "--out", str(out)])
+    report = json.loads((out / "report.json").read_text())
+    assert report["tests"]["summary"]["passed"] == 1
+    assert [b["name"] for b in report["benchmarks"]] == ["bench_tempered_ce"]
+    assert report["not_run"] == ["bench_sact", "bench_ct_lm"] and report["ok"] is False
+    assert report["problems"] == ["stopped before bench_sact, bench_ct_lm"]
+    md = (out / "report.md").read_text()
+    assert "- result: **FAILED** (stopped before bench_sact, bench_ct_lm)" in md
+    assert "| bench_tempered_ce | ok |" in md and not list(out.glob("*.partial"))
 
 
 def ends_within(pid, seconds):
