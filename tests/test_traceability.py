@@ -12,9 +12,10 @@ generated table), or in those of the tables of its section (a paragraph discussi
 difference or a percentage change computed by hand is in no file: quote the two numbers, or the
 ratio the file holds. A bound ("p < 0.0001") holds when a number of the files lies within it.
 
-Not measurements, so not checked: integers (counts, sizes, years), numbers in code spans and code
-blocks, in link targets, and those whose sentence names a version, a paper's own figure or a
-prediction. A page that quotes a number no command of the project wrote fails here: rerun what
+Not measurements, so not checked: integers without thousands separators (sizes, years, ordinals;
+a count of 1,000 or more is checked where its text names its source), numbers in code spans and
+code blocks (a configuration value: `--max-update 20000`), in link targets, and those whose
+sentence names a version, a paper's own figure or a prediction. A page that quotes a number no command of the project wrote fails here: rerun what
 produced it, commit its file, or take the number out."""
 
 import bisect
@@ -178,6 +179,9 @@ GENERATED = re.compile(r"<!-- table: ([\w-]+) ")
 CODE_SPAN = re.compile(r"`([^`]+)`")
 BOUND = re.compile(r"([<≤]) ?$")  # "p < 0.0001": the number is a bound
 ITEM = re.compile(r"\s*(?:[-*+]|\d+\.) ")
+# in scoped prose: decimals, and integers written with thousands separators (counts such as
+# "9,100 updates"; a plain "12" may be an ordinal, a year or a size)
+PROSE_NUMBER = re.compile(r"(?<![\w.,])[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?!\w|[.,]\d)|" + NUMBER.pattern)
 BREAKS = ("#", "|", "<!--")  # a heading, a table row, a generator's marker: blocks of their own
 
 
@@ -257,7 +261,7 @@ def scoped_numbers(page, known):
                 continue  # only the check against every result file applies
             whole_row = bool(table and own)
             for line_number, line, prose in block:
-                for match in (CELL_NUMBER if whole_row else NUMBER).finditer(prose):
+                for match in (CELL_NUMBER if whole_row else PROSE_NUMBER).finditer(prose):
                     if whole_row or measured(prose, match):
                         bound = BOUND.search(prose[: match.start()])
                         yield line_number, (bound[1] if bound else "") + match.group(), line, scope
@@ -293,6 +297,19 @@ def test_a_grouped_number_of_a_markdown_result_is_one_number(tmp_path):
     assert numbers_of(str(tmp_path / "r.md")) == [3, 1234, 73760, 1883928.5]
     assert numbers_of(str(tmp_path / "r.csv")) == [73, 627, 760, 14055]
     assert numbers_of(str(tmp_path / "r.json")) == [7.5e-06, 1, 234, 14055]
+
+
+def test_a_count_in_a_paragraph_is_checked_and_a_configuration_in_code_is_not(tmp_path):
+    """9,100 and 8,000 are update counts of runs.csv; 1,100 (their difference) is in no file; an
+    option's value in a code span is configuration, not a measurement."""
+    runs = os.path.join(REPO, "examples", "alt", "results", "mini_en_vi_variants", "part3", "runs.csv")
+    page = tmp_path / "page.md"
+    page.write_text(
+        f"# A section\n\nIt stopped after 9,100 updates against 8,000, 1,100 later, under "
+        f"`--max-update 20000` ([runs]({runs})).\n"
+    )
+    checked, missing = untraced_in_scope([str(page)], result_files())
+    assert checked == 3 and [m.split("  |")[0] for m in missing] == [f"{page}:3: 1,100"]
 
 
 def test_the_scoped_check_wants_the_linked_file_not_any_file(tmp_path):
