@@ -23,6 +23,7 @@ import datetime
 import importlib.metadata
 import importlib.util
 import json
+import math
 import os
 import platform
 import re
@@ -74,6 +75,8 @@ SMOKE = {  # toy sizes, shell words: seconds on a CPU (the benchmarks' own smoke
     "--decoder-attention-heads 2' --ct-rank 8",
 }
 SMOKE_ROUNDS = ["--rounds", "1", "--warmup", "0", "--batches", "1"]
+# A benchmark given less than this under --time-limit is not started: start-up alone takes ~10 s.
+MIN_STEP_SECONDS = 20
 
 
 class Refusal(Exception):
@@ -111,6 +114,13 @@ def parse_args(argv=None):
         "--bench-timeout", type=float, default=120, help="seconds per benchmark (default %(default)s)"
     )
     p.add_argument(
+        "--time-limit",
+        type=float,
+        help="seconds for the whole check (a job's or lease's wall time, less the set-up): each step "
+        "gets at most what is left, and the benchmarks no time is left for are reported as not run "
+        "(default: no limit)",
+    )
+    p.add_argument(
         "--rounds",
         type=int,
         help="timed rounds of every benchmark, each a paired comparison (default: the benchmarks' own, "
@@ -136,8 +146,8 @@ def parse_args(argv=None):
             f"--benchmarks must be a comma-separated subset of {','.join(BENCHMARKS)} or 'none', got {args.benchmarks!r}"
         )
     args.benchmarks = names
-    for option in ("test_timeout", "bench_timeout"):
-        if not getattr(args, option) > 0:
+    for option in ("test_timeout", "bench_timeout", "time_limit"):
+        if getattr(args, option) is not None and not getattr(args, option) > 0:
             p.error(f"--{option.replace('_', '-')} must be > 0 seconds, got {getattr(args, option)}")
     if args.test_workers < 0:
         p.error(f"--test-workers must be >= 0, got {args.test_workers}")
@@ -301,7 +311,7 @@ def junit_cases(path):
     return cases
 
 
-def run_tests(args, out):
+def run_tests(args, out, timeout):
     junit = os.path.join(out, "pytest-junit.xml")
     command = [
         sys.executable,
@@ -322,7 +332,7 @@ def run_tests(args, out):
         # The workers' CPU-side work (the fp32 CPU reference runs) shares the cores between them.
         env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // args.test_workers)))
     env.pop("CTEMP_CUDA_TESTS_ON_CPU", None)  # the report is about CUDA, never the tests' CPU dry run
-    returncode, seconds = run_logged(command, os.path.join(out, "pytest.log"), args.test_timeout, env)
+    returncode, seconds = run_logged(command, os.path.join(out, "pytest.log"), timeout, env)
     cases = junit_cases(junit) if os.path.exists(junit) else []
     summary = {
         k: sum(c["outcome"] == k for c in cases) for k in ("passed", "failed", "error", "skipped", "xfailed")
@@ -339,7 +349,7 @@ def run_tests(args, out):
     }
 
 
-def run_benchmark(name, args, out, cuda):
+def run_benchmark(name, args, out, cuda, timeout=None):
     script, options = VARIANTS.get(name, (name, ""))
     json_path = os.path.join(out, f"bench_{name}.json")
     trace_dir = os.path.join(out, f"trace_{name}")  # one profiled step per model (torch.profiler)
@@ -359,7 +369,7 @@ def run_benchmark(name, args, out, cuda):
         os.path.abspath(trace_dir),
     ]
     log = os.path.join(out, f"bench_{name}.log")
-    returncode, seconds = run_logged(command, log, args.bench_timeout)
+    returncode, seconds = run_logged(command, log, args.bench_timeout if timeout is None else timeout)
     entry = {
         "name": f"bench_{name}",
         "command": shlex.join(command),
@@ -400,7 +410,7 @@ def verdict(report):
         problems.append("no test passed")
     problems += [f"{b['name']} {b['status']}" for b in benchmarks if b["status"] != "ok"]
     if report["not_run"]:
-        problems.append("stopped before " + ", ".join(report["not_run"]))
+        problems.append(f"{report['not_run_why']} " + ", ".join(report["not_run"]))
     return not problems, problems
 
 
@@ -504,18 +514,42 @@ def markdown(report):
     return "\n".join(lines) + "\n"
 
 
-def write_report(out, report, start, not_run):
+def time_left(args, start):
+    """Seconds left of --time-limit (inf without one)."""
+    return math.inf if args.time_limit is None else args.time_limit - (time.monotonic() - start)
+
+
+def write_report(out, report, start, not_run, why="stopped before"):
     """report.json and report.md as they stand, after every step: a run stopped from outside (a
     job's time limit) leaves what it finished, its result FAILED with the benchmarks not run. Each
     file is replaced whole, never left half-written."""
     report["seconds"] = round(time.monotonic() - start, 1)
     report["not_run"] = [f"bench_{name}" for name in not_run]
+    report["not_run_why"] = why if not_run else None
     report["ok"], report["problems"] = verdict(report)
     for name, text in (("report.json", json.dumps(report, indent=2) + "\n"), ("report.md", markdown(report))):
         path = os.path.join(out, name)
         with open(path + ".partial", "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(path + ".partial", path)
+
+
+def run_benchmarks(args, out, cuda, report, start):
+    """Each benchmark in turn, the report written before each (a kill leaves it) and after the last;
+    under --time-limit each gets at most what is left, and none starts with too little left."""
+    report["benchmarks"] = []
+    for i, name in enumerate(args.benchmarks):
+        left = time_left(args, start)
+        if left < MIN_STEP_SECONDS:
+            why = f"--time-limit {args.time_limit:g} s reached before"
+            print(f"gpu-check: {why} bench_{name}", flush=True)
+            write_report(out, report, start, args.benchmarks[i:], why)
+            return
+        write_report(out, report, start, not_run=args.benchmarks[i:])
+        entry = run_benchmark(name, args, out, cuda, min(args.bench_timeout, left))
+        print(f"gpu-check: bench_{name} {entry['status']} ({entry['seconds']:.0f} s)", flush=True)
+        report["benchmarks"].append(entry)
+    write_report(out, report, start, not_run=[])
 
 
 def main(argv=None):
@@ -547,15 +581,10 @@ def main(argv=None):
         "environment": environment(),
     }
     print(f"gpu-check: {report['environment']['device']}, torch {torch.__version__}; tests ...", flush=True)
-    report["tests"] = run_tests(args, out)
+    left = time_left(args, start)
+    report["tests"] = run_tests(args, out, min(args.test_timeout, left))
     print(f"gpu-check: tests {report['tests']['status']}: {report['tests']['summary']}", flush=True)
-    report["benchmarks"] = []
-    for i, name in enumerate(args.benchmarks):
-        write_report(out, report, start, not_run=args.benchmarks[i:])
-        entry = run_benchmark(name, args, out, cuda)
-        print(f"gpu-check: bench_{name} {entry['status']} ({entry['seconds']:.0f} s)", flush=True)
-        report["benchmarks"].append(entry)
-    write_report(out, report, start, not_run=[])
+    run_benchmarks(args, out, cuda, report, start)
     result = "OK" if report["ok"] else "FAILED: " + "; ".join(report["problems"])
     print(f"gpu-check: {result} ({report['seconds']:.0f} s); report: {os.path.join(out, 'report.md')}")
     return 0 if report["ok"] else 1

@@ -105,6 +105,7 @@ def test_report_on_the_cpu_has_every_cuda_test_skipped_and_a_benchmark(
         "benchmarks",
         "seconds",
         "not_run",
+        "not_run_why",
         "ok",
         "problems",
     }
@@ -231,6 +232,7 @@ def test_outcomes_are_reported_as_pytest_gives_them(gpu_check, tmp_path):
         (["--bench-timeout", "-5"], "--bench-timeout must be > 0 seconds, got -5.0"),
         (["--tests", "no/such/tests"], "--tests no/such/tests does not exist"),
         (["--rounds", "0"], "--rounds must be >= 1, got 0"),
+        (["--time-limit", "0"], "--time-limit must be > 0 seconds, got 0.0"),
     ],
 )
 def test_bad_options_are_refused(gpu_check, capsys, argv, message):
@@ -320,7 +322,7 @@ def test_a_run_stopped_from_outside_leaves_the_report_of_what_it_finished(gpu_ch
     tests = tmp_path / "test_one.py"
     tests.write_text("import pytest\n@pytest.mark.cuda\ndef test_passes(): pass\n")
 
-    def run_benchmark(name, args, out, cuda):
+    def run_benchmark(name, args, out, cuda, timeout):
         if name == "sact":
             raise KeyboardInterrupt  # the process ends here: what is on disk is what a kill leaves
         return {"name": f"bench_{name}", "status": "ok", "seconds": 1.0, "command": name, "log": "x.log"}
@@ -346,6 +348,23 @@ def test_a_run_stopped_from_outside_leaves_the_report_of_what_it_finished(gpu_ch
     md = (out / "report.md").read_text()
     assert "- result: **FAILED** (stopped before bench_sact, bench_ct_lm)" in md
     assert "| bench_tempered_ce | ok |" in md and not list(out.glob("*.partial"))
+
+
+def test_the_time_limit_bounds_the_tests_and_starts_no_benchmark_it_cannot_finish(gpu_check, tmp_path):
+    """--time-limit 4: the tests (a minute of sleep) are stopped at 4 s, not at --test-timeout, and
+    no benchmark starts with less than MIN_STEP_SECONDS left; the report says which did not run."""
+    tests = tmp_path / "test_slow.py"
+    tests.write_text("import time, pytest\n@pytest.mark.cuda\ndef test_slow(): time.sleep(60)\n")
+    out = tmp_path / "report"
+    argv = ["--allow-cpu", "--benchmarks", "tempered_ce,sact", "--tests", str(tests), "--test-workers", "0"]
+    assert gpu_check.main([*argv, "--time-limit", "4", "--out", str(out)]) == 1
+    report = json.loads((out / "report.json").read_text())
+    assert report["tests"]["status"] == "timeout" and report["tests"]["seconds"] < 30
+    assert report["benchmarks"] == [] and report["not_run"] == ["bench_tempered_ce", "bench_sact"]
+    assert report["problems"] == [
+        "tests timeout",
+        "--time-limit 4 s reached before bench_tempered_ce, bench_sact",
+    ]
 
 
 def ends_within(pid, seconds):
