@@ -367,6 +367,48 @@ def test_the_time_limit_bounds_the_tests_and_starts_no_benchmark_it_cannot_finis
     ]
 
 
+# One case of each CUDA test that can run on a CPU (the fairseq-train ones take half a minute each;
+# no LSTM: oneDNN has its half-precision LSTM on some CPUs only).
+DRY_RUN = [
+    "test_tempered_ce_fp32_equals_the_float64_reference[4.0-0.1-0.3-V32003]",
+    "test_tempered_ce_half_precision_logits_are_computed_in_fp32[4.0-0.1-0.3-V17-bf16]",
+    "test_chunked_loss_fp32_equals_the_float64_reference[4.0-0.1-0.3-32003]",
+    "test_chunked_loss_in_half_precision[4.0-0.1-0.3-bf16]",
+    "test_chunked_loss_under_autocast[100.0-0.2-0.5-bf16]",
+    "test_chunked_ct_loss_on_cuda_equals_the_float64_reference[transformer-mos-ct-lambda-0.1]",
+    "test_model_in_half_precision[lm:transformer-mos-ct-lambda-bf16]",
+    "test_model_in_half_precision[sact_transformer-bf16]",
+    "test_model_under_autocast[ct_transformer-bf16]",
+    "test_model_under_autocast[sact_transformer-fp16]",
+]
+
+
+def test_the_cuda_tests_own_code_runs_on_the_cpu(tmp_path):
+    """The CUDA tests skip in CI: a case of each runs here on the CPU (CTEMP_CUDA_TESTS_ON_CPU), so
+    that a change to the helpers they share with the CPU tests cannot break them unseen until a GPU
+    runs them."""
+    env = {**os.environ, "CTEMP_CUDA_TESTS_ON_CPU": "1"}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            "addopts=",
+            *(f"tests/test_cuda.py::{case}" for case in DRY_RUN),
+            f"--basetemp={tmp_path}",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0 and f"{len(DRY_RUN)} passed" in proc.stdout, proc.stdout[-3000:]
+
+
 def ends_within(pid, seconds):
     """Whether a process is gone (or a zombie waiting to be reaped) within `seconds` (Linux /proc)."""
     deadline = time.monotonic() + seconds
