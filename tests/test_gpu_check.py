@@ -368,7 +368,7 @@ def test_the_time_limit_bounds_the_tests_and_starts_no_benchmark_it_cannot_finis
 
 
 # One case of each CUDA test that can run on a CPU (the fairseq-train ones take half a minute each;
-# no LSTM: oneDNN has its half-precision LSTM on some CPUs only).
+# no LSTM: the CPU's half-precision LSTM kernels differ between CPUs).
 DRY_RUN = [
     "test_tempered_ce_fp32_equals_the_float64_reference[4.0-0.1-0.3-V32003]",
     "test_tempered_ce_half_precision_logits_are_computed_in_fp32[4.0-0.1-0.3-V17-bf16]",
