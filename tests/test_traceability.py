@@ -133,15 +133,10 @@ def test_a_ratio_as_the_benchmarks_print_it_is_read_from_a_result_file():
 
 
 LINK = re.compile(r"\]\(([^)#]+)(?:#[^)]*)?\)")
-CELL_NUMBER = re.compile(
-    r"(?<![\w.,])[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.,])[-+]?\d+(?:\.\d+)?(?![\w])"
-)
-
-
-# "73,760" is one number in a text or a cell (a CSV's comma outside a cell separates two)
-GROUPED_NUMBER = re.compile(
-    r"(?<![\d,.])[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\d,])|[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
-)
+GROUPED = r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?"  # "73,760": one number, with thousands separators
+CELL_NUMBER = re.compile(rf"(?<![\w.,]){GROUPED}(?![\w])|(?<![\w.,])[-+]?\d+(?:\.\d+)?(?![\w])")
+# in a result file's text or cell (a CSV's comma outside a cell separates two numbers)
+FILE_NUMBER = re.compile(rf"(?<![\d,.]){GROUPED}(?![\d,])|[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
 
 def numbers_of(path):
@@ -156,7 +151,7 @@ def numbers_of(path):
         texts = list(json_texts(json.loads(text)))
     else:
         texts = [text]
-    return sorted(float(n.replace(",", "")) for t in texts for n in GROUPED_NUMBER.findall(t))
+    return sorted(float(n.replace(",", "")) for t in texts for n in FILE_NUMBER.findall(t))
 
 
 def json_texts(value):
@@ -181,7 +176,7 @@ BOUND = re.compile(r"([<≤]) ?$")  # "p < 0.0001": the number is a bound
 ITEM = re.compile(r"\s*(?:[-*+]|\d+\.) ")
 # in scoped prose: decimals, and integers written with thousands separators (counts such as
 # "9,100 updates"; a plain "12" may be an ordinal, a year or a size)
-PROSE_NUMBER = re.compile(r"(?<![\w.,])[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?!\w|[.,]\d)|" + NUMBER.pattern)
+PROSE_NUMBER = re.compile(rf"(?<![\w.,]){GROUPED}(?!\w|[.,]\d)|{NUMBER.pattern}")
 BREAKS = ("#", "|", "<!--")  # a heading, a table row, a generator's marker: blocks of their own
 
 
