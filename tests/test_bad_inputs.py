@@ -167,6 +167,21 @@ def inputs(tmp_path_factory, toy_data):
         ("good", "variant,test_ppl\nsoftmax,80\nsoftmax@2,81\nct,82\n"),
     ):
         write(str(root / "seeds" / f"{name}.csv"), table.encode())
+    head = "experiment,direction,variant,T,LS,SEM,seed,updates,stopped by,dev greedy,dev beam,beam k\n"
+    for (
+        name,
+        rows,
+    ) in (  # ctemp-alt-seeds: runs.csv files of ctemp-alt-results, and one from before its seed column
+        ("seed1", "en-vi.m,en-vi,transformer,1,0.1,0,1,900,early stop,6.6,7.9,4\n"),
+        ("seed2-ls0.2", "en-vi.m.seed2,en-vi,transformer,1,0.2,0,2,900,early stop,7.1,8.2,4\n"),
+    ):
+        write(str(root / "alt-seeds" / name / "runs.csv"), (head + rows).encode())
+    old_runs = "experiment,direction,T,LS,SEM,updates,stopped by,dev greedy,dev beam,beam k\n"
+    write(
+        str(root / "alt-seeds" / "old" / "runs.csv"),
+        (old_runs + "en-vi.m,en-vi,1,0.1,0,900,x,7,8,4\n").encode(),
+    )
+    write(str(root / "alt-seeds" / "taken.md"), b"a finished table")
     return {"root": root, "toy": toy_data, "ckpt": ckpt, "refs": refs}
 
 
@@ -270,6 +285,12 @@ def alt_results(argv):
     from fairseq_ctemp.cli import alt_results
 
     alt_results.main(argv)
+
+
+def alt_seeds(argv):
+    from fairseq_ctemp.cli import alt_seeds
+
+    alt_seeds.main(argv)
 
 
 def lm_results(argv):
@@ -837,6 +858,52 @@ CASES = [
         RESULTS,
         ["--work", "{root}/results-work", "--out", "{root}/a-file"],
         "a-file is not a directory",
+    ),
+    # ctemp-alt-seeds
+    (
+        "seeds: a runs.csv from before the seed column, its seed not given",
+        alt_seeds,
+        [
+            "--runs",
+            "{root}/alt-seeds/seed1/runs.csv",
+            "{root}/alt-seeds/old/runs.csv",
+            "--output",
+            "{root}/s",
+        ],
+        "--runs {root}/alt-seeds/old/runs.csv has no seed column (written before it had one): give it as "
+        "{root}/alt-seeds/old/runs.csv@SEED",
+    ),
+    (
+        "seeds: runs of two label smoothings",
+        alt_seeds,
+        [
+            "--runs",
+            "{root}/alt-seeds/seed1/runs.csv",
+            "{root}/alt-seeds/seed2-ls0.2/runs.csv",
+            "--output",
+            "{root}/s",
+        ],
+        "--runs: {root}/alt-seeds/seed1/runs.csv line 2 and {root}/alt-seeds/seed2-ls0.2/runs.csv line 2 "
+        "differ in LS (0.1 vs 0.2): compare runs of one setting",
+    ),
+    (
+        "seeds: one seed from two files",
+        alt_seeds,
+        [
+            "--runs",
+            "{root}/alt-seeds/seed1/runs.csv",
+            "{root}/alt-seeds/old/runs.csv@1",
+            "--output",
+            "{root}/s",
+        ],
+        "--runs: transformer T=1 seed 1 is there twice ({root}/alt-seeds/seed1/runs.csv line 2 and "
+        "{root}/alt-seeds/old/runs.csv line 2)",
+    ),
+    (
+        "seeds: --output names a finished table",
+        alt_seeds,
+        ["--runs", "{root}/alt-seeds/seed1/runs.csv", "--output", "{root}/alt-seeds/taken"],
+        "--output: {root}/alt-seeds/taken.md exists; refusing to overwrite it (--force)",
     ),
     ("results: no sweep", RESULTS, ["--work", "{root}/mine", "--out", "{root}/new"], "no sweep in"),
     (
@@ -2228,7 +2295,7 @@ def test_the_suite_covers_every_tool():
     examples/ and benchmarks/ has a case, or is named here with the reason it has none."""
     covered = " ".join(" ".join(map(str, c[1])) if isinstance(c[1], list) else c[1].__name__ for c in CASES)
     consoles = console_scripts()
-    assert len(consoles) == 11
+    assert len(consoles) == 12
     for console, module in consoles.items():
         assert console in covered or module.rsplit(".", 1)[1] in covered, console
     not_covered = {  # relative to the repository: why it has no case of its own

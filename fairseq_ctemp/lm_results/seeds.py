@@ -6,6 +6,7 @@ import collections
 import csv
 import math
 
+from ..seed_test import seed_test
 from . import ResultsError
 from .output import fmt, write_tables
 
@@ -13,9 +14,6 @@ COLUMNS = [
     *("variant", "seeds", "test_ppl_geomean", "test_ppl_min", "test_ppl_max", "ratio_to_baseline"),
     *("welch_t", "welch_df", "p_value", "verdict"),
 ]
-# A row decides against the baseline only from this many seeds on each side: with two, Welch's test
-# has about two degrees of freedom and rests on spreads that two points cannot show
-MIN_SEEDS_TO_DECIDE = 3
 
 
 def seeds(tables, baseline, output):
@@ -88,32 +86,6 @@ def seed_rows(path):
             raise ResultsError(f"{where} has no test perplexity >= 1 (got {run['test_ppl']!r})")
         rows.append((variant, int(seed or 1), ppl, run.get("ar_tar")))
     return rows
-
-
-def seed_test(values, base):
-    """Welch's t-test of one row's per-seed log perplexities against the baseline's, and its verdict."""
-    import numpy as np
-    from scipy import stats
-
-    if len(values) < 2:
-        return {"verdict": "no test: one seed"}
-    if len(base) < 2:
-        return {"verdict": "no test: one seed of the baseline"}
-    if np.ptp(values) == 0 and np.ptp(base) == 0:  # Welch's t would be infinite (or NaN)
-        return {"verdict": "no test: no spread over the seeds"}
-    test = stats.ttest_ind(values, base, equal_var=False)
-    if min(len(values), len(base)) < MIN_SEEDS_TO_DECIDE:
-        verdict = f"inconclusive: fewer than {MIN_SEEDS_TO_DECIDE} seeds"
-    elif test.pvalue >= 0.05:
-        verdict = "inconclusive"
-    else:
-        verdict = "lower" if values.mean() < base.mean() else "higher"
-    return {
-        "welch_t": float(test.statistic),
-        "welch_df": float(test.df),
-        "p_value": float(test.pvalue),
-        "verdict": verdict,
-    }
 
 
 def markdown(rows, baseline):

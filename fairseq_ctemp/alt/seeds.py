@@ -1,0 +1,211 @@
+"""ctemp-alt-seeds (what it writes: its --help): the systems of ALT sweeps over their seeds, each
+against a baseline with the seed as the unit (Welch's t-test on the per-seed BLEU), read from the
+runs.csv files that ctemp-alt-results wrote (seeds trained in different working directories, or
+on machines that are gone, each in a file of its own)."""
+
+import collections
+import csv
+import statistics
+from dataclasses import dataclass
+from typing import Dict, Optional, Sequence, Tuple
+
+from ..seed_test import seed_test
+from .common import AltError, fmt
+from .presets import DEFAULT_VARIANT
+from .sections import markdown_table, write_csv
+from .systems import setup_name
+
+METRICS = ("greedy", "beam")  # runs.csv's "<split> greedy" and "<split> beam" BLEU
+# what must be equal in every run compared (runs.csv's columns; the experiment without its seed)
+SETTING = ("experiment", "direction", "LS", "SEM", "beam k")
+COLUMNS = [
+    *("metric", "variant", "T", "seeds", "BLEU per seed", "mean", "min", "max", "difference"),
+    *("welch_t", "welch_df", "p_value", "verdict"),
+]
+
+
+@dataclass(frozen=True)
+class SeedRun:
+    """One finished run of a runs.csv: a system (variant at T) at one seed, its BLEU per metric."""
+
+    variant: str
+    temperature: str  # as run names write it: "1", "2.5"
+    seed: int
+    bleu: Dict[str, float]
+    setting: Tuple[str, ...]  # SETTING's values
+    where: str  # "FILE line N"
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which runs to compare (None: all) and how."""
+
+    variants: Optional[Sequence[str]]
+    temperatures: Optional[Sequence[float]]
+    baseline: str  # a variant, at T = 1
+    split: str  # dev or test
+
+
+def parse_runs_spec(text):
+    """'runs.csv' or 'runs.csv@2' (the seed of a file written before runs.csv had a seed column)."""
+    path, at, seed = text.rpartition("@")
+    if not at:
+        return text, None
+    if not seed.isdigit():
+        raise AltError(f"--runs {text}: FILE@SEED wants an integer seed")
+    return path, int(seed)
+
+
+def read_runs(spec, sel):
+    """The finished runs of one --runs file that `sel` selects (SeedRun), and the names of those it
+    left out as not finished."""
+    path, seed_given = parse_runs_spec(spec)
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            rows = list(csv.DictReader(f))
+    except (OSError, UnicodeDecodeError) as e:
+        raise AltError(f"--runs {path}: {getattr(e, 'strerror', None) or e}") from None
+    wanted = [*SETTING, "T", *(f"{sel.split} {m}" for m in METRICS)]
+    missing = [c for c in wanted if c not in (rows[0] if rows else {})]
+    if missing:
+        raise AltError(
+            f"--runs {path} is not a runs.csv of ctemp-alt-results with runs (no column {missing[0]!r})"
+        )
+    if seed_given is None and "seed" not in rows[0]:
+        raise AltError(
+            f"--runs {path} has no seed column (written before it had one): give it as {path}@SEED"
+        )
+    runs, unfinished = [], []
+    for n, row in enumerate(rows, 2):
+        run = seed_run(row, f"{path} line {n}", seed_given, sel)
+        if run is None:
+            continue
+        (runs if run.bleu else unfinished).append(run)
+    return runs, [f"{r.variant} T={r.temperature} seed {r.seed} ({r.where})" for r in unfinished]
+
+
+def seed_run(row, where, seed_given, sel):
+    """The SeedRun of a runs.csv row (bleu empty: not finished), or None where `sel` leaves it out."""
+    variant = row.get("variant") or DEFAULT_VARIANT  # a file from before the column had only it
+    try:
+        temperature = float(row["T"])
+        seed = int(row["seed"]) if row.get("seed") else seed_given
+        cells = [row[f"{sel.split} {m}"] for m in METRICS]
+        bleu = dict(zip(METRICS, map(float, cells))) if all(cells) else {}
+    except ValueError as e:
+        raise AltError(f"--runs {where}: not a number where runs.csv has one ({e})") from None
+    if seed_given is not None and seed != seed_given:
+        raise AltError(f"--runs {where}: the row's seed is {seed}, the file was given as @{seed_given}")
+    if (sel.variants and variant not in sel.variants) or (
+        sel.temperatures and temperature not in sel.temperatures
+    ):
+        return None
+    setting = (setup_name(row["experiment"]), *(row[c] for c in SETTING[1:]))
+    return SeedRun(variant, fmt(temperature), seed, bleu, setting, where)
+
+
+def by_system(runs):
+    """{(variant, T): {seed: SeedRun}}; refuses a seed given twice and runs of different settings."""
+    first = runs[0]
+    systems = collections.defaultdict(dict)
+    for run in runs:
+        for name, mine, theirs in zip(SETTING, run.setting, first.setting):
+            if mine != theirs:
+                raise AltError(
+                    f"--runs: {first.where} and {run.where} differ in {name} ({theirs} vs {mine}): "
+                    "compare runs of one setting"
+                )
+        seeds = systems[run.variant, run.temperature]
+        if run.seed in seeds:
+            raise AltError(
+                f"--runs: {run.variant} T={run.temperature} seed {run.seed} is there twice "
+                f"({seeds[run.seed].where} and {run.where})"
+            )
+        seeds[run.seed] = run
+    return systems
+
+
+def compare(systems, sel, beam_k):
+    """The rows (dicts of COLUMNS): per metric, the baseline, then each system against it."""
+    base_key = (sel.baseline, "1")
+    if base_key not in systems:
+        raise AltError(f"--baseline {sel.baseline}: no finished run of it at T=1 in --runs")
+    order = sorted(systems, key=lambda k: (k != base_key, k[0], float(k[1])))
+    rows = []
+    for metric in METRICS:
+        base = [systems[base_key][s].bleu[metric] for s in sorted(systems[base_key])]
+        for key in order:
+            seeds = sorted(systems[key])
+            values = [systems[key][s].bleu[metric] for s in seeds]
+            row = {
+                "metric": f"{sel.split} {metric} BLEU" + (f" (beam {beam_k})" if metric == "beam" else ""),
+                "variant": key[0],
+                "T": key[1],
+                "seeds": " ".join(map(str, seeds)),
+                "BLEU per seed": " ".join(f"{v:.2f}" for v in values),
+                "mean": statistics.mean(values),
+                "min": min(values),
+                "max": max(values),
+                "difference": statistics.mean(values) - statistics.mean(base),
+            }
+            row.update(seed_test(values, base) if key != base_key else {"verdict": "baseline"})
+            rows.append(row)
+    return rows
+
+
+def markdown(rows, baseline):
+    header = [
+        "metric",
+        "system",
+        "seeds",
+        "BLEU per seed",
+        "mean",
+        "difference",
+        "Welch t",
+        "df",
+        "p",
+        "verdict",
+    ]
+
+    def num(value, spec):
+        return "–" if value is None else format(value, spec)
+
+    cells = [
+        [
+            r["metric"],
+            f"{r['variant']} T={r['T']}",
+            r["seeds"],
+            r["BLEU per seed"],
+            f"{r['mean']:.2f}",
+            "" if r["verdict"] == "baseline" else f"{r['difference']:+.2f}",
+            num(r.get("welch_t"), ".2f"),
+            num(r.get("welch_df"), ".2f"),
+            num(r.get("p_value"), ".3g"),
+            r["verdict"],
+        ]
+        for r in rows
+    ]
+    caption = (
+        f"BLEU over seeds, each system against {baseline} T=1 with the seed as the unit: Welch's "
+        "t-test on the per-seed BLEU (difference: of the means)."
+    )
+    return [caption, "", markdown_table(header, cells)]
+
+
+def seeds_report(specs, sel, output):
+    """OUTPUT.md and OUTPUT.csv; returns the markdown lines and the runs left out as not finished."""
+    runs, unfinished = [], []
+    for spec in specs:
+        found, left = read_runs(spec, sel)
+        runs += found
+        unfinished += left
+    if not runs:
+        raise AltError("--runs: no finished run of the variants and temperatures asked for")
+    systems = by_system(runs)
+    rows = compare(systems, sel, beam_k=runs[0].setting[-1])
+    lines = markdown(rows, sel.baseline)
+    sources = "Runs: " + ", ".join(f"`{spec}`" for spec in specs) + "."
+    write_csv(output + ".csv", COLUMNS, [[r.get(c, "") for c in COLUMNS] for r in rows])
+    with open(output + ".md", "w", encoding="utf-8") as f:
+        f.write("\n".join([*lines, "", sources]) + "\n")
+    return lines, unfinished

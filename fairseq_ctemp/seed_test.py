@@ -1,0 +1,36 @@
+"""Two systems compared with the seed as the unit: Welch's t-test on one number per seed (a log
+perplexity, a BLEU score), and the verdict the results pages quote. Shared by the language-model
+and the ALT results."""
+
+# A comparison decides only from this many seeds on each side: with two, Welch's test has about two
+# degrees of freedom and rests on spreads that two points cannot show
+MIN_SEEDS_TO_DECIDE = 3
+
+
+def seed_test(values, base):
+    """{welch_t, welch_df, p_value, verdict} of `values` (one per seed) against `base`'s; the verdict
+    says "lower" or "higher" (values against base) only from MIN_SEEDS_TO_DECIDE seeds on each side
+    and p < 0.05, else why not."""
+    import numpy as np
+    from scipy import stats
+
+    values, base = np.asarray(values, dtype=float), np.asarray(base, dtype=float)
+    if len(values) < 2:
+        return {"verdict": "no test: one seed"}
+    if len(base) < 2:
+        return {"verdict": "no test: one seed of the baseline"}
+    if np.ptp(values) == 0 and np.ptp(base) == 0:  # Welch's t would be infinite (or NaN)
+        return {"verdict": "no test: no spread over the seeds"}
+    test = stats.ttest_ind(values, base, equal_var=False)
+    if min(len(values), len(base)) < MIN_SEEDS_TO_DECIDE:
+        verdict = f"inconclusive: fewer than {MIN_SEEDS_TO_DECIDE} seeds"
+    elif test.pvalue >= 0.05:
+        verdict = "inconclusive"
+    else:
+        verdict = "lower" if values.mean() < base.mean() else "higher"
+    return {
+        "welch_t": float(test.statistic),
+        "welch_df": float(test.df),
+        "p_value": float(test.pvalue),
+        "verdict": verdict,
+    }

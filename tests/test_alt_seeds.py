@@ -1,0 +1,172 @@
+"""ctemp-alt-seeds: the systems of ALT sweeps over their seeds, against the baseline with the seed as
+the unit. Welch's test is checked against the textbook formulas computed here; the runs.csv files
+are hand-made in the layout ctemp-alt-results writes, and the committed ones of the mini
+experiment are read as they are."""
+
+import csv
+import math
+import os
+import statistics
+
+import pytest
+from conftest import REPO, run_main
+from scipy.stats import t as student
+
+from fairseq_ctemp.cli import alt_seeds
+
+HEADER = "experiment,direction,variant,T,LS,SEM,seed,updates,stopped by,dev greedy,dev beam,beam k\n"
+OLD_HEADER = (
+    "experiment,direction,T,LS,SEM,updates,stopped by,dev greedy,dev beam,beam k\n"  # no variant, seed
+)
+
+
+def runs_csv(path, rows, header=HEADER):
+    """rows: (variant, T, seed, greedy, beam) in one experiment of the mini setup; greedy None: a run
+    not finished."""
+    lines = []
+    for variant, temperature, seed, greedy, beam in rows:
+        experiment = "en-vi.mini.spm2000.n4000" + (f".seed{seed}" if seed != 1 else "")
+        cells = ["", ""] if greedy is None else [greedy, beam]
+        stop = "(not finished)" if greedy is None else "early stop"
+        own = [variant, temperature, 0.1, 0, seed] if header == HEADER else [temperature, 0.1, 0]
+        lines.append(",".join(map(str, [experiment, "en-vi", *own, 5000, stop, *cells, 4])))
+    path.write_text(header + "\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def read_rows(prefix):
+    with open(f"{prefix}.csv", newline="", encoding="utf-8") as f:
+        return {(r["metric"].split()[1], r["variant"], r["T"]): r for r in csv.DictReader(f)}
+
+
+def welch(a, b):
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    t = (statistics.mean(a) - statistics.mean(b)) / math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    return t, df, 2 * student.sf(abs(t), df)
+
+
+@pytest.fixture
+def three_seeds(tmp_path):
+    """Seed 1 with a run of seed 2 not finished in its directory, seed 2 in a file from before
+    runs.csv had a seed column, seed 3."""
+    one = runs_csv(
+        tmp_path / "one.csv",
+        [
+            ("transformer", 1, 1, 6.62, 7.90),
+            ("transformer", 2, 1, 6.67, 7.71),
+            ("transformer", 1, 2, None, None),
+        ]
+        + [("ct_transformer", 1, 1, 6.63, 7.94)],
+    )
+    two = runs_csv(tmp_path / "two.csv", [("", 1, 2, 7.16, 8.26), ("", 2, 2, 6.96, 7.84)], OLD_HEADER)
+    three = runs_csv(
+        tmp_path / "three.csv", [("transformer", 1, 3, 6.90, 8.10), ("transformer", 2, 3, 6.50, 7.60)]
+    )
+    return tmp_path, [str(one), f"{two}@2", str(three)]
+
+
+def test_each_system_against_t1_with_the_seed_as_the_unit(three_seeds):
+    tmp_path, runs = three_seeds
+    proc = run_main(alt_seeds.main, "--runs", *runs, "--output", tmp_path / "s")
+    rows = read_rows(tmp_path / "s")
+    t2, t1 = rows["greedy", "transformer", "2"], rows["greedy", "transformer", "1"]
+    assert t2["seeds"] == "1 2 3" and t2["BLEU per seed"] == "6.67 6.96 6.50"
+    t, df, p = welch([6.67, 6.96, 6.50], [6.62, 7.16, 6.90])
+    assert float(t2["welch_t"]) == pytest.approx(t) and float(t2["welch_df"]) == pytest.approx(df)
+    assert float(t2["p_value"]) == pytest.approx(p) and t2["verdict"] == "inconclusive"
+    assert float(t2["difference"]) == pytest.approx(
+        statistics.mean([6.67, 6.96, 6.5]) - statistics.mean([6.62, 7.16, 6.9])
+    )
+    assert t1["verdict"] == "baseline" and float(t1["mean"]) == pytest.approx(
+        statistics.mean([6.62, 7.16, 6.9])
+    )
+    beam = rows["beam", "transformer", "2"]
+    t, df, p = welch([7.71, 7.84, 7.60], [7.90, 8.26, 8.10])
+    assert float(beam["p_value"]) == pytest.approx(p) and beam["verdict"] == (
+        "lower" if p < 0.05 else "inconclusive"
+    )
+    assert rows["greedy", "ct_transformer", "1"]["verdict"] == "no test: one seed"
+    assert "left out, not finished: transformer T=1 seed 2 (" in proc.stderr
+    md = (tmp_path / "s.md").read_text(encoding="utf-8")
+    assert "| dev beam BLEU (beam 4) | transformer T=2 | 1 2 3 | 7.71 7.84 7.60 | 7.72 | -0.37 |" in md
+    assert f"`{runs[1]}`" in md  # the files it read
+
+
+def test_the_selection_and_the_baseline(three_seeds):
+    tmp_path, runs = three_seeds
+    run_main(alt_seeds.main, "--runs", *runs, "--temperatures", "1", "--output", tmp_path / "t1")
+    assert {k[1:] for k in read_rows(tmp_path / "t1")} == {("transformer", "1"), ("ct_transformer", "1")}
+    run_main(alt_seeds.main, "--runs", *runs, "--variants", "transformer", "--output", tmp_path / "tf")
+    assert {k[1:] for k in read_rows(tmp_path / "tf")} == {("transformer", "1"), ("transformer", "2")}
+    run_main(alt_seeds.main, "--runs", runs[0], "--baseline", "ct_transformer", "--output", tmp_path / "ct")
+    assert read_rows(tmp_path / "ct")["greedy", "ct_transformer", "1"]["verdict"] == "baseline"
+
+
+def refused(tmp_path, *args):
+    before = sorted(os.listdir(tmp_path))
+    proc = run_main(alt_seeds.main, *args, check=False)
+    assert proc.returncode == 2 and sorted(os.listdir(tmp_path)) == before  # nothing written
+    (line,) = proc.stderr.strip().splitlines()
+    return line
+
+
+def test_runs_that_cannot_be_compared_are_refused(three_seeds):
+    tmp_path, runs = three_seeds
+    one, two, three = runs
+    out = ("--output", tmp_path / "out")
+    assert "is there twice" in refused(tmp_path, "--runs", one, one, *out)
+    assert f"has no seed column (written before it had one): give it as {two[:-2]}@SEED" in refused(
+        tmp_path, "--runs", two[:-2], *out
+    )
+    assert "the row's seed is 1, the file was given as @3" in refused(tmp_path, "--runs", f"{one}@3", *out)
+    assert "FILE@SEED wants an integer seed" in refused(tmp_path, "--runs", f"{one}@x", *out)
+    smoothed = tmp_path / "smoothed.csv"
+    smoothed.write_text(open(three).read().replace(",0.1,0,", ",0.2,0,"), encoding="utf-8")
+    line = refused(tmp_path, "--runs", one, str(smoothed), *out)
+    assert line.endswith("differ in LS (0.1 vs 0.2): compare runs of one setting")
+    assert "--baseline lstm: no finished run of it at T=1" in refused(
+        tmp_path, "--runs", one, "--baseline", "lstm", *out
+    )
+    assert "leaves out the --baseline transformer" in refused(
+        tmp_path, "--runs", one, "--variants", "ct_transformer", *out
+    )
+    assert "--temperatures must include 1" in refused(tmp_path, "--runs", one, "--temperatures", "2", *out)
+    table1 = tmp_path / "table1.csv"
+    table1.write_text("direction,experiment,T_opt\nen-vi,x,2\n", encoding="utf-8")
+    assert "is not a runs.csv of ctemp-alt-results" in refused(tmp_path, "--runs", str(table1), *out)
+    run_main(alt_seeds.main, "--runs", one, *out)
+    written = (tmp_path / "out.md").read_text(encoding="utf-8")
+    assert "out.csv exists; refusing to overwrite it (--force)" in refused(tmp_path, "--runs", two, *out)
+    run_main(alt_seeds.main, "--runs", two, *out, "--force")
+    assert (tmp_path / "out.md").read_text(encoding="utf-8") != written
+
+
+def test_the_committed_runs_of_two_seeds_as_their_files_give_them(tmp_path):
+    """The mini experiment's learned-temperature Transformers, seeds 1 and 2: each number is the
+    runs.csv cell (read here with the csv module) or their mean."""
+    folder = os.path.join(REPO, "examples", "alt", "results", "mini_en_vi_variants")
+    files = [os.path.join(folder, seed, "runs.csv") for seed in ("seed1", "seed2")]
+    cells = {}
+    for path in files:
+        with open(path, newline="", encoding="utf-8") as f:
+            for r in csv.DictReader(f):
+                if r["dev greedy"] and r["variant"] in ("transformer", "ct_transformer") and r["T"] == "1":
+                    cells.setdefault(r["variant"], []).append(float(r["dev greedy"]))
+    run_main(
+        alt_seeds.main,
+        "--runs",
+        *files,
+        "--variants",
+        "transformer,ct_transformer",
+        "--temperatures",
+        "1",
+        "--output",
+        tmp_path / "s",
+    )
+    rows = read_rows(tmp_path / "s")
+    for variant, values in cells.items():
+        assert len(values) == 2 and float(rows["greedy", variant, "1"]["mean"]) == pytest.approx(
+            statistics.mean(values)
+        )
+    assert rows["greedy", "ct_transformer", "1"]["verdict"] == "inconclusive: fewer than 3 seeds"
