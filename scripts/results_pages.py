@@ -150,6 +150,45 @@ def optional(value, spec):
     return format(float(value), spec) if value else "–"
 
 
+# ----------------------------------------------------------------- ALT over seeds (Parts 1, 3)
+def alt_system(variant, temperature):
+    """transformer, 2 -> "T = 2"; ct_transformer, 1 -> "`ct_transformer`"."""
+    return (
+        f"T = {temperature}"
+        if variant == "transformer"
+        else f"`{variant}`" + (f" at T = {temperature}" if temperature != "1" else "")
+    )
+
+
+def alt_seeds(rows):
+    """ctemp-alt-seeds' rows: per system, greedy and beam BLEU over the seeds side by side."""
+    (seeds,) = rows
+    by_system = {}
+    for r in seeds:
+        by_system.setdefault((r["variant"], r["T"]), {})[r["metric"].split()[1]] = r
+    beam_k = re.search(r"beam (\d+)\)", next(r["metric"] for r in seeds if " beam " in r["metric"]))[1]
+    lines = [
+        f"| system | seeds | greedy BLEU per seed | mean (difference) | p | verdict | beam {beam_k} BLEU per seed | "
+        "mean (difference) | p | verdict |",
+        "|---|---|---|---:|---:|---|---|---:|---:|---|",
+    ]
+    for (variant, temperature), metrics in by_system.items():
+        cells = []
+        for metric in ("greedy", "beam"):
+            r = metrics[metric]
+            difference = "" if r["verdict"] == "baseline" else f" ({float(r['difference']):+.2f})"
+            cells += [
+                r["BLEU per seed"],
+                f"{float(r['mean']):.2f}{difference}",
+                optional(r["p_value"], ".3g"),
+                r["verdict"],
+            ]
+        lines.append(
+            f"| {alt_system(variant, temperature)} | {metrics['greedy']['seeds']} | {' | '.join(cells)} |"
+        )
+    return lines
+
+
 # ---------------------------------------------------------------------- ALT base pilot (Part 0)
 def alt_pilot(rows):
     (runs,) = rows

@@ -27,6 +27,7 @@ from fairseq_ctemp.alt.presets import variant_names
 from fairseq_ctemp.alt.records import RunResult, Settings, SubsetEval, SystemRow, TrainingSummary
 from fairseq_ctemp.cli import alt_data, alt_sweep
 from fairseq_ctemp.cli import alt_results as results_command
+from fairseq_ctemp.cli import alt_seeds as seeds_command
 
 pytestmark = pytest.mark.e2e
 ENV = dict(
@@ -281,6 +282,17 @@ def test_results_have_the_variants(swept):
         (r["dev greedy"], r["dev beam"]) for r in runs_csv
     ]
     assert "systems.en-vi.mini.bpe200.png" in names
+    # ctemp-alt-seeds reads the runs.csv that ctemp-alt-results writes (one seed here: no test)
+    run_main(seeds_command.main, "--runs", out / "runs.csv", "--output", work / "seeds", env=ENV)
+    over_seeds = list(csv.DictReader(open(work / "seeds.csv", encoding="utf-8")))
+    assert [(r["metric"], r["variant"], r["verdict"]) for r in over_seeds[:3]] == [
+        ("dev greedy BLEU", "transformer", "baseline"),
+        ("dev greedy BLEU", "ct_transformer", "no test: one seed"),
+        ("dev greedy BLEU", "sact_transformer", "no test: one seed"),
+    ]
+    assert [r["BLEU per seed"] for r in over_seeds] == [r["dev greedy"] for r in runs_csv] + [
+        r["dev beam"] for r in runs_csv
+    ]
 
     # a part of the directory: the transformer and sact_transformer, as a sweep of those two gives
     part = swept["work"] / "results-part"
