@@ -121,6 +121,11 @@ def test_runs_that_cannot_be_compared_are_refused(three_seeds):
     )
     assert "the row's seed is 1, the file was given as @3" in refused(tmp_path, "--runs", f"{one}@3", *out)
     assert "FILE@SEED wants an integer seed" in refused(tmp_path, "--runs", f"{one}@x", *out)
+    no_seed = tmp_path / "no-seed.csv"
+    no_seed.write_text(open(three).read().replace(",0.1,0,3,", ",0.1,0,,", 1), encoding="utf-8")
+    assert "line 2: the row has no seed: give the file as FILE@SEED" in refused(
+        tmp_path, "--runs", str(no_seed), *out
+    )
     smoothed = tmp_path / "smoothed.csv"
     smoothed.write_text(open(three).read().replace(",0.1,0,", ",0.2,0,"), encoding="utf-8")
     line = refused(tmp_path, "--runs", one, str(smoothed), *out)

@@ -94,6 +94,8 @@ def seed_run(row, where, seed_given, sel):
         bleu = dict(zip(METRICS, map(float, cells))) if all(cells) else {}
     except ValueError as e:
         raise AltError(f"--runs {where}: not a number where runs.csv has one ({e})") from None
+    if seed is None:
+        raise AltError(f"--runs {where}: the row has no seed: give the file as FILE@SEED")
     if seed_given is not None and seed != seed_given:
         raise AltError(f"--runs {where}: the row's seed is {seed}, the file was given as @{seed_given}")
     if (sel.variants and variant not in sel.variants) or (
