@@ -351,6 +351,7 @@ TABLES = {
     "alt_tempering_seeds": Table(
         (os.path.join(ALT_RESULTS, "mini_en_vi_seeds", "tempering.csv"),), alt_seeds
     ),
+    "alt_variants_seeds": Table((os.path.join(ALT_RESULTS, "mini_en_vi_seeds", "variants.csv"),), alt_seeds),
     "alt_pilot": Table((os.path.join(ALT_RESULTS, "base_en_vi_pilot", "runs.csv"),), alt_pilot),
     "alt_pilot_large_batch": Table(
         (os.path.join(ALT_RESULTS, "base_en_vi_pilot_large_batch", "runs.csv"),), alt_pilot
