@@ -136,6 +136,12 @@ def test_runs_that_cannot_be_compared_are_refused(three_seeds):
     assert "leaves out the --baseline transformer" in refused(
         tmp_path, "--runs", one, "--variants", "ct_transformer", *out
     )
+    assert "--variants sact_transformer: no finished run of it in --runs" in refused(
+        tmp_path, "--runs", one, "--variants", "transformer,sact_transformer", *out
+    )
+    assert "--temperatures 3: no finished run of it in --runs" in refused(
+        tmp_path, "--runs", one, "--temperatures", "1,3", *out
+    )
     assert "--temperatures must include 1" in refused(tmp_path, "--runs", one, "--temperatures", "2", *out)
     table1 = tmp_path / "table1.csv"
     table1.write_text("direction,experiment,T_opt\nen-vi,x,2\n", encoding="utf-8")

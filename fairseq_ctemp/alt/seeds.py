@@ -194,6 +194,18 @@ def markdown(rows, baseline):
     return [caption, "", markdown_table(header, cells)]
 
 
+def check_asked_for(runs, sel):
+    """Each variant and T of --variants / --temperatures has a finished run (a typo finds none)."""
+    if not runs:
+        raise AltError("--runs: no finished run of the variants and temperatures asked for")
+    for option, asked, found in (
+        ("--variants", sel.variants or [], {r.variant for r in runs}),
+        ("--temperatures", [fmt(t) for t in sel.temperatures or []], {r.temperature for r in runs}),
+    ):
+        if missing := [a for a in asked if a not in found]:
+            raise AltError(f"{option} {missing[0]}: no finished run of it in --runs")
+
+
 def seeds_report(specs, sel, output):
     """OUTPUT.md and OUTPUT.csv; returns the markdown lines and the runs left out as not finished."""
     runs, unfinished = [], []
@@ -201,8 +213,7 @@ def seeds_report(specs, sel, output):
         found, left = read_runs(spec, sel)
         runs += found
         unfinished += left
-    if not runs:
-        raise AltError("--runs: no finished run of the variants and temperatures asked for")
+    check_asked_for(runs, sel)
     systems = by_system(runs)
     rows = compare(systems, sel, beam_k=runs[0].setting[-1])
     lines = markdown(rows, sel.baseline)
