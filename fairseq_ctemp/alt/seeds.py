@@ -35,6 +35,10 @@ class SeedRun:
     setting: Tuple[str, ...]  # SETTING's values
     where: str  # "FILE line N"
 
+    @property
+    def beam_k(self):
+        return self.setting[SETTING.index("beam k")]
+
 
 @dataclass(frozen=True)
 class Selection:
@@ -215,7 +219,7 @@ def seeds_report(specs, sel, output):
         unfinished += left
     check_asked_for(runs, sel)
     systems = by_system(runs)
-    rows = compare(systems, sel, beam_k=runs[0].setting[-1])
+    rows = compare(systems, sel, beam_k=runs[0].beam_k)
     lines = markdown(rows, sel.baseline)
     sources = "Runs: " + ", ".join(f"`{spec}`" for spec in specs) + "."
     write_csv(output + ".csv", COLUMNS, [[r.get(c, "") for c in COLUMNS] for r in rows])
