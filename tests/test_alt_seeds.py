@@ -153,6 +153,46 @@ def test_runs_that_cannot_be_compared_are_refused(three_seeds):
     assert (tmp_path / "out.md").read_text(encoding="utf-8") != written
 
 
+def test_the_test_split_and_the_runs_without_its_bleu(tmp_path):
+    """--split test reads the test BLEU; a run finished on dev but not scored on a test split, and
+    one not finished, are left out and named each with why; a file with no test BLEU at all is
+    refused as such."""
+    head = HEADER.rstrip("\n") + ",test greedy,test beam\n"
+    scored = tmp_path / "scored.csv"
+    scored.write_text(
+        head
+        + "en-vi.m,en-vi,transformer,1,0.1,0,1,900,early stop,6.6,7.9,4,5.1,6.2\n"
+        + "en-vi.m,en-vi,transformer,2,0.1,0,1,900,early stop,6.7,7.7,4,,\n"
+        + "en-vi.m,en-vi,ct_transformer,1,0.1,0,1,300,(not finished),,,4,,\n",
+        encoding="utf-8",
+    )
+    proc = run_main(alt_seeds.main, "--runs", scored, "--split", "test", "--output", tmp_path / "t")
+    rows = read_rows(tmp_path / "t")
+    assert set(rows) == {("greedy", "transformer", "1"), ("beam", "transformer", "1")}
+    assert rows["greedy", "transformer", "1"]["metric"] == "test greedy BLEU"
+    assert (
+        rows["greedy", "transformer", "1"]["mean"] == "5.1"
+        and rows["beam", "transformer", "1"]["mean"] == "6.2"
+    )
+    assert f"left out, no test BLEU: transformer T=2 seed 1 ({scored} line 3)" in proc.stderr
+    assert f"left out, not finished: ct_transformer T=1 seed 1 ({scored} line 4)" in proc.stderr
+    dev_only = tmp_path / "dev-only.csv"
+    dev_only.write_text(head + "en-vi.m,en-vi,transformer,1,0.1,0,1,900,early stop,6.6,7.9,4,,\n")
+    assert "--split test: no run of --runs has test BLEU" in refused(
+        tmp_path, "--runs", str(dev_only), "--split", "test", "--output", tmp_path / "d"
+    )
+
+
+def test_the_output_folder_is_made_or_refused_before_any_work(three_seeds):
+    tmp_path, runs = three_seeds
+    run_main(alt_seeds.main, "--runs", *runs, "--output", tmp_path / "new" / "folder" / "s")
+    assert sorted(os.listdir(tmp_path / "new" / "folder")) == ["s.csv", "s.md"]
+    (tmp_path / "a-file").write_text("", encoding="utf-8")
+    assert refused(tmp_path, "--runs", *runs, "--output", tmp_path / "a-file" / "s").endswith(
+        f"{tmp_path / 'a-file'} is not a folder that can be written to"
+    )
+
+
 def test_the_committed_runs_of_two_seeds_as_their_files_give_them(tmp_path):
     """The mini experiment's learned-temperature Transformers, seeds 1 and 2: each number is the
     runs.csv cell (read here with the csv module) or their mean."""

@@ -905,6 +905,12 @@ CASES = [
         ["--runs", "{root}/alt-seeds/seed1/runs.csv", "--output", "{root}/alt-seeds/taken"],
         "--output: {root}/alt-seeds/taken.md exists; refusing to overwrite it (--force)",
     ),
+    (
+        "seeds: --output in a file, not a folder",
+        alt_seeds,
+        ["--runs", "{root}/alt-seeds/seed1/runs.csv", "--output", "{root}/a-file/s"],
+        "--output {root}/a-file/s: {root}/a-file is not a folder that can be written to",
+    ),
     ("results: no sweep", RESULTS, ["--work", "{root}/mine", "--out", "{root}/new"], "no sweep in"),
     (
         "results: unknown experiment",

@@ -2,7 +2,10 @@
 table, caption, figures) made of them."""
 
 import csv
+import io
 import os
+
+from .common import write_text
 
 
 def markdown_table(header, rows):
@@ -12,10 +15,12 @@ def markdown_table(header, rows):
 
 
 def write_csv(path, header, rows):
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(header)
-        writer.writerows(rows)
+    """Atomic, its folder made where missing (write_text)."""
+    text = io.StringIO()
+    writer = csv.writer(text)
+    writer.writerow(header)
+    writer.writerows(rows)
+    write_text(path, text.getvalue())
 
 
 def section(out, title, csv_name, table, caption, figures=()):

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Dict, Optional, Sequence, Tuple
 
 from ..seed_test import seed_test
-from .common import AltError, fmt
+from .common import AltError, fmt, write_text
 from .presets import DEFAULT_VARIANT
 from .sections import markdown_table, write_csv
 from .systems import setup_name
@@ -61,8 +61,8 @@ def parse_runs_spec(text):
 
 
 def read_runs(spec, sel):
-    """The finished runs of one --runs file that `sel` selects (SeedRun), and the names of those it
-    left out as not finished."""
+    """The runs of one --runs file that `sel` selects and that have its split's BLEU (SeedRun), and
+    the others it selects, each named with why it has none ("not finished: NAME (FILE line N)")."""
     path, seed_given = parse_runs_spec(spec)
     try:
         with open(path, encoding="utf-8", newline="") as f:
@@ -79,13 +79,22 @@ def read_runs(spec, sel):
         raise AltError(
             f"--runs {path} has no seed column (written before it had one): give it as {path}@SEED"
         )
-    runs, unfinished = [], []
+    runs, left_out = [], []
     for n, row in enumerate(rows, 2):
         run = seed_run(row, f"{path} line {n}", seed_given, sel)
-        if run is None:
-            continue
-        (runs if run.bleu else unfinished).append(run)
-    return runs, [f"{r.variant} T={r.temperature} seed {r.seed} ({r.where})" for r in unfinished]
+        if run is not None and run.bleu:
+            runs.append(run)
+        elif run is not None:
+            name = f"{run.variant} T={run.temperature} seed {run.seed} ({run.where})"
+            left_out.append(f"{why_no_bleu(row, sel.split)}: {name}")
+    return runs, left_out
+
+
+def why_no_bleu(row, split):
+    """Why a run has no BLEU of the split: it has not finished, or (a test split) was not scored on
+    one (its sweep's data has none)."""
+    finished = all(row[f"dev {m}"] for m in METRICS)
+    return f"no {split} BLEU" if finished and split != "dev" else "not finished"
 
 
 def seed_run(row, where, seed_given, sel):
@@ -198,8 +207,13 @@ def markdown(rows, baseline):
     return [caption, "", markdown_table(header, cells)]
 
 
-def check_asked_for(runs, sel):
+def check_asked_for(runs, left_out, sel):
     """Each variant and T of --variants / --temperatures has a finished run (a typo finds none)."""
+    if not runs and left_out and all(why.startswith("no ") for why in left_out):
+        raise AltError(
+            f"--split {sel.split}: no run of --runs has {sel.split} BLEU (a sweep scores a test split "
+            "only where its data has one, e.g. from --carve-test)"
+        )
     if not runs:
         raise AltError("--runs: no finished run of the variants and temperatures asked for")
     for option, asked, found in (
@@ -211,18 +225,17 @@ def check_asked_for(runs, sel):
 
 
 def seeds_report(specs, sel, output):
-    """OUTPUT.md and OUTPUT.csv; returns the markdown lines and the runs left out as not finished."""
-    runs, unfinished = [], []
+    """OUTPUT.md and OUTPUT.csv; returns the markdown lines and the runs left out, each with why."""
+    runs, left_out = [], []
     for spec in specs:
         found, left = read_runs(spec, sel)
         runs += found
-        unfinished += left
-    check_asked_for(runs, sel)
+        left_out += left
+    check_asked_for(runs, left_out, sel)
     systems = by_system(runs)
     rows = compare(systems, sel, beam_k=runs[0].beam_k)
     lines = markdown(rows, sel.baseline)
     sources = "Runs: " + ", ".join(f"`{spec}`" for spec in specs) + "."
     write_csv(output + ".csv", COLUMNS, [[r.get(c, "") for c in COLUMNS] for r in rows])
-    with open(output + ".md", "w", encoding="utf-8") as f:
-        f.write("\n".join([*lines, "", sources]) + "\n")
-    return lines, unfinished
+    write_text(output + ".md", "\n".join([*lines, "", sources]) + "\n")
+    return lines, left_out

@@ -13,7 +13,8 @@ apart, or on machines that are gone, are compared from their files) and writes
   PREFIX.md    the same as a markdown table, and the files it read
 Every run compared must be of one setting (the experiment without its .seed<N>, direction, label
 smoothing, SEM, beam size); a system's seed may come from one file only. A file written before
-runs.csv had a seed column is given as FILE@SEED. Runs not finished are left out, and named.
+runs.csv had a seed column is given as FILE@SEED. Runs not finished (or, with --split test, not
+scored on a test split) are left out, and named.
 """
 
 import argparse
@@ -47,19 +48,30 @@ def seeds_main(argv=None):
     parser.add_argument("--split", choices=("dev", "test"), default="dev", help="the BLEU of this split")
     parser.add_argument("--force", action="store_true", help="replace an existing PREFIX.csv / PREFIX.md")
     args = parser.parse_args(argv)
-    taken = [p for p in (args.output + ".csv", args.output + ".md") if os.path.exists(p)]
-    if taken and not args.force:
-        raise AltError(f"--output: {taken[0]} exists; refusing to overwrite it (--force)")
+    check_output(args.output, args.force)
     if args.variants and args.baseline not in args.variants:
         raise AltError(f"--variants {','.join(args.variants)} leaves out the --baseline {args.baseline}")
     if args.temperatures and 1.0 not in args.temperatures:
         raise AltError("--temperatures must include 1: the baseline is its T=1 runs")
     selection = Selection(args.variants, args.temperatures, args.baseline, args.split)
-    lines, unfinished = seeds_report(args.runs, selection, args.output)
-    for run in unfinished:
-        say(f"left out, not finished: {run}")
+    lines, left_out = seeds_report(args.runs, selection, args.output)
+    for run in left_out:
+        say(f"left out, {run}")
     print("\n".join(lines))
     say(f"wrote {args.output}.csv and {args.output}.md")
+
+
+def check_output(prefix, force):
+    """Refuse, before any work, outputs that exist (without --force) or that cannot be written: the
+    first folder of the prefix's path that exists (the rest is made) must be a writable folder."""
+    taken = [p for p in (prefix + ".csv", prefix + ".md") if os.path.lexists(p)]
+    if taken and not force:
+        raise AltError(f"--output: {taken[0]} exists; refusing to overwrite it (--force)")
+    folder = os.path.dirname(os.path.abspath(prefix))
+    while not os.path.lexists(folder):
+        folder = os.path.dirname(folder)
+    if not (os.path.isdir(folder) and os.access(folder, os.W_OK)):
+        raise AltError(f"--output {prefix}: {folder} is not a folder that can be written to")
 
 
 if __name__ == "__main__":
