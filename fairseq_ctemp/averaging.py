@@ -174,11 +174,11 @@ def check_parameters(path, params, first, shapes):
 def write_average(paths, output, allow_mixed=False):
     """Average `paths` into `output` (which must not exist), written atomically under a fresh
     temporary name. Raises AverageError."""
-    if os.path.lexists(output):
-        raise AverageError(f"--output {output} already exists; refusing to overwrite it")
+    try:
+        inputs.check_new_file(output)
+    except inputs.InputError as e:
+        raise AverageError(f"--output {output} {e}") from None
     directory = os.path.dirname(os.path.abspath(output))
-    if not os.path.isdir(directory):
-        raise AverageError(f"--output {output}: directory {directory} does not exist")
     print(f"averaging {len(paths)} checkpoints: {' '.join(paths)}", file=sys.stderr)
     state = average_checkpoints(paths, allow_mixed)
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(output)}.", suffix=".tmp", dir=directory)

@@ -80,7 +80,30 @@ def check_new_file(path):
     if os.path.lexists(path):
         raise InputError("already exists; refusing to overwrite it")
     directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise InputError(f"is in {directory}, which does not exist")
-    if not os.access(directory, os.W_OK):
-        raise InputError(f"is in {directory}, which is not writable")
+    if problem := folder_problem(directory):
+        raise InputError(f"is in {directory}, which {problem}")
+
+
+def check_folder_can_be_made(path):
+    """InputError unless a file can be written at ``path`` once the tool has made its missing
+    folders (a file on the way would fail the write only after the work). The message follows the
+    file's name."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if problem := folder_problem(directory, made_if_missing=True):
+        raise InputError(f"is in {directory}, which {problem}")
+
+
+def folder_problem(folder, made_if_missing=False):
+    """Why no file can be written in ``folder`` (None: one can), in words that follow its name: it
+    does not exist (unless made_if_missing: the caller makes it), is not a folder, cannot be made
+    (a file on its path), cannot be written to."""
+    above = folder
+    while not os.path.lexists(above):
+        above = os.path.dirname(above)
+    if not os.path.isdir(above):
+        return "is not a folder" if above == folder else f"cannot be made: {above} is not a folder"
+    if above != folder and not made_if_missing:
+        return "does not exist"
+    if not os.access(above, os.W_OK):
+        return "cannot be written to" if above == folder else f"cannot be made: {above} cannot be written to"
+    return None

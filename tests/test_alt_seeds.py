@@ -189,7 +189,7 @@ def test_the_output_folder_is_made_or_refused_before_any_work(three_seeds):
     assert sorted(os.listdir(tmp_path / "new" / "folder")) == ["s.csv", "s.md"]
     (tmp_path / "a-file").write_text("", encoding="utf-8")
     assert refused(tmp_path, "--runs", *runs, "--output", tmp_path / "a-file" / "s").endswith(
-        f"{tmp_path / 'a-file'} is not a folder that can be written to"
+        f"is in {tmp_path / 'a-file'}, which is not a folder"
     )
 
 

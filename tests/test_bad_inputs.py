@@ -909,7 +909,7 @@ CASES = [
         "seeds: --output in a file, not a folder",
         alt_seeds,
         ["--runs", "{root}/alt-seeds/seed1/runs.csv", "--output", "{root}/a-file/s"],
-        "--output {root}/a-file/s: {root}/a-file is not a folder that can be written to",
+        "--output {root}/a-file/s is in {root}/a-file, which is not a folder",
     ),
     ("results: no sweep", RESULTS, ["--work", "{root}/mine", "--out", "{root}/new"], "no sweep in"),
     (
@@ -1076,7 +1076,7 @@ CASES = [
         "calibrate: --plot in a missing directory",
         calibrate,
         ["{toy}/bin", "--path", "{ckpt}/a.pt", "--plot", "{root}/nowhere/r.png"],
-        "--plot {root}/nowhere/r.png: directory {root}/nowhere does not exist",
+        "--plot {root}/nowhere/r.png is in {root}/nowhere, which does not exist",
     ),
     # ctemp-greedy-vs-beam
     (
@@ -1124,7 +1124,7 @@ CASES = [
         "greedy-vs-beam: --save-dir is a file",
         greedy_vs_beam,
         [*GVB[:5], "--save-dir", "{root}/a-file", "--", "--cpu"],
-        "{root}/a-file is a file, not a directory",
+        "{root}/a-file/greedy.hyp is in {root}/a-file, which is not a folder",
     ),
     (
         "greedy-vs-beam compare: empty files",
@@ -2162,7 +2162,7 @@ OUTPUT_CASES = [
         "average: --output in a missing directory",
         average,
         ["--inputs", "{ckpt}/a.pt", "{ckpt}/b.pt", "--output", "{root}/nowhere/avg.pt"],
-        "--output {root}/nowhere/avg.pt: directory {root}/nowhere does not exist",
+        "--output {root}/nowhere/avg.pt is in {root}/nowhere, which does not exist",
     ),
     (
         "calibrate: --json is a directory",
@@ -2174,7 +2174,7 @@ OUTPUT_CASES = [
         "calibrate: --write-checkpoint in a missing directory",
         calibrate,
         ["{toy}/bin", "--path", "{ckpt}/a.pt", "--write-checkpoint", "{root}/nowhere/c.pt"],
-        "--write-checkpoint {root}/nowhere/c.pt: directory {root}/nowhere does not exist",
+        "--write-checkpoint {root}/nowhere/c.pt is in {root}/nowhere, which does not exist",
     ),
     (
         "calibrate: --write-checkpoint is --path",
@@ -2183,6 +2183,86 @@ OUTPUT_CASES = [
         "--write-checkpoint {ckpt}/a.pt already exists",
     ),
     ("toy-translation: the output directory is a file", toy_translation, ["{root}/a-file"], "{root}/a-file"),
+    (
+        "toy-translation: the output directory in a file",
+        toy_translation,
+        ["{root}/a-file/toy"],
+        "OUT_DIR {root}/a-file/toy cannot be made: {root}/a-file is not a folder",
+    ),
+    (
+        "results: --out in a file",
+        RESULTS,
+        ["--work", "{root}/results-work", "--out", "{root}/a-file/out"],
+        "--out {root}/a-file/out cannot be made: {root}/a-file is not a folder",
+    ),
+    (
+        "data: --work in a file",
+        DATA,
+        ["prepare", "en-ja", "--local", "{root}/local", "--work", "{root}/a-file/work"],
+        "--work {root}/a-file/work cannot be made: {root}/a-file is not a folder",
+    ),
+    (
+        "data: toy-release in a file",
+        DATA,
+        ["toy-release", "{root}/a-file/release"],
+        "dest {root}/a-file/release cannot be made: {root}/a-file is not a folder",
+    ),
+    # an output whose path goes through a file: refused before the work, not failed after it
+    (
+        "greedy-vs-beam compare: --json in a file",
+        greedy_vs_beam,
+        [*COMPARE, "--json", "{root}/a-file/r.json"],
+        "--json {root}/a-file/r.json is in {root}/a-file, which is not a folder",
+    ),
+    (
+        "average: --output in a file",
+        average,
+        ["--inputs", "{ckpt}/a.pt", "{ckpt}/b.pt", "--output", "{root}/a-file/avg.pt"],
+        "--output {root}/a-file/avg.pt is in {root}/a-file, which is not a folder",
+    ),
+    (
+        "calibrate: --json in a file",
+        calibrate,
+        ["{toy}/bin", "--path", "{ckpt}/a.pt", "--json", "{root}/a-file/r.json"],
+        "--json {root}/a-file/r.json is in {root}/a-file, which is not a folder",
+    ),
+    (
+        "calibrate: --plot in a file",
+        calibrate,
+        ["{toy}/bin", "--path", "{ckpt}/a.pt", "--plot", "{root}/a-file/sub/r.png"],
+        "--plot {root}/a-file/sub/r.png is in {root}/a-file/sub, which cannot be made: {root}/a-file is "
+        "not a folder",
+    ),
+    (
+        "ct_analysis dump: --output in a file",
+        ct_analysis,
+        [*CT_DUMP[:2], "{ckpt}/lm.pt", *CT_DUMP[3:], "--output", "{root}/a-file/o.tsv"],
+        "{root}/a-file/o.tsv is in {root}/a-file, which is not a folder",
+    ),
+    (
+        "ct_analysis positions: --output in a file",
+        ct_analysis,
+        [*CT_POSITIONS[:2], "{ckpt}/lm.pt", *CT_POSITIONS[3:], "--output", "{root}/a-file/p.png"],
+        "{root}/a-file/p.png is in {root}/a-file, which is not a folder",
+    ),
+    (
+        "sact heatmaps: --out-dir in a file",
+        sact_heatmaps,
+        ["{toy}/bin", "--path", "{ckpt}/mt.pt", *HEATMAPS[3:-1], "{root}/a-file/maps"],
+        "--out-dir {root}/a-file/maps cannot be made: {root}/a-file is not a folder",
+    ),
+    (
+        "lm_results seeds: --output in a file",
+        lm_results,
+        ["seeds", "--table", "{root}/seeds/good.csv", "--output", "{root}/a-file/s"],
+        "{root}/a-file/s.md is in {root}/a-file, which is not a folder",
+    ),
+    (
+        "lm_results plot: --output in a file",
+        lm_results,
+        ["plot", "--logs", "{root}/a-file", "--output", "{root}/a-file/sub/c.png"],
+        "{root}/a-file/sub/c.png is in {root}/a-file/sub, which cannot be made: {root}/a-file is not a folder",
+    ),
     (
         "sact heatmaps: a torch.save file that is not a fairseq checkpoint",
         sact_heatmaps,

@@ -37,7 +37,8 @@
       that --patience counts. Printed; nothing is written.
 
 Every command refuses to write over an existing output before any work (--force: replace them, as
-the recipes' results steps do when they rebuild their tables from the runs).
+the recipes' results steps do when they rebuild their tables from the runs), and an output it
+could not write (in a file, not a folder); the folders of an output are made.
 
 For the temperatures themselves (tau per position, heat maps) see ctemp-ct-analysis. The commands' work
 is in the package fairseq_ctemp.lm_results, one module per command; this file is their command line.
@@ -48,6 +49,7 @@ import logging
 import os
 import sys
 
+from fairseq_ctemp import inputs
 from fairseq_ctemp.lm_results import ResultsError, compare, curves, seeds, status, table, tau
 
 WARNINGS = logging.StreamHandler()  # the package's warnings (a missing run), in this command's words
@@ -144,6 +146,11 @@ def main(argv=None):
     taken = [path for path in outputs(args) if os.path.lexists(path)]
     if taken and not args.force:
         sys.exit(f"{where}: error: {taken[0]} exists; refusing to overwrite it (--force)")
+    for path in outputs(args):
+        try:
+            inputs.check_folder_can_be_made(path)
+        except inputs.InputError as e:
+            sys.exit(f"{where}: error: {path} {e}")
     WARNINGS.setStream(sys.stderr)
     WARNINGS.setFormatter(logging.Formatter(f"{where}: warning: %(message)s"))
     logger = logging.getLogger("fairseq_ctemp.lm_results")

@@ -10,6 +10,7 @@ import os
 import shutil
 import tempfile
 
+from .. import inputs
 from ..progress import progress_bar
 from . import posthoc, posthoc_report, systems
 from .common import AltError
@@ -185,6 +186,8 @@ def check_out(out):
     if os.path.islink(out) or (os.path.exists(out) and not os.path.isdir(out)):
         raise AltError(f"--out {out} is not a directory (a file or link); choose a new directory")
     if not os.path.isdir(out):
+        if problem := inputs.folder_problem(os.path.abspath(out), made_if_missing=True):
+            raise AltError(f"--out {out} {problem}")
         return
     marker = os.path.join(out, MARKER)
     if not os.path.isfile(marker):

@@ -6,17 +6,16 @@ import os
 import torch
 from omegaconf import OmegaConf
 
-from .. import decoding
+from .. import decoding, inputs
 from . import CalibrationError
 
 
 def check_output(path, option):
     """CalibrationError unless ``path`` can be created: it does not exist, its directory does."""
-    if os.path.lexists(path):
-        raise CalibrationError(f"{option} {path} already exists; refusing to overwrite it")
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise CalibrationError(f"{option} {path}: directory {directory} does not exist")
+    try:
+        inputs.check_new_file(path)
+    except inputs.InputError as e:
+        raise CalibrationError(f"{option} {path} {e}") from None
 
 
 def check_writable(state, checkpoint):

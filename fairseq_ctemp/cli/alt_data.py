@@ -38,6 +38,7 @@ side (reported).
 import argparse
 import os
 
+from .. import inputs
 from ..alt.common import LANGUAGES, AltError, run_main
 from ..alt.data import check, prepare, toy_release
 from ..alt.sources import download
@@ -112,6 +113,9 @@ def build_parser():
 def data_main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
+    for option, folder in (("--work", getattr(args, "work", None)), ("dest", getattr(args, "dest", None))):
+        if folder and (problem := inputs.folder_problem(os.path.abspath(folder), made_if_missing=True)):
+            raise AltError(f"{option} {folder} {problem}")  # now, not when the first file is written
     if args.command == "prepare":
         for option in ("vocab", "train_subset", "carve_test", "workers"):
             if getattr(args, option) is not None and getattr(args, option) < 1:

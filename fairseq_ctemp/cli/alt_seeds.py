@@ -20,6 +20,7 @@ scored on a test split) are left out, and named.
 import argparse
 import os
 
+from .. import inputs
 from ..alt.common import AltError, run_main, say
 from ..alt.presets import DEFAULT_VARIANT
 from ..alt.seeds import Selection, seeds_report
@@ -62,16 +63,14 @@ def seeds_main(argv=None):
 
 
 def check_output(prefix, force):
-    """Refuse, before any work, outputs that exist (without --force) or that cannot be written: the
-    first folder of the prefix's path that exists (the rest is made) must be a writable folder."""
+    """Refuse, before any work, outputs that exist (without --force) or cannot be written."""
     taken = [p for p in (prefix + ".csv", prefix + ".md") if os.path.lexists(p)]
     if taken and not force:
         raise AltError(f"--output: {taken[0]} exists; refusing to overwrite it (--force)")
-    folder = os.path.dirname(os.path.abspath(prefix))
-    while not os.path.lexists(folder):
-        folder = os.path.dirname(folder)
-    if not (os.path.isdir(folder) and os.access(folder, os.W_OK)):
-        raise AltError(f"--output {prefix}: {folder} is not a folder that can be written to")
+    try:
+        inputs.check_folder_can_be_made(prefix)
+    except inputs.InputError as e:
+        raise AltError(f"--output {prefix} {e}") from None
 
 
 if __name__ == "__main__":

@@ -4,16 +4,24 @@ written all or none: fairseq_ctemp.outputs.all_or_none)."""
 import csv
 import os
 
+from .. import inputs
 from . import AnalysisError
 
 
 def check_outputs(paths, force):
-    """Refuse (before any work) to overwrite an existing output unless --force."""
+    """Refuse (before any work) to overwrite an existing output unless --force, and an output that
+    cannot be written (its missing folders are made)."""
     for path in paths:
-        if path and path != "-" and os.path.isdir(path):
+        if not path or path == "-":
+            continue
+        if os.path.isdir(path):
             raise AnalysisError(f"{path} is a directory; give a file name")
-        if path and path != "-" and os.path.exists(path) and not force:
+        if os.path.exists(path) and not force:
             raise AnalysisError(f"{path} exists; refusing to overwrite it (use --force)")
+        try:
+            inputs.check_folder_can_be_made(path)
+        except inputs.InputError as e:
+            raise AnalysisError(f"{path} {e}") from None
 
 
 def companion(path, suffix):

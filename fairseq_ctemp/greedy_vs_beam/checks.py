@@ -98,9 +98,8 @@ def output_files(request):
     for path in files.values():
         if os.path.exists(path):
             raise UsageError(f"{path} already exists; refusing to overwrite it")
-        parent = os.path.dirname(os.path.abspath(path))
-        while not os.path.exists(parent):
-            parent = os.path.dirname(parent)
-        if not os.path.isdir(parent):  # found now, not after decoding
-            raise UsageError(f"cannot write {path}: {parent} is a file, not a directory")
+        try:  # found now, not after decoding
+            inputs.check_folder_can_be_made(path)
+        except inputs.InputError as e:
+            raise UsageError(f"{path} {e}") from None
     return files
