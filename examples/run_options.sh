@@ -6,9 +6,18 @@
 # on in the same run. Until then (a start that failed) the record is written anew.
 check_run_options() {
   local file=$1/run_options.txt
+  check_folder SAVE_DIR "$1"
   if [ ! -f "$1/checkpoint_last.pt" ]; then
     mkdir -p "$1" && printf '%s\n' "$2" > "$file"
   elif [ -f "$file" ] && [ "$(cat "$file")" != "$2" ]; then
     die "SAVE_DIR $1 was started with '$(cat "$file")', not '$2': give another SAVE_DIR"
   fi
+}
+
+# check_folder NAME PATH: a folder the recipe writes, refused now (not when its first file is
+# written) where it cannot be made: the nearest existing folder of its path must be writable.
+check_folder() {
+  local above=$2
+  while [ ! -e "$above" ] && [ ! -L "$above" ]; do above=$(dirname "$above"); done
+  [ -d "$above" ] && [ -w "$above" ] || die "$1 $2 cannot be made: $above is not a folder that can be written to"
 }

@@ -801,6 +801,12 @@ CASES = [
         "--runs-per-gpu must be an integer >= 1, got '0'",
     ),
     (
+        "paper_scale.sh: --results in a file",
+        ["bash", os.path.join(ALT, "paper_scale.sh")],
+        ["en-ja", "--local", "{root}/local", "--results", "{root}/a-file/out"],
+        "--results {root}/a-file/out cannot be made (a file on its path, or no permission)",
+    ),
+    (
         "paper_scale.sh: --deadline 0",
         ["bash", os.path.join(ALT, "paper_scale.sh")],
         ["en-ja", "--local", "{root}/local", "--results", "{root}/out", "--deadline", "0"],
@@ -1833,6 +1839,12 @@ CASES = [
         ["bash", os.path.join(EXAMPLES, "language_model", "evaluate.sh")],
         ["{root}/new", "ptb"],
         "no checkpoint {root}/new/checkpoint_best.pt",
+    ),
+    (
+        "sact/train.sh: SAVE_DIR in a file",
+        ["bash", os.path.join(EXAMPLES, "sact", "train.sh")],
+        ["{toy}/bin", "{root}/a-file/run", "sact"],
+        "SAVE_DIR {root}/a-file/run cannot be made: {root}/a-file is not a folder that can be written to",
     ),
     (
         "sact/train.sh: unknown variant",

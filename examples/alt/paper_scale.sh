@@ -50,7 +50,7 @@ die() { echo "paper_scale.sh: error: $*" >&2; exit 2; }
 [ -z "$wheels" ] || [ -d "$wheels" ] || die "--wheels $wheels: no such directory"
 [ ! -e "$results" ] || [ -d "$results" ] || die "--results $results is a file, not a directory"
 [ ! -e "$results/alt-results.tar.gz" ] || die "$results/alt-results.tar.gz exists; give another --results"
-mkdir -p "$results"
+mkdir -p "$results" 2> /dev/null || die "--results $results cannot be made (a file on its path, or no permission)"
 results=$(cd "$results" && pwd)
 archive=$results/alt-results.tar.gz archive_partial=$results/alt-results-partial.tar.gz
 if [ -n "$wheels" ]; then

@@ -25,7 +25,7 @@ python_bin() {
   if [ -x "$repo_root/.venv/bin/python" ]; then echo "$repo_root/.venv/bin/python"; else command -v python3; fi
 }
 
-source "$lm_here/../run_options.sh"  # check_run_options
+source "$lm_here/../run_options.sh"  # check_run_options, check_folder
 
 check_dataset() {
   case $1 in ptb|wikitext-2|wikitext-103) ;; *) die "unknown dataset '$1' (expected ptb, wikitext-2 or wikitext-103)" ;; esac

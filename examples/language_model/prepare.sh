@@ -49,6 +49,8 @@ esac
 case ${EXPECTED_COUNTS:=check} in check|skip) ;; *) die "EXPECTED_COUNTS must be check or skip, got '$EXPECTED_COUNTS'" ;; esac
 
 dest=${DATA_BIN:-data-bin/$dataset}
+check_folder DATA_BIN "$dest"
+[ -n "$data_dir" ] || check_folder RAW_DIR "${RAW_DIR:-data-bin/$dataset.raw}"
 if [ -f "$dest/prepare.done" ]; then
   log "$dest is already prepared ($(tr '\n' ' ' < "$dest/prepare.done")); skipping"
   exit 0
