@@ -12,6 +12,7 @@ import pytest
 from conftest import REPO, run_main
 from scipy.stats import t as student
 
+from fairseq_ctemp.alt import seeds
 from fairseq_ctemp.cli import alt_seeds
 
 HEADER = "experiment,direction,variant,T,LS,SEM,seed,updates,stopped by,dev greedy,dev beam,beam k\n"
@@ -191,6 +192,23 @@ def test_the_output_folder_is_made_or_refused_before_any_work(three_seeds):
     assert refused(tmp_path, "--runs", *runs, "--output", tmp_path / "a-file" / "s").endswith(
         f"is in {tmp_path / 'a-file'}, which is not a folder"
     )
+
+
+def test_a_failed_write_leaves_neither_file(three_seeds, monkeypatch):
+    """The .md cannot be written (a full disk, say): the .csv made before it is removed again, so
+    that the rerun is not refused for it."""
+    tmp_path, runs = three_seeds
+
+    def full_disk(path, text):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(seeds, "write_text", full_disk)
+    with pytest.raises(OSError):
+        run_main(alt_seeds.main, "--runs", *runs, "--output", tmp_path / "s")
+    assert not os.path.exists(tmp_path / "s.csv") and not os.path.exists(tmp_path / "s.md")
+    monkeypatch.undo()
+    run_main(alt_seeds.main, "--runs", *runs, "--output", tmp_path / "s")
+    assert os.path.exists(tmp_path / "s.csv") and os.path.exists(tmp_path / "s.md")
 
 
 def test_the_committed_runs_of_two_seeds_as_their_files_give_them(tmp_path):

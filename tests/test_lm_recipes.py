@@ -857,3 +857,27 @@ def session_processes(sid):
     out = subprocess.run(["ps", "-eo", "sid=,pid=,stat=,args="], text=True, stdout=subprocess.PIPE).stdout
     rows = (line.split(None, 3) for line in out.splitlines())
     return [row for row in rows if int(row[0]) == sid and not row[2].startswith("Z")]
+
+
+def test_a_table_whose_markdown_cannot_be_written_leaves_no_csv(tmp_path, monkeypatch):
+    """`lm_results.py seeds` where PREFIX.md cannot be written (a full disk, say): the PREFIX.csv
+    made before it is removed again, so that the rerun is not refused for it."""
+    from fairseq_ctemp.lm_results import output
+
+    lm_results = example_script(os.path.join(RECIPES, "lm_results.py"))
+    table = tmp_path / "t.csv"
+    table.write_text("variant,test_ppl\nsoftmax,85\nct,88\n", encoding="utf-8")
+    real_open = open
+
+    def full_disk(path, *args, **kwargs):
+        if str(path).endswith(".md"):
+            raise OSError(28, "No space left on device")
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(output, "open", full_disk, raising=False)
+    with pytest.raises(OSError):
+        lm_results.main(["seeds", "--table", str(table), "--output", str(tmp_path / "s")])
+    assert sorted(os.listdir(tmp_path)) == ["t.csv"]
+    monkeypatch.undo()
+    run_main(lm_results.main, "seeds", "--table", table, "--output", tmp_path / "s")
+    assert sorted(os.listdir(tmp_path)) == ["s.csv", "s.md", "t.csv"]

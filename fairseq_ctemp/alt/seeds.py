@@ -9,6 +9,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Dict, Optional, Sequence, Tuple
 
+from ..outputs import all_or_none
 from ..seed_test import seed_test
 from .common import AltError, fmt, write_text
 from .presets import DEFAULT_VARIANT
@@ -236,6 +237,7 @@ def seeds_report(specs, sel, output):
     rows = compare(systems, sel, beam_k=runs[0].beam_k)
     lines = markdown(rows, sel.baseline)
     sources = "Runs: " + ", ".join(f"`{spec}`" for spec in specs) + "."
-    write_csv(output + ".csv", COLUMNS, [[r.get(c, "") for c in COLUMNS] for r in rows])
-    write_text(output + ".md", "\n".join([*lines, "", sources]) + "\n")
+    with all_or_none([output + ".csv", output + ".md"]):  # a rerun is not refused for one of them
+        write_csv(output + ".csv", COLUMNS, [[r.get(c, "") for c in COLUMNS] for r in rows])
+        write_text(output + ".md", "\n".join([*lines, "", sources]) + "\n")
     return lines, left_out

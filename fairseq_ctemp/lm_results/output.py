@@ -3,6 +3,8 @@
 import csv
 import os
 
+from ..outputs import all_or_none
+
 
 def write_csv(prefix, columns, rows):
     """PREFIX.csv with these columns (its directory made if needed)."""
@@ -35,8 +37,10 @@ def markdown_table(header, rows, text_columns=1):
 
 
 def write_tables(prefix, columns, rows, lines):
-    """PREFIX.csv (rows under columns) and PREFIX.md (lines), which are also printed."""
-    write_csv(prefix, columns, rows)
-    with open(prefix + ".md", "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
+    """PREFIX.csv (rows under columns) and PREFIX.md (lines), which are also printed; both or, where
+    the writing fails, neither of those it made (a rerun is not refused for one of them)."""
+    with all_or_none([prefix + ".csv", prefix + ".md"]):
+        write_csv(prefix, columns, rows)
+        with open(prefix + ".md", "w", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
