@@ -17,6 +17,7 @@ from .sections import markdown_table, write_csv
 from .systems import setup_name
 
 METRICS = ("greedy", "beam")  # runs.csv's "<split> greedy" and "<split> beam" BLEU
+NOT_FINISHED = "not finished"  # why a run has no BLEU (the other reason: not scored on the split)
 # what must be equal in every run compared (runs.csv's columns; the experiment without its seed)
 SETTING = ("experiment", "direction", "LS", "SEM", "beam k")
 COLUMNS = [
@@ -63,7 +64,7 @@ def parse_runs_spec(text):
 
 def read_runs(spec, sel):
     """The runs of one --runs file that `sel` selects and that have its split's BLEU (SeedRun), and
-    the others it selects, each named with why it has none ("not finished: NAME (FILE line N)")."""
+    the others it selects as (why they have none, "NAME (FILE line N)")."""
     path, seed_given = parse_runs_spec(spec)
     try:
         with open(path, encoding="utf-8", newline="") as f:
@@ -87,7 +88,7 @@ def read_runs(spec, sel):
             runs.append(run)
         elif run is not None:
             name = f"{run.variant} T={run.temperature} seed {run.seed} ({run.where})"
-            left_out.append(f"{why_no_bleu(row, sel.split)}: {name}")
+            left_out.append((why_no_bleu(row, sel.split), name))
     return runs, left_out
 
 
@@ -95,7 +96,7 @@ def why_no_bleu(row, split):
     """Why a run has no BLEU of the split: it has not finished, or (a test split) was not scored on
     one (its sweep's data has none)."""
     finished = all(row[f"dev {m}"] for m in METRICS)
-    return f"no {split} BLEU" if finished and split != "dev" else "not finished"
+    return f"no {split} BLEU" if finished and split != "dev" else NOT_FINISHED
 
 
 def seed_run(row, where, seed_given, sel):
@@ -210,7 +211,7 @@ def markdown(rows, baseline):
 
 def check_asked_for(runs, left_out, sel):
     """Each variant and T of --variants / --temperatures has a finished run (a typo finds none)."""
-    if not runs and left_out and all(why.startswith("no ") for why in left_out):
+    if not runs and left_out and all(why != NOT_FINISHED for why, _ in left_out):
         raise AltError(
             f"--split {sel.split}: no run of --runs has {sel.split} BLEU (a sweep scores a test split "
             "only where its data has one, e.g. from --carve-test)"
@@ -226,7 +227,7 @@ def check_asked_for(runs, left_out, sel):
 
 
 def seeds_report(specs, sel, output):
-    """OUTPUT.md and OUTPUT.csv; returns the markdown lines and the runs left out, each with why."""
+    """OUTPUT.md and OUTPUT.csv; returns the markdown lines and the runs left out, (why, name)."""
     runs, left_out = [], []
     for spec in specs:
         found, left = read_runs(spec, sel)

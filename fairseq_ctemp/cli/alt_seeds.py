@@ -56,8 +56,8 @@ def seeds_main(argv=None):
         raise AltError("--temperatures must include 1: the baseline is its T=1 runs")
     selection = Selection(args.variants, args.temperatures, args.baseline, args.split)
     lines, left_out = seeds_report(args.runs, selection, args.output)
-    for run in left_out:
-        say(f"left out, {run}")
+    for why, run in left_out:
+        say(f"left out, {why}: {run}")
     print("\n".join(lines))
     say(f"wrote {args.output}.csv and {args.output}.md")
 
