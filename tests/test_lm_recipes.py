@@ -642,6 +642,27 @@ def test_seeds_are_the_unit_of_the_comparison_with_the_baseline(tmp_path):
         lm_results.main(["seeds", "--table", str(on), str(off), "--output", str(tmp_path / "mixed")])
     assert not (tmp_path / "mixed.csv").exists()
     run_main(lm_results.main, "seeds", "--table", on, old, "--output", tmp_path / "on_and_old")
+    # nor runs scored on another test set (another corpus, say) or under another protocol
+    ptb = tmp_path / "ptb.csv"
+    ptb.write_text("variant,test_ppl,test_tokens,eval_protocol\nsoftmax,85,82430,140/70\n", encoding="utf-8")
+    for name, other, words in (
+        ("wiki", "softmax@2,95,245569,140/70", r"scored on different test sets \(test tokens\) \(82430: "),
+        ("short", "softmax@2,86,82430,35/0", r"under different evaluation protocols \(blocks/context\)"),
+    ):
+        (tmp_path / f"{name}.csv").write_text(
+            "variant,test_ppl,test_tokens,eval_protocol\n" + other + "\n", encoding="utf-8"
+        )
+        with pytest.raises(SystemExit, match=words):
+            lm_results.main(
+                [
+                    "seeds",
+                    "--table",
+                    str(ptb),
+                    str(tmp_path / f"{name}.csv"),
+                    "--output",
+                    str(tmp_path / f"mixed_{name}"),
+                ]
+            )
 
 
 def test_ar_tar_is_on_or_off_and_a_run_is_never_resumed_with_the_other(tmp_path):

@@ -40,29 +40,41 @@ def seeds(tables, baseline, output):
     write_tables(output, COLUMNS, rows, markdown(rows, baseline))
 
 
+# what runs compared over seeds must share (a table's column: in words); a table that predates a
+# column says nothing of it and is taken as it is
+SETTINGS = {
+    "ar_tar": "trained with different AR/TAR weights",
+    "test_tokens": "scored on different test sets (test tokens)",
+    "eval_protocol": "scored under different evaluation protocols (blocks/context)",
+}
+
+
 def seed_log_perplexities(tables):
-    """{row: {seed: log test perplexity}} from run tables; refuses a seed given twice and runs
-    trained with different AR/TAR weights."""
+    """{row: {seed: log test perplexity}} from run tables; refuses a seed given twice and runs of
+    different SETTINGS."""
     by_row = collections.defaultdict(dict)
-    settings = collections.defaultdict(list)  # AR/TAR weights -> the runs trained with them
+    settings = {column: collections.defaultdict(list) for column in SETTINGS}  # value -> its runs
     for path in tables:  # several tables: runs made in different places (one seed each)
-        for variant, seed, ppl, ar_tar in seed_rows(path):
+        for variant, seed, ppl, setting in seed_rows(path):
             if seed in by_row[variant]:
                 raise ResultsError(f"--table {path}: {variant} seed {seed} is there twice")
             by_row[variant][seed] = math.log(ppl)
-            if ar_tar:  # (tables written before the column existed do not say)
-                settings[ar_tar].append(f"{variant}@{seed}")
-    if len(settings) > 1:
-        trained = "; ".join(f"{weights}: {' '.join(runs)}" for weights, runs in settings.items())
-        raise ResultsError(
-            f"--table {' '.join(tables)}: runs trained with different AR/TAR weights ({trained}): "
-            "compare each setting in a seeds table of its own"
-        )
+            for column, value in setting.items():
+                if value:
+                    settings[column][value].append(f"{variant}@{seed}")
+    for column, runs_by_value in settings.items():
+        if len(runs_by_value) > 1:
+            runs = "; ".join(f"{value}: {' '.join(runs)}" for value, runs in runs_by_value.items())
+            raise ResultsError(
+                f"--table {' '.join(tables)}: runs {SETTINGS[column]} ({runs}): compare each setting in "
+                "a seeds table of its own"
+            )
     return by_row
 
 
 def seed_rows(path):
-    """(row, seed, test perplexity, AR/TAR weights or None) of each run of a `table` CSV."""
+    """(row, seed, test perplexity, {SETTINGS column: its value or None}) of each run of a `table`
+    CSV."""
     try:
         with open(path, encoding="utf-8", newline="") as f:
             runs = list(csv.DictReader(f))
@@ -84,7 +96,7 @@ def seed_rows(path):
             ppl = math.nan
         if not (math.isfinite(ppl) and ppl >= 1):
             raise ResultsError(f"{where} has no test perplexity >= 1 (got {run['test_ppl']!r})")
-        rows.append((variant, int(seed or 1), ppl, run.get("ar_tar")))
+        rows.append((variant, int(seed or 1), ppl, {c: run.get(c) for c in SETTINGS}))
     return rows
 
 
