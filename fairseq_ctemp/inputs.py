@@ -107,3 +107,21 @@ def folder_problem(folder, made_if_missing=False):
     if not os.access(above, os.W_OK):
         return "cannot be written to" if above == folder else f"cannot be made: {above} cannot be written to"
     return None
+
+
+def output_is_input(outputs, named_inputs):
+    """The first (output, option, input) where an output names the file of an input ((option, path)
+    pairs), else None: --force replaces outputs, never what the tool reads."""
+    for output in outputs:
+        for option, path in named_inputs:
+            if output and output != "-" and path and same_file(output, path):
+                return output, option, path
+    return None
+
+
+def same_file(a, b):
+    """One file under two names (a link, a relative path), or one path where either is missing."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)

@@ -2219,6 +2219,41 @@ OUTPUT_CASES = [
         ["toy-release", "{root}/a-file/release"],
         "dest {root}/a-file/release cannot be made: {root}/a-file is not a folder",
     ),
+    # an output that is a file the tool reads: refused, --force or not
+    (
+        "seeds: --output is a --runs file, with --force",
+        alt_seeds,
+        ["--runs", "{root}/alt-seeds/seed1/runs.csv", "--output", "{root}/alt-seeds/seed1/runs", "--force"],
+        "--output: {root}/alt-seeds/seed1/runs.csv is also --runs {root}/alt-seeds/seed1/runs.csv: an output "
+        "never replaces an input",
+    ),
+    (
+        "lm_results seeds: --output is a --table, with --force",
+        lm_results,
+        ["seeds", "--table", "{root}/seeds/good.csv", "--output", "{root}/seeds/good", "--force"],
+        "{root}/seeds/good.csv is also --table {root}/seeds/good.csv: an output never replaces an input",
+    ),
+    (
+        "lm_results plot: --csv is a --logs file, with --force",
+        lm_results,
+        [
+            "plot",
+            "--logs",
+            "{root}/mine/notes.txt",
+            "--output",
+            "{root}/c.png",
+            "--csv",
+            "{root}/mine/notes.txt",
+            "--force",
+        ],
+        "{root}/mine/notes.txt is also --logs {root}/mine/notes.txt: an output never replaces an input",
+    ),
+    (
+        "ct_analysis dump: --output is --text, with --force",
+        ct_analysis,
+        [*CT_DUMP[:2], "{ckpt}/lm.pt", *CT_DUMP[3:], "--output", "{toy}/raw/test.tgt", "--force"],
+        "{toy}/raw/test.tgt is also --text {toy}/raw/test.tgt: an output never replaces an input",
+    ),
     # an output whose path goes through a file: refused before the work, not failed after it
     (
         "greedy-vs-beam compare: --json in a file",

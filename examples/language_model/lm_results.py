@@ -37,8 +37,8 @@
       that --patience counts. Printed; nothing is written.
 
 Every command refuses to write over an existing output before any work (--force: replace them, as
-the recipes' results steps do when they rebuild their tables from the runs), and an output it
-could not write (in a file, not a folder); the folders of an output are made.
+the recipes' results steps do when they rebuild their tables from the runs; never a file it reads),
+and an output it could not write (in a file, not a folder); the folders of an output are made.
 
 For the temperatures themselves (tau per position, heat maps) see ctemp-ct-analysis. The commands' work
 is in the package fairseq_ctemp.lm_results, one module per command; this file is their command line.
@@ -151,6 +151,11 @@ def main(argv=None):
             inputs.check_folder_can_be_made(path)
         except inputs.InputError as e:
             sys.exit(f"{where}: error: {path} {e}")
+    read = [(f"--{name}", path) for name in ("table", "logs", "dumps") for path in getattr(args, name, ())]
+    if clash := inputs.output_is_input(outputs(args), read):
+        sys.exit(
+            f"{where}: error: {clash[0]} is also {clash[1]} {clash[2]}: an output never replaces an input"
+        )
     WARNINGS.setStream(sys.stderr)
     WARNINGS.setFormatter(logging.Formatter(f"{where}: warning: %(message)s"))
     logger = logging.getLogger("fairseq_ctemp.lm_results")

@@ -11,6 +11,7 @@ apart, or on machines that are gone, are compared from their files) and writes
                degrees of freedom, p) and the verdict: "higher" or "lower" only with at least 3
                seeds on each side and p < 0.05, else "inconclusive" (or "no test" and why)
   PREFIX.md    the same as a markdown table, and the files it read
+(--force replaces them, never a --runs file).
 Every run compared must be of one setting (the experiment without its .seed<N>, direction, label
 smoothing, SEM, beam size); a system's seed may come from one file only. A file written before
 runs.csv had a seed column is given as FILE@SEED. Runs not finished (or, with --split test, not
@@ -23,7 +24,7 @@ import os
 from .. import inputs
 from ..alt.common import AltError, run_main, say
 from ..alt.presets import DEFAULT_VARIANT
-from ..alt.seeds import Selection, seeds_report
+from ..alt.seeds import Selection, parse_runs_spec, seeds_report
 from . import arguments
 
 
@@ -49,7 +50,7 @@ def seeds_main(argv=None):
     parser.add_argument("--split", choices=("dev", "test"), default="dev", help="the BLEU of this split")
     parser.add_argument("--force", action="store_true", help="replace an existing PREFIX.csv / PREFIX.md")
     args = parser.parse_args(argv)
-    check_output(args.output, args.force)
+    check_output(args.output, args.force, args.runs)
     if args.variants and args.baseline not in args.variants:
         raise AltError(f"--variants {','.join(args.variants)} leaves out the --baseline {args.baseline}")
     if args.temperatures and 1.0 not in args.temperatures:
@@ -62,11 +63,17 @@ def seeds_main(argv=None):
     say(f"wrote {args.output}.csv and {args.output}.md")
 
 
-def check_output(prefix, force):
-    """Refuse, before any work, outputs that exist (without --force) or cannot be written."""
-    taken = [p for p in (prefix + ".csv", prefix + ".md") if os.path.lexists(p)]
+def check_output(prefix, force, runs):
+    """Refuse, before any work, outputs that exist (without --force), that are one of the --runs
+    files (with it) or that cannot be written."""
+    outputs = (prefix + ".csv", prefix + ".md")
+    taken = [p for p in outputs if os.path.lexists(p)]
     if taken and not force:
         raise AltError(f"--output: {taken[0]} exists; refusing to overwrite it (--force)")
+    if clash := inputs.output_is_input(outputs, [("--runs", parse_runs_spec(r)[0]) for r in runs]):
+        raise AltError(
+            f"--output: {clash[0]} is also {clash[1]} {clash[2]}: an output never replaces an input"
+        )
     try:
         inputs.check_folder_can_be_made(prefix)
     except inputs.InputError as e:

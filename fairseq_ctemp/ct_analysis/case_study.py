@@ -61,7 +61,7 @@ def case_study_table(ct, base, ct_scores, base_scores, positions, labels, k, con
 def run(args):
     """Top-k next-token predictions of a CT model (with each one's tau) against a baseline, at
     chosen positions of chosen sentences: ICLR Table 5 / appendix A.4-A.5."""
-    check_outputs([args.output], args.force)
+    check_outputs([args.output], args)
     if args.k < 1:
         raise AnalysisError(f"-k must be >= 1, got {args.k}")
     sentences = read_text(args.text, args.line, args.source)

@@ -51,7 +51,7 @@ def dump_rows(scores):
 def run(args):
     """tau of a text, position by position (the raw material of every figure). The outputs are
     written as PATH.partial and renamed when complete, so a failure leaves no half-written file."""
-    check_outputs([args.output, args.full], args.force)
+    check_outputs([args.output, args.full], args)
     sentences = read_text(args.text, source=args.source)
     lm = load_model(args.path, args.data, args.cpu)
     lm.require_temperature("dump")

@@ -15,7 +15,7 @@ def run(args):
     """tau of vocabulary tokens (y) at each position of one sentence (x, labelled with the input
     word read there): ICLR Fig. 1 (transposed there: input words on y)."""
     csv_path = companion(args.output, ".csv")
-    check_outputs([args.output, csv_path], args.force)
+    check_outputs([args.output, csv_path], args)
     sentence = read_text(args.text, [args.line], args.source)[0]
     lm = load_model(args.path, args.data, args.cpu)
     lm.require_temperature("heatmap")

@@ -8,20 +8,30 @@ from .. import inputs
 from . import AnalysisError
 
 
-def check_outputs(paths, force):
-    """Refuse (before any work) to overwrite an existing output unless --force, and an output that
-    cannot be written (its missing folders are made)."""
+def check_outputs(paths, args):
+    """Refuse (before any work) to overwrite an existing output unless --force, an output that is
+    one of the files read (--force or not), and one that cannot be written (its missing folders
+    are made)."""
     for path in paths:
         if not path or path == "-":
             continue
         if os.path.isdir(path):
             raise AnalysisError(f"{path} is a directory; give a file name")
-        if os.path.exists(path) and not force:
+        if os.path.exists(path) and not args.force:
             raise AnalysisError(f"{path} exists; refusing to overwrite it (use --force)")
+        if clash := inputs.output_is_input([path], files_read(args)):
+            raise AnalysisError(f"{path} is also {clash[1]} {clash[2]}: an output never replaces an input")
         try:
             inputs.check_folder_can_be_made(path)
         except inputs.InputError as e:
             raise AnalysisError(f"{path} {e}") from None
+
+
+def files_read(args):
+    """(option, path) of each file a command reads: its checkpoints, --text and --source."""
+    checkpoints = args.path if isinstance(args.path, list) else [args.path]
+    read = [("--path", p) for p in checkpoints] + [("--baseline-path", getattr(args, "baseline_path", None))]
+    return read + [("--text", args.text), ("--source", args.source)]
 
 
 def companion(path, suffix):

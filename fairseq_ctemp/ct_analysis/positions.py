@@ -94,7 +94,7 @@ def run(args):
     if args.labels and len(args.labels) != len(args.path):
         raise AnalysisError(f"--labels needs one label per --path ({len(args.path)}), got {len(args.labels)}")
     csv_path = companion(args.output, ".csv")
-    check_outputs([args.output, csv_path], args.force)
+    check_outputs([args.output, csv_path], args)
     sentences = [
         s
         for s in read_text(args.text, source=args.source)

@@ -27,7 +27,7 @@ def token_means(scores, token_ids_, over):
 def run(args):
     """tau of chosen tokens across training (one checkpoint per point): AAAI Fig. 1a."""
     csv_path = companion(args.output, ".csv")
-    check_outputs([args.output, csv_path], args.force)
+    check_outputs([args.output, csv_path], args)
     sentences = read_text(args.text, source=args.source)
     rows, points = [], []
     names = ids = None
