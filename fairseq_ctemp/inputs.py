@@ -4,6 +4,7 @@ text file InputError saying what is wrong (the caller adds the option and the fi
 
 import codecs
 import os
+from typing import NamedTuple
 
 from . import checkpoint_files
 
@@ -109,13 +110,24 @@ def folder_problem(folder, made_if_missing=False):
     return None
 
 
+class Clash(NamedTuple):
+    """An output that names the file of an input."""
+
+    output: str
+    option: str  # the input's
+    input: str
+
+    def __str__(self):
+        return f"{self.output} is also {self.option} {self.input}: an output never replaces an input"
+
+
 def output_is_input(outputs, named_inputs):
-    """The first (output, option, input) where an output names the file of an input ((option, path)
-    pairs), else None: --force replaces outputs, never what the tool reads."""
+    """The first Clash of an output with an input ((option, path) pairs), else None: --force
+    replaces outputs, never what the tool reads."""
     for output in outputs:
         for option, path in named_inputs:
             if output and output != "-" and path and same_file(output, path):
-                return output, option, path
+                return Clash(output, option, path)
     return None
 
 

@@ -153,9 +153,7 @@ def main(argv=None):
             sys.exit(f"{where}: error: {path} {e}")
     read = [(f"--{name}", path) for name in ("table", "logs", "dumps") for path in getattr(args, name, ())]
     if clash := inputs.output_is_input(outputs(args), read):
-        sys.exit(
-            f"{where}: error: {clash[0]} is also {clash[1]} {clash[2]}: an output never replaces an input"
-        )
+        sys.exit(f"{where}: error: {clash}")
     WARNINGS.setStream(sys.stderr)
     WARNINGS.setFormatter(logging.Formatter(f"{where}: warning: %(message)s"))
     logger = logging.getLogger("fairseq_ctemp.lm_results")

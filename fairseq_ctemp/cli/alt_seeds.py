@@ -71,9 +71,7 @@ def check_output(prefix, force, runs):
     if taken and not force:
         raise AltError(f"--output: {taken[0]} exists; refusing to overwrite it (--force)")
     if clash := inputs.output_is_input(outputs, [("--runs", parse_runs_spec(r)[0]) for r in runs]):
-        raise AltError(
-            f"--output: {clash[0]} is also {clash[1]} {clash[2]}: an output never replaces an input"
-        )
+        raise AltError(f"--output: {clash}")
     try:
         inputs.check_folder_can_be_made(prefix)
     except inputs.InputError as e:

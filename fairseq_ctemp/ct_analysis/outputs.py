@@ -20,7 +20,7 @@ def check_outputs(paths, args):
         if os.path.exists(path) and not args.force:
             raise AnalysisError(f"{path} exists; refusing to overwrite it (use --force)")
         if clash := inputs.output_is_input([path], files_read(args)):
-            raise AnalysisError(f"{path} is also {clash[1]} {clash[2]}: an output never replaces an input")
+            raise AnalysisError(str(clash))
         try:
             inputs.check_folder_can_be_made(path)
         except inputs.InputError as e:
