@@ -131,6 +131,17 @@ def output_is_input(outputs, named_inputs):
     return None
 
 
+def one_file_twice(paths):
+    """The first pair of ``paths`` that names one file (two outputs of a run: one would overwrite the
+    other), else None."""
+    named = [p for p in paths if p and p != "-"]
+    for i, path in enumerate(named):
+        for other in named[i + 1 :]:
+            if same_file(path, other):
+                return path, other
+    return None
+
+
 def same_file(a, b):
     """One file under two names (a link, a relative path), or one path where either is missing."""
     try:

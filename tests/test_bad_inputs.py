@@ -2254,6 +2254,18 @@ OUTPUT_CASES = [
         [*CT_DUMP[:2], "{ckpt}/lm.pt", *CT_DUMP[3:], "--output", "{toy}/raw/test.tgt", "--force"],
         "{toy}/raw/test.tgt is also --text {toy}/raw/test.tgt: an output never replaces an input",
     ),
+    (
+        "ct_analysis positions: --output is its own CSV",
+        ct_analysis,
+        [*CT_POSITIONS[:2], "{ckpt}/lm.pt", *CT_POSITIONS[3:], "--output", "{root}/p.csv"],
+        "two outputs are one file ({root}/p.csv): give each its own name",
+    ),
+    (
+        "lm_results plot: --csv is --output",
+        lm_results,
+        ["plot", "--logs", "{root}/mine/notes.txt", "--output", "{root}/c.png", "--csv", "{root}/c.png"],
+        "two outputs are one file ({root}/c.png): give each its own name",
+    ),
     # an output whose path goes through a file: refused before the work, not failed after it
     (
         "greedy-vs-beam compare: --json in a file",

@@ -152,6 +152,8 @@ def main(argv=None):
         except inputs.InputError as e:
             sys.exit(f"{where}: error: {path} {e}")
     read = [(f"--{name}", path) for name in ("table", "logs", "dumps") for path in getattr(args, name, ())]
+    if twice := inputs.one_file_twice(outputs(args)):
+        sys.exit(f"{where}: error: two outputs are one file ({twice[0]}): give each its own name")
     if clash := inputs.output_is_input(outputs(args), read):
         sys.exit(f"{where}: error: {clash}")
     WARNINGS.setStream(sys.stderr)

@@ -9,9 +9,11 @@ from . import AnalysisError
 
 
 def check_outputs(paths, args):
-    """Refuse (before any work) to overwrite an existing output unless --force, an output that is
-    one of the files read (--force or not), and one that cannot be written (its missing folders
-    are made)."""
+    """Refuse (before any work) two outputs that are one file, an existing output unless --force,
+    an output that is one of the files read (--force or not) and one that cannot be written (its
+    missing folders are made)."""
+    if twice := inputs.one_file_twice(paths):
+        raise AnalysisError(f"two outputs are one file ({twice[0]}): give each its own name")
     for path in paths:
         if not path or path == "-":
             continue
