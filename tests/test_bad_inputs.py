@@ -2266,6 +2266,12 @@ OUTPUT_CASES = [
         ["plot", "--logs", "{root}/mine/notes.txt", "--output", "{root}/c.png", "--csv", "{root}/c.png"],
         "two outputs are one file ({root}/c.png): give each its own name",
     ),
+    (
+        "greedy-vs-beam: --json is one of --save-dir's files",
+        greedy_vs_beam,
+        [*GVB[:5], "--save-dir", "{root}/hyps", "--json", "{root}/hyps/beam.hyp", "--", "--cpu"],
+        "two outputs are one file ({root}/hyps/beam.hyp): give --json a name outside --save-dir's files",
+    ),
     # an output whose path goes through a file: refused before the work, not failed after it
     (
         "greedy-vs-beam compare: --json in a file",

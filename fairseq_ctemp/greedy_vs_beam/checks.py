@@ -95,6 +95,10 @@ def output_files(request):
     ]
     files = {name: os.path.join(request.save_dir, name) for name in names} if request.save_dir else {}
     files.update({"json": request.json_path} if request.json_path else {})
+    if twice := inputs.one_file_twice(list(files.values())):
+        raise UsageError(
+            f"two outputs are one file ({twice[0]}): give --json a name outside --save-dir's files"
+        )
     for path in files.values():
         if os.path.exists(path):
             raise UsageError(f"{path} already exists; refusing to overwrite it")
