@@ -1,6 +1,7 @@
-"""Checks of input files shared by the tools (commands and library), made before any work, for an
-error line that names the option and the file: a checkpoint raises the tool's own error class, a
-text file InputError saying what is wrong (the caller adds the option and the file)."""
+"""Checks of input and output files shared by the tools (commands and library), made before any
+work, for an error line that names the option and the file: a checkpoint raises the tool's own
+error class, a text file or an output InputError saying what is wrong (the caller adds the option
+and the file), or a record of what clashes (an output that is an input, two outputs that are one)."""
 
 import codecs
 import os
