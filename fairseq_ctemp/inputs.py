@@ -1,7 +1,8 @@
 """Checks of input and output files shared by the tools (commands and library), made before any
 work, for an error line that names the option and the file: a checkpoint raises the tool's own
 error class, a text file or an output InputError saying what is wrong (the caller adds the option
-and the file), or a record of what clashes (an output that is an input, two outputs that are one)."""
+and the file), or a record of what clashes (an output that is an input, two outputs that are one);
+output_problem: all the checks of a tool's outputs, as one message."""
 
 import codecs
 import os
@@ -108,6 +109,27 @@ def folder_problem(folder, made_if_missing=False):
         return "does not exist"
     if not os.access(above, os.W_OK):
         return "cannot be written to" if above == folder else f"cannot be made: {above} cannot be written to"
+    return None
+
+
+def output_problem(outputs, read=(), force=False):
+    """Why a tool cannot write ``outputs`` (a message naming the file), else None; checked before
+    any work, in this order: two outputs that are one file, one that exists (unless force), one
+    that is a file the tool reads ((option, path) pairs; force or not: --force replaces outputs,
+    never inputs), one whose folder cannot be made (the tool makes its missing folders). Empty
+    paths and '-' (standard output) are not files."""
+    named = [p for p in outputs if p and p != "-"]
+    if twice := one_file_twice(named):
+        return f"two outputs are one file ({twice[0]}): give each its own name"
+    if not force and (taken := [p for p in named if os.path.lexists(p)]):
+        return f"{taken[0]} exists; refusing to overwrite it (--force)"
+    if clash := output_is_input(named, read):
+        return str(clash)
+    for path in named:
+        try:
+            check_folder_can_be_made(path)
+        except InputError as e:
+            return f"{path} {e}"
     return None
 
 

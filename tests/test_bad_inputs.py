@@ -915,7 +915,7 @@ CASES = [
         "seeds: --output in a file, not a folder",
         alt_seeds,
         ["--runs", "{root}/alt-seeds/seed1/runs.csv", "--output", "{root}/a-file/s"],
-        "--output {root}/a-file/s is in {root}/a-file, which is not a folder",
+        "--output: {root}/a-file/s.csv is in {root}/a-file, which is not a folder",
     ),
     ("results: no sweep", RESULTS, ["--work", "{root}/mine", "--out", "{root}/new"], "no sweep in"),
     (
@@ -2162,7 +2162,7 @@ OUTPUT_CASES = [
         "ct_analysis dump: --output exists",
         ct_analysis,
         [*CT_DUMP, "--output", "{root}/mine/notes.txt"],
-        "{root}/mine/notes.txt exists; refusing to overwrite it (use --force)",
+        "{root}/mine/notes.txt exists; refusing to overwrite it (--force)",
     ),
     (
         "average: --output is a directory",

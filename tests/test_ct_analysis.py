@@ -600,7 +600,7 @@ def test_refuses_to_overwrite_unless_forced(trained, tmp_path, capsys):
         "--cpu",
         check=False,
     )
-    assert proc.returncode == 2 and "exists; refusing to overwrite it (use --force)" in proc.stderr
+    assert proc.returncode == 2 and "exists; refusing to overwrite it (--force)" in proc.stderr
     assert out.read_bytes() == b"keep me" and not (tmp_path / "pos.csv").exists()
     (tmp_path / "other.png").write_bytes(b"")
     (tmp_path / "other.csv").write_bytes(b"keep me too")  # the CSV next to a PNG counts as well

@@ -46,7 +46,6 @@ is in the package fairseq_ctemp.lm_results, one module per command; this file is
 
 import argparse
 import logging
-import os
 import sys
 
 from fairseq_ctemp import inputs
@@ -143,19 +142,9 @@ def add_compare(p):
 def main(argv=None):
     args = build_parser().parse_args(argv)
     where = f"lm_results.py {args.command}"
-    taken = [path for path in outputs(args) if os.path.lexists(path)]
-    if taken and not args.force:
-        sys.exit(f"{where}: error: {taken[0]} exists; refusing to overwrite it (--force)")
-    for path in outputs(args):
-        try:
-            inputs.check_folder_can_be_made(path)
-        except inputs.InputError as e:
-            sys.exit(f"{where}: error: {path} {e}")
     read = [(f"--{name}", path) for name in ("table", "logs", "dumps") for path in getattr(args, name, ())]
-    if twice := inputs.one_file_twice(outputs(args)):
-        sys.exit(f"{where}: error: two outputs are one file ({twice[0]}): give each its own name")
-    if clash := inputs.output_is_input(outputs(args), read):
-        sys.exit(f"{where}: error: {clash}")
+    if problem := inputs.output_problem(outputs(args), read, args.force):
+        sys.exit(f"{where}: error: {problem}")
     WARNINGS.setStream(sys.stderr)
     WARNINGS.setFormatter(logging.Formatter(f"{where}: warning: %(message)s"))
     logger = logging.getLogger("fairseq_ctemp.lm_results")

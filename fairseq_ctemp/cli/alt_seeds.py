@@ -19,7 +19,6 @@ scored on a test split) are left out, and named.
 """
 
 import argparse
-import os
 
 from .. import inputs
 from ..alt.common import AltError, run_main, say
@@ -65,17 +64,10 @@ def seeds_main(argv=None):
 
 def check_output(prefix, force, runs):
     """Refuse, before any work, outputs that exist (without --force), that are one of the --runs
-    files (with it) or that cannot be written."""
-    outputs = (prefix + ".csv", prefix + ".md")
-    taken = [p for p in outputs if os.path.lexists(p)]
-    if taken and not force:
-        raise AltError(f"--output: {taken[0]} exists; refusing to overwrite it (--force)")
-    if clash := inputs.output_is_input(outputs, [("--runs", parse_runs_spec(r)[0]) for r in runs]):
-        raise AltError(f"--output: {clash}")
-    try:
-        inputs.check_folder_can_be_made(prefix)
-    except inputs.InputError as e:
-        raise AltError(f"--output {prefix} {e}") from None
+    files (with it) or that cannot be written (inputs.output_problem)."""
+    read = [("--runs", parse_runs_spec(r)[0]) for r in runs]
+    if problem := inputs.output_problem((prefix + ".csv", prefix + ".md"), read, force):
+        raise AltError(f"--output: {problem}")
 
 
 if __name__ == "__main__":

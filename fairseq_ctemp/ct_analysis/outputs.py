@@ -9,24 +9,15 @@ from . import AnalysisError
 
 
 def check_outputs(paths, args):
-    """Refuse (before any work) two outputs that are one file, an existing output unless --force,
-    an output that is one of the files read (--force or not) and one that cannot be written (its
-    missing folders are made)."""
-    if twice := inputs.one_file_twice(paths):
-        raise AnalysisError(f"two outputs are one file ({twice[0]}): give each its own name")
+    """Refuse (before any work) an output that is a directory, then what inputs.output_problem
+    refuses: two outputs that are one file, an existing output unless --force, an output that is
+    one of the files read (--force or not), one that cannot be written (its missing folders are
+    made)."""
     for path in paths:
-        if not path or path == "-":
-            continue
-        if os.path.isdir(path):
+        if path and path != "-" and os.path.isdir(path):
             raise AnalysisError(f"{path} is a directory; give a file name")
-        if os.path.exists(path) and not args.force:
-            raise AnalysisError(f"{path} exists; refusing to overwrite it (use --force)")
-        if clash := inputs.output_is_input([path], files_read(args)):
-            raise AnalysisError(str(clash))
-        try:
-            inputs.check_folder_can_be_made(path)
-        except inputs.InputError as e:
-            raise AnalysisError(f"{path} {e}") from None
+    if problem := inputs.output_problem(paths, files_read(args), args.force):
+        raise AnalysisError(problem)
 
 
 def files_read(args):
