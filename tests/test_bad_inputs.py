@@ -1865,6 +1865,18 @@ CASES = [
         "LOCAL_DIR {root}/nowhere: no such directory",
     ),
     (
+        "sact/prepare_alt_en_vi.sh: DEST in a file",
+        ["bash", os.path.join(EXAMPLES, "sact", "prepare_alt_en_vi.sh")],
+        ["{root}/a-file/alt"],
+        "DEST {root}/a-file/alt cannot be made: {root}/a-file is not a folder that can be written to",
+    ),
+    (
+        "sact/prepare_iwslt15_en_vi.sh: DEST in a file",
+        ["bash", os.path.join(EXAMPLES, "sact", "prepare_iwslt15_en_vi.sh")],
+        ["{root}/a-file/iwslt"],
+        "DEST {root}/a-file/iwslt cannot be made: {root}/a-file is not a folder that can be written to",
+    ),
+    (
         "sact/prepare_iwslt15_en_vi.sh: no such LOCAL_DIR",
         ["bash", os.path.join(EXAMPLES, "sact", "prepare_iwslt15_en_vi.sh")],
         ["{root}/new", "{root}/nowhere"],

@@ -14,7 +14,10 @@
 set -euo pipefail
 [ $# -ge 1 ] || { sed -n '2,/^set -euo/{/^#/p;}' "$0"; exit 2; }
 dest=$1 local_dir=${2:-}
-[ -z "$local_dir" ] || [ -d "$local_dir" ] || { echo "prepare_alt_en_vi.sh: error: LOCAL_DIR $local_dir: no such directory" >&2; exit 2; }
+die() { echo "prepare_alt_en_vi.sh: error: $*" >&2; exit 2; }
+source "$(dirname "$0")/../run_options.sh"  # check_folder
+[ -z "$local_dir" ] || [ -d "$local_dir" ] || die "LOCAL_DIR $local_dir: no such directory"
+check_folder DEST "$dest"
 python=${PYTHON:-python}
 vocab=${SPM_VOCAB:-8000}
 nict=https://www2.nict.go.jp/astrec-att/member/mutiyama/ALT

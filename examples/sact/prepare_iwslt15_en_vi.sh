@@ -13,7 +13,10 @@
 set -euo pipefail
 [ $# -ge 1 ] || { sed -n '2,/^set -euo/{/^#/p;}' "$0"; exit 2; }
 dest=$1 local_dir=${2:-}
-[ -z "$local_dir" ] || [ -d "$local_dir" ] || { echo "prepare_iwslt15_en_vi.sh: error: LOCAL_DIR $local_dir: no such directory" >&2; exit 2; }
+die() { echo "prepare_iwslt15_en_vi.sh: error: $*" >&2; exit 2; }
+source "$(dirname "$0")/../run_options.sh"  # check_folder
+[ -z "$local_dir" ] || [ -d "$local_dir" ] || die "LOCAL_DIR $local_dir: no such directory"
+check_folder DEST "$dest"
 url=https://nlp.stanford.edu/projects/nmt/data/iwslt15.en-vi
 mkdir -p "$dest/raw"
 for split in train tst2012 tst2013; do
