@@ -3,6 +3,7 @@ the unit. Welch's test is checked against the textbook formulas computed here; t
 are hand-made in the layout ctemp-alt-results writes, and the committed ones of the mini
 experiment are read as they are."""
 
+import codecs
 import csv
 import math
 import os
@@ -102,6 +103,16 @@ def test_the_selection_and_the_baseline(three_seeds):
     assert {k[1:] for k in read_rows(tmp_path / "tf")} == {("transformer", "1"), ("transformer", "2")}
     run_main(alt_seeds.main, "--runs", runs[0], "--baseline", "ct_transformer", "--output", tmp_path / "ct")
     assert read_rows(tmp_path / "ct")["greedy", "ct_transformer", "1"]["verdict"] == "baseline"
+
+
+def test_a_runs_csv_saved_with_a_byte_order_mark_reads_as_without(three_seeds):
+    """A runs.csv saved from a spreadsheet starts with a UTF-8 byte order mark: the same table."""
+    tmp_path, runs = three_seeds
+    marked = tmp_path / "three-marked.csv"
+    marked.write_bytes(codecs.BOM_UTF8 + (tmp_path / "three.csv").read_bytes())
+    run_main(alt_seeds.main, "--runs", *runs, "--output", tmp_path / "plain")
+    run_main(alt_seeds.main, "--runs", *runs[:2], str(marked), "--output", tmp_path / "marked")
+    assert read_rows(tmp_path / "marked") == read_rows(tmp_path / "plain")
 
 
 def refused(tmp_path, *args):

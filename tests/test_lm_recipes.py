@@ -619,11 +619,12 @@ def test_seeds_are_the_unit_of_the_comparison_with_the_baseline(tmp_path):
     assert rows["softmax"]["seeds"] == "1 2 3"
     with pytest.raises(SystemExit, match="exists; refusing to overwrite"):
         lm_results.main(["seeds", "--table", str(table), "--output", str(tmp_path / "s")])
-    # runs trained elsewhere, in a table of their own: the same rows and tests as one table
+    # runs trained elsewhere, in a table of their own: the same rows and tests as one table (the
+    # second saved with a byte order mark, as a spreadsheet saves it)
     first, second = tmp_path / "first.csv", tmp_path / "second.csv"
     items = list(ppl.items())
-    for path, part in ((first, items[::2]), (second, items[1::2])):
-        path.write_text("variant,test_ppl\n" + "".join(f"{k},{v}\n" for k, v in part), encoding="utf-8")
+    for path, part, encoding in ((first, items[::2], "utf-8"), (second, items[1::2], "utf-8-sig")):
+        path.write_text("variant,test_ppl\n" + "".join(f"{k},{v}\n" for k, v in part), encoding=encoding)
     run_main(lm_results.main, "seeds", "--table", first, second, "--output", tmp_path / "both")
     assert (tmp_path / "both.csv").read_text(encoding="utf-8") == (tmp_path / "s.csv").read_text(
         encoding="utf-8"

@@ -67,7 +67,7 @@ def read_runs(spec, sel):
     the others it selects as (why they have none, "NAME (FILE line N)")."""
     path, seed_given = parse_runs_spec(spec)
     try:
-        with open(path, encoding="utf-8", newline="") as f:
+        with open(path, encoding="utf-8-sig", newline="") as f:
             rows = list(csv.DictReader(f))
     except (OSError, UnicodeDecodeError) as e:
         raise AltError(f"--runs {path}: {getattr(e, 'strerror', None) or e}") from None

@@ -76,7 +76,7 @@ def seed_rows(path):
     """(row, seed, test perplexity, {SETTINGS column: its value or None}) of each run of a `table`
     CSV."""
     try:
-        with open(path, encoding="utf-8", newline="") as f:
+        with open(path, encoding="utf-8-sig", newline="") as f:
             runs = list(csv.DictReader(f))
     except (OSError, UnicodeDecodeError) as e:
         raise ResultsError(f"--table {path}: {getattr(e, 'strerror', None) or e}") from None
