@@ -174,6 +174,8 @@ def inputs(tmp_path_factory, toy_data):
     ) in (  # ctemp-alt-seeds: runs.csv files of ctemp-alt-results, and one from before its seed column
         ("seed1", "en-vi.m,en-vi,transformer,1,0.1,0,1,900,early stop,6.6,7.9,4\n"),
         ("seed2-ls0.2", "en-vi.m.seed2,en-vi,transformer,1,0.2,0,2,900,early stop,7.1,8.2,4\n"),
+        ("bleu150", "en-vi.m.seed2,en-vi,transformer,1,0.1,0,2,900,early stop,150,8.2,4\n"),
+        ("t-nan", "en-vi.m.seed2,en-vi,transformer,nan,0.1,0,2,900,early stop,7.1,8.2,4\n"),
     ):
         write(str(root / "alt-seeds" / name / "runs.csv"), (head + rows).encode())
     old_runs = "experiment,direction,T,LS,SEM,updates,stopped by,dev greedy,dev beam,beam k\n"
@@ -866,6 +868,30 @@ CASES = [
         "a-file is not a directory",
     ),
     # ctemp-alt-seeds
+    (
+        "seeds: a BLEU score above 100",
+        alt_seeds,
+        [
+            "--runs",
+            "{root}/alt-seeds/seed1/runs.csv",
+            "{root}/alt-seeds/bleu150/runs.csv",
+            "--output",
+            "{root}/s",
+        ],
+        "--runs {root}/alt-seeds/bleu150/runs.csv line 2: dev greedy is 150, not a BLEU score (0 to 100)",
+    ),
+    (
+        "seeds: a temperature that is not a number",
+        alt_seeds,
+        [
+            "--runs",
+            "{root}/alt-seeds/seed1/runs.csv",
+            "{root}/alt-seeds/t-nan/runs.csv",
+            "--output",
+            "{root}/s",
+        ],
+        "--runs {root}/alt-seeds/t-nan/runs.csv line 2: T is nan, not a temperature (a positive number)",
+    ),
     (
         "seeds: a runs.csv from before the seed column, its seed not given",
         alt_seeds,

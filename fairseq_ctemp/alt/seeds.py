@@ -5,6 +5,7 @@ on machines that are gone, each in a file of its own)."""
 
 import collections
 import csv
+import math
 import statistics
 from dataclasses import dataclass
 from typing import Dict, Optional, Sequence, Tuple
@@ -109,6 +110,12 @@ def seed_run(row, where, seed_given, sel):
         bleu = dict(zip(METRICS, map(float, cells))) if all(cells) else {}
     except ValueError as e:
         raise AltError(f"--runs {where}: not a number where runs.csv has one ({e})") from None
+    if not 0 < temperature < math.inf:
+        raise AltError(f"--runs {where}: T is {row['T']}, not a temperature (a positive number)")
+    for metric, value in bleu.items():
+        if not 0 <= value <= 100:  # NaN too
+            column = f"{sel.split} {metric}"
+            raise AltError(f"--runs {where}: {column} is {row[column]}, not a BLEU score (0 to 100)")
     if seed is None:
         raise AltError(f"--runs {where}: the row has no seed: give the file as FILE@SEED")
     if seed_given is not None and seed != seed_given:
