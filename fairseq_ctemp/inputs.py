@@ -1,12 +1,10 @@
 """Checks of input and output files shared by the tools (commands and library), made before any
 work, for an error line that names the option and the file: a checkpoint raises the tool's own
 error class, a text file or an output InputError saying what is wrong (the caller adds the option
-and the file), or a record of what clashes (an output that is an input, two outputs that are one);
-output_problem: all the checks of a tool's outputs, as one message."""
+and the file); output_problem: all the checks of a tool's outputs, as one message."""
 
 import codecs
 import os
-from typing import NamedTuple
 
 from . import checkpoint_files
 
@@ -123,34 +121,15 @@ def output_problem(outputs, read=(), force=False):
         return f"two outputs are one file ({twice[0]}): give each its own name"
     if not force and (taken := [p for p in named if os.path.lexists(p)]):
         return f"{taken[0]} exists; refusing to overwrite it (--force)"
-    if clash := output_is_input(named, read):
-        return str(clash)
+    for output in named:
+        for option, path in read:
+            if path and same_file(output, path):
+                return f"{output} is also {option} {path}: an output never replaces an input"
     for path in named:
         try:
             check_folder_can_be_made(path)
         except InputError as e:
             return f"{path} {e}"
-    return None
-
-
-class Clash(NamedTuple):
-    """An output that names the file of an input."""
-
-    output: str
-    option: str  # the input's
-    input: str
-
-    def __str__(self):
-        return f"{self.output} is also {self.option} {self.input}: an output never replaces an input"
-
-
-def output_is_input(outputs, named_inputs):
-    """The first Clash of an output with an input ((option, path) pairs), else None: --force
-    replaces outputs, never what the tool reads."""
-    for output in outputs:
-        for option, path in named_inputs:
-            if output and output != "-" and path and same_file(output, path):
-                return Clash(output, option, path)
     return None
 
 
