@@ -24,7 +24,9 @@ How every path reaches the rule:
   (``explicit_temperature``), so no call changes what the next one computes;
 - a generator with a model that carries a temperature (a temperature head, a T or a t*) leaves
   fairseq's own division of the decoder output by its temperature at 1 (it would divide an LM
-  head's features, and multiply with T) and applies X through the rule instead.
+  head's features, and multiply with T) and applies X through the rule instead;
+- X is the translation models' alone, as in fairseq: a language model fused by ``--lm-path``
+  decodes at its own temperature (``ctemp_fused_lm``), with stock or tempered translators alike.
 
 Models that carry no temperature are left as fairseq made them: a generator of stock models only
 is stock fairseq's (X divides the logits in ``EnsembleModel.forward_decoder``, None is 1), with no
@@ -118,7 +120,7 @@ def carries_temperature(model):
 def _get_normalized_probs(self, net_output, log_probs, sample=None):
     """softmax(D / t) of the rule, in place of the model's own ``get_normalized_probs``."""
     stock = type(self).get_normalized_probs
-    explicit = _explicit.get()
+    explicit = None if getattr(self, "ctemp_fused_lm", False) else _explicit.get()
     t = explicit if explicit is not None else own_temperature(self)
     if has_temperature_head(self):  # net_output[0] are features: temper the final distribution
         if t == 1.0:
@@ -278,6 +280,10 @@ def adopt_the_rule(generator, explicit):
     forward) hold X while they run. Also for a generator whose model gained a T after it was built."""
     for model in generator.model.models:
         follow_the_rule(model)
+    # fairseq divides only the translation models' output by --temperature, never that of the LM
+    # fused by --lm-path: that LM decodes at its own temperature here too, as with stock models
+    if getattr(generator, "lm_model", None) is not None:
+        generator.lm_model.ctemp_fused_lm = True
     generator.temperature = 1.0
     generator.ctemp_temperature = explicit
     if not getattr(generator, "_ctemp_entry_points", False):

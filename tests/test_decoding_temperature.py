@@ -2,12 +2,13 @@
 produces (or scores) are log softmax(D / t) of a teacher-forced forward pass, computed here in
 float64 from the raw outputs of models loaded by fairseq's own loader, with t = the training T by
 default and t = X when a temperature X is given. Paths: fairseq-generate (beam, nbest, lenpen,
-sampling, --score-reference, --print-alignment), fairseq-interactive, fairseq-eval-lm, the hub
+sampling, --score-reference, --print-alignment, --lm-path), fairseq-interactive, fairseq-eval-lm, the hub
 (generate, sample, score, consecutive calls), SequenceGenerator / SequenceScorer built directly,
 --eval-bleu's generator and ensembles, for a stock model, tempered_ce models and a
 temperature-head LM."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -15,10 +16,12 @@ import sys
 import pytest
 import torch
 from conftest import (
+    LM_COMMON,
     PLUGIN_DIR,
     T_A,
     T_B,
     T_LM,
+    TINY_LM,
     TINY_TRANSFORMER,
     TRAIN_DEFAULTS,
     RawModel,
@@ -142,6 +145,64 @@ def test_ensemble_of_checkpoints_with_different_training_temperatures(toy_data, 
         toy_data["bin"], [ckpt["A"], ckpt["B"], ckpt["S"]], "--beam", "2", "--temperature", "1.3"
     )
     check_cli(explicit, [(refs["A"], 1.3), (refs["B"], 1.3), (refs["S"], 1.3)], n_expected=80)
+
+
+@pytest.fixture(scope="module")
+def fusion(toy_data, tmp_path_factory):
+    """For --lm-path: the translation data with the target dictionary as dict.txt (where
+    fairseq-generate loads the LM's), and a tempered_ce LM (T_LM) trained on that dictionary."""
+    root = tmp_path_factory.mktemp("fusion")
+    data = root / "bin"
+    data.mkdir()
+    for f in toy_data["bin"].iterdir():
+        (data / f.name).symlink_to(f)
+    (data / "dict.txt").symlink_to(toy_data["bin"] / "dict.tgt.txt")
+    raw = toy_data["raw"]
+    run_fairseq(
+        "fairseq-preprocess",
+        *("--only-source", "--workers", "1", "--srcdict", data / "dict.txt"),
+        *("--trainpref", raw / "train.tgt", "--validpref", raw / "valid.tgt", "--destdir", root / "lm-bin"),
+    )
+    run_fairseq(
+        "fairseq-train",
+        root / "lm-bin",
+        *("--user-dir", PLUGIN_DIR, *LM_COMMON, *TINY_LM, "--save-dir", root / "lm"),
+        *("--criterion", "tempered_ce", "--softmax-temperature", str(T_LM)),
+    )
+    return (
+        data,
+        root / "lm" / "checkpoint_last.pt",
+        RawModel(root / "lm" / "checkpoint_last.pt", root / "lm-bin"),
+    )
+
+
+def fused_scores(translator_lp, lm_logits, weight, tokens):
+    """Each token's score under shallow fusion, in base 2 (as fairseq-generate prints it)."""
+    fused = translator_lp + weight * torch.log_softmax(lm_logits, dim=-1)
+    return fused.gather(1, tokens[:, None])[:, 0] / math.log(2)
+
+
+@pytest.mark.parametrize("translator, temperature", [("A", None), ("A", 1.7), ("S", 1.7)])
+def test_an_lm_fused_by_lm_path_decodes_at_its_own_temperature(ckpt, refs, fusion, translator, temperature):
+    """Shallow fusion: each step scores log softmax(D_tm / t) + w log softmax(D_lm / T_LM). An
+    explicit temperature is the translator's, as fairseq applies it, for a tempered translator as
+    for a stock one; the LM keeps its training T."""
+    data, lm, lm_ref = fusion
+    weight = 0.5
+    extra = [] if temperature is None else ["--temperature", temperature]
+    out = generate(data, [ckpt[translator]], "--beam", "2", "--lm-path", lm, "--lm-weight", weight, *extra)
+    t = temperature or T_A
+    hyps = cli_hypotheses(out, refs[translator].dictionary)
+    assert len(hyps) == 80, out[-3000:]
+    eos = lm_ref.dictionary.eos()
+    for _, src, tokens, scores in hyps:
+        prev = torch.cat([torch.tensor([eos]), tokens[:-1]])
+        translator_lp = torch.log_softmax(refs[translator].log_probs(prev, src) / t, dim=-1)
+        lm_logits = lm_ref.log_probs(prev)
+        expected = fused_scores(translator_lp, lm_logits / T_LM, weight, tokens)
+        lm_at_t = fused_scores(translator_lp, lm_logits / t, weight, tokens)
+        torch.testing.assert_close(torch.tensor(scores, dtype=torch.float64), expected, atol=ATOL_CLI, rtol=0)
+        assert (lm_at_t - expected).abs().max() > 20 * ATOL_CLI  # the LM at t would be told apart
 
 
 STOCK_TEMPERATURES = [None, 1.7]
