@@ -1448,6 +1448,28 @@ CASES = [
         "tanh_plus_lambda, not constant",
     ),
     (
+        "train: ct_transformer_lm_tiny (tied adaptive input and softmax) with another softmax cutoff",
+        fairseq_train,
+        [*LM_TRAIN, "--arch", "ct_transformer_lm_tiny", "--criterion", "ct_cross_entropy"]
+        + ["--adaptive-softmax-cutoff", "30,60"],
+        "fairseq-train: error: --adaptive-softmax-cutoff 30,60 must be the same as --adaptive-input-cutoff "
+        "20,60: --tie-adaptive-weights (set by the adaptive presets) shares the adaptive input's weights",
+    ),
+    (
+        "train: ct_transformer_lm_tiny with another adaptive softmax factor",
+        fairseq_train,
+        [*LM_TRAIN, "--arch", "ct_transformer_lm_tiny", "--criterion", "ct_cross_entropy"]
+        + ["--adaptive-softmax-factor", "2"],
+        "fairseq-train: error: --adaptive-softmax-factor 2.0 must be the same as --adaptive-input-factor 4.0",
+    ),
+    (
+        "train: ct_transformer_lm_tiny with an adaptive input cutoff beyond the vocabulary",
+        fairseq_train,
+        [*LM_TRAIN, "--arch", "ct_transformer_lm_tiny", "--criterion", "ct_cross_entropy"]
+        + ["--adaptive-input-cutoff", "20,6000"],
+        "fairseq-train: error: --adaptive-input-cutoff must be strictly increasing integers in [1, ",
+    ),
+    (
         "train: tempered_ce with an adaptive softmax",
         fairseq_train,
         [

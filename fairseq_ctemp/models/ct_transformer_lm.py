@@ -91,14 +91,46 @@ def check_head_options(args, vocab_size):
             f"got --output-head {args.output_head}"
         )
     if args.adaptive_input and args.adaptive_input_cutoff:
-        check_cutoffs(utils.eval_str_list(args.adaptive_input_cutoff, type=int), vocab_size)
+        check_cutoffs(
+            utils.eval_str_list(args.adaptive_input_cutoff, type=int), vocab_size, "--adaptive-input-cutoff"
+        )
     if args.tie_adaptive_weights and args.output_head != "adaptive":
         raise OptionError("--tie-adaptive-weights needs --output-head adaptive")
+    if args.tie_adaptive_weights:
+        check_tied_adaptive(args)
     if args.share_decoder_input_output_embed and args.output_head == "adaptive":
         raise OptionError(
             "--share-decoder-input-output-embed does not apply to --output-head "
             "adaptive; use --tie-adaptive-weights"
         )
+
+
+def check_tied_adaptive(args):
+    """What fairseq's transformer_lm asserts of --tie-adaptive-weights (which the adaptive presets
+    set), as errors naming the options: the adaptive input and softmax share their clusters."""
+    if not args.adaptive_input:
+        raise OptionError("--tie-adaptive-weights needs --adaptive-input")
+    pairs = (
+        (
+            "--adaptive-softmax-cutoff",
+            args.adaptive_softmax_cutoff,
+            "--adaptive-input-cutoff",
+            args.adaptive_input_cutoff,
+        ),
+        (
+            "--adaptive-softmax-factor",
+            args.adaptive_softmax_factor,
+            "--adaptive-input-factor",
+            args.adaptive_input_factor,
+        ),
+        ("--decoder-output-dim", args.decoder_output_dim, "--decoder-input-dim", args.decoder_input_dim),
+    )
+    for option, value, other, other_value in pairs:
+        if value != other_value:  # (fairseq compares the cutoffs as they were typed)
+            raise OptionError(
+                f"{option} {value} must be the same as {other} {other_value}: --tie-adaptive-weights "
+                "(set by the adaptive presets) shares the adaptive input's weights with the softmax"
+            )
 
 
 def _adaptive_defaults(args, cutoff):

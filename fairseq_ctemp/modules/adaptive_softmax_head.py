@@ -35,13 +35,14 @@ from ..errors import OptionError
 from .temperature_heads import TauStats, TemperatureHead, divided_log_softmax
 
 
-def check_cutoffs(cutoff, vocab_size):
-    """fairseq's --adaptive-softmax-cutoff, checked with a clear error (fairseq only asserts)."""
+def check_cutoffs(cutoff, vocab_size, option="--adaptive-softmax-cutoff"):
+    """fairseq's --adaptive-softmax-cutoff (or --adaptive-input-cutoff), checked with a clear error
+    (fairseq only asserts)."""
     cutoff = [int(c) for c in cutoff]
     increasing = all(a < b for a, b in zip(cutoff, cutoff[1:]))
     if not cutoff or cutoff[0] < 1 or not increasing or cutoff[-1] > vocab_size:
         raise OptionError(
-            f"--adaptive-softmax-cutoff must be strictly increasing integers in "
+            f"{option} must be strictly increasing integers in "
             f"[1, {vocab_size}] (the vocabulary size), got {','.join(map(str, cutoff))}"
         )
     return cutoff
