@@ -1470,6 +1470,19 @@ CASES = [
         "fairseq-train: error: --adaptive-input-cutoff must be strictly increasing integers in [1, ",
     ),
     (
+        "train: sact_transformer with attention heads that do not divide the embedding",
+        fairseq_train,
+        [*TRAIN, "tempered_ce", "--arch", "sact_transformer_tiny", "--decoder-attention-heads", "3"],
+        "fairseq-train: error: --decoder-embed-dim 32 must be a multiple of --decoder-attention-heads 3",
+    ),
+    (
+        "train: ct_transformer_lm with attention heads that do not divide the embedding",
+        fairseq_train,
+        [*LM_TRAIN, "--arch", "ct_transformer_lm_tiny", "--criterion", "ct_cross_entropy"]
+        + ["--decoder-attention-heads", "0"],
+        "fairseq-train: error: --decoder-embed-dim 64 must be a multiple of --decoder-attention-heads 0",
+    ),
+    (
         "train: tempered_ce with an adaptive softmax",
         fairseq_train,
         [

@@ -323,6 +323,10 @@ BAD_OPTIONS = [
         ["--share-decoder-input-output-embed", "--decoder-output-dim", "48"],
         r"--share-decoder-input-output-embed needs --decoder-output-dim \(48\) equal to --decoder-embed-dim \(32\)",
     ),
+    (
+        ["--encoder-attention-heads", "3"],
+        r"--encoder-embed-dim 32 must be a multiple of --encoder-attention-heads 3 \(an integer >= 1\)",
+    ),
     (["--ct-rank", "0"], r"--ct-rank \(Q\) must be an integer >= 1, got 0"),
     (["--ct-beta", "-1"], "--ct-beta must be a finite number > 0, got -1"),
     (

@@ -400,12 +400,30 @@ def test_none_fixed_one_and_the_initialisation_are_fairseqs_transformer(options)
             r"^--attention-temperature must be one of sact, fixed, none, got 'sact_released'$",
         ),
         (dict(no_cross_attention=True), r"^--no-cross-attention leaves no encoder-decoder attention"),
+        (
+            dict(decoder_attention_heads=3),
+            r"^--decoder-embed-dim 32 must be a multiple of --decoder-attention-heads 3 \(an integer >= 1\)",
+        ),
+        (
+            dict(share_all_embeddings=True, decoder_embed_dim=48, decoder_attention_heads=2),
+            r"^--share-all-embeddings needs --encoder-embed-dim \(32\) equal to --decoder-embed-dim \(48\)$",
+        ),
     ],
     ids=lambda x: str(x)[:70] if isinstance(x, dict) else "",
 )
 def test_bad_options_are_refused_before_the_model_is_built(options, message):
     with pytest.raises(ValueError, match=message):
         build(**options)
+
+
+def test_shared_embeddings_need_one_dictionary():
+    args = argparse.Namespace(share_all_embeddings=True)
+    sact_transformer_tiny(args)
+    task = SimpleNamespace(source_dictionary=dictionary(20), target_dictionary=dictionary(21))
+    with pytest.raises(
+        ValueError, match=r"^--share-all-embeddings needs one dictionary .*--joined-dictionary"
+    ):
+        SactTransformerModel.build_model(args, task)
 
 
 def test_alt_architectures_are_the_alt_sweep_presets_with_sact():

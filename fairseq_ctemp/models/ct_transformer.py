@@ -24,6 +24,7 @@ from .temperature_head import (
     build_output_head,
     head_defaults,
 )
+from .transformer_checks import check_attention_heads, check_shared_embeddings
 
 OUTPUT_HEADS = ("softmax", "mos")  # no adaptive softmax: fairseq's translator has no adaptive input
 
@@ -75,18 +76,8 @@ def check_options(args, task):
         )
     if not 0 <= args.mos_latent_dropout < 1:
         raise OptionError(f"--mos-latent-dropout must be in [0, 1), got {args.mos_latent_dropout}")
-    if args.share_all_embeddings:
-        src, tgt = task.source_dictionary, task.target_dictionary
-        if src != tgt:
-            raise OptionError(
-                f"--share-all-embeddings needs one dictionary for both languages (fairseq-preprocess "
-                f"--joined-dictionary); got {len(src)} source and {len(tgt)} target entries"
-            )
-        if args.encoder_embed_dim != args.decoder_embed_dim:
-            raise OptionError(
-                f"--share-all-embeddings needs --encoder-embed-dim ({args.encoder_embed_dim}) equal to "
-                f"--decoder-embed-dim ({args.decoder_embed_dim})"
-            )
+    check_shared_embeddings(args, task)
+    check_attention_heads(args)
     tied = args.share_decoder_input_output_embed or args.share_all_embeddings
     if tied and args.output_head == "softmax" and args.decoder_output_dim != args.decoder_embed_dim:
         raise OptionError(

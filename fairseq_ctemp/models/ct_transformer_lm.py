@@ -24,6 +24,7 @@ from .temperature_head import (
     build_output_head,
     head_defaults,
 )
+from .transformer_checks import check_attention_heads
 
 
 @dataclass
@@ -74,6 +75,7 @@ class CTTransformerLanguageModel(TransformerLanguageModel):
     @classmethod
     def build_model(cls, args, task):
         check_head_options(args, len(task.target_dictionary))
+        check_attention_heads(args, ("decoder",))
         with _decoder_class(CTTransformerDecoder):
             return super().build_model(args, task)
 

@@ -32,6 +32,7 @@ from fairseq.modules.transformer_layer import TransformerDecoderLayerBase
 from ..errors import OptionError
 from ..modules.sact_attention import DEFAULT_LAMBDA, check_temperature_options, refuse_unused_options
 from ..modules.sact_multihead_attention import PREVIOUS_CONTEXTS, SCOPES, SactMultiheadAttention
+from .transformer_checks import check_attention_heads, check_shared_embeddings
 
 TRANSFORMER_MODES = ("sact", "fixed", "none")
 
@@ -180,6 +181,8 @@ class SactTransformerModel(TransformerModel):
     def build_model(cls, args, task):
         sact_transformer(args)  # options missing from a Namespace built in code
         check_sact_options(args)
+        check_shared_embeddings(args, task)
+        check_attention_heads(args)
         return super().build_model(args, task)
 
     @classmethod
