@@ -1483,6 +1483,22 @@ CASES = [
         "fairseq-train: error: --decoder-embed-dim 64 must be a multiple of --decoder-attention-heads 0",
     ),
     (
+        "train: ct_transformer_lm, a softmax tied to an embedding of another size",
+        fairseq_train,
+        [*LM_TRAIN, "--arch", "ct_transformer_lm_tiny", "--criterion", "ct_cross_entropy"]
+        + ["--output-head", "softmax", "--share-decoder-input-output-embed", "--decoder-output-dim", "48"],
+        "fairseq-train: error: --share-decoder-input-output-embed needs --decoder-output-dim (48) equal to "
+        "--decoder-input-dim (64, the embedding's)",
+    ),
+    (
+        "train: ct_lstm_lm, the tied softmax after a last layer of another size than the embedding",
+        fairseq_train,
+        [*LM_TRAIN, "--arch", "ct_lstm_lm", "--criterion", "ct_cross_entropy"]
+        + ["--embed-dim", "16", "--lstm-hidden-sizes", "16,24"],
+        "fairseq-train: error: --lstm-hidden-sizes 16,24 ends with 24: the softmax tied to the input "
+        "embedding (the default; --untie-embeddings unties it) needs --embed-dim 24, not 16",
+    ),
+    (
         "train: tempered_ce with an adaptive softmax",
         fairseq_train,
         [

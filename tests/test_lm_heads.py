@@ -352,7 +352,9 @@ def test_bad_lstm_options_fail_at_model_build(toy_data, extra, message):
 
 
 def test_tied_softmax_needs_matching_sizes(toy_data):
-    with pytest.raises(ValueError, match="tied input/output embeddings need the output dimension"):
+    with pytest.raises(
+        ValueError, match=r"^--lstm-hidden-sizes 40 ends with 40: .* needs --embed-dim 40, not 32$"
+    ):
         build(toy_data["lm_bin"], "--arch", "lstm_lm_tiny", "--lstm-hidden-sizes", "40")
 
 

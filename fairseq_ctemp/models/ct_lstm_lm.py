@@ -184,6 +184,12 @@ def check_lstm_options(args):
         )
     if args.embed_dim < 1:
         raise OptionError(f"--embed-dim must be >= 1, got {args.embed_dim}")
+    if not args.untie_embeddings and args.output_head == "softmax" and sizes[-1] != args.embed_dim:
+        raise OptionError(
+            f"--lstm-hidden-sizes {args.lstm_hidden_sizes} ends with {sizes[-1]}: the softmax tied to the "
+            f"input embedding (the default; --untie-embeddings unties it) needs --embed-dim {sizes[-1]}, "
+            f"not {args.embed_dim}"
+        )
     if args.output_head == "adaptive":
         raise OptionError(
             "--output-head: ct_lstm_lm supports --output-head softmax or mos (adaptive: use ct_transformer_lm)"

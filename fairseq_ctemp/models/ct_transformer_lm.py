@@ -105,6 +105,12 @@ def check_head_options(args, vocab_size):
             "--share-decoder-input-output-embed does not apply to --output-head "
             "adaptive; use --tie-adaptive-weights"
         )
+    tied_softmax = args.share_decoder_input_output_embed and args.output_head == "softmax"
+    if tied_softmax and args.decoder_output_dim != args.decoder_input_dim:
+        raise OptionError(
+            f"--share-decoder-input-output-embed needs --decoder-output-dim ({args.decoder_output_dim}) "
+            f"equal to --decoder-input-dim ({args.decoder_input_dim}, the embedding's)"
+        )
 
 
 def check_tied_adaptive(args):

@@ -182,7 +182,7 @@ def build_output_head(args, input_dim, vocab_size, tied_weight=None, bias=True, 
         )
     else:
         if tied_weight is not None and tied_weight.size(1) != input_dim:
-            raise ValueError(
+            raise OptionError(
                 f"tied input/output embeddings need the output dimension ({input_dim}) "
                 f"to equal the embedding dimension ({tied_weight.size(1)})"
             )
