@@ -30,9 +30,11 @@ FAIRSEQ_TESTS := test_label_smoothing.py test_sequence_generator.py test_sequenc
 	$(addprefix test_multihead_attention.py::,TestMultiheadAttention test_add_bias_parity test_mask_padding_parity) \
 	test_valid_subset_checks.py::TestValidSubsetsErrors \
 	$(addprefix test_binaries.py::TestTranslation::test_,raw update_freq max_positions generation \
-		lstm lstm_bidirectional transformer transformer_cross_self_attention) \
+		lstm lstm_bidirectional transformer transformer_cross_self_attention alignment eval_bleu \
+		transformer_pointer_generator mixture_of_experts multilingual_transformer \
+		translation_multi_simple_epoch) \
 	$(addprefix test_binaries.py::TestLanguageModeling::test_,transformer_lm \
-		transformer_lm_with_adaptive_softmax lstm_lm lstm_lm_residuals)
+		transformer_lm_with_adaptive_softmax lstm_lm lstm_lm_residuals fconv_lm)
 fairseq-tests: setup
 	cd third_party/fairseq_v0_12_3 && PYTHONPATH=.:$(CURDIR) FAIRSEQ_TESTS_STOCK=$(FAIRSEQ_TESTS_STOCK) \
 		$(abspath $(PY)) -m pytest -c pytest.ini -n $(TEST_WORKERS) $(addprefix tests/,$(FAIRSEQ_TESTS))
