@@ -28,6 +28,7 @@ from typing import List, Optional
 import torch
 from fairseq import checkpoint_utils, utils
 from fairseq.dataclass.configs import GenerationConfig
+from fairseq.tasks.language_modeling import LanguageModelingTask
 from fairseq_cli.generate import get_symbols_to_strip_from_output
 
 from . import decoding
@@ -183,6 +184,11 @@ class Translator:
         self.models, self.cfg, self.task = checkpoint_utils.load_model_ensemble_and_task(
             list(checkpoints), arg_overrides=overrides
         )
+        if isinstance(self.task, LanguageModelingTask):  # it would look for DATA/test, not test.src-tgt
+            raise TranslateError(
+                f"{':'.join(map(str, checkpoints))} is a language model (task language_modeling): "
+                "only a translation model's checkpoint translates"
+            )
         self.use_cuda = torch.cuda.is_available() and not cpu
         for model in self.models:
             if fp16:

@@ -371,6 +371,16 @@ def test_missing_data_dir_is_named(corpus, capsys):
     assert "DATA" in message and "no such directory" in message
 
 
+def test_a_language_models_checkpoint_is_refused_before_any_decoding(toy_data, toy_checkpoint, capsys):
+    """One line naming the checkpoint, where fairseq's generator stopped in an assert."""
+    lm = toy_checkpoint("L")  # a tempered_ce transformer_lm of conftest.TOY_RUNS
+    message = error_of([str(toy_data["lm_bin"]), "--checkpoint", str(lm), "--subset", "valid"], capsys)
+    assert message == (
+        f"ctemp-greedy-vs-beam: error: --checkpoint {lm} is a language model (task language_modeling): "
+        "only a translation model's checkpoint translates"
+    )
+
+
 def test_refuses_sentences_too_long_for_the_model(tiny, tmp_path):
     """A sentence longer than the model's positions cannot be translated (fairseq-generate would
     skip it with --skip-invalid-size-inputs-valid-test): the command refuses to score the others and

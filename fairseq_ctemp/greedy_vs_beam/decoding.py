@@ -15,6 +15,8 @@ def load_translator(data, checkpoint, extra_args=()):
     options = decoding_options(extra_args)
     try:
         return translate.Translator(data, checkpoint.split(":"), **options.load_options())
+    except translate.TranslateError as e:  # it names the checkpoint
+        raise UsageError(f"--checkpoint {e}") from None
     except Exception as e:  # e.g. a checkpoint of another vocabulary than DATA's: one line, no traceback
         raise UsageError(
             f"could not load --checkpoint {checkpoint} with the data {data}: {type(e).__name__}: {e}"
