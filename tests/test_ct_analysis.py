@@ -584,6 +584,31 @@ def test_errors(trained, tmp_path, capsys):
     assert "is empty" in message
 
 
+def test_words_outside_the_dictionary_are_counted_and_a_text_of_none_else_refused(trained, tmp_path, capsys):
+    with open(os.path.join(trained["data"], "dict.txt"), encoding="utf-8") as f:
+        known = [line.split()[0] for line in f][:5]
+    texts = {  # a literal <unk> is a word of the dictionary (PTB's text has them)
+        "known": " ".join(known),
+        "mixed": " ".join(known) + " <unk> not-a-word neither",
+        "foreign": "not-a-word neither\nnor",
+    }
+    for name, text in texts.items():
+        (tmp_path / f"{name}.txt").write_text(text + "\n")
+    common = ["--path", trained["ct"][-1], "--data", trained["data"], "--cpu"]
+    proc = analysis("dump", *common, "--text", tmp_path / "known.txt", "--output", tmp_path / "k.tsv")
+    assert "not in the dictionary" not in proc.stderr
+    proc = analysis("dump", *common, "--text", tmp_path / "mixed.txt", "--output", tmp_path / "m.tsv")
+    assert (
+        f"--text: 2 of 8 words (25.0%) are not in the dictionary of {trained['ct'][-1]}: scored as <unk>"
+        in proc.stderr
+    )
+    message = error_of(
+        capsys, "dump", *common, "--text", tmp_path / "foreign.txt", "--output", tmp_path / "f.tsv"
+    )
+    assert f"--text: none of its 3 words is in the dictionary of {trained['ct'][-1]}" in message
+    assert not (tmp_path / "f.tsv").exists()
+
+
 def test_refuses_to_overwrite_unless_forced(trained, tmp_path, capsys):
     out = tmp_path / "pos.png"
     out.write_bytes(b"keep me")
