@@ -1456,6 +1456,21 @@ CASES = [
         "20,60: --tie-adaptive-weights (set by the adaptive presets) shares the adaptive input's weights",
     ),
     (
+        "train: ct_transformer_lm with tied adaptive weights and no adaptive input",
+        fairseq_train,
+        [
+            *LM_TRAIN,
+            "--arch",
+            "ct_transformer_lm",
+            "--criterion",
+            "ct_cross_entropy",
+            "--output-head",
+            "adaptive",
+        ]
+        + ["--adaptive-softmax-cutoff", "20,60", "--tie-adaptive-weights"],
+        "fairseq-train: error: --tie-adaptive-weights needs --adaptive-input",
+    ),
+    (
         "train: ct_transformer_lm_tiny with another adaptive softmax factor",
         fairseq_train,
         [*LM_TRAIN, "--arch", "ct_transformer_lm_tiny", "--criterion", "ct_cross_entropy"]

@@ -118,27 +118,21 @@ def check_tied_adaptive(args):
     set), as errors naming the options: the adaptive input and softmax share their clusters."""
     if not args.adaptive_input:
         raise OptionError("--tie-adaptive-weights needs --adaptive-input")
-    pairs = (
-        (
-            "--adaptive-softmax-cutoff",
-            args.adaptive_softmax_cutoff,
-            "--adaptive-input-cutoff",
-            args.adaptive_input_cutoff,
-        ),
-        (
-            "--adaptive-softmax-factor",
-            args.adaptive_softmax_factor,
-            "--adaptive-input-factor",
-            args.adaptive_input_factor,
-        ),
-        ("--decoder-output-dim", args.decoder_output_dim, "--decoder-input-dim", args.decoder_input_dim),
-    )
-    for option, value, other, other_value in pairs:
-        if value != other_value:  # (fairseq compares the cutoffs as they were typed)
+    for output, embedding in (  # (fairseq compares the cutoffs as they were typed)
+        ("adaptive_softmax_cutoff", "adaptive_input_cutoff"),
+        ("adaptive_softmax_factor", "adaptive_input_factor"),
+        ("decoder_output_dim", "decoder_input_dim"),
+    ):
+        if getattr(args, output) != getattr(args, embedding):
             raise OptionError(
-                f"{option} {value} must be the same as {other} {other_value}: --tie-adaptive-weights "
-                "(set by the adaptive presets) shares the adaptive input's weights with the softmax"
+                f"{_option(output)} {getattr(args, output)} must be the same as {_option(embedding)} "
+                f"{getattr(args, embedding)}: --tie-adaptive-weights (set by the adaptive presets) "
+                "shares the adaptive input's weights with the softmax"
             )
+
+
+def _option(name):
+    return "--" + name.replace("_", "-")
 
 
 def _adaptive_defaults(args, cutoff):
