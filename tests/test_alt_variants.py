@@ -501,6 +501,19 @@ def test_tau_per_target_token_of_the_variants(swept, tmp_path):
     )
     rows = [json.loads(line) for line in (tmp_path / "tau.jsonl").read_text().splitlines()]
     assert len(rows) == sum(len(t.split()) + 1 for _, t in pairs)
+    # a --source of no word of the source dictionary (another language, or --text given twice) is refused
+    (tmp_path / "foreign.txt").write_text("zzq\n" * len(pairs), encoding="utf-8")
+    proc = run_main(
+        ct_analysis.main,
+        *("dump", "--path", checkpoint, "--data", bin_dir, "--source", tmp_path / "foreign.txt"),
+        *("--text", tmp_path / "tgt.txt", "--output", tmp_path / "foreign.jsonl", "--cpu"),
+        check=False,
+    )
+    assert (
+        proc.returncode == 2
+        and f"--source: none of its {len(pairs)} words is in the dictionary" in proc.stderr
+    )
+    assert not (tmp_path / "foreign.jsonl").exists()
 
     models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)], {"data": str(bin_dir)})
     model = models[0].eval()

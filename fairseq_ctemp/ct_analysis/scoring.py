@@ -50,22 +50,21 @@ def encode(lm, sentence, final_eos=True):
     return inputs, targets
 
 
-def check_known_words(lm, sentences):
+def check_known_words(option, words, dictionary, path):
     """Words not in the model's dictionary are scored as <unk> (as fairseq-preprocess maps them):
     their share is said, and a text without one known word (another language or tokenisation) is
     refused. A literal <unk> in the text (as PTB's) is a known word."""
-    d = lm.dictionary
-    words = [w for s in sentences for w in s.words]
+    d = dictionary
     unknown = sum(d.index(w) == d.unk() and w != d.unk_word for w in words)
     if unknown and unknown == len(words):
         raise AnalysisError(
-            f"--text: none of its {len(words)} words is in the dictionary of {lm.path}; is it the "
+            f"{option}: none of its {len(words)} words is in the dictionary of {path}; is it the "
             "model's language and tokenisation?"
         )
     if unknown:
         print(
-            f"--text: {unknown} of {len(words)} words ({unknown / len(words):.1%}) are not in the "
-            f"dictionary of {lm.path}: scored as {d.unk_word}",
+            f"{option}: {unknown} of {len(words)} words ({unknown / len(words):.1%}) are not in the "
+            f"dictionary of {path}: scored as {d.unk_word}",
             file=sys.stderr,
         )
 
@@ -81,7 +80,9 @@ def fitting(lm, sentences, skip_long=False, final_eos=True):
         )
     if not lm.is_translation and sentences[0].source is not None:
         raise AnalysisError(f"--source is for translation models; {lm.path} is a language model")
-    check_known_words(lm, sentences)
+    check_known_words("--text", [w for s in sentences for w in s.words], lm.dictionary, lm.path)
+    if lm.is_translation:
+        check_known_words("--source", [w for s in sentences for w in s.source], lm.source_dictionary, lm.path)
     limit = max_positions(lm)
     n_positions = [len(s.words) + (1 if final_eos else 0) for s in sentences]
     if limit is None or max(n_positions) <= limit:
