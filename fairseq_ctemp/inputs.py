@@ -74,6 +74,27 @@ def read_lines_option(option, path, error, allow_empty=False):
     return lines
 
 
+def unknown_words(option, words, dictionary, path):
+    """(error, note) of a text against a model's fairseq dictionary, whose unknown words are
+    scored as <unk> (as fairseq-preprocess maps them): the error where no word is in it (another
+    language or tokenisation), else a note of their share where there are any, else (None, None).
+    A literal <unk> in the text (as PTB's) is a known word."""
+    unknown = sum(dictionary.index(w) == dictionary.unk() and w != dictionary.unk_word for w in words)
+    if unknown and unknown == len(words):
+        error = (
+            f"{option}: none of its {len(words)} words is in the dictionary of {path}; is it the "
+            "model's language and tokenisation?"
+        )
+        return error, None
+    if unknown:
+        note = (
+            f"{option}: {unknown} of {len(words)} words ({unknown / len(words):.1%}) are not in the "
+            f"dictionary of {path}: scored as {dictionary.unk_word}"
+        )
+        return None, note
+    return None, None
+
+
 def check_new_file(path):
     """InputError unless a new file can be made at ``path``: nothing is there, its directory exists
     and can be written to (checked before the work that would end by writing it). The message

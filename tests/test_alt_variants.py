@@ -562,3 +562,14 @@ def test_tau_per_target_token_of_the_variants(swept, tmp_path):
         assert sentence["target_tokens"][: len(target.split())] == target.split()
         assert len(sentence["tau"]) == len(sentence["target_tokens"])
     assert sorted(p.name for p in out.glob("*.png")) == ["sentence1.png", "sentence2.png"]
+    # references of no word of the target dictionary are refused before anything is written
+    (tmp_path / "foreign2.txt").write_text("zzq\nzzq zzq\n", encoding="utf-8")
+    refused = tmp_path / "refused"
+    proc = run_main(
+        sact_heatmaps.main,
+        *(bin_dir, "--path", exp / RUNS[2] / "checkpoint_avg.pt", "--input", tmp_path / "src2.txt"),
+        *("--references", tmp_path / "foreign2.txt", "--out-dir", refused, "-s", "en", "-t", "vi"),
+        check=False,
+    )
+    assert proc.returncode != 0 and "--references: none of its 3 words is in the dictionary" in proc.stderr
+    assert not list(refused.glob("*"))

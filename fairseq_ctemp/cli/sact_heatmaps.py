@@ -24,6 +24,7 @@ import json
 import logging
 import math
 import os
+import sys
 
 from .. import inputs, outputs
 from ..sact_analysis import SactAnalysisError, analyse, draw, encoded, load, tau_summary, temperature_settings
@@ -113,12 +114,28 @@ def checked_inputs(args):
     return sources, references, dump_path, pngs
 
 
+def check_known_words(args, sources, references, task):
+    """Refuses --input (or --references) of no word of the model's dictionary; says the share of
+    unknown words (encoded as <unk>)."""
+    texts = [("--input", sources, task.source_dictionary)]
+    if references[0] is not None:
+        texts.append(("--references", references, task.target_dictionary))
+    for option, lines, dictionary in texts:
+        words = [w for line in lines for w in line.split()]
+        error, note = inputs.unknown_words(option, words, dictionary, args.path)
+        if error:
+            raise SystemExit(f"error: {error}")
+        if note:
+            print(note, file=sys.stderr)
+
+
 def heatmaps(args):
     sources, references, dump_path, pngs = checked_inputs(args)
     try:
         model, task = load(args.data, args.path, args.source_lang, args.target_lang)
     except SactAnalysisError as e:
         raise SystemExit(f"error: {e}") from None
+    check_known_words(args, sources, references, task)
     mode, lam, _ = temperature_settings(model)
     decoding = {"beam": args.beam, "max_len_a": args.max_len_a, "max_len_b": args.max_len_b}
     analysed = [analyse(model, task, s, r, **decoding) for s, r in zip(sources, references)]

@@ -7,6 +7,7 @@ from typing import List, Optional
 
 import numpy as np
 
+from .. import inputs
 from ..progress import progress_bar
 from . import AnalysisError
 
@@ -51,22 +52,12 @@ def encode(lm, sentence, final_eos=True):
 
 
 def check_known_words(option, words, dictionary, path):
-    """Words not in the model's dictionary are scored as <unk> (as fairseq-preprocess maps them):
-    their share is said, and a text without one known word (another language or tokenisation) is
-    refused. A literal <unk> in the text (as PTB's) is a known word."""
-    d = dictionary
-    unknown = sum(d.index(w) == d.unk() and w != d.unk_word for w in words)
-    if unknown and unknown == len(words):
-        raise AnalysisError(
-            f"{option}: none of its {len(words)} words is in the dictionary of {path}; is it the "
-            "model's language and tokenisation?"
-        )
-    if unknown:
-        print(
-            f"{option}: {unknown} of {len(words)} words ({unknown / len(words):.1%}) are not in the "
-            f"dictionary of {path}: scored as {d.unk_word}",
-            file=sys.stderr,
-        )
+    """Refuses a text of no word of the dictionary; says the share of unknown words (<unk>)."""
+    error, note = inputs.unknown_words(option, words, dictionary, path)
+    if error:
+        raise AnalysisError(error)
+    if note:
+        print(note, file=sys.stderr)
 
 
 def fitting(lm, sentences, skip_long=False, final_eos=True):
