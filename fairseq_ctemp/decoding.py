@@ -281,9 +281,10 @@ def adopt_the_rule(generator, explicit):
     for model in generator.model.models:
         follow_the_rule(model)
     # fairseq divides only the translation models' output by --temperature, never that of the LM
-    # fused by --lm-path: that LM decodes at its own temperature here too, as with stock models
-    if getattr(generator, "lm_model", None) is not None:
-        generator.lm_model.ctemp_fused_lm = True
+    # fused by --lm-path: that LM decodes at its own temperature here too (a stock LM is left as is)
+    lm = getattr(generator, "lm_model", None)
+    if lm is not None and carries_temperature(lm):
+        lm.ctemp_fused_lm = True
     generator.temperature = 1.0
     generator.ctemp_temperature = explicit
     if not getattr(generator, "_ctemp_entry_points", False):

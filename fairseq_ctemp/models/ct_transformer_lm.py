@@ -125,14 +125,10 @@ def check_tied_adaptive(args):
     ):
         if getattr(args, output) != getattr(args, embedding):
             raise OptionError(
-                f"{_option(output)} {getattr(args, output)} must be the same as {_option(embedding)} "
-                f"{getattr(args, embedding)}: --tie-adaptive-weights (set by the adaptive presets) "
-                "shares the adaptive input's weights with the softmax"
+                f"--{output.replace('_', '-')} {getattr(args, output)} must be the same as "
+                f"--{embedding.replace('_', '-')} {getattr(args, embedding)}: --tie-adaptive-weights "
+                "(set by the adaptive presets) shares the adaptive input's weights with the softmax"
             )
-
-
-def _option(name):
-    return "--" + name.replace("_", "-")
 
 
 def _adaptive_defaults(args, cutoff):
