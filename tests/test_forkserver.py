@@ -46,7 +46,12 @@ if mode == "interrupt":
     raise KeyboardInterrupt
 if mode == "orphan":  # as a sweep's run does (fairseq_ctemp.alt.children.die_with_parent)
     import ctypes, signal
-    signal.signal(signal.SIGTERM, lambda *_: (open("orphaned", "w").write("SIGTERM"), os._exit(0)))
+    def orphaned(*_):  # written whole, then renamed: the test polls for the name
+        with open("orphaned.part", "w") as f:
+            f.write("SIGTERM")
+        os.replace("orphaned.part", "orphaned")
+        os._exit(0)
+    signal.signal(signal.SIGTERM, orphaned)
     ctypes.CDLL(None).prctl(1, signal.SIGTERM)
     print("parent", os.getppid(), "torch" in sys.modules, flush=True)
     time.sleep(60)
