@@ -467,7 +467,16 @@ def test_bench_translation_smoke(benchmarks, capsys, tmp_path):
         tmp_path / "r.json", out, r"^RATIO ct_transformer/transformer: training words/s ([\d.]+)x"
     )
     assert set(result["models"]) == set(names)
-    assert round(result["ratios"]["ct_transformer/transformer"]["training_words_per_s"], 3) == printed
+    ct = result["ratios"]["ct_transformer/transformer"]
+    assert round(ct["training_words_per_s"], 3) == printed
+    shares = re.search(r"^RATIO ct_transformer/transformer: .*: (\d+)% / (\d+)% of it", out, re.M)
+    assert [round(100 * ct[f"share_of_bound_{k}"]) for k in ("training", "generation")] == [
+        int(shares[1]),
+        int(shares[2]),
+    ]
+    assert ct["share_of_bound_training"] == pytest.approx(
+        ct["training_words_per_s"] / ct["analytic_bound_training"]
+    )
     assert result["models"]["ct_transformer"]["temperature_parameters"] == 32 * 8 + 8 * 300
     chunked = "ct_transformer_chunked/ct_transformer"
     assert set(result["ratios"]) == {f"{n}/transformer" for n in names if n != "transformer"} | {chunked}

@@ -13,7 +13,8 @@ difference or a percentage change computed by hand is in no file: quote the two 
 ratio the file holds. A bound ("p < 0.0001") holds when a number of the files lies within it.
 
 Not measurements, so not checked: integers without thousands separators (sizes, years, ordinals;
-a count of 1,000 or more is checked where its text names its source), numbers in code spans and
+where the text names its source, a count of 1,000 or more is checked, and so is an integer with a
+unit of measure: "136 s", "96 %", "3 GiB", "9 min 33 s" as 573 s), numbers in code spans and
 code blocks (a configuration value: `--max-update 20000`), in link targets, and those whose
 sentence names a version, a paper's own figure or a prediction. A page that quotes a number no command of the project wrote fails here: rerun what
 produced it, commit its file, or take the number out."""
@@ -91,6 +92,9 @@ def page_numbers(page):
 def traced_text(text, pool):
     """Whether the number `text` of a page is in `pool`: "1,883,928" and "85.12" at their
     precision; a bound, "≤ 0.001", when a number of the pool lies between 0 and it."""
+    if " min " in text:  # "9 min 33 s": to the second
+        minutes, _, seconds, _ = text.split()
+        return traced(60 * int(minutes) + int(seconds), 0, pool)
     number = text.lstrip("<≤").replace(",", "")
     if text[0] in "<≤":  # a bound
         i = bisect.bisect_right(pool, float(number) + 1e-12)
@@ -174,9 +178,16 @@ GENERATED = re.compile(r"<!-- table: ([\w-]+) ")
 CODE_SPAN = re.compile(r"`([^`]+)`")
 BOUND = re.compile(r"([<≤]) ?$")  # "p < 0.0001": the number is a bound
 ITEM = re.compile(r"\s*(?:[-*+]|\d+\.) ")
-# in scoped prose: decimals, and integers written with thousands separators (counts such as
-# "9,100 updates"; a plain "12" may be an ordinal, a year or a size)
-PROSE_NUMBER = re.compile(rf"(?<![\w.,]){GROUPED}(?!\w|[.,]\d)|{NUMBER.pattern}")
+# in scoped prose: decimals, integers written with thousands separators (counts such as "9,100
+# updates") and integers with a unit of measure (a time, a share, a ratio, a rate, a memory size);
+# a plain "12" may be an ordinal, a year or a size
+MINUTES = r"\d+ min \d+ s(?![\w/])"  # "9 min 33 s": checked as seconds
+# (not a confidence level: "95 % interval")
+UNIT = r"(?: ?(?:s|ms|words/s|tokens/s|sentences/s|GiB|MiB|GB|MB)(?![\w/])| ?%(?! interval| confidence)|×)"
+PROSE_NUMBER = re.compile(
+    rf"(?<![\w.,]){MINUTES}|(?<![\w.,]){GROUPED}(?!\w|[.,]\d)|{NUMBER.pattern}"
+    rf"|(?<![\w.,])\d+(?={UNIT}|[-–]\d+{UNIT})"  # "136 s"; both ends of "12-29 %"
+)
 BREAKS = ("#", "|", "<!--")  # a heading, a table row, a generator's marker: blocks of their own
 
 
@@ -320,3 +331,18 @@ def test_the_scoped_check_wants_the_linked_file_not_any_file(tmp_path):
     assert checked == 4
     assert [m.split("  |")[0] for m in missing] == [f"{page}:3: 33.12", f"{page}:9: 33.12"]
     assert traced(33.12, 2, result_numbers())  # what the check against every file alone accepts
+
+
+def test_an_integer_with_a_unit_is_checked_and_minutes_and_seconds_are_read_as_seconds(tmp_path):
+    """573.2 s is "9 min 33 s" and "573 s"; 96 % is the fraction 0.96; 136 s is in no file; a
+    confidence level ("95 % interval") and a bare integer (a size, an ordinal) are not measurements."""
+    result = tmp_path / "r.json"
+    result.write_text('{"wall_seconds": 573.2, "share": 0.96}')
+    page = tmp_path / "page.md"
+    page.write_text(
+        f"# A section\n\nIt took 9 min 33 s (573 s), 96 % of it in tests, the other run 136 s and 9 min "
+        f"34 s, with a 95 % interval, on 2 cores ([run]({result})).\n"
+    )
+    checked, missing = untraced_in_scope([str(page)], {str(result)})
+    assert checked == 5
+    assert [m.split("  |")[0] for m in missing] == [f"{page}:3: 136", f"{page}:3: 9 min 34 s"]
