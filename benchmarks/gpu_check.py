@@ -425,10 +425,15 @@ def label(key):
     return key.replace("_per_", "/").replace("cpu_s", "CPU-s").replace("mib", "MiB").replace("_", " ")
 
 
+def number_text(key, value):
+    """A ratio as 0.954×; a share (share_of_...) as 95.4 %."""
+    return f"{label(key)} {100 * value:.1f} %" if key.startswith("share_of") else f"{label(key)} {value:.3f}×"
+
+
 def ratio_text(ratios):
     parts = []
     for key, r in ratios.items():
-        numbers = ", ".join(f"{label(k)} {v:.3f}×" for k, v in r.items() if isinstance(v, float))
+        numbers = ", ".join(number_text(k, v) for k, v in r.items() if isinstance(v, float))
         target = (
             "" if r.get("target") is None else f" (target {r['target']}: {'met' if r['met'] else 'MISSED'})"
         )

@@ -421,3 +421,18 @@ def ends_within(pid, seconds):
             return True
         time.sleep(0.1)
     return False
+
+
+def test_a_ratio_reads_as_a_ratio_and_a_share_of_the_bound_as_a_percentage(gpu_check):
+    ratios = {
+        "ct_transformer/transformer": {
+            "training_words_per_s": 0.625,
+            "share_of_bound_training": 0.9545,
+            "target": "training words/s and sentences/s >= 95% of the analytic bound",
+            "met": True,
+        }
+    }
+    assert gpu_check.ratio_text(ratios) == (
+        "**ct_transformer/transformer** training words/s 0.625×, share of bound training 95.5 % "
+        "(target training words/s and sentences/s >= 95% of the analytic bound: met)"
+    )
