@@ -182,8 +182,8 @@ ITEM = re.compile(r"\s*(?:[-*+]|\d+\.) ")
 # updates") and integers with a unit of measure (a time, a share, a ratio, a rate, a memory size);
 # a plain "12" may be an ordinal, a year or a size
 MINUTES = r"\d+ min \d+ s(?![\w/])"  # "9 min 33 s": checked as seconds
-# (not a confidence level: "95 % interval")
-UNIT = r"(?: ?(?:s|ms|words/s|tokens/s|sentences/s|GiB|MiB|GB|MB)(?![\w/])| ?%(?! interval| confidence)|×)"
+# (not a confidence level: "95 % interval", "95% CI")
+UNIT = r"(?: ?(?:s|ms|words/s|tokens/s|sentences/s|GiB|MiB|GB|MB)(?![\w/])| ?%(?! interval| confidence| CI| bootstrap)|×)"
 PROSE_NUMBER = re.compile(
     rf"(?<![\w.,]){MINUTES}|(?<![\w.,]){GROUPED}(?!\w|[.,]\d)|{NUMBER.pattern}"
     rf"|(?<![\w.,])\d+(?={UNIT}|[-–]\d+{UNIT})"  # "136 s"; both ends of "12-29 %"
@@ -341,7 +341,7 @@ def test_an_integer_with_a_unit_is_checked_and_minutes_and_seconds_are_read_as_s
     page = tmp_path / "page.md"
     page.write_text(
         f"# A section\n\nIt took 9 min 33 s (573 s), 96 % of it in tests, the other run 136 s and 9 min "
-        f"34 s, with a 95 % interval, on 2 cores ([run]({result})).\n"
+        f"34 s, with a 95 % interval (a 95% CI), on 2 cores ([run]({result})).\n"
     )
     checked, missing = untraced_in_scope([str(page)], {str(result)})
     assert checked == 5
