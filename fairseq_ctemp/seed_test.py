@@ -1,6 +1,8 @@
 """Two systems compared with the seed as the unit: Welch's t-test on one number per seed (a log
-perplexity, a BLEU score), and the verdict the results pages quote. Shared by the language-model
-and the ALT results."""
+perplexity, a BLEU score), and the verdict the results pages quote; and, as a check of that
+verdict, the paired t-test over the seeds both systems have (the runs of one seed share their batch
+order, and those of one architecture their initial weights). Shared by the language-model and the
+ALT results."""
 
 # A comparison decides only from this many seeds on each side: with two, Welch's test has about two
 # degrees of freedom and rests on spreads that two points cannot show
@@ -34,3 +36,18 @@ def seed_test(values, base):
         "p_value": float(test.pvalue),
         "verdict": verdict,
     }
+
+
+def paired_seed_test(pairs):
+    """{paired_seeds, paired_t, paired_p}: the paired t-test on the differences of (value, base
+    value) pairs, one per seed that both systems have; only paired_seeds where it cannot be made
+    (fewer than 2 pairs, or differences without spread). A check of seed_test's verdict, which
+    stays Welch's: the test the pages state beforehand."""
+    import numpy as np
+    from scipy import stats
+
+    values, base = (np.asarray(side, dtype=float) for side in zip(*pairs)) if pairs else ([], [])
+    if len(pairs) < 2 or np.ptp(np.subtract(values, base)) == 0:
+        return {"paired_seeds": len(pairs)}
+    test = stats.ttest_rel(values, base)
+    return {"paired_seeds": len(pairs), "paired_t": float(test.statistic), "paired_p": float(test.pvalue)}

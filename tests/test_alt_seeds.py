@@ -41,6 +41,13 @@ def read_rows(prefix):
         return {(r["metric"].split()[1], r["variant"], r["T"]): r for r in csv.DictReader(f)}
 
 
+def paired(a, b):
+    """The paired t-test by its formula: the mean difference over its standard error."""
+    d = [x - y for x, y in zip(a, b)]
+    t = statistics.mean(d) / (statistics.stdev(d) / math.sqrt(len(d)))
+    return t, 2 * student.sf(abs(t), len(d) - 1)
+
+
 def welch(a, b):
     va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
     t = (statistics.mean(a) - statistics.mean(b)) / math.sqrt(va + vb)
@@ -89,9 +96,17 @@ def test_each_system_against_t1_with_the_seed_as_the_unit(three_seeds):
         "lower" if p < 0.05 else "inconclusive"
     )
     assert rows["greedy", "ct_transformer", "1"]["verdict"] == "no test: one seed"
+    # the check of the verdict: the paired test over the seeds both have
+    t, p = paired([7.71, 7.84, 7.60], [7.90, 8.26, 8.10])
+    assert (beam["paired_seeds"], float(beam["paired_t"])) == ("3", pytest.approx(t))
+    assert float(beam["paired_p"]) == pytest.approx(p)
+    ct = rows["greedy", "ct_transformer", "1"]
+    assert (ct["paired_seeds"], ct["paired_t"], ct["paired_p"]) == ("1", "", "")
+    assert t1["paired_seeds"] == t1["paired_p"] == ""  # the baseline itself
     assert "left out, not finished: transformer T=1 seed 2 (" in proc.stderr
     md = (tmp_path / "s.md").read_text(encoding="utf-8")
     assert "| dev beam BLEU (beam 4) | transformer T=2 | 1 2 3 | 7.71 7.84 7.60 | 7.72 | -0.37 |" in md
+    assert f"| {format(p, '.3g')} (3) |" in md and "| – (1) |" in md
     assert f"`{runs[1]}`" in md  # the files it read
 
 
@@ -250,3 +265,25 @@ def test_the_committed_runs_of_two_seeds_as_their_files_give_them(tmp_path):
             statistics.mean(values)
         )
     assert rows["greedy", "ct_transformer", "1"]["verdict"] == "inconclusive: fewer than 3 seeds"
+
+
+def test_the_paired_check_takes_only_the_seeds_both_systems_have(tmp_path):
+    """T=2 has seeds 1, 2, 4 and T=1 seeds 1, 2, 3: Welch's test takes every seed of each, the paired
+    test seeds 1 and 2 only."""
+    runs = runs_csv(
+        tmp_path / "r.csv",
+        [
+            ("transformer", 1, 1, 6.0, 7.0),
+            ("transformer", 1, 2, 6.5, 7.4),
+            ("transformer", 1, 3, 6.2, 7.1),
+            ("transformer", 2, 1, 5.0, 6.8),
+            ("transformer", 2, 2, 6.1, 7.0),
+            ("transformer", 2, 4, 5.9, 6.9),
+        ],
+    )
+    run_main(alt_seeds.main, "--runs", runs, "--output", tmp_path / "s")
+    greedy = read_rows(tmp_path / "s")["greedy", "transformer", "2"]
+    t, df, p = welch([5.0, 6.1, 5.9], [6.0, 6.5, 6.2])
+    assert float(greedy["p_value"]) == pytest.approx(p)
+    t, p = paired([5.0, 6.1], [6.0, 6.5])
+    assert greedy["paired_seeds"] == "2" and float(greedy["paired_p"]) == pytest.approx(p)

@@ -597,6 +597,17 @@ def test_seeds_are_the_unit_of_the_comparison_with_the_baseline(tmp_path):
     assert float(rows["ct"]["welch_df"]) == pytest.approx(df)
     assert float(rows["ct"]["p_value"]) == pytest.approx(2 * student.sf(abs(t), df))
     assert rows["ct"]["verdict"] == ("higher" if 2 * student.sf(abs(t), df) < 0.05 else "inconclusive")
+    d = [x - y for x, y in zip(a, b)]  # the paired check: the mean difference over its standard error
+    t = statistics.mean(d) / (statistics.stdev(d) / math.sqrt(3))
+    assert (rows["ct"]["paired_seeds"], float(rows["ct"]["paired_t"])) == ("3", pytest.approx(t))
+    assert float(rows["ct"]["paired_p"]) == pytest.approx(2 * student.sf(abs(t), 2))
+    assert (rows["low"]["paired_seeds"], rows["mos"]["paired_seeds"], rows["mos"]["paired_p"]) == (
+        "2",
+        "1",
+        "",
+    )
+    md = (tmp_path / "s.md").read_text(encoding="utf-8")
+    assert f"| {float(rows['ct']['paired_p']):.5g} (3) |" in md and "| – (1) |" in md
     assert float(rows["ct"]["ratio_to_baseline"]) == pytest.approx(
         math.exp(statistics.mean(a) - statistics.mean(b))
     )

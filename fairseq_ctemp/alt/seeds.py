@@ -1,5 +1,6 @@
 """ctemp-alt-seeds (what it writes: its --help): the systems of ALT sweeps over their seeds, each
-against a baseline with the seed as the unit (Welch's t-test on the per-seed BLEU), read from the
+against a baseline with the seed as the unit (Welch's t-test on the per-seed BLEU, and the paired
+t-test over the seeds both have as a check of its verdict), read from the
 runs.csv files that ctemp-alt-results wrote (seeds trained in different working directories, or
 on machines that are gone, each in a file of its own)."""
 
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 from typing import Dict, Optional, Sequence, Tuple
 
 from ..outputs import all_or_none
-from ..seed_test import seed_test
+from ..seed_test import paired_seed_test, seed_test
 from .common import AltError, fmt, write_text
 from .presets import DEFAULT_VARIANT
 from .sections import markdown_table, write_csv
@@ -23,7 +24,7 @@ NOT_FINISHED = "not finished"  # why a run has no BLEU (the other reason: not sc
 SETTING = ("experiment", "direction", "LS", "SEM", "beam k")
 COLUMNS = [
     *("metric", "variant", "T", "seeds", "BLEU per seed", "mean", "min", "max", "difference"),
-    *("welch_t", "welch_df", "p_value", "verdict"),
+    *("welch_t", "welch_df", "p_value", "verdict", "paired_seeds", "paired_t", "paired_p"),
 ]
 
 
@@ -172,7 +173,12 @@ def compare(systems, sel, beam_k):
                 "max": max(values),
                 "difference": statistics.mean(values) - statistics.mean(base),
             }
-            row.update(seed_test(values, base) if key != base_key else {"verdict": "baseline"})
+            if key == base_key:
+                row["verdict"] = "baseline"
+            else:
+                both = sorted(set(seeds) & set(systems[base_key]))
+                pairs = [(systems[key][s].bleu[metric], systems[base_key][s].bleu[metric]) for s in both]
+                row.update(seed_test(values, base), **paired_seed_test(pairs))
             rows.append(row)
     return rows
 
@@ -189,6 +195,7 @@ def markdown(rows, baseline):
         "df",
         "p",
         "verdict",
+        "paired p (seeds)",
     ]
 
     def num(value, spec):
@@ -206,14 +213,24 @@ def markdown(rows, baseline):
             num(r.get("welch_df"), ".2f"),
             num(r.get("p_value"), ".3g"),
             r["verdict"],
+            paired_cell(r),
         ]
         for r in rows
     ]
     caption = (
         f"BLEU over seeds, each system against {baseline} T=1 with the seed as the unit: Welch's "
-        "t-test on the per-seed BLEU (difference: of the means)."
+        "t-test on the per-seed BLEU (difference: of the means). Paired p: the paired t-test over "
+        "the seeds both have (one seed's runs share their batch order), a check of the verdict."
     )
     return [caption, "", markdown_table(header, cells)]
+
+
+def paired_cell(row):
+    """ "0.102 (3)": the paired test's p and its number of seeds; "–" where none was made."""
+    if row["verdict"] == "baseline":
+        return ""
+    p = row.get("paired_p")
+    return f"{'–' if p is None else format(p, '.3g')} ({row['paired_seeds']})"
 
 
 def check_asked_for(runs, left_out, sel):

@@ -9,7 +9,9 @@ apart, or on machines that are gone, are compared from their files) and writes
                its seeds, the BLEU of each, their mean, min and max, the difference of the means
                to the baseline's, Welch's t-test on the per-seed BLEU against the baseline's (t,
                degrees of freedom, p) and the verdict: "higher" or "lower" only with at least 3
-               seeds on each side and p < 0.05, else "inconclusive" (or "no test" and why)
+               seeds on each side and p < 0.05, else "inconclusive" (or "no test" and why); and,
+               as a check of the verdict, the paired t-test over the seeds that the system and
+               the baseline both have (their number, t, p; a seed's runs share their batch order)
   PREFIX.md    the same as a markdown table, and the files it read
 (--force replaces them, never a --runs file).
 Every run compared must be of one setting (the experiment without its .seed<N>, direction, label

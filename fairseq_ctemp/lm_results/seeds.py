@@ -1,18 +1,18 @@
 """`lm_results.py seeds`: each row of run tables over its seeds (runs named VARIANT@SEED; no @:
 seed 1), and against a baseline with the seed as the unit: Welch's t-test on the per-seed log
-perplexities."""
+perplexities, and the paired t-test over the seeds both have as a check of its verdict."""
 
 import collections
 import csv
 import math
 
-from ..seed_test import seed_test
+from ..seed_test import paired_seed_test, seed_test
 from . import ResultsError
 from .output import fmt, write_tables
 
 COLUMNS = [
     *("variant", "seeds", "test_ppl_geomean", "test_ppl_min", "test_ppl_max", "ratio_to_baseline"),
-    *("welch_t", "welch_df", "p_value", "verdict"),
+    *("welch_t", "welch_df", "p_value", "verdict", "paired_seeds", "paired_t", "paired_p"),
 ]
 
 
@@ -35,7 +35,12 @@ def seeds(tables, baseline, output):
             "test_ppl_max": math.exp(values.max()),
             "ratio_to_baseline": math.exp(values.mean() - base.mean()),
         }
-        row.update(seed_test(values, base) if variant != baseline else {"verdict": "baseline"})
+        if variant == baseline:
+            row["verdict"] = "baseline"
+        else:
+            both = sorted(set(logs_by_seed) & set(by_row[baseline]))
+            pairs = [(logs_by_seed[s], by_row[baseline][s]) for s in both]
+            row.update(seed_test(values, base), **paired_seed_test(pairs))
         rows.append(row)
     write_tables(output, COLUMNS, rows, markdown(rows, baseline))
 
@@ -103,15 +108,24 @@ def seed_rows(path):
 def markdown(rows, baseline):
     lines = [
         f"Test perplexity over seeds (geometric mean, range), against {baseline} with the seed as "
-        "the unit: Welch's t-test on the per-seed log perplexities.",
+        "the unit: Welch's t-test on the per-seed log perplexities. Paired p: the paired t-test over "
+        "the seeds both have (one seed's runs share their batch order), a check of the verdict.",
         "",
-        f"| row | seeds | test ppl (geometric mean) | range | ratio to {baseline} | Welch t | df | p | verdict |",
-        "|---|---|---:|---|---:|---:|---:|---:|---|",
+        f"| row | seeds | test ppl (geometric mean) | range | ratio to {baseline} | Welch t | df | p | verdict "
+        "| paired p (seeds) |",
+        "|---|---|---:|---|---:|---:|---:|---:|---|---:|",
     ]
     for r in rows:
         lines.append(
             f"| {r['variant']} | {r['seeds']} | {r['test_ppl_geomean']:.2f} | {r['test_ppl_min']:.2f}–"
             f"{r['test_ppl_max']:.2f} | {r['ratio_to_baseline']:.4f} | {fmt(r.get('welch_t'))} | "
-            f"{fmt(r.get('welch_df'))} | {fmt(r.get('p_value'))} | {r['verdict']} |"
+            f"{fmt(r.get('welch_df'))} | {fmt(r.get('p_value'))} | {r['verdict']} | {paired_cell(r)} |"
         )
     return lines
+
+
+def paired_cell(row):
+    """ "0.102 (3)": the paired test's p and its number of seeds; "–" where none was made."""
+    if row["verdict"] == "baseline":
+        return ""
+    return f"{fmt(row.get('paired_p'))} ({row['paired_seeds']})"
