@@ -104,15 +104,16 @@ def ptb_seeds(rows):
     (seeds,) = rows
     (baseline,) = (r["variant"] for r in seeds if r["verdict"] == "baseline")
     lines = [
-        f"| row | seeds | test ppl, geometric mean (range) | ratio to {lm_label(baseline)} | Welch t | df | p | verdict |",
-        "|---|---|---|---:|---:|---:|---:|---|",
+        f"| row | seeds | test ppl, geometric mean (range) | ratio to {lm_label(baseline)} | Welch t | df | p | verdict "
+        "| paired p |",
+        "|---|---|---|---:|---:|---:|---:|---|---:|",
     ]
     for r in seeds:
         welch = [optional(r["welch_t"], ".2f"), optional(r["welch_df"], ".2f"), optional(r["p_value"], ".3g")]
         lines.append(
             f"| {lm_label(r['variant'])} | {r['seeds']} | {float(r['test_ppl_geomean']):.2f} "
             f"({float(r['test_ppl_min']):.2f}–{float(r['test_ppl_max']):.2f}) | "
-            f"{float(r['ratio_to_baseline']):.4f} | {' | '.join(welch)} | {r['verdict']} |"
+            f"{float(r['ratio_to_baseline']):.4f} | {' | '.join(welch)} | {r['verdict']} | {paired(r)} |"
         )
     return lines
 
@@ -144,6 +145,11 @@ def ptb_ar_tar(rows):
     return lines
 
 
+def paired(r):
+    """The paired test's p of a seeds row (the check of its verdict): blank for the baseline."""
+    return "" if r["verdict"] == "baseline" else optional(r.get("paired_p"), ".3g")
+
+
 def optional(value, spec):
     """A number of a seeds file in the format ``spec``; "–" where the file has none (no test). p to
     three significant digits: at two decimals p = 0.0489 would read 0.05 beside its verdict "higher"."""
@@ -168,9 +174,9 @@ def alt_seeds(rows):
         by_system.setdefault((r["variant"], r["T"]), {})[r["metric"].split()[1]] = r
     beam_k = re.search(r"beam (\d+)\)", next(r["metric"] for r in seeds if " beam " in r["metric"]))[1]
     lines = [
-        f"| system | seeds | greedy BLEU per seed | mean (difference) | p | verdict | beam {beam_k} BLEU per seed | "
-        "mean (difference) | p | verdict |",
-        "|---|---|---|---:|---:|---|---|---:|---:|---|",
+        f"| system | seeds | greedy BLEU per seed | mean (difference) | p | verdict | paired p | beam {beam_k} BLEU "
+        "per seed | mean (difference) | p | verdict | paired p |",
+        "|---|---|---|---:|---:|---|---:|---|---:|---:|---|---:|",
     ]
     for (variant, temperature), metrics in by_system.items():
         cells = []
@@ -182,6 +188,7 @@ def alt_seeds(rows):
                 f"{float(r['mean']):.2f}{difference}",
                 optional(r["p_value"], ".3g"),
                 r["verdict"],
+                paired(r),
             ]
         lines.append(
             f"| {alt_system(variant, temperature)} | {metrics['greedy']['seeds']} | {' | '.join(cells)} |"
