@@ -46,8 +46,10 @@ def paired_seed_test(pairs):
     import numpy as np
     from scipy import stats
 
-    values, base = (np.asarray(side, dtype=float) for side in zip(*pairs)) if pairs else ([], [])
-    if len(pairs) < 2 or np.ptp(np.subtract(values, base)) == 0:
+    if len(pairs) < 2:
+        return {"paired_seeds": len(pairs)}
+    values, base = np.array(pairs, dtype=float).T
+    if np.ptp(values - base) == 0:  # t would be infinite (or NaN)
         return {"paired_seeds": len(pairs)}
     test = stats.ttest_rel(values, base)
     return {"paired_seeds": len(pairs), "paired_t": float(test.statistic), "paired_p": float(test.pvalue)}

@@ -287,3 +287,11 @@ def test_the_paired_check_takes_only_the_seeds_both_systems_have(tmp_path):
     assert float(greedy["p_value"]) == pytest.approx(p)
     t, p = paired([5.0, 6.1], [6.0, 6.5])
     assert greedy["paired_seeds"] == "2" and float(greedy["paired_p"]) == pytest.approx(p)
+
+
+def test_no_paired_test_from_one_seed_or_from_differences_without_spread():
+    from fairseq_ctemp.seed_test import paired_seed_test
+
+    assert paired_seed_test([]) == {"paired_seeds": 0}
+    assert paired_seed_test([(7.0, 7.5)]) == {"paired_seeds": 1}
+    assert paired_seed_test([(7.0, 7.5), (8.0, 8.5)]) == {"paired_seeds": 2}  # t infinite: no p
