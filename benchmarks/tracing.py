@@ -1,9 +1,11 @@
 """--trace of the benchmarks: one training step per model under torch.profiler, after the timed
 rounds (and, in the translation benchmarks, one beam search per model after its timed rounds),
-written as the operator (and CUDA kernel) table by self time and the gzipped Chrome trace, with the
+written as the operator (and CUDA kernel) table by self time, every operator's calls and self
+times (CSV) and the gzipped Chrome trace, with the
 wall time, the kernels' summed time and the count of operator calls: where the time goes, and
 whether the GPU or the host sets the pace of a measurement."""
 
+import csv
 import functools
 import gzip
 import os
@@ -57,7 +59,9 @@ def trace_step(trainer, sample, directory, name, cuda):
 def trace_call(run, directory, name, cuda):
     """run() under torch.profiler (CPU, and CUDA kernels on a GPU): the operator table by self time
     (where the time goes: kernels, host-device syncs such as aten::item or cudaStreamSynchronize)
-    as directory/name.txt and the gzipped Chrome trace (the host gaps between kernels). Returns
+    as directory/name.txt, every operator's calls and self times as directory/name.ops.csv (the
+    table shows the top 40 only: compare two models' operators from these) and the gzipped Chrome
+    trace (the host gaps between kernels). Returns
     {"step_ms": the call's wall time, "device_ms": its kernels' time summed (None on the CPU),
     "operators": the operator calls recorded}: device_ms / step_ms near 1 says the GPU, not the host,
     sets the pace (the profiler's own overhead lengthens the call, so the fraction is, if anything,
@@ -79,12 +83,25 @@ def trace_call(run, directory, name, cuda):
     table = events.table(sort_by="self_device_time_total" if cuda else "self_cpu_time_total", row_limit=40)
     with open(os.path.join(directory, f"{name}.txt"), "x", encoding="utf-8") as f:
         f.write(table + "\n")
+    write_operators(os.path.join(directory, f"{name}.ops.csv"), events)
     with tempfile.TemporaryDirectory() as tmp:
         raw = os.path.join(tmp, "trace.json")
         prof.export_chrome_trace(raw)
         with open(raw, "rb") as src, gzip.open(os.path.join(directory, f"{name}.trace.json.gz"), "xb") as dst:
             shutil.copyfileobj(src, dst)
     return {"step_ms": step_ms, "device_ms": device_ms, "operators": operators}
+
+
+def write_operators(path, events):
+    """Every operator of a profile (its key averages): calls and self times, most calls first."""
+    rows = sorted(events, key=lambda e: (-e.count, e.key))
+    with open(path, "x", encoding="utf-8", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(["operator", "device", "calls", "self_cpu_us", "self_device_us"])
+        for e in rows:
+            out.writerow(
+                [e.key, e.device_type.name, e.count, e.self_cpu_time_total, e.self_device_time_total]
+            )
 
 
 def trace_models(args, trainers, sample, cuda, before=lambda name: None):

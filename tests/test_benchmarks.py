@@ -1,6 +1,7 @@
 """Smoke tests of the benchmarks at toy sizes: each runs and prints every model and ratio
 (no assertion on speed: this only checks that the benchmarks still work)."""
 
+import csv
 import json
 import os
 import re
@@ -77,13 +78,18 @@ def assert_traced(tmp_path, models, beam=False):
     """--trace DIR (tmp_path/traces) holds a table and a trace of each model's step (and, with
     beam, of its beam search), and --json (tmp_path/r.json) their times and operator counts."""
     kinds = ("", ".beam") if beam else ("",)
-    files = sorted(f"{m}{kind}{ext}" for m in models for kind in kinds for ext in (".txt", ".trace.json.gz"))
+    extensions = (".txt", ".ops.csv", ".trace.json.gz")
+    files = sorted(f"{m}{kind}{ext}" for m in models for kind in kinds for ext in extensions)
     assert sorted(os.listdir(tmp_path / "traces")) == files
     result = json.loads((tmp_path / "r.json").read_text())
-    for key in ("traces", "beam_traces") if beam else ("traces",):
+    for key, kind in (("traces", ""), ("beam_traces", ".beam")) if beam else (("traces", ""),):
         recorded = result[key]
         assert sorted(recorded) == sorted(models), key
         assert all(t["step_ms"] > 0 and t["operators"] > 0 for t in recorded.values()), key
+        for model, t in recorded.items():  # every operator in the CSV: its CPU calls add up to the count
+            with open(tmp_path / "traces" / f"{model}{kind}.ops.csv", newline="", encoding="utf-8") as f:
+                rows = list(csv.DictReader(f))
+            assert sum(int(r["calls"]) for r in rows if r["device"] == "CPU") == t["operators"], model
     if beam:
         table = (tmp_path / "traces" / f"{models[0]}.beam.txt").read_text()
         assert "aten::index_select" in table  # the hypotheses' reordering: the search was traced
@@ -372,8 +378,10 @@ def test_bench_trace_profiles_one_step_of_each_model(benchmarks, capsys, tmp_pat
             f"  {name}: profiled step {step['step_ms']:.1f} ms, {step['operators']} operator calls\n" in out
         )
     assert sorted(os.listdir(traces)) == [
+        "stock.ops.csv",
         "stock.trace.json.gz",
         "stock.txt",
+        "tempered.ops.csv",
         "tempered.trace.json.gz",
         "tempered.txt",
     ]
@@ -384,6 +392,10 @@ def test_bench_trace_profiles_one_step_of_each_model(benchmarks, capsys, tmp_pat
         with gzip.open(traces / f"{name}.trace.json.gz", "rt") as f:
             events = json.load(f)["traceEvents"]
         assert any(e.get("name") == "aten::mm" for e in events)
+        with open(traces / f"{name}.ops.csv", newline="", encoding="utf-8") as f:
+            calls = {r["operator"]: int(r["calls"]) for r in csv.DictReader(f)}
+        for op in ("aten::mm", "aten::log_softmax", "aten::add_"):  # as many calls as the trace has events
+            assert calls.get(op, 0) == sum(e.get("name") == op and e.get("ph") == "X" for e in events), op
 
 
 def test_bench_ct_lm_options(bench_ct_lm):
