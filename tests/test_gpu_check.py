@@ -86,10 +86,12 @@ def test_report_on_the_cpu_has_every_cuda_test_skipped_and_a_benchmark(
         "report.md",
         "trace_tempered_ce",
     ]
-    # one profiled step per model: the operator table and the Chrome trace
+    # one profiled step per model: the operator table, every operator's calls and the Chrome trace
     assert sorted(os.listdir(out / "trace_tempered_ce")) == [
+        "stock.ops.csv",
         "stock.trace.json.gz",
         "stock.txt",
+        "tempered.ops.csv",
         "tempered.trace.json.gz",
         "tempered.txt",
     ]
