@@ -334,15 +334,20 @@ def test_the_scoped_check_wants_the_linked_file_not_any_file(tmp_path):
 
 
 def test_an_integer_with_a_unit_is_checked_and_minutes_and_seconds_are_read_as_seconds(tmp_path):
-    """573.2 s is "9 min 33 s" and "573 s"; 96 % is the fraction 0.96; 136 s is in no file; a
-    confidence level ("95 % interval") and a bare integer (a size, an ordinal) are not measurements."""
+    """573.2 s is "9 min 33 s" and "573 s"; 96 % is the fraction 0.96; 136 s is in no file, nor the
+    574 of the range "573-574 s"; a confidence level ("95 % interval") and a bare integer (a size, an
+    ordinal) are not measurements."""
     result = tmp_path / "r.json"
     result.write_text('{"wall_seconds": 573.2, "share": 0.96}')
     page = tmp_path / "page.md"
     page.write_text(
         f"# A section\n\nIt took 9 min 33 s (573 s), 96 % of it in tests, the other run 136 s and 9 min "
-        f"34 s, with a 95 % interval (a 95% CI), on 2 cores ([run]({result})).\n"
+        f"34 s, rounds of 573-574 s, with a 95 % interval (a 95% CI), on 2 cores ([run]({result})).\n"
     )
     checked, missing = untraced_in_scope([str(page)], {str(result)})
-    assert checked == 5
-    assert [m.split("  |")[0] for m in missing] == [f"{page}:3: 136", f"{page}:3: 9 min 34 s"]
+    assert checked == 7
+    assert [m.split("  |")[0] for m in missing] == [
+        f"{page}:3: 136",
+        f"{page}:3: 9 min 34 s",
+        f"{page}:3: 574",
+    ]
