@@ -1,9 +1,9 @@
 """--trace of the benchmarks: one training step per model under torch.profiler, after the timed
 rounds (and, in the translation benchmarks, one beam search per model after its timed rounds),
 written as the operator (and CUDA kernel) table by self time, every operator's calls and self
-times (CSV) and the gzipped Chrome trace, with the
-wall time, the kernels' summed time and the count of operator calls: where the time goes, and
-whether the GPU or the host sets the pace of a measurement."""
+times (CSV) and the gzipped Chrome trace, with the wall time, the kernels' summed time and the
+count of operator calls: where the time goes, and whether the GPU or the host sets the pace of a
+measurement."""
 
 import csv
 import functools
@@ -61,11 +61,11 @@ def trace_call(run, directory, name, cuda):
     (where the time goes: kernels, host-device syncs such as aten::item or cudaStreamSynchronize)
     as directory/name.txt, every operator's calls and self times as directory/name.ops.csv (the
     table shows the top 40 only: compare two models' operators from these) and the gzipped Chrome
-    trace (the host gaps between kernels). Returns
-    {"step_ms": the call's wall time, "device_ms": its kernels' time summed (None on the CPU),
-    "operators": the operator calls recorded}: device_ms / step_ms near 1 says the GPU, not the host,
-    sets the pace (the profiler's own overhead lengthens the call, so the fraction is, if anything,
-    understated); the operator count is the host's share that a CPU can measure too."""
+    trace (the host gaps between kernels). Returns {"step_ms": the call's wall time, "device_ms":
+    its kernels' time summed (None on the CPU), "operators": the operator calls recorded}:
+    device_ms / step_ms near 1 says the GPU, not the host, sets the pace (the profiler's own overhead
+    lengthens the call, so the fraction is, if anything, understated); the operator count is the
+    host's share that a CPU can measure too."""
     from torch.profiler import ProfilerActivity, profile
 
     os.makedirs(directory, exist_ok=True)
