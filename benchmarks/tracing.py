@@ -115,6 +115,7 @@ def trace_models(args, trainers, sample, cuda, before=lambda name: None):
         before(name)
         times[name] = trace_step(trainer, sample, args.trace + PARTIAL, name, cuda)
     print_traces(args.trace, times)
+    print_operator_differences(args.trace + PARTIAL, list(times))
     return times
 
 
@@ -132,6 +133,7 @@ def trace_beam_searches(args, generators, batch, cuda):
             for name, generator in generators.items()
         }
     print_traces(args.trace, times, "one beam search", "search")
+    print_operator_differences(args.trace + PARTIAL, list(times), ".beam")
     return times
 
 
@@ -144,3 +146,22 @@ def print_traces(directory, times, what="one step", unit="step"):
             else f", kernels {t['device_ms']:.1f} ms ({t['device_ms'] / t['step_ms']:.0%})"
         )
         print(f"  {name}: profiled {unit} {t['step_ms']:.1f} ms, {t['operators']} operator calls{busy}")
+
+
+def operator_calls(path):
+    """{operator: calls} of the CPU operators of an .ops.csv."""
+    with open(path, newline="", encoding="utf-8") as f:
+        return {r["operator"]: int(r["calls"]) for r in csv.DictReader(f) if r["device"] == "CPU"}
+
+
+def print_operator_differences(directory, names, kind="", most=5):
+    """Each model's operator calls against the first model's (the stock one): the total difference
+    and the operators that differ most, from their .ops.csv files (where a host-bound step's extra
+    time would come from)."""
+    base = operator_calls(os.path.join(directory, f"{names[0]}{kind}.ops.csv"))
+    for name in names[1:]:
+        calls = operator_calls(os.path.join(directory, f"{name}{kind}.ops.csv"))
+        change = {op: calls.get(op, 0) - base.get(op, 0) for op in set(calls) | set(base)}
+        top = sorted((op for op in change if change[op]), key=lambda op: (-abs(change[op]), op))[:most]
+        listed = ", ".join(f"{op} {change[op]:+d}" for op in top) or "none"
+        print(f"  {name} against {names[0]}: {sum(change.values()):+d} operator calls; most: {listed}")

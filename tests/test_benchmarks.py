@@ -377,6 +377,14 @@ def test_bench_trace_profiles_one_step_of_each_model(benchmarks, capsys, tmp_pat
         assert (
             f"  {name}: profiled step {step['step_ms']:.1f} ms, {step['operators']} operator calls\n" in out
         )
+    # the tempered step's operators against stock's: in all, and the one that differs most
+    extra = recorded["tempered"]["operators"] - recorded["stock"]["operators"]
+    line = re.search(
+        rf"^  tempered against stock: {re.escape(f'{extra:+d}')} operator calls; most: (\S+) ([+-]\d+)",
+        out,
+        re.M,
+    )
+    assert line, out
     assert sorted(os.listdir(traces)) == [
         "stock.ops.csv",
         "stock.trace.json.gz",
@@ -386,6 +394,7 @@ def test_bench_trace_profiles_one_step_of_each_model(benchmarks, capsys, tmp_pat
         "tempered.txt",
     ]
     assert not (tmp_path / "traces.partial").exists()
+    counted = {}
     for name in ("stock", "tempered"):
         table = (traces / f"{name}.txt").read_text()
         assert "Self CPU" in table and "aten::mm" in table and "Optimizer.step#Adam.step" in table
@@ -396,6 +405,13 @@ def test_bench_trace_profiles_one_step_of_each_model(benchmarks, capsys, tmp_pat
             calls = {r["operator"]: int(r["calls"]) for r in csv.DictReader(f)}
         for op in ("aten::mm", "aten::log_softmax", "aten::add_"):  # as many calls as the trace has events
             assert calls.get(op, 0) == sum(e.get("name") == op and e.get("ph") == "X" for e in events), op
+        counted[name] = calls
+    top, change = line[1], int(line[2])
+    assert counted["tempered"].get(top, 0) - counted["stock"].get(top, 0) == change != 0
+    assert all(
+        abs(counted["tempered"].get(op, 0) - counted["stock"].get(op, 0)) <= abs(change)
+        for op in counted["tempered"].keys() | counted["stock"].keys()
+    )
 
 
 def test_bench_ct_lm_options(bench_ct_lm):
