@@ -5,6 +5,7 @@ and the file); output_problem: all the checks of a tool's outputs, as one messag
 
 import codecs
 import os
+import sys
 
 from . import checkpoint_files
 
@@ -74,25 +75,23 @@ def read_lines_option(option, path, error, allow_empty=False):
     return lines
 
 
-def unknown_words(option, words, dictionary, path):
-    """(error, note) of a text against a model's fairseq dictionary, whose unknown words are
-    scored as <unk> (as fairseq-preprocess maps them): the error where no word is in it (another
-    language or tokenisation), else a note of their share where there are any, else (None, None).
-    A literal <unk> in the text (as PTB's) is a known word."""
+def check_known_words(option, words, dictionary, path, error):
+    """A text against a model's fairseq dictionary, whose unknown words are scored as <unk> (as
+    fairseq-preprocess maps them): `error` where no word is in it (another language or
+    tokenisation), else a note of their share on stderr where there are any. A literal <unk> in the
+    text (as PTB's) is a known word."""
     unknown = sum(dictionary.index(w) == dictionary.unk() and w != dictionary.unk_word for w in words)
     if unknown and unknown == len(words):
-        error = (
+        raise error(
             f"{option}: none of its {len(words)} words is in the dictionary of {path}; is it the "
             "model's language and tokenisation?"
         )
-        return error, None
     if unknown:
-        note = (
+        print(
             f"{option}: {unknown} of {len(words)} words ({unknown / len(words):.1%}) are not in the "
-            f"dictionary of {path}: scored as {dictionary.unk_word}"
+            f"dictionary of {path}: scored as {dictionary.unk_word}",
+            file=sys.stderr,
         )
-        return None, note
-    return None, None
 
 
 def check_new_file(path):

@@ -38,14 +38,17 @@ def seed_test(values, base):
     }
 
 
-def paired_seed_test(pairs):
-    """{paired_seeds, paired_t, paired_p}: the paired t-test on the differences of (value, base
-    value) pairs, one per seed that both systems have; only paired_seeds where it cannot be made
-    (fewer than 2 pairs, or differences without spread). A check of seed_test's verdict, which
-    stays Welch's: the test the pages state beforehand."""
+def paired_seed_test(values_by_seed, base_by_seed):
+    """{paired_seeds, paired_t, paired_p}: the paired t-test on the differences over the seeds both
+    {seed: value} have; only paired_seeds where it cannot be made (fewer than 2 such seeds, or
+    differences without spread). A check of seed_test's verdict, which stays Welch's: the test the
+    pages state beforehand."""
     import numpy as np
     from scipy import stats
 
+    pairs = [
+        (values_by_seed[s], base_by_seed[s]) for s in sorted(values_by_seed.keys() & base_by_seed.keys())
+    ]
     if len(pairs) < 2:
         return {"paired_seeds": len(pairs)}
     values, base = np.array(pairs, dtype=float).T

@@ -292,6 +292,6 @@ def test_the_paired_check_takes_only_the_seeds_both_systems_have(tmp_path):
 def test_no_paired_test_from_one_seed_or_from_differences_without_spread():
     from fairseq_ctemp.seed_test import paired_seed_test
 
-    assert paired_seed_test([]) == {"paired_seeds": 0}
-    assert paired_seed_test([(7.0, 7.5)]) == {"paired_seeds": 1}
-    assert paired_seed_test([(7.0, 7.5), (8.0, 8.5)]) == {"paired_seeds": 2}  # t infinite: no p
+    assert paired_seed_test({1: 7.0}, {2: 7.5}) == {"paired_seeds": 0}
+    assert paired_seed_test({1: 7.0}, {1: 7.5}) == {"paired_seeds": 1}
+    assert paired_seed_test({1: 7.0, 2: 8.0}, {1: 7.5, 2: 8.5}) == {"paired_seeds": 2}  # t infinite: no p

@@ -156,6 +156,10 @@ def compare(systems, sel, beam_k):
     if base_key not in systems:
         raise AltError(f"--baseline {sel.baseline}: no finished run of it at T=1 in --runs")
     order = sorted(systems, key=lambda k: (k != base_key, k[0], float(k[1])))
+
+    def by_seed(key, metric):
+        return {seed: run.bleu[metric] for seed, run in systems[key].items()}
+
     rows = []
     for metric in METRICS:
         base = [systems[base_key][s].bleu[metric] for s in sorted(systems[base_key])]
@@ -176,9 +180,10 @@ def compare(systems, sel, beam_k):
             if key == base_key:
                 row["verdict"] = "baseline"
             else:
-                both = sorted(set(seeds) & set(systems[base_key]))
-                pairs = [(systems[key][s].bleu[metric], systems[base_key][s].bleu[metric]) for s in both]
-                row.update(seed_test(values, base), **paired_seed_test(pairs))
+                row.update(
+                    seed_test(values, base),
+                    **paired_seed_test(by_seed(key, metric), by_seed(base_key, metric)),
+                )
             rows.append(row)
     return rows
 

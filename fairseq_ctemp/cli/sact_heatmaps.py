@@ -24,7 +24,6 @@ import json
 import logging
 import math
 import os
-import sys
 
 from .. import inputs, outputs
 from ..sact_analysis import SactAnalysisError, analyse, draw, encoded, load, tau_summary, temperature_settings
@@ -122,11 +121,7 @@ def check_known_words(args, sources, references, task):
         texts.append(("--references", references, task.target_dictionary))
     for option, lines, dictionary in texts:
         words = [w for line in lines for w in line.split()]
-        error, note = inputs.unknown_words(option, words, dictionary, args.path)
-        if error:
-            raise SystemExit(f"error: {error}")
-        if note:
-            print(note, file=sys.stderr)
+        inputs.check_known_words(option, words, dictionary, args.path, lambda m: SystemExit(f"error: {m}"))
 
 
 def heatmaps(args):

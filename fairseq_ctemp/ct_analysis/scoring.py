@@ -51,15 +51,6 @@ def encode(lm, sentence, final_eos=True):
     return inputs, targets
 
 
-def check_known_words(option, words, dictionary, path):
-    """Refuses a text of no word of the dictionary; says the share of unknown words (<unk>)."""
-    error, note = inputs.unknown_words(option, words, dictionary, path)
-    if error:
-        raise AnalysisError(error)
-    if note:
-        print(note, file=sys.stderr)
-
-
 def fitting(lm, sentences, skip_long=False, final_eos=True):
     """Check, before anything is written, that the model takes every sentence in one piece
     (a transformer's positions are limited); with ``skip_long`` leave the longer ones out. A
@@ -71,9 +62,11 @@ def fitting(lm, sentences, skip_long=False, final_eos=True):
         )
     if not lm.is_translation and sentences[0].source is not None:
         raise AnalysisError(f"--source is for translation models; {lm.path} is a language model")
-    check_known_words("--text", [w for s in sentences for w in s.words], lm.dictionary, lm.path)
+    words = [w for s in sentences for w in s.words]
+    inputs.check_known_words("--text", words, lm.dictionary, lm.path, AnalysisError)
     if lm.is_translation:
-        check_known_words("--source", [w for s in sentences for w in s.source], lm.source_dictionary, lm.path)
+        source = [w for s in sentences for w in s.source]
+        inputs.check_known_words("--source", source, lm.source_dictionary, lm.path, AnalysisError)
     limit = max_positions(lm)
     n_positions = [len(s.words) + (1 if final_eos else 0) for s in sentences]
     if limit is None or max(n_positions) <= limit:

@@ -38,9 +38,7 @@ def seeds(tables, baseline, output):
         if variant == baseline:
             row["verdict"] = "baseline"
         else:
-            both = sorted(set(logs_by_seed) & set(by_row[baseline]))
-            pairs = [(logs_by_seed[s], by_row[baseline][s]) for s in both]
-            row.update(seed_test(values, base), **paired_seed_test(pairs))
+            row.update(seed_test(values, base), **paired_seed_test(logs_by_seed, by_row[baseline]))
         rows.append(row)
     write_tables(output, COLUMNS, rows, markdown(rows, baseline))
 
