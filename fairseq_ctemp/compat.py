@@ -82,12 +82,6 @@ its ``hydra_init``; the test configuration (pytest.ini) ignores exactly these tw
 else. fairseq-hydra-train's ``@hydra.main`` without ``version_base`` warns before the plugin is
 imported (the user dir is loaded by the command itself), so that warning stays.
 
-fairseq-eval-lm reports tokens it leaves out of the perplexity (probability 0) with
-``logger.info("skipping tokens with inf scores:", tokens)``: a message without a placeholder for its
-argument, which logging turns into a "--- Logging error ---" traceback instead of the line (and
-pytest's log capture into a failed test). The record gets the missing ``%s``, so the tokens are
-printed.
-
 Importing fairseq runs ``logging.basicConfig(level=DEBUG)`` (fairseq/tasks/text_to_speech.py), so
 matplotlib and PIL would print hundreds of DEBUG lines in any plotting script; we keep those two
 loggers at WARNING.
@@ -434,25 +428,6 @@ def quiet_plotting_debug_logs():
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
-INF_SCORES_MESSAGE = "skipping tokens with inf scores:"  # fairseq_cli/eval_lm.py's own text
-
-
-class _MessageWithItsArgument(logging.Filter):
-    """Adds the placeholder fairseq-eval-lm's inf-scores message lacks for the tokens it passes."""
-
-    def filter(self, record):
-        if record.msg == INF_SCORES_MESSAGE and len(record.args or ()) == 1:
-            record.msg = INF_SCORES_MESSAGE + " %s"
-        return True
-
-
-def eval_lm_inf_scores_message_prints():
-    logger = logging.getLogger("fairseq_cli.eval_lm")
-    why = "fairseq-eval-lm's inf-scores message lacks its placeholder and fails to print"
-    if patches.record("logging: fairseq_cli.eval_lm filter", why):
-        logger.addFilter(_MessageWithItsArgument())
-
-
 def damaged_checkpoints_in_one_line():
     from fairseq import checkpoint_utils
 
@@ -467,7 +442,6 @@ def damaged_checkpoints_in_one_line():
 
 def apply():
     quiet_plotting_debug_logs()
-    eval_lm_inf_scores_message_prints()
     allow_fairseq_checkpoint_globals()
     cpu_pytorch_ddp()
     bf16_without_tpu()

@@ -18,6 +18,11 @@ watch it, so that a perplexity is known to be over the whole subset and of a dis
   divides by a temperature, mixes softmaxes or splits the vocabulary into clusters would otherwise
   report a perplexity of something that is not a distribution without any sign of it.
 
+fairseq's own line for the tokens it skips, ``logger.info("skipping tokens with inf scores:",
+tokens)``, has no placeholder for its argument, so logging prints a "--- Logging error ---"
+traceback instead of it (and pytest's log capture fails the test): while ``evaluate`` runs, the record
+gets its ``%s``. Stock fairseq-eval-lm, with or without the plugin, keeps its own behaviour.
+
 With ``sentences=True`` the scorer's per-token log-probabilities are kept too, and summed per
 sentence of the subset (the scored stream, blocks in order, split after each </s>): what a paired
 test between two models resamples.
@@ -25,6 +30,7 @@ test between two models resamples.
 
 import contextlib
 import functools
+import logging
 import math
 from typing import List, NamedTuple, Optional, Tuple
 
@@ -128,6 +134,28 @@ class _Guards:
         )
 
 
+INF_SCORES_MESSAGE = "skipping tokens with inf scores:"  # fairseq_cli/eval_lm.py's own text
+
+
+class _MessageWithItsArgument(logging.Filter):
+    """Adds the placeholder fairseq-eval-lm's inf-scores message lacks for the tokens it passes."""
+
+    def filter(self, record):
+        if record.msg == INF_SCORES_MESSAGE and len(record.args or ()) == 1:
+            record.msg = INF_SCORES_MESSAGE + " %s"
+        return True
+
+
+@contextlib.contextmanager
+def _inf_scores_message_printed():
+    logger, message_filter = logging.getLogger("fairseq_cli.eval_lm"), _MessageWithItsArgument()
+    logger.addFilter(message_filter)
+    try:
+        yield
+    finally:
+        logger.removeFilter(message_filter)
+
+
 @contextlib.contextmanager
 def _guarded(guards):
     """fairseq_cli.eval_lm.eval_lm with its batches and each model's get_normalized_probs watched."""
@@ -154,7 +182,7 @@ def evaluate(argv, sentences=False):
     sentences=True, also each sentence's NLL (``Perplexity.sentences``)."""
     args = options.parse_args_and_arch(options.get_eval_lm_parser(), list(argv))
     guards = _Guards(keep_scores=sentences)
-    with _guarded(guards):
+    with _guarded(guards), _inf_scores_message_printed():
         results = fairseq_cli.eval_lm.main(args)
     return guards.result(results)
 

@@ -192,7 +192,7 @@ def test_the_evaluation_refuses_unnormalised_or_zero_probabilities(toy_data, tra
     """A head whose log-probabilities are off by a constant (a temperature or normaliser applied
     after the log-softmax) is caught, by how much it is off; so is one that gives a target
     probability 0 (fairseq-eval-lm would leave it out of the perplexity, printing the tokens it
-    skips: compat.py makes that message printable), and NaN."""
+    skips: lm_eval.evaluate makes that message printable while it runs, and only then), and NaN."""
     original = TemperatureHeadDecoderMixin.get_normalized_probs
 
     def off_by_a_constant(self, net_output, log_probs, sample=None):
@@ -215,10 +215,13 @@ def test_the_evaluation_refuses_unnormalised_or_zero_probabilities(toy_data, tra
         return lprobs if log_probs else lprobs.exp()
 
     monkeypatch.setattr(TemperatureHeadDecoderMixin, "get_normalized_probs", no_end_of_sentence)
+    eval_lm_logger = logging.getLogger("fairseq_cli.eval_lm")
+    assert not eval_lm_logger.filters  # the plugin imported: stock's logger as it was
     with caplog.at_level(logging.INFO, logger="fairseq_cli.eval_lm"):
         result = eval_lm_api(toy_data["lm_bin"], trained["lstm-mos-ct"][0] / "checkpoint_last.pt")
     skipped = [m for m in caplog.messages if m.startswith("skipping tokens with inf scores:")]
     assert skipped  # fairseq's message, formatted (its tokens are </s>, which fairseq prints as "")
+    assert not eval_lm_logger.filters  # stock fairseq-eval-lm afterwards: its own message again
     lines = len((toy_data["raw"] / "test.tgt").read_text().splitlines())
     assert result.max_log_normalizer < 1e-5 and result.tokens_not_finite == lines
     with pytest.raises(ValueError, match=f"{lines} of the {result.tokens} tokens have probability 0 or NaN"):
