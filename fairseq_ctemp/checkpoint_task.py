@@ -41,11 +41,17 @@ def is_language_modelling(task_class):
     return isinstance(task_class, type) and issubclass(task_class, LanguageModelingTask)
 
 
+def trained_task(cfg):
+    """The registered name of the task the checkpoint was trained for; None if fairseq has none such."""
+    trained = _get(_get(cfg, "task"), "_name")
+    return trained if trained in TASK_REGISTRY else None
+
+
 def check_task(filename, cfg, task):
     """OptionError if the checkpoint was trained for a task of the other kind (language modelling
     or not) than ``task``, the one the caller decodes or scores with."""
-    trained = _get(_get(cfg, "task"), "_name")
-    if task is None or trained not in TASK_REGISTRY:
+    trained = trained_task(cfg)
+    if task is None or trained is None:
         return
     if is_language_modelling(TASK_REGISTRY[trained]) == is_language_modelling(type(task)):
         return

@@ -28,10 +28,10 @@ from typing import List, Optional
 import torch
 from fairseq import checkpoint_utils, utils
 from fairseq.dataclass.configs import GenerationConfig
-from fairseq.tasks.language_modeling import LanguageModelingTask
+from fairseq.tasks import TASK_REGISTRY
 from fairseq_cli.generate import get_symbols_to_strip_from_output
 
-from . import decoding
+from . import checkpoint_task, decoding
 from .progress import progress_bar
 
 logger = logging.getLogger("fairseq_ctemp.translate")
@@ -180,15 +180,20 @@ class Translator:
         overrides.update({k: v for k, v in (("source_lang", source_lang), ("target_lang", target_lang)) if v})
         # no validation generator: the tokenizer --eval-bleu builds at model construction is not needed
         overrides["eval_bleu"] = False
+        # the task is known from the checkpoint alone: a language model is refused before its task
+        # reads DATA (it would look for DATA/dict.txt) and before any model is built
+        for path in checkpoints:
+            state = checkpoint_utils.load_checkpoint_to_cpu(str(path), overrides)
+            trained = checkpoint_task.trained_task(checkpoint_task.stored_config(state))
+            if trained is not None and checkpoint_task.is_language_modelling(TASK_REGISTRY[trained]):
+                raise TranslateError(
+                    f"{path} is a language model (task {trained}): "
+                    "only a translation model's checkpoint translates"
+                )
         # the plugin's loader (installed by fairseq_ctemp): each model records its training T
         self.models, self.cfg, self.task = checkpoint_utils.load_model_ensemble_and_task(
-            list(checkpoints), arg_overrides=overrides
+            list(checkpoints), arg_overrides=overrides, state=state if len(checkpoints) == 1 else None
         )
-        if isinstance(self.task, LanguageModelingTask):  # it would look for DATA/test, not test.src-tgt
-            raise TranslateError(
-                f"{':'.join(map(str, checkpoints))} is a language model (task language_modeling): "
-                "only a translation model's checkpoint translates"
-            )
         self.use_cuda = torch.cuda.is_available() and not cpu
         for model in self.models:
             if fp16:

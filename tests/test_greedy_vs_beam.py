@@ -372,13 +372,18 @@ def test_missing_data_dir_is_named(corpus, capsys):
 
 
 def test_a_language_models_checkpoint_is_refused_before_any_decoding(toy_data, toy_checkpoint, capsys):
-    """One line naming the checkpoint, where fairseq's generator stopped in an assert."""
+    """One line naming the checkpoint, where fairseq's generator stopped in an assert, whatever DATA
+    is (with a translation's, the language-modelling task would first miss DATA/dict.txt), and
+    in an ensemble the member that is a language model."""
     lm = toy_checkpoint("L")  # a tempered_ce transformer_lm of conftest.TOY_RUNS
-    message = error_of([str(toy_data["lm_bin"]), "--checkpoint", str(lm), "--subset", "valid"], capsys)
-    assert message == (
+    expected = (
         f"ctemp-greedy-vs-beam: error: --checkpoint {lm} is a language model (task language_modeling): "
         "only a translation model's checkpoint translates"
     )
+    for data in (toy_data["lm_bin"], toy_data["bin"]):
+        assert error_of([str(data), "--checkpoint", str(lm), "--subset", "valid"], capsys) == expected
+    ensemble = f"{toy_checkpoint('S')}:{lm}"  # a stock translator first
+    assert error_of([str(toy_data["bin"]), "--checkpoint", ensemble, "--subset", "valid"], capsys) == expected
 
 
 def test_refuses_sentences_too_long_for_the_model(tiny, tmp_path):
