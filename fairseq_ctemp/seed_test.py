@@ -4,6 +4,8 @@ verdict, the paired t-test over the seeds both systems have (the runs of one see
 order, and those of one architecture their initial weights). Shared by the language-model and the
 ALT results."""
 
+import warnings
+
 # A comparison decides only from this many seeds on each side: with two, Welch's test has about two
 # degrees of freedom and rests on spreads that two points cannot show
 MIN_SEEDS_TO_DECIDE = 3
@@ -23,7 +25,12 @@ def seed_test(values, base):
         return {"verdict": "no test: one seed of the baseline"}
     if np.ptp(values) == 0 and np.ptp(base) == 0:  # Welch's t would be infinite (or NaN)
         return {"verdict": "no test: no spread over the seeds"}
-    test = stats.ttest_ind(values, base, equal_var=False)
+    with warnings.catch_warnings():
+        # one side without spread (its variance is 0, the other's carries the test): scipy warns
+        # that its data are nearly identical, which is what they are, not a loss of the result
+        if np.ptp(values) == 0 or np.ptp(base) == 0:
+            warnings.filterwarnings("ignore", "Precision loss occurred in moment calculation", RuntimeWarning)
+        test = stats.ttest_ind(values, base, equal_var=False)
     if min(len(values), len(base)) < MIN_SEEDS_TO_DECIDE:
         verdict = f"inconclusive: fewer than {MIN_SEEDS_TO_DECIDE} seeds"
     elif test.pvalue >= 0.05:
