@@ -39,6 +39,13 @@ $pip install -q "hydra-core==1.3.2" "omegaconf==2.3.0" regex sacrebleu tqdm bita
   scikit-learn sentencepiece subword-nmt matplotlib tensorboard pytest "pytest-xdist>=3.8" ruff
 # torchmetrics (the tests' reference ECE) declares torch: --no-deps, with its one other dependency.
 $pip install -q --no-deps torchmetrics lightning-utilities
+# Holistic Trace Analysis (benchmarks/trace_report.py) declares jupyterlab and pytest for its
+# notebooks and its own tests: --no-deps, with the libraries its analyses import. TRACE_ANALYSIS=0
+# leaves it out (an offline GPU machine: make gpu-check runs the CUDA tests, which do not use it).
+if [ "${TRACE_ANALYSIS:-1}" != 0 ]; then
+  $pip install -q "pandas<3" plotly pydot psutil  # HTA 0.5 is written for pandas 2
+  $pip install -q --no-deps "HolisticTraceAnalysis==0.5.0"
+fi
 # The plugin itself, editable, never resolving dependencies (see pyproject.toml).
 $pip install -q --no-deps --no-build-isolation -e "$root"
 "$venv/bin/python" -c "import fairseq, fairseq_ctemp, torch; print('fairseq', fairseq.__version__, '| torch', torch.__version__)"
