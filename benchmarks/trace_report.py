@@ -4,10 +4,11 @@ Holistic Trace Analysis (HTA, the PyTorch trace analysis library):
 
 - the kernels' span (first kernel's start to last kernel's end), and in it the GPU's idle and
   compute time (HTA's temporal breakdown);
-- the idle time by cause (HTA's idle-time breakdown, summed over streams): host wait, where a
-  kernel's launch call started after the kernel before it had ended (the host was late: a host-bound
-  step), kernel wait, gaps under --consecutive-kernel-delay between kernels queued in time (launch
-  overhead), and other (e.g. waiting for a copy or an event);
+- the idle time by cause on the stream that ran the most kernels (a training step's own stream;
+  HTA's idle-time breakdown): host wait, where a kernel's launch call started after the kernel
+  before it on the stream had ended (the host was late: a host-bound step), kernel wait, gaps under
+  --consecutive-kernel-delay between kernels queued in time (launch overhead), and other (e.g.
+  waiting for a copy or an event on another stream);
 - the kernels, the kernels that ran shorter than their launch call took on the host (HTA's kernel
   launch statistics: many of them mean the host cannot keep the GPU fed), and the host-device
   synchronisations (cuda*Synchronize calls: aten::item, .cpu(), a printed loss).
@@ -39,9 +40,10 @@ COLUMNS = (  # (key, header) of the table, in its order
     ("span_ms", "kernel span ms"),
     ("idle_ms", "GPU idle ms"),
     ("idle_pct", "idle %"),
-    ("host_wait_ms", "host wait ms"),
-    ("kernel_wait_ms", "kernel wait ms"),
-    ("other_idle_ms", "other idle ms"),
+    ("stream_kernels", "main stream kernels"),
+    ("host_wait_ms", "its host wait ms"),
+    ("kernel_wait_ms", "its kernel wait ms"),
+    ("other_idle_ms", "its other idle ms"),
     ("compute_ms", "compute ms"),
     ("shorter_than_launch", "kernels shorter than their launch"),
     ("syncs", "syncs"),
@@ -134,13 +136,16 @@ def analyse(trace_analysis, path, consecutive_kernel_delay):
             ranks=[rank], visualize=False, consecutive_kernel_delay=consecutive_kernel_delay
         )
         launches = analysis.get_cuda_kernel_launch_stats(ranks=[rank], visualize=False)[rank]
-    by_cause = idle.groupby("idle_category")["idle_time"].sum()
+    stream = int(kernels["stream"].value_counts().idxmax())
+    by_cause = idle[idle["stream"] == stream].groupby("idle_category")["idle_time"].sum()
     syncs = trace[trace["name"].map(lambda i: "Synchronize" in names[i])]
     return {
         "kernels": int(len(kernels)),
         "span_ms": temporal["kernel_time(us)"] / 1e3,
         "idle_ms": temporal["idle_time(us)"] / 1e3,
         "idle_pct": float(temporal["idle_time_pctg"]),
+        "stream": stream,
+        "stream_kernels": int((kernels["stream"] == stream).sum()),
         "host_wait_ms": float(by_cause.get("host_wait", 0.0)) / 1e3,
         "kernel_wait_ms": float(by_cause.get("kernel_wait", 0.0)) / 1e3,
         "other_idle_ms": float(by_cause.get("other", 0.0)) / 1e3,
@@ -178,6 +183,11 @@ def main(argv=None):
         except ValueError as e:
             raise SystemExit(f"trace_report: error: {e}") from None
     print(markdown(rows, args.models[0]))
+    print(
+        "\nits host wait, kernel wait, other idle: the idle time of the stream that ran the model's most "
+        f"kernels, by cause (kernel wait: gaps under {args.consecutive_kernel_delay:g} µs between kernels "
+        "queued in time); idle %: of the kernel span; (±): against " + args.models[0]
+    )
     result = {
         "benchmark": "trace_report",
         "config": vars(args),

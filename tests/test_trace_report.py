@@ -27,16 +27,24 @@ def event(category, name, start, duration, args, pid=1, tid=1):
 
 
 def chrome_trace(kernels, syncs=()):
-    """A torch.profiler-style trace: each kernel (launch call start, kernel start, kernel duration)
-    under its aten op and its cudaLaunchKernel, linked by their correlation id; syncs (start,
+    """A torch.profiler-style trace: each kernel (launch call start, kernel start, kernel duration,
+    stream if not 7) under its aten op and its cudaLaunchKernel, linked by their correlation id; syncs (start,
     duration) as cuda*Synchronize calls (the name, the start, the duration)."""
     events = []
-    for i, (launch, start, duration) in enumerate(kernels):
+    for i, (launch, start, duration, *stream) in enumerate(kernels):
         op, linked = {"External id": i + 1}, {"External id": i + 1, "correlation": 100 + i}
         events += [
             event("cpu_op", "aten::mul", launch - 1, LAUNCH_US + 2, op),
             event("cuda_runtime", "cudaLaunchKernel", launch, LAUNCH_US, linked),
-            event("kernel", f"k{i}", start, duration, {**linked, "device": 0, "stream": 7}, pid=0, tid=7),
+            event(
+                "kernel",
+                f"k{i}",
+                start,
+                duration,
+                {**linked, "device": 0, "stream": (stream or [7])[0]},
+                pid=0,
+                tid=7,
+            ),
         ]
     for j, (name, start, duration) in enumerate(syncs):
         events.append(
@@ -56,8 +64,10 @@ def write(directory, name, trace):
 # its 5 µs launch call
 STOCK = [(0, 10, 20), (40, 50, 10), (55, 70, 4), (56, 120, 10)]
 STOCK_SYNCS = [("cudaStreamSynchronize", 140, 30), ("cudaDeviceSynchronize", 180, 12)]
-# plugin: two more kernels, each launched after the one before ended: host waits of 15 and 25 µs
-PLUGIN = STOCK + [(135, 145, 3), (170, 173, 2)]
+# plugin: two more kernels, each launched after the one before ended: host waits of 15 and 25 µs;
+# and two on another stream while stream 7 runs (neither GPU idle time nor compute time changes;
+# stream 13 waits 36 µs for the host, which is not stream 7's idle time)
+PLUGIN = STOCK + [(135, 145, 3), (170, 173, 2), (8, 12, 4, 13), (45, 52, 4, 13)]
 PLUGIN_SYNCS = [("cudaStreamSynchronize", 190, 30)]
 
 
@@ -77,6 +87,8 @@ def test_each_models_gpu_time_by_cause_against_the_timeline_and_the_baseline(tra
     ms = pytest.approx
     assert stock == {
         "kernels": 4,
+        "stream": 7,
+        "stream_kernels": 4,
         "span_ms": ms(0.120),  # 10 to 130 µs
         "idle_ms": ms(0.076),  # 20 + 10 + 46
         "idle_pct": ms(100 * 76 / 120, abs=0.01),
@@ -90,20 +102,23 @@ def test_each_models_gpu_time_by_cause_against_the_timeline_and_the_baseline(tra
     }
     assert plugin == {
         **stock,
-        "kernels": 6,
+        "kernels": 8,
+        "stream_kernels": 6,
         "span_ms": ms(0.165),  # 10 to 175 µs
         "idle_ms": ms(0.116),  # stock's 76 + 15 + 25
         "idle_pct": ms(100 * 116 / 165, abs=0.01),
         "host_wait_ms": ms(0.060),
         "compute_ms": ms(0.049),
-        "shorter_than_launch": 3,
+        "shorter_than_launch": 5,
         "syncs": 1,
         "sync_ms": ms(0.030),
     }
     table = capsys.readouterr().out.splitlines()
-    assert table[0].startswith("| model | kernels | kernel span ms | GPU idle ms | idle % | host wait ms")
+    assert table[0].startswith(
+        "| model | kernels | kernel span ms | GPU idle ms | idle % | main stream kernels | its host wait ms"
+    )
     assert table[2].startswith("| stock | 4 | 0.120 | 0.076 |")
-    assert table[3].startswith("| plugin | 6 (+2) | 0.165 (+0.045) | 0.116 (+0.040) |")
+    assert table[3].startswith("| plugin | 8 (+4) | 0.165 (+0.045) | 0.116 (+0.040) |")
 
 
 def test_the_beam_searches_and_every_trace_by_default(traces, capsys):
