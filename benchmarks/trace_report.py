@@ -24,6 +24,8 @@ pip install "pandas<3" plotly pydot psutil; pip install --no-deps HolisticTraceA
 
 import argparse
 import contextlib
+import gzip
+import json
 import logging
 import os
 import sys
@@ -98,6 +100,21 @@ def resolve_models(p, args):
     return models
 
 
+class TraceError(Exception):
+    """A trace that cannot be broken down (the message names it)."""
+
+
+def check_trace(path):
+    """TraceError unless `path` is a gzipped Chrome trace (JSON with traceEvents)."""
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            events = json.load(f).get("traceEvents")
+    except (OSError, EOFError, UnicodeDecodeError, ValueError, AttributeError) as e:
+        raise TraceError(f"{path} is not a gzipped Chrome trace ({type(e).__name__}: {e})") from None
+    if not isinstance(events, list):
+        raise TraceError(f"{path} is not a Chrome trace: it has no traceEvents list")
+
+
 def load_hta():
     """HTA's TraceAnalysis, its progress logging quieted (our traces are one profiled call each: no
     ProfilerStep, which HTA warns about; the whole trace is the step)."""
@@ -130,7 +147,7 @@ def analyse(trace_analysis, path, consecutive_kernel_delay):
         names = analysis.t.symbol_table.get_sym_table()
         kernels = trace[trace["stream"].ne(-1)]
         if kernels.empty:
-            raise ValueError(f"{path} has no CUDA kernels (a CPU trace): nothing to break down")
+            raise TraceError(f"{path} has no CUDA kernels (a CPU trace): nothing to break down")
         temporal = analysis.get_temporal_breakdown(visualize=False).iloc[0]
         idle, _ = analysis.get_idle_time_breakdown(
             ranks=[rank], visualize=False, consecutive_kernel_delay=consecutive_kernel_delay
@@ -175,13 +192,16 @@ def markdown(rows, baseline):
 def main(argv=None):
     args = parse_args(argv)
     trace_analysis = load_hta()
-    rows = {}
-    for model in args.models:
-        path = os.path.join(args.dir, model + SUFFIX[args.beam])
-        try:
-            rows[model] = analyse(trace_analysis, path, args.consecutive_kernel_delay)
-        except ValueError as e:
-            raise SystemExit(f"trace_report: error: {e}") from None
+    paths = {model: os.path.join(args.dir, model + SUFFIX[args.beam]) for model in args.models}
+    try:
+        for path in paths.values():
+            check_trace(path)
+        rows = {
+            model: analyse(trace_analysis, path, args.consecutive_kernel_delay)
+            for model, path in paths.items()
+        }
+    except TraceError as e:
+        raise SystemExit(f"trace_report: error: {e}") from None
     print(markdown(rows, args.models[0]))
     print(
         "\nits host wait, kernel wait, other idle: the idle time of the stream that ran the model's most "

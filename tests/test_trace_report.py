@@ -5,6 +5,7 @@ synchronisations are counted by hand; and its refusals, before any analysis."""
 import gzip
 import json
 import os
+import re
 
 import pytest
 from conftest import REPO, example_script
@@ -139,6 +140,24 @@ def test_a_trace_without_kernels_is_refused_in_one_line(tmp_path):
     tracing.trace_call(lambda: torch.ones(4).mul(2), str(tmp_path / "cpu"), "stock", cuda=False)
     with pytest.raises(SystemExit, match=r"stock.trace.json.gz has no CUDA kernels \(a CPU trace\)"):
         trace_report.main([str(tmp_path / "cpu")])
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"garbage", "is not a gzipped Chrome trace (BadGzipFile"),
+        (b"", "is not a gzipped Chrome trace (JSONDecodeError"),  # an empty gzip member: no JSON
+        (gzip.compress(b'{"traceEvents": ['), "is not a gzipped Chrome trace (JSONDecodeError"),
+        (gzip.compress(b"[1, 2]"), "is not a gzipped Chrome trace (AttributeError"),
+        (gzip.compress(b'{"events": []}'), "is not a Chrome trace: it has no traceEvents list"),
+    ],
+)
+def test_a_damaged_trace_is_refused_in_one_line_before_any_analysis(traces, content, message):
+    (traces / "damaged.trace.json.gz").write_bytes(content)
+    with pytest.raises(
+        SystemExit, match=r"^trace_report: error: \S+/damaged.trace.json.gz " + re.escape(message)
+    ):
+        trace_report.main([str(traces), "--models", "stock,damaged"])
 
 
 @pytest.mark.parametrize(
