@@ -335,6 +335,10 @@ def bench_translation(argv):
     example_script(os.path.join(REPO, "benchmarks", "bench_translation.py")).parse_args(argv)
 
 
+def trace_report(argv):
+    example_script(os.path.join(REPO, "benchmarks", "trace_report.py")).main(argv)
+
+
 def fairseq_generate(argv):
     """fairseq-generate in this process, as fairseq_train."""
     proc = run_fairseq("fairseq-generate", *argv, check=False)
@@ -1815,6 +1819,12 @@ CASES = [
         "sact_transformer,ct_transformer_chunked with transformer, got ['ct_transformer']",
     ),
     (
+        "trace_report: a directory without traces",
+        trace_report,
+        ["{root}/work"],
+        "DIR {root}/work has no <model>.trace.json.gz (a benchmark's --trace writes them)",
+    ),
+    (
         "gpu_check: unknown benchmark",
         PY + [os.path.join(REPO, "benchmarks", "gpu_check.py")],
         ["--allow-cpu", "--benchmarks", "tempered_ce,bogus", "--out", "{root}/gpu-report"],
@@ -2577,6 +2587,7 @@ def test_the_suite_covers_every_tool():
         "bench_tempered_ce.py": bench_tempered_ce,
         "bench_translation.py": bench_translation,
         "suite_time.py": suite_time,
+        "trace_report.py": trace_report,
     }
     for folder in ("scripts", "examples", "benchmarks"):
         for d, _, files in os.walk(os.path.join(REPO, folder)):
