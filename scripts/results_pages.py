@@ -267,7 +267,9 @@ PART3_ORDER = ("lstm", "sact_lstm", "fixed_lstm:2.25")
 
 
 def sact_lstm(rows):
-    runs, variants = rows
+    """Part 3's runs: the files are (runs.csv, variants.csv) pairs of ctemp-alt-results, one per
+    results directory."""
+    runs, variants = [r for f in rows[0::2] for r in f], [r for f in rows[1::2] for r in f]
     compared = {(r["experiment"], r["variant"]): r for r in variants}
     lines = [
         "| system | seed | updates (early stop) | dev greedy BLEU / chrF | p (greedy) | dev beam 4 BLEU | "
