@@ -142,16 +142,22 @@ def test_a_trace_without_kernels_is_refused_in_one_line(tmp_path):
         trace_report.main([str(tmp_path / "cpu")])
 
 
-@pytest.mark.parametrize(
-    "content, message",
-    [
-        (b"garbage", "is not a gzipped Chrome trace (BadGzipFile"),
-        (b"", "is not a gzipped Chrome trace (JSONDecodeError"),  # an empty gzip member: no JSON
-        (gzip.compress(b'{"traceEvents": ['), "is not a gzipped Chrome trace (JSONDecodeError"),
-        (gzip.compress(b"[1, 2]"), "is not a gzipped Chrome trace (AttributeError"),
-        (gzip.compress(b'{"events": []}'), "is not a Chrome trace: it has no traceEvents list"),
-    ],
-)
+DAMAGED = {  # test id: (the file's bytes, what the line says); mtime=0: the same bytes in every run
+    "not gzip": (b"garbage", "is not a gzipped Chrome trace (BadGzipFile"),
+    "empty": (b"", "is not a gzipped Chrome trace (JSONDecodeError"),  # no gzip member: no JSON
+    "cut JSON": (
+        gzip.compress(b'{"traceEvents": [', mtime=0),
+        "is not a gzipped Chrome trace (JSONDecodeError",
+    ),
+    "a list": (gzip.compress(b"[1, 2]", mtime=0), "is not a gzipped Chrome trace (AttributeError"),
+    "no events": (
+        gzip.compress(b'{"events": []}', mtime=0),
+        "is not a Chrome trace: it has no traceEvents list",
+    ),
+}
+
+
+@pytest.mark.parametrize("content, message", DAMAGED.values(), ids=DAMAGED.keys())
 def test_a_damaged_trace_is_refused_in_one_line_before_any_analysis(traces, content, message):
     (traces / "damaged.trace.json.gz").write_bytes(content)
     with pytest.raises(
