@@ -2628,7 +2628,7 @@ def options_without_help(parser, command):
 # the repository's Python scripts with options (their main reads sys.argv)
 SCRIPTS_WITH_OPTIONS = [
     *(f"benchmarks/{name}.py" for name in ("bench_ct_lm", "bench_sact", "bench_tempered_ce")),
-    *(f"benchmarks/{name}.py" for name in ("bench_translation", "gpu_check", "suite_time")),
+    *(f"benchmarks/{name}.py" for name in ("bench_translation", "gpu_check", "suite_time", "trace_report")),
     *(f"scripts/{name}.py" for name in ("export_hydra_configs", "quickstart", "results_pages")),
     "examples/language_model/lm_results.py",
 ]
