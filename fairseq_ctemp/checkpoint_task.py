@@ -47,16 +47,22 @@ def trained_task(cfg):
     return trained if trained in TASK_REGISTRY else None
 
 
+def trains_a_language_model(cfg):
+    """Whether the checkpoint's task is a language-modelling one (False where fairseq does not know it)."""
+    trained = trained_task(cfg)
+    return trained is not None and is_language_modelling(TASK_REGISTRY[trained])
+
+
 def check_task(filename, cfg, task):
     """OptionError if the checkpoint was trained for a task of the other kind (language modelling
     or not) than ``task``, the one the caller decodes or scores with."""
     trained = trained_task(cfg)
     if task is None or trained is None:
         return
-    if is_language_modelling(TASK_REGISTRY[trained]) == is_language_modelling(type(task)):
+    if trains_a_language_model(cfg) == is_language_modelling(type(task)):
         return
     given = next((name for name, kind in TASK_REGISTRY.items() if kind is type(task)), type(task).__name__)
-    if is_language_modelling(TASK_REGISTRY[trained]):
+    if trains_a_language_model(cfg):
         advice = "a language model scores text: fairseq-eval-lm, or --task language_modeling"
     else:
         advice = f"it needs --task {trained} and its data"

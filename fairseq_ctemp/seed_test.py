@@ -23,12 +23,13 @@ def seed_test(values, base):
         return {"verdict": "no test: one seed"}
     if len(base) < 2:
         return {"verdict": "no test: one seed of the baseline"}
-    if np.ptp(values) == 0 and np.ptp(base) == 0:  # Welch's t would be infinite (or NaN)
+    flat = np.ptp(values) == 0, np.ptp(base) == 0
+    if all(flat):  # Welch's t would be infinite (or NaN)
         return {"verdict": "no test: no spread over the seeds"}
     with warnings.catch_warnings():
         # one side without spread (its variance is 0, the other's carries the test): scipy warns
         # that its data are nearly identical, which is what they are, not a loss of the result
-        if np.ptp(values) == 0 or np.ptp(base) == 0:
+        if any(flat):
             warnings.filterwarnings("ignore", "Precision loss occurred in moment calculation", RuntimeWarning)
         test = stats.ttest_ind(values, base, equal_var=False)
     if min(len(values), len(base)) < MIN_SEEDS_TO_DECIDE:

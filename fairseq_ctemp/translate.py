@@ -28,7 +28,6 @@ from typing import List, Optional
 import torch
 from fairseq import checkpoint_utils, utils
 from fairseq.dataclass.configs import GenerationConfig
-from fairseq.tasks import TASK_REGISTRY
 from fairseq_cli.generate import get_symbols_to_strip_from_output
 
 from . import checkpoint_task, decoding
@@ -184,10 +183,10 @@ class Translator:
         # reads DATA (it would look for DATA/dict.txt) and before any model is built
         for path in checkpoints:
             state = checkpoint_utils.load_checkpoint_to_cpu(str(path), overrides)
-            trained = checkpoint_task.trained_task(checkpoint_task.stored_config(state))
-            if trained is not None and checkpoint_task.is_language_modelling(TASK_REGISTRY[trained]):
+            cfg = checkpoint_task.stored_config(state)
+            if checkpoint_task.trains_a_language_model(cfg):
                 raise TranslateError(
-                    f"{path} is a language model (task {trained}): "
+                    f"{path} is a language model (task {checkpoint_task.trained_task(cfg)}): "
                     "only a translation model's checkpoint translates"
                 )
         # the plugin's loader (installed by fairseq_ctemp): each model records its training T
