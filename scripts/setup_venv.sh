@@ -29,24 +29,27 @@ keep_torch=$venv/.fairseq_ctemp_keep_torch.txt
 "$venv/bin/python" -c "import torch; print('torch==' + torch.__version__)" > "$keep_torch"
 export PIP_CONSTRAINT=$keep_torch
 $pip install -q numpy cython
+# fairseq-fixed and HTA declare what is left out on purpose (torchaudio, cffi; jupyterlab): each install
+# from here on would end with pip's "ERROR: pip's dependency resolver ..." about them, exit 0.
+install="$pip install --no-warn-conflicts"
 if ! "$venv/bin/python" -c "import fairseq" 2>/dev/null; then
   # --no-deps: fairseq-fixed declares torchaudio, which would drag in a CUDA torch.
   # --no-build-isolation: build against the torch installed above, not a freshly downloaded one.
-  $pip install --no-build-isolation --no-deps "${FAIRSEQ_SPEC:-$FAIRSEQ_DEFAULT}"
+  $install --no-build-isolation --no-deps "${FAIRSEQ_SPEC:-$FAIRSEQ_DEFAULT}"
 fi
 # fairseq's real runtime deps (scikit-learn: `import fairseq` needs it) plus ours.
-$pip install -q "hydra-core==1.3.2" "omegaconf==2.3.0" regex sacrebleu tqdm bitarray packaging \
+$install -q "hydra-core==1.3.2" "omegaconf==2.3.0" regex sacrebleu tqdm bitarray packaging \
   scikit-learn sentencepiece subword-nmt matplotlib tensorboard pytest "pytest-xdist>=3.8" ruff
 # torchmetrics (the tests' reference ECE) declares torch: --no-deps, with its one other dependency.
-$pip install -q --no-deps torchmetrics lightning-utilities
+$install -q --no-deps torchmetrics lightning-utilities
 # Holistic Trace Analysis (benchmarks/trace_report.py) declares jupyterlab and pytest for its
 # notebooks and its own tests: --no-deps, with the libraries its analyses import. TRACE_ANALYSIS=0
 # leaves it out (an offline GPU machine: make gpu-check runs the CUDA tests, which do not use it).
 if [ "${TRACE_ANALYSIS:-1}" != 0 ]; then
-  $pip install -q "pandas<3" plotly pydot psutil  # HTA 0.5 is written for pandas 2
-  $pip install -q --no-deps "HolisticTraceAnalysis==0.5.0"
+  $install -q "pandas<3" plotly pydot psutil  # HTA 0.5 is written for pandas 2
+  $install -q --no-deps "HolisticTraceAnalysis==0.5.0"
 fi
 # The plugin itself, editable, never resolving dependencies (see pyproject.toml).
-$pip install -q --no-deps --no-build-isolation -e "$root"
+$install -q --no-deps --no-build-isolation -e "$root"
 "$venv/bin/python" -c "import fairseq, fairseq_ctemp, torch; print('fairseq', fairseq.__version__, '| torch', torch.__version__)"
 touch "$stamp"
