@@ -3,7 +3,9 @@
 
 1. writes a small synthetic translation corpus (ctemp-toy-translation, no download);
 2. trains the same tiny Transformer twice with --criterion tempered_ce: T=1 (plain label-smoothed
-   cross-entropy) and T=HOT (softmax tempering), with fairseq-train and --user-dir fairseq_ctemp;
+   cross-entropy) and T=HOT (softmax tempering), with fairseq-train and --user-dir fairseq_ctemp,
+   its resume made exact (CTEMP_EXACT_RESUME=1: an interrupted demo, run again, ends at the
+   numbers of an uninterrupted one);
 3. averages each run's last checkpoints (ctemp-average-checkpoints);
 4. decodes the test set greedy and with beam 5 at each model's training temperature and scores it
    with sacrebleu (ctemp-greedy-vs-beam), then prints one table.
@@ -36,10 +38,17 @@ OPTIMISATION = (
 ).split()
 
 
-def run(command, log_path=None, show=lambda line: False):
-    """Run a command; stream the lines `show` selects, keep the whole output in log_path."""
-    print("$ " + " ".join(command), flush=True)
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+def run(command, log_path=None, show=lambda line: False, env=None):
+    """Run a command (with `env` added to the environment); stream the lines `show` selects,
+    keep the whole output in log_path."""
+    print("$ " + " ".join([*(f"{k}={v}" for k, v in (env or {}).items()), *command]), flush=True)
+    proc = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
     lines = []
     for line in proc.stdout:
         lines.append(line)
@@ -174,7 +183,14 @@ def train_and_average(data, save_dir, temperature, epochs, averaged):
     train = [os.path.join(BIN_DIR, "fairseq-train"), data, "--user-dir", os.path.join(REPO, "fairseq_ctemp")]
     train += [*MODEL, *OPTIMISATION, "--criterion", "tempered_ce", "--softmax-temperature", str(temperature)]
     train += ["--label-smoothing", "0.1", "--max-epoch", str(epochs), "--save-dir", save_dir]
-    run(train, log_path=os.path.join(save_dir, "train.log"), show=lambda line: "| valid | epoch" in line)
+    from fairseq_ctemp import exact_resume
+
+    run(
+        train,
+        log_path=os.path.join(save_dir, "train.log"),
+        show=lambda line: "| valid | epoch" in line,
+        env={exact_resume.ENV: "1"},  # resumed after an interruption: the same batches and numbers
+    )
     # ctemp-average-checkpoints, through the function its console script calls
     average_args = ["--inputs", save_dir, "--num-epoch-checkpoints", str(averaged), "--output", average]
     print("$ ctemp-average-checkpoints " + " ".join(average_args), flush=True)

@@ -4,10 +4,12 @@ averaging, greedy and beam 5 at each training temperature, and the table it prin
 import json
 import os
 import runpy
+import shutil
 import subprocess
 import sys
 
 import pytest
+import torch
 from conftest import REPO
 
 pytestmark = pytest.mark.e2e
@@ -15,21 +17,33 @@ QUICKSTART = os.path.join(REPO, "scripts", "quickstart.py")
 ENV = dict(os.environ, OMP_NUM_THREADS="1")
 
 
-def test_quickstart_table_is_its_results(tmp_path):
-    work = tmp_path / "quickstart"
-    for left in ("raw.part", "data-bin.part"):  # what an interrupted run leaves: redone, not reused
-        (work / left).mkdir(parents=True)
-        (work / left / "train.src").write_text("half a corpus\n")
+ARGS = ["--epochs", "2", "--train-pairs", "300"]  # 3 updates an epoch: a resume can reorder them
+
+
+def quickstart(work):
     proc = subprocess.run(
-        [sys.executable, QUICKSTART, "--workdir", str(work), "--epochs", "1", "--train-pairs", "100"],
-        env=ENV,
-        text=True,
-        capture_output=True,
+        [sys.executable, QUICKSTART, "--workdir", str(work), *ARGS], env=ENV, text=True, capture_output=True
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "100 train / 10 valid / 10 test sentence pairs" in proc.stdout
+    return proc
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A quickstart run to its end, from a workdir where an interrupted run left its .part folders
+    (redone, not reused): (workdir, its output)."""
+    work = tmp_path_factory.mktemp("finished") / "quickstart"
+    for left in ("raw.part", "data-bin.part"):
+        (work / left).mkdir(parents=True)
+        (work / left / "train.src").write_text("half a corpus\n")
+    return work, quickstart(work)
+
+
+def test_quickstart_table_is_its_results(finished):
+    work, proc = finished
+    assert "300 train / 30 valid / 30 test sentence pairs" in proc.stdout
     assert sorted(os.listdir(work)) == ["T1", "T4", "data-bin", "quickstart.json", "raw", "results.json"]
-    assert len((work / "raw" / "train.src").read_text().splitlines()) == 100
+    assert len((work / "raw" / "train.src").read_text().splitlines()) == 300
     rows = [
         line.strip("|").split("|")
         for line in proc.stdout.splitlines()
@@ -39,8 +53,8 @@ def test_quickstart_table_is_its_results(tmp_path):
     for row, temperature in zip(rows, (1, 4)):
         result = json.loads((work / f"T{temperature}" / "greedy_vs_beam.json").read_text())
         greedy, beam = result["systems"]["greedy"], result["systems"]["beam"]
-        assert result["checkpoint"] == str(work / f"T{temperature}" / "checkpoint_avg1.pt")
-        assert result["n_sentences"] == 10 and (greedy["beam"], beam["beam"]) == (1, 5)
+        assert result["checkpoint"] == str(work / f"T{temperature}" / "checkpoint_avg2.pt")
+        assert result["n_sentences"] == 30 and (greedy["beam"], beam["beam"]) == (1, 5)
         assert greedy["decoding_temperature"] == beam["decoding_temperature"] == temperature
         shown = [
             f"{greedy['bleu']:.2f}",
@@ -53,14 +67,44 @@ def test_quickstart_table_is_its_results(tmp_path):
         ]
         assert [cell.strip() for cell in row[1:]] == shown
     assert f"BLEU signature: {result['signatures']['bleu']}" in proc.stdout
-    assert "No kept result of this command for " in proc.stdout  # --epochs 1: no kept file
+    assert "No kept result of this command for " in proc.stdout  # --epochs 2: no kept file
     summary = json.loads((work / "results.json").read_text())  # the table as a result file
-    assert summary["cpu"] and summary["command"].endswith("--epochs 1 --train-pairs 100")
+    assert summary["cpu"] and summary["command"].endswith(" ".join(ARGS))
     for row, kept in zip(rows, summary["rows"]):
         assert (
             f"{kept['greedy']['bleu']:.2f}" == row[1].strip()
             and f"{kept['beam5']['chrf']:.2f}" == row[4].strip()
         )
+
+
+def test_an_interrupted_quickstart_ends_at_the_uninterrupted_models(finished, tmp_path):
+    """What a demo stopped after the first epoch of T=1 leaves (its corpus, checkpoint1.pt and
+    checkpoint_last.pt), run again: the same second epoch, to the bit, and the same scores."""
+    work, _ = finished
+    resumed = tmp_path / "quickstart"
+    resumed.mkdir()
+    for done in ("raw", "data-bin", "T4"):  # T=4 finished: reused as it is
+        shutil.copytree(work / done, resumed / done)
+    shutil.copy(work / "quickstart.json", resumed)
+    (resumed / "T1").mkdir()
+    for name in ("checkpoint1.pt", "checkpoint_last.pt"):
+        shutil.copy(work / "T1" / "checkpoint1.pt", resumed / "T1" / name)
+    quickstart(resumed)
+    log = (resumed / "T1" / "train.log").read_text()
+    assert (
+        "checkpoint_last.pt (epoch 2 @ 3 updates)" in log
+        and "epoch 002 | valid on" in log
+        and "epoch 001 | valid" not in log
+    )
+    uninterrupted = torch.load(work / "T1" / "checkpoint2.pt", weights_only=False)["model"]
+    again = torch.load(resumed / "T1" / "checkpoint2.pt", weights_only=False)["model"]
+    assert uninterrupted.keys() == again.keys()
+    assert all(torch.equal(uninterrupted[k], again[k]) for k in uninterrupted)
+    scores = [
+        [[row[s][k] for s in ("greedy", "beam5") for k in ("bleu", "chrf")] for row in summary["rows"]]
+        for summary in (json.loads((w / "results.json").read_text()) for w in (work, resumed))
+    ]
+    assert scores[0] == scores[1]
 
 
 def test_quickstart_refuses_zero_epochs(tmp_path):
