@@ -17,7 +17,7 @@ QUICKSTART = os.path.join(REPO, "scripts", "quickstart.py")
 ENV = dict(os.environ, OMP_NUM_THREADS="1")
 
 
-ARGS = ["--epochs", "2", "--train-pairs", "300"]  # 3 updates an epoch: a resume can reorder them
+ARGS = ["--epochs", "2", "--train-pairs", "200"]  # 2 updates an epoch: a resume can reorder them
 
 
 def quickstart(work):
@@ -41,9 +41,9 @@ def finished(tmp_path_factory):
 
 def test_quickstart_table_is_its_results(finished):
     work, proc = finished
-    assert "300 train / 30 valid / 30 test sentence pairs" in proc.stdout
+    assert "200 train / 20 valid / 20 test sentence pairs" in proc.stdout
     assert sorted(os.listdir(work)) == ["T1", "T4", "data-bin", "quickstart.json", "raw", "results.json"]
-    assert len((work / "raw" / "train.src").read_text().splitlines()) == 300
+    assert len((work / "raw" / "train.src").read_text().splitlines()) == 200
     rows = [
         line.strip("|").split("|")
         for line in proc.stdout.splitlines()
@@ -54,7 +54,7 @@ def test_quickstart_table_is_its_results(finished):
         result = json.loads((work / f"T{temperature}" / "greedy_vs_beam.json").read_text())
         greedy, beam = result["systems"]["greedy"], result["systems"]["beam"]
         assert result["checkpoint"] == str(work / f"T{temperature}" / "checkpoint_avg2.pt")
-        assert result["n_sentences"] == 30 and (greedy["beam"], beam["beam"]) == (1, 5)
+        assert result["n_sentences"] == 20 and (greedy["beam"], beam["beam"]) == (1, 5)
         assert greedy["decoding_temperature"] == beam["decoding_temperature"] == temperature
         shown = [
             f"{greedy['bleu']:.2f}",
@@ -92,7 +92,7 @@ def test_an_interrupted_quickstart_ends_at_the_uninterrupted_models(finished, tm
     quickstart(resumed)
     log = (resumed / "T1" / "train.log").read_text()
     assert (
-        "checkpoint_last.pt (epoch 2 @ 3 updates)" in log
+        "checkpoint_last.pt (epoch 2 @ 2 updates)" in log
         and "epoch 002 | valid on" in log
         and "epoch 001 | valid" not in log
     )
