@@ -361,6 +361,7 @@ TABLES = {
         (os.path.join(ALT_RESULTS, "mini_en_vi_seeds", "tempering.csv"),), alt_seeds
     ),
     "alt_variants_seeds": Table((os.path.join(ALT_RESULTS, "mini_en_vi_seeds", "variants.csv"),), alt_seeds),
+    "alt_lstm_seeds": Table((os.path.join(ALT_RESULTS, "mini_en_vi_seeds", "lstm.csv"),), alt_seeds),
     "alt_pilot": Table((os.path.join(ALT_RESULTS, "base_en_vi_pilot", "runs.csv"),), alt_pilot),
     "alt_pilot_large_batch": Table(
         (os.path.join(ALT_RESULTS, "base_en_vi_pilot_large_batch", "runs.csv"),), alt_pilot
@@ -377,6 +378,8 @@ TABLES = {
         (
             os.path.join(ALT_RESULTS, "mini_en_vi_variants", "part3", "runs.csv"),
             os.path.join(ALT_RESULTS, "mini_en_vi_variants", "part3", "variants.csv"),
+            os.path.join(ALT_RESULTS, "mini_en_vi_seed3_lstm", "runs.csv"),
+            os.path.join(ALT_RESULTS, "mini_en_vi_seed3_lstm", "variants.csv"),
         ),
         sact_lstm,
     ),
