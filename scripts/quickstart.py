@@ -171,6 +171,7 @@ def preprocess(raw, destdir):
 def train_and_average(data, save_dir, temperature, epochs, averaged):
     """fairseq-train with tempered_ce at `temperature`, then the average of its last epoch
     checkpoints (skipped when the average is there); returns the average's path."""
+    from fairseq_ctemp import exact_resume
     from fairseq_ctemp.cli import average_checkpoints
 
     average = os.path.join(save_dir, f"checkpoint_avg{averaged}.pt")
@@ -183,8 +184,6 @@ def train_and_average(data, save_dir, temperature, epochs, averaged):
     train = [os.path.join(BIN_DIR, "fairseq-train"), data, "--user-dir", os.path.join(REPO, "fairseq_ctemp")]
     train += [*MODEL, *OPTIMISATION, "--criterion", "tempered_ce", "--softmax-temperature", str(temperature)]
     train += ["--label-smoothing", "0.1", "--max-epoch", str(epochs), "--save-dir", save_dir]
-    from fairseq_ctemp import exact_resume
-
     run(
         train,
         log_path=os.path.join(save_dir, "train.log"),
