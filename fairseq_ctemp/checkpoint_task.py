@@ -59,10 +59,11 @@ def check_task(filename, cfg, task):
     trained = trained_task(cfg)
     if task is None or trained is None:
         return
-    if trains_a_language_model(cfg) == is_language_modelling(type(task)):
+    language_model = trains_a_language_model(cfg)
+    if language_model == is_language_modelling(type(task)):
         return
     given = next((name for name, kind in TASK_REGISTRY.items() if kind is type(task)), type(task).__name__)
-    if trains_a_language_model(cfg):
+    if language_model:
         advice = "a language model scores text: fairseq-eval-lm, or --task language_modeling"
     else:
         advice = f"it needs --task {trained} and its data"
