@@ -181,18 +181,22 @@ class Translator:
         overrides["eval_bleu"] = False
         # the task is known from the checkpoint alone: a language model is refused before its task
         # reads DATA (it would look for DATA/dict.txt) and before any model is built
-        for path in checkpoints:
-            state = checkpoint_utils.load_checkpoint_to_cpu(str(path), overrides)
+        states = [checkpoint_utils.load_checkpoint_to_cpu(str(path), overrides) for path in checkpoints]
+        for path, state in zip(checkpoints, states):
             cfg = checkpoint_task.stored_config(state)
             if checkpoint_task.trains_a_language_model(cfg):
                 raise TranslateError(
                     f"{path} is a language model (task {checkpoint_task.trained_task(cfg)}): "
                     "only a translation model's checkpoint translates"
                 )
-        # the plugin's loader (installed by fairseq_ctemp): each model records its training T
-        self.models, self.cfg, self.task = checkpoint_utils.load_model_ensemble_and_task(
-            list(checkpoints), arg_overrides=overrides, state=state if len(checkpoints) == 1 else None
-        )
+        # the plugin's loader (installed by fairseq_ctemp): each model records its training T; one
+        # checkpoint a call, with the state read above (fairseq takes a state for one file only)
+        self.models, self.task = [], None
+        for path, state in zip(checkpoints, states):
+            models, self.cfg, self.task = checkpoint_utils.load_model_ensemble_and_task(
+                [str(path)], arg_overrides=overrides, task=self.task, state=state
+            )
+            self.models.extend(models)
         self.use_cuda = torch.cuda.is_available() and not cpu
         for model in self.models:
             if fp16:

@@ -169,22 +169,38 @@ CONFIGS = [(1, 1.0, None), (3, 0.5, None), (1, 1.0, 0.5), (3, 0.5, 0.5)]
 
 
 @pytest.fixture(scope="module")
-def generated(tiny):
-    """{(beam, lenpen, temperature): fairseq-generate's output} of the test set, --user-dir fairseq_ctemp."""
+def ensemble(tiny):
+    """The tiny checkpoint and a second one: its weights moved by noise, its training T 1.5."""
+    import torch
+
+    state = torch.load(tiny["checkpoint"], map_location="cpu", weights_only=False)
+    generator = torch.Generator().manual_seed(0)
+    for name, weight in state["model"].items():
+        if weight.is_floating_point():
+            state["model"][name] = weight + 0.05 * torch.randn(weight.shape, generator=generator)
+    state["cfg"]["criterion"]["softmax_temperature"] = 1.5
+    second = tiny["root"] / "moved.pt"
+    torch.save(state, second)
+    return [tiny["checkpoint"], str(second)]
+
+
+@pytest.fixture(scope="module")
+def generated(tiny, ensemble):
+    """{(beam, lenpen, temperature): fairseq-generate's output} of the test set of the tiny
+    checkpoint, and {"ensemble": its output} of beam 3 and the ensemble; --user-dir fairseq_ctemp."""
     root = tiny["root"] / "generate"
+    configs = [(*config, tiny["checkpoint"]) for config in CONFIGS] + [(3, 1.0, None, ":".join(ensemble))]
     argvs = []
-    for n, (beam, lenpen, temperature) in enumerate(CONFIGS):
+    for n, (beam, lenpen, temperature, paths) in enumerate(configs):
         argvs.append(
-            [tiny["data"], "--user-dir", USER_DIR, "--path", tiny["checkpoint"], "--gen-subset", "test"]
+            [tiny["data"], "--user-dir", USER_DIR, "--path", paths, "--gen-subset", "test"]
             + ["--beam", str(beam), "--lenpen", str(lenpen), "--results-path", str(root / str(n))]
             + (["--temperature", str(temperature)] if temperature else [])
             + ["--required-batch-size-multiple", "1", *GENERATE_ARGS]
         )
     run([*python_script(tiny["root"], "generate-all", GENERATE_ALL), json.dumps(argvs)])
-    return {
-        config: (root / str(n) / "generate-test.txt").read_text(encoding="utf-8")
-        for n, config in enumerate(CONFIGS)
-    }
+    outputs = [(root / str(n) / "generate-test.txt").read_text(encoding="utf-8") for n in range(len(configs))]
+    return {**dict(zip(CONFIGS, outputs)), "ensemble": outputs[-1]}
 
 
 def tagged(log, tag):
@@ -203,7 +219,8 @@ def test_translation_equals_fairseq_generate(tiny, generated):
     translator = translate.Translator(tiny["data"], [tiny["checkpoint"]])
     options = translate.decoding_options(GENERATE_ARGS).translate_options()
     scores = {}
-    for (beam, lenpen, temperature), output in generated.items():
+    for beam, lenpen, temperature in CONFIGS:
+        output = generated[beam, lenpen, temperature]
         out = translator.translate("test", beam=beam, lenpen=lenpen, temperature=temperature, **options)
         hyps = [rest.split("\t", 1)[1] for rest in tagged(output, "D")]
         assert len(hyps) == 60 and out.hypotheses == hyps
@@ -223,6 +240,21 @@ def test_translation_equals_fairseq_generate(tiny, generated):
     assert scores[1, None] != pytest.approx(scores[1, 0.5]) and scores[3, None] != pytest.approx(
         scores[3, 0.5]
     )
+
+
+def test_an_ensemble_translates_as_fairseq_generate_decodes_it(tiny, ensemble, generated):
+    """An ensemble of two checkpoints trained at different T: each model decodes at its own T, and
+    hypotheses and scores are those of fairseq-generate given the same two paths."""
+    translator = translate.Translator(tiny["data"], ensemble)
+    assert translator.temperatures() == [2.0, 1.5]
+    output = generated["ensemble"]
+    options = translate.decoding_options(GENERATE_ARGS).translate_options()
+    out = translator.translate("test", beam=3, lenpen=1.0, **options)
+    assert out.hypotheses == [rest.split("\t", 1)[1] for rest in tagged(output, "D")]
+    expected = [float(rest.split("\t")[0]) for rest in tagged(output, "H")]
+    assert [s / math.log(2) for s in out.scores] == pytest.approx(expected, abs=1e-5)
+    alone = translate.Translator(tiny["data"], ensemble[:1]).translate("test", beam=3, lenpen=1.0, **options)
+    assert out.scores != pytest.approx(alone.scores)  # the second model took part
 
 
 def test_the_temperature_is_the_models_own(tiny):
