@@ -3,7 +3,6 @@ the environment line, fairseq's translation data made of random sentences, peak-
 and fairseq's Trainer as they build it."""
 
 import argparse
-import json
 import logging
 import os
 import resource
@@ -13,6 +12,7 @@ import warnings
 
 import numpy as np
 import torch
+from json_output import add_json_option, check_json_target, write_json  # noqa: F401  (as common.*)
 
 PLUGIN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fairseq_ctemp")
 # The optimizer of the Transformer and LM benchmarks (their speeds are per update of the same Adam).
@@ -107,28 +107,6 @@ def add_beam_search_options(p):
         "--gen-batch-size", type=int, default=32, help="sentences per generation batch (default 32)"
     )
     p.add_argument("--gen-len", type=int, default=25, help="target tokens decoded per sentence (default 25)")
-
-
-def add_json_option(p):
-    p.add_argument(
-        "--json",
-        metavar="PATH",
-        help="also write the results as JSON to PATH (refused if it exists); make gpu-check reads it",
-    )
-
-
-def check_json_target(p, args):
-    """Refuse an existing --json target before any work (a finished result is never overwritten)."""
-    if args.json is not None and os.path.lexists(args.json):
-        p.error(f"--json {args.json} exists; refusing to overwrite it")
-
-
-def write_json(path, result):
-    """The results of one benchmark run (plain dicts, numbers and strings) as JSON."""
-    if path is not None:
-        with open(path, "x", encoding="utf-8") as f:
-            json.dump(result, f, indent=2)
-            f.write("\n")
 
 
 def write_pair_dictionaries(data_dir, vocab):

@@ -32,7 +32,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import bench_common as common  # noqa: E402
+import json_output  # noqa: E402  (not bench_common: it imports torch)
 
 # HTA's default: a gap shorter than this (µs) between kernels launched in time is launch overhead
 CONSECUTIVE_KERNEL_DELAY_US = 30
@@ -68,9 +68,9 @@ def parse_args(argv=None):
         default=CONSECUTIVE_KERNEL_DELAY_US,
         help="µs: a shorter gap between kernels launched in time is kernel wait (default %(default)s, HTA's)",
     )
-    common.add_json_option(p)
+    json_output.add_json_option(p)
     args = p.parse_args(argv)
-    common.check_json_target(p, args)
+    json_output.check_json_target(p, args)
     if not os.path.isdir(args.dir):
         p.error(f"DIR {args.dir}: no such directory")
     if not args.consecutive_kernel_delay > 0:
@@ -214,7 +214,7 @@ def main(argv=None):
         "baseline": args.models[0],
         "models": rows,
     }
-    common.write_json(args.json, result)
+    json_output.write_json(args.json, result)
     return result
 
 

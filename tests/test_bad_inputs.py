@@ -2574,6 +2574,7 @@ def test_the_suite_covers_every_tool():
         "benchmarks/tracing.py": "the benchmarks' --trace, not a command (its refusal: test_benchmarks)",
         "benchmarks/bench_common.py": "the benchmarks' shared options and helpers, not a command",
         "benchmarks/bench_timing.py": "the benchmarks' timed rounds, not a command",
+        "benchmarks/json_output.py": "the benchmarks' --json report, not a command",
     }
     function = {
         "quickstart.py": quickstart,
@@ -2641,7 +2642,11 @@ def test_the_scripts_with_options_are_all_named_here():
         for path in glob.glob(os.path.join(REPO, folder, "**", "*.py"), recursive=True)
         if "add_argument(" in open(path, encoding="utf-8").read()
     }
-    helpers = {"benchmarks/bench_common.py", "benchmarks/tracing.py"}  # options of the benchmarks' parsers
+    helpers = {
+        "benchmarks/bench_common.py",
+        "benchmarks/json_output.py",
+        "benchmarks/tracing.py",
+    }  # their parsers
     assert found - helpers == set(SCRIPTS_WITH_OPTIONS)
 
 
