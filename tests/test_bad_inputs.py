@@ -2642,11 +2642,8 @@ def test_the_scripts_with_options_are_all_named_here():
         for path in glob.glob(os.path.join(REPO, folder, "**", "*.py"), recursive=True)
         if "add_argument(" in open(path, encoding="utf-8").read()
     }
-    helpers = {
-        "benchmarks/bench_common.py",
-        "benchmarks/json_output.py",
-        "benchmarks/tracing.py",
-    }  # their parsers
+    # helpers that add options to the benchmarks' parsers
+    helpers = {"benchmarks/bench_common.py", "benchmarks/json_output.py", "benchmarks/tracing.py"}
     assert found - helpers == set(SCRIPTS_WITH_OPTIONS)
 
 
