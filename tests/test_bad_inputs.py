@@ -1230,6 +1230,21 @@ CASES = [
         "ctemp-train: error: --softmax-temperature must be in [0.01, 100], got 1e-09",
     ),
     (
+        "ctemp-train: every training example longer than the model's positions",
+        ["ctemp-train"],  # a subprocess: the plugin's exit hook (stock fairseq-train: an IndexError)
+        [*TRAIN, "tempered_ce", "--max-source-positions", "2", "--max-target-positions", "2"],
+        "ctemp-train: error: --max-source-positions / --max-target-positions (--tokens-per-sample for a "
+        "language model): every one of the 800 examples of train is longer than the model's positions "
+        "allow (2 source / 2 target tokens; example #",
+    ),
+    (
+        "ctemp-train: a validation example longer than the model's positions",
+        ["ctemp-train"],  # (stock fairseq-train: an Exception with its traceback)
+        [*TRAIN, "tempered_ce", "--max-source-positions", "17", "--max-target-positions", "17"],
+        "target tokens) is longer than the model's positions allow (17 source / 17 target tokens): raise "
+        "them, or skip such examples with --skip-invalid-size-inputs-valid-test",
+    ),
+    (
         "ctemp-train: --user-dir of another copy of the plugin",
         ctemp_train,
         [*TRAIN, "tempered_ce", "--user-dir", "{root}/checkout/fairseq_ctemp"],

@@ -1,0 +1,96 @@
+"""ctemp-train's refusal of examples longer than the model's positions, in one line.
+
+fairseq-train skips the training examples longer than the positions the model allows
+(``--max-source-positions`` / ``--max-target-positions``, ``--tokens-per-sample`` for a language
+model) with a warning; when it skips every one of them it fails in ``batch_by_size`` with an
+IndexError and a traceback. A validation example too long raises an Exception, with a traceback,
+unless ``--skip-invalid-size-inputs-valid-test``. Inside ``checked()`` (what ctemp-train runs in)
+both end with one line naming the options (``errors.OptionError``); a training set of which only
+some examples are too long still trains, as fairseq's, with its warning. The worker processes of
+multi-GPU training inherit ``ENV`` and check too (``install_if_requested``, called by the plugin's
+import), as ``early_stopping`` does.
+"""
+
+import contextlib
+import os
+
+from . import environment
+from .errors import OptionError
+
+# Set inside checked(): the processes fairseq spawns inherit it and check when they import the plugin.
+ENV = "CTEMP_CHECK_EXAMPLE_SIZES"
+OPTIONS = "--max-source-positions / --max-target-positions (--tokens-per-sample for a language model)"
+
+
+@contextlib.contextmanager
+def checked():
+    """Examples too long for the model's positions refused in one line, in this process and in
+    those that fairseq spawns from it."""
+    restore = _install()
+    try:
+        with environment.set_to(ENV, "1"):
+            yield
+    finally:
+        restore()
+
+
+def install_if_requested():
+    """In a process started inside checked(): check there too, for the process's lifetime."""
+    if os.environ.get(ENV) == "1":
+        _install()
+
+
+def problem(dataset, split, indices, max_positions, ignore_invalid_inputs):
+    """Why fairseq cannot batch ``indices`` of ``dataset`` (the ``split`` subset) within
+    ``max_positions``, or None: none of them fits where fairseq skips what is too long
+    (ignore_invalid_inputs: the training set, a validation set with
+    --skip-invalid-size-inputs-valid-test), or one does not fit where it would stop at it."""
+    if max_positions is None or len(indices) == 0:
+        return None
+    kept, ignored = dataset.filter_indices_by_size(indices, max_positions)
+    if len(ignored) == 0 or (ignore_invalid_inputs and len(kept) > 0):
+        return None
+    first = ignored[0]
+    allowed, size = _tokens(max_positions), _tokens(dataset.size(first))
+    if ignore_invalid_inputs:
+        return (
+            f"{OPTIONS}: every one of the {len(indices):,} examples of {split} is longer than the "
+            f"model's positions allow ({allowed}; example #{first}: {size}): raise them, or give "
+            "shorter examples"
+        )
+    return (
+        f"{OPTIONS}: example #{first} of {split} ({size}) is longer than the model's positions "
+        f"allow ({allowed}): raise them, or skip such examples with --skip-invalid-size-inputs-valid-test"
+    )
+
+
+def _tokens(size):
+    """ "4 source / 5 target tokens" of a sentence pair's (or a model's) sizes, "70 tokens" of one."""
+    if isinstance(size, (tuple, list)) and len(size) == 2:
+        return f"{int(size[0])} source / {int(size[1])} target tokens"
+    return f"{int(size)} tokens"
+
+
+def _install():
+    """Patch FairseqTask.filter_indices_by_size; returns the function that undoes it (nothing to
+    undo when it is patched already)."""
+    from fairseq.tasks.fairseq_task import FairseqTask
+
+    original = FairseqTask.filter_indices_by_size
+    if getattr(original, "checks_example_sizes", False):
+        return lambda: None
+
+    def filter_indices_by_size(self, indices, dataset, max_positions=None, ignore_invalid_inputs=False):
+        split = next((name for name, d in self.datasets.items() if d is dataset), "the dataset")
+        why = problem(dataset, split, indices, max_positions, ignore_invalid_inputs)
+        if why:
+            raise OptionError(why)
+        return original(self, indices, dataset, max_positions, ignore_invalid_inputs)
+
+    filter_indices_by_size.checks_example_sizes = True
+    FairseqTask.filter_indices_by_size = filter_indices_by_size
+
+    def restore():
+        FairseqTask.filter_indices_by_size = original
+
+    return restore

@@ -1,0 +1,84 @@
+"""ctemp-train's refusal of examples too long for the model's positions (fairseq_ctemp.example_sizes),
+against a count made here by hand; in ctemp-train's own process and in those it spawns. The
+commands themselves: tests/test_bad_inputs.py (ctemp-train: ... longer than the model's positions)."""
+
+import os
+import subprocess
+
+import numpy as np
+import torch
+from conftest import python_script
+from fairseq.data import Dictionary, LanguagePairDataset
+from fairseq.tasks.fairseq_task import FairseqTask
+
+from fairseq_ctemp import example_sizes
+
+SIZES = [(5, 4), (9, 3), (2, 2), (4, 12), (7, 7)]  # (source, target) tokens of each example
+
+
+def dataset():
+    vocab = Dictionary()
+    src = [torch.full((s,), 5) for s, _ in SIZES]
+    tgt = [torch.full((t,), 5) for _, t in SIZES]
+    return LanguagePairDataset(
+        src, np.array([s for s, _ in SIZES]), vocab, tgt, np.array([t for _, t in SIZES]), vocab
+    )
+
+
+def too_long(limit):
+    """The examples longer than (source, target) limit, counted by hand."""
+    return [i for i, (s, t) in enumerate(SIZES) if s > limit[0] or t > limit[1]]
+
+
+def test_a_training_set_is_refused_only_when_no_example_fits():
+    data, indices = dataset(), np.arange(len(SIZES))
+    for limit in ((9, 12), (5, 5), (2, 2)):  # all fit; some; one
+        assert too_long(limit) != list(range(len(SIZES)))
+        assert example_sizes.problem(data, "train", indices, limit, True) is None
+    limit = (1, 12)
+    first = too_long(limit)[0]
+    assert too_long(limit) == list(range(len(SIZES)))
+    message = example_sizes.problem(data, "train", indices, limit, True)
+    assert message.startswith("--max-source-positions / --max-target-positions")
+    assert (
+        f"every one of the 5 examples of train is longer than the model's positions allow "
+        f"(1 source / 12 target tokens; example #{first}: {SIZES[first][0]} source / {SIZES[first][1]} "
+        "target tokens)"
+    ) in message
+
+
+def test_a_validation_example_too_long_is_refused_by_its_index():
+    data, indices = dataset(), np.arange(len(SIZES))
+    assert example_sizes.problem(data, "valid", indices, (9, 12), False) is None
+    for limit in ((5, 5), (8, 11), (9, 3)):
+        first = too_long(limit)[0]
+        s, t = SIZES[first]
+        message = example_sizes.problem(data, "valid", indices, limit, False)
+        assert (
+            f"example #{first} of valid ({s} source / {t} target tokens) is longer than the model's "
+            f"positions allow ({limit[0]} source / {limit[1]} target tokens)"
+        ) in message
+        assert message.endswith("--skip-invalid-size-inputs-valid-test")
+
+
+def test_the_check_is_made_inside_checked_only(monkeypatch):
+    monkeypatch.delenv(example_sizes.ENV, raising=False)
+    stock = FairseqTask.filter_indices_by_size
+    with example_sizes.checked():
+        assert FairseqTask.filter_indices_by_size is not stock and os.environ[example_sizes.ENV] == "1"
+    assert FairseqTask.filter_indices_by_size is stock and example_sizes.ENV not in os.environ
+
+
+def test_a_process_spawned_inside_checked_checks_too(tmp_path):
+    """A worker of multi-GPU training is a fresh interpreter with ctemp-train's environment that
+    imports the plugin for --user-dir: it checks; without the variable it does not."""
+    show = python_script(
+        tmp_path,
+        "show",
+        "import fairseq_ctemp\nfrom fairseq.tasks.fairseq_task import FairseqTask\n"
+        "print(getattr(FairseqTask.filter_indices_by_size, 'checks_example_sizes', False))\n",
+    )
+    for value, expected in (("1", "True"), ("", "False")):
+        env = {**os.environ, example_sizes.ENV: value}
+        proc = subprocess.run(show, env=env, capture_output=True, text=True, check=True)
+        assert proc.stdout.split()[-1] == expected
