@@ -44,12 +44,8 @@ ENV = "CTEMP_EARLY_STOPPING_IN_CHECKPOINTS"
 def carried_in_checkpoints():
     """Save and restore should_stop_early's count with fairseq's checkpoints (see the module doc),
     in this process and in those that fairseq spawns from it."""
-    restore = _install()
-    try:
-        with environment.set_to(ENV, "1"):
-            yield
-    finally:
-        restore()
+    with environment.installed_here_and_in_spawned(_install, ENV):
+        yield
 
 
 def install_if_requested():

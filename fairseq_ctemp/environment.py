@@ -17,3 +17,15 @@ def set_to(name, value):
             os.environ.pop(name, None)
         else:
             os.environ[name] = previous
+
+
+@contextlib.contextmanager
+def installed_here_and_in_spawned(install, name):
+    """install() (a patch; it returns the function that undoes it) for the block, and os.environ[name]
+    = "1", so that the processes started inside install it too when they import the plugin."""
+    restore = install()
+    try:
+        with set_to(name, "1"):
+            yield
+    finally:
+        restore()

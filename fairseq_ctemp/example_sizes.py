@@ -26,12 +26,8 @@ OPTIONS = "--max-source-positions / --max-target-positions (--tokens-per-sample 
 def checked():
     """Examples too long for the model's positions refused in one line, in this process and in
     those that fairseq spawns from it."""
-    restore = _install()
-    try:
-        with environment.set_to(ENV, "1"):
-            yield
-    finally:
-        restore()
+    with environment.installed_here_and_in_spawned(_install, ENV):
+        yield
 
 
 def install_if_requested():
