@@ -61,10 +61,14 @@ def problem(dataset, split, indices, max_positions, ignore_invalid_inputs):
 
 
 def _tokens(size):
-    """ "4 source / 5 target tokens" of a sentence pair's (or a model's) sizes, "70 tokens" of one."""
-    if isinstance(size, (tuple, list)) and len(size) == 2:
-        return f"{int(size[0])} source / {int(size[1])} target tokens"
-    return f"{int(size)} tokens"
+    """ "4 source / 5 target tokens" of a sentence pair's (or a model's) sizes, "70 tokens" of one;
+    any other (a task's own kind of sizes) as it is."""
+    try:
+        if isinstance(size, (tuple, list)) and len(size) == 2:
+            return f"{int(size[0])} source / {int(size[1])} target tokens"
+        return f"{int(size)} tokens"
+    except (TypeError, ValueError):
+        return str(size)
 
 
 def _install():
@@ -77,7 +81,9 @@ def _install():
         return lambda: None
 
     def filter_indices_by_size(self, indices, dataset, max_positions=None, ignore_invalid_inputs=False):
-        split = next((name for name, d in self.datasets.items() if d is dataset), "the dataset")
+        split = next(
+            (name for name, d in getattr(self, "datasets", {}).items() if d is dataset), "the dataset"
+        )
         why = problem(dataset, split, indices, max_positions, ignore_invalid_inputs)
         if why:
             raise OptionError(why)
