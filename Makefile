@@ -18,7 +18,8 @@ test: setup
 	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # fairseq v0.12.3's own tests (third_party/fairseq_v0_12_3) with the plugin imported; CI runs them
-# after `make test`. FAIRSEQ_TESTS_STOCK=1: without the plugin.
+# after `make test`. FAIRSEQ_TESTS_STOCK=1: without the plugin. One thread per process unless
+# OMP_NUM_THREADS says otherwise, as in `make test`: tiny models, and two workers on two cores.
 FAIRSEQ_TESTS := test_label_smoothing.py test_sequence_generator.py test_sequence_scorer.py \
 	test_checkpoint_utils.py test_train.py test_iterators.py test_average_checkpoints.py \
 	test_reproducibility.py test_inference_dropout.py test_lm_context_window.py test_metrics.py \
@@ -37,6 +38,7 @@ FAIRSEQ_TESTS := test_label_smoothing.py test_sequence_generator.py test_sequenc
 		transformer_lm_with_adaptive_softmax lstm_lm lstm_lm_residuals fconv_lm)
 fairseq-tests: setup
 	cd third_party/fairseq_v0_12_3 && PYTHONPATH=.:$(CURDIR) FAIRSEQ_TESTS_STOCK=$(FAIRSEQ_TESTS_STOCK) \
+		OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} \
 		$(abspath $(PY)) -m pytest -c pytest.ini -n $(TEST_WORKERS) $(addprefix tests/,$(FAIRSEQ_TESTS))
 
 lint: setup
