@@ -211,7 +211,19 @@ def decode(raw, data, save_dir, average, temperature):
         average,
         beam=5,
         subset="test",
-        extra_args=["--cpu", "--batch-size", "100", "--num-workers", "0"],
+        # no reference is longer than 2 target words per source word (toy_data): an undertrained
+        # model stops there, not at fairseq's 200 tokens
+        extra_args=[
+            "--cpu",
+            "--batch-size",
+            "100",
+            "--num-workers",
+            "0",
+            "--max-len-a",
+            "2",
+            "--max-len-b",
+            "2",
+        ],
         ref=os.path.join(raw, "test.tgt"),
         json_path=result_path,
     )
