@@ -380,6 +380,8 @@ TABLES = {
             os.path.join(ALT_RESULTS, "mini_en_vi_variants", "part3", "variants.csv"),
             os.path.join(ALT_RESULTS, "mini_en_vi_seed3_lstm", "runs.csv"),
             os.path.join(ALT_RESULTS, "mini_en_vi_seed3_lstm", "variants.csv"),
+            os.path.join(ALT_RESULTS, "mini_en_vi_seed3_fixed_lstm", "runs.csv"),
+            os.path.join(ALT_RESULTS, "mini_en_vi_seed3_fixed_lstm", "variants.csv"),
         ),
         sact_lstm,
     ),
