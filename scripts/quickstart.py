@@ -37,6 +37,12 @@ OPTIMISATION = (
     "--log-interval 1000 --keep-last-epochs 5 --num-workers 0"
 ).split()
 
+# A source word translates to one or two target words (toy_data), so no reference is longer than
+# 2 x (source tokens + EOS) + 2: an undertrained model's hypotheses stop there, not at fairseq's 200.
+MAX_LEN_A, MAX_LEN_B = 2, 2
+DECODING = ["--cpu", "--batch-size", "100", "--num-workers", "0"]
+DECODING += ["--max-len-a", str(MAX_LEN_A), "--max-len-b", str(MAX_LEN_B)]
+
 
 def run(command, log_path=None, show=lambda line: False, env=None):
     """Run a command (with `env` added to the environment); stream the lines `show` selects,
@@ -211,19 +217,7 @@ def decode(raw, data, save_dir, average, temperature):
         average,
         beam=5,
         subset="test",
-        # no reference is longer than 2 target words per source word (toy_data): an undertrained
-        # model stops there, not at fairseq's 200 tokens
-        extra_args=[
-            "--cpu",
-            "--batch-size",
-            "100",
-            "--num-workers",
-            "0",
-            "--max-len-a",
-            "2",
-            "--max-len-b",
-            "2",
-        ],
+        extra_args=DECODING,
         ref=os.path.join(raw, "test.tgt"),
         json_path=result_path,
     )

@@ -118,6 +118,24 @@ def test_quickstart_refuses_zero_epochs(tmp_path):
     assert not (tmp_path / "q").exists()
 
 
+def test_the_decoding_length_limit_is_above_every_reference(tmp_path):
+    """The quickstart's --max-len-a / --max-len-b leave room for every reference of its corpus (the
+    default size; counted here from the files, not from toy_data's rule), so they can cut only
+    hypotheses longer than any reference, not a correct translation."""
+    from fairseq_ctemp.toy_data import write_corpus
+
+    quickstart = runpy.run_path(QUICKSTART, run_name="quickstart")
+    write_corpus(tmp_path, (("train", 3000), ("valid", 300), ("test", 300)))
+    for split in ("train", "valid", "test"):
+        sources = (tmp_path / f"{split}.src").read_text().splitlines()
+        targets = (tmp_path / f"{split}.tgt").read_text().splitlines()
+        for source, target in zip(sources, targets, strict=True):
+            # fairseq's SequenceGenerator: at most a x (source tokens + EOS) + b tokens before the
+            # EOS (asked here with one to spare)
+            limit = quickstart["MAX_LEN_A"] * (len(source.split()) + 1) + quickstart["MAX_LEN_B"]
+            assert len(target.split()) < limit, (source, target)
+
+
 def test_a_table_is_compared_with_the_kept_one_of_its_cpu_model():
     """scripts/quickstart.py says whether its table is the one kept for the same command, CPU
     model, threads and torch (examples/quickstart/results), each kept file against itself."""
