@@ -191,7 +191,7 @@ def fairseq_train(argv, patience=None):
     from fairseq import checkpoint_utils
     from fairseq_cli import train
 
-    from .. import early_stopping, exact_resume, example_sizes
+    from .. import ctemp_train
 
     logs.use_fairseq_train_format()  # the recipes read the log back
     save_epoch_end_validations(checkpoint_utils)
@@ -200,7 +200,7 @@ def fairseq_train(argv, patience=None):
     if patience is not None:
         train.should_stop_early.best, train.should_stop_early.num_runs = patience
     sys.argv = ["fairseq-train"] + argv
-    with early_stopping.carried_in_checkpoints(), exact_resume.turned_on(), example_sizes.checked():
+    with ctemp_train.changes():
         train.cli_main()
 
 

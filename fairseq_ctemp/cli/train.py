@@ -40,13 +40,13 @@ def check_user_dir(argv):
 
 
 def cli_main():
-    """fairseq_cli.train.cli_main on sys.argv, with the patience count carried and examples too long
-    for the model refused in one line."""
+    """fairseq_cli.train.cli_main on sys.argv, inside ctemp-train's changes (ctemp_train.changes:
+    the patience count carried, exact resume, examples too long for the model refused in one line)."""
     from fairseq_cli import train
 
-    from .. import early_stopping, exact_resume, example_sizes
+    from .. import ctemp_train
 
-    with early_stopping.carried_in_checkpoints(), exact_resume.turned_on(), example_sizes.checked():
+    with ctemp_train.changes():
         train.cli_main()
 
 
