@@ -739,54 +739,65 @@ def converged_env(ptb_like, exp_dir, **more):
     return {"EXP_DIR": str(exp_dir), "PTB_DIR": str(raw), "EXPECTED_COUNTS": "skip", **tiny, **more}
 
 
-def test_runs_side_by_side_train_as_they_do_one_at_a_time(ptb_like, tmp_path):
+TRAINED = "softmax ct mos softmax@2 ct@2 mos@2"  # the runs of converged_runs that finish
+
+
+@pytest.fixture(scope="module")
+def converged_runs(ptb_like, tmp_path_factory):
+    """EXP_DIR of ptb_converged_experiment.sh after ct@1 trained alone, then two seeds of softmax, CT
+    and MoS trained two at a time beside a run that fails (ct-mos: a checkpoint_last.pt that
+    ctemp-train cannot resume); the recipe's output of the second step."""
+    exp = tmp_path_factory.mktemp("converged")
+    ok(recipe("ptb_converged_experiment.sh", env=converged_env(ptb_like, exp, VARIANTS="ct@1")))
+    broken = exp / "runs" / "ct-mos"
+    broken.mkdir(parents=True)
+    (broken / "checkpoint_last.pt").write_bytes(b"not a checkpoint")
+    env = converged_env(ptb_like, exp, VARIANTS="ct-mos " + TRAINED, JOBS="2")
+    proc = recipe("ptb_converged_experiment.sh", env=env)
+    return exp, proc
+
+
+def test_runs_side_by_side_train_as_they_do_one_at_a_time(ptb_like, converged_runs):
     """JOBS=2: the runs train at once, each as it would alone (ct, the same test perplexity as ct@1,
     the same model trained by itself first); a run that fails is named at the end and does not
     stop the others."""
-    ok(recipe("ptb_converged_experiment.sh", env=converged_env(ptb_like, tmp_path, VARIANTS="ct@1")))
-    broken = tmp_path / "runs" / "mos"
-    broken.mkdir(parents=True)
-    (broken / "checkpoint_last.pt").write_bytes(b"not a checkpoint")  # ctemp-train cannot resume it
-    env = converged_env(ptb_like, tmp_path, VARIANTS="mos softmax ct", JOBS="2")
-    fails(recipe("ptb_converged_experiment.sh", env=env), "run(s) that failed: mos (see")
+    exp, proc = converged_runs
+    fails(proc, "run(s) that failed: ct-mos (see")
 
     def result(name):
-        return json.loads((tmp_path / "runs" / name / "eval_test.json").read_text())
+        return json.loads((exp / "runs" / name / "eval_test.json").read_text())
 
     for key in ("ppl", "loss_base2", "evaluated_tokens"):
         assert result("ct")[key] == result("ct@1")[key]
     assert result("softmax")["ppl"] != result("ct")["ppl"]  # two models, not one twice
     # side by side: ct started (its command written) before softmax had finished (its evaluation)
-    started = (tmp_path / "runs" / "ct" / "command.txt").stat().st_mtime
-    assert started < (tmp_path / "runs" / "softmax" / "eval_test.json").stat().st_mtime
-    assert not (broken / "eval_test.json").exists()
+    started = (exp / "runs" / "ct" / "command.txt").stat().st_mtime
+    assert started < (exp / "runs" / "softmax" / "eval_test.json").stat().st_mtime
+    assert not (exp / "runs" / "ct-mos" / "eval_test.json").exists()
     # the status step: each run's state and numbers from its files
-    env = converged_env(ptb_like, tmp_path, VARIANTS="ct mos ct-mos")
+    env = converged_env(ptb_like, exp, VARIANTS="ct ct-mos constant-2")
     rows = {
         cells[0]: cells
         for cells in markdown_rows(ok(recipe("ptb_converged_experiment.sh", "status", env=env)))
     }
     assert rows["ct"][1:3] == ["evaluated", "1"] and rows["ct"][-1] == f"{result('ct')['ppl']:.2f}"
-    assert rows["mos"][1] == "unfinished: resumes from checkpoint_last.pt"
-    assert rows["ct-mos"][1:] == ["not started"] + ["–"] * 7
+    assert rows["ct-mos"][1] == "unfinished: resumes from checkpoint_last.pt"
+    assert rows["constant-2"][1:] == ["not started"] + ["–"] * 7
 
 
-def test_the_results_step_writes_each_file_from_the_finished_runs_alone(ptb_like, tmp_path):
+def test_the_results_step_writes_each_file_from_the_finished_runs_alone(ptb_like, converged_runs, tmp_path):
     """ptb_converged_experiment.sh results over two seeds of softmax, CT and MoS and a run that has
     not finished (ct-mos): every file holds the finished runs only, and its numbers are those of
     the runs' own evaluations (eval_test.json): the table, each row against softmax and each seed-2
     row against softmax@2, the seeds against softmax and against MoS (CT-MoS's baseline in the
     AAAI paper; none against constant-2, which did not run), and tau for the CT runs. With
     EARLIER_TABLES the seeds tables also count the runs of those tables."""
-    trained = "softmax ct mos softmax@2 ct@2 mos@2"
-    env = converged_env(ptb_like, tmp_path, VARIANTS=trained, JOBS="2")
-    ok(recipe("ptb_converged_experiment.sh", env=env))
-    (tmp_path / "runs" / "ct-mos").mkdir()  # started, not finished
+    exp, trained = converged_runs[0], TRAINED
     out = tmp_path / "out" / "ptb"
-    env = converged_env(ptb_like, tmp_path, VARIANTS=trained + " ct-mos", RESULTS=str(out))
+    env = converged_env(ptb_like, exp, VARIANTS=trained + " ct-mos", RESULTS=str(out))
     ok(recipe("ptb_converged_experiment.sh", "results", env=env))
 
-    runs = tmp_path / "runs"
+    runs = exp / "runs"
     ppl = {run: json.loads((runs / run / "eval_test.json").read_text())["ppl"] for run in trained.split()}
     table = read_csv(f"{out}.csv")
     assert [r["variant"] for r in table] == trained.split()
@@ -822,7 +833,7 @@ def test_the_results_step_writes_each_file_from_the_finished_runs_alone(ptb_like
     write_table(tmp_path / "earlier.csv", table[0], earlier)
     more = tmp_path / "out" / "more"
     env = converged_env(
-        ptb_like, tmp_path, VARIANTS=trained, RESULTS=str(more), EARLIER_TABLES=str(tmp_path / "earlier.csv")
+        ptb_like, exp, VARIANTS=trained, RESULTS=str(more), EARLIER_TABLES=str(tmp_path / "earlier.csv")
     )
     ok(recipe("ptb_converged_experiment.sh", "results", env=env))
     assert [r["variant"] for r in read_csv(f"{more}.csv")] == trained.split()
