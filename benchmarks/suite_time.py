@@ -3,7 +3,9 @@
 -n WORKERS --dist loadfile --no-loadscope-reorder), reads pytest's own JUnit XML report, and writes
 the wall time, the test time summed per file, the outcomes, and the start-up of a fresh Python
 process importing torch, fairseq and the plugin (the floor of every process an end-to-end test
-starts) as JSON. Run it on an idle machine: the load average before and after is recorded.
+starts), the time fairseq takes to compose one command's configuration (paid by every fairseq
+command the tests run) and the interpreter's build, as JSON. Run it on an idle machine: the load
+average before and after is recorded.
 
     .venv/bin/python benchmarks/suite_time.py --json benchmarks/results/cpu_suite_time.json
 """
@@ -25,6 +27,21 @@ import bench_common as common  # noqa: E402
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKERS = 2  # the Makefile's TEST_WORKERS (tests/test_benchmarks.py holds the two equal)
 IMPORTS = {"python": "pass", "torch": "import torch", "plugin": "import fairseq_ctemp"}
+# fairseq's composition of a command's configuration (hydra), which every fairseq command of the
+# tests makes once: the median over five, in seconds, printed last
+CONFIG = """
+import statistics, time
+from fairseq import options
+from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+argv = "data --task translation --arch transformer --criterion label_smoothed_cross_entropy".split()
+args = options.parse_args_and_arch(options.get_training_parser(), argv + ["--optimizer", "adam"])
+times = []
+for _ in range(5):
+    start = time.perf_counter()
+    convert_namespace_to_omegaconf(args)
+    times.append(time.perf_counter() - start)
+print(statistics.median(times))
+"""
 
 
 SELECTION = ("tests",)  # what `make test` runs
@@ -65,6 +82,30 @@ def start_up_seconds(code, repeats):
     return round(statistics.median(times), 2)
 
 
+def config_seconds():
+    """Median wall time of fairseq's convert_namespace_to_omegaconf for a translation command."""
+    proc = subprocess.run(
+        [sys.executable, "-c", CONFIG], check=True, cwd=REPO, capture_output=True, text=True
+    )
+    return round(float(proc.stdout.split()[-1]), 3)
+
+
+def python_build():
+    """What of the interpreter's build shows in the speed of Python-level work (hydra's composition
+    above): its compiler, and whether the executable runs on a shared libpython (every call into
+    the interpreter through the PLT; None where /proc/self/maps does not say)."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as f:
+            shared = any("libpython" in line for line in f)
+    except OSError:
+        shared = None
+    return {
+        "version": platform.python_version(),
+        "compiler": platform.python_compiler(),
+        "libpython_shared": shared,
+    }
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument(
@@ -80,6 +121,7 @@ def main(argv=None):
             p.error(f"{option} must be >= 1, got {value}")
     load_before = os.getloadavg()
     start_up = {name: start_up_seconds(code, args.repeats) for name, code in IMPORTS.items()}
+    config = config_seconds()
     with tempfile.TemporaryDirectory() as tmp:
         junit = os.path.join(tmp, "junit.xml")
         start = time.perf_counter()
@@ -94,10 +136,12 @@ def main(argv=None):
         "wall_seconds": round(wall, 1),
         **summary,
         "fresh_process_start_up_seconds": start_up,
+        "fairseq_config_seconds": config,
         "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
         "machine": {"cpu": cpu_model(), "cores": os.cpu_count()},
         "python": platform.python_version(),
+        "python_build": python_build(),
     }
     common.write_json(args.json, result)
     print(f"pytest: {wall:.0f} s wall, {summary['test_seconds']:.0f} s of test time; {args.json}")

@@ -5,6 +5,9 @@ import csv
 import json
 import os
 import re
+import shutil
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -591,6 +594,17 @@ def test_suite_time_sums_pytests_junit_report_per_file(suite_time, tmp_path):
         "test_seconds": 5.5,
         "per_file_seconds": {"test_b.py": 3.5, "test_a.py": 2.0},
     }
+
+
+def test_suite_time_tells_whether_the_interpreter_runs_on_a_shared_libpython(suite_time):
+    """python_build() reads the running process's memory map; ldd reads the executable's links."""
+    ldd = shutil.which("ldd")
+    if ldd is None or not sys.platform.startswith("linux"):
+        pytest.skip("needs ldd and Linux's /proc")
+    links = subprocess.run([ldd, os.path.realpath(sys.executable)], capture_output=True, text=True).stdout
+    build = suite_time.python_build()
+    assert build["libpython_shared"] is ("libpython" in links)
+    assert build["version"] == ".".join(map(str, sys.version_info[:3]))
 
 
 def test_suite_time_refuses_bad_options_before_any_work(suite_time, tmp_path, capsys):
