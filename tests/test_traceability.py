@@ -138,7 +138,10 @@ def test_a_ratio_as_the_benchmarks_print_it_is_read_from_a_result_file():
 
 LINK = re.compile(r"\]\(([^)#]+)(?:#[^)]*)?\)")
 GROUPED = r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?"  # "73,760": one number, with thousands separators
-CELL_NUMBER = re.compile(rf"(?<![\w.,]){GROUPED}(?![\w])|(?<![\w.,])[-+]?\d+(?:\.\d+)?(?![\w])")
+MINUTES = r"\d+ min \d+ s(?![\w/])"  # "9 min 33 s": checked as seconds
+CELL_NUMBER = re.compile(
+    rf"(?<![\w.,]){MINUTES}|(?<![\w.,]){GROUPED}(?![\w])|(?<![\w.,])[-+]?\d+(?:\.\d+)?(?![\w])"
+)
 # in a result file's text or cell (a CSV's comma outside a cell separates two numbers)
 FILE_NUMBER = re.compile(rf"(?<![\d,.]){GROUPED}(?![\d,])|[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
@@ -181,7 +184,6 @@ ITEM = re.compile(r"\s*(?:[-*+]|\d+\.) ")
 # in scoped prose: decimals, integers written with thousands separators (counts such as "9,100
 # updates") and integers with a unit of measure (a time, a share, a ratio, a rate, a memory size);
 # a plain "12" may be an ordinal, a year or a size
-MINUTES = r"\d+ min \d+ s(?![\w/])"  # "9 min 33 s": checked as seconds
 # (not a confidence level: "95 % interval", "95% CI")
 UNIT = r"(?: ?(?:s|ms|words/s|tokens/s|sentences/s|GiB|MiB|GB|MB)(?![\w/])| ?%(?! interval| confidence| CI| bootstrap)|×)"
 PROSE_NUMBER = re.compile(
@@ -342,12 +344,14 @@ def test_an_integer_with_a_unit_is_checked_and_minutes_and_seconds_are_read_as_s
     page = tmp_path / "page.md"
     page.write_text(
         f"# A section\n\nIt took 9 min 33 s (573 s), 96 % of it in tests, the other run 136 s and 9 min "
-        f"34 s, rounds of 573-574 s, with a 95 % interval (a 95% CI), on 2 cores ([run]({result})).\n"
+        f"34 s, rounds of 573-574 s, with a 95 % interval (a 95% CI), on 2 cores ([run]({result})).\n\n"
+        f"| run | wall |\n|---|---|\n| [one]({result}) | 9 min 33 s |\n| [two]({result}) | 9 min 35 s |\n"
     )
     checked, missing = untraced_in_scope([str(page)], {str(result)})
-    assert checked == 7
+    assert checked == 9
     assert [m.split("  |")[0] for m in missing] == [
         f"{page}:3: 136",
         f"{page}:3: 9 min 34 s",
         f"{page}:3: 574",
+        f"{page}:8: 9 min 35 s",
     ]
