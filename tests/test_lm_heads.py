@@ -3,6 +3,7 @@ the guards against impossible perplexities on the real registered models (normal
 full vocabulary for every head, causality, incremental = full decoding), the loss, bad options."""
 
 import copy
+import functools
 import math
 
 import pytest
@@ -171,8 +172,14 @@ def parse(data, *extra, criterion="ct_cross_entropy"):
     )
 
 
+@functools.cache
+def composed(data, extra, criterion):
+    """fairseq's configuration of a command line (hydra: ~0.5 s each), composed once per line."""
+    return convert_namespace_to_omegaconf(parse(data, *extra, criterion=criterion))
+
+
 def build(data, *extra, criterion="ct_cross_entropy"):
-    cfg = convert_namespace_to_omegaconf(parse(data, *extra, criterion=criterion))
+    cfg = copy.deepcopy(composed(str(data), extra, criterion))  # building may write to it
     task = tasks.setup_task(cfg.task)
     torch.manual_seed(1)
     return task, task.build_model(cfg.model), task.build_criterion(cfg.criterion)
