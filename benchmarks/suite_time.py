@@ -33,8 +33,8 @@ CONFIG = """
 import statistics, time
 from fairseq import options
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-argv = "data --task translation --arch transformer --criterion label_smoothed_cross_entropy".split()
-args = options.parse_args_and_arch(options.get_training_parser(), argv + ["--optimizer", "adam"])
+argv = "data --task translation --arch transformer --criterion label_smoothed_cross_entropy --optimizer adam"
+args = options.parse_args_and_arch(options.get_training_parser(), argv.split())
 times = []
 for _ in range(5):
     start = time.perf_counter()
@@ -91,9 +91,9 @@ def config_seconds():
 
 
 def python_build():
-    """What of the interpreter's build shows in the speed of Python-level work (hydra's composition
-    above): its compiler, and whether the executable runs on a shared libpython (every call into
-    the interpreter through the PLT; None where /proc/self/maps does not say)."""
+    """What of the interpreter's build may show in the speed of Python-level work (hydra's
+    composition above): its compiler, and whether the executable runs on a shared libpython (None
+    where /proc/self/maps does not say)."""
     try:
         with open("/proc/self/maps", encoding="utf-8") as f:
             shared = any("libpython" in line for line in f)
