@@ -40,6 +40,7 @@ OPTIMISATION = (
 # A source word translates to one or two target words (toy_data), so no reference is longer than
 # 2 x (source tokens + EOS) + 2: an undertrained model's hypotheses stop there, not at fairseq's 200.
 MAX_LEN_A, MAX_LEN_B = 2, 2
+TRAIN_PAIRS = 3000  # --train-pairs' default
 DECODING = ["--cpu", "--batch-size", "100", "--num-workers", "0"]
 DECODING += ["--max-len-a", str(MAX_LEN_A), "--max-len-b", str(MAX_LEN_B)]
 
@@ -127,7 +128,7 @@ def main():
     parser.add_argument(
         "--train-pairs",
         type=int,
-        default=3000,
+        default=TRAIN_PAIRS,
         help="synthetic training pairs (validation and test: a tenth each)",
     )
     args = parser.parse_args()

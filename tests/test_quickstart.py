@@ -122,10 +122,8 @@ def test_the_decoding_length_limit_is_above_every_reference(tmp_path):
     """The quickstart's --max-len-a / --max-len-b leave room for every reference of its corpus (the
     default size; counted here from the files, not from toy_data's rule), so they can cut only
     hypotheses longer than any reference, not a correct translation."""
-    from fairseq_ctemp.toy_data import write_corpus
-
     quickstart = runpy.run_path(QUICKSTART, run_name="quickstart")
-    write_corpus(tmp_path, (("train", 3000), ("valid", 300), ("test", 300)))
+    quickstart["corpus"](str(tmp_path), quickstart["TRAIN_PAIRS"])  # the corpus make demo writes
     for split in ("train", "valid", "test"):
         sources = (tmp_path / f"{split}.src").read_text().splitlines()
         targets = (tmp_path / f"{split}.tgt").read_text().splitlines()
