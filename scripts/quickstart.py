@@ -85,18 +85,31 @@ def check_options(parser, args):
         parser.error(f"--workdir {args.workdir} is a file, not a directory")
     options = os.path.join(args.workdir, "quickstart.json")
     if os.path.exists(options):
-        with open(options, encoding="utf-8") as f:
-            made = json.load(f)
+        made = made_with(parser, options)
         for name in ("epochs", "train_pairs"):
-            if made.get(name, 3000) != getattr(args, name):
+            if made[name] != getattr(args, name):
                 parser.error(
                     f"--workdir {args.workdir} has models of --{name.replace('_', '-')} "
-                    f"{made.get(name, 3000)}: use that, or another --workdir"
+                    f"{made[name]}: use that, or another --workdir"
                 )
     else:
         os.makedirs(args.workdir, exist_ok=True)
         with open(options, "w", encoding="utf-8") as f:
             json.dump({"epochs": args.epochs, "train_pairs": args.train_pairs}, f)
+
+
+def made_with(parser, path):
+    """The options recorded in a --workdir's quickstart.json. One written before --train-pairs
+    existed records --epochs alone: its models were made with 3000 pairs."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            made = json.load(f)
+    except (OSError, ValueError) as e:
+        parser.error(f"{path} is not a quickstart.json this script wrote ({e}): use another --workdir")
+    made = {"train_pairs": 3000, **made} if isinstance(made, dict) else {}
+    if not all(type(made.get(name)) is int for name in ("epochs", "train_pairs")):
+        parser.error(f"{path} does not record --epochs and --train-pairs: use another --workdir")
+    return made
 
 
 def make_once(path, make):

@@ -125,6 +125,12 @@ def inputs(tmp_path_factory, toy_data):
     config = {"name": "T1-ls0.1-sem0", "temperature": 1.0, "label_smoothing": 0.1, "sem_weight": 0.0}
     (alien / "T1-ls0.1-sem0" / "config.json").write_text(json.dumps({**config, "train_args": []}))
     (alien / "T1-ls0.1-sem0" / "run.json").write_text('{"name": "T1-ls0.1-sem0", "bleu": 30.1}')
+    for name, made in (  # quickstart --workdirs: cut by a full disk, of no version, of the first one
+        ("cut", b'{"epochs": 3, "tra'),
+        ("no-epochs", b'{"train_pairs": 3000}'),
+        ("first", b'{"epochs": 3}'),  # before --train-pairs: 3000 pairs
+    ):
+        write(str(root / "quickstart" / name / "quickstart.json"), made)
     write(str(root / "mine" / "notes.txt"), b"a user's notes")
     write(str(root / "a-file"), b"not a directory")
     (root / "run-without-config").mkdir()
@@ -1682,6 +1688,24 @@ CASES = [
         quickstart,
         ["--temperature", "1", "--workdir", "{root}/new"],
         "and not 1 (the baseline)",
+    ),
+    (
+        "quickstart: a cut quickstart.json",
+        quickstart,
+        ["--workdir", "{root}/quickstart/cut"],
+        "{root}/quickstart/cut/quickstart.json is not a quickstart.json this script wrote",
+    ),
+    (
+        "quickstart: a quickstart.json without --epochs",
+        quickstart,
+        ["--workdir", "{root}/quickstart/no-epochs"],
+        "quickstart.json does not record --epochs and --train-pairs: use another --workdir",
+    ),
+    (
+        "quickstart: a first version's workdir, other --train-pairs",
+        quickstart,
+        ["--workdir", "{root}/quickstart/first", "--epochs", "3", "--train-pairs", "100"],
+        "--workdir {root}/quickstart/first has models of --train-pairs 3000: use that",
     ),
     (
         "lm_results: missing log",
