@@ -16,12 +16,13 @@ from unittest import mock
 import filelock
 import pytest
 import tomllib
-import torch
 
 # One thread per process unless OMP_NUM_THREADS says otherwise, in the tests and the commands they
-# start: the models are tiny, and with pytest-xdist's two workers on two cores a second thread per
-# process only adds spin-waiting.
-torch.set_num_threads(int(os.environ.setdefault("OMP_NUM_THREADS", "1")))
+# start (torch reads it when imported): the models are tiny, and with pytest-xdist's two workers on
+# two cores a second thread per process only adds spin-waiting. torch is imported where it is used:
+# pytest's own process, which runs no test under xdist, would import it (~2 s) before the workers
+# start.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLUGIN_DIR = os.path.join(REPO, "fairseq_ctemp")
 BIN_DIR = os.path.dirname(sys.executable)
@@ -378,6 +379,8 @@ def run_fairseq(name, *args, input=None, env=None, check=True):
 
 
 def _run_fairseq(name, args, input, check):
+    import torch
+
     out = io.StringIO()
     handler = logging.StreamHandler(out)
     handler.setFormatter(FAIRSEQ_LOG_FORMAT)
@@ -463,20 +466,24 @@ class RawModel:
         self.model = models[0].eval()
         self.dictionary = self.task.target_dictionary
 
-    @torch.no_grad()
     def log_probs(self, prev, src=None):
         """D of every position, float64, (len(prev), V)."""
-        if src is None:
-            out = self.model(prev[None])
-        else:
-            out = self.model(src[None], torch.tensor([len(src)]), prev[None])
-        head = getattr(self.model.decoder, "output_head", None)
-        raw = out[0] if head is None else head(out[0])[0]
-        return raw[0].double()
+        import torch
+
+        with torch.no_grad():
+            if src is None:
+                out = self.model(prev[None])
+            else:
+                out = self.model(src[None], torch.tensor([len(src)]), prev[None])
+            head = getattr(self.model.decoder, "output_head", None)
+            raw = out[0] if head is None else head(out[0])[0]
+            return raw[0].double()
 
     def lm_nll(self, subset, t=1.0, max_tokens=1024):
         """(mean -log2 p of every target token of an LM subset at temperature t, token count),
         in the blocks fairseq-eval-lm scores (same --tokens-per-sample, no context window)."""
+        import torch
+
         task, pad = self.task, self.dictionary.pad()
         task.load_dataset(subset)
         total, count = 0.0, 0
@@ -504,6 +511,8 @@ ATOL = 1e-4  # full-precision scores (Python API) vs the float64 reference
 def reference_scores(refs_and_t, tokens, src=None):
     """log of the ensemble's mean of softmax(D / t) at each token of ``tokens`` (teacher forced),
     for [(RawModel, t)]."""
+    import torch
+
     eos = refs_and_t[0][0].dictionary.eos()
     prev = torch.cat([torch.tensor([eos]), tokens[:-1]])
     per_model = [
@@ -515,6 +524,8 @@ def reference_scores(refs_and_t, tokens, src=None):
 
 def assert_scored_at(scores, refs_and_t, tokens, src=None, atol=ATOL, base=math.e):
     """``scores`` are the reference at the given temperatures, and measurably not at T*X or 1."""
+    import torch
+
     expected = reference_scores(refs_and_t, tokens, src) / math.log(base)
     torch.testing.assert_close(torch.as_tensor(scores, dtype=torch.float64), expected, atol=atol, rtol=0)
     for wrong in ({t * 1.5 for _, t in refs_and_t} | {1.0}) - {t for _, t in refs_and_t}:
