@@ -94,8 +94,9 @@ def check_options(parser, args):
                 )
     else:
         os.makedirs(args.workdir, exist_ok=True)
-        with open(options, "w", encoding="utf-8") as f:
+        with open(options + ".part", "w", encoding="utf-8") as f:  # whole or absent: a cut one blocks reruns
             json.dump({"epochs": args.epochs, "train_pairs": args.train_pairs}, f)
+        os.replace(options + ".part", options)
 
 
 def made_with(parser, path):

@@ -1,6 +1,7 @@
 """The quickstart (`make demo`: scripts/quickstart.py) at its smallest size: corpus, two trainings,
 averaging, greedy and beam 5 at each training temperature, and the table it prints."""
 
+import argparse
 import json
 import os
 import runpy
@@ -150,3 +151,22 @@ def test_a_table_is_compared_with_the_kept_one_of_its_cpu_model():
         assert "differ from those kept" in quickstart["against_kept"](summary)
         summary["torch"] = "2.0.0"
         assert quickstart["against_kept"](summary).startswith("No kept result")
+
+
+def test_a_full_disk_while_the_options_are_recorded_leaves_a_workdir_that_runs_again(tmp_path, monkeypatch):
+    """quickstart.json is whole or absent: a write cut short (a full disk) leaves none behind, so
+    the next run records the options anew instead of refusing a cut record."""
+    quickstart = runpy.run_path(QUICKSTART, run_name="quickstart")
+    args = argparse.Namespace(temperature=4.0, epochs=2, train_pairs=200, workdir=str(tmp_path / "q"))
+
+    def full_disk(obj, f):
+        f.write('{"epochs": 2, "tra')
+        f.flush()
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(json, "dump", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        quickstart["check_options"](argparse.ArgumentParser(), args)
+    monkeypatch.undo()
+    quickstart["check_options"](argparse.ArgumentParser(), args)  # parser.error would exit
+    assert json.loads((tmp_path / "q" / "quickstart.json").read_text()) == {"epochs": 2, "train_pairs": 200}
