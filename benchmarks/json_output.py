@@ -20,8 +20,17 @@ def check_json_target(p, args):
 
 
 def write_json(path, result):
-    """The results of one benchmark run (plain dicts, numbers and strings) as JSON."""
-    if path is not None:
+    """The results of one benchmark run (plain dicts, numbers and strings) as JSON. A file cut short
+    (a full disk, an interruption) is removed again: the rerun would refuse it."""
+    if path is None:
+        return
+    made = False
+    try:
         with open(path, "x", encoding="utf-8") as f:
+            made = True
             json.dump(result, f, indent=2)
             f.write("\n")
+    except BaseException:
+        if made:
+            os.remove(path)
+        raise

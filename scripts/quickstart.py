@@ -94,9 +94,7 @@ def check_options(parser, args):
                 )
     else:
         os.makedirs(args.workdir, exist_ok=True)
-        with open(options + ".part", "w", encoding="utf-8") as f:  # whole or absent: a cut one blocks reruns
-            json.dump({"epochs": args.epochs, "train_pairs": args.train_pairs}, f)
-        os.replace(options + ".part", options)
+        write_whole(options, {"epochs": args.epochs, "train_pairs": args.train_pairs})
 
 
 def made_with(parser, path):
@@ -111,6 +109,15 @@ def made_with(parser, path):
     if not all(type(made.get(name)) is int for name in ("epochs", "train_pairs")):
         parser.error(f"{path} does not record --epochs and --train-pairs: use another --workdir")
     return made
+
+
+def write_whole(path, record):
+    """record as JSON in PATH, whole or not at all: written to PATH.part, then renamed (a file cut
+    short by a full disk or a kill would be read, or refused, by the next run)."""
+    with open(path + ".part", "w", encoding="utf-8") as f:
+        json.dump(record, f, indent=2)
+        f.write("\n")
+    os.replace(path + ".part", path)
 
 
 def make_once(path, make):
@@ -310,9 +317,7 @@ def write_summary(path, args, rows):
         ],
     }
     if not os.path.exists(path):
-        with open(path, "x", encoding="utf-8") as f:
-            json.dump(summary, f, indent=2)
-            f.write("\n")
+        write_whole(path, summary)
     return summary
 
 

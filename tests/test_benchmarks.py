@@ -2,6 +2,7 @@
 (no assertion on speed: this only checks that the benchmarks still work)."""
 
 import csv
+import errno
 import json
 import os
 import re
@@ -36,6 +37,29 @@ def benchmarks(monkeypatch):
 @pytest.fixture
 def bench_ct_lm(benchmarks):
     return benchmarks["bench_ct_lm"]
+
+
+def test_a_json_report_cut_short_is_removed_again_and_an_existing_one_kept(tmp_path, monkeypatch):
+    """--json that cannot be written whole (a full disk after its first bytes) is not left cut
+    short, which the rerun would refuse; a file that was there is never removed."""
+    monkeypatch.syspath_prepend(BENCH_DIR)
+    import json_output
+
+    def full_disk(obj, f, **options):
+        f.write('{"rounds": ')
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with monkeypatch.context() as patched:
+        patched.setattr(json, "dump", full_disk)
+        with pytest.raises(OSError, match="No space left"):
+            json_output.write_json(str(tmp_path / "r.json"), {"rounds": 1})
+    assert not (tmp_path / "r.json").exists()
+    (tmp_path / "r.json").write_text("a finished report\n")
+    with pytest.raises(FileExistsError):
+        json_output.write_json(str(tmp_path / "r.json"), {"rounds": 1})
+    assert (tmp_path / "r.json").read_text() == "a finished report\n"
+    json_output.write_json(str(tmp_path / "new.json"), {"rounds": 1})
+    assert json.loads((tmp_path / "new.json").read_text()) == {"rounds": 1}
 
 
 def run_main(bench, argv, capsys, size=("--layers", "1", "--dim", "32")):

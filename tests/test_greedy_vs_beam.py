@@ -5,6 +5,7 @@ paper's claim). The API's hypotheses, scores and references are those of the rea
 grid, save dir, JSON) is shared by the checks; the error cases fail before any decoding."""
 
 import contextlib
+import errno
 import io
 import json
 import math
@@ -349,6 +350,23 @@ def test_compare_gives_a_p_value(grid_run, capsys):
         ]
     )
     assert "p_value" in capsys.readouterr().out
+
+
+def test_a_compare_json_cut_short_by_a_full_disk_is_removed_again(grid_run, tmp_path, monkeypatch, capsys):
+    """--json that cannot be written whole (here: the disk fills after its first bytes) is not left
+    cut short: the rerun, which refuses an existing --json, would be refused for it."""
+    out, target = grid_run["out"], tmp_path / "p.json"
+
+    def full_disk(obj, f, **options):
+        f.write('{"bleu": {"base')
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(json, "dump", full_disk)
+    argv = ["compare", "--ref", str(out / "ref"), "--baseline", str(out / "beam.hyp")]
+    argv += ["--system", str(out / "greedy.hyp"), "--n-samples", "10", "--json", str(target)]
+    last = error_of(argv, capsys)
+    assert f"--json {target} could not be written ([Errno 28] No space left on device)" in last, last
+    assert not target.exists()
 
 
 def error_of(argv, capsys):

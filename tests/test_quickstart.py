@@ -159,7 +159,7 @@ def test_a_full_disk_while_the_options_are_recorded_leaves_a_workdir_that_runs_a
     quickstart = runpy.run_path(QUICKSTART, run_name="quickstart")
     args = argparse.Namespace(temperature=4.0, epochs=2, train_pairs=200, workdir=str(tmp_path / "q"))
 
-    def full_disk(obj, f):
+    def full_disk(obj, f, **options):
         f.write('{"epochs": 2, "tra')
         f.flush()
         raise OSError(28, "No space left on device")

@@ -28,7 +28,7 @@ import argparse
 import json
 import sys
 
-from .. import inputs
+from .. import inputs, outputs
 from ..greedy_vs_beam import Request, UsageError, compare_systems, run_greedy_vs_beam
 from . import arguments
 
@@ -71,8 +71,12 @@ def compare_main(argv):
         print(f"{row:<9} " + " ".join(f"{result[key][row]:>8.4f}" for key in ("bleu", "chrf")))
     print(f"BLEU signature: {result['signatures']['bleu']}\nchrF signature: {result['signatures']['chrf']}")
     if args.json:
-        with open(args.json, "x", encoding="utf-8") as f:
-            json.dump(result, f, indent=2)
+        try:
+            with outputs.all_or_none() as made, open(args.json, "x", encoding="utf-8") as f:
+                made.append(args.json)  # a file cut short (a full disk) would refuse the rerun
+                json.dump(result, f, indent=2)
+        except OSError as e:
+            parser.error(outputs.not_written(f"--json {args.json}", e, made))
 
 
 def main(argv=None):
