@@ -2,6 +2,7 @@
 slow reference, incremental = full decoding (with beam reordering), plain attention = fairseq's
 lstm, bad options, and train -> generate -> score -> resume -> heatmaps through the real CLIs."""
 
+import errno
 import json
 import math
 import os
@@ -13,7 +14,16 @@ from types import SimpleNamespace
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import BIN_DIR, PLUGIN_DIR, REPO, TRAIN_DEFAULTS, hypotheses, json_log_records, run_fairseq
+from conftest import (
+    BIN_DIR,
+    PLUGIN_DIR,
+    REPO,
+    TRAIN_DEFAULTS,
+    example_script,
+    hypotheses,
+    json_log_records,
+    run_fairseq,
+)
 from fairseq.data import Dictionary
 
 from fairseq_ctemp.models.sact_lstm import SactLSTMConfig, SactLSTMModel
@@ -466,6 +476,27 @@ def test_train_with_validation_bleu_at_the_training_temperature(sact_run):
 
 
 @pytest.mark.e2e
+def test_translate_subset_cut_short_leaves_no_output(tmp_path, monkeypatch):
+    """OUTPUT that cannot be written whole (the disk fills after its first hypothesis) is removed
+    again: evaluate.sh's rerun, which refuses an existing OUTPUT, would be refused for it."""
+    script = example_script(os.path.join(REPO, "examples", "sact", "translate_subset.py"))
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "c.pt").write_bytes(b"(not read: the translator is replaced)")
+
+    def hypotheses_then_full_disk():
+        yield "a first hypothesis"
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(script.gvb, "load_translator", lambda *args: None)
+    monkeypatch.setattr(
+        script.gvb, "decode", lambda *args, **kw: SimpleNamespace(hypotheses=hypotheses_then_full_disk())
+    )
+    output = tmp_path / "test.hyp"
+    with pytest.raises(OSError, match="No space left"):
+        script.main([str(tmp_path / "bin"), str(tmp_path / "c.pt"), "test", "2", "1", str(output)])
+    assert not output.exists()
+
+
 def test_evaluate_decodes_as_fairseq_generate_then_scores_with_sacrebleu_once(sact_run, toy_data):
     """evaluate.sh: beam 4 through fairseq's Python API at the training temperature -> the hypotheses
     of fairseq-generate itself (the real CLI, which also prints the SACT attention alignments), in

@@ -15,7 +15,7 @@ import os
 import sys
 
 from fairseq_ctemp import greedy_vs_beam as gvb
-from fairseq_ctemp import translate
+from fairseq_ctemp import outputs, translate
 
 PROG = "translate_subset.py"
 
@@ -47,7 +47,8 @@ def main(argv):
         out = gvb.decode(translator, subset, beam, lenpen, extra, progress=False)
     except gvb.UsageError as e:
         sys.exit(f"{PROG}: error: {e}")
-    with open(output, "x", encoding="utf-8") as f:
+    with outputs.all_or_none() as made, open(output, "x", encoding="utf-8") as f:
+        made.append(output)  # removed again if cut short (a full disk): the rerun would refuse it
         f.writelines(hyp + "\n" for hyp in out.hypotheses)
     temperatures = set(out.temperatures)  # one, unless the models of an ensemble differ
     summary = {
