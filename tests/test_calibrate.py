@@ -20,7 +20,6 @@ import numpy as np
 import pytest
 import torch
 from conftest import BIN_DIR, PLUGIN_DIR, T_A, RawModel, hypotheses, run_fairseq
-from torchmetrics.functional.classification import binary_calibration_error
 
 from fairseq_ctemp import calibration
 from fairseq_ctemp.calibration.fitting import GRID
@@ -76,6 +75,9 @@ class Reference:
 
 
 def reference_ece(confidence, correct):
+    # imported here: pytest-xdist's workers all collect this file, one runs it (~1.2 s import)
+    from torchmetrics.functional.classification import binary_calibration_error
+
     return binary_calibration_error(confidence, correct.long(), n_bins=15, norm="l1").item()
 
 
