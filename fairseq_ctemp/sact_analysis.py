@@ -7,7 +7,7 @@ import statistics
 
 import torch
 
-from . import inputs
+from . import inputs, plotting
 from .errors import OptionError
 
 
@@ -122,10 +122,7 @@ def analyse(model, task, source, reference, beam, max_len_a, max_len_b):
 
 def draw(sentence, lam, rows, path, title):
     """The PNG of one analysed sentence: tau per target token over its attention matrix."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = plotting.pyplot()
 
     src, tgt = sentence["source_tokens"], sentence["target_tokens"]
     taus = [list(row) for row in zip(*sentence["tau"])] if rows else [sentence["tau"]]  # rows x target

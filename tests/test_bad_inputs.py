@@ -2518,6 +2518,58 @@ def test_bad_input(inputs, name, command, argv, expected, monkeypatch):
     refused(inputs, name, command, argv, expected, monkeypatch)
 
 
+# The tools that draw, where matplotlib (the [plots] extra) cannot be imported: refused with their
+# checks, not after their work with a traceback (nor, as ctemp-alt-results once did, with some
+# figures silently left out). Their other inputs are good.
+NO_MATPLOTLIB = "matplotlib, which draws {what}, cannot be imported"
+WITHOUT_MATPLOTLIB_CASES = [
+    (
+        "alt results",
+        alt_results,
+        ["--work", "{root}/results-work", "--out", "{root}/new-results"],
+        NO_MATPLOTLIB.format(what="the plots"),
+    ),
+    (
+        "calibrate --plot",
+        calibrate,
+        ["{toy}/bin", "--path", "{ckpt}/a.pt", "--plot", "{root}/r.png"],
+        NO_MATPLOTLIB.format(what="--plot's diagrams"),
+    ),
+    (
+        "ct_analysis heatmap",
+        ct_analysis,
+        [
+            "heatmap",
+            *("--path", "{ckpt}/a.pt", "--data", "{toy}/lm-bin", "--text", "{toy}/raw/test.tgt"),
+            *("--line", "1", "--output", "{root}/h.png"),
+        ],
+        NO_MATPLOTLIB.format(what="the figure"),
+    ),
+    (
+        "sact heatmaps",
+        sact_heatmaps,
+        ["{toy}/bin", "--path", "{ckpt}/a.pt", "--input", "{toy}/raw/test.src", "--out-dir", "{root}/maps"],
+        NO_MATPLOTLIB.format(what="the heatmaps"),
+    ),
+    (
+        "lm_results plot",
+        lm_results,
+        ["plot", "--logs", "{root}/none.log", "--output", "{root}/c.png"],
+        NO_MATPLOTLIB.format(what="the plot"),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "name, command, argv, expected", WITHOUT_MATPLOTLIB_CASES, ids=[c[0] for c in WITHOUT_MATPLOTLIB_CASES]
+)
+def test_without_matplotlib(inputs, name, command, argv, expected, monkeypatch):
+    for module in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.setitem(sys.modules, module, None)  # import matplotlib[.x] raises ImportError
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    refused(inputs, name, command, argv, expected, monkeypatch)
+
+
 def refused(inputs, name, command, argv, expected, monkeypatch):
     """The command fails with `expected` in its last line, no traceback, no file changed."""
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
@@ -2714,5 +2766,5 @@ def test_the_readme_counts_every_bad_input():
     """The README's count of bad inputs is this file's (it went stale once)."""
     with open(os.path.join(REPO, "README.md")) as f:
         (count,) = re.findall(r"(\d[\d,]*) bad inputs", f.read())
-    cases = CASES + FILE_CASES + NUMBER_CASES + OUTPUT_CASES + HYDRA_CASES
+    cases = CASES + FILE_CASES + NUMBER_CASES + OUTPUT_CASES + HYDRA_CASES + WITHOUT_MATPLOTLIB_CASES
     assert int(count.replace(",", "")) == len(cases)

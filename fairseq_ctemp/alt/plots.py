@@ -3,6 +3,7 @@ curves, and the training statistics of the primary group."""
 
 import os
 
+from .. import plotting
 from .common import fmt
 from .presets import DEFAULT_VARIANT
 from .sections import write_csv
@@ -12,10 +13,7 @@ from .training import training_steps, validations
 
 def plots(e, out):
     """The PNGs of one experiment; returns their file names."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = plotting.pyplot()
 
     made = []
     ls0, sem0 = e.exp.primary

@@ -18,7 +18,7 @@ import dataclasses
 import glob
 import os
 
-from .. import calibration
+from .. import calibration, plotting
 from . import evaluate
 from .common import Lock, RunFailed, fmt, read_json, say, write_json
 from .records import (
@@ -282,10 +282,7 @@ def write_posthoc(final_dir, result, tuned, runs):
 # --------------------------------------------------------------------------------- outputs
 def plot_reliability(posthoc, path):
     """Reliability diagrams of T = 1, T_opt and T = 1 + t*: a column each, a row per subset."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = plotting.pyplot()
 
     systems = posthoc.systems
     subsets = [s for s in ("valid", "test") if s in systems["posthoc"].calibration]

@@ -25,17 +25,14 @@ def write_csv(path, header, rows):
 
 def section(out, title, csv_name, table, caption, figures=()):
     """A section of the report: the table (header, rows) written to out/csv_name, then its markdown
-    under the title, the caption and the figures, each (png name, draw(path)); a figure is left out
-    without matplotlib. "" when the table has no rows."""
+    under the title, the caption and the figures, each (png name, draw(path)). "" when the table has
+    no rows."""
     header, rows = table
     if not rows:
         return ""
     write_csv(os.path.join(out, csv_name), header, rows)
     md = [f"## {title}\n", markdown_table(header, rows) + "\n", caption + "\n"]
     for png, draw in figures:
-        try:
-            draw(os.path.join(out, png))
-        except ImportError:
-            continue
+        draw(os.path.join(out, png))
         md.append(f"![{png}]({png})\n")
     return "\n".join(md) + "\n"

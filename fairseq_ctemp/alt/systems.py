@@ -11,6 +11,7 @@ the post-hoc row only)."""
 import functools
 import re
 
+from .. import plotting
 from . import posthoc
 from .common import fmt
 from .presets import DEFAULT_VARIANT
@@ -166,7 +167,7 @@ def rows(setups):
 
 def plot(setup, ps, path):
     """figure(setup, ps), saved to path."""
-    import matplotlib.pyplot as plt
+    plt = plotting.pyplot()
 
     fig = figure(setup, ps)
     fig.savefig(path, dpi=110)
@@ -176,10 +177,7 @@ def plot(setup, ps, path):
 def figure(setup, ps):
     """Three panels — greedy BLEU, beam BLEU (beam k filled, tuned open), dev ECE — with the systems
     on the x axis, a marker per seed (the legend names every seed) and a bar at the mean over seeds."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = plotting.pyplot()
     from matplotlib.lines import Line2D
 
     systems = list(dict.fromkeys(p["system"] for p in ps))

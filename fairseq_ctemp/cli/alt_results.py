@@ -40,6 +40,7 @@ import argparse
 import glob
 import os
 
+from .. import plotting
 from ..alt.common import AltError, run_main, say
 from ..alt.results import NO_TABLE1, check_out, load, replace_dir, report, select
 from ..alt.sections import markdown_table
@@ -74,6 +75,8 @@ def results_main(argv=None):
         "fixed_lstm matches every fixed_lstm:TAU; default: all)",
     )
     args = parser.parse_args(argv)
+    if problem := plotting.missing("the plots"):
+        raise AltError(problem)
     out = os.path.abspath(args.out or os.path.join(args.work, "results"))
     check_out(out)
     experiments = load(args.work)

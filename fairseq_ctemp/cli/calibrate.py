@@ -16,7 +16,7 @@ import json
 import os
 import sys
 
-from .. import calibration, outputs
+from .. import calibration, outputs, plotting
 from ..calibration import CalibrationError, loading
 from ..calibration.checkpoint import check_output, check_writable
 
@@ -69,11 +69,8 @@ def check_outputs(known):
             if other is not None and os.path.realpath(path) == os.path.realpath(other):
                 raise CalibrationError(f"{option} {path} is also {paths.get(other, '--path')}")
         paths[path] = option
-    if known.plot:
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            raise CalibrationError("--plot needs matplotlib: pip install matplotlib") from None
+    if known.plot and (problem := plotting.missing("--plot's diagrams")):
+        raise CalibrationError(problem)
 
 
 def parse(argv):
@@ -153,10 +150,7 @@ def summary(result, files):
 def plot(result, path, made):
     """Reliability diagrams at the decoding temperature and at t*, side by side, into path (which
     goes into made once this creates it)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = plotting.pyplot()
 
     fig, axes = plt.subplots(1, 2, figsize=(9, 4.4), sharey=True)
     panels = (

@@ -33,6 +33,7 @@ import argparse
 import logging
 import sys
 
+from .. import plotting
 from ..ct_analysis import AnalysisError, case_study, dump, heatmap, positions, trajectories
 
 PROG = "ctemp-ct-analysis"
@@ -256,6 +257,9 @@ def check_options(args):
             if getattr(args, name) is not None and not acts(args):
                 raise AnalysisError(f"--{name.replace('_', '-')} is used {where}")
             setattr(args, name, default if getattr(args, name) is None else getattr(args, name))
+    drawn = args.func in (positions.run, trajectories.run, heatmap.run)
+    if drawn and (problem := plotting.missing("the figure")):
+        raise AnalysisError(problem)
     if getattr(args, "cmap", None):  # before the CSV is written, which would block the corrected rerun
         import matplotlib
 

@@ -25,7 +25,7 @@ import logging
 import math
 import os
 
-from .. import inputs, outputs
+from .. import inputs, outputs, plotting
 from ..sact_analysis import SactAnalysisError, analyse, draw, encoded, load, tau_summary, temperature_settings
 
 BEAM_SEARCH = {"beam": 5, "max_len_a": 1.5, "max_len_b": 10}  # the defaults of its options
@@ -69,6 +69,8 @@ def parse_args(argv=None):
         p.error(
             f"--max-len-a must be a finite number >= 0 and --max-len-b >= 0, got {args.max_len_a}, {args.max_len_b}"
         )
+    if problem := plotting.missing("the heatmaps"):
+        p.error(problem)
     return args
 
 

@@ -4,9 +4,10 @@ import sys
 
 import numpy as np
 
+from .. import plotting
 from ..outputs import all_or_none
 from .loading import choose_tokens, load_model
-from .outputs import check_outputs, companion, fmt, pyplot, save_figure, write_csv
+from .outputs import check_outputs, companion, fmt, save_figure, write_csv
 from .scoring import score
 from .texts import read_text
 
@@ -33,7 +34,7 @@ def run(args):
 
 
 def plot_heatmap(path, matrix, names, inputs, args):
-    plt = pyplot()
+    plt = plotting.pyplot()
     width = min(max(4.0, 0.35 * len(inputs) + 2), 20)
     height = min(max(3.0, 0.25 * len(names) + 1.5), 20)
     fig, ax = plt.subplots(figsize=(width, height))

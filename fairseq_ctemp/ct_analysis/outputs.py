@@ -4,7 +4,7 @@ written all or none: fairseq_ctemp.outputs.all_or_none)."""
 import csv
 import os
 
-from .. import inputs
+from .. import inputs, plotting
 from . import AnalysisError
 
 
@@ -52,17 +52,8 @@ def fmt(x):
     return format(float(x), ".9g")
 
 
-def pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def save_figure(fig, path):
     make_parent(path)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    pyplot().close(fig)
+    plotting.pyplot().close(fig)

@@ -6,10 +6,11 @@ import sys
 
 import numpy as np
 
+from .. import plotting
 from ..outputs import all_or_none
 from . import AnalysisError
 from .loading import load_model
-from .outputs import check_outputs, companion, fmt, pyplot, save_figure, write_csv
+from .outputs import check_outputs, companion, fmt, save_figure, write_csv
 from .scoring import fitting, score
 from .texts import read_text
 
@@ -134,7 +135,7 @@ def run(args):
 
 
 def plot_positions(path, curves, n_bins, args):
-    plt = pyplot()
+    plt = plotting.pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.6))
     if args.segment:
         x = np.arange(n_bins) + 1

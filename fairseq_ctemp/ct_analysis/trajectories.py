@@ -4,10 +4,11 @@ import sys
 
 import numpy as np
 
+from .. import plotting
 from ..outputs import all_or_none
 from . import AnalysisError
 from .loading import choose_tokens, load_model
-from .outputs import check_outputs, companion, fmt, pyplot, save_figure, write_csv
+from .outputs import check_outputs, companion, fmt, save_figure, write_csv
 from .scoring import fitting, score
 from .texts import read_text
 
@@ -62,7 +63,7 @@ def run(args):
 
 
 def plot_trajectories(path, names, points, args):
-    plt = pyplot()
+    plt = plotting.pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.6))
     x = [p[0] for p in points]
     values = np.array([p[1] for p in points])

@@ -3,7 +3,7 @@
 import logging
 import os
 
-from .. import logs
+from .. import logs, plotting
 from . import ResultsError, labels_of
 from .output import write_csv
 from .runs import per_epoch
@@ -34,6 +34,8 @@ def line_style(label, row_names):
 def plot(log_paths, labels, x_key, metric, title, output, csv_path=None):
     """output (PNG): valid_<metric> against x_key ("update" or "epoch"), a line per log; csv_path:
     also the points (per epoch also the learning rate and the % of updates clipped)."""
+    if problem := plotting.missing("the plot"):
+        raise ResultsError(problem)
     labels = labels_of(log_paths, labels, "--logs")
     if csv_path and not csv_path.endswith(".csv"):
         raise ResultsError(f"--csv {csv_path}: give a file name ending in .csv")
@@ -70,10 +72,7 @@ def plot(log_paths, labels, x_key, metric, title, output, csv_path=None):
 
 def draw(lines, row_names, x_key, metric, title, output):
     """The figure of [(label, [(x, y)])]: a logarithmic y axis for perplexities."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = plotting.pyplot()
     from matplotlib.ticker import ScalarFormatter
 
     fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)
