@@ -131,6 +131,10 @@ def inputs(tmp_path_factory, toy_data):
         ("first", b'{"epochs": 3}'),  # before --train-pairs: 3000 pairs
     ):
         write(str(root / "quickstart" / name / "quickstart.json"), made)
+    write(str(root / "no-sentencepiece" / "sentencepiece.py"), b"raise ImportError('not here')\n")
+    wrapper = root / "python-without-sentencepiece"  # a PYTHON for the shell recipes
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={root / "no-sentencepiece"} exec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
     write(str(root / "mine" / "notes.txt"), b"a user's notes")
     write(str(root / "a-file"), b"not a directory")
     (root / "run-without-config").mkdir()
@@ -2518,25 +2522,30 @@ def test_bad_input(inputs, name, command, argv, expected, monkeypatch):
     refused(inputs, name, command, argv, expected, monkeypatch)
 
 
-# The tools that draw, where matplotlib (the [plots] extra) cannot be imported: refused with their
-# checks, not after their work with a traceback (nor, as ctemp-alt-results once did, with some
-# figures silently left out). Their other inputs are good.
+# The tools that need a package of an extra ([plots]: matplotlib, [subwords]: sentencepiece and
+# subword-nmt), where it cannot be imported: refused with their checks, not after (part of) their
+# work with a traceback (nor, as ctemp-alt-results once did, with some figures silently left out).
+# Their other inputs are good. (name, the package, command, argv, expected)
 NO_MATPLOTLIB = "matplotlib, which draws {what}, cannot be imported"
-WITHOUT_MATPLOTLIB_CASES = [
+PREPARE = ["prepare", "en-vi", "--release", "{root}/release", "--work", "{root}/new-work", "--vocab", "20"]
+WITHOUT_PACKAGE_CASES = [
     (
         "alt results",
+        "matplotlib",
         alt_results,
         ["--work", "{root}/results-work", "--out", "{root}/new-results"],
         NO_MATPLOTLIB.format(what="the plots"),
     ),
     (
         "calibrate --plot",
+        "matplotlib",
         calibrate,
         ["{toy}/bin", "--path", "{ckpt}/a.pt", "--plot", "{root}/r.png"],
         NO_MATPLOTLIB.format(what="--plot's diagrams"),
     ),
     (
         "ct_analysis heatmap",
+        "matplotlib",
         ct_analysis,
         [
             "heatmap",
@@ -2547,27 +2556,85 @@ WITHOUT_MATPLOTLIB_CASES = [
     ),
     (
         "sact heatmaps",
+        "matplotlib",
         sact_heatmaps,
         ["{toy}/bin", "--path", "{ckpt}/a.pt", "--input", "{toy}/raw/test.src", "--out-dir", "{root}/maps"],
         NO_MATPLOTLIB.format(what="the heatmaps"),
     ),
     (
         "lm_results plot",
+        "matplotlib",
         lm_results,
         ["plot", "--logs", "{root}/none.log", "--output", "{root}/c.png"],
         NO_MATPLOTLIB.format(what="the plot"),
+    ),
+    (
+        "data prepare --subwords spm",
+        "sentencepiece",
+        DATA,
+        PREPARE,
+        "sentencepiece, which makes the subwords of --subwords spm, cannot be imported",
+    ),
+    (
+        "data prepare --subwords bpe",
+        "subword_nmt",
+        DATA,
+        [*PREPARE, "--subwords", "bpe"],
+        "subword_nmt, which makes the subwords of --subwords bpe, cannot be imported",
+    ),
+    (
+        "sact heatmaps --source-spm",
+        "sentencepiece",
+        sact_heatmaps,
+        [
+            *(
+                "{toy}/bin",
+                "--path",
+                "{ckpt}/a.pt",
+                "--input",
+                "{toy}/raw/test.src",
+                "--out-dir",
+                "{root}/maps",
+            ),
+            *("--source-spm", "{root}/spm.en.model"),
+        ],
+        "sentencepiece, which encodes the lines of --source-spm, cannot be imported",
+    ),
+    (
+        "sact/prepare_alt_en_vi.sh",
+        "sentencepiece",  # PYTHON: a Python that finds a sentencepiece.py raising ImportError
+        ["/usr/bin/env"],
+        [
+            "PYTHON={root}/python-without-sentencepiece",
+            *(
+                "bash",
+                os.path.join(EXAMPLES, "sact", "prepare_alt_en_vi.sh"),
+                "{root}/sact-alt",
+                "{root}/local",
+            ),
+        ],
+        "sentencepiece cannot be imported by {root}/python-without-sentencepiece (PYTHON): pip install "
+        "sentencepiece",
     ),
 ]
 
 
 @pytest.mark.parametrize(
-    "name, command, argv, expected", WITHOUT_MATPLOTLIB_CASES, ids=[c[0] for c in WITHOUT_MATPLOTLIB_CASES]
+    "name, package, command, argv, expected", WITHOUT_PACKAGE_CASES, ids=[c[0] for c in WITHOUT_PACKAGE_CASES]
 )
-def test_without_matplotlib(inputs, name, command, argv, expected, monkeypatch):
-    for module in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
-        monkeypatch.setitem(sys.modules, module, None)  # import matplotlib[.x] raises ImportError
-    monkeypatch.setitem(sys.modules, "matplotlib", None)
+def test_without_an_optional_package(inputs, name, package, command, argv, expected, monkeypatch):
+    for module in [m for m in sys.modules if m == package or m.startswith(package + ".")]:
+        monkeypatch.setitem(sys.modules, module, None)  # import package[.x] raises ImportError
+    monkeypatch.setitem(sys.modules, package, None)
     refused(inputs, name, command, argv, expected, monkeypatch)
+
+
+def test_a_missing_package_is_named_as_pip_installs_it(monkeypatch):
+    from fairseq_ctemp import optional
+
+    monkeypatch.setitem(sys.modules, "subword_nmt", None)
+    assert optional.missing("subword_nmt", "makes BPE").endswith("): pip install subword-nmt")
+    assert optional.missing("json", "reads JSON") is None
 
 
 def refused(inputs, name, command, argv, expected, monkeypatch):
@@ -2766,5 +2833,5 @@ def test_the_readme_counts_every_bad_input():
     """The README's count of bad inputs is this file's (it went stale once)."""
     with open(os.path.join(REPO, "README.md")) as f:
         (count,) = re.findall(r"(\d[\d,]*) bad inputs", f.read())
-    cases = CASES + FILE_CASES + NUMBER_CASES + OUTPUT_CASES + HYDRA_CASES + WITHOUT_MATPLOTLIB_CASES
+    cases = CASES + FILE_CASES + NUMBER_CASES + OUTPUT_CASES + HYDRA_CASES + WITHOUT_PACKAGE_CASES
     assert int(count.replace(",", "")) == len(cases)

@@ -20,6 +20,8 @@ source "$(dirname "$0")/../run_options.sh"  # check_folder
 check_folder DEST "$dest"
 python=${PYTHON:-python}
 vocab=${SPM_VOCAB:-8000}
+"$python" -c "import sentencepiece" 2> /dev/null ||  # before any step: it makes the subwords
+  die "sentencepiece cannot be imported by $python (PYTHON): pip install sentencepiece"
 nict=https://www2.nict.go.jp/astrec-att/member/mutiyama/ALT
 mkdir -p "$dest/raw"
 

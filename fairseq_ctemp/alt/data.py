@@ -9,6 +9,7 @@ import random
 import shlex
 import shutil
 
+from .. import optional
 from ..option_errors import missing_directories, remove_empty
 from ..preprocess import fairseq_preprocess
 from ..progress import progress_bar
@@ -245,6 +246,9 @@ def prepare(args):
         if os.path.exists(os.path.join(dest, "prepare.json")):
             say(f"{a}-{b}: {dest} is ready (prepare.json exists, same options and corpus): nothing to do")
             continue
+        module = "sentencepiece" if args.subwords == "spm" else "subword_nmt"
+        if problem := optional.missing(module, f"makes the subwords of --subwords {args.subwords}"):
+            raise AltError(problem)
         say(f"{a}-{b} -> {dest}")
         made = missing_directories(dest)
         try:

@@ -25,7 +25,7 @@ import logging
 import math
 import os
 
-from .. import inputs, outputs, plotting
+from .. import inputs, optional, outputs, plotting
 from ..sact_analysis import SactAnalysisError, analyse, draw, encoded, load, tau_summary, temperature_settings
 
 BEAM_SEARCH = {"beam": 5, "max_len_a": 1.5, "max_len_b": 10}  # the defaults of its options
@@ -70,6 +70,13 @@ def parse_args(argv=None):
             f"--max-len-a must be a finite number >= 0 and --max-len-b >= 0, got {args.max_len_a}, {args.max_len_b}"
         )
     if problem := plotting.missing("the heatmaps"):
+        p.error(problem)
+    spm = [
+        option
+        for option, model in (("--source-spm", args.source_spm), ("--target-spm", args.target_spm))
+        if model
+    ]
+    if spm and (problem := optional.missing("sentencepiece", f"encodes the lines of {' and '.join(spm)}")):
         p.error(problem)
     return args
 
