@@ -70,8 +70,9 @@ def run(command, log_path=None, show=lambda line: False, env=None):
 
 
 def check_options(parser, args):
-    """Before any work: the options, and that a reused --workdir was made with the same --epochs
-    and --train-pairs (its finished steps are reused; other models would be compared silently)."""
+    """Before any work: the options, and that a reused --workdir was made by this script with the
+    same --epochs and --train-pairs (its finished steps are reused; other models would be compared
+    silently)."""
     low, high = 0.01, 100.0  # tempered_ce's range (fairseq_ctemp/criterions/checks.py)
     if not low <= args.temperature <= high or args.temperature == 1:
         parser.error(
@@ -92,6 +93,11 @@ def check_options(parser, args):
                     f"--workdir {args.workdir} has models of --{name.replace('_', '-')} "
                     f"{made[name]}: use that, or another --workdir"
                 )
+    elif os.path.isdir(args.workdir) and set(os.listdir(args.workdir)) - {"quickstart.json.part"}:
+        parser.error(  # its raw/ or T1/ would be taken for finished steps
+            f"--workdir {args.workdir} has files this script did not write (no quickstart.json): "
+            "give a new or empty directory"
+        )
     else:
         os.makedirs(args.workdir, exist_ok=True)
         write_whole(options, {"epochs": args.epochs, "train_pairs": args.train_pairs})

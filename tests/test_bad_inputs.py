@@ -1706,6 +1706,12 @@ CASES = [
         "quickstart.json does not record --epochs and --train-pairs: use another --workdir",
     ),
     (
+        "quickstart: a --workdir it did not make",
+        quickstart,
+        ["--workdir", "{root}/mine"],
+        "--workdir {root}/mine has files this script did not write (no quickstart.json): give a new",
+    ),
+    (
         "quickstart: a first version's workdir, other --train-pairs",
         quickstart,
         ["--workdir", "{root}/quickstart/first", "--epochs", "3", "--train-pairs", "100"],

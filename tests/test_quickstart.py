@@ -37,6 +37,7 @@ def finished(tmp_path_factory):
     for left in ("raw.part", "data-bin.part"):
         (work / left).mkdir(parents=True)
         (work / left / "train.src").write_text("half a corpus\n")
+    (work / "quickstart.json").write_text(json.dumps({"epochs": 2, "train_pairs": 200}))  # its first step
     return work, quickstart(work)
 
 
