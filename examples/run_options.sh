@@ -1,5 +1,6 @@
 # Sourced by the recipes that train into a SAVE_DIR (language_model/train.sh through common.sh,
-# sact/train.sh, softmax_tempering/train_and_decode.sh); needs the sourcing script's die().
+# sact/train.sh, softmax_tempering/train_and_decode.sh) and by SACT's data preparations; needs the
+# sourcing script's die().
 
 # check_run_options SAVE_DIR OPTIONS: a run directory keeps the options it was started with
 # (SAVE_DIR/run_options.txt); once it holds a checkpoint, a re-run with others is refused, not trained
@@ -20,4 +21,16 @@ check_folder() {
   local above=$2
   while [ ! -e "$above" ] && [ ! -L "$above" ]; do above=$(dirname "$above"); done
   [ -d "$above" ] && [ -w "$above" ] || die "$1 $2 cannot be made: $above is not a folder that can be written to"
+}
+
+# check_prepare_options DEST OPTIONS: a data directory keeps the options its steps were made with
+# (DEST/prepare_options.txt); a re-run with others is refused before any step, since its finished
+# steps would be reused as they are.
+check_prepare_options() {
+  local file=$1/prepare_options.txt
+  if [ -f "$file" ]; then
+    [ "$(cat "$file")" = "$2" ] || die "DEST $1 was prepared with '$(cat "$file")', not '$2': give another DEST"
+  else
+    mkdir -p "$1" && printf '%s\n' "$2" > "$file"
+  fi
 }

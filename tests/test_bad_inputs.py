@@ -132,6 +132,10 @@ def inputs(tmp_path_factory, toy_data):
     ):
         write(str(root / "quickstart" / name / "quickstart.json"), made)
     write(str(root / "no-sentencepiece" / "sentencepiece.py"), b"raise ImportError('not here')\n")
+    write(
+        str(root / "sact-alt-4000" / "prepare_options.txt"), b"SPM_VOCAB=4000\n"
+    )  # SACT's data, other options
+    write(str(root / "iwslt-5000" / "prepare_options.txt"), b"NWORDS_SRC=17700 NWORDS_TGT=5000\n")
     wrapper = root / "python-without-sentencepiece"  # a PYTHON for the shell recipes
     wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={root / "no-sentencepiece"} exec {sys.executable} "$@"\n')
     wrapper.chmod(0o755)
@@ -2014,6 +2018,19 @@ CASES = [
         ["bash", os.path.join(EXAMPLES, "sact", "prepare_alt_en_vi.sh")],
         ["{root}/new", "{root}/nowhere"],
         "LOCAL_DIR {root}/nowhere: no such directory",
+    ),
+    (
+        "sact/prepare_alt_en_vi.sh: a DEST of another SPM_VOCAB",
+        ["bash", os.path.join(EXAMPLES, "sact", "prepare_alt_en_vi.sh")],
+        ["{root}/sact-alt-4000"],
+        "DEST {root}/sact-alt-4000 was prepared with 'SPM_VOCAB=4000', not 'SPM_VOCAB=8000': give another DEST",
+    ),
+    (
+        "sact/prepare_iwslt15_en_vi.sh: a DEST of other NWORDS_*",
+        ["bash", os.path.join(EXAMPLES, "sact", "prepare_iwslt15_en_vi.sh")],
+        ["{root}/iwslt-5000"],
+        "DEST {root}/iwslt-5000 was prepared with 'NWORDS_SRC=17700 NWORDS_TGT=5000', not 'NWORDS_SRC=17700 "
+        "NWORDS_TGT=7000': give another DEST",
     ),
     (
         "sact/prepare_alt_en_vi.sh: DEST in a file",

@@ -7,6 +7,7 @@ import json
 import math
 import os
 import shlex
+import shutil
 import subprocess
 from argparse import Namespace
 from types import SimpleNamespace
@@ -476,6 +477,39 @@ def test_train_with_validation_bleu_at_the_training_temperature(sact_run):
 
 
 @pytest.mark.e2e
+def test_the_iwslt_preparation_keeps_its_options(toy_data, tmp_path):
+    """prepare_iwslt15_en_vi.sh from a local copy (the toy corpus under IWSLT's file names): run
+    again with its options it reuses every step; with other vocabulary sizes it is refused before
+    any, since its finished steps would be reused as they are."""
+    local = tmp_path / "local"
+    local.mkdir()
+    for split, name in (("train", "train"), ("valid", "tst2012"), ("test", "tst2013")):
+        for side, lang in (("src", "en"), ("tgt", "vi")):
+            shutil.copy(toy_data["raw"] / f"{split}.{side}", local / f"{name}.{lang}")
+    dest = tmp_path / "data"
+    script = os.path.join(RECIPE, "prepare_iwslt15_en_vi.sh")
+    env = dict(os.environ, PATH=BIN_DIR + os.pathsep + os.environ["PATH"], WORKERS="1", NWORDS_TGT="50")
+
+    def prepare(**changed):
+        return subprocess.run(
+            ["bash", script, dest, local], env={**env, **changed}, text=True, capture_output=True
+        )
+
+    assert prepare().returncode == 0
+    assert (dest / "prepare_options.txt").read_text() == "NWORDS_SRC=17700 NWORDS_TGT=50\n"
+    made = {p: p.stat().st_mtime_ns for p in dest.rglob("*") if p.is_file()}
+    words = (dest / "bin" / "dict.vi.txt").read_text().split()[::2]
+    assert len([w for w in words if not w.startswith("madeupword")]) == 50 - 4  # with <s>, <pad>, </s>, <unk>
+    again = prepare()
+    assert again.returncode == 0 and "ready" in again.stdout
+    refused = prepare(NWORDS_TGT="40")
+    assert refused.returncode == 2 and refused.stderr.strip().endswith(
+        f"DEST {dest} was prepared with 'NWORDS_SRC=17700 NWORDS_TGT=50', not 'NWORDS_SRC=17700 "
+        "NWORDS_TGT=40': give another DEST"
+    )
+    assert {p: p.stat().st_mtime_ns for p in dest.rglob("*") if p.is_file()} == made
+
+
 def test_translate_subset_cut_short_leaves_no_output(tmp_path, monkeypatch):
     """OUTPUT that cannot be written whole (the disk fills after its first hypothesis) is removed
     again: evaluate.sh's rerun, which refuses an existing OUTPUT, would be refused for it."""

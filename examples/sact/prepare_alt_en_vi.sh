@@ -10,18 +10,20 @@
 # Env:   SPM_VOCAB (8000: per-language sentencepiece vocabulary), PYTHON (python)
 # Writes DEST/raw/{train,dev[,test]}.{en,vi} (plain text, no \r), DEST/spm.{en,vi}.model,
 #        DEST/spm/*.{en,vi} (encoded) and DEST/bin (fairseq-preprocess; dev is the "valid" subset).
-# A finished step is never redone or overwritten (delete its output to redo it).
+# A finished step is never redone or overwritten (delete its output to redo it); a DEST prepared
+# with another SPM_VOCAB is refused (DEST/prepare_options.txt).
 set -euo pipefail
 [ $# -ge 1 ] || { sed -n '2,/^set -euo/{/^#/p;}' "$0"; exit 2; }
 dest=$1 local_dir=${2:-}
 die() { echo "prepare_alt_en_vi.sh: error: $*" >&2; exit 2; }
-source "$(dirname "$0")/../run_options.sh"  # check_folder
+source "$(dirname "$0")/../run_options.sh"  # check_folder, check_prepare_options
 [ -z "$local_dir" ] || [ -d "$local_dir" ] || die "LOCAL_DIR $local_dir: no such directory"
 check_folder DEST "$dest"
 python=${PYTHON:-python}
 vocab=${SPM_VOCAB:-8000}
 "$python" -c "import sentencepiece" 2> /dev/null ||  # before any step: it makes the subwords
   die "sentencepiece cannot be imported by $python (PYTHON): pip install sentencepiece"
+check_prepare_options "$dest" "SPM_VOCAB=$vocab"
 nict=https://www2.nict.go.jp/astrec-att/member/mutiyama/ALT
 mkdir -p "$dest/raw"
 

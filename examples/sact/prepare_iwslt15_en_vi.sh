@@ -9,14 +9,16 @@
 #              https://nlp.stanford.edu/projects/nmt/data/iwslt15.en-vi/ into DEST/raw.
 # Env:   NWORDS_SRC (17700), NWORDS_TGT (7000): vocabulary sizes (fairseq-preprocess --nwords*)
 # Writes DEST/raw/*.{en,vi} and DEST/bin (valid = tst2012, test = tst2013). A finished step is never
-# redone or overwritten (delete its output to redo it).
+# redone or overwritten (delete its output to redo it); a DEST prepared with other NWORDS_* is
+# refused (DEST/prepare_options.txt).
 set -euo pipefail
 [ $# -ge 1 ] || { sed -n '2,/^set -euo/{/^#/p;}' "$0"; exit 2; }
 dest=$1 local_dir=${2:-}
 die() { echo "prepare_iwslt15_en_vi.sh: error: $*" >&2; exit 2; }
-source "$(dirname "$0")/../run_options.sh"  # check_folder
+source "$(dirname "$0")/../run_options.sh"  # check_folder, check_prepare_options
 [ -z "$local_dir" ] || [ -d "$local_dir" ] || die "LOCAL_DIR $local_dir: no such directory"
 check_folder DEST "$dest"
+check_prepare_options "$dest" "NWORDS_SRC=${NWORDS_SRC:-17700} NWORDS_TGT=${NWORDS_TGT:-7000}"
 url=https://nlp.stanford.edu/projects/nmt/data/iwslt15.en-vi
 mkdir -p "$dest/raw"
 for split in train tst2012 tst2013; do
