@@ -98,6 +98,7 @@ with open(sys.argv[2], encoding='utf-8') as f, open(sys.argv[3], 'w', encoding='
 done
 
 if [ ! -f "$dest/bin/dict.vi.txt" ]; then
+  rm -rf "$dest/bin.tmp"  # an interrupted run's, which would mix with this one's files
   test_pref=()
   [ -f "$dest/spm/test.en" ] && test_pref=(--testpref "$dest/spm/test")
   fairseq-preprocess --source-lang en --target-lang vi --trainpref "$dest/spm/train" \
