@@ -114,7 +114,11 @@ def test_recipes_end_to_end(ptb_like):
     # A custom corpus is not the official PTB: the count check says so, and EXPECTED_COUNTS=skip accepts it.
     fails(recipe("prepare.sh", "ptb", raw, env=env), "is not the official corpus")
     assert not data_bin.exists()
+    part = root / "data-bin" / "ptb.part"  # what an interrupted run leaves: made anew
+    part.mkdir(parents=True)
+    (part / "dict.txt").write_text("half a dictionary\n")
     out = ok(recipe("prepare.sh", "ptb", raw, env=dict(env, EXPECTED_COUNTS="skip")))
+    assert not part.exists() and "half" not in (data_bin / "dict.txt").read_text()
     assert "EXPECTED_COUNTS=skip: not checked" in out
     counts = (data_bin / "counts.tsv").read_text().split("\n")
     assert counts[3].split("\t") == ["test", "70", str(corpus_tokens(raw / "ptb.test.txt"))]

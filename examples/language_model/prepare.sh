@@ -18,8 +18,9 @@
 #   WikiText from https://wikitext.smerity.com/wikitext-{2,103}-v1.zip (the original
 #   s3.amazonaws.com/research.metamind.io links no longer work).
 # Writes DATA_BIN/{dict.txt,train,valid,test.{bin,idx}}, DATA_BIN/counts.tsv (lines and tokens+eos per
-# split, used by evaluate.sh) and DATA_BIN/prepare.done. A finished DATA_BIN is skipped; an
-# unfinished or foreign one is never overwritten (remove it yourself).
+# split, used by evaluate.sh) and DATA_BIN/prepare.done, made in DATA_BIN.part and renamed at the end
+# (an interrupted run's DATA_BIN.part is made anew). A finished DATA_BIN is skipped; one with files
+# and no prepare.done (not this script's) is never overwritten.
 set -euo pipefail
 usage() { sed -n '2,/^set -euo/{/^#/p;}' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 [ $# -ge 1 ] && [ $# -le 2 ] || usage
@@ -56,7 +57,7 @@ if [ -f "$dest/prepare.done" ]; then
   exit 0
 fi
 if [ -e "$dest" ] && [ -n "$(ls -A "$dest" 2>/dev/null)" ]; then
-  die "$dest exists but has no prepare.done (an interrupted or foreign run?); refusing to overwrite it: remove it and re-run"
+  die "$dest exists but has no prepare.done (not made by this script); refusing to overwrite it: remove it and re-run"
 fi
 
 download() {  # url output
@@ -132,11 +133,14 @@ for i in 0 1 2; do
 done
 [ $bad = 0 ] || die "$dataset in $data_dir is not the official corpus (use EXPECTED_COUNTS=skip for a custom corpus)"
 
-mkdir -p "$dest"
+part=$dest.part  # made here, renamed DATA_BIN at the end: an interrupted run's is made anew
+rm -rf "$part" && mkdir -p "$part"
 "$fairseq_preprocess" --only-source --task language_modeling \
   --trainpref "$data_dir/${files[0]}" --validpref "$data_dir/${files[1]}" --testpref "$data_dir/${files[2]}" \
-  --destdir "$dest" --workers "${WORKERS:-1}" 2>&1 | tee "$dest/preprocess.log" >&2
-[ "${PIPESTATUS[0]}" = 0 ] || die "fairseq-preprocess failed (see $dest/preprocess.log)"
-cp "$counts" "$dest/counts.tsv"
-echo "dataset=$dataset source=$(cd "$data_dir" && pwd) counts=$EXPECTED_COUNTS date=$(date -u +%FT%TZ)" > "$dest/prepare.done"
+  --destdir "$part" --workers "${WORKERS:-1}" 2>&1 | tee "$part/preprocess.log" >&2
+[ "${PIPESTATUS[0]}" = 0 ] || die "fairseq-preprocess failed (see $part/preprocess.log)"
+cp "$counts" "$part/counts.tsv"
+echo "dataset=$dataset source=$(cd "$data_dir" && pwd) counts=$EXPECTED_COUNTS date=$(date -u +%FT%TZ)" > "$part/prepare.done"
+[ ! -d "$dest" ] || rmdir "$dest"  # empty (refused above otherwise)
+mv "$part" "$dest"
 log "wrote $dest"
