@@ -1632,6 +1632,15 @@ CASES = [
         "--cmap 'nosuchmap' is not a matplotlib colormap",
     ),
     (
+        "ct_analysis dump: a translation checkpoint with a language model's --data",
+        ct_analysis,
+        [
+            *("dump", "--path", "{ckpt}/mt.pt", "--data", "{toy}/lm-bin", "--text", "{toy}/raw/test.tgt"),
+            *("--output", "{root}/d.tsv"),
+        ],
+        "--path {ckpt}/mt.pt cannot be loaded with --data {toy}/lm-bin: ",
+    ),
+    (
         "sact heatmaps: --out-dir is a file",
         sact_heatmaps,
         ["{toy}/bin", "--path", "{ckpt}/a.pt", "--input", "{toy}/raw/test.src", "--out-dir", "{root}/a-file"],

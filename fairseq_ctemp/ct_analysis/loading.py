@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .. import inputs
+from ..checkpoint_files import first_line
 from ..errors import OptionError
 from . import AnalysisError
 
@@ -65,6 +66,10 @@ def load_model(path, data, cpu=False):
         )
     except OptionError as e:  # a file fairseq cannot load, or one of the plugin's checks at loading
         raise AnalysisError(str(e)) from None
+    except (
+        Exception
+    ) as e:  # a translation model with an LM's data (no language pair), other dictionaries, ...
+        raise AnalysisError(f"--path {path} cannot be loaded with --data {data}: {first_line(e)}") from None
     device = torch.device("cuda" if torch.cuda.is_available() and not cpu else "cpu")
     model = models[0].to(device).eval()
     if isinstance(model, FairseqEncoderDecoderModel):
