@@ -106,7 +106,7 @@ def unigram_perplexity(train, test):
     return math.exp(-sum(math.log((counts[w] + 1) / (total + entries)) for w in tokens) / len(tokens))
 
 
-def test_recipes_end_to_end(ptb_like):
+def test_recipes_end_to_end(ptb_like, toy_checkpoint):
     root, raw = ptb_like
     data_bin = root / "data-bin" / "ptb"
     env = {"DATA_BIN": str(data_bin)}
@@ -213,6 +213,12 @@ def test_recipes_end_to_end(ptb_like):
     assert json.loads((save / "eval_test.json").read_text())["loss_base2"] == result["loss_base2"]
     assert (save / "eval_test.sentences.tsv").read_text() == (root / "eval_test.sentences.tsv").read_text()
     assert not list(save.glob("*.partial"))
+    # a translation model is refused in one line (its traceback in the log)
+    translation = root / "translation"
+    translation.mkdir()
+    shutil.copy(toy_checkpoint("S"), translation / "checkpoint_best.pt")
+    fails(recipe("evaluate.sh", translation, "ptb", env=env), "checkpoint_best.pt could not be evaluated on")
+    assert "Traceback" in (translation / "eval_test.log").read_text()
 
     # Learning curves -> PNG, and the results table.
     png = root / "curves.png"

@@ -13,10 +13,12 @@ import os
 import shlex
 import sys
 import time
+import traceback
 
 import torch
 
 from fairseq_ctemp import lm_eval
+from fairseq_ctemp.checkpoint_files import first_line
 from fairseq_ctemp.lm_results.evaluation import Evaluation, read_evaluation
 
 USAGE = (
@@ -31,7 +33,13 @@ def main(argv):
     result, expected, dataset, subset, checkpoint, tps, context, auto_device, *eval_args = argv
     if auto_device == "1" and not torch.cuda.is_available():  # in this process: no second torch start
         eval_args.append("--cpu")
-    scored = lm_eval.evaluate(eval_args, sentences=True)
+    try:
+        scored = lm_eval.evaluate(eval_args, sentences=True)
+    except Exception as e:  # e.g. a translation model: its traceback into the log, then one line
+        traceback.print_exc()
+        sys.exit(
+            f"evaluate.sh: error: {checkpoint} could not be evaluated on {eval_args[0]}: {first_line(e)}"
+        )
     try:
         lm_eval.check(scored, int(expected), subset)
     except ValueError as e:
