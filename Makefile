@@ -35,7 +35,10 @@ FAIRSEQ_TESTS := test_label_smoothing.py test_sequence_generator.py test_sequenc
 		transformer_pointer_generator mixture_of_experts multilingual_transformer \
 		translation_multi_simple_epoch) \
 	$(addprefix test_binaries.py::TestLanguageModeling::test_,transformer_lm \
-		transformer_lm_with_adaptive_softmax lstm_lm lstm_lm_residuals fconv_lm)
+		transformer_lm_with_adaptive_softmax lstm_lm lstm_lm_residuals fconv_lm normformer_lm lightconv_lm) \
+	$(addprefix test_binaries.py::,TestOptimizers TestActivationCheckpointing TestStories) \
+	$(addprefix test_binaries.py::TestMaskedLanguageModel::test_,roberta_sentence_prediction \
+		roberta_regression_single roberta_regression_multiple)
 fairseq-tests: setup
 	cd third_party/fairseq_v0_12_3 && PYTHONPATH=.:$(CURDIR) FAIRSEQ_TESTS_STOCK=$(FAIRSEQ_TESTS_STOCK) \
 		OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} \
