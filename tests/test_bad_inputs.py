@@ -132,9 +132,8 @@ def inputs(tmp_path_factory, toy_data):
     ):
         write(str(root / "quickstart" / name / "quickstart.json"), made)
     write(str(root / "no-sentencepiece" / "sentencepiece.py"), b"raise ImportError('not here')\n")
-    write(
-        str(root / "sact-alt-4000" / "prepare_options.txt"), b"SPM_VOCAB=4000\n"
-    )  # SACT's data, other options
+    # SACT's data directories, prepared with other options than the defaults
+    write(str(root / "sact-alt-4000" / "prepare_options.txt"), b"SPM_VOCAB=4000\n")
     write(str(root / "iwslt-5000" / "prepare_options.txt"), b"NWORDS_SRC=17700 NWORDS_TGT=5000\n")
     wrapper = root / "python-without-sentencepiece"  # a PYTHON for the shell recipes
     wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={root / "no-sentencepiece"} exec {sys.executable} "$@"\n')

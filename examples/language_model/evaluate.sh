@@ -59,8 +59,9 @@ only_sentences=$([ -f "$result" ] && echo 1 || echo 0)
 PYTHONPATH="$repo_root${PYTHONPATH:+:$PYTHONPATH}" "$(python_bin)" "$lm_here/eval_checkpoint.py" "$result" \
   "$expected" "$dataset" "$subset" "$save/$checkpoint" "$tps" "$context" "$auto_device" "${eval_args[@]}" \
   > "$log_file" 2>&1 || {
-  last=$(tail -n 1 "$log_file")  # eval_checkpoint.py's own refusal: that line alone
-  case $last in "evaluate.sh: error: "*) echo "$last (log: $log_file)" >&2; exit 1 ;; esac
-  tail -20 "$log_file" >&2; die "evaluation failed (log: $log_file)"; }
+    last=$(tail -n 1 "$log_file")  # eval_checkpoint.py's own refusal: that line alone
+    case $last in "evaluate.sh: error: "*) echo "$last (log: $log_file)" >&2; exit 1 ;; esac
+    tail -20 "$log_file" >&2; die "evaluation failed (log: $log_file)"
+  }
 [ "$only_sentences" = 0 ] || log "wrote $sentences ($result kept)"
 cat "$result"
