@@ -122,7 +122,16 @@ def test_recipes_end_to_end(ptb_like, toy_checkpoint):
     assert "EXPECTED_COUNTS=skip: not checked" in out
     counts = (data_bin / "counts.tsv").read_text().split("\n")
     assert counts[3].split("\t") == ["test", "70", str(corpus_tokens(raw / "ptb.test.txt"))]
-    assert "already prepared" in ok(recipe("prepare.sh", "ptb", raw, env=env))
+    skip = dict(env, EXPECTED_COUNTS="skip")
+    assert "already prepared" in ok(recipe("prepare.sh", "ptb", raw, env=skip))
+    # ... and refused when asked for another check, corpus or dataset: it would be taken for that one
+    made = f"dataset=ptb source={raw} counts=skip"
+    fails(
+        recipe("prepare.sh", "ptb", raw, env=env),
+        f"DATA_BIN {data_bin} was prepared with '{made}', not '{made[:-4]}check': give another DATA_BIN",
+    )
+    fails(recipe("prepare.sh", "ptb", root, env=skip), f"not 'dataset=ptb source={root} counts=skip'")
+    fails(recipe("prepare.sh", "wikitext-2", raw, env=skip), f"not 'dataset=wikitext-2 source={raw} ")
 
     # Train CT-MoS (tiny) for 2 epochs with the recipe, json log teed into SAVE_DIR/train.log.
     save = root / "ct-mos"

@@ -19,8 +19,9 @@
 #   s3.amazonaws.com/research.metamind.io links no longer work).
 # Writes DATA_BIN/{dict.txt,train,valid,test.{bin,idx}}, DATA_BIN/counts.tsv (lines and tokens+eos per
 # split, used by evaluate.sh) and DATA_BIN/prepare.done, made in DATA_BIN.part and renamed at the end
-# (an interrupted run's DATA_BIN.part is made anew). A finished DATA_BIN is skipped; one with files
-# and no prepare.done (not this script's) is never overwritten.
+# (an interrupted run's DATA_BIN.part is made anew). A finished DATA_BIN is skipped when asked for the
+# same dataset, EXPECTED_COUNTS and DATA_DIR (refused otherwise); one with files and no prepare.done
+# (not this script's) is never overwritten.
 set -euo pipefail
 usage() { sed -n '2,/^set -euo/{/^#/p;}' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 [ $# -ge 1 ] && [ $# -le 2 ] || usage
@@ -53,6 +54,11 @@ dest=${DATA_BIN:-data-bin/$dataset}
 check_folder DATA_BIN "$dest"
 [ -n "$data_dir" ] || check_folder RAW_DIR "${RAW_DIR:-data-bin/$dataset.raw}"
 if [ -f "$dest/prepare.done" ]; then
+  # skipped only when asked for what it holds: the dataset, its check, and its DATA_DIR where given
+  made=$(head -n 1 "$dest/prepare.done") && made=${made% date=*}
+  asked="dataset=$dataset${data_dir:+ source=$( (cd "$data_dir" 2>/dev/null && pwd) || echo "$data_dir")} counts=$EXPECTED_COUNTS"
+  [ -n "$data_dir" ] || made="${made%% source=*} counts=${made##* counts=}"  # (a download: from RAW_DIR)
+  [ "$made" = "$asked" ] || die "DATA_BIN $dest was prepared with '$made', not '$asked': give another DATA_BIN"
   log "$dest is already prepared ($(tr '\n' ' ' < "$dest/prepare.done")); skipping"
   exit 0
 fi
