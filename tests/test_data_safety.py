@@ -185,6 +185,16 @@ def average(argv):
     return code, err.getvalue()
 
 
+def test_a_record_that_cannot_be_written_leaves_no_partial_copy(tmp_path):
+    """The recipes' records are written whole or not at all, and a failed write leaves nothing
+    beside the old record (a lone surrogate cannot be encoded: the write fails midway)."""
+    path = tmp_path / "record.json"
+    alt_common.write_json(str(path), {"ok": 1})
+    with pytest.raises(UnicodeEncodeError):
+        alt_common.write_text(str(path), "half written \ud800")
+    assert os.listdir(tmp_path) == ["record.json"] and json.loads(path.read_text()) == {"ok": 1}
+
+
 def test_average_leaves_a_users_output_tmp_alone(tmp_path):
     a = checkpoint(tmp_path / "a.pt", {"w": [1.0, 2.0], "step": [3]})
     b = checkpoint(tmp_path / "b.pt", {"w": [2.0, 5.0], "step": [4]})

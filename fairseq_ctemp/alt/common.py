@@ -156,9 +156,14 @@ def write_json(path, obj):
 def write_text(path, text):
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:  # a full disk, an interruption: no half-written copy left beside it
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
 
 
 def read_json(path, default=None):
