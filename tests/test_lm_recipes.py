@@ -199,6 +199,23 @@ def test_recipes_end_to_end(ptb_like, toy_checkpoint):
     assert result["ppl"] < 1.05 * unigram_perplexity(raw / "ptb.train.txt", raw / "ptb.test.txt")
     assert "not re-evaluating" in ok(recipe("evaluate.sh", save, "ptb", "test", env=env))
     assert json.loads((save / "eval_test.json").read_text()) == result  # never overwritten
+    # ... and not given as the answer to another protocol, nor read when cut short
+    made, asked = "TOKENS_PER_SAMPLE=140 CONTEXT_WINDOW=70", "TOKENS_PER_SAMPLE=64 CONTEXT_WINDOW=32"
+    fails(
+        recipe(
+            "evaluate.sh", save, "ptb", "test", env=dict(env, TOKENS_PER_SAMPLE="64", CONTEXT_WINDOW="32")
+        ),
+        f"{save}/eval_test.json was evaluated with 'dataset=ptb {made}', not 'dataset=ptb {asked}': move it away",
+    )
+    text = (save / "eval_test.json").read_text()
+    (save / "eval_test.json").write_text(text[: len(text) // 2])
+    try:
+        fails(
+            recipe("evaluate.sh", save, "ptb", env=env),
+            "eval_test.json is not an evaluation record (JSONDecodeError: ",
+        )
+    finally:
+        (save / "eval_test.json").write_text(text)
     # each line's NLL and tokens, for lm_results.py compare: they add up to the result
     with open(save / "eval_test.sentences.tsv") as f:
         sentences = [(float(r["nll_nats"]), int(r["tokens"])) for r in csv.DictReader(f, delimiter="\t")]

@@ -557,6 +557,31 @@ def test_evaluate_decodes_as_fairseq_generate_then_scores_with_sacrebleu_once(sa
     stamp = (save / "test.beam4.json").stat().st_mtime_ns
     assert json.loads(recipe(*args, BEAM="4")) == [bleu, chrf]
     assert (save / "test.beam4.json").stat().st_mtime_ns == stamp  # nothing redone
+    # ... and not given as the answer to other options (another length penalty, checkpoint, reference)
+    made = (save / "test.beam4.options").read_text().strip()
+    assert made.startswith("checkpoint=checkpoint_best.pt ") and " lenpen=1.0 " in made
+    for env, asked in (
+        ({"LENPEN": "2"}, made.replace(" lenpen=1.0 ", " lenpen=2 ")),
+        ({"CHECKPOINT": "checkpoint_last.pt"}, made.replace("=checkpoint_best.pt ", "=checkpoint_last.pt ")),
+    ):
+        proc = subprocess.run(
+            ["bash", os.path.join(RECIPE, "evaluate.sh"), *map(str, args[1:])],
+            env=dict(
+                os.environ,
+                PATH=BIN_DIR + os.pathsep + os.environ["PATH"],
+                SRC="src",
+                TGT="tgt",
+                BEAM="4",
+                **env,
+            ),
+            text=True,
+            capture_output=True,
+        )
+        assert proc.returncode != 0 and proc.stderr.strip() == (
+            f"evaluate.sh: error: {save}/test.beam4.* were made with '{made}', not '{asked}': delete them to "
+            "score again, or set BEAM or CHECKPOINT"
+        ), proc.stderr
+    assert (save / "test.beam4.json").stat().st_mtime_ns == stamp
     proc = subprocess.run(
         ["bash", os.path.join(RECIPE, "evaluate.sh"), *map(str, args[1:]), "--print-alignment"],
         env=dict(os.environ, PATH=BIN_DIR + os.pathsep + os.environ["PATH"], SRC="src", TGT="tgt", BEAM="3"),

@@ -17,7 +17,8 @@
 # over the vocabulary (fairseq_ctemp.lm_eval), and fails otherwise.
 # Writes SAVE_DIR/eval_SUBSET.json (with CHECKPOINT other than checkpoint_best.pt:
 # eval_SUBSET_<checkpoint name>.json), the full log next to it, and eval_SUBSET.sentences.tsv: each
-# line's NLL (nats) and tokens, what lm_results.py compare resamples. An existing result is kept; a
+# line's NLL (nats) and tokens, what lm_results.py compare resamples. An existing result is kept (and
+# refused when asked for another dataset, TOKENS_PER_SAMPLE or CONTEXT_WINDOW than it records); a
 # result without its sentences file gets one (the evaluation is rerun and must give its perplexity).
 set -euo pipefail
 usage() { sed -n '2,/^set -euo/{/^#/p;}' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
@@ -36,6 +37,17 @@ esac
 name=eval_$subset
 [ "$checkpoint" = checkpoint_best.pt ] || name=${name}_$(basename "$checkpoint" .pt)
 result=$save/$name.json sentences=$save/$name.sentences.tsv
+if [ -f "$result" ]; then  # kept only as the answer to the same protocol, else refused
+  asked="dataset=$dataset TOKENS_PER_SAMPLE=$tps CONTEXT_WINDOW=$context"
+  made=$("$(python_bin)" -c 'import json, sys
+try:
+    r = json.load(open(sys.argv[1]))
+    print("dataset=%s TOKENS_PER_SAMPLE=%s CONTEXT_WINDOW=%s" % (r["dataset"], r["tokens_per_sample"], r["context_window"]))
+except (ValueError, KeyError, TypeError) as e:  # (not JSON, or not an evaluation record)
+    sys.exit("%s: %s" % (type(e).__name__, e))' "$result" 2>&1) \
+    || die "$result is not an evaluation record ($made): restore it, or move it away to evaluate again"
+  [ "$made" = "$asked" ] || die "$result was evaluated with '$made', not '$asked': move it away, or give another SAVE_DIR or CHECKPOINT"
+fi
 if [ -f "$result" ] && [ -f "$sentences" ]; then
   log "$result exists; not re-evaluating:"; cat "$result"; exit 0
 fi

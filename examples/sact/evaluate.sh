@@ -12,8 +12,9 @@
 #        tokens, BPE (sentencepiece for the ALT data: hypotheses are decoded before scoring; empty for
 #        word-level data), TOKENIZE (sacrebleu's tokenizer, 13a), DEVICE_ARGS (e.g. --cpu)
 # Writes SAVE_DIR/SUBSET.beamB.{log,hyp,json} (never overwritten: delete them to score again; the
-# log holds what was decoded: sentences, temperature, decode seconds) and
-# prints the sacrebleu JSON (BLEU, then chrF, with their signatures).
+# log holds what was decoded: sentences, temperature, decode seconds; a call with other options than
+# SUBSET.beamB.options records is refused) and prints the sacrebleu JSON (BLEU, then chrF, with their
+# signatures).
 set -euo pipefail
 [ $# -ge 4 ] || { sed -n '2,/^set -euo/{/^#/p;}' "$0"; exit 2; }
 data=$1 save=$2 subset=$3 ref=$4
@@ -26,6 +27,16 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 python=$([ -x "$here/.venv/bin/python" ] && echo "$here/.venv/bin/python" || echo python3)
 beam=${BEAM:-5}
 out=$save/$subset.beam$beam
+# SAVE_DIR/SUBSET.beamB.options: what the outputs were made with (written with the hypotheses); a
+# call with other options is refused, since the outputs would be given as its answer
+options="checkpoint=${CHECKPOINT:-checkpoint_best.pt} data=$(cd "$data" && pwd) \
+reference=$(cd "$(dirname "$ref")" && pwd)/$(basename "$ref") src=${SRC:-en} tgt=${TGT:-vi} lenpen=${LENPEN:-1.0} \
+max_len_a=${MAX_LEN_A:-1.5} max_len_b=${MAX_LEN_B:-10} bpe=${BPE:-} tokenize=${TOKENIZE:-13a} options=$*"
+if [ -f "$out.hyp" ] || [ -f "$out.json" ]; then
+  [ -f "$out.options" ] || die "$out.hyp or .json has no $out.options (made before options were recorded): delete them to score again"
+  [ "$(cat "$out.options")" = "$options" ] \
+    || die "$out.* were made with '$(cat "$out.options")', not '$options': delete them to score again, or set BEAM or CHECKPOINT"
+fi
 
 if [ ! -f "$out.hyp" ]; then
   rm -f "$out.hyp.tmp"  # this script's own, from an interrupted call
@@ -35,6 +46,7 @@ if [ ! -f "$out.hyp" ]; then
     --batch-size 64 ${BPE:+--post-process "$BPE"} ${DEVICE_ARGS:-} "$@" > "$out.log.tmp" 2>&1 \
     || { tail -20 "$out.log.tmp" >&2; exit 1; }
   mv "$out.log.tmp" "$out.log"
+  printf '%s\n' "$options" > "$out.options"
   mv "$out.hyp.tmp" "$out.hyp"
 fi
 if [ ! -f "$out.json" ]; then
