@@ -75,6 +75,18 @@ def test_train_and_decode_recipe(toy_data, tmp_path):
     assert "averaging" not in second.stderr  # finished steps are skipped ...
     assert {p: p.stat().st_mtime_ns for p in finished} == finished  # ... and nothing is rewritten
 
+    # another average or decoding: refused before any work, not given the finished ones as its answer
+    for name, value in (("AVERAGE", "1"), ("BEAM", "3"), ("GENERATE_ARGS", "--max-len-b 5")):
+        asked = {"AVERAGE": "2", "BEAM": "2", "GENERATE_ARGS": "--max-len-a 1.2 --max-len-b 10", name: value}
+        other = subprocess.run(command, env={**env, name: value}, text=True, capture_output=True)
+        assert other.returncode == 2 and other.stderr.strip() == (
+            f"train_and_decode.sh: error: SAVE_DIR {save} was averaged and scored with 'AVERAGE=2 BEAM=2 "
+            "GENERATE_ARGS=--max-len-a 1.2 --max-len-b 10', not '"
+            + " ".join(f"{k}={v}" for k, v in asked.items())
+            + "': move checkpoint_avg.pt, greedy_vs_beam.json and eval/ away to do them again"
+        ), other.stderr
+    assert {p: p.stat().st_mtime_ns for p in finished} == finished
+
     # the same SAVE_DIR at another T: refused, not trained on (its checkpoints would mix two runs)
     last = (save / "checkpoint_last.pt").stat().st_mtime_ns
     other = subprocess.run([*command[:4], "2", *command[5:]], env=env, text=True, capture_output=True)

@@ -14,7 +14,8 @@
 # (plain fairseq-train would count its patience anew and train on past the averaged checkpoints).
 # SAVE_DIR/run_options.txt records what the model is trained on (T, ARCH, LABEL_SMOOTHING,
 # SEM_WEIGHT, the extra arguments): once it holds a checkpoint, a re-run with others is refused, not
-# trained on in the same run.
+# trained on in the same run; SAVE_DIR/decode_options.txt what the average and the scores were made
+# with (AVERAGE, BEAM, GENERATE_ARGS): a re-run with others is refused while they exist.
 set -euo pipefail
 [ $# -ge 2 ] || { sed -n '2,/^set -euo/{/^#/p;}' "$0"; exit 2; }
 data=$1 save=$2 temperature=${3:-4.0}
@@ -29,6 +30,14 @@ user_dir=$here/fairseq_ctemp
 average=${AVERAGE:-10}
 options="T=$temperature ARCH=${ARCH:-transformer} LABEL_SMOOTHING=${LABEL_SMOOTHING:-0.1} SEM_WEIGHT=${SEM_WEIGHT:-0} extra:${*:+ $*}"
 check_run_options "$save" "$options"
+# what the average and the scores were made with (SAVE_DIR/decode_options.txt): a re-run with other
+# ones is refused before any work, since the finished ones would be given as its answer
+decode="AVERAGE=$average BEAM=${BEAM:-5} GENERATE_ARGS=${GENERATE_ARGS:-}"
+if [ -f "$save/checkpoint_avg.pt" ] || [ -f "$save/greedy_vs_beam.json" ]; then
+  made=$(cat "$save/decode_options.txt" 2>/dev/null || echo "no record")
+  [ "$made" = "$decode" ] || die "SAVE_DIR $save was averaged and scored with '$made', not '$decode': \
+move checkpoint_avg.pt, greedy_vs_beam.json and eval/ away to do them again"
+fi
 
 ctemp-train "$data" --user-dir "$user_dir" --save-dir "$save" \
   --arch "${ARCH:-transformer}" --share-decoder-input-output-embed \
@@ -42,6 +51,7 @@ ctemp-train "$data" --user-dir "$user_dir" --save-dir "$save" \
   --keep-last-epochs "$average" --log-format simple --log-interval 100 \
   ${DEVICE_ARGS:-} "$@" 2>&1 | tee -a "$save.train.log"
 
+printf '%s\n' "$decode" > "$save/decode_options.txt"
 if [ ! -f "$save/checkpoint_avg.pt" ]; then
   ctemp-average-checkpoints --inputs "$save" --num-epoch-checkpoints "$average" \
     --output "$save/checkpoint_avg.pt"
