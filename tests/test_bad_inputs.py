@@ -2003,6 +2003,15 @@ CASES = [
         ["{root}/new", "ptb"],
         "no checkpoint {root}/new/checkpoint_best.pt",
     ),
+    *(
+        (
+            f"language_model/evaluate.sh: {setting}",
+            ["/usr/bin/env"],
+            [setting, "bash", os.path.join(EXAMPLES, "language_model", "evaluate.sh"), "{root}/new", "ptb"],
+            f"{setting.split('=')[0]} must be a whole number >= {least}, got '{setting.split('=')[1]}'",
+        )
+        for setting, least in (("TOKENS_PER_SAMPLE=abc", 1), ("CONTEXT_WINDOW=-5", 0), ("MAX_TOKENS=0", 1))
+    ),
     (
         "sact/train.sh: SAVE_DIR in a file",
         ["bash", os.path.join(EXAMPLES, "sact", "train.sh")],

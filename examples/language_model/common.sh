@@ -27,6 +27,11 @@ python_bin() {
 
 source "$lm_here/../run_options.sh"  # check_run_options, check_folder
 
+# check_count NAME VALUE MIN: VALUE is a whole number >= MIN, else the error names NAME
+check_count() {
+  [[ $2 =~ ^[0-9]+$ ]] && [ "$((10#$2))" -ge "$3" ] || die "$1 must be a whole number >= $3, got '$2'"
+}
+
 check_dataset() {
   case $1 in ptb|wikitext-2|wikitext-103) ;; *) die "unknown dataset '$1' (expected ptb, wikitext-2 or wikitext-103)" ;; esac
 }

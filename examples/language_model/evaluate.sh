@@ -33,6 +33,10 @@ case $dataset in
   wikitext-103) tps=${TOKENS_PER_SAMPLE:-512} context=${CONTEXT_WINDOW:-400} ;;
   *) tps=${TOKENS_PER_SAMPLE:-140} context=${CONTEXT_WINDOW:-70} ;;
 esac
+check_count TOKENS_PER_SAMPLE "$tps" 1
+check_count CONTEXT_WINDOW "$context" 0
+check_count MAX_TOKENS "${MAX_TOKENS:-8000}" 1
+tps=$((10#$tps)) context=$((10#$context))  # (as recorded: 070 is 70)
 [ "$context" -lt "$tps" ] || die "CONTEXT_WINDOW ($context) must be smaller than TOKENS_PER_SAMPLE ($tps)"
 name=eval_$subset
 [ "$checkpoint" = checkpoint_best.pt ] || name=${name}_$(basename "$checkpoint" .pt)
