@@ -2013,6 +2013,12 @@ CASES = [
         for setting, least in (("TOKENS_PER_SAMPLE=abc", 1), ("CONTEXT_WINDOW=-5", 0), ("MAX_TOKENS=0", 1))
     ),
     (
+        "language_model/prepare.sh: WORKERS not a number",
+        ["/usr/bin/env"],
+        ["WORKERS=x", "bash", os.path.join(EXAMPLES, "language_model", "prepare.sh"), "ptb", "{root}"],
+        "WORKERS must be a whole number >= 1, got 'x'",
+    ),
+    (
         "sact/train.sh: SAVE_DIR in a file",
         ["bash", os.path.join(EXAMPLES, "sact", "train.sh")],
         ["{toy}/bin", "{root}/a-file/run", "sact"],
@@ -2029,6 +2035,13 @@ CASES = [
         ["bash", os.path.join(EXAMPLES, "sact", "evaluate.sh")],
         ["{root}/nowhere", "{root}/new", "test", "{toy}/raw/test.tgt"],
         "DATA_BIN {root}/nowhere: no such directory",
+    ),
+    (
+        "sact/evaluate.sh: BEAM not a number",
+        ["/usr/bin/env"],
+        ["BEAM=abc", "CHECKPOINT=a.pt", "bash", os.path.join(EXAMPLES, "sact", "evaluate.sh")]
+        + ["{toy}/bin", "{ckpt}", "test", "{toy}/raw/test.tgt"],
+        "BEAM must be a whole number >= 1, got 'abc'",
     ),
     (
         "sact/prepare_alt_en_vi.sh: no such LOCAL_DIR",

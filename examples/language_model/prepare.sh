@@ -48,6 +48,7 @@ case $dataset in
     files=(wiki.train.tokens wiki.valid.tokens wiki.test.tokens)
     expected=("1801350 103227021 -" "3760 217646 -" "4358 245569 -") ;;
 esac
+check_count WORKERS "${WORKERS:=1}" 1
 case ${EXPECTED_COUNTS:=check} in check|skip) ;; *) die "EXPECTED_COUNTS must be check or skip, got '$EXPECTED_COUNTS'" ;; esac
 
 dest=${DATA_BIN:-data-bin/$dataset}
@@ -143,7 +144,7 @@ part=$dest.part  # made here, renamed DATA_BIN at the end: an interrupted run's 
 rm -rf "$part" && mkdir -p "$part"
 "$fairseq_preprocess" --only-source --task language_modeling \
   --trainpref "$data_dir/${files[0]}" --validpref "$data_dir/${files[1]}" --testpref "$data_dir/${files[2]}" \
-  --destdir "$part" --workers "${WORKERS:-1}" 2>&1 | tee "$part/preprocess.log" >&2
+  --destdir "$part" --workers "$WORKERS" 2>&1 | tee "$part/preprocess.log" >&2
 [ "${PIPESTATUS[0]}" = 0 ] || die "fairseq-preprocess failed (see $part/preprocess.log)"
 cp "$counts" "$part/counts.tsv"
 echo "dataset=$dataset source=$(cd "$data_dir" && pwd) counts=$EXPECTED_COUNTS date=$(date -u +%FT%TZ)" > "$part/prepare.done"

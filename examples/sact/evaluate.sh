@@ -26,6 +26,7 @@ die() { echo "evaluate.sh: error: $*" >&2; exit 2; }
 here=$(cd "$(dirname "$0")/../.." && pwd)
 python=$([ -x "$here/.venv/bin/python" ] && echo "$here/.venv/bin/python" || echo python3)
 beam=${BEAM:-5}
+[[ $beam =~ ^[1-9][0-9]*$ ]] || die "BEAM must be a whole number >= 1, got '$beam'"  # (it names the outputs)
 out=$save/$subset.beam$beam
 # SAVE_DIR/SUBSET.beamB.options: what the outputs were made with (written with the hypotheses); a
 # call with other options is refused, since the outputs would be given as its answer
