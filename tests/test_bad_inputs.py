@@ -2012,6 +2012,16 @@ CASES = [
         )
         for setting, least in (("TOKENS_PER_SAMPLE=abc", 1), ("CONTEXT_WINDOW=-5", 0), ("MAX_TOKENS=0", 1))
     ),
+    *(
+        (
+            f"language_model/ptb_converged_experiment.sh: JOBS={jobs}",
+            ["/usr/bin/env"],
+            [f"JOBS={jobs}", "EXP_DIR={root}/new", "bash"]
+            + [os.path.join(EXAMPLES, "language_model", "ptb_converged_experiment.sh")],
+            f"JOBS must be a whole number >= 1, got '{jobs}'",
+        )
+        for jobs in ("0", "two")
+    ),
     (
         "language_model/prepare.sh: WORKERS not a number",
         ["/usr/bin/env"],
