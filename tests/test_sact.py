@@ -384,6 +384,13 @@ SACT_TRAIN = [
 
 def recipe(script, *args, **env):
     """Run examples/sact/SCRIPT on the toy corpus (tiny model, CPU, one thread); returns stdout."""
+    proc = recipe_run(script, *args, **env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout
+
+
+def recipe_run(script, *args, **env):
+    """recipe's run, whatever its exit status: the finished process."""
     full_env = dict(
         os.environ,
         PATH=BIN_DIR + os.pathsep + os.environ["PATH"],
@@ -395,11 +402,9 @@ def recipe(script, *args, **env):
         **ONE_THREAD,
         **env,
     )
-    proc = subprocess.run(
+    return subprocess.run(
         ["bash", os.path.join(RECIPE, script), *map(str, args)], env=full_env, text=True, capture_output=True
     )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc.stdout
 
 
 @pytest.mark.parametrize(
@@ -564,30 +569,13 @@ def test_evaluate_decodes_as_fairseq_generate_then_scores_with_sacrebleu_once(sa
         ({"LENPEN": "2"}, made.replace(" lenpen=1.0 ", " lenpen=2 ")),
         ({"CHECKPOINT": "checkpoint_last.pt"}, made.replace("=checkpoint_best.pt ", "=checkpoint_last.pt ")),
     ):
-        proc = subprocess.run(
-            ["bash", os.path.join(RECIPE, "evaluate.sh"), *map(str, args[1:])],
-            env=dict(
-                os.environ,
-                PATH=BIN_DIR + os.pathsep + os.environ["PATH"],
-                SRC="src",
-                TGT="tgt",
-                BEAM="4",
-                **env,
-            ),
-            text=True,
-            capture_output=True,
-        )
+        proc = recipe_run(*args, BEAM="4", **env)
         assert proc.returncode != 0 and proc.stderr.strip() == (
             f"evaluate.sh: error: {save}/test.beam4.* were made with '{made}', not '{asked}': delete them to "
             "score again, or set BEAM or CHECKPOINT"
         ), proc.stderr
     assert (save / "test.beam4.json").stat().st_mtime_ns == stamp
-    proc = subprocess.run(
-        ["bash", os.path.join(RECIPE, "evaluate.sh"), *map(str, args[1:]), "--print-alignment"],
-        env=dict(os.environ, PATH=BIN_DIR + os.pathsep + os.environ["PATH"], SRC="src", TGT="tgt", BEAM="3"),
-        text=True,
-        capture_output=True,
-    )
+    proc = recipe_run(*args, "--print-alignment", BEAM="3")
     assert proc.returncode != 0 and "--print-alignment is not a decoding option" in proc.stderr
     assert not (save / "test.beam3.hyp").exists()
 
