@@ -86,6 +86,13 @@ def test_train_and_decode_recipe(toy_data, tmp_path):
             + "': move checkpoint_avg.pt, greedy_vs_beam.json and eval/ away to do them again"
         ), other.stderr
     assert {p: p.stat().st_mtime_ns for p in finished} == finished
+    # trained on (a larger MAX_EPOCH): the average and scores of the older checkpoints are not its answer
+    longer = subprocess.run(command, env={**env, "MAX_EPOCH": "3"}, text=True, capture_output=True)
+    assert longer.returncode == 2 and longer.stderr.strip().splitlines()[-1] == (
+        f"train_and_decode.sh: error: SAVE_DIR {save} was trained on after checkpoint_avg.pt was made: move "
+        "checkpoint_avg.pt, greedy_vs_beam.json and eval/ away to average and score the new checkpoints"
+    ), longer.stderr[-3000:]
+    assert (save / "checkpoint3.pt").exists() and {p: p.stat().st_mtime_ns for p in finished} == finished
 
     # the same SAVE_DIR at another T: refused, not trained on (its checkpoints would mix two runs)
     last = (save / "checkpoint_last.pt").stat().st_mtime_ns

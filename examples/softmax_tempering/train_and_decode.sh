@@ -15,7 +15,8 @@
 # SAVE_DIR/run_options.txt records what the model is trained on (T, ARCH, LABEL_SMOOTHING,
 # SEM_WEIGHT, the extra arguments): once it holds a checkpoint, a re-run with others is refused, not
 # trained on in the same run; SAVE_DIR/decode_options.txt what the average and the scores were made
-# with (AVERAGE, BEAM, GENERATE_ARGS): a re-run with others is refused while they exist.
+# with (AVERAGE, BEAM, GENERATE_ARGS): a re-run with others is refused while they exist, and so is
+# one that trains on past them (a larger MAX_EPOCH).
 set -euo pipefail
 [ $# -ge 2 ] || { sed -n '2,/^set -euo/{/^#/p;}' "$0"; exit 2; }
 data=$1 save=$2 temperature=${3:-4.0}
@@ -51,6 +52,10 @@ ctemp-train "$data" --user-dir "$user_dir" --save-dir "$save" \
   --keep-last-epochs "$average" --log-format simple --log-interval 100 \
   ${DEVICE_ARGS:-} "$@" 2>&1 | tee -a "$save.train.log"
 
+# trained on since the average (a larger MAX_EPOCH or PATIENCE): it and the scores are of older checkpoints
+[ ! "$save/checkpoint_last.pt" -nt "$save/checkpoint_avg.pt" ] || [ ! -f "$save/checkpoint_avg.pt" ] \
+  || die "SAVE_DIR $save was trained on after checkpoint_avg.pt was made: move checkpoint_avg.pt, \
+greedy_vs_beam.json and eval/ away to average and score the new checkpoints"
 printf '%s\n' "$decode" > "$save/decode_options.txt"
 if [ ! -f "$save/checkpoint_avg.pt" ]; then
   ctemp-average-checkpoints --inputs "$save" --num-epoch-checkpoints "$average" \
