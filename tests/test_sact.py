@@ -574,6 +574,16 @@ def test_evaluate_decodes_as_fairseq_generate_then_scores_with_sacrebleu_once(sa
             f"evaluate.sh: error: {save}/test.beam4.* were made with '{made}', not '{asked}': delete them to "
             "score again, or set BEAM or CHECKPOINT"
         ), proc.stderr
+    # a checkpoint trained on since (newer than the outputs): they are not its answer
+    best = save / "checkpoint_best.pt"
+    times = (best.stat().st_atime_ns, best.stat().st_mtime_ns)  # (restored: the run is the module's)
+    os.utime(best, ns=(times[0], (save / "test.beam4.options").stat().st_mtime_ns + 10**9))
+    proc = recipe_run(*args, BEAM="4")
+    os.utime(best, ns=times)
+    assert proc.returncode != 0 and proc.stderr.strip() == (
+        f"evaluate.sh: error: {best} is newer than {save}/test.beam4.* (trained on since): delete them to "
+        "score it again"
+    ), proc.stderr
     assert (save / "test.beam4.json").stat().st_mtime_ns == stamp
     proc = recipe_run(*args, "--print-alignment", BEAM="3")
     assert proc.returncode != 0 and "--print-alignment is not a decoding option" in proc.stderr

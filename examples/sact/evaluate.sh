@@ -37,6 +37,8 @@ if [ -f "$out.hyp" ] || [ -f "$out.json" ]; then
   [ -f "$out.options" ] || die "$out.hyp or .json has no $out.options (made before options were recorded): delete them to score again"
   [ "$(cat "$out.options")" = "$options" ] \
     || die "$out.* were made with '$(cat "$out.options")', not '$options': delete them to score again, or set BEAM or CHECKPOINT"
+  [ ! "$save/${CHECKPOINT:-checkpoint_best.pt}" -nt "$out.options" ] \
+    || die "$save/${CHECKPOINT:-checkpoint_best.pt} is newer than $out.* (trained on since): delete them to score it again"
 fi
 
 if [ ! -f "$out.hyp" ]; then
