@@ -207,6 +207,14 @@ def test_recipes_end_to_end(ptb_like, toy_checkpoint):
         ),
         f"{save}/eval_test.json was evaluated with 'dataset=ptb {made}', not 'dataset=ptb {asked}': move it away",
     )
+    best = save / "checkpoint_best.pt"  # trained on since (newer than the result): not its answer
+    times = (best.stat().st_atime_ns, best.stat().st_mtime_ns)
+    os.utime(best, ns=(times[0], (save / "eval_test.json").stat().st_mtime_ns + 10**9))
+    fails(
+        recipe("evaluate.sh", save, "ptb", env=env),
+        f"{best} is newer than {save}/eval_test.json (trained on since): move {save}/eval_test.json away",
+    )
+    os.utime(best, ns=times)
     text = (save / "eval_test.json").read_text()
     (save / "eval_test.json").write_text(text[: len(text) // 2])
     try:

@@ -17,9 +17,10 @@
 # over the vocabulary (fairseq_ctemp.lm_eval), and fails otherwise.
 # Writes SAVE_DIR/eval_SUBSET.json (with CHECKPOINT other than checkpoint_best.pt:
 # eval_SUBSET_<checkpoint name>.json), the full log next to it, and eval_SUBSET.sentences.tsv: each
-# line's NLL (nats) and tokens, what lm_results.py compare resamples. An existing result is kept (and
-# refused when asked for another dataset, TOKENS_PER_SAMPLE or CONTEXT_WINDOW than it records); a
-# result without its sentences file gets one (the evaluation is rerun and must give its perplexity).
+# line's NLL (nats) and tokens, what lm_results.py compare resamples. An existing result is kept
+# (refused when asked for another dataset, TOKENS_PER_SAMPLE or CONTEXT_WINDOW than it records, or
+# when older than the checkpoint); a result without its sentences file gets one (the evaluation is
+# rerun and must give its perplexity).
 set -euo pipefail
 usage() { sed -n '2,/^set -euo/{/^#/p;}' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 [ $# -ge 2 ] && [ $# -le 3 ] || usage
@@ -51,6 +52,8 @@ except (ValueError, KeyError, TypeError) as e:  # (not JSON, or not an evaluatio
     sys.exit("%s: %s" % (type(e).__name__, e))' "$result" 2>&1) \
     || die "$result is not an evaluation record ($made): restore it, or move it away to evaluate again"
   [ "$made" = "$asked" ] || die "$result was evaluated with '$made', not '$asked': move it away, or give another SAVE_DIR or CHECKPOINT"
+  [ ! "$save/$checkpoint" -nt "$result" ] \
+    || die "$save/$checkpoint is newer than $result (trained on since): move $result away to evaluate it again"
 fi
 if [ -f "$result" ] && [ -f "$sentences" ]; then
   log "$result exists; not re-evaluating:"; cat "$result"; exit 0
