@@ -2206,6 +2206,18 @@ COMPARE = [
 NUMBER_CASES = [
     ("greedy-vs-beam: --beam 0", greedy_vs_beam, [*GVB[:5], "--beam", "0", "--", "--cpu"], "--beam"),
     (
+        "greedy-vs-beam: --subset not in DATA",
+        greedy_vs_beam,
+        [*GVB[:5], "--subset", "test1", "--", "--cpu"],
+        "--subset test1: DATA {toy}/bin has no such subset (no file test1.*)",
+    ),
+    (
+        "greedy-vs-beam: --dev-subset not in DATA",
+        greedy_vs_beam,
+        [*GVB[:5], "--grid-beams", "2", "--dev-subset", "dev", "--", "--cpu"],
+        "--dev-subset dev: DATA {toy}/bin has no such subset (no file dev.*)",
+    ),
+    (
         "greedy-vs-beam: --lenpen nan",
         greedy_vs_beam,
         [*GVB[:5], "--lenpen", "nan", "--", "--cpu"],

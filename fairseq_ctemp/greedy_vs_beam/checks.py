@@ -72,6 +72,11 @@ def check_request(request):
     for path in request.checkpoint.split(":"):
         if not os.path.exists(path):
             raise UsageError(f"--checkpoint {path}: no such file")
+    subsets = {"--subset": request.subset, **({"--dev-subset": request.dev_subset} if request.grid else {})}
+    for option, subset in subsets.items():  # fairseq reads them from DATA's first folder
+        folder = request.data.split(":")[0]
+        if not glob.glob(os.path.join(folder, glob.escape(subset) + ".*")):
+            raise UsageError(f"{option} {subset}: DATA {folder} has no such subset (no file {subset}.*)")
     integer = lambda b: isinstance(b, int) and b >= 1  # noqa: E731
     check("--beam", [request.beam], integer, "an integer >= 1")
     check("--grid-beams", request.grid_beams or [], integer, "integers >= 1")
