@@ -68,7 +68,6 @@ export DATA_BIN=$exp/data-bin/ptb DEVICE_ARGS=${DEVICE_ARGS---cpu}
 results=${RESULTS:-$here/results/$name}
 variants=${VARIANTS:-softmax ct mos ct-mos constant-0.5 constant-2}
 jobs=${JOBS:-1}
-[[ $jobs =~ ^[1-9][0-9]*$ ]] || die "JOBS must be a whole number >= 1, got '$jobs'"  # (0 waited forever)
 [[ $jobs =~ ^[1-9][0-9]*$ ]] || die "JOBS must be a whole number >= 1, got '$jobs'"
 for run in $variants; do  # checked before any work
   [[ $run =~ ^(softmax|ct|mos|ct-mos|constant-([0-9]+\.?[0-9]*|\.[0-9]+))(@[0-9]+)?$ ]] ||

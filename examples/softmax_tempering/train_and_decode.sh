@@ -53,7 +53,7 @@ ctemp-train "$data" --user-dir "$user_dir" --save-dir "$save" \
   ${DEVICE_ARGS:-} "$@" 2>&1 | tee -a "$save.train.log"
 
 # trained on since the average (a larger MAX_EPOCH or PATIENCE): it and the scores are of older checkpoints
-[ ! "$save/checkpoint_last.pt" -nt "$save/checkpoint_avg.pt" ] || [ ! -f "$save/checkpoint_avg.pt" ] \
+[ ! -f "$save/checkpoint_avg.pt" ] || [ ! "$save/checkpoint_last.pt" -nt "$save/checkpoint_avg.pt" ] \
   || die "SAVE_DIR $save was trained on after checkpoint_avg.pt was made: move checkpoint_avg.pt, \
 greedy_vs_beam.json and eval/ away to average and score the new checkpoints"
 printf '%s\n' "$decode" > "$save/decode_options.txt"
