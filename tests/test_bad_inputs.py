@@ -1854,6 +1854,12 @@ CASES = [
         "{toy}/raw/test.tgt already exists; refusing to overwrite it",
     ),
     (
+        "sact translate_subset.py: a subset DATA_BIN does not have",
+        sact_translate_subset,
+        ["{toy}/bin", "{ckpt}/a.pt", "dev", "4", "1", "{root}/new.hyp", "--cpu"],
+        "SUBSET dev: DATA {toy}/bin has no such subset (no file dev.*)",
+    ),
+    (
         "sact summarize: missing work directory",
         sact_summarize,
         ["{root}/nowhere", "test", "5", "sact"],

@@ -38,6 +38,10 @@ def main(argv):
         sys.exit(f"{PROG}: error: {e}")
     if not os.path.isdir(data):
         sys.exit(f"{PROG}: error: DATA_BIN {data}: no such directory")
+    try:
+        gvb.check_subset("SUBSET", data, subset)
+    except gvb.UsageError as e:
+        sys.exit(f"{PROG}: error: {e}")
     if not os.path.isfile(checkpoint):
         sys.exit(f"{PROG}: error: CHECKPOINT {checkpoint}: no such file")
     if os.path.exists(output):

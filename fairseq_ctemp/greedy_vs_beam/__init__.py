@@ -12,7 +12,7 @@ class UsageError(Exception):
     """Bad input, existing output or a failed decoding: main() prints it as one error."""
 
 
-from .checks import OWN_OPTIONS, positive  # noqa: E402
+from .checks import OWN_OPTIONS, check_subset, positive  # noqa: E402
 from .decoding import decode, load_translator  # noqa: E402
 from .records import GreedyVsBeam, Request, System  # noqa: E402
 from .run import run_greedy_vs_beam  # noqa: E402
@@ -24,6 +24,7 @@ __all__ = [
     "Request",
     "System",
     "UsageError",
+    "check_subset",
     "compare_systems",
     "decode",
     "load_translator",

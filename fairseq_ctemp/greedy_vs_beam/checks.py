@@ -33,6 +33,14 @@ def positive(x):
     return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
 
 
+def check_subset(option, data, subset):
+    """UsageError unless DATA's first folder (where fairseq reads every subset but train from) has
+    files of SUBSET: found now, not once the checkpoint is loaded."""
+    folder = data.split(":")[0]
+    if not glob.glob(os.path.join(folder, glob.escape(subset) + ".*")):
+        raise UsageError(f"{option} {subset}: DATA {folder} has no such subset (no file {subset}.*)")
+
+
 def subset_size(data, subset):
     """Sentences in a binarized subset, so that a --ref with the wrong number of lines fails before
     any decoding; None if unknown (no index, or language pairs of different sizes)."""
@@ -72,11 +80,9 @@ def check_request(request):
     for path in request.checkpoint.split(":"):
         if not os.path.exists(path):
             raise UsageError(f"--checkpoint {path}: no such file")
-    subsets = {"--subset": request.subset, **({"--dev-subset": request.dev_subset} if request.grid else {})}
-    for option, subset in subsets.items():  # fairseq reads them from DATA's first folder
-        folder = request.data.split(":")[0]
-        if not glob.glob(os.path.join(folder, glob.escape(subset) + ".*")):
-            raise UsageError(f"{option} {subset}: DATA {folder} has no such subset (no file {subset}.*)")
+    check_subset("--subset", request.data, request.subset)
+    if request.grid:
+        check_subset("--dev-subset", request.data, request.dev_subset)
     integer = lambda b: isinstance(b, int) and b >= 1  # noqa: E731
     check("--beam", [request.beam], integer, "an integer >= 1")
     check("--grid-beams", request.grid_beams or [], integer, "integers >= 1")
