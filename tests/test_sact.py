@@ -520,6 +520,7 @@ def test_translate_subset_cut_short_leaves_no_output(tmp_path, monkeypatch):
     again: evaluate.sh's rerun, which refuses an existing OUTPUT, would be refused for it."""
     script = example_script(os.path.join(REPO, "examples", "sact", "translate_subset.py"))
     (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "test.src-tgt.src.idx").write_bytes(b"")  # (not read either)
     (tmp_path / "c.pt").write_bytes(b"(not read: the translator is replaced)")
 
     def hypotheses_then_full_disk():
