@@ -237,6 +237,40 @@ def test_fairseq_config_conversion_without_hydra_experimental(arch, monkeypatch)
     assert cfg.criterion.softmax_temperature == 1.0 and cfg.model._name == arch[1]
 
 
+def test_hydra_is_initialized_for_fairseq_as_hydra_initialize_does(monkeypatch):
+    """fairseq's call of initialize (from fairseq/dataclass/utils.py, config_path ../config) sets up
+    hydra as hydra.initialize itself does: the same config search path and job name, found from
+    the caller's frame instead of hydra's inspect.stack()."""
+    import hydra
+    from fairseq import options
+    from fairseq.dataclass import utils
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.utils import JobRuntime
+
+    class SetUp(Exception):
+        """hydra's set-up when fairseq composes (the conversion stops there)."""
+
+    def compose(*args, **kwargs):
+        path = GlobalHydra.instance().hydra.config_loader.get_search_path().get_path()
+        raise SetUp([(e.provider, e.path) for e in path], JobRuntime().get("name"))
+
+    def hydra_set_up(initialize):
+        monkeypatch.setattr(utils, "initialize", initialize)
+        monkeypatch.setattr(utils, "compose", compose)
+        args = options.parse_args_and_arch(options.get_training_parser(), ["DATA", "--arch", "transformer"])
+        with pytest.raises(SetUp) as set_up:
+            utils.convert_namespace_to_omegaconf(args)
+        return set_up.value.args
+
+    def hydra_initialize(config_path, job_name=None, caller_stack_depth=1):  # hydra's own search
+        return hydra.initialize(config_path, job_name, caller_stack_depth + 1, version_base="1.1")
+
+    search_path, job_name = hydra_set_up(compat.hydra_initialize)
+    assert (search_path, job_name) == hydra_set_up(hydra_initialize)
+    config = os.path.normpath(os.path.join(os.path.dirname(os.path.realpath(utils.__file__)), "..", "config"))
+    assert ("main", config) in search_path and job_name == "utils"
+
+
 # ------------------------------------------------------------------------- lr step on resume
 # No validation counts as better than 0.5 x the best one: after the first epoch every epoch is one
 # without improvement, and reduce_lr_on_plateau halves the rate after more than --lr-patience of them.
