@@ -78,7 +78,7 @@ def trace_call(run, directory, name, cuda):
         sync()
         step_ms = (time.perf_counter() - start) * 1e3
     events = prof.key_averages()
-    device_ms = sum(e.self_device_time_total for e in events) / 1e3 if cuda else None
+    device_ms = sum(e.self_device_time_total for e in events if is_kernel(e)) / 1e3 if cuda else None
     operators = sum(e.count for e in events if e.device_type == torch.autograd.DeviceType.CPU)
     table = events.table(sort_by="self_device_time_total" if cuda else "self_cpu_time_total", row_limit=40)
     with open(os.path.join(directory, f"{name}.txt"), "x", encoding="utf-8") as f:
@@ -90,6 +90,13 @@ def trace_call(run, directory, name, cuda):
         with open(raw, "rb") as src, gzip.open(os.path.join(directory, f"{name}.trace.json.gz"), "xb") as dst:
             shutil.copyfileobj(src, dst)
     return {"step_ms": step_ms, "device_ms": device_ms, "operators": operators}
+
+
+def is_kernel(event):
+    """A kernel (or memory copy) on the device: not an operator on the host, which owns its
+    kernels' time too, nor a record_function range drawn on the device's timeline (fairseq's
+    "forward", "optimizer": the whole span, idle gaps included)."""
+    return event.device_type != torch.autograd.DeviceType.CPU and not event.is_user_annotation
 
 
 def write_operators(path, events):

@@ -10,6 +10,8 @@ comparison still need CUDA and skip). It is never what the gpu-check report is a
 
 import copy
 import functools
+import gzip
+import json
 import math
 import os
 
@@ -593,3 +595,9 @@ def test_benchmark_step_memory_holds_the_batchs_logits(monkeypatch, tmp_path):
     for name, t in result["traces"].items():  # --trace on CUDA: the kernels' time within the step's
         assert 0 < t["device_ms"] <= 1.05 * t["step_ms"], (name, t)
         assert "Self CUDA" in (tmp_path / "traces" / f"{name}.txt").read_text()
+        # each kernel and copy counted once, as the Chrome trace has them (fairseq's "forward" and
+        # "optimizer" ranges on the device's timeline once counted as well: "kernels 103 %")
+        with gzip.open(tmp_path / "traces" / f"{name}.trace.json.gz", "rt") as f:
+            events = json.load(f)["traceEvents"]
+        on_device = sum(e["dur"] for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
+        assert abs(t["device_ms"] - on_device / 1e3) <= 0.02 * t["device_ms"], (name, t, on_device)

@@ -1,5 +1,6 @@
 """tempered_ce, the specification as tests (the loss of fairseq_ctemp/criterions/tempered_ce.py)."""
 
+import itertools
 import math
 from types import SimpleNamespace
 
@@ -249,18 +250,60 @@ def test_metrics_are_sums_so_they_reduce_correctly_across_workers():
 
 
 def test_fused_tempered_log_softmax_equals_autograd_through_the_division():
-    from fairseq_ctemp.criterions.tempered_ce import TemperedLogSoftmax
+    from fairseq_ctemp.criterions.tempered_ce import tempered_log_softmax
 
-    for dtype in (torch.float32, torch.float16):
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
         x = (torch.randn(6, 4, 37) * 5).to(dtype).requires_grad_()
         reference = F.log_softmax(x.float() / 3.5, dim=-1)
-        fused = TemperedLogSoftmax.apply(x, 3.5)
+        fused = tempered_log_softmax(x, 3.5)
         assert fused.dtype == torch.float32 and torch.equal(fused, reference)
         upstream = torch.randn_like(reference)
         (expected,) = torch.autograd.grad(reference, x, upstream)
         (actual,) = torch.autograd.grad(fused, x, upstream)
         assert actual.dtype == dtype
         torch.testing.assert_close(actual, expected)
+    assert x.grad is None and x.dtype == torch.bfloat16  # the logits themselves are never overwritten
+
+
+def peak_tensor_bytes(run):
+    """The most tensor memory run() held at once beyond what existed before it (profiler memory
+    events; CPU)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        run()
+    events = sorted(
+        (e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"
+    )
+    return max(itertools.accumulate(nbytes for _, nbytes in events))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_tempered_loss_holds_no_more_memory_than_fairseqs(dtype):
+    """A training step's loss and backward from the logits, as fairseq's label_smoothed_cross_entropy
+    computes them (log_softmax(x.float())) and at T = 4: the tempered one never holds more. With
+    half-precision logits it once did, by one batch x vocabulary tensor of their precision (the
+    cast back of the gradient ran while the log-softmax's backward still held its tensors)."""
+    from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_loss
+
+    from fairseq_ctemp.criterions.tempered_ce import tempered_log_softmax
+
+    logits = torch.randn(512, 4000).to(dtype).requires_grad_()
+    target = torch.randint(0, 4000, (512,))
+
+    def step(log_softmax):
+        def run():
+            lprobs = log_softmax(logits)
+            loss, _ = label_smoothed_nll_loss(lprobs, target, 0.1)
+            loss.backward()
+            logits.grad = None
+
+        return run
+
+    stock = peak_tensor_bytes(step(lambda x: F.log_softmax(x.float(), dim=-1)))
+    tempered = peak_tensor_bytes(step(lambda x: tempered_log_softmax(x, 4.0)))
+    assert stock >= 512 * 4000 * 8  # the log-probabilities and their gradient, fp32
+    assert tempered <= stock, (tempered, stock)
 
 
 def test_negative_entropy_gradient():
