@@ -104,38 +104,48 @@ def tiny_transformer(toy_data, *criterion_options):
     return task, task.build_model(cfg.model), task.build_criterion(cfg.criterion)
 
 
-def test_the_criterion_with_chunks_against_fairseqs_path(toy_data):
-    """The same model and batch: fairseq's path (the logits, TemperedLogSoftmax, label_smoothed_nll_loss)
-    and --loss-chunk-tokens give the same loss, logs and gradient of every parameter (tied
-    embeddings: the output projection's gradient reaches the embedding through the chunks)."""
-    task, model, plain = tiny_transformer(toy_data)
+def test_the_criterion_with_chunks_against_fairseqs_path(toy_data, monkeypatch):
+    """The same model and batch: fairseq's path (the model's logits, tempered_log_softmax,
+    label_smoothed_nll_loss), the projected path (the logits / T made by the criterion's own
+    product with the output projection: tempered_ce's default for fairseq's transformers) and
+    --loss-chunk-tokens give the same loss, logs and gradient of every parameter (tied embeddings:
+    the output projection's gradient reaches the embedding through the product and the chunks)."""
+    from fairseq_ctemp.criterions import tempered_ce
+
+    task, model, projected_criterion = tiny_transformer(toy_data)
+    logits_criterion = tiny_transformer(toy_data)[2]
     chunked = tiny_transformer(toy_data, "--loss-chunk-tokens", "16")[2]
     batch = next(iter(task.get_batch_iterator(task.dataset("valid"), max_tokens=400).next_epoch_itr()))
-    results, projected = {}, []  # rows of each call of the output projection
+    results, projected = {}, []  # rows of each call of the output projection module
     model.decoder.output_projection.register_forward_hook(
         lambda m, i, o: projected.append(i[0][..., 0].numel())
     )
-    for name, criterion in (("plain", plain), ("chunked", chunked)):
-        model.zero_grad()
-        criterion.train()
-        projected.clear()
-        loss, sample_size, log = criterion(model, batch)
+    paths = (("logits", logits_criterion), ("projected", projected_criterion), ("chunked", chunked))
+    for name, criterion in paths:
+        with monkeypatch.context() as patch:
+            if name == "logits":  # what a decoder of another output layer gets
+                patch.setattr(tempered_ce, "plain_output_projection", lambda model: None)
+            model.zero_grad()
+            criterion.train()
+            projected.clear()
+            loss, sample_size, log = criterion(model, batch)
         positions = batch["target"].numel()
-        # fairseq's path projects every position at once; the chunks never do (the diagnostics
-        # project at most 256 sampled positions)
-        assert max(projected) == positions if name == "plain" else max(projected) <= 256 < positions
+        # the model's output layer projects every position at once; the other paths never call
+        # it but for the diagnostics (at most 256 sampled positions)
+        assert max(projected) == positions if name == "logits" else max(projected) <= 256 < positions
         loss.backward()
         grads = {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}
         results[name] = (loss.detach(), sample_size, log, grads)
-    (loss_p, size_p, log_p, grads_p), (loss_c, size_c, log_c, grads_c) = results["plain"], results["chunked"]
-    torch.testing.assert_close(loss_c, loss_p, rtol=1e-5, atol=1e-4)
-    assert size_c == size_p and grads_c.keys() == grads_p.keys()
-    for key in ("nll_loss", "entropy", "entropy_untempered", "nll_loss_untempered", "n_correct", "total"):
-        torch.testing.assert_close(
-            torch.as_tensor(log_c[key]).double(), torch.as_tensor(log_p[key]).double(), rtol=1e-5, atol=1e-4
-        )
-    for key, grad in grads_p.items():
-        torch.testing.assert_close(grads_c[key], grad, rtol=1e-4, atol=1e-6, msg=key)
+    loss_p, size_p, log_p, grads_p = results["logits"]
+    for name in ("projected", "chunked"):
+        loss_c, size_c, log_c, grads_c = results[name]
+        torch.testing.assert_close(loss_c, loss_p, rtol=1e-5, atol=1e-4)
+        assert size_c == size_p and grads_c.keys() == grads_p.keys()
+        for key in ("nll_loss", "entropy", "entropy_untempered", "nll_loss_untempered", "n_correct", "total"):
+            got, want = (torch.as_tensor(log[key]).double() for log in (log_c, log_p))
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-4, msg=(name, key))
+        for key, grad in grads_p.items():
+            torch.testing.assert_close(grads_c[key], grad, rtol=1e-4, atol=1e-6, msg=(name, key))
 
 
 def test_a_model_without_one_output_projection_is_refused_when_the_criterion_is_built(toy_data):

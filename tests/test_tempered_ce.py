@@ -265,6 +265,34 @@ def test_fused_tempered_log_softmax_equals_autograd_through_the_division():
     assert x.grad is None and x.dtype == torch.bfloat16  # the logits themselves are never overwritten
 
 
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_scaled_linear_is_the_projection_divided_by_t(bias, dtype):
+    """The projected path's logits / T, the scale applied by the matrix product: against the
+    float64 product divided by T, within the rounding of the result (forward and gradients)."""
+    from fairseq_ctemp.criterions.tempered_ce import scaled_linear
+
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(24, 50, bias=bias).to(dtype)
+    x = torch.randn(30, 24).to(dtype).requires_grad_()
+    z = scaled_linear(x, linear, 1 / 3.0)
+    wide = torch.nn.Linear(24, 50, bias=bias).double()
+    wide.load_state_dict(linear.state_dict())
+    xd = x.detach().double().requires_grad_()
+    expected = wide(xd) / 3.0
+    u = 2.0**-24 if dtype == torch.float32 else 2.0**-8  # unit roundoff
+    assert z.dtype == dtype
+    torch.testing.assert_close(z.double(), expected, rtol=4 * u, atol=4 * u * expected.abs().max().item())
+    upstream = torch.randn(30, 50, dtype=torch.float64)
+    z.backward(upstream.to(dtype))
+    expected.backward(upstream)
+    pairs = [(x.grad, xd.grad), (linear.weight.grad, wide.weight.grad)] + (
+        [(linear.bias.grad, wide.bias.grad)] if bias else []
+    )
+    for got, want in pairs:
+        torch.testing.assert_close(got.double(), want, rtol=0, atol=16 * u * want.abs().max().item())
+
+
 def peak_tensor_bytes(run):
     """The most tensor memory run() held at once beyond what existed before it (profiler memory
     events; CPU)."""

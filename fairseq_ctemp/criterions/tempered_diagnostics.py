@@ -70,13 +70,17 @@ class Rows:
         )
 
     @classmethod
-    def of_features(cls, features, projection, temperature):
-        """From the decoder's features (--loss-chunk-tokens): the logits of the rows asked for only."""
+    def of_features(cls, features, projection, temperature, lprobs=None):
+        """From the decoder's features (--loss-chunk-tokens and the projected path): the logits of
+        the rows asked for only; their tempered log-probabilities from ``lprobs`` (positions x
+        vocabulary) where the batch has them."""
 
         def logits(rows):
             return projection(features.index_select(0, rows))
 
-        def lprobs(rows):
+        def tempered(rows):
+            if lprobs is not None:
+                return lprobs.index_select(0, rows)
             return F.log_softmax(logits(rows).float() / temperature, dim=-1)
 
-        return cls(features.size(0), projection.weight.size(0), features.device, logits, lprobs)
+        return cls(features.size(0), projection.weight.size(0), features.device, logits, tempered)
