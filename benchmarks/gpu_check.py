@@ -111,7 +111,7 @@ def parse_args(argv=None):
         "--test-timeout", type=float, default=300, help="seconds for all the tests (default %(default)s)"
     )
     p.add_argument(
-        "--bench-timeout", type=float, default=120, help="seconds per benchmark (default %(default)s)"
+        "--bench-timeout", type=float, default=240, help="seconds per benchmark (default %(default)s)"
     )
     p.add_argument(
         "--time-limit",
