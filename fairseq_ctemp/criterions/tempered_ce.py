@@ -343,11 +343,12 @@ def plain_output_projection(model):
 
 
 def scaled_linear(x, linear, scale):
-    """linear(x) * scale, the scale applied by the matrix product itself (BLAS's alpha and beta):
-    no pass of its own over the output."""
+    """linear(x) * scale, the scale applied by the matrix product itself (BLAS's alpha): no pass of
+    its own over the output. A bias is scaled first (a vector), so that the product adds it as
+    F.linear does (on CUDA in cuBLASLt's epilogue, which takes beta = 1 only)."""
     if linear.bias is None:
         return torch.addmm(x.new_zeros(()), x, linear.weight.t(), beta=0, alpha=scale)
-    return torch.addmm(linear.bias, x, linear.weight.t(), beta=scale, alpha=scale)
+    return torch.addmm(linear.bias * scale, x, linear.weight.t(), alpha=scale)
 
 
 def check_model_output(model):
