@@ -96,7 +96,9 @@ def is_kernel(event):
     """A kernel (or memory copy) on the device: not an operator on the host, which owns its
     kernels' time too, nor a record_function range drawn on the device's timeline (fairseq's
     "forward", "optimizer": the whole span, idle gaps included)."""
-    return event.device_type != torch.autograd.DeviceType.CPU and not event.is_user_annotation
+    return event.device_type != torch.autograd.DeviceType.CPU and not getattr(
+        event, "is_user_annotation", False
+    )
 
 
 def write_operators(path, events):

@@ -233,7 +233,7 @@ class TemperedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
         out of the projection's matrix product (scaled_linear), and the log-softmax is fairseq's own
         (fused with the cast to float32 and, in backward, with the cast back). Dividing the model's
         logits instead costs four more passes over the batch x vocabulary tensor (a cast, a division
-        each way, a cast back): +17% of a transformer base step on an H200."""
+        each way, a cast back): +18% of a transformer base step's kernel time on an H200."""
         h, target = self._features(model, sample)
         lprobs = utils.log_softmax(scaled_linear(h, self._projection, 1.0 / self.temperature), dim=-1)
         loss, nll_loss, _ = tempered_label_smoothed_nll_loss(
