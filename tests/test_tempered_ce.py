@@ -267,23 +267,29 @@ def test_fused_tempered_log_softmax_equals_autograd_through_the_division():
 
 
 @pytest.mark.parametrize("bias", [False, True])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_scaled_linear_is_the_projection_divided_by_t(bias, dtype):
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "autocast-bf16"])
+def test_scaled_linear_is_the_projection_divided_by_t(bias, precision):
     """The projected path's logits / T, the scale applied by the matrix product: against the
-    float64 product divided by T, within the rounding of the result (forward and gradients)."""
+    float64 product divided by T, within the rounding of the result (forward and gradients); under
+    autocast (fairseq's --amp) from fp32 inputs, the product in bfloat16 as F.linear's would be."""
     from fairseq_ctemp.criterions.tempered_ce import scaled_linear
 
     torch.manual_seed(0)
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "autocast-bf16": torch.float32}[precision]
     linear = torch.nn.Linear(24, 50, bias=bias).to(dtype)
     x = torch.randn(30, 24).to(dtype).requires_grad_()
-    z = scaled_linear(x, linear, 1 / 3.0)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "autocast-bf16"):
+        z = scaled_linear(x, linear, 1 / 3.0)
     wide = torch.nn.Linear(24, 50, bias=bias).double()
     wide.load_state_dict(linear.state_dict())
     xd = x.detach().double().requires_grad_()
     expected = wide(xd) / 3.0
-    u = 2.0**-24 if dtype == torch.float32 else 2.0**-8  # unit roundoff
-    assert z.dtype == dtype
-    torch.testing.assert_close(z.double(), expected, rtol=4 * u, atol=4 * u * expected.abs().max().item())
+    u = 2.0**-24 if precision == "fp32" else 2.0**-8  # unit roundoff
+    assert z.dtype == (torch.float32 if precision == "fp32" else torch.bfloat16)
+    # each input rounded once (autocast), each term and the result once: a few roundoffs of the
+    # sum of the terms' sizes
+    size = (xd.abs() @ wide.weight.abs().T).max().item() / 3.0 + expected.abs().max().item()
+    torch.testing.assert_close(z.double(), expected, rtol=0, atol=4 * u * size)
     upstream = torch.randn(30, 50, dtype=torch.float64)
     z.backward(upstream.to(dtype))
     expected.backward(upstream)
