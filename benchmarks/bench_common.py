@@ -74,6 +74,13 @@ def precision(args):
 ROUNDS = 10  # every benchmark's default: a median of >= 10 paired rounds (8 left ±5 % on an H200)
 
 
+def paired(a, b, key="paired_words_per_s"):
+    """The per-round ratios of a to b (a round times both on the same batches), as a result's
+    fields: their median and their spread (min, max)."""
+    ratios = [x / y for x, y in zip(a, b)]
+    return {f"{key}_median": statistics.median(ratios), f"{key}_min": min(ratios), f"{key}_max": max(ratios)}
+
+
 def add_timing_options(p, rounds_help="timed rounds", lengths=None):
     """The options every benchmark shares: precision, what one timed round is, threads and seed;
     lengths: the default (MIN, MAX) of the random sentence lengths, None for a benchmark without."""

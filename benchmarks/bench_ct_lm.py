@@ -561,7 +561,7 @@ def ratios_of(args, names, wall, cpu, peaks):
             "label": f"{models[x][0]} / {models[y][0]}",
             "words_per_s": speed,
             "words_per_cpu_s": med(cpu[x]) / med(cpu[y]),
-            "paired_words_per_s_median": med(paired),
+            **common.paired(wall[x], wall[y]),
             "peak_memory": peak_x / peak_y,
             "step_memory": (peak_x - rest_x) / (peak_y - rest_y),
             "target": None if target is None else f"words/s >= {target}",

@@ -213,6 +213,8 @@ def ratios_of(args, names, train, gen):
             "generation_sentences_per_s": g,
             "training_words_per_cpu_s": tc,
             "generation_sentences_per_cpu_s": gc,
+            **common.paired(train_wall[a], train_wall[b], "paired_training_words_per_s"),
+            **common.paired(gen_wall[a], gen_wall[b], "paired_generation_sentences_per_s"),
             "target": None if target is None else f"training words/s and sentences/s >= {target}",
             "met": None if target is None else t >= target and g >= target,
         }

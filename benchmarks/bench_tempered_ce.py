@@ -247,7 +247,7 @@ def ratio_of(args, wall, cpu, peaks):
     return {
         "words_per_s": speed,
         "words_per_cpu_s": cpu_speed,
-        "paired_words_per_s_median": med(paired),
+        **common.paired(wall["tempered"], wall["stock"]),
         "peak_memory": peak_t / peak_s,
         "step_memory": (peak_t - rest_t) / (peak_s - rest_s),
         "target": f"words/s >= {min_speed:g}, peak memory <= {max_memory:g}",

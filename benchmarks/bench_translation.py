@@ -393,6 +393,7 @@ def ratios_of(args, names, train, gen, bounds):
             "generation_sentences_per_s": g,
             "training_words_per_cpu_s": tc,
             "generation_sentences_per_cpu_s": gc,
+            **common.paired(train_wall[name], train_wall[STOCK], "paired_training_words_per_s"),
             "target": None,
             "met": None,
         }

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 
@@ -144,6 +145,12 @@ def test_bench_tempered_ce_smoke(benchmarks, capsys, tmp_path):
     assert set(result["models"]) == {"stock", "tempered"} and result["cuda_max_memory_allocated_mib"] is None
     ratio = result["ratios"]["tempered/stock"]
     assert round(ratio["words_per_s"], 3) == printed and ratio["peak_memory"] > 0
+    # the per-round ratios' median and spread, as printed
+    rounds = [
+        float(x) for x in re.search(r"^paired per-round words/s ratios: ([\d. ]+) \(", out, re.M)[1].split()
+    ]
+    spread = [ratio[f"paired_words_per_s_{k}"] for k in ("min", "median", "max")]
+    assert spread == pytest.approx([min(rounds), statistics.median(rounds), max(rounds)], abs=1e-3)
     assert result["environment"]["device"] == "cpu" and result["config"]["vocab"] == 300
     cpu = result["environment"]["cpu_model"]  # the machine the numbers belong to
     cpuinfo = open("/proc/cpuinfo", encoding="utf-8").read() if os.path.exists("/proc/cpuinfo") else ""
