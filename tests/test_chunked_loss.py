@@ -173,3 +173,27 @@ def test_a_model_without_one_output_projection_is_refused_when_the_criterion_is_
         ValueError, match="--loss-chunk-tokens needs a decoder whose output layer is one linear"
     ):
         task.build_criterion(cfg.criterion)
+
+
+def test_an_output_projection_with_hooks_is_called_as_a_module(toy_data, monkeypatch):
+    """Quant noise, weight norm and other hooks run when the output projection is called: a product
+    with its weight alone would silently skip them. With a hook, tempered_ce's default path calls
+    the model's own output layer (its loss: the division path's, hook included), and
+    --loss-chunk-tokens, which cannot, refuses in one line before any update."""
+    from fairseq_ctemp.criterions import tempered_ce
+
+    task, model, criterion = tiny_transformer(toy_data)
+    batch = next(iter(task.get_batch_iterator(task.dataset("valid"), max_tokens=400).next_epoch_itr()))
+    model.decoder.output_projection.register_forward_hook(lambda module, inputs, output: 2 * output)
+    loss = criterion(model, batch)[0]
+    assert criterion._projection is None
+    with monkeypatch.context() as patch:  # the division path, by hand: the same loss
+        patch.setattr(tempered_ce, "plain_output_projection", lambda model: None)
+        expected = tiny_transformer(toy_data)[2](model, batch)[0]
+    torch.testing.assert_close(loss, expected)
+    without_hook = tiny_transformer(toy_data)[1]
+    without_hook.load_state_dict(model.state_dict())
+    assert not torch.allclose(tiny_transformer(toy_data)[2](without_hook, batch)[0], loss)  # it counts
+    chunked = tiny_transformer(toy_data, "--loss-chunk-tokens", "16")[2]
+    with pytest.raises(ValueError, match="output projection has forward hooks .* use --loss-chunk-tokens 0"):
+        chunked(model, batch)

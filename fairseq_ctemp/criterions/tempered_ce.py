@@ -325,20 +325,28 @@ def output_projection(model):
     projection = getattr(getattr(model, "decoder", model), "output_projection", None)
     if not isinstance(projection, torch.nn.Linear):
         raise OptionError(NO_OUTPUT_PROJECTION.format(arch=type(model).__name__))
+    if has_hooks(projection):
+        raise OptionError(HOOKED_OUTPUT_PROJECTION)
     return projection
+
+
+def has_hooks(module):
+    """Whether calling the module runs more than its forward (quant noise, weight norm and other
+    hooks): a product with its weight alone would silently skip them."""
+    return bool(module._forward_hooks or module._forward_pre_hooks)
 
 
 def plain_output_projection(model):
     """The decoder's output projection when its forward and output layer are fairseq's transformer
-    ones, without an adaptive softmax (its logits are exactly this linear layer of the features it
-    returns with features_only=True); else None."""
+    ones, without an adaptive softmax, and calling it runs nothing but its forward (its logits are
+    exactly this linear layer of the features it returns with features_only=True); else None."""
     from fairseq.models.transformer.transformer_decoder import TransformerDecoderBase as Base
 
     decoder = getattr(model, "decoder", model)
     projection = getattr(decoder, "output_projection", None)
     plain = type(decoder).output_layer is Base.output_layer and type(decoder).forward is Base.forward
     if plain and isinstance(projection, torch.nn.Linear) and decoder.adaptive_softmax is None:
-        return projection
+        return None if has_hooks(projection) else projection
     return None
 
 
@@ -370,6 +378,11 @@ NO_OUTPUT_PROJECTION = (
     "--loss-chunk-tokens needs a decoder whose output layer is one linear projection "
     "(decoder.output_projection: fairseq's transformer and transformer_lm families); {arch} has "
     "none: use --loss-chunk-tokens 0"
+)
+HOOKED_OUTPUT_PROJECTION = (
+    "--loss-chunk-tokens multiplies the features by decoder.output_projection's weight itself, and "
+    "this model's output projection has forward hooks (quant noise, weight norm, ...) that it would "
+    "skip: use --loss-chunk-tokens 0"
 )
 ADAPTIVE_SOFTMAX = (
     "--criterion tempered_ce needs a full softmax output layer; this model has an adaptive "
