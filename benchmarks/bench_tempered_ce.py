@@ -54,6 +54,12 @@ def parse_args(argv=None):
         default=0,
         help="tempered_ce --loss-chunk-tokens: its loss without the batch x vocabulary logits (default 0: off)",
     )
+    p.add_argument(
+        "--division",
+        action="store_true",
+        help="also time tempered_ce through its division path (the model's logits divided by T, as "
+        "models other than fairseq's transformers get it) beside its default path and stock",
+    )
     common.add_timing_options(p, rounds_help="timed A B / B A rounds", lengths=(8, 60))
     p.add_argument(
         "--fairseq-args",
@@ -70,6 +76,10 @@ def parse_args(argv=None):
         p.error(f"--loss-chunk-tokens must be >= 0 (0: off), got {args.loss_chunk_tokens}")
     if args.batches < 1 or args.rounds < 1 or args.warmup < 0:
         p.error("--batches and --rounds must be >= 1, --warmup >= 0")
+    if args.division and (args.loss_chunk_tokens or args.temperature == 1.0):
+        p.error(
+            "--division needs --loss-chunk-tokens 0 and --temperature other than 1 (else the paths are one)"
+        )
     low, high = 0.01, 100.0  # tempered_ce's range (fairseq_ctemp/criterions/checks.py)
     if not low <= args.temperature <= high:
         p.error(
@@ -122,6 +132,7 @@ def main(argv=None):
         *(["--loss-chunk-tokens", str(args.loss_chunk_tokens)] if args.loss_chunk_tokens else []),
     ]
     task, model, trainer, criteria = build_trainer(args, stock, tempered)
+    names = list(criteria)
     batches = common.random_batches(args, task)
 
     def use(name):  # the trainer (and task.train_step) now runs this criterion
@@ -130,34 +141,36 @@ def main(argv=None):
     describe(args, task, model, batches, stock, tempered)
     sync = common.device_sync(cuda)
     words = sum(b["ntokens"] for b in batches)
-    both = {"stock": trainer, "tempered": trainer}
-    wall, cpu = timing.time_training(both, batches, words, args, sync, before=use)
+    trainers = {name: trainer for name in names}  # one trainer, its criterion swapped
+    wall, cpu = timing.time_training(trainers, batches, words, args, sync, before=use)
     cuda_peak = common.cuda_max_memory_mib(cuda)  # before peak_bytes resets the statistics
     peaks = {}
-    for name in ("stock", "tempered"):  # a step's memory is deterministic: one pass, largest peak
+    for name in names:  # a step's memory is deterministic: one pass, largest peak
         use(name)
         peaks[name] = max(common.peak_bytes(trainer, b, cuda) for b in batches)
     if cuda:  # the process's high-water mark: the timed rounds', or one of the measured steps'
         cuda_peak = max(cuda_peak, *(peak / 2**20 for peak, _ in peaks.values()))
     method = "torch.cuda.max_memory_allocated" if cuda else "torch.profiler memory events + resting tensors"
     print_speeds(args, wall, cpu, peaks, method, cuda_peak)
-    # one trainer, its criterion swapped: each traced under its own
-    traces = trace_models(args, both, batches[0], cuda, before=use)
+    traces = trace_models(args, trainers, batches[0], cuda, before=use)  # each under its criterion
     models = {
         name: {
             **common.speed_summary(wall[name], cpu[name]),
             "peak_mib": peaks[name][0] / 2**20,
             "step_mib": (peaks[name][0] - peaks[name][1]) / 2**20,
         }
-        for name in ("stock", "tempered")
+        for name in names
     }
+    ratios = {"tempered/stock": ratio_of(args, wall, cpu, peaks)}
+    if args.division:
+        ratios.update({f"{a}/{b}": paths_ratio(wall, cpu, peaks, a, b) for a, b in DIVISION_RATIOS})
     result = {
         "benchmark": "bench_tempered_ce",
         "environment": common.environment(args),
         "config": vars(args),
         "memory_method": method,
         "models": models,
-        "ratios": {"tempered/stock": ratio_of(args, wall, cpu, peaks)},
+        "ratios": ratios,
         "cuda_max_memory_allocated_mib": cuda_peak,
         "process_max_rss_mib": common.max_rss_mib(),
         "traces": traces,
@@ -168,8 +181,8 @@ def main(argv=None):
 
 
 def build_trainer(args, stock, tempered):
-    """(task, model, a fairseq Trainer, {"stock", "tempered": criterion}): one model, trained by
-    either criterion in turn."""
+    """(task, model, a fairseq Trainer, {"stock", "tempered"[, "division"]: criterion}): one model,
+    trained by each criterion in turn."""
     import fairseq.tasks
 
     with tempfile.TemporaryDirectory() as data_dir:
@@ -182,7 +195,19 @@ def build_trainer(args, stock, tempered):
         "stock": task.build_criterion(cfg.criterion),
         "tempered": task.build_criterion(cfg_t.criterion),
     }
+    if args.division:
+        criteria["division"] = division_path(task.build_criterion(cfg_t.criterion), model)
     return task, model, common.peak_keeping_trainer(cfg, task, model, criteria["stock"]), criteria
+
+
+def division_path(criterion, model):
+    """tempered_ce as it trains a model without a plain output projection: the model's logits
+    divided by T (the model's checks made as its first step would make them)."""
+    from fairseq_ctemp.criterions.tempered_ce import check_model_output
+
+    check_model_output(model)
+    criterion._checked_model, criterion._projection = True, None
+    return criterion
 
 
 def describe(args, task, model, batches, stock, tempered):
@@ -196,15 +221,16 @@ def describe(args, task, model, batches, stock, tempered):
         "batches (sentences, target words, padded target shape):",
         [(b["nsentences"], b["ntokens"], tuple(b["target"].shape)) for b in batches],
     )
-    print(
-        f"A = {' '.join(stock)}\nB = {' '.join(tempered)}  (both --label-smoothing {args.label_smoothing})\n"
-    )
+    print(f"A = {' '.join(stock)}\nB = {' '.join(tempered)}  (both --label-smoothing {args.label_smoothing})")
+    if args.division:
+        print("division = B through its division path (the model's logits divided by T)")
+    print()
 
 
 def print_speeds(args, wall, cpu, peaks, method, cuda_peak):
     med = statistics.median
     print(f"{'':9} {'words/s median [min .. max]':>29} {'words/CPU-s':>11} {'peak MiB':>9} {'step MiB':>9}")
-    for name in ("stock", "tempered"):
+    for name in wall:
         (peak, resting), w = peaks[name], wall[name]
         print(
             f"{name:9} {med(w):9.0f} [{min(w):7.0f} .. {max(w):7.0f}] {med(cpu[name]):11.0f} "
@@ -252,6 +278,32 @@ def ratio_of(args, wall, cpu, peaks):
         "step_memory": (peak_t - rest_t) / (peak_s - rest_s),
         "target": f"words/s >= {min_speed:g}, peak memory <= {max_memory:g}",
         "met": met,
+    }
+
+
+# --division: each path of tempered_ce against stock, and the default path against the division
+DIVISION_RATIOS = (("division", "stock"), ("tempered", "division"))
+
+
+def paths_ratio(wall, cpu, peaks, a, b):
+    """a against b, printed and returned (no target: a comparison of tempered_ce's two paths)."""
+    med = statistics.median
+    spread = common.paired(wall[a], wall[b])
+    speed, cpu_speed = (med(d[a]) / med(d[b]) for d in (wall, cpu))
+    (peak_a, rest_a), (peak_b, rest_b) = peaks[a], peaks[b]
+    print(
+        f"ratio {a}/{b}: words/s {speed:.3f}x (paired per round {spread['paired_words_per_s_median']:.3f}x "
+        f"[{spread['paired_words_per_s_min']:.3f} .. {spread['paired_words_per_s_max']:.3f}]) | peak memory "
+        f"{peak_a / peak_b:.3f}x | words/CPU-s {cpu_speed:.3f}x | step memory {(peak_a - rest_a) / (peak_b - rest_b):.3f}x"
+    )
+    return {
+        "words_per_s": speed,
+        "words_per_cpu_s": cpu_speed,
+        **spread,
+        "peak_memory": peak_a / peak_b,
+        "step_memory": (peak_a - rest_a) / (peak_b - rest_b),
+        "target": None,
+        "met": None,
     }
 
 

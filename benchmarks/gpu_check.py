@@ -50,6 +50,7 @@ BENCHMARKS = (
 )
 # name: (the script bench_SCRIPT.py, its options before the sizes); the others run bench_NAME.py
 VARIANTS = {
+    "tempered_ce": ("tempered_ce", "--division"),  # its two paths side by side, each against stock
     "tempered_ce_bf16": ("tempered_ce", "--bf16"),
     "tempered_ce_sem": ("tempered_ce", "--sem-weight 0.3"),  # the entropy term's cost
     "tempered_ce_chunked_8k": ("tempered_ce", "--loss-chunk-tokens 2048 --vocab 8000"),

@@ -1910,6 +1910,12 @@ CASES = [
         "--loss-chunk-tokens must be >= 0 (0: off), got -1",
     ),
     (
+        "bench_tempered_ce: --division with the chunked loss",
+        bench_tempered_ce,
+        ["--division", "--loss-chunk-tokens", "512", "--device", "cpu"],
+        "--division needs --loss-chunk-tokens 0 and --temperature other than 1 (else the paths are one)",
+    ),
+    (
         "suite_time: --repeats 0",
         suite_time,
         ["--json", "{root}/suite.json", "--repeats", "0"],

@@ -385,6 +385,50 @@ def test_benchmarks_refuse_an_existing_json_target_before_any_work(benchmarks, t
     assert existing.read_text() == "{}" and os.listdir(tmp_path) == ["r.json"]
 
 
+def test_bench_tempered_ce_times_both_paths_of_tempered_ce_with_division(benchmarks, capsys, tmp_path):
+    """--division: tempered_ce's division path (the model's logits divided by T) timed beside its
+    default path and stock, in the same rounds: each path against stock and the two against each
+    other, as printed, and a traced step of each."""
+    out = run_main(
+        benchmarks["bench_tempered_ce"],
+        [
+            *("--ffn", "64", "--heads", "2", "--max-tokens", "256", "--rounds", "2", "--division"),
+            *("--json", str(tmp_path / "r.json"), "--trace", str(tmp_path / "traces")),
+        ],
+        capsys,
+    )
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert list(result["models"]) == ["stock", "tempered", "division"]
+    assert list(result["ratios"]) == ["tempered/stock", "division/stock", "tempered/division"]
+    for name in ("division/stock", "tempered/division"):
+        printed = re.search(rf"^ratio {name}: words/s ([\d.]+)x", out, re.M)
+        assert float(printed[1]) == round(result["ratios"][name]["words_per_s"], 3)
+    assert sorted(os.listdir(tmp_path / "traces"))[:3] == [
+        "division.ops.csv",
+        "division.trace.json.gz",
+        "division.txt",
+    ]
+
+
+def test_the_division_criterion_runs_the_models_output_layer(benchmarks):
+    """--division's criterion divides the model's logits: the model's output layer projects the
+    decoder's (batch x length x features) output, and nothing else calls it; the default path's
+    never does (it calls the projection on rows of features only, for its diagnostics)."""
+    tce, common = benchmarks["bench_tempered_ce"], sys.modules["bench_common"]
+    args = tce.parse_args(["--device", "cpu", "--vocab", "300", "--layers", "1", "--dim", "32"]
+                          + ["--ffn", "64", "--heads", "2", "--max-tokens", "256", "--division"])  # fmt: skip
+    task, model, _, criteria = tce.build_trainer(args, ["--criterion", "label_smoothed_cross_entropy"],
+                                                 ["--criterion", "tempered_ce", "--softmax-temperature", "4"])  # fmt: skip
+    batch = common.random_batches(args, task)[0]
+    criteria["tempered"](model, batch)  # its path is chosen at its first step, before the hook below
+    calls = []  # (a projection with hooks gets the division path: it is then called as a module)
+    model.decoder.output_projection.register_forward_hook(lambda m, i, o: calls.append(i[0].dim()))
+    for name, dims in (("tempered", {2}), ("division", {3})):
+        calls.clear()
+        criteria[name](model, batch)
+        assert set(calls) == dims, name
+
+
 def test_the_kernels_time_counts_kernels_alone(benchmarks):
     """A traced step's kernel time (device_ms) sums the device's kernels and copies, not the host's
     operators (which own their kernels' time too) nor fairseq's record_function ranges ("forward",

@@ -86,8 +86,12 @@ def test_report_on_the_cpu_has_every_cuda_test_skipped_and_a_benchmark(
         "report.md",
         "trace_tempered_ce",
     ]
-    # one profiled step per model: the operator table, every operator's calls and the Chrome trace
+    # one profiled step per model (tempered_ce's division path beside its default one: --division):
+    # the operator table, every operator's calls and the Chrome trace
     assert sorted(os.listdir(out / "trace_tempered_ce")) == [
+        "division.ops.csv",
+        "division.trace.json.gz",
+        "division.txt",
         "stock.ops.csv",
         "stock.trace.json.gz",
         "stock.txt",
@@ -141,7 +145,10 @@ def test_report_on_the_cpu_has_every_cuda_test_skipped_and_a_benchmark(
     assert bench["cuda_max_memory_allocated_mib"] is None  # no CUDA: no CUDA memory to report
     ratio = bench["ratios"]["tempered/stock"]
     assert ratio["words_per_s"] > 0 and ratio["peak_memory"] > 0 and isinstance(ratio["met"], bool)
-    assert set(bench["models"]) == {"stock", "tempered"} and bench["traces"] == "trace_tempered_ce"
+    assert (
+        set(bench["models"]) == {"stock", "tempered", "division"} and bench["traces"] == "trace_tempered_ce"
+    )
+    assert set(bench["ratios"]) == {"tempered/stock", "division/stock", "tempered/division"}
     assert json.loads((out / "bench_tempered_ce.json").read_text())["ratios"] == bench["ratios"]
 
     md = (out / "report.md").read_text()
@@ -150,7 +157,7 @@ def test_report_on_the_cpu_has_every_cuda_test_skipped_and_a_benchmark(
     assert md.count("| skipped |") == len(cases) and "| passed |" not in md
     assert "| bench_tempered_ce | ok |" in md and "**tempered/stock** words/s " in md
     steps = bench["profiled_steps"]
-    assert set(steps) == {"stock", "tempered"} and steps["stock"]["device_ms"] is None
+    assert set(steps) == {"stock", "tempered", "division"} and steps["stock"]["device_ms"] is None
     stock = steps["stock"]
     assert (
         f"Profiled step (--trace): stock {stock['step_ms']:.1f} ms, {stock['operators']} operator calls; "
