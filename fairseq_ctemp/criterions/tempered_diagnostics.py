@@ -70,17 +70,25 @@ class Rows:
         )
 
     @classmethod
-    def of_features(cls, features, projection, temperature, lprobs=None):
-        """From the decoder's features (--loss-chunk-tokens and the projected path): the logits of
-        the rows asked for only; their tempered log-probabilities from ``lprobs`` (positions x
-        vocabulary) where the batch has them."""
+    def of_scaled_logits(cls, scaled, temperature, lprobs):
+        """From the batch's logits / T (positions x vocabulary, as tempered_ce's projected path makes
+        them: the logits are their product with T) and log-probabilities."""
+        return cls(
+            scaled.size(0),
+            scaled.size(-1),
+            scaled.device,
+            lambda rows: scaled.index_select(0, rows).float() * temperature,
+            lambda rows: lprobs.index_select(0, rows),
+        )
+
+    @classmethod
+    def of_features(cls, features, projection, temperature):
+        """From the decoder's features (--loss-chunk-tokens): the logits of the rows asked for only."""
 
         def logits(rows):
             return projection(features.index_select(0, rows))
 
-        def tempered(rows):
-            if lprobs is not None:
-                return lprobs.index_select(0, rows)
+        def lprobs(rows):
             return F.log_softmax(logits(rows).float() / temperature, dim=-1)
 
-        return cls(features.size(0), projection.weight.size(0), features.device, logits, tempered)
+        return cls(features.size(0), projection.weight.size(0), features.device, logits, lprobs)
