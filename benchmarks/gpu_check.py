@@ -106,7 +106,8 @@ def parse_args(argv=None):
     p.add_argument(
         "--tests",
         default=os.path.join(REPO, "tests"),
-        help="pytest target whose `cuda`-marked tests run (default: the checkout's tests/)",
+        help="pytest target whose `cuda`-marked tests run (default: the checkout's tests/), or 'none': "
+        "a report of the benchmarks alone (its result FAILED: tests not run)",
     )
     p.add_argument(
         "--test-timeout", type=float, default=300, help="seconds for all the tests (default %(default)s)"
@@ -154,8 +155,8 @@ def parse_args(argv=None):
         p.error(f"--test-workers must be >= 0, got {args.test_workers}")
     if args.rounds is not None and args.rounds < 1:
         p.error(f"--rounds must be >= 1, got {args.rounds}")
-    if not os.path.exists(args.tests):
-        p.error(f"--tests {args.tests} does not exist")
+    if args.tests != "none" and not os.path.exists(args.tests):
+        p.error(f"--tests {args.tests} does not exist (a pytest target, or 'none')")
     return args
 
 
@@ -310,6 +311,18 @@ def junit_cases(path):
             }
         )
     return cases
+
+
+# --tests none: the benchmarks alone (a second call on a GPU machine held for minutes, say)
+TESTS_NOT_RUN = {
+    "command": None,
+    "status": "not run (--tests none)",
+    "returncode": None,
+    "seconds": 0.0,
+    "log": None,
+    "summary": {"passed": 0, "failed": 0, "error": 0, "skipped": 0, "xfailed": 0},
+    "cases": [],
+}
 
 
 def run_tests(args, out, timeout):
@@ -479,7 +492,9 @@ def markdown(report):
         f"## Tests: {s['passed']} passed, {s['failed']} failed, {s['error']} errors, {s['skipped']} skipped"
         + (f", {s['xfailed']} xfailed" if s["xfailed"] else ""),
         "",
-        f"`{tests['command']}` ({tests['status']}, exit {tests['returncode']}, {tests['seconds']:.0f} s; "
+        tests["status"]
+        if tests["command"] is None
+        else f"`{tests['command']}` ({tests['status']}, exit {tests['returncode']}, {tests['seconds']:.0f} s; "
         f"log: {tests['log']})",
         "",
         "| test | outcome | s | message |",
@@ -588,7 +603,10 @@ def main(argv=None):
     }
     print(f"gpu-check: {report['environment']['device']}, torch {torch.__version__}; tests ...", flush=True)
     left = time_left(args, start)
-    report["tests"] = run_tests(args, out, min(args.test_timeout, left))
+    if args.tests == "none":
+        report["tests"] = TESTS_NOT_RUN
+    else:
+        report["tests"] = run_tests(args, out, min(args.test_timeout, left))
     print(f"gpu-check: tests {report['tests']['status']}: {report['tests']['summary']}", flush=True)
     run_benchmarks(args, out, cuda, report, start)
     result = "OK" if report["ok"] else "FAILED: " + "; ".join(report["problems"])

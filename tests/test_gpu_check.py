@@ -181,6 +181,24 @@ def test_report_on_the_cpu_has_every_cuda_test_skipped_and_a_benchmark(
     assert (out / "report.json").read_text() == before and (out / "notes.txt").read_text() == "mine"
 
 
+@NO_CUDA
+def test_tests_none_reports_the_benchmarks_alone_and_fails_for_the_tests(gpu_check, tmp_path, monkeypatch):
+    """--tests none (a second call on a GPU machine held for minutes, say): no pytest run, its
+    benchmarks reported, and the result FAILED, naming the tests not run: never an OK check
+    without its tests."""
+    out = tmp_path / "report"
+    argv = ["--allow-cpu", "--smoke", "--benchmarks", "tempered_ce_bf16", "--tests", "none"]
+    monkeypatch.chdir(REPO)
+    assert gpu_check.main([*argv, "--out", str(out)]) == 1
+    assert "pytest.log" not in os.listdir(out) and "bench_tempered_ce_bf16.json" in os.listdir(out)
+    report = json.loads((out / "report.json").read_text())
+    assert report["ok"] is False and report["problems"] == ["tests not run (--tests none)"]
+    assert report["tests"]["cases"] == [] and report["benchmarks"][0]["status"] == "ok"
+    md = (out / "report.md").read_text()
+    assert "- result: **FAILED** (tests not run (--tests none))" in md
+    assert "## Tests: 0 passed, 0 failed, 0 errors, 0 skipped\n\nnot run (--tests none)\n" in md
+
+
 def test_outcomes_are_reported_as_pytest_gives_them(gpu_check, tmp_path):
     """A failing, an erroring, a skipped and an xfailed cuda test next to a passing one (and a test
     not marked cuda, which does not run): each keeps its outcome, and the run is not OK."""
@@ -239,7 +257,7 @@ def test_outcomes_are_reported_as_pytest_gives_them(gpu_check, tmp_path):
         (["--benchmarks", "tempered_ce,bogus"], "--benchmarks must be a comma-separated subset of"),
         (["--test-timeout", "0"], "--test-timeout must be > 0 seconds, got 0.0"),
         (["--bench-timeout", "-5"], "--bench-timeout must be > 0 seconds, got -5.0"),
-        (["--tests", "no/such/tests"], "--tests no/such/tests does not exist"),
+        (["--tests", "no/such/tests"], "--tests no/such/tests does not exist (a pytest target, or 'none')"),
         (["--rounds", "0"], "--rounds must be >= 1, got 0"),
         (["--time-limit", "0"], "--time-limit must be > 0 seconds, got 0.0"),
     ],
