@@ -244,41 +244,46 @@ def print_speeds(args, wall, cpu, peaks, method, cuda_peak):
     )
 
 
+def ratio_numbers(wall, cpu, peaks, a, b):
+    """a against b: words/s (of the medians, and the per-round ratios' median and spread), words
+    per CPU-second, peak and step memory."""
+    med = statistics.median
+    (peak_a, rest_a), (peak_b, rest_b) = peaks[a], peaks[b]
+    return {
+        "words_per_s": med(wall[a]) / med(wall[b]),
+        "words_per_cpu_s": med(cpu[a]) / med(cpu[b]),
+        **common.paired(wall[a], wall[b]),
+        "peak_memory": peak_a / peak_b,
+        "step_memory": (peak_a - rest_a) / (peak_b - rest_b),
+    }
+
+
 def ratio_of(args, wall, cpu, peaks):
     """tempered against stock, printed and returned, with its target (TARGET, CHUNKED_TARGET)."""
-    med = statistics.median
     paired = [t / s for t, s in zip(wall["tempered"], wall["stock"])]
+    r = ratio_numbers(wall, cpu, peaks, "tempered", "stock")
     print(
-        f"paired per-round words/s ratios: {' '.join(f'{x:.3f}' for x in paired)} (median {med(paired):.3f})"
+        f"paired per-round words/s ratios: {' '.join(f'{x:.3f}' for x in paired)} "
+        f"(median {r['paired_words_per_s_median']:.3f})"
     )
-    speed, cpu_speed = (med(d["tempered"]) / med(d["stock"]) for d in (wall, cpu))
-    (peak_s, rest_s), (peak_t, rest_t) = peaks["stock"], peaks["tempered"]
     min_speed, max_memory = CHUNKED_TARGET if args.loss_chunk_tokens else TARGET[args.device]
     missed = [
         name
         # judged as printed, to 3 decimals: a few hundred bytes over a peak of gigabytes is no miss
         for name, ok in (
-            ("words/s", round(speed, 3) >= min_speed),
-            ("peak memory", round(peak_t / peak_s, 3) <= max_memory),
+            ("words/s", round(r["words_per_s"], 3) >= min_speed),
+            ("peak memory", round(r["peak_memory"], 3) <= max_memory),
         )
         if not ok
     ]
     met = not missed
     print(
-        f"RATIO tempered/stock: words/s {speed:.3f}x (target >= {min_speed:g}) | peak memory "
-        f"{peak_t / peak_s:.3f}x (target <= {max_memory:g}) | targets: "
+        f"RATIO tempered/stock: words/s {r['words_per_s']:.3f}x (target >= {min_speed:g}) | peak memory "
+        f"{r['peak_memory']:.3f}x (target <= {max_memory:g}) | targets: "
         + ("OK" if met else f"MISSED ({', '.join(missed)})")
-        + f" | words/CPU-s {cpu_speed:.3f}x | step memory {(peak_t - rest_t) / (peak_s - rest_s):.3f}x"
+        + f" | words/CPU-s {r['words_per_cpu_s']:.3f}x | step memory {r['step_memory']:.3f}x"
     )
-    return {
-        "words_per_s": speed,
-        "words_per_cpu_s": cpu_speed,
-        **common.paired(wall["tempered"], wall["stock"]),
-        "peak_memory": peak_t / peak_s,
-        "step_memory": (peak_t - rest_t) / (peak_s - rest_s),
-        "target": f"words/s >= {min_speed:g}, peak memory <= {max_memory:g}",
-        "met": met,
-    }
+    return {**r, "target": f"words/s >= {min_speed:g}, peak memory <= {max_memory:g}", "met": met}
 
 
 # --division: each path of tempered_ce against stock, and the default path against the division
@@ -287,24 +292,13 @@ DIVISION_RATIOS = (("division", "stock"), ("tempered", "division"))
 
 def paths_ratio(wall, cpu, peaks, a, b):
     """a against b, printed and returned (no target: a comparison of tempered_ce's two paths)."""
-    med = statistics.median
-    spread = common.paired(wall[a], wall[b])
-    speed, cpu_speed = (med(d[a]) / med(d[b]) for d in (wall, cpu))
-    (peak_a, rest_a), (peak_b, rest_b) = peaks[a], peaks[b]
+    r = ratio_numbers(wall, cpu, peaks, a, b)
     print(
-        f"ratio {a}/{b}: words/s {speed:.3f}x (paired per round {spread['paired_words_per_s_median']:.3f}x "
-        f"[{spread['paired_words_per_s_min']:.3f} .. {spread['paired_words_per_s_max']:.3f}]) | peak memory "
-        f"{peak_a / peak_b:.3f}x | words/CPU-s {cpu_speed:.3f}x | step memory {(peak_a - rest_a) / (peak_b - rest_b):.3f}x"
+        f"ratio {a}/{b}: words/s {r['words_per_s']:.3f}x (paired per round {r['paired_words_per_s_median']:.3f}x "
+        f"[{r['paired_words_per_s_min']:.3f} .. {r['paired_words_per_s_max']:.3f}]) | peak memory "
+        f"{r['peak_memory']:.3f}x | words/CPU-s {r['words_per_cpu_s']:.3f}x | step memory {r['step_memory']:.3f}x"
     )
-    return {
-        "words_per_s": speed,
-        "words_per_cpu_s": cpu_speed,
-        **spread,
-        "peak_memory": peak_a / peak_b,
-        "step_memory": (peak_a - rest_a) / (peak_b - rest_b),
-        "target": None,
-        "met": None,
-    }
+    return {**r, "target": None, "met": None}
 
 
 if __name__ == "__main__":
