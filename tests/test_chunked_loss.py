@@ -9,6 +9,7 @@ from fairseq import options, tasks
 from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_loss
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
+from fairseq_ctemp.criterions import chunked_loss
 from fairseq_ctemp.criterions.chunked_loss import chunked_tempered_loss
 
 
@@ -38,7 +39,12 @@ SETTINGS = [  # (T, eps, sem weight, rescale)
     "settings", SETTINGS, ids=[f"T{s[0]}-ls{s[1]}-sem{s[2]}-rescale{s[3]}" for s in SETTINGS]
 )
 @pytest.mark.parametrize("chunk, with_bias", [(7, True), (1, False), (1000, True)])
-def test_chunked_loss_against_the_float64_reference(dtype, settings, chunk, with_bias):
+@pytest.mark.parametrize("fused", [False, True], ids=["formula", "fused"])
+def test_chunked_loss_against_the_float64_reference(dtype, settings, chunk, with_bias, fused, monkeypatch):
+    """fused: the gradient made by log-softmax's backward kernel (what CUDA runs for float16
+    logits without the entropy term), here taken in the CPU's float32 and float64."""
+    if fused:
+        monkeypatch.setattr(chunked_loss, "_fused_gradient", lambda a, wide, sem_weight: sem_weight == 0)
     g = torch.Generator().manual_seed(0)
     n, d, vocab = 37, 8, 50
     h = torch.randn(n, d, generator=g, dtype=dtype, requires_grad=True)

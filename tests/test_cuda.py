@@ -132,8 +132,9 @@ def test_tempered_ce_half_precision_logits_are_computed_in_fp32(shape, T, eps, w
 
 def chunked_on_device(vocab, T, eps, w, dtype, autocast=None):
     """The chunked loss of random features and projection (rounded to dtype) on DEVICE, under
-    torch.autocast to the dtype `autocast` if given: (loss, nll, logits as the device computed them,
-    the inputs with their gradients), and the inputs on the CPU."""
+    torch.autocast to the dtype `autocast` if given: (loss, nll, the logits / T as the device's
+    product makes them (1/T as its alpha), the inputs with their gradients), and the inputs on the
+    CPU."""
     from fairseq_ctemp.criterions.chunked_loss import chunked_tempered_loss
 
     g = torch.Generator().manual_seed(vocab)
@@ -146,8 +147,8 @@ def chunked_on_device(vocab, T, eps, w, dtype, autocast=None):
             *inputs, None, target.to(DEVICE), keep.to(DEVICE), T, eps, w, True, chunk=5
         )  # fmt: skip
     loss.backward()
-    logits = (inputs[0] @ inputs[1].T).detach().double().cpu()
-    return (loss, sums.nll, logits, inputs), (h, weight, target, keep)
+    scaled = torch.addmm(inputs[0].new_zeros(()), inputs[0], inputs[1].T, beta=0, alpha=1 / T)
+    return (loss, sums.nll, scaled.detach().double().cpu(), inputs), (h, weight, target, keep)
 
 
 @pytest.mark.parametrize("vocab", [17, 32003])
@@ -168,16 +169,17 @@ def test_chunked_loss_fp32_equals_the_float64_reference(vocab, T, eps, w):
 @pytest.mark.parametrize("precision", sorted(HALF))
 @pytest.mark.parametrize("T,eps,w", CRITERION_CASES)
 def test_chunked_loss_in_half_precision(precision, T, eps, w):
-    """Half-precision features and projection (--fp16 / --bf16): the logits are made in that dtype,
-    as the model's own output layer makes them, and normalised in fp32, so the loss equals the
-    float64 reference of those logits to fp32 accuracy; the gradients, made in half precision, are
-    within a few unit roundoffs of the float64 gradients (relative to their largest entry)."""
+    """Half-precision features and projection (--fp16 / --bf16): the logits / T are made in that
+    dtype by the product, as tempered_ce's projected path makes them, and normalised in fp32, so
+    the loss equals the float64 reference of those logits to fp32 accuracy; the gradients, made in
+    half precision (on CUDA in fp16 by log-softmax's backward kernel), are within a few unit
+    roundoffs of the float64 gradients (relative to their largest entry)."""
     skip_unless_supported(precision)
     from test_chunked_loss import reference
 
     dtype, vocab = HALF[precision], 32003
-    (loss, nll, logits, inputs), (h, weight, target, keep) = chunked_on_device(vocab, T, eps, w, dtype)
-    lprobs = torch.log_softmax(logits / T, -1)[keep]
+    (loss, nll, scaled, inputs), (h, weight, target, keep) = chunked_on_device(vocab, T, eps, w, dtype)
+    lprobs = torch.log_softmax(scaled, -1)[keep]
     from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_loss
 
     smoothed, ref_nll = label_smoothed_nll_loss(lprobs, target[keep], eps, reduce=True)

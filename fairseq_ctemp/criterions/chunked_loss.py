@@ -14,13 +14,14 @@ so each chunk's logits are made, turned into that gradient and multiplied into t
 W and b during the forward pass, and dropped: what is kept for backward is the gradient of h (a
 tokens x features tensor) and of W and b, scaled by the incoming gradient in backward (the same
 approach as Liger Kernel's and Apple's fused linear cross-entropy, which compute neither the
-entropy term nor, next to a label-smoothed loss, the target's NLL that tempered_ce logs). The logits are made in the features' dtype, as the model's
-own output layer makes them, and normalised in float32, as fairseq's get_normalized_probs does."""
+entropy term nor, next to a label-smoothed loss, the target's NLL that tempered_ce logs). The
+logits / T are made in the features' dtype by the matrix product (1/T as BLAS's alpha), as
+tempered_ce's projected path makes them, and normalised in float32, as fairseq's
+get_normalized_probs does."""
 
 from typing import NamedTuple
 
 import torch
-import torch.nn.functional as F
 
 
 class ChunkSums(NamedTuple):
@@ -47,14 +48,15 @@ class ChunkedTemperedLoss(torch.autograd.Function):
         scratch = _Scratch(min(chunk, h.size(0)), vocab, h.device)
         loss = torch.zeros((), dtype=wide, device=h.device)
         nll_sum, correct = torch.zeros_like(loss), torch.zeros_like(loss)
+        scaled_bias = None if bias is None else bias * (1.0 / temperature)
         for start in range(0, h.size(0), chunk):
             rows = slice(start, start + chunk)
             hc, y, counts = h[rows], target[rows], keep[rows].to(wide)
-            z = scratch.linear(hc, weight, bias)
+            a = scratch.scaled_logits(hc, weight, scaled_bias, 1.0 / temperature)  # z / T
             if count_correct:
-                correct += (z.argmax(-1) == y).to(wide).mul_(counts).sum()
-            lp = scratch.wide_copy(z, wide).div_(temperature)
-            torch._log_softmax(lp, -1, False, out=lp)  # row-wise, in place
+                correct += (a.argmax(-1) == y).to(wide).mul_(counts).sum()
+            fused = grads is not None and _fused_gradient(a, wide, sem_weight)
+            lp = scratch.log_softmax(a, wide, fused)
             nll = -lp.gather(1, y[:, None]).squeeze(1)
             rows_loss = c_nll * nll - c_smooth * lp.sum(-1)
             p = negative_entropy = None
@@ -64,11 +66,15 @@ class ChunkedTemperedLoss(torch.autograd.Function):
                 rows_loss += sem_weight * negative_entropy
             loss += rows_loss.mul_(counts).sum()
             nll_sum += nll.mul_(counts).sum()
-            if grads is not None:  # d loss / d z = scale / T * d loss / d a, written over lp
+            if grads is not None:  # d loss / d z = scale / T * d loss / d a, in a's dtype
                 row_scale = counts * (scale / temperature)
-                g = _logit_gradient(lp, p, negative_entropy, (c_nll, c_smooth, sem_weight), row_scale)
-                g.scatter_add_(1, y[:, None], (-c_nll * row_scale)[:, None])
-                grads.add(rows, hc, g, z)
+                if fused:
+                    g = scratch.fused_gradient(lp, y, (c_nll, c_smooth), row_scale, out=a)
+                else:
+                    g = _logit_gradient(lp, p, negative_entropy, (c_nll, c_smooth, sem_weight), row_scale)
+                    g.scatter_add_(1, y[:, None], (-c_nll * row_scale)[:, None])
+                    g = g if g.dtype == a.dtype else a.copy_(g)  # the products in the model's dtype
+                grads.add(rows, hc, g)
         if grads is not None:
             ctx.save_for_backward(*grads.result())
         ctx.has_bias = bias is not None
@@ -110,35 +116,61 @@ def _logit_gradient(lp, p, negative_entropy, coefficients, row_scale):
     return g.mul_(factor).sub_(c_smooth * row_scale)
 
 
+def _fused_gradient(a, wide, sem_weight):
+    """Whether the chunk's gradient is one log-softmax backward kernel, reading the float32 log-
+    probabilities and writing a's dtype: without the entropy term, for float16 logits on CUDA, whose
+    kernels convert float16 <-> float32 themselves (as fairseq's own loss does): a fill and one
+    kernel instead of four element-wise passes (exponential, product, difference, cast)."""
+    return sem_weight == 0 and a.is_cuda and a.dtype == torch.float16 and wide == torch.float32
+
+
 class _Scratch:
     """The chunk's vocabulary-sized tensors, allocated at the first chunk and reused by the others
     (on the CPU a fresh allocation per chunk costs its page faults each time)."""
 
     def __init__(self, rows, vocab, device):
         self.shape, self.device = (rows, vocab), device
-        self.logits = self.wide = self.probs = None
+        self.logits = self.wide = self.probs = self.grad_output = None
 
     def _buffer(self, name, rows, dtype):  # each name is asked for in one dtype
         if getattr(self, name) is None:
             setattr(self, name, torch.empty(self.shape, dtype=dtype, device=self.device))
         return getattr(self, name)[:rows]
 
-    def linear(self, hc, weight, bias):
-        """hc W^T + b in the features' dtype, as the model's own output layer makes them (under
-        autocast in its dtype: F.linear, since an out= product is not autocast)."""
+    def scaled_logits(self, hc, weight, scaled_bias, scale):
+        """(hc W^T + b) * scale in the features' dtype, the scale applied by the matrix product
+        (BLAS's alpha, no pass of its own), as tempered_ce's scaled_linear makes them (under
+        autocast in its dtype: no out=, since an out= product is not autocast)."""
         if torch.is_autocast_enabled(hc.device.type):
-            return F.linear(hc, weight, bias)
-        out = self._buffer("logits", hc.size(0), hc.dtype)
-        if bias is None:
-            return torch.mm(hc, weight.t(), out=out)
-        return torch.addmm(bias, hc, weight.t(), out=out)
+            return scaled_product(hc, weight, scaled_bias, scale)
+        return scaled_product(
+            hc, weight, scaled_bias, scale, out=self._buffer("logits", hc.size(0), hc.dtype)
+        )
 
-    def wide_copy(self, z, wide):
-        """z in float32 (float64): z itself where it is already that (the logits are not kept)."""
-        return z if z.dtype == wide else self._buffer("wide", z.size(0), wide).copy_(z)
+    def log_softmax(self, a, wide, fused):
+        """log_softmax(a) in float32 (float64): over a itself where it is that dtype (the logits
+        are not kept) unless the fused gradient is to be written there; else into a buffer, by
+        one kernel from float16 on CUDA (as F.log_softmax(dtype=float32) does), else a copy first."""
+        if a.dtype == wide and not fused:
+            return torch._log_softmax(a, -1, False, out=a)
+        out = self._buffer("wide", a.size(0), wide)
+        if fused or a.dtype == wide:
+            return torch.log_softmax(a, -1, dtype=wide, out=out)
+        return torch._log_softmax(out.copy_(a), -1, False, out=out)
 
     def exp(self, lp):
         return torch.exp(lp, out=self._buffer("probs", lp.size(0), lp.dtype))
+
+    def fused_gradient(self, lp, y, coefficients, row_scale, out):
+        """The module docstring's gradient without the entropy term, times row_scale, into out (in
+        out's dtype): log-softmax's backward of the gradient of the loss with respect to log P,
+        G = -row_scale (c_smooth + c_nll onehot(y)), which is G - P sum_v G_v = row_scale (P (c_nll
+        + V c_smooth) - c_smooth - c_nll onehot(y))."""
+        c_nll, c_smooth = coefficients
+        grad_output = self._buffer("grad_output", lp.size(0), lp.dtype)
+        grad_output.copy_((-c_smooth * row_scale)[:, None].expand_as(grad_output))
+        grad_output.scatter_add_(1, y[:, None], (-c_nll * row_scale)[:, None])
+        return torch._log_softmax_backward_data(grad_output, lp, 1, out.dtype, out=out)
 
 
 class _Gradients:
@@ -151,24 +183,32 @@ class _Gradients:
         self.bias = torch.zeros(weight.size(0), dtype=wide, device=weight.device) if has_bias else None
         self.matrix = weight
 
-    def add(self, rows, hc, g, logits):
-        """g (chunk x V, wide); logits: the chunk's logits buffer, free now, for g in hc's dtype."""
-        if g.dtype == hc.dtype and not torch.is_autocast_enabled(hc.device.type):
+    def add(self, rows, hc, g):
+        """g: the chunk's gradient of the logits (chunk x V), in the dtype of its logits."""
+        if g.dtype == self.h.dtype and not torch.is_autocast_enabled(hc.device.type):
             # the products written where they go (no V x d product made per chunk, then added);
             # under autocast they stay autocast products (an out= or in-place product is not)
             torch.mm(g, self.matrix, out=self.h[rows])
             self.weight.addmm_(g.t(), hc)
         else:
-            g_low = g
-            if g.dtype != hc.dtype:  # the products in the model's dtype
-                g_low = logits.copy_(g) if logits.dtype == hc.dtype else g.to(hc.dtype)
-            self.h[rows] = g_low @ self.matrix
-            self.weight += (g_low.t() @ hc).to(g.dtype)
+            self.h[rows] = g @ self.matrix
+            self.weight += (g.t() @ hc).to(self.weight.dtype)
         if self.bias is not None:
-            self.bias += g.sum(0)
+            self.bias += g.sum(0, dtype=self.bias.dtype)
 
     def result(self):
         return self.h, self.weight, self.bias
+
+
+def scaled_product(x, weight, bias, scale, out=None):
+    """(x W^T + b) * scale, the scale applied by the matrix product itself (BLAS's alpha): no pass
+    of its own over the output. The bias comes scaled (a vector), so that the product adds it as
+    F.linear does (on CUDA in cuBLASLt's epilogue, which takes beta = 1 only)."""
+    if bias is None:  # beta = 0: the input is ignored
+        return torch.addmm(
+            x.new_zeros(()) if out is None else out, x, weight.t(), beta=0, alpha=scale, out=out
+        )
+    return torch.addmm(bias, x, weight.t(), alpha=scale, out=out)
 
 
 def chunked_tempered_loss(

@@ -27,7 +27,7 @@ from fairseq.criterions.label_smoothed_cross_entropy import (
 from .. import decoding
 from ..errors import OptionError
 from . import checks
-from .chunked_loss import chunked_tempered_loss
+from .chunked_loss import chunked_tempered_loss, scaled_product
 from .tempered_diagnostics import Rows, diagnostics
 
 
@@ -352,12 +352,10 @@ def plain_output_projection(model):
 
 
 def scaled_linear(x, linear, scale):
-    """linear(x) * scale, the scale applied by the matrix product itself (BLAS's alpha): no pass of
-    its own over the output. A bias is scaled first (a vector), so that the product adds it as
-    F.linear does (on CUDA in cuBLASLt's epilogue, which takes beta = 1 only)."""
-    if linear.bias is None:
-        return torch.addmm(x.new_zeros(()), x, linear.weight.t(), beta=0, alpha=scale)
-    return torch.addmm(linear.bias * scale, x, linear.weight.t(), alpha=scale)
+    """linear(x) * scale, the scale applied by the matrix product itself (chunked_loss's
+    scaled_product: BLAS's alpha, no pass of its own over the output)."""
+    bias = None if linear.bias is None else linear.bias * scale
+    return scaled_product(x, linear.weight, bias, scale)
 
 
 def check_model_output(model):
