@@ -99,7 +99,14 @@ def test_train_and_decode_recipe(toy_data, tmp_path):
     other = subprocess.run([*command[:4], "2", *command[5:]], env=env, text=True, capture_output=True)
     assert other.returncode == 2 and other.stderr.strip().splitlines() == [
         f"train_and_decode.sh: error: SAVE_DIR {save} was started with 'T=3 ARCH=transformer "
-        f"LABEL_SMOOTHING=0.1 SEM_WEIGHT=0 extra: {' '.join(TINY)}', not 'T=2 ARCH=transformer "
-        f"LABEL_SMOOTHING=0.1 SEM_WEIGHT=0 extra: {' '.join(TINY)}': give another SAVE_DIR"
+        f"LABEL_SMOOTHING=0.1 SEM_WEIGHT=0 LR=3e-3 MAX_TOKENS=2000 extra: {' '.join(TINY)}', not 'T=2 "
+        f"ARCH=transformer LABEL_SMOOTHING=0.1 SEM_WEIGHT=0 LR=3e-3 MAX_TOKENS=2000 extra: {' '.join(TINY)}': "
+        "give another SAVE_DIR"
     ]
+    # and so is another learning rate (the schedule of one run)
+    other = subprocess.run(command, env={**env, "LR": "1e-3"}, text=True, capture_output=True)
+    assert (
+        other.returncode == 2
+        and "not 'T=3 ARCH=transformer LABEL_SMOOTHING=0.1 SEM_WEIGHT=0 LR=1e-3 " in other.stderr
+    )
     assert (save / "checkpoint_last.pt").stat().st_mtime_ns == last

@@ -172,6 +172,13 @@ def test_recipes_end_to_end(ptb_like, toy_checkpoint):
         recipe("train.sh", "ptb", "ct-mos", save, env={**train_env, "LR": "1e-3"}),
         f"SAVE_DIR {save} was started with '{started}', not '{started.replace('3e-3', '1e-3')}': give another SAVE_DIR",
     )
+    # ... and so is another learning-rate schedule (the default's, the dataset's, is recorded too)
+    default_schedule = "--lr-scheduler reduce_lr_on_plateau --lr-shrink 0.25 --lr-patience 0"
+    assert f" {default_schedule} " in started
+    fails(
+        recipe("train.sh", "ptb", "ct-mos", save, env={**train_env, "SCHEDULER": "--lr-scheduler fixed"}),
+        f"not '{started.replace(default_schedule, '--lr-scheduler fixed')}': give another SAVE_DIR",
+    )
 
     # Evaluate: a wrong expected count fails loudly and writes nothing ...
     good_counts = (data_bin / "counts.tsv").read_text()

@@ -447,25 +447,29 @@ def sact_run(toy_data, tmp_path_factory):
     return {"dir": save_dir, "log": train(toy_data["bin"], save_dir, 3)}
 
 
-def test_train_recipe_refuses_a_run_directory_started_otherwise(sact_run, toy_data):
-    """train.sh on a SAVE_DIR started with another variant: refused before anything is trained."""
+@pytest.mark.parametrize(
+    "variant, env, changed",
+    [
+        ("fixed:0.8", {}, ("variant=sact ", "variant=fixed:0.8 ")),
+        ("sact", {"DECAY_FROM": "2"}, (" decay_from=12 ", " decay_from=2 ")),  # another lr schedule
+        ("sact", {"EVAL_BLEU": "0"}, (" eval_bleu=1 ", " eval_bleu=0 ")),  # another best checkpoint
+    ],
+    ids=["variant", "schedule", "selection"],
+)
+def test_train_recipe_refuses_a_run_directory_started_otherwise(sact_run, toy_data, variant, env, changed):
+    """train.sh on a SAVE_DIR started with other options that shape the run: refused before
+    anything is trained."""
     save_dir, before = sact_run["dir"], (sact_run["dir"] / "checkpoint_last.pt").stat().st_mtime_ns
     started = (save_dir / "run_options.txt").read_text().strip()
     assert started.startswith("variant=sact arch=sact_lstm_tiny src=src tgt=tgt seed=1 lr=3e-3 ")
     proc = subprocess.run(
-        [
-            "bash",
-            os.path.join(RECIPE, "train.sh"),
-            str(toy_data["bin"]),
-            str(save_dir),
-            "fixed:0.8",
-            *SACT_TRAIN,
-        ],
-        env={**os.environ, "SRC": "src", "TGT": "tgt", "ARCH": "sact_lstm_tiny", "LR": "3e-3"},
+        ["bash", os.path.join(RECIPE, "train.sh"), str(toy_data["bin"]), str(save_dir), variant, *SACT_TRAIN],
+        env={**os.environ, "SRC": "src", "TGT": "tgt", "ARCH": "sact_lstm_tiny", "LR": "3e-3", **env},
         text=True,
         capture_output=True,
     )
-    other = started.replace("variant=sact ", "variant=fixed:0.8 ")
+    assert changed[0] in started
+    other = started.replace(*changed)
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
         f"train.sh: error: SAVE_DIR {save_dir} was started with '{started}', not '{other}': give another SAVE_DIR"
     ]

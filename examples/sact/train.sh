@@ -18,8 +18,10 @@
 # checkpoints: it resumes from SAVE_DIR/checkpoint_last.pt and stops where the uninterrupted run
 # would have stopped; a finished run is left as it is.
 # The log is appended to SAVE_DIR/train.log. SAVE_DIR/run_options.txt records the variant,
-# architecture, languages, seed, learning rate, batch size, lambda and extra arguments of the run:
-# once it holds a checkpoint, a re-run with others is refused, not trained on in the same run.
+# architecture, languages, seed, learning rate, batch size, lambda, clip norm, decay start,
+# checkpoint selection (EVAL_BLEU, BPE) and extra arguments of the run: once it holds a checkpoint,
+# a re-run with others is refused, not trained on in the same run (MAX_EPOCH, MAX_UPDATE and
+# PATIENCE may change: they say only where it stops).
 set -euo pipefail
 [ $# -ge 3 ] || { sed -n '2,/^set -euo/{/^#/p;}' "$0"; exit 2; }
 data=$1 save=$2 variant=$3
@@ -58,6 +60,7 @@ if [ -n "${DRY_RUN:-}" ]; then
   exit 0
 fi
 options="variant=$variant arch=${ARCH:-sact_lstm_iwslt_en_vi} src=${SRC:-en} tgt=${TGT:-vi} seed=${SEED:-1} \
-lr=${LR:-3e-4} batch_size=${BATCH_SIZE:-64} sact_lambda=${SACT_LAMBDA:-} extra:${*:+ $*}"
+lr=${LR:-3e-4} batch_size=${BATCH_SIZE:-64} sact_lambda=${SACT_LAMBDA:-} clip_norm=${CLIP_NORM:-10} \
+decay_from=${DECAY_FROM:-12} eval_bleu=$eval_bleu bpe=${BPE:-} extra:${*:+ $*}"
 check_run_options "$save" "$options"
 "${command[@]}" 2>&1 | tee -a "$save/train.log"

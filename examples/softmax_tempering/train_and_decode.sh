@@ -13,8 +13,8 @@
 # run stops where the uninterrupted one would have, and a run early stopping ended trains no more
 # (plain fairseq-train would count its patience anew and train on past the averaged checkpoints).
 # SAVE_DIR/run_options.txt records what the model is trained on (T, ARCH, LABEL_SMOOTHING,
-# SEM_WEIGHT, the extra arguments): once it holds a checkpoint, a re-run with others is refused, not
-# trained on in the same run; SAVE_DIR/decode_options.txt what the average and the scores were made
+# SEM_WEIGHT, LR, MAX_TOKENS, the extra arguments): once it holds a checkpoint, a re-run with others
+# is refused, not trained on in the same run; SAVE_DIR/decode_options.txt what the average and the scores were made
 # with (AVERAGE, BEAM, GENERATE_ARGS): a re-run with others is refused while they exist, and so is
 # one that trains on past them (a larger MAX_EPOCH).
 set -euo pipefail
@@ -29,7 +29,8 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 source "$here/examples/run_options.sh"  # check_run_options
 user_dir=$here/fairseq_ctemp
 average=${AVERAGE:-10}
-options="T=$temperature ARCH=${ARCH:-transformer} LABEL_SMOOTHING=${LABEL_SMOOTHING:-0.1} SEM_WEIGHT=${SEM_WEIGHT:-0} extra:${*:+ $*}"
+options="T=$temperature ARCH=${ARCH:-transformer} LABEL_SMOOTHING=${LABEL_SMOOTHING:-0.1} SEM_WEIGHT=${SEM_WEIGHT:-0} \
+LR=${LR:-5e-4} MAX_TOKENS=${MAX_TOKENS:-4096} extra:${*:+ $*}"
 check_run_options "$save" "$options"
 # what the average and the scores were made with (SAVE_DIR/decode_options.txt): a re-run with other
 # ones is refused before any work, since the finished ones would be given as its answer

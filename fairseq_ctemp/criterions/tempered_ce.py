@@ -7,7 +7,8 @@ label-smoothed, optionally mixed with softmax entropy maximisation (SEM), and mu
     L_NSE  = sum_v P_v log P_v                         (negative entropy; minimising it maximises H(P))
     loss   = T * ((1 - w) * L_X + w * L_NSE)           (the factor T can be switched off)
 
-At T = 1, w = 0 this is exactly fairseq's ``label_smoothed_cross_entropy`` (same ops, same order).
+At T = 1, w = 0 this is exactly fairseq's ``label_smoothed_cross_entropy``: the same operations
+forward, and the same gradient, made in fewer passes (smoothed_nll.py).
 The temperature is stored in the checkpoint's criterion config, and ``fairseq_ctemp.decoding`` makes
 every fairseq decoding path use it.
 """
@@ -28,6 +29,7 @@ from .. import decoding
 from ..errors import OptionError
 from . import checks
 from .chunked_loss import chunked_tempered_loss, scaled_product
+from .smoothed_nll import label_smoothed_nll_loss_sum
 from .tempered_diagnostics import Rows, diagnostics
 
 
@@ -118,9 +120,10 @@ def tempered_label_smoothed_nll_loss(
     neg_entropy = sum_v P_v log P_v (None when ``sem_weight`` is 0: it is then not needed for the
     gradient). Padding positions (target == ignore_index) contribute 0 to all three.
     """
-    loss, nll_loss = label_smoothed_nll_loss(
-        lprobs, target, epsilon, ignore_index=ignore_index, reduce=reduce
-    )
+    if reduce:  # the same numbers, its backward one pass over lprobs' gradient instead of three
+        loss, nll_loss = label_smoothed_nll_loss_sum(lprobs, target, epsilon, ignore_index)
+    else:
+        loss, nll_loss = label_smoothed_nll_loss(lprobs, target, epsilon, ignore_index, reduce=False)
     neg_entropy = None
     if sem_weight > 0:
         neg_entropy = NegativeEntropy.apply(lprobs)
