@@ -203,3 +203,19 @@ def test_an_output_projection_with_hooks_is_called_as_a_module(toy_data, monkeyp
     chunked = tiny_transformer(toy_data, "--loss-chunk-tokens", "16")[2]
     with pytest.raises(ValueError, match="output projection has forward hooks .* use --loss-chunk-tokens 0"):
         chunked(model, batch)
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_scaled_product_into_a_buffer_ignores_what_the_buffer_held(bias):
+    """The chunk's logits / T written into a reused buffer: what it held (here NaN) takes no part
+    (beta = 0 without a bias), and the result is the float64 product divided by T to fp32 rounding."""
+    from fairseq_ctemp.criterions.chunked_loss import scaled_product
+
+    g = torch.Generator().manual_seed(0)
+    x, weight = torch.randn(9, 8, generator=g), torch.randn(50, 8, generator=g)
+    b = torch.randn(50, generator=g) if bias else None
+    out = torch.full((9, 50), float("nan"))
+    got = scaled_product(x, weight, None if b is None else b / 3.0, 1 / 3.0, out=out)
+    expected = (x.double() @ weight.double().T + (0 if b is None else b.double())) / 3.0
+    assert got.data_ptr() == out.data_ptr()
+    torch.testing.assert_close(got.double(), expected, rtol=1e-6, atol=1e-6)
