@@ -2,6 +2,8 @@
 reference built from the definition (fairseq's label_smoothed_nll_loss of log_softmax(z / T), the
 entropy term, autograd), and the criterion with it against fairseq's path through the whole model."""
 
+import contextlib
+
 import pytest
 import torch
 from conftest import PLUGIN_DIR, TINY_DIMS
@@ -181,28 +183,54 @@ def test_a_model_without_one_output_projection_is_refused_when_the_criterion_is_
         task.build_criterion(cfg.criterion)
 
 
-def test_an_output_projection_with_hooks_is_called_as_a_module(toy_data, monkeypatch):
-    """Quant noise, weight norm and other hooks run when the output projection is called: a product
-    with its weight alone would silently skip them. With a hook, tempered_ce's default path calls
-    the model's own output layer (its loss: the division path's, hook included), and
-    --loss-chunk-tokens, which cannot, refuses in one line before any update."""
+def doubled_by_a_hook(projection):
+    projection.register_forward_hook(lambda module, inputs, output: 2 * output)
+    return contextlib.nullcontext()
+
+
+def doubled_by_a_forward_of_its_own(projection):
+    projection.forward = lambda x, linear=projection.forward: 2 * linear(x)
+    return contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def doubled_by_a_global_hook(projection):
+    double = lambda module, inputs, output: 2 * output if module is projection else output  # noqa: E731
+    handle = torch.nn.modules.module.register_module_forward_hook(double)
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
+@pytest.mark.parametrize(
+    "doubled", [doubled_by_a_hook, doubled_by_a_forward_of_its_own, doubled_by_a_global_hook]
+)
+def test_an_output_projection_that_runs_more_is_called_as_a_module(toy_data, monkeypatch, doubled):
+    """Quant noise, weight norm and other hooks, or a forward of the layer's own, run when the
+    output projection is called: a product with its weight alone would silently skip them. Then
+    tempered_ce's default path calls the model's own output layer (its loss: the division path's,
+    the extra included), and --loss-chunk-tokens, which cannot, refuses in one line before any
+    update."""
     from fairseq_ctemp.criterions import tempered_ce
 
     task, model, criterion = tiny_transformer(toy_data)
     batch = next(iter(task.get_batch_iterator(task.dataset("valid"), max_tokens=400).next_epoch_itr()))
-    model.decoder.output_projection.register_forward_hook(lambda module, inputs, output: 2 * output)
-    loss = criterion(model, batch)[0]
-    assert criterion._projection is None
-    with monkeypatch.context() as patch:  # the division path, by hand: the same loss
-        patch.setattr(tempered_ce, "plain_output_projection", lambda model: None)
-        expected = tiny_transformer(toy_data)[2](model, batch)[0]
-    torch.testing.assert_close(loss, expected)
-    without_hook = tiny_transformer(toy_data)[1]
-    without_hook.load_state_dict(model.state_dict())
-    assert not torch.allclose(tiny_transformer(toy_data)[2](without_hook, batch)[0], loss)  # it counts
-    chunked = tiny_transformer(toy_data, "--loss-chunk-tokens", "16")[2]
-    with pytest.raises(ValueError, match="output projection has forward hooks .* use --loss-chunk-tokens 0"):
-        chunked(model, batch)
+    with doubled(model.decoder.output_projection):
+        loss = criterion(model, batch)[0]
+        assert criterion._projection is None
+        with monkeypatch.context() as patch:  # the division path, by hand: the same loss
+            patch.setattr(tempered_ce, "plain_output_projection", lambda model: None)
+            expected = tiny_transformer(toy_data)[2](model, batch)[0]
+        torch.testing.assert_close(loss, expected)
+        plain = tiny_transformer(toy_data)[1]
+        plain.load_state_dict(model.state_dict())
+        assert not torch.allclose(tiny_transformer(toy_data)[2](plain, batch)[0], loss)  # it counts
+        chunked = tiny_transformer(toy_data, "--loss-chunk-tokens", "16")[2]
+        with pytest.raises(
+            ValueError, match="output projection runs more when called .* --loss-chunk-tokens 0"
+        ):
+            chunked(model, batch)
 
 
 @pytest.mark.parametrize("bias", [False, True])

@@ -329,15 +329,21 @@ def output_projection(model):
     projection = getattr(getattr(model, "decoder", model), "output_projection", None)
     if not isinstance(projection, torch.nn.Linear):
         raise OptionError(NO_OUTPUT_PROJECTION.format(arch=type(model).__name__))
-    if has_hooks(projection):
+    if runs_more_than_its_product(projection):
         raise OptionError(HOOKED_OUTPUT_PROJECTION)
     return projection
 
 
-def has_hooks(module):
-    """Whether calling the module runs more than its forward (quant noise, weight norm and other
-    hooks): a product with its weight alone would silently skip them."""
-    return bool(module._forward_hooks or module._forward_pre_hooks)
+def runs_more_than_its_product(linear):
+    """Whether calling the linear layer runs more than x W^T + b: hooks of its own (quant noise,
+    weight norm) or global ones, or a forward other than nn.Linear's (a subclass's, one set on the
+    instance): a product with its weight alone would silently skip them."""
+    from torch.nn.modules import module as base
+
+    hooks = linear._forward_hooks or linear._forward_pre_hooks
+    global_hooks = base._global_forward_hooks or base._global_forward_pre_hooks
+    own_forward = type(linear).forward is not torch.nn.Linear.forward or "forward" in vars(linear)
+    return bool(hooks or global_hooks or own_forward)
 
 
 def plain_output_projection(model):
@@ -350,7 +356,7 @@ def plain_output_projection(model):
     projection = getattr(decoder, "output_projection", None)
     plain = type(decoder).output_layer is Base.output_layer and type(decoder).forward is Base.forward
     if plain and isinstance(projection, torch.nn.Linear) and decoder.adaptive_softmax is None:
-        return None if has_hooks(projection) else projection
+        return None if runs_more_than_its_product(projection) else projection
     return None
 
 
@@ -383,8 +389,8 @@ NO_OUTPUT_PROJECTION = (
 )
 HOOKED_OUTPUT_PROJECTION = (
     "--loss-chunk-tokens multiplies the features by decoder.output_projection's weight itself, and "
-    "this model's output projection has forward hooks (quant noise, weight norm, ...) that it would "
-    "skip: use --loss-chunk-tokens 0"
+    "this model's output projection runs more when called (forward hooks: quant noise, weight norm, "
+    "...; or a forward of its own) that it would skip: use --loss-chunk-tokens 0"
 )
 ADAPTIVE_SOFTMAX = (
     "--criterion tempered_ce needs a full softmax output layer; this model has an adaptive "
