@@ -343,6 +343,7 @@ FAIRSEQ_MAINS = {
     "fairseq-generate": "fairseq_cli.generate",
     "fairseq-interactive": "fairseq_cli.interactive",
     "fairseq-eval-lm": "fairseq_cli.eval_lm",
+    "fairseq-validate": "fairseq_cli.validate",
     "ctemp-train": "fairseq_ctemp.cli.train",
 }
 FAIRSEQ_LOG_FORMAT = logging.Formatter(  # fairseq_cli's logging.basicConfig

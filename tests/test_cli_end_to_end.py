@@ -320,3 +320,43 @@ def test_bf16_keeps_its_tpu_where_torch_xla_is_installed(monkeypatch):
     assert compat.bf16_is_not_tpu(cfg).common.tpu is True
     fp32 = SimpleNamespace(common=SimpleNamespace(bf16=False, tpu=True))  # an explicit --tpu
     assert compat.bf16_is_not_tpu(fp32).common.tpu is True
+
+
+def validation_reference(checkpoint, data, t, eps):
+    """(loss, nll_loss) per target token in base 2 of the valid subset, teacher forced, from the
+    model of fairseq's own loader: log_softmax(D / t), fairseq's label smoothing written out (gold
+    1 - eps, each other word eps / (V - 1)), the loss times t."""
+    from conftest import RawModel
+
+    raw = RawModel(checkpoint, data)
+    raw.task.load_dataset("valid")
+    dataset, eos = raw.task.dataset("valid"), raw.dictionary.eos()
+    loss = nll = tokens = 0.0
+    for i in range(len(dataset)):
+        src, target = dataset[i]["source"], dataset[i]["target"]
+        prev = torch.cat([torch.tensor([eos]), target[:-1]])
+        lp = torch.log_softmax(raw.log_probs(prev, src) / t, dim=-1)
+        gold = -lp.gather(1, target[:, None])[:, 0]
+        others = -lp.sum(-1) - gold
+        loss += t * ((1 - eps) * gold + eps / (lp.size(1) - 1) * others).sum().item()
+        nll += gold.sum().item()
+        tokens += len(target)
+    return loss / tokens / math.log(2), nll / tokens / math.log(2)
+
+
+def test_fairseq_validate_reports_the_checkpoints_tempered_loss(toy_data, toy_checkpoint):
+    """fairseq-validate with --user-dir builds the criterion the checkpoint was trained with
+    (tempered_ce, T = 3, label smoothing 0.1) and reports its validation loss and NLL: those of
+    the reference above at T = 3, to the 3 decimals fairseq prints, and measurably not at T = 1."""
+    from conftest import T_A
+
+    checkpoint, data = toy_checkpoint("A"), toy_data["bin"]
+    output = run_fairseq(
+        "fairseq-validate", data, "--task", "translation", "--path", checkpoint, "--user-dir", PLUGIN_DIR, "--cpu",
+        "--valid-subset", "valid", "--max-tokens", "4000", "--num-workers", "0", "--log-format", "json",
+    ).stdout  # fmt: skip
+    (record,) = json_log_records(output, "valid")
+    loss, nll = validation_reference(checkpoint, data, T_A, 0.1)
+    assert record["valid_loss"] == pytest.approx(loss, abs=6e-4)
+    assert record["valid_nll_loss"] == pytest.approx(nll, abs=6e-4)
+    assert abs(validation_reference(checkpoint, data, 1.0, 0.1)[0] - loss) > 0.01  # T counts
