@@ -25,9 +25,10 @@
 # Training runs fairseq-train through ctemp-train, which carries the --patience count in the
 # checkpoints: re-running resumes from SAVE_DIR/checkpoint_last.pt and stops where the uninterrupted
 # run would have stopped; a finished run (SAVE_DIR/train.done) is skipped. SAVE_DIR/run_options.txt
-# records the dataset, variant, architecture, seed, optimiser, learning-rate schedule, batch and extra
-# arguments of the run: once it holds a checkpoint, a re-run with others is refused (MAX_EPOCH,
-# MAX_UPDATE and PATIENCE may change: they say only where it stops).
+# records the dataset, variant, architecture, seed, optimiser, learning-rate schedule (with
+# MAX_UPDATE: fairseq's cosine schedule takes its period from it), batch and extra arguments of the
+# run: once it holds a checkpoint, a re-run with others is refused (MAX_EPOCH and PATIENCE may
+# change: they say only where it stops).
 set -euo pipefail
 usage() { sed -n '2,/^set -euo/{/^#/p;}' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 [ $# -ge 3 ] || usage
@@ -111,7 +112,8 @@ fi
 
 [ -f "$data/dict.txt" ] || die "no prepared corpus in $data (run: prepare.sh $dataset [DATA_DIR], or set DATA_BIN)"
 check_run_options "$save" "dataset=$dataset variant=$variant arch=${ARCH:-$arch_default} seed=${SEED:-1} \
-${opt[*]} ${scheduler[*]} tokens_per_sample=$tokens_per_sample max_tokens=${MAX_TOKENS:-$tokens} extra:${*:+ $*}"
+${opt[*]} ${scheduler[*]} max_update=$max_update tokens_per_sample=$tokens_per_sample \
+max_tokens=${MAX_TOKENS:-$tokens} extra:${*:+ $*}"
 if [ -f "$save/train.done" ]; then
   log "$save is finished ($(cat "$save/train.done")); skipping training"
   exit 0
