@@ -40,8 +40,15 @@ DEFAULT_LAMBDA = math.e  # the authors' code: tau = exp(tanh(.)); the paper does
 
 
 def lambda_tanh(logit, log_lam):
-    """tau = lambda ** tanh(logit), computed in fp32: the SACT temperature, in [1/lambda, lambda]."""
-    return torch.exp(torch.tanh(logit.float()) * log_lam)
+    """tau = lambda ** tanh(logit), computed in fp32: the SACT temperature, in [1/lambda, lambda].
+    One power of a scalar base (two kernels a step with tanh, not three: a small decoder on a GPU
+    waits on the host's launches)."""
+    return torch.pow(math.exp(log_lam), torch.tanh(_fp32(logit)))
+
+
+def _fp32(x):
+    """x in float32, without a no-op call where it already is (one per decoder step saved)."""
+    return x if x.dtype == torch.float32 else x.float()
 
 
 def _linear(in_features, out_features, bias):
@@ -135,12 +142,12 @@ class SactAttention(nn.Module):
     def attend(self, query, scores, tau, source_hids, padding_mask):
         """(out_t, alpha_t, c_t) from the scores e_{t,i} and tau_t (a tensor, a float or None)."""
         if tau is not None or padding_mask is not None:  # in fp32, rounded back once
-            wide = scores.float()
+            wide = _fp32(scores)
             if tau is not None:
                 wide = wide / (tau.unsqueeze(1) if torch.is_tensor(tau) else tau)
             if padding_mask is not None:  # as fairseq's AttentionLayer: -inf in fp32 (fp16-safe)
                 wide = wide.masked_fill_(padding_mask, float("-inf"))
-            scores = wide.type_as(scores)
+            scores = wide if wide.dtype == scores.dtype else wide.type_as(scores)
         attn = F.softmax(scores, dim=1)
         context = torch.bmm(attn.unsqueeze(1), source_hids).squeeze(1)
         out = torch.tanh(self.output_proj(torch.cat((context, query), dim=1)))
@@ -182,6 +189,7 @@ class SactSteps:
         if prev_context is None:
             raise ValueError("attention temperature 'sact' needs the previous context vector c_(t-1)")
         self.attention, self.source, self.mask = attention, source_hids, padding_mask
+        self.keys = source_hids.transpose(1, 2)  # h_i as columns, for every step's scores
         context_weight = attention.temperature_context_proj.weight  # w_c (1 x source_dim)
         self.projection = torch.cat((attention.input_proj.weight, attention.temperature_state_proj.weight))
         self.source_terms = F.linear(source_hids, context_weight).squeeze(2)  # w_c . h_i: bsz x srclen
@@ -192,7 +200,7 @@ class SactSteps:
         projected = F.linear(query, self.projection)
         x, state_term = projected.split((projected.size(1) - 1, 1), dim=1)  # W_in s_t, u_s . s_t
         tau = lambda_tanh(self.context_term + state_term.squeeze(1), a.log_lam)
-        scores = torch.bmm(x.unsqueeze(1), self.source.transpose(1, 2)).squeeze(1)
+        scores = torch.bmm(x.unsqueeze(1), self.keys).squeeze(1)
         out, attn, context = a.attend(query, scores, tau, self.source, self.mask)
         self.context_term = (attn * self.source_terms).sum(1)  # w_c . c_t
         return out, attn, context, tau
