@@ -471,6 +471,16 @@ def profiled_steps_text(steps, directory, what="step"):
     return ["", f"Profiled {what} (--trace): " + "; ".join(parts) + f" (tables and traces: {directory}/)."]
 
 
+def tests_line(tests):
+    """The tests' command, status, exit code, time and log; their status alone when not run."""
+    if tests["command"] is None:
+        return tests["status"]
+    return (
+        f"`{tests['command']}` ({tests['status']}, exit {tests['returncode']}, "
+        f"{tests['seconds']:.0f} s; log: {tests['log']})"
+    )
+
+
 def markdown(report):
     env, tests = report["environment"], report["tests"]
     s = tests["summary"]
@@ -494,10 +504,7 @@ def markdown(report):
         f"## Tests: {s['passed']} passed, {s['failed']} failed, {s['error']} errors, {s['skipped']} skipped"
         + (f", {s['xfailed']} xfailed" if s["xfailed"] else ""),
         "",
-        tests["status"]
-        if tests["command"] is None
-        else f"`{tests['command']}` ({tests['status']}, exit {tests['returncode']}, {tests['seconds']:.0f} s; "
-        f"log: {tests['log']})",
+        tests_line(tests),
         "",
         "| test | outcome | s | message |",
         "|---|---|---|---|",
