@@ -39,6 +39,26 @@ def test_loss_nll_and_gradients_are_fairseqs(dtype, eps, ignore_index, target_co
         assert not grad[target.view(-1) == PAD].any()
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("ignore_index", [PAD, None])
+def test_weighted_rows_are_fairseqs_unreduced_losses_times_the_weights(dtype, ignore_index):
+    """weights (ct_cross_entropy's detached per-position scale): the loss is the sum of fairseq's
+    reduce=False losses times them, the NLL the plain sum of its NLLs; gradients the same."""
+    lprobs, target = case(dtype, False)
+    weights = torch.rand(len(target), generator=torch.Generator().manual_seed(1), dtype=dtype) + 0.5
+    ours, theirs = (lprobs.clone().requires_grad_() for _ in range(2))
+    loss, nll = label_smoothed_nll_loss_sum(ours, target, 0.1, ignore_index, weights=weights)
+    rows, row_nll = label_smoothed_nll_loss(
+        theirs, target[:, None], 0.1, ignore_index=ignore_index, reduce=False
+    )
+    ref_loss, ref_nll = (rows.view(-1) * weights).sum(), row_nll.sum()
+    torch.testing.assert_close(loss, ref_loss, rtol=0, atol=0)
+    torch.testing.assert_close(nll, ref_nll, rtol=0, atol=0)
+    grad = torch.autograd.grad(3.0 * loss + 0.7 * nll, ours)[0]
+    ref_grad = torch.autograd.grad(3.0 * ref_loss + 0.7 * ref_nll, theirs)[0]
+    torch.testing.assert_close(grad, ref_grad, rtol=4 * torch.finfo(dtype).eps, atol=0)
+
+
 def test_the_backward_makes_the_batch_x_vocabulary_gradient_in_one_fill_and_one_scatter():
     """The operators of the backward on batch x vocabulary tensors (torch.profiler): a fill (copy_
     of the per-row value) and the scatter of the target's, where autograd through fairseq's

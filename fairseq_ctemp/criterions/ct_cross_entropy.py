@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 import torch
 from fairseq import metrics, utils
 from fairseq.criterions import FairseqCriterion, register_criterion
-from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_loss
 from fairseq.dataclass import FairseqDataclass
 from omegaconf import II
 
@@ -35,6 +34,7 @@ from ..errors import OptionError
 from ..modules import AdaptiveSoftmaxHead
 from . import checks
 from .chunked_head_loss import HeadLossSums, chunked_head_loss
+from .smoothed_nll import label_smoothed_nll_loss_sum
 
 
 @dataclass
@@ -125,24 +125,20 @@ class ContextualTemperatureCrossEntropy(FairseqCriterion):
 
     def head_loss(self, head, features, target, keep):
         """(sum_t s_t CE_t over the positions where keep, HeadLossSums) of the module docstring."""
-        if self.eps > 0:
+        if self.eps > 0:  # fairseq's label smoothing, its backward in one pass (smoothed_nll.py)
             lprobs, tau = head(features)
-            losses, nll = label_smoothed_nll_loss(
-                lprobs.view(-1, lprobs.size(-1)),
-                target.reshape(-1),
-                self.eps,
-                ignore_index=self.padding_idx,
-                reduce=False,
-            )
-            losses, nll = losses.view(target.shape), nll.view(target.shape)
+            scale = tau.scale.detach() if self.loss_scaling else torch.ones_like(tau.scale)
+            loss, nll_sum = label_smoothed_nll_loss_sum(
+                lprobs.view(-1, lprobs.size(-1)), target.reshape(-1), self.eps, self.padding_idx,
+                weights=scale.reshape(-1),
+            )  # fmt: skip
         else:
             target_lprobs, tau = head.score(features, target)
+            scale = tau.scale.detach() if self.loss_scaling else torch.ones_like(tau.scale)
             nll = -target_lprobs.masked_fill(~keep, 0.0)
-            losses = nll
-        scale = tau.scale.detach() if self.loss_scaling else torch.ones_like(tau.scale)
-        loss = (losses * scale.masked_fill(~keep, 0.0)).sum()
+            loss, nll_sum = (nll * scale.masked_fill(~keep, 0.0)).sum(), nll.sum()
         sums = HeadLossSums(
-            nll.sum().detach(),
+            nll_sum.detach(),
             (scale * keep).sum().detach(),
             (tau.scale.detach() * keep).sum(),
             tau.min.detach(),
