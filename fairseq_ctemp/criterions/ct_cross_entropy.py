@@ -123,18 +123,23 @@ class ContextualTemperatureCrossEntropy(FairseqCriterion):
             logging_output["regularization"] = regularization.data * sample["ntokens"]
         return loss, sample_size, logging_output
 
+    def position_weights(self, tau):
+        """s_t of the module docstring: the detached scale of each position's temperature, or 1
+        (--no-loss-scaling)."""
+        return tau.scale.detach() if self.loss_scaling else torch.ones_like(tau.scale)
+
     def head_loss(self, head, features, target, keep):
         """(sum_t s_t CE_t over the positions where keep, HeadLossSums) of the module docstring."""
         if self.eps > 0:  # fairseq's label smoothing, its backward in one pass (smoothed_nll.py)
             lprobs, tau = head(features)
-            scale = tau.scale.detach() if self.loss_scaling else torch.ones_like(tau.scale)
+            scale = self.position_weights(tau)
             loss, nll_sum = label_smoothed_nll_loss_sum(
                 lprobs.view(-1, lprobs.size(-1)), target.reshape(-1), self.eps, self.padding_idx,
                 weights=scale.reshape(-1),
             )  # fmt: skip
         else:
             target_lprobs, tau = head.score(features, target)
-            scale = tau.scale.detach() if self.loss_scaling else torch.ones_like(tau.scale)
+            scale = self.position_weights(tau)
             nll = -target_lprobs.masked_fill(~keep, 0.0)
             loss, nll_sum = (nll * scale.masked_fill(~keep, 0.0)).sum(), nll.sum()
         sums = HeadLossSums(
