@@ -209,22 +209,27 @@ def doubled_by_a_global_hook(projection):
         handle.remove()
 
 
+@pytest.mark.parametrize("after_a_step", [False, True])
 @pytest.mark.parametrize(
     "doubled", [doubled_by_a_hook, doubled_by_a_forward_of_its_own, doubled_by_a_global_hook]
 )
-def test_an_output_projection_that_runs_more_is_called_as_a_module(toy_data, monkeypatch, doubled):
+def test_an_output_projection_that_runs_more_is_called_as_a_module(
+    toy_data, monkeypatch, doubled, after_a_step
+):
     """Quant noise, weight norm and other hooks, or a forward of the layer's own, run when the
     output projection is called: a product with its weight alone would silently skip them. Then
     tempered_ce's default path calls the model's own output layer (its loss: the division path's,
     the extra included), and --loss-chunk-tokens, which cannot, refuses in one line before any
-    update."""
+    update; also when the extra is added after the criterion's first steps."""
     from fairseq_ctemp.criterions import tempered_ce
 
     task, model, criterion = tiny_transformer(toy_data)
     batch = next(iter(task.get_batch_iterator(task.dataset("valid"), max_tokens=400).next_epoch_itr()))
+    chunked = tiny_transformer(toy_data, "--loss-chunk-tokens", "16")[2]
+    if after_a_step:
+        criterion(model, batch), chunked(model, batch)
     with doubled(model.decoder.output_projection):
         loss = criterion(model, batch)[0]
-        assert criterion._projection is None
         with monkeypatch.context() as patch:  # the division path, by hand: the same loss
             patch.setattr(tempered_ce, "plain_output_projection", lambda model: None)
             expected = tiny_transformer(toy_data)[2](model, batch)[0]
@@ -232,7 +237,6 @@ def test_an_output_projection_that_runs_more_is_called_as_a_module(toy_data, mon
         plain = tiny_transformer(toy_data)[1]
         plain.load_state_dict(model.state_dict())
         assert not torch.allclose(tiny_transformer(toy_data)[2](plain, batch)[0], loss)  # it counts
-        chunked = tiny_transformer(toy_data, "--loss-chunk-tokens", "16")[2]
         with pytest.raises(
             ValueError, match="output projection runs more when called .* --loss-chunk-tokens 0"
         ):

@@ -179,8 +179,6 @@ class TemperedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
         self.sem_weight = float(sem_weight)
         self.rescale = not no_temperature_rescale
         self.chunk = int(loss_chunk_tokens)
-        self._checked_model = False
-        self._projection = None  # plain_output_projection of the model, found in the first step
         # --eval-bleu's generator was built with the model, before this criterion existed.
         decoding.use_training_temperature_for_validation(task, self.temperature)
 
@@ -197,16 +195,13 @@ class TemperedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
         return super().build_criterion(cfg, task)
 
     def forward(self, model, sample, reduce=True):
-        if not self._checked_model:
-            check_model_output(model)
-            if self.chunk:
-                output_projection(model)
-            self._projection = plain_output_projection(model)
-            self._checked_model = True
+        # Every step, not once: a hook put on the output projection later must not be skipped.
+        check_model_output(model)
         if self.chunk and reduce:
             return self._chunked_forward(model, sample)
-        if self._projection is not None and self.temperature != 1.0 and reduce:
-            return self._projected_forward(model, sample)
+        projection = plain_output_projection(model)
+        if projection is not None and self.temperature != 1.0 and reduce:
+            return self._projected_forward(model, sample, projection)
         net_output = model(**sample["net_input"])
         loss, nll_loss, lprobs, target = self._loss_and_lprobs(model, net_output, sample, reduce)
         logging_output = self._logging_output(sample, loss, nll_loss)
@@ -231,14 +226,14 @@ class TemperedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
             target = target[:, self.ignore_prefix_size :]
         return features.reshape(-1, features.size(-1)), target.reshape(-1)
 
-    def _projected_forward(self, model, sample):
+    def _projected_forward(self, model, sample, projection):
         """forward at T != 1 for a decoder that ends in one linear projection: the logits / T come
         out of the projection's matrix product (scaled_linear), and the log-softmax is fairseq's own
         (fused with the cast to float32 and, in backward, with the cast back). Dividing the model's
         logits instead costs four more passes over the batch x vocabulary tensor (a cast, a division
         each way, a cast back): +18% of a transformer base step's kernel time on an H200."""
         h, target = self._features(model, sample)
-        scaled = scaled_linear(h, self._projection, 1.0 / self.temperature)
+        scaled = scaled_linear(h, projection, 1.0 / self.temperature)
         lprobs = utils.log_softmax(scaled, dim=-1)
         loss, nll_loss, _ = tempered_label_smoothed_nll_loss(
             lprobs, target, self.eps, self.temperature, self.sem_weight,
@@ -255,9 +250,9 @@ class TemperedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
 
     def _chunked_forward(self, model, sample):
         """forward with --loss-chunk-tokens: the decoder's features, then chunked_loss."""
+        projection = output_projection(model)  # refuses a projection that runs more, before the model runs
         h, target = self._features(model, sample)
         keep = target.ne(self.padding_idx)
-        projection = output_projection(model)
         loss, sums = chunked_tempered_loss(
             h, projection.weight, projection.bias, target, keep, self.temperature, self.eps,
             self.sem_weight, self.rescale, self.chunk, count_correct=self.report_accuracy,
