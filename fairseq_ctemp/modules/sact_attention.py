@@ -40,7 +40,8 @@ DEFAULT_LAMBDA = math.e  # the authors' code: tau = exp(tanh(.)); the paper does
 
 
 def lambda_tanh(logit, log_lam):
-    """tau = lambda ** tanh(logit), computed in fp32: the SACT temperature, in [1/lambda, lambda].
+    """tau = lambda ** tanh(logit), computed in fp32: the SACT temperature, in [1/lambda, lambda]
+    (with -log(lambda): 1 / tau).
     One power of a scalar base (two kernels a step with tanh, not three: a small decoder on a GPU
     waits on the host's launches)."""
     return torch.pow(math.exp(log_lam), torch.tanh(_fp32(logit)))
@@ -141,17 +142,26 @@ class SactAttention(nn.Module):
 
     def attend(self, query, scores, tau, source_hids, padding_mask):
         """(out_t, alpha_t, c_t) from the scores e_{t,i} and tau_t (a tensor, a float or None)."""
-        if tau is not None or padding_mask is not None:  # in fp32, rounded back once
-            wide = _fp32(scores)
-            if tau is not None:
-                wide = wide / (tau.unsqueeze(1) if torch.is_tensor(tau) else tau)
-            if padding_mask is not None:  # as fairseq's AttentionLayer: -inf in fp32 (fp16-safe)
-                wide = wide.masked_fill_(padding_mask, float("-inf"))
-            scores = wide if wide.dtype == scores.dtype else wide.type_as(scores)
-        attn = F.softmax(scores, dim=1)
+        scaled = scores
+        if torch.is_tensor(tau):  # fp32 tau: the quotient is fp32 (no cast of its own)
+            scaled = scores / tau.unsqueeze(1)
+        elif tau is not None:
+            scaled = _fp32(scores) / tau
+        attn = self.weights(scaled, scores.dtype, padding_mask)
         context = torch.bmm(attn.unsqueeze(1), source_hids).squeeze(1)
-        out = torch.tanh(self.output_proj(torch.cat((context, query), dim=1)))
-        return out, attn, context
+        return self.output(context, query), attn, context
+
+    @staticmethod
+    def weights(scaled, dtype, padding_mask):
+        """alpha_t from the scores divided by tau_t: padding masked in fp32 as fairseq's
+        AttentionLayer (-inf is fp16-safe there), rounded back to the scores' dtype once."""
+        if padding_mask is not None:
+            scaled = _fp32(scaled).masked_fill_(padding_mask, float("-inf"))
+        return F.softmax(scaled if scaled.dtype == dtype else scaled.to(dtype), dim=1)
+
+    def output(self, context, query):
+        """out_t = tanh(W_out [c_t; s_t])."""
+        return torch.tanh(self.output_proj(torch.cat((context, query), dim=1)))
 
     def steps(self, source_hids, padding_mask=None, prev_context=None):
         """The step function of one decoder call over the same source: query s_t -> what forward
@@ -180,30 +190,34 @@ class SactAttention(nn.Module):
 class SactSteps:
     """Mode "sact" over the steps of one decoder call, in fewer operations per step than forward
     (what bounds a small decoder on a GPU, which waits on the host's launches): u_s is one more row
-    of W_in, so one product gives W_in s_t and u_s . s_t; and since c_t = sum_i alpha_{t,i} h_i,
-    w_c . c_t = sum_i alpha_{t,i} (w_c . h_i), with w_c . h_i computed once per call: a product of
-    alpha_t with a vector, not a projection of c_t. The two terms come out of products in the
-    model's dtype; tanh and lam ** beta are computed in fp32, as in forward."""
+    of W_in, so one product gives W_in s_t and u_s . s_t; since c_t = sum_i alpha_{t,i} h_i,
+    w_c . c_t = sum_i alpha_{t,i} (w_c . h_i), so the values are [h_i, w_c . h_i] (made once per
+    call) and one product gives c_t and w_c . c_t; and the scores are multiplied by
+    1 / tau_t = (1 / lam) ** beta_t (a product's backward is one kernel shorter than a quotient's).
+    The two terms of beta_t come out of products in the model's dtype; tanh and the power are
+    computed in fp32, as in forward."""
 
     def __init__(self, attention, source_hids, padding_mask, prev_context):
         if prev_context is None:
             raise ValueError("attention temperature 'sact' needs the previous context vector c_(t-1)")
-        self.attention, self.source, self.mask = attention, source_hids, padding_mask
+        self.attention, self.mask = attention, padding_mask
         self.keys = source_hids.transpose(1, 2)  # h_i as columns, for every step's scores
         context_weight = attention.temperature_context_proj.weight  # w_c (1 x source_dim)
         self.projection = torch.cat((attention.input_proj.weight, attention.temperature_state_proj.weight))
-        self.source_terms = F.linear(source_hids, context_weight).squeeze(2)  # w_c . h_i: bsz x srclen
+        self.values = torch.cat((source_hids, F.linear(source_hids, context_weight)), dim=2)
         self.context_term = F.linear(prev_context, context_weight).squeeze(1)  # w_c . c_{t-1}
 
     def __call__(self, query):
         a = self.attention
         projected = F.linear(query, self.projection)
         x, state_term = projected.split((projected.size(1) - 1, 1), dim=1)  # W_in s_t, u_s . s_t
-        tau = lambda_tanh(self.context_term + state_term.squeeze(1), a.log_lam)
+        inverse_tau = lambda_tanh(self.context_term + state_term.squeeze(1), -a.log_lam)
         scores = torch.bmm(x.unsqueeze(1), self.keys).squeeze(1)
-        out, attn, context = a.attend(query, scores, tau, self.source, self.mask)
-        self.context_term = (attn * self.source_terms).sum(1)  # w_c . c_t
-        return out, attn, context, tau
+        attn = a.weights(scores * inverse_tau.unsqueeze(1), scores.dtype, self.mask)
+        values = torch.bmm(attn.unsqueeze(1), self.values).squeeze(1)
+        context, context_term = values.split((values.size(1) - 1, 1), dim=1)  # c_t, w_c . c_t
+        self.context_term = context_term.squeeze(1)
+        return a.output(context, query), attn, context, inverse_tau.reciprocal()
 
 
 def check_options(query_dim, source_dim, output_dim, mode, lam, fixed_temperature, released_dropout):
