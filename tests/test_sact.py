@@ -130,9 +130,12 @@ def test_sact_forward_matches_a_slow_reference_implementation_of_the_formula():
             torch.testing.assert_close(logits[b, t], ref_logits, atol=1e-4, rtol=1e-4)
 
 
-def test_the_decoders_sact_steps_give_forwards_values_and_gradients():
+@pytest.mark.parametrize("count", [None, 4, 1])
+def test_the_decoders_sact_steps_give_forwards_values_and_gradients(count):
     """SactSteps (u_s as a row of W_in, w_c . c_t as alpha_t . (w_c . h)) against forward called step
-    by step with c_{t-1} (the path the slow reference above checks), padding included, float64."""
+    by step with c_{t-1} (the path the slow reference above checks), padding included, float64;
+    also made for one step (incremental decoding's calls: c_t projected at the next step) and
+    called for more."""
     torch.manual_seed(0)
     layer = SactAttention(6, 8, 6, mode="sact", lam=3.0).double()
     h, c0 = torch.randn(3, 5, 8, dtype=torch.float64), torch.randn(3, 8, dtype=torch.float64)
@@ -143,7 +146,7 @@ def test_the_decoders_sact_steps_give_forwards_values_and_gradients():
         layer.zero_grad()
         inputs = [x.detach().requires_grad_() for x in (h, c0, queries)]
         source, prev, qs = inputs
-        step = layer.steps(source, padding, prev)
+        step = layer.steps(source, padding, prev, count=count)
         results = []
         for q in qs:
             if stepwise:

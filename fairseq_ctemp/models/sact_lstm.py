@@ -302,7 +302,7 @@ class SactLSTMDecoder(LSTMDecoder):
 
         keep_attn = not self.training and self.need_attn
         outs, attns, taus = [], [], []
-        step = attention.steps(source_hids, padding_mask, prev_context)
+        step = attention.steps(source_hids, padding_mask, prev_context, count=seqlen)
         for j in range(seqlen):
             input = torch.cat((x[j], input_feed), dim=1)  # input feeding
             for i, rnn in enumerate(self.layers):

@@ -163,13 +163,13 @@ class SactAttention(nn.Module):
         """out_t = tanh(W_out [c_t; s_t])."""
         return torch.tanh(self.output_proj(torch.cat((context, query), dim=1)))
 
-    def steps(self, source_hids, padding_mask=None, prev_context=None):
+    def steps(self, source_hids, padding_mask=None, prev_context=None, count=None):
         """The step function of one decoder call over the same source: query s_t -> what forward
         returns, c_{t-1} carried from step to step (prev_context: c_{-1}). Mode "sact" shares the
-        parts of the temperature that do not change between steps (SactSteps), the other modes
-        call forward."""
+        parts of the temperature that do not change between steps (SactSteps; count: the steps the
+        call will take, if known), the other modes call forward."""
         if self.mode == "sact":
-            return SactSteps(self, source_hids, padding_mask, prev_context)
+            return SactSteps(self, source_hids, padding_mask, prev_context, count)
 
         def step(query):
             nonlocal prev_context
@@ -190,33 +190,44 @@ class SactAttention(nn.Module):
 class SactSteps:
     """Mode "sact" over the steps of one decoder call, in fewer operations per step than forward
     (what bounds a small decoder on a GPU, which waits on the host's launches): u_s is one more row
-    of W_in, so one product gives W_in s_t and u_s . s_t; since c_t = sum_i alpha_{t,i} h_i,
-    w_c . c_t = sum_i alpha_{t,i} (w_c . h_i), so the values are [h_i, w_c . h_i] (made once per
-    call) and one product gives c_t and w_c . c_t; and the scores are multiplied by
-    1 / tau_t = (1 / lam) ** beta_t (a product's backward is one kernel shorter than a quotient's).
-    The two terms of beta_t come out of products in the model's dtype; tanh and the power are
-    computed in fp32, as in forward."""
+    of W_in, so one product gives W_in s_t and u_s . s_t; the scores are multiplied by
+    1 / tau_t = (1 / lam) ** beta_t (a product's backward is one kernel shorter than a quotient's);
+    and since c_t = sum_i alpha_{t,i} h_i, w_c . c_t = sum_i alpha_{t,i} (w_c . h_i): in a call of
+    several steps (training) the values are [h_i, w_c . h_i], made once, and one product gives c_t
+    and w_c . c_t. A call of one step (incremental decoding) makes no copy of the source: its next
+    step, if any, projects c_t. The two terms of beta_t come out of products in the model's dtype;
+    tanh and the power are computed in fp32, as in forward."""
 
-    def __init__(self, attention, source_hids, padding_mask, prev_context):
+    def __init__(self, attention, source_hids, padding_mask, prev_context, count=None):
         if prev_context is None:
             raise ValueError("attention temperature 'sact' needs the previous context vector c_(t-1)")
         self.attention, self.mask = attention, padding_mask
         self.keys = source_hids.transpose(1, 2)  # h_i as columns, for every step's scores
-        context_weight = attention.temperature_context_proj.weight  # w_c (1 x source_dim)
+        self.context_weight = attention.temperature_context_proj.weight  # w_c (1 x source_dim)
         self.projection = torch.cat((attention.input_proj.weight, attention.temperature_state_proj.weight))
-        self.values = torch.cat((source_hids, F.linear(source_hids, context_weight)), dim=2)
-        self.context_term = F.linear(prev_context, context_weight).squeeze(1)  # w_c . c_{t-1}
+        self.folded = count is None or count > 1
+        if self.folded:
+            source_terms = F.linear(source_hids, self.context_weight)  # w_c . h_i
+            self.values = torch.cat((source_hids, source_terms), dim=2)
+        else:
+            self.values = source_hids
+        self.previous, self.context_term = prev_context, None  # c_{t-1}, w_c . c_{t-1} once known
 
     def __call__(self, query):
         a = self.attention
+        if self.context_term is None:  # no product gave w_c . c_{t-1}
+            self.context_term = F.linear(self.previous, self.context_weight).squeeze(1)
         projected = F.linear(query, self.projection)
         x, state_term = projected.split((projected.size(1) - 1, 1), dim=1)  # W_in s_t, u_s . s_t
         inverse_tau = lambda_tanh(self.context_term + state_term.squeeze(1), -a.log_lam)
         scores = torch.bmm(x.unsqueeze(1), self.keys).squeeze(1)
         attn = a.weights(scores * inverse_tau.unsqueeze(1), scores.dtype, self.mask)
         values = torch.bmm(attn.unsqueeze(1), self.values).squeeze(1)
-        context, context_term = values.split((values.size(1) - 1, 1), dim=1)  # c_t, w_c . c_t
-        self.context_term = context_term.squeeze(1)
+        if self.folded:
+            context, context_term = values.split((values.size(1) - 1, 1), dim=1)  # c_t, w_c . c_t
+            self.context_term = context_term.squeeze(1)
+        else:
+            context, self.previous, self.context_term = values, values, None
         return a.output(context, query), attn, context, inverse_tau.reciprocal()
 
 
