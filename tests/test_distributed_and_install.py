@@ -174,7 +174,7 @@ def test_installed_package_works_as_user_dir(toy_data, tmp_path):
     # build/ there, whose stale build/lib a later install could ship
     source = tmp_path / "source"
     shutil.copytree(PLUGIN_DIR, source / "fairseq_ctemp", ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
+    for name in ("pyproject.toml", "README.md", "LICENSE", "ctemp_user_dir.py"):
         shutil.copy(os.path.join(REPO, name), source)
     run_cli(
         cli("python"),
@@ -196,6 +196,16 @@ def test_installed_package_works_as_user_dir(toy_data, tmp_path):
         .splitlines()[-1]
     )
     assert user_dir == str(installed)
+    # without importing the plugin, which imports fairseq (seconds, in every command line using it)
+    imported = run_cli(
+        cli("python"),
+        "-c",
+        "import runpy, sys; sys.argv = ['ctemp-user-dir']; runpy.run_module('ctemp_user_dir', run_name='__main__'); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('fairseq', 'fairseq_ctemp')))",
+        cwd=tmp_path,
+        env={"PYTHONPATH": pythonpath_value(site)},
+    ).stdout.splitlines()
+    assert imported == [str(installed), "[]"]
     # with the fairseq-hydra-train configs (docs/hydra.md)
     shipped = sorted(f for f in os.listdir(os.path.join(PLUGIN_DIR, "config")) if f.endswith(".yaml"))
     assert shipped and sorted(os.listdir(installed / "config")) == shipped
