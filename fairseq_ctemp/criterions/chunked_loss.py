@@ -31,6 +31,30 @@ class ChunkSums(NamedTuple):
     correct: torch.Tensor  # how many tokens' logits have their maximum at the target
 
 
+class _Coefficients(NamedTuple):
+    """The module docstring's constants for one vocabulary size."""
+
+    nll: float  # (1 - w)(1 - eps - eps_i)
+    smooth: float  # (1 - w) eps_i
+    sem_weight: float  # w
+    inverse_t: float  # 1 / T: a = z / T
+    scale: float  # s
+    gradient_scale: float  # s / T: d loss / d z = s / T * d loss / d a
+
+    @classmethod
+    def of(cls, vocab, temperature, eps, sem_weight, rescale):
+        eps_i = eps / (vocab - 1)
+        scale = temperature if rescale else 1.0
+        return cls(
+            (1.0 - sem_weight) * (1.0 - eps - eps_i),
+            (1.0 - sem_weight) * eps_i,
+            sem_weight,
+            1.0 / temperature,
+            scale,
+            scale / temperature,
+        )
+
+
 class ChunkedTemperedLoss(torch.autograd.Function):
     @staticmethod
     def forward(ctx, h, weight, bias, target, keep, settings):
@@ -38,48 +62,30 @@ class ChunkedTemperedLoss(torch.autograd.Function):
         tokens that count (not padding). settings: (T, eps, w, rescale, chunk, count_correct).
         Returns the loss (float32 scalar) and the ChunkSums."""
         temperature, eps, sem_weight, rescale, chunk, count_correct = settings
-        vocab = weight.size(0)
-        eps_i = eps / (vocab - 1)
-        c_nll, c_smooth = (1.0 - sem_weight) * (1.0 - eps - eps_i), (1.0 - sem_weight) * eps_i
-        scale = temperature if rescale else 1.0
+        c = _Coefficients.of(weight.size(0), temperature, eps, sem_weight, rescale)
         ctx.input_dtypes = (h.dtype, weight.dtype)
         wide = torch.promote_types(h.dtype, torch.float32)  # float32, or float64 for float64 inputs
         grads = _Gradients(h, weight, wide, bias is not None) if any(ctx.needs_input_grad[:3]) else None
-        scratch = _Scratch(min(chunk, h.size(0)), vocab, h.device)
+        scratch = _Scratch(min(chunk, h.size(0)), weight.size(0), h.device, wide)
         loss = torch.zeros((), dtype=wide, device=h.device)
         nll_sum, correct = torch.zeros_like(loss), torch.zeros_like(loss)
-        scaled_bias = None if bias is None else bias * (1.0 / temperature)
+        scaled_bias = None if bias is None else bias * c.inverse_t
         for start in range(0, h.size(0), chunk):
             rows = slice(start, start + chunk)
             hc, y, counts = h[rows], target[rows], keep[rows].to(wide)
-            a = scratch.scaled_logits(hc, weight, scaled_bias, 1.0 / temperature)  # z / T
+            a = scratch.scaled_logits(hc, weight, scaled_bias, c.inverse_t)  # z / T
             if count_correct:
                 correct += (a.argmax(-1) == y).to(wide).mul_(counts).sum()
-            fused = grads is not None and _fused_gradient(a, wide, sem_weight)
-            lp = scratch.log_softmax(a, wide, fused)
-            nll = -lp.gather(1, y[:, None]).squeeze(1)
-            rows_loss = c_nll * nll - c_smooth * lp.sum(-1)
-            p = negative_entropy = None
-            if sem_weight > 0:
-                p = scratch.exp(lp)
-                negative_entropy = _row_dot(p, lp)
-                rows_loss += sem_weight * negative_entropy
+            rows_loss, nll, g = _chunk_terms(scratch, a, y, counts, c, gradient=grads is not None)
             loss += rows_loss.mul_(counts).sum()
             nll_sum += nll.mul_(counts).sum()
-            if grads is not None:  # d loss / d z = scale / T * d loss / d a, in a's dtype
-                row_scale = counts * (scale / temperature)
-                if fused:
-                    g = scratch.fused_gradient(lp, y, (c_nll, c_smooth), row_scale, out=a)
-                else:
-                    g = _logit_gradient(lp, p, negative_entropy, (c_nll, c_smooth, sem_weight), row_scale)
-                    g.scatter_add_(1, y[:, None], (-c_nll * row_scale)[:, None])
-                    g = g if g.dtype == a.dtype else a.copy_(g)  # the products in the model's dtype
+            if g is not None:
                 grads.add(rows, hc, g)
         if grads is not None:
             ctx.save_for_backward(*grads.result())
         ctx.has_bias = bias is not None
         ctx.mark_non_differentiable(nll_sum, correct)
-        return loss * scale, nll_sum, correct
+        return loss * c.scale, nll_sum, correct
 
     @staticmethod
     def backward(ctx, grad_loss, _grad_nll, _grad_correct):
@@ -99,6 +105,28 @@ def _row_dot(p, lp):
     --amp an einsum would be a half-precision product, where the loss is float32 throughout)."""
     with torch.autocast(p.device.type, enabled=False):
         return torch.einsum("nv,nv->n", p, lp)
+
+
+def _chunk_terms(scratch, a, y, counts, c, gradient):
+    """The chunk's per-token loss and -log P_y from its logits / T (a), and, if gradient, the
+    gradient of the loss with respect to its logits z, in a's dtype (written over a where it can)."""
+    fused = gradient and _fused_gradient(a, scratch.wide_dtype, c.sem_weight)
+    lp = scratch.log_softmax(a, fused)
+    nll = -lp.gather(1, y[:, None]).squeeze(1)
+    rows_loss = c.nll * nll - c.smooth * lp.sum(-1)
+    p = negative_entropy = None
+    if c.sem_weight > 0:
+        p = scratch.exp(lp)
+        negative_entropy = _row_dot(p, lp)
+        rows_loss += c.sem_weight * negative_entropy
+    if not gradient:
+        return rows_loss, nll, None
+    row_scale = counts * c.gradient_scale
+    if fused:
+        return rows_loss, nll, scratch.fused_gradient(lp, y, (c.nll, c.smooth), row_scale, out=a)
+    g = _logit_gradient(lp, p, negative_entropy, (c.nll, c.smooth, c.sem_weight), row_scale)
+    g.scatter_add_(1, y[:, None], (-c.nll * row_scale)[:, None])
+    return rows_loss, nll, g if g.dtype == a.dtype else a.copy_(g)  # the products in the model's dtype
 
 
 def _logit_gradient(lp, p, negative_entropy, coefficients, row_scale):
@@ -128,8 +156,8 @@ class _Scratch:
     """The chunk's vocabulary-sized tensors, allocated at the first chunk and reused by the others
     (on the CPU a fresh allocation per chunk costs its page faults each time)."""
 
-    def __init__(self, rows, vocab, device):
-        self.shape, self.device = (rows, vocab), device
+    def __init__(self, rows, vocab, device, wide_dtype):
+        self.shape, self.device, self.wide_dtype = (rows, vocab), device, wide_dtype
         self.logits = self.wide = self.probs = self.grad_output = None
 
     def _buffer(self, name, rows, dtype):  # each name is asked for in one dtype
@@ -147,10 +175,11 @@ class _Scratch:
             hc, weight, scaled_bias, scale, out=self._buffer("logits", hc.size(0), hc.dtype)
         )
 
-    def log_softmax(self, a, wide, fused):
+    def log_softmax(self, a, fused):
         """log_softmax(a) in float32 (float64): over a itself where it is that dtype (the logits
         are not kept) unless the fused gradient is to be written there; else into a buffer, by
         one kernel from float16 on CUDA (as F.log_softmax(dtype=float32) does), else a copy first."""
+        wide = self.wide_dtype
         if a.dtype == wide and not fused:
             return torch._log_softmax(a, -1, False, out=a)
         out = self._buffer("wide", a.size(0), wide)
