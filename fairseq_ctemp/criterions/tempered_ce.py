@@ -310,12 +310,24 @@ class TemperedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
         if ntokens == 0:
             return
         # Base 2 like fairseq's loss / nll_loss, so ppl_untempered = 2 ** nll_loss_untempered.
-        for key in ("nll_loss_untempered", "entropy", "entropy_untempered"):
-            total = sum(log.get(key, 0) for log in logging_outputs)
+        keys = ("nll_loss_untempered", "entropy", "entropy_untempered")
+        totals = host_floats([sum(log.get(key, 0) for log in logging_outputs) for key in keys])
+        for key, total in zip(keys, totals):
             metrics.log_scalar(key, total / ntokens / math.log(2), ntokens, round=3)
         metrics.log_derived(
             "ppl_untempered", lambda meters: utils.get_perplexity(meters["nll_loss_untempered"].avg)
         )
+
+
+def host_floats(values):
+    """Numbers or one-element tensors (of one device) as floats, copied to the host at once: a
+    tensor logged as a meter would be updated by kernels in each of fairseq's aggregators and wait
+    on the device by itself when the step's values are read."""
+    device = next((v.device for v in values if torch.is_tensor(v)), None)
+    if device is None:
+        return [float(v) for v in values]
+    as_tensors = [v.reshape(()).float() if torch.is_tensor(v) else torch.tensor(float(v)) for v in values]
+    return torch.stack([v.to(device) for v in as_tensors]).tolist()
 
 
 def output_projection(model):
