@@ -249,30 +249,6 @@ def test_metrics_are_sums_so_they_reduce_correctly_across_workers():
     )
 
 
-def test_the_diagnostics_reach_fairseqs_meters_as_numbers():
-    """The three diagnostics are copied to the host together: fairseq's meters get floats (a tensor
-    meter waits on the device by itself), equal to the sums over the workers' outputs; a key that
-    no output has counts 0."""
-    from fairseq import metrics
-
-    from fairseq_ctemp.criterions.tempered_ce import host_floats
-
-    logs = [
-        {"loss": 3.0, "nll_loss": 2.0, "ntokens": 5, "sample_size": 5, "entropy": torch.tensor(1.5)},
-        {"loss": 1.0, "nll_loss": 1.0, "ntokens": 3, "sample_size": 3, "entropy": torch.tensor(0.5)},
-    ]
-    for log in logs:
-        log["entropy_untempered"], log["nll_loss_untempered"] = log["entropy"] * 2, log["entropy"] * 3
-    with metrics.aggregate() as agg:
-        TemperedCrossEntropyCriterion.reduce_metrics(logs)
-    for key, total in (("entropy", 2.0), ("entropy_untempered", 4.0), ("nll_loss_untempered", 6.0)):
-        meter = agg[key]
-        assert type(meter.sum) is float, key
-        assert math.isclose(meter.avg, total / 8 / math.log(2), rel_tol=1e-9), key
-    assert host_floats([torch.tensor([2.5]), 0, 1.5]) == [2.5, 0.0, 1.5]
-    assert host_floats([0, 3]) == [0.0, 3.0]
-
-
 def test_fused_tempered_log_softmax_equals_autograd_through_the_division():
     from fairseq_ctemp.criterions.tempered_ce import tempered_log_softmax
 

@@ -34,6 +34,7 @@ from ..errors import OptionError
 from ..modules import AdaptiveSoftmaxHead
 from . import checks
 from .chunked_head_loss import HeadLossSums, chunked_head_loss
+from .host_values import host_floats
 from .smoothed_nll import label_smoothed_nll_loss_sum
 
 
@@ -153,8 +154,10 @@ class ContextualTemperatureCrossEntropy(FairseqCriterion):
 
     @staticmethod
     def reduce_metrics(logging_outputs) -> None:
+        values = host_floats([log.get(key, 0) for log in logging_outputs for key in LOGGED])
+
         def total(key):
-            return sum(float(log.get(key, 0)) for log in logging_outputs)
+            return sum(values[LOGGED.index(key) :: len(LOGGED)])
 
         ntokens, sample_size = total("ntokens"), total("sample_size")
         if ntokens == 0:
@@ -174,6 +177,18 @@ class ContextualTemperatureCrossEntropy(FairseqCriterion):
         return True
 
 
+# what forward logs (summed over workers in reduce_metrics); a missing key counts 0
+LOGGED = (
+    "ntokens",
+    "sample_size",
+    "loss",
+    "nll_loss",
+    "loss_scale",
+    "tau_mean",
+    "tau_min",
+    "tau_max",
+    "regularization",
+)
 NO_TEMPERATURE_HEAD = (
     "--criterion ct_cross_entropy needs a model with a temperature head: --arch ct_transformer* "
     "(translation), ct_transformer_lm*, ct_lstm_lm, *mos_lstm_lm* (see README)"

@@ -29,6 +29,7 @@ from .. import decoding
 from ..errors import OptionError
 from . import checks
 from .chunked_loss import chunked_tempered_loss, scaled_product
+from .host_values import host_floats
 from .smoothed_nll import label_smoothed_nll_loss_sum
 from .tempered_diagnostics import Rows, diagnostics
 
@@ -317,17 +318,6 @@ class TemperedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
         metrics.log_derived(
             "ppl_untempered", lambda meters: utils.get_perplexity(meters["nll_loss_untempered"].avg)
         )
-
-
-def host_floats(values):
-    """Numbers or one-element tensors (of one device) as floats, copied to the host at once: a
-    tensor logged as a meter would be updated by kernels in each of fairseq's aggregators and wait
-    on the device by itself when the step's values are read."""
-    device = next((v.device for v in values if torch.is_tensor(v)), None)
-    if device is None:
-        return [float(v) for v in values]
-    as_tensors = [v.reshape(()).float() if torch.is_tensor(v) else torch.tensor(float(v)) for v in values]
-    return torch.stack([v.to(device) for v in as_tensors]).tolist()
 
 
 def output_projection(model):
