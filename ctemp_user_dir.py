@@ -8,11 +8,15 @@ command run inside every fairseq command line should not.
 
 import argparse
 import importlib.util
+import sys
 
 
 def plugin_dir():
     """fairseq_ctemp's directory, found without importing it."""
-    return importlib.util.find_spec("fairseq_ctemp").submodule_search_locations[0]
+    spec = importlib.util.find_spec("fairseq_ctemp")
+    if spec is None or not spec.submodule_search_locations:
+        sys.exit(f"ctemp-user-dir: error: no fairseq_ctemp package on the path of {sys.executable}")
+    return spec.submodule_search_locations[0]
 
 
 def main(argv=None):

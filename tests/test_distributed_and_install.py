@@ -206,6 +206,15 @@ def test_installed_package_works_as_user_dir(toy_data, tmp_path):
         env={"PYTHONPATH": pythonpath_value(site)},
     ).stdout.splitlines()
     assert imported == [str(installed), "[]"]
+    # and where the package is not on the path, one line saying so
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    shutil.copy(site / "ctemp_user_dir.py", alone)
+    missing = run_cli(cli("python"), "-S", alone / "ctemp_user_dir.py", cwd=alone, check=False)
+    assert missing.returncode == 1
+    assert missing.stdout.strip().splitlines() == [
+        f"ctemp-user-dir: error: no fairseq_ctemp package on the path of {missing.args[0]}"
+    ]
     # with the fairseq-hydra-train configs (docs/hydra.md)
     shipped = sorted(f for f in os.listdir(os.path.join(PLUGIN_DIR, "config")) if f.endswith(".yaml"))
     assert shipped and sorted(os.listdir(installed / "config")) == shipped
