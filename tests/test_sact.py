@@ -154,7 +154,10 @@ def test_the_decoders_sact_steps_give_forwards_values_and_gradients(count):
                 prev = results[-1][2]
             else:
                 results.append(step(q))
-        outputs = [torch.stack([r[i] for r in results]) for i in range(4)]
+        outputs = [torch.stack([r[i] for r in results]) for i in range(3)]
+        outputs.append(
+            torch.stack([r[3] for r in results]) if stepwise else step.temperatures().t().contiguous()
+        )
         sum(
             (o * torch.randn_like(o, generator=torch.Generator().manual_seed(i))).sum()
             for i, o in enumerate(outputs)

@@ -301,7 +301,7 @@ class SactLSTMDecoder(LSTMDecoder):
             prev_context = encoder_hiddens[-1] if attention.uses_previous_context else None
 
         keep_attn = not self.training and self.need_attn
-        outs, attns, taus = [], [], []
+        outs, attns = [], []
         step = attention.steps(source_hids, padding_mask, prev_context, count=seqlen)
         for j in range(seqlen):
             input = torch.cat((x[j], input_feed), dim=1)  # input feeding
@@ -310,13 +310,11 @@ class SactLSTMDecoder(LSTMDecoder):
                 input = self.dropout_out_module(hidden)
                 prev_hiddens[i] = hidden
                 prev_cells[i] = cell
-            out, attn, context, tau = step(hidden)
+            out, attn, context = step(hidden)
             if prev_context is not None:
                 prev_context = context
             if keep_attn:
                 attns.append(attn)
-            if torch.is_tensor(tau):
-                taus.append(tau)
             out = self.dropout_out_module(out)
             input_feed = out
             outs.append(out)
@@ -337,7 +335,7 @@ class SactLSTMDecoder(LSTMDecoder):
             x = self.dropout_out_module(self.additional_fc(x))
         return x, {
             "attn": torch.stack(attns, dim=1) if attns else None,  # B x T x S
-            "attention_temperature": torch.stack(taus, dim=1) if taus else None,
+            "attention_temperature": step.temperatures(),
         }  # B x T
 
     def get_cached_state(self, incremental_state):

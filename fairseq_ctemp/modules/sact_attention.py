@@ -164,20 +164,14 @@ class SactAttention(nn.Module):
         return torch.tanh(self.output_proj(torch.cat((context, query), dim=1)))
 
     def steps(self, source_hids, padding_mask=None, prev_context=None, count=None):
-        """The step function of one decoder call over the same source: query s_t -> what forward
-        returns, c_{t-1} carried from step to step (prev_context: c_{-1}). Mode "sact" shares the
-        parts of the temperature that do not change between steps (SactSteps; count: the steps the
-        call will take, if known), the other modes call forward."""
+        """The steps of one decoder call over the same source: called with s_t, returns (out_t,
+        alpha_t, c_t), c_{t-1} carried from step to step (prev_context: c_{-1}); afterwards
+        ``temperatures()`` gives every step's tau_t (bsz x steps), None for modes "fixed" and
+        "none". Mode "sact" shares the parts of the temperature that do not change between steps
+        (SactSteps; count: the steps the call will take, if known), the other modes call forward."""
         if self.mode == "sact":
             return SactSteps(self, source_hids, padding_mask, prev_context, count)
-
-        def step(query):
-            nonlocal prev_context
-            result = self(query, source_hids, padding_mask, prev_context)
-            prev_context = result[2] if self.uses_previous_context else None
-            return result
-
-        return step
+        return ForwardSteps(self, source_hids, padding_mask, prev_context)
 
     def extra_repr(self):
         if self.mode == "fixed":
@@ -185,6 +179,26 @@ class SactAttention(nn.Module):
         if self.lam is not None:
             return f"mode={self.mode}, lambda={self.lam:g}"
         return "mode=none"
+
+
+class ForwardSteps:
+    """SactAttention.steps of the modes other than "sact": forward at each step."""
+
+    def __init__(self, attention, source_hids, padding_mask, prev_context):
+        self.attention, self.source, self.mask = attention, source_hids, padding_mask
+        self.previous = prev_context if attention.uses_previous_context else None
+        self.taus = []
+
+    def __call__(self, query):
+        out, attn, context, tau = self.attention(query, self.source, self.mask, self.previous)
+        if self.attention.uses_previous_context:
+            self.previous = context
+        if torch.is_tensor(tau):
+            self.taus.append(tau)
+        return out, attn, context
+
+    def temperatures(self):
+        return torch.stack(self.taus, dim=1) if self.taus else None
 
 
 class SactSteps:
@@ -212,23 +226,28 @@ class SactSteps:
         else:
             self.values = source_hids
         self.previous, self.context_term = prev_context, None  # c_{t-1}, w_c . c_{t-1} once known
+        self.inverse_taus = []  # 1 / tau_t of each step (bsz x 1): tau_t made once for all of them
 
     def __call__(self, query):
         a = self.attention
         if self.context_term is None:  # no product gave w_c . c_{t-1}
-            self.context_term = F.linear(self.previous, self.context_weight).squeeze(1)
+            self.context_term = F.linear(self.previous, self.context_weight)
+        # the terms of beta_t and 1 / tau_t as columns (bsz x 1): no view of them to make or undo
         projected = F.linear(query, self.projection)
         x, state_term = projected.split((projected.size(1) - 1, 1), dim=1)  # W_in s_t, u_s . s_t
-        inverse_tau = lambda_tanh(self.context_term + state_term.squeeze(1), -a.log_lam)
+        inverse_tau = lambda_tanh(self.context_term + state_term, -a.log_lam)
         scores = torch.bmm(x.unsqueeze(1), self.keys).squeeze(1)
-        attn = a.weights(scores * inverse_tau.unsqueeze(1), scores.dtype, self.mask)
+        attn = a.weights(scores * inverse_tau, scores.dtype, self.mask)
         values = torch.bmm(attn.unsqueeze(1), self.values).squeeze(1)
-        if self.folded:
-            context, context_term = values.split((values.size(1) - 1, 1), dim=1)  # c_t, w_c . c_t
-            self.context_term = context_term.squeeze(1)
+        if self.folded:  # c_t, w_c . c_t
+            context, self.context_term = values.split((values.size(1) - 1, 1), dim=1)
         else:
             context, self.previous, self.context_term = values, values, None
-        return a.output(context, query), attn, context, inverse_tau.reciprocal()
+        self.inverse_taus.append(inverse_tau)
+        return a.output(context, query), attn, context
+
+    def temperatures(self):
+        return torch.cat(self.inverse_taus, dim=1).reciprocal() if self.inverse_taus else None
 
 
 def check_options(query_dim, source_dim, output_dim, mode, lam, fixed_temperature, released_dropout):
