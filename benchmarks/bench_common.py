@@ -74,10 +74,14 @@ def precision(args):
 ROUNDS = 10  # every benchmark's default: a median of >= 10 paired rounds (8 left ±5 % on an H200)
 
 
+def round_ratios(a, b):
+    """The per-round ratios of a to b (a round times both on the same batches)."""
+    return [x / y for x, y in zip(a, b)]
+
+
 def paired(a, b, key="paired_words_per_s"):
-    """The per-round ratios of a to b (a round times both on the same batches), as a result's
-    fields: their median and their spread (min, max)."""
-    ratios = [x / y for x, y in zip(a, b)]
+    """The per-round ratios of a to b as a result's fields: their median and their spread (min, max)."""
+    ratios = round_ratios(a, b)
     return {f"{key}_median": statistics.median(ratios), f"{key}_min": min(ratios), f"{key}_max": max(ratios)}
 
 

@@ -547,7 +547,7 @@ def ratios_of(args, names, wall, cpu, peaks):
     for x, y, target in ratio_list:
         if x not in names or y not in names:
             continue
-        paired = [a / b for a, b in zip(wall[x], wall[y])]
+        paired = common.round_ratios(wall[x], wall[y])
         (peak_x, rest_x), (peak_y, rest_y) = peaks[x], peaks[y]
         speed = med(wall[x]) / med(wall[y])
         verdict = "" if target is None else f"  target >= {target}: {'OK' if speed >= target else 'MISSED'}"

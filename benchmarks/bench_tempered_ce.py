@@ -266,7 +266,7 @@ def ratio_numbers(wall, cpu, peaks, a, b):
 
 def ratio_of(args, wall, cpu, peaks):
     """tempered against stock, printed and returned, with its target (TARGET, CHUNKED_TARGET)."""
-    paired = [t / s for t, s in zip(wall["tempered"], wall["stock"])]
+    paired = common.round_ratios(wall["tempered"], wall["stock"])
     r = ratio_numbers(wall, cpu, peaks, "tempered", "stock")
     print(
         f"paired per-round words/s ratios: {' '.join(f'{x:.3f}' for x in paired)} "

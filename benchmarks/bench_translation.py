@@ -376,7 +376,7 @@ def ratios_of(args, names, train, gen, bounds):
             continue
         t = med(train_wall[name]) / med(train_wall[STOCK])
         g = med(gen_wall[name]) / med(gen_wall[STOCK])
-        paired = [x / y for x, y in zip(train_wall[name], train_wall[STOCK])]
+        paired = common.round_ratios(train_wall[name], train_wall[STOCK])
         tc = med(train_cpu[name]) / med(train_cpu[STOCK])
         gc = med(gen_cpu[name]) / med(gen_cpu[STOCK])
         line = (
