@@ -235,6 +235,47 @@ def alt_carved(rows):
     return lines
 
 
+# ---------------------------------------------------- ALT mini Vi->En, one seed (Part 1)
+def alt_sweep_runs(rows):
+    """ctemp-alt-results' runs.csv: one row per T of the tempered Transformer, scored on dev."""
+    (runs,) = rows
+    lines = [
+        "| T | updates (stopped by) | best dev greedy BLEU in training | dev greedy BLEU (averaged) | "
+        "dev beam 4 BLEU | dev NLL nats/token | dev ECE | dev t* |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in sorted((r for r in runs if r["variant"] == "transformer"), key=lambda r: float(r["T"])):
+        lines.append(
+            f"| {r['T']} | {int(r['updates']):,} ({r['stopped by']}) | {r['best dev BLEU (training)']} | {r['dev greedy']} | "
+            f"{r['dev beam']} | {r['dev NLL']} | {r['dev ECE %']} % | {r['dev t*']} |"
+        )
+    return lines
+
+
+def alt_systems(rows):
+    """ctemp-alt-results' systems.csv (T = 1, T_opt, T = 1 + post-hoc t*) with the paired
+    bootstrap's p against T = 1 from its table1_posthoc.csv, scored on dev."""
+    systems, posthoc = rows
+    tested = {r["system"]: r for r in posthoc}
+    lines = [
+        "| system | greedy BLEU / chrF | p (greedy) vs T = 1 | tuned beam BLEU (k, lp) / chrF | p (beam) vs T = 1 | "
+        "beam 4 BLEU / chrF | dev ECE | dev NLL nats/token |",
+        "|---|---|---:|---|---:|---|---:|---:|",
+    ]
+    for r in (r for r in systems if r["system"] in tested):  # (the other variants: not tested here)
+        t = tested[r["system"]]
+        p_greedy = sacrebleu_p(t["p greedy vs T=1"]) if t["p greedy vs T=1"] else "–"
+        p_beam = sacrebleu_p(t["p beam vs T=1"]) if t["p beam vs T=1"] else "–"
+        beam = f"{r['beam BLEU']} / {r['beam chrF']}" if r["beam BLEU"] else "–"
+        name = r["system"] + (f" (t* = {t['t decoded at']})" if "post-hoc" in r["system"] else "")
+        lines.append(
+            f"| {name} | {r['greedy BLEU']} / {r['greedy chrF']} | {p_greedy} | {r['tuned beam BLEU']} "
+            f"{r['tuned beam (k, lp)']} / {r['tuned beam chrF']} | {p_beam} | {beam} | {r['dev ECE %']} % | "
+            f"{r['dev NLL']} |"
+        )
+    return lines
+
+
 # ------------------------------------------------ SACT's two modes on the carved test (Part 1)
 SACT_MODES = {
     "transformer": ("`transformer`, T = 1", "–"),
@@ -365,6 +406,14 @@ TABLES = {
     "alt_pilot": Table((os.path.join(ALT_RESULTS, "base_en_vi_pilot", "runs.csv"),), alt_pilot),
     "alt_pilot_large_batch": Table(
         (os.path.join(ALT_RESULTS, "base_en_vi_pilot_large_batch", "runs.csv"),), alt_pilot
+    ),
+    "alt_vi_en_runs": Table((os.path.join(ALT_RESULTS, "mini_vi_en", "runs.csv"),), alt_sweep_runs),
+    "alt_vi_en_systems": Table(
+        (
+            os.path.join(ALT_RESULTS, "mini_vi_en", "systems.csv"),
+            os.path.join(ALT_RESULTS, "mini_vi_en", "table1_posthoc.csv"),
+        ),
+        alt_systems,
     ),
     "alt_carved": Table((os.path.join(ALT_RESULTS, "mini_en_vi_carved", "table1_posthoc.csv"),), alt_carved),
     "alt_carved_sact": Table(
