@@ -174,9 +174,14 @@ class SactMultiheadAttention(MultiheadAttention):
         kv_bsz = g.size(0)  # bsz / beam where fairseq keeps one copy of the source per beam
 
         def context_logit(alpha):  # W_c c for weights alpha (bsz x H x T' x S) -> bsz x T' x K
-            steps = alpha.size(2)  # a source's hypotheses side by side: bsz = kv_bsz x beam
-            rows = alpha.transpose(1, 2).reshape(kv_bsz, bsz // kv_bsz * steps, -1)
-            return torch.bmm(rows, g).view(bsz, steps, k)
+            steps, beams = alpha.size(2), bsz // kv_bsz  # a source's hypotheses side by side
+            if steps == 1 or beams > 1:  # a row per hypothesis and position (a view for one position)
+                rows = alpha.transpose(1, 2).reshape(kv_bsz, beams * steps, -1)
+                return torch.bmm(rows, g).view(bsz, steps, k)
+            # several positions, one hypothesis per source (training, scoring): a product per head,
+            # summed over the heads, alpha read where it lies (the rows above would copy it)
+            per_head = torch.bmm(alpha.flatten(0, 1), g.view(kv_bsz * heads, -1, k))
+            return per_head.view(bsz, heads, steps, k).sum(1)
 
         def divide(e, tau):  # e: bsz x H x T' x S; tau: bsz x T' x K, K = 1 or H
             return _masked(e / tau.transpose(1, 2).unsqueeze(-1), padding, inplace=True)
