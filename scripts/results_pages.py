@@ -214,7 +214,10 @@ def alt_pilot(rows):
 
 # ------------------------------------------------- ALT mini on the carved test (Part 1)
 def sacrebleu_p(p_value):
-    """sacrebleu's paired bootstrap reports (count + 1) / (samples + 1): 0.0010 is its floor."""
+    """sacrebleu's paired bootstrap reports (count + 1) / (samples + 1): 0.0010 is its floor; "–"
+    where the file has none (the baseline)."""
+    if not p_value:
+        return "–"
     return "≤ 0.001 (floor)" if float(p_value) <= 0.001 else p_value
 
 
@@ -226,8 +229,8 @@ def alt_carved(rows):
         "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|",
     ]
     for r in systems:
-        p_greedy = sacrebleu_p(r["p greedy vs T=1"]) if r["p greedy vs T=1"] else "–"
-        p_beam = sacrebleu_p(r["p beam vs T=1"]) if r["p beam vs T=1"] else "–"
+        p_greedy = sacrebleu_p(r["p greedy vs T=1"])
+        p_beam = sacrebleu_p(r["p beam vs T=1"])
         lines.append(
             f"| {r['system']} | {r['t decoded at']} | {r['greedy BLEU']} | {p_greedy} | {r['beam BLEU (k, lp)']} | "
             f"{p_beam} | {r['test NLL']} | {r['test ECE %']} % | {r['dev NLL']} | {r['dev ECE %']} % |"
@@ -264,8 +267,8 @@ def alt_systems(rows):
     ]
     for r in (r for r in systems if r["system"] in tested):  # (the other variants: not tested here)
         t = tested[r["system"]]
-        p_greedy = sacrebleu_p(t["p greedy vs T=1"]) if t["p greedy vs T=1"] else "–"
-        p_beam = sacrebleu_p(t["p beam vs T=1"]) if t["p beam vs T=1"] else "–"
+        p_greedy = sacrebleu_p(t["p greedy vs T=1"])
+        p_beam = sacrebleu_p(t["p beam vs T=1"])
         beam = f"{r['beam BLEU']} / {r['beam chrF']}" if r["beam BLEU"] else "–"
         name = r["system"] + (f" (t* = {t['t decoded at']})" if "post-hoc" in r["system"] else "")
         lines.append(
