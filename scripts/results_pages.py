@@ -267,10 +267,11 @@ def alt_systems(rows):
     ]
     for r in (r for r in systems if r["system"] in tested):  # (the other variants: not tested here)
         t = tested[r["system"]]
-        p_greedy = sacrebleu_p(t["p greedy vs T=1"])
+        posthoc = "post-hoc" in r["system"]  # T = 1's model: its greedy output is T = 1's, word for word
+        p_greedy = sacrebleu_p(t["p greedy vs T=1"]) + (" (identical output)" if posthoc else "")
         p_beam = sacrebleu_p(t["p beam vs T=1"])
         beam = f"{r['beam BLEU']} / {r['beam chrF']}" if r["beam BLEU"] else "–"
-        name = r["system"] + (f" (t* = {t['t decoded at']})" if "post-hoc" in r["system"] else "")
+        name = r["system"] + (f" (t* = {t['t decoded at']})" if posthoc else "")
         lines.append(
             f"| {name} | {r['greedy BLEU']} / {r['greedy chrF']} | {p_greedy} | {r['tuned beam BLEU']} "
             f"{r['tuned beam (k, lp)']} / {r['tuned beam chrF']} | {p_beam} | {beam} | {r['dev ECE %']} % | "
