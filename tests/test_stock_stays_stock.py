@@ -55,6 +55,9 @@ def stock():
     return task, model, sample
 
 
+# the TorchScript round trip through a file is what fairseq's scriptable generator offers; the
+# deprecation of torch.jit.load (torch >= 2.13) is torch's, not the plugin's
+@pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:DeprecationWarning")
 @pytest.mark.parametrize("temperature", [None, 1.7])
 def test_a_generator_of_stock_models_is_stock_and_scriptable(stock, temperature, tmp_path):
     task, model, sample = stock
