@@ -411,6 +411,9 @@ TABLES = {
     "alt_pilot_large_batch": Table(
         (os.path.join(ALT_RESULTS, "base_en_vi_pilot_large_batch", "runs.csv"),), alt_pilot
     ),
+    "alt_vi_en_tempering_seeds": Table(
+        (os.path.join(ALT_RESULTS, "mini_vi_en_seeds", "tempering.csv"),), alt_seeds
+    ),
     "alt_vi_en_runs": Table((os.path.join(ALT_RESULTS, "mini_vi_en", "runs.csv"),), alt_sweep_runs),
     "alt_vi_en_systems": Table(
         (
