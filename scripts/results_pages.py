@@ -221,6 +221,11 @@ def sacrebleu_p(p_value):
     return "≤ 0.001 (floor)" if float(p_value) <= 0.001 else p_value
 
 
+def greedy_p(system, p_value):
+    """The post-hoc system decodes greedily with T = 1's model: its output is T = 1's, word for word."""
+    return sacrebleu_p(p_value) + (" (identical output)" if "post-hoc" in system else "")
+
+
 def alt_carved(rows):
     (systems,) = rows
     lines = [
@@ -229,7 +234,7 @@ def alt_carved(rows):
         "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|",
     ]
     for r in systems:
-        p_greedy = sacrebleu_p(r["p greedy vs T=1"])
+        p_greedy = greedy_p(r["system"], r["p greedy vs T=1"])
         p_beam = sacrebleu_p(r["p beam vs T=1"])
         lines.append(
             f"| {r['system']} | {r['t decoded at']} | {r['greedy BLEU']} | {p_greedy} | {r['beam BLEU (k, lp)']} | "
@@ -267,8 +272,8 @@ def alt_systems(rows):
     ]
     for r in (r for r in systems if r["system"] in tested):  # (the other variants: not tested here)
         t = tested[r["system"]]
-        posthoc = "post-hoc" in r["system"]  # T = 1's model: its greedy output is T = 1's, word for word
-        p_greedy = sacrebleu_p(t["p greedy vs T=1"]) + (" (identical output)" if posthoc else "")
+        posthoc = "post-hoc" in r["system"]
+        p_greedy = greedy_p(r["system"], t["p greedy vs T=1"])
         p_beam = sacrebleu_p(t["p beam vs T=1"])
         beam = f"{r['beam BLEU']} / {r['beam chrF']}" if r["beam BLEU"] else "–"
         name = r["system"] + (f" (t* = {t['t decoded at']})" if posthoc else "")
