@@ -410,6 +410,9 @@ TABLES = {
     "alt_tempering_seeds": Table(
         (os.path.join(ALT_RESULTS, "mini_en_vi_seeds", "tempering.csv"),), alt_seeds
     ),
+    "alt_tempering_four_seeds": Table(
+        (os.path.join(ALT_RESULTS, "mini_en_vi_seeds", "tempering_four_seeds.csv"),), alt_seeds
+    ),
     "alt_variants_seeds": Table((os.path.join(ALT_RESULTS, "mini_en_vi_seeds", "variants.csv"),), alt_seeds),
     "alt_lstm_seeds": Table((os.path.join(ALT_RESULTS, "mini_en_vi_seeds", "lstm.csv"),), alt_seeds),
     "alt_pilot": Table((os.path.join(ALT_RESULTS, "base_en_vi_pilot", "runs.csv"),), alt_pilot),
