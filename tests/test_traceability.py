@@ -5,7 +5,8 @@ is traced when a number of some result file rounds to it at the page's precision
 as a percentage of a fraction).
 
 Stricter where the text names its source: a number of a paragraph, list item or table row that
-links or names result files (a results folder or its README: the files under it) is in those
+links or names result files (a results folder or its README: the files under it, learning curves
+and a trace's op tables only where linked by name) is in those
 files (a paragraph that names none: in those its section names), or in those of its table (a row:
 the files it, the rows above it and its caption name, or that scripts/results_pages.py reads for a
 generated table), or in those of the tables of its section (a paragraph discussing them). A
@@ -209,14 +210,20 @@ def blocks(page):
         yield block
 
 
+# bulk data (learning curves, a trace's op tables: thousands of numbers each) is a source only
+# where a page links it by name; a folder's numbers in it would match a mistyped number by chance
+BULK = re.compile(r"^curves\.|\.ops\.csv$")
+
+
 def covered(paths, known):
     """The result files of `paths`: a result file itself; for a folder, or a folder's README, every
-    result file under that folder."""
+    result file under that folder but its bulk data (BULK)."""
     files = set()
     for path in paths:
         folder = path if os.path.isdir(path) else os.path.dirname(path)
         if os.path.isdir(path) or os.path.basename(path) == "README.md":
-            files |= {k for k in known if k.startswith(folder + os.sep)}
+            under = (k for k in known if k.startswith(folder + os.sep))
+            files |= {k for k in under if not BULK.search(os.path.basename(k))}
         elif path in known:
             files.add(path)
     return files
@@ -355,3 +362,20 @@ def test_an_integer_with_a_unit_is_checked_and_minutes_and_seconds_are_read_as_s
         f"{page}:3: 574",
         f"{page}:8: 9 min 35 s",
     ]
+
+
+def test_a_folder_link_does_not_cover_its_learning_curves(tmp_path):
+    """A learning-curve CSV holds thousands of numbers: 3.729 in one is no source for a paragraph
+    that links its folder, only for one that links the CSV by name."""
+    (tmp_path / "summary.csv").write_text("nll\n3.728\n")
+    (tmp_path / "curves.en-vi.csv").write_text("update,nll\n100,3.729\n")
+    (tmp_path / "trace.ops.csv").write_text("op,ms\nmm,3.731\n")
+    page = tmp_path / "page.md"
+    page.write_text(
+        f"# A section\n\nNLL 3.728, 3.729 and 3.731 ([runs]({tmp_path})).\n\n"
+        f"NLL 3.729 ([curves]({tmp_path / 'curves.en-vi.csv'})).\n"
+    )
+    known = {str(p) for p in tmp_path.iterdir() if p.suffix == ".csv"}
+    checked, missing = untraced_in_scope([str(page)], known)
+    assert checked == 4
+    assert [m.split("  |")[0] for m in missing] == [f"{page}:3: 3.729", f"{page}:3: 3.731"]
