@@ -212,7 +212,7 @@ def blocks(page):
 
 # bulk data (learning curves, a trace's op tables: thousands of numbers each) is a source only
 # where a page links it by name; a folder's numbers in it would match a mistyped number by chance
-BULK = re.compile(r"^curves\.|\.ops\.csv$")
+BULK = re.compile(r"curves|\.ops\.csv$")
 
 
 def covered(paths, known):
