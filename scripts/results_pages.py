@@ -434,6 +434,12 @@ TABLES = {
     "alt_carved_seed2": Table(
         (os.path.join(ALT_RESULTS, "mini_en_vi_carved_seed2", "table1_posthoc.csv"),), alt_carved
     ),
+    "alt_carved_seed3": Table(
+        (os.path.join(ALT_RESULTS, "mini_en_vi_carved_seed3", "table1_posthoc.csv"),), alt_carved
+    ),
+    "alt_carved_tempering_seeds": Table(
+        (os.path.join(ALT_RESULTS, "mini_en_vi_carved_seeds", "tempering.csv"),), alt_seeds
+    ),
     "alt_vi_en_carved": Table(
         (os.path.join(ALT_RESULTS, "mini_vi_en_carved", "table1_posthoc.csv"),), alt_carved
     ),
