@@ -5,11 +5,11 @@ is traced when a number of some result file rounds to it at the page's precision
 as a percentage of a fraction).
 
 Stricter where the text names its source: a number of a paragraph, list item or table row that
-links or names result files (a results folder or its README: the files under it, learning curves
-and a trace's op tables only where linked by name) is in those
-files (a paragraph that names none: in those its section names), or in those of its table (a row:
-the files it, the rows above it and its caption name, or that scripts/results_pages.py reads for a
-generated table), or in those of the tables of its section (a paragraph discussing them). A
+links or names result files (a results folder or its README: the files under it, its learning
+curves and a trace's op tables only where linked by name) is in those files (a paragraph that
+names none: in those its section names), or in those of its table (a row: the files it, the rows
+above it and its caption name, or that scripts/results_pages.py reads for a generated table), or
+in those of the tables of its section (a paragraph discussing them). A
 difference or a percentage change computed by hand is in no file: quote the two numbers, or the
 ratio the file holds. A bound ("p < 0.0001") holds when a number of the files lies within it.
 
