@@ -162,33 +162,35 @@ def compare(systems, sel, beam_k):
 
     rows = []
     for metric in METRICS:
-        base = [systems[base_key][s].bleu[metric] for s in sorted(systems[base_key])]
+        label = f"{sel.split} {metric} BLEU" + (f" (beam {beam_k})" if metric == "beam" else "")
         for key in order:
-            seeds = sorted(systems[key])
-            values = [systems[key][s].bleu[metric] for s in seeds]
-            row = {
-                "metric": f"{sel.split} {metric} BLEU" + (f" (beam {beam_k})" if metric == "beam" else ""),
-                "variant": key[0],
-                "T": key[1],
-                "seeds": " ".join(map(str, seeds)),
-                "BLEU per seed": " ".join(f"{v:.2f}" for v in values),
-                "mean": statistics.mean(values),
-                "min": min(values),
-                "max": max(values),
-                "difference": statistics.mean(values) - statistics.mean(base),
-            }
-            if key == base_key:
-                row["verdict"] = "baseline"
-            else:
-                row.update(
-                    seed_test(values, base),
-                    **paired_seed_test(by_seed(key, metric), by_seed(base_key, metric)),
-                )
-            rows.append(row)
+            row = {"metric": label, "variant": key[0], "T": key[1]}
+            rows.append(row | versus(by_seed(key, metric), by_seed(base_key, metric), key == base_key))
     return rows
 
 
-def markdown(rows, baseline):
+def versus(by_seed, base_by_seed, is_baseline):
+    """A system's BLEU over its seeds ({seed: BLEU}) against the baseline's: the columns of COLUMNS
+    from "seeds" on (Welch's test and the paired check; the baseline's own row: no test)."""
+    seeds = sorted(by_seed)
+    values = [by_seed[s] for s in seeds]
+    row = {
+        "seeds": " ".join(map(str, seeds)),
+        "BLEU per seed": " ".join(f"{v:.2f}" for v in values),
+        "mean": statistics.mean(values),
+        "min": min(values),
+        "max": max(values),
+        "difference": statistics.mean(values) - statistics.mean(base_by_seed.values()),
+    }
+    if is_baseline:
+        return row | {"verdict": "baseline"}
+    base = [base_by_seed[s] for s in sorted(base_by_seed)]
+    return row | seed_test(values, base) | paired_seed_test(by_seed, base_by_seed)
+
+
+def markdown(rows, baseline, name=lambda r: f"{r['variant']} T={r['T']}"):
+    """The caption and table of `rows`; baseline: the baseline's name ("transformer T=1"),
+    name(row): a system's name."""
     header = [
         "metric",
         "system",
@@ -209,7 +211,7 @@ def markdown(rows, baseline):
     cells = [
         [
             r["metric"],
-            f"{r['variant']} T={r['T']}",
+            name(r),
             r["seeds"],
             r["BLEU per seed"],
             f"{r['mean']:.2f}",
@@ -223,7 +225,7 @@ def markdown(rows, baseline):
         for r in rows
     ]
     caption = (
-        f"BLEU over seeds, each system against {baseline} T=1 with the seed as the unit: Welch's "
+        f"BLEU over seeds, each system against {baseline} with the seed as the unit: Welch's "
         "t-test on the per-seed BLEU (difference: of the means). Paired p: the paired t-test over "
         "the seeds both have (one seed's runs share their batch order), a check of the verdict."
     )
@@ -265,7 +267,7 @@ def seeds_report(specs, sel, output):
     check_asked_for(runs, left_out, sel)
     systems = by_system(runs)
     rows = compare(systems, sel, beam_k=runs[0].beam_k)
-    lines = markdown(rows, sel.baseline)
+    lines = markdown(rows, f"{sel.baseline} T=1")
     sources = "Runs: " + ", ".join(f"`{spec}`" for spec in specs) + "."
     with all_or_none([output + ".csv", output + ".md"]):  # a rerun is not refused for one of them
         write_csv(output + ".csv", COLUMNS, [[r.get(c, "") for c in COLUMNS] for r in rows])
