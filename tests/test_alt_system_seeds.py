@@ -105,7 +105,7 @@ def test_systems_that_cannot_be_compared_are_refused(three_seeds):
         tmp_path, "--systems", str(broken), *out
     )
     runs = os.path.join(REPO, "examples", "alt", "results", "mini_en_vi_carved", "runs.csv")
-    assert "is not a systems.csv of ctemp-alt-results with rows (no column 'setup')" in refused(
+    assert "is not a systems.csv of ctemp-alt-results with rows (no column 'system')" in refused(
         tmp_path, "--systems", runs, *out
     )
     for option, value in (("--split", "test"), ("--baseline", "transformer"), ("--variants", "transformer")):
@@ -128,3 +128,14 @@ def test_runs_and_systems_are_one_or_the_other(three_seeds, capsys):
     )
     assert proc.returncode == 2 and "not allowed with argument" in proc.stderr
     assert not os.path.exists(tmp_path / "x.csv")
+
+
+def test_a_systems_csv_of_the_older_layout_reads_its_columns(tmp_path):
+    """systems.csv had no chrF columns at first: the BLEU it has is compared all the same."""
+    folder = os.path.join(REPO, "examples", "alt", "results", "mini_en_vi_variants")
+    files = [os.path.join(folder, seed, "systems.csv") for seed in ("seed1", "seed2")]
+    with open(files[0], newline="", encoding="utf-8") as f:
+        assert "greedy chrF" not in next(csv.reader(f))
+    run_main(alt_seeds.main, "--systems", *files, "--output", tmp_path / "s")
+    ct = read_rows(tmp_path / "s")["dev greedy BLEU", "ct_transformer"]
+    assert ct["BLEU per seed"] == "6.63 6.89" and ct["verdict"] == "inconclusive: fewer than 3 seeds"

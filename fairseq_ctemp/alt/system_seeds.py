@@ -13,13 +13,13 @@ from ..outputs import all_or_none
 from .common import AltError, write_text
 from .sections import write_csv
 from .seeds import markdown, versus
-from .systems import HEADER
 
 BASELINE = "T = 1"
 # systems.csv's BLEU columns; a system without one (post-hoc: no untuned beam; a variant: no tuned
 # beam) is left out of that metric's rows
 METRICS = ("greedy BLEU", "beam BLEU", "tuned beam BLEU")
 SETTING = ("setup", "scored on")  # equal in every row compared; so is "beam k" where a row has it
+READ = ("system", "seed", *SETTING, "beam k", *METRICS)  # the columns read (an older file has fewer)
 COLUMNS = [
     *("metric", "system", "seeds", "BLEU per seed", "mean", "min", "max", "difference"),
     *("welch_t", "welch_df", "p_value", "verdict", "paired_seeds", "paired_t", "paired_p"),
@@ -46,7 +46,7 @@ def read_systems(path):
             rows = list(csv.DictReader(f))
     except (OSError, UnicodeDecodeError) as e:
         raise AltError(f"--systems {path}: {getattr(e, 'strerror', None) or e}") from None
-    missing = [c for c in HEADER if c not in (rows[0] if rows else {})]
+    missing = [c for c in READ if c not in (rows[0] if rows else {})]
     if missing:
         raise AltError(
             f"--systems {path} is not a systems.csv of ctemp-alt-results with rows (no column {missing[0]!r})"
