@@ -14,7 +14,7 @@ apart, or on machines that are gone, are compared from their files) and writes
                as a check of the verdict, the paired t-test over the seeds that the system and
                the baseline both have (their number, t, p; a seed's runs share their batch order)
   PREFIX.md    the same as a markdown table, and the files it read
-(--force replaces them, never a --runs file).
+(--force replaces them, never a file it reads).
 Every run compared must be of one setting (the experiment without its .seed<N>, direction, label
 smoothing, SEM, beam size); a system's seed may come from one file only. A file written before
 runs.csv had a seed column is given as FILE@SEED. Runs not finished (or, with --split test, not
