@@ -173,9 +173,10 @@ def alt_seeds(rows):
     for r in seeds:
         by_system.setdefault((r["variant"], r["T"]), {})[r["metric"].split()[1]] = r
     beam_k = re.search(r"beam (\d+)\)", next(r["metric"] for r in seeds if " beam " in r["metric"]))[1]
+    split = seeds[0]["metric"].split()[0]  # "dev" or "test": the split the BLEU is of
     lines = [
-        f"| system | seeds | greedy BLEU per seed | mean (difference) | p | verdict | paired p | beam {beam_k} BLEU "
-        "per seed | mean (difference) | p | verdict | paired p |",
+        f"| system | seeds | {split} greedy BLEU per seed | mean (difference) | p | verdict | paired p | "
+        f"{split} beam {beam_k} BLEU per seed | mean (difference) | p | verdict | paired p |",
         "|---|---|---|---:|---:|---|---:|---|---:|---:|---|---:|",
     ]
     for (variant, temperature), metrics in by_system.items():
