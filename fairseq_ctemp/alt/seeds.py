@@ -129,17 +129,24 @@ def seed_run(row, where, seed_given, sel):
     return SeedRun(variant, fmt(temperature), seed, bleu, setting, where)
 
 
-def by_system(runs):
-    """{(variant, T): {seed: SeedRun}}; refuses a seed given twice and runs of different settings."""
-    first = runs[0]
-    systems = collections.defaultdict(dict)
-    for run in runs:
-        for name, mine, theirs in zip(SETTING, run.setting, first.setting):
+def check_one_setting(records, names, option, what):
+    """Refuses records (each with .setting, the values of `names`, and .where) of more than one
+    setting, naming the first difference: "compare {what}"."""
+    first = records[0]
+    for record in records:
+        for name, mine, theirs in zip(names, record.setting, first.setting):
             if mine != theirs:
                 raise AltError(
-                    f"--runs: {first.where} and {run.where} differ in {name} ({theirs} vs {mine}): "
-                    "compare runs of one setting"
+                    f"{option}: {first.where} and {record.where} differ in {name} ({theirs} vs {mine}): "
+                    f"compare {what}"
                 )
+
+
+def by_system(runs):
+    """{(variant, T): {seed: SeedRun}}; refuses a seed given twice and runs of different settings."""
+    check_one_setting(runs, SETTING, "--runs", "runs of one setting")
+    systems = collections.defaultdict(dict)
+    for run in runs:
         seeds = systems[run.variant, run.temperature]
         if run.seed in seeds:
             raise AltError(

@@ -12,7 +12,7 @@ from typing import Dict, Tuple
 from ..outputs import all_or_none
 from .common import AltError, write_text
 from .sections import write_csv
-from .seeds import markdown, versus
+from .seeds import check_one_setting, markdown, versus
 
 BASELINE = "T = 1"
 # systems.csv's BLEU columns; a system without one (post-hoc: no untuned beam; a variant: no tuned
@@ -69,19 +69,13 @@ def system_row(row, where):
 
 def by_system(rows):
     """{system: {seed: SystemRow}}; refuses rows of different settings and a seed given twice."""
-    first = rows[0]
+    check_one_setting(rows, SETTING, "--systems", "the systems of one setup")
     beams = {r.beam_k: r for r in rows if r.beam_k}
     if len(beams) > 1:
         a, b = list(beams.values())[:2]
         raise AltError(f"--systems: {a.where} and {b.where} differ in beam k ({a.beam_k} vs {b.beam_k})")
     systems = collections.defaultdict(dict)
     for row in rows:
-        for name, mine, theirs in zip(SETTING, row.setting, first.setting):
-            if mine != theirs:
-                raise AltError(
-                    f"--systems: {first.where} and {row.where} differ in {name} ({theirs} vs {mine}): "
-                    "compare the systems of one setup"
-                )
         if row.seed in systems[row.system]:
             other = systems[row.system][row.seed].where
             raise AltError(
