@@ -75,7 +75,7 @@ def test_each_system_against_t1_per_metric_it_has(three_seeds):
     assert rows["carved test greedy BLEU", "ct_transformer"]["verdict"] == "no test: one seed"
     assert rows["carved test greedy BLEU", "T = 1"]["verdict"] == "baseline"
     md = (tmp_path / "s.md").read_text(encoding="utf-8")
-    assert "against T = 1 with the seed as the unit" in md
+    assert "against T = 1 with the seed as the unit" in md and "decodes T = 1's own model" in md
     assert (
         "| carved test tuned beam BLEU | T = 1 + post-hoc t* | 1 2 3 | 9.35 9.55 9.78 | 9.56 | +0.30 |" in md
     )

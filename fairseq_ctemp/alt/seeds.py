@@ -195,9 +195,12 @@ def versus(by_seed, base_by_seed, is_baseline):
     return row | seed_test(values, base) | paired_seed_test(by_seed, base_by_seed)
 
 
-def markdown(rows, baseline, name=lambda r: f"{r['variant']} T={r['T']}"):
+RUNS_PAIRED = "one seed's runs share their batch order"  # why the paired check pairs by seed
+
+
+def markdown(rows, baseline, name=lambda r: f"{r['variant']} T={r['T']}", paired_by=RUNS_PAIRED):
     """The caption and table of `rows`; baseline: the baseline's name ("transformer T=1"),
-    name(row): a system's name."""
+    name(row): a system's name; paired_by: what one seed's systems share."""
     header = [
         "metric",
         "system",
@@ -234,7 +237,7 @@ def markdown(rows, baseline, name=lambda r: f"{r['variant']} T={r['T']}"):
     caption = (
         f"BLEU over seeds, each system against {baseline} with the seed as the unit: Welch's "
         "t-test on the per-seed BLEU (difference: of the means). Paired p: the paired t-test over "
-        "the seeds both have (one seed's runs share their batch order), a check of the verdict."
+        f"the seeds both have ({paired_by}), a check of the verdict."
     )
     return [caption, "", markdown_table(header, cells)]
 

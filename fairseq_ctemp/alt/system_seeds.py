@@ -12,7 +12,7 @@ from typing import Dict, Tuple
 from ..outputs import all_or_none
 from .common import AltError, write_text
 from .sections import write_csv
-from .seeds import check_one_setting, markdown, versus
+from .seeds import RUNS_PAIRED, check_one_setting, markdown, versus
 
 BASELINE = "T = 1"
 # systems.csv's BLEU columns; a system without one (post-hoc: no untuned beam; a variant: no tuned
@@ -114,7 +114,8 @@ def systems_report(paths, output):
     rows = [r for path in paths for r in read_systems(path)]
     beam_k = next((r.beam_k for r in rows if r.beam_k), "")
     table = compare(by_system(rows), beam_k)
-    lines = markdown(table, BASELINE, name=lambda r: r["system"])
+    paired_by = f"{RUNS_PAIRED}; the post-hoc system decodes T = 1's own model"
+    lines = markdown(table, BASELINE, name=lambda r: r["system"], paired_by=paired_by)
     sources = "Systems: " + ", ".join(f"`{p}`" for p in paths) + "."
     with all_or_none([output + ".csv", output + ".md"]):
         write_csv(output + ".csv", COLUMNS, [[r.get(c, "") for c in COLUMNS] for r in table])
