@@ -5,7 +5,6 @@ on dev), which runs.csv, one row a trained run, cannot."""
 
 import collections
 import csv
-import math
 from dataclasses import dataclass
 from typing import Dict, Tuple
 
@@ -55,13 +54,14 @@ def read_systems(path):
 
 
 def system_row(row, where):
+    """The SystemRow of a systems.csv row (`where`: "FILE line N", for the errors)."""
     try:
         seed = int(row["seed"])
         bleu = {m: float(row[m]) for m in METRICS if row[m]}
     except ValueError as e:
         raise AltError(f"--systems {where}: not a number where systems.csv has one ({e})") from None
     for metric, value in bleu.items():
-        if not 0 <= value <= 100 or math.isnan(value):
+        if not 0 <= value <= 100:  # NaN too
             raise AltError(f"--systems {where}: {metric} is {row[metric]}, not a BLEU score (0 to 100)")
     setting = tuple(row[c] for c in SETTING)
     return SystemRow(row["system"], seed, bleu, setting, row["beam k"], where)
@@ -95,11 +95,12 @@ def compare(systems, beam_k):
     out = []
     for metric in METRICS:
         label = f"{scored_on} {metric}" + (f" (beam {beam_k})" if metric == "beam BLEU" else "")
-        base = by_seed(systems[BASELINE], metric)
-        for system in (s for s in order if by_seed(systems[s], metric)):
-            if not base:
-                raise AltError(f"--systems: {BASELINE!r} has no {metric} to compare against")
-            stats = versus(by_seed(systems[system], metric), base, system == BASELINE)
+        having = {s: by_seed(systems[s], metric) for s in order}
+        having = {s: values for s, values in having.items() if values}
+        if having and BASELINE not in having:
+            raise AltError(f"--systems: {BASELINE!r} has no {metric} to compare against")
+        for system, values in having.items():
+            stats = versus(values, having[BASELINE], system == BASELINE)
             out.append({"metric": label, "system": system} | stats)
     return out
 
