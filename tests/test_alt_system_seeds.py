@@ -99,6 +99,12 @@ def test_systems_that_cannot_be_compared_are_refused(three_seeds):
     assert "differ in beam k (4 vs 6)" in refused(tmp_path, "--systems", files[0], str(wide), *out)
     no_t1 = systems_csv(tmp_path / "no-t1.csv", [("T_opt = 2", 1, 7.0, 8.0, 8.1)])
     assert "--systems: no 'T = 1' row to compare against" in refused(tmp_path, "--systems", no_t1, *out)
+    untuned = systems_csv(
+        tmp_path / "untuned.csv", [("T = 1", 1, 7.0, 8.0, None), (POSTHOC, 1, 7.0, None, 8.3)]
+    )
+    assert refused(tmp_path, "--systems", untuned, *out).endswith(
+        "--systems: 'T = 1' has no tuned beam BLEU to compare against"
+    )
     broken = tmp_path / "broken.csv"
     broken.write_text(open(files[0]).read().replace(",9.1,", ",910,"), encoding="utf-8")
     assert "line 2: beam BLEU is 910, not a BLEU score (0 to 100)" in refused(
