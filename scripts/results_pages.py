@@ -222,9 +222,14 @@ def sacrebleu_p(p_value):
     return "≤ 0.001 (floor)" if float(p_value) <= 0.001 else p_value
 
 
+def is_posthoc(system):
+    """T = 1 + post-hoc t*: T = 1's own model, decoded at t*."""
+    return "post-hoc" in system
+
+
 def greedy_p(system, p_value):
     """The post-hoc system decodes greedily with T = 1's model: its output is T = 1's, word for word."""
-    return sacrebleu_p(p_value) + (" (identical output)" if "post-hoc" in system else "")
+    return sacrebleu_p(p_value) + (" (identical output)" if is_posthoc(system) else "")
 
 
 def alt_carved(rows):
@@ -273,11 +278,10 @@ def alt_systems(rows):
     ]
     for r in (r for r in systems if r["system"] in tested):  # (the other variants: not tested here)
         t = tested[r["system"]]
-        posthoc = "post-hoc" in r["system"]
         p_greedy = greedy_p(r["system"], t["p greedy vs T=1"])
         p_beam = sacrebleu_p(t["p beam vs T=1"])
         beam = f"{r['beam BLEU']} / {r['beam chrF']}" if r["beam BLEU"] else "–"
-        name = r["system"] + (f" (t* = {t['t decoded at']})" if posthoc else "")
+        name = r["system"] + (f" (t* = {t['t decoded at']})" if is_posthoc(r["system"]) else "")
         lines.append(
             f"| {name} | {r['greedy BLEU']} / {r['greedy chrF']} | {p_greedy} | {r['tuned beam BLEU']} "
             f"{r['tuned beam (k, lp)']} / {r['tuned beam chrF']} | {p_beam} | {beam} | {r['dev ECE %']} % | "
