@@ -445,6 +445,12 @@ TABLES = {
     "alt_carved_tempering_seeds": Table(
         (os.path.join(ALT_RESULTS, "mini_en_vi_carved_seeds", "tempering.csv"),), alt_seeds
     ),
+    "alt_carved_seed4": Table(
+        (os.path.join(ALT_RESULTS, "mini_en_vi_carved_seed4", "table1_posthoc.csv"),), alt_carved
+    ),
+    "alt_carved_tempering_four_seeds": Table(
+        (os.path.join(ALT_RESULTS, "mini_en_vi_carved_seeds", "tempering_four_seeds.csv"),), alt_seeds
+    ),
     "alt_vi_en_carved": Table(
         (os.path.join(ALT_RESULTS, "mini_vi_en_carved", "table1_posthoc.csv"),), alt_carved
     ),
