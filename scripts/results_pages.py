@@ -363,6 +363,11 @@ def quickstart(results):
     return lines
 
 
+def alt_table(folder, name, render):
+    """A table of one result file of an ALT results folder."""
+    return Table((os.path.join(ALT_RESULTS, folder, name),), render)
+
+
 TABLES = {
     "ptb_runs": Table(
         (
@@ -412,22 +417,14 @@ TABLES = {
         ),
         ptb_ar_tar,
     ),
-    "alt_tempering_seeds": Table(
-        (os.path.join(ALT_RESULTS, "mini_en_vi_seeds", "tempering.csv"),), alt_seeds
-    ),
-    "alt_tempering_four_seeds": Table(
-        (os.path.join(ALT_RESULTS, "mini_en_vi_seeds", "tempering_four_seeds.csv"),), alt_seeds
-    ),
-    "alt_variants_seeds": Table((os.path.join(ALT_RESULTS, "mini_en_vi_seeds", "variants.csv"),), alt_seeds),
-    "alt_lstm_seeds": Table((os.path.join(ALT_RESULTS, "mini_en_vi_seeds", "lstm.csv"),), alt_seeds),
-    "alt_pilot": Table((os.path.join(ALT_RESULTS, "base_en_vi_pilot", "runs.csv"),), alt_pilot),
-    "alt_pilot_large_batch": Table(
-        (os.path.join(ALT_RESULTS, "base_en_vi_pilot_large_batch", "runs.csv"),), alt_pilot
-    ),
-    "alt_vi_en_tempering_seeds": Table(
-        (os.path.join(ALT_RESULTS, "mini_vi_en_seeds", "tempering.csv"),), alt_seeds
-    ),
-    "alt_vi_en_runs": Table((os.path.join(ALT_RESULTS, "mini_vi_en", "runs.csv"),), alt_sweep_runs),
+    "alt_tempering_seeds": alt_table("mini_en_vi_seeds", "tempering.csv", alt_seeds),
+    "alt_tempering_four_seeds": alt_table("mini_en_vi_seeds", "tempering_four_seeds.csv", alt_seeds),
+    "alt_variants_seeds": alt_table("mini_en_vi_seeds", "variants.csv", alt_seeds),
+    "alt_lstm_seeds": alt_table("mini_en_vi_seeds", "lstm.csv", alt_seeds),
+    "alt_pilot": alt_table("base_en_vi_pilot", "runs.csv", alt_pilot),
+    "alt_pilot_large_batch": alt_table("base_en_vi_pilot_large_batch", "runs.csv", alt_pilot),
+    "alt_vi_en_tempering_seeds": alt_table("mini_vi_en_seeds", "tempering.csv", alt_seeds),
+    "alt_vi_en_runs": alt_table("mini_vi_en", "runs.csv", alt_sweep_runs),
     "alt_vi_en_systems": Table(
         (
             os.path.join(ALT_RESULTS, "mini_vi_en", "systems.csv"),
@@ -435,28 +432,16 @@ TABLES = {
         ),
         alt_systems,
     ),
-    "alt_carved": Table((os.path.join(ALT_RESULTS, "mini_en_vi_carved", "table1_posthoc.csv"),), alt_carved),
-    "alt_carved_seed2": Table(
-        (os.path.join(ALT_RESULTS, "mini_en_vi_carved_seed2", "table1_posthoc.csv"),), alt_carved
+    "alt_carved": alt_table("mini_en_vi_carved", "table1_posthoc.csv", alt_carved),
+    "alt_carved_seed2": alt_table("mini_en_vi_carved_seed2", "table1_posthoc.csv", alt_carved),
+    "alt_carved_seed3": alt_table("mini_en_vi_carved_seed3", "table1_posthoc.csv", alt_carved),
+    "alt_carved_tempering_seeds": alt_table("mini_en_vi_carved_seeds", "tempering.csv", alt_seeds),
+    "alt_carved_seed4": alt_table("mini_en_vi_carved_seed4", "table1_posthoc.csv", alt_carved),
+    "alt_carved_tempering_four_seeds": alt_table(
+        "mini_en_vi_carved_seeds", "tempering_four_seeds.csv", alt_seeds
     ),
-    "alt_carved_seed3": Table(
-        (os.path.join(ALT_RESULTS, "mini_en_vi_carved_seed3", "table1_posthoc.csv"),), alt_carved
-    ),
-    "alt_carved_tempering_seeds": Table(
-        (os.path.join(ALT_RESULTS, "mini_en_vi_carved_seeds", "tempering.csv"),), alt_seeds
-    ),
-    "alt_carved_seed4": Table(
-        (os.path.join(ALT_RESULTS, "mini_en_vi_carved_seed4", "table1_posthoc.csv"),), alt_carved
-    ),
-    "alt_carved_tempering_four_seeds": Table(
-        (os.path.join(ALT_RESULTS, "mini_en_vi_carved_seeds", "tempering_four_seeds.csv"),), alt_seeds
-    ),
-    "alt_vi_en_carved": Table(
-        (os.path.join(ALT_RESULTS, "mini_vi_en_carved", "table1_posthoc.csv"),), alt_carved
-    ),
-    "alt_vi_en_carved_seed2": Table(
-        (os.path.join(ALT_RESULTS, "mini_vi_en_carved_seed2", "table1_posthoc.csv"),), alt_carved
-    ),
+    "alt_vi_en_carved": alt_table("mini_vi_en_carved", "table1_posthoc.csv", alt_carved),
+    "alt_vi_en_carved_seed2": alt_table("mini_vi_en_carved_seed2", "table1_posthoc.csv", alt_carved),
     "alt_carved_sact": Table(
         (
             os.path.join(ALT_RESULTS, "mini_en_vi_carved_sact", "runs.csv"),
