@@ -442,6 +442,7 @@ TABLES = {
     ),
     "alt_vi_en_carved": alt_table("mini_vi_en_carved", "table1_posthoc.csv", alt_carved),
     "alt_vi_en_carved_seed2": alt_table("mini_vi_en_carved_seed2", "table1_posthoc.csv", alt_carved),
+    "alt_vi_en_carved_seed3": alt_table("mini_vi_en_carved_seed3", "table1_posthoc.csv", alt_carved),
     "alt_carved_sact": Table(
         (
             os.path.join(ALT_RESULTS, "mini_en_vi_carved_sact", "runs.csv"),
