@@ -443,6 +443,10 @@ TABLES = {
     "alt_vi_en_carved": alt_table("mini_vi_en_carved", "table1_posthoc.csv", alt_carved),
     "alt_vi_en_carved_seed2": alt_table("mini_vi_en_carved_seed2", "table1_posthoc.csv", alt_carved),
     "alt_vi_en_carved_seed3": alt_table("mini_vi_en_carved_seed3", "table1_posthoc.csv", alt_carved),
+    "alt_vi_en_carved_seed4": alt_table("mini_vi_en_carved_seed4", "table1_posthoc.csv", alt_carved),
+    "alt_vi_en_carved_tempering_four_seeds": alt_table(
+        "mini_vi_en_carved_seeds", "tempering_four_seeds.csv", alt_seeds
+    ),
     "alt_carved_sact": Table(
         (
             os.path.join(ALT_RESULTS, "mini_en_vi_carved_sact", "runs.csv"),
