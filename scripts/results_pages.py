@@ -290,30 +290,49 @@ def alt_systems(rows):
     return lines
 
 
-# ------------------------------------------------ SACT's two modes on the carved test (Part 1)
+# ------------------------------------------- model variants on the carved test (Part 1)
 SACT_MODES = {
     "transformer": ("`transformer`, T = 1", "–"),
     "sact_transformer": ("`sact_transformer`", "untempered (default)"),
     "sact_transformer_tempered": ("`sact_transformer_tempered`", "tempered (the paper's recurrence)"),
 }
+VARIANTS = {
+    "transformer": "`transformer`, T = 1",
+    "ct_transformer": "`ct_transformer`",
+    "sact_transformer": "`sact_transformer`",
+}
+CARVED_COLUMNS = (
+    "updates (early stop) | test greedy BLEU / chrF | p (greedy) | test beam 4 BLEU | p (beam) | "
+    "test NLL nats/token | test ECE | dev greedy BLEU |"
+)
+CARVED_ALIGNMENT = "---:|---|" + "---:|" * 6
+
+
+def carved_cells(run, variants):
+    """A run's columns of CARVED_COLUMNS, its p values from its row of variants.csv (none: the
+    baseline)."""
+    c = {r["variant"]: r for r in variants}.get(run["variant"])
+    p_greedy, p_beam = (sacrebleu_p(c["p greedy"]), sacrebleu_p(c["p beam"])) if c else ("–", "–")
+    return (
+        f"{int(run['updates']):,} | {run['test greedy']} / {run['test greedy chrF']} | {p_greedy} | "
+        f"{run['test beam']} | {p_beam} | {run['test NLL']} | {run['test ECE %']} % | {run['dev greedy']} |"
+    )
 
 
 def alt_carved_sact(rows):
     runs, variants = rows
-    compared = {r["variant"]: r for r in variants}
-    lines = [
-        "| system | `--sact-previous-context` | updates (early stop) | test greedy BLEU / chrF | p (greedy) | "
-        "test beam 4 BLEU | p (beam) | test NLL nats/token | test ECE | dev greedy BLEU |",
-        "|---|---|---:|---|---:|---:|---:|---:|---:|---:|",
-    ]
+    lines = [f"| system | `--sact-previous-context` | {CARVED_COLUMNS}", "|---|---|" + CARVED_ALIGNMENT]
     for r in sorted(runs, key=lambda r: list(SACT_MODES).index(r["variant"])):
         name, mode = SACT_MODES[r["variant"]]
-        c = compared.get(r["variant"])
-        p_greedy, p_beam = (sacrebleu_p(c["p greedy"]), sacrebleu_p(c["p beam"])) if c else ("–", "–")
-        lines.append(
-            f"| {name} | {mode} | {int(r['updates']):,} | {r['test greedy']} / {r['test greedy chrF']} | "
-            f"{p_greedy} | {r['test beam']} | {p_beam} | {r['test NLL']} | {r['test ECE %']} % | {r['dev greedy']} |"
-        )
+        lines.append(f"| {name} | {mode} | {carved_cells(r, variants)}")
+    return lines
+
+
+def alt_carved_variants(rows):
+    runs, variants = rows
+    lines = [f"| system | {CARVED_COLUMNS}", "|---|" + CARVED_ALIGNMENT]
+    for r in sorted(runs, key=lambda r: list(VARIANTS).index(r["variant"])):
+        lines.append(f"| {VARIANTS[r['variant']]} | {carved_cells(r, variants)}")
     return lines
 
 
@@ -453,6 +472,13 @@ TABLES = {
             os.path.join(ALT_RESULTS, "mini_en_vi_carved_sact", "variants.csv"),
         ),
         alt_carved_sact,
+    ),
+    "alt_carved_variants_seed3": Table(
+        (
+            os.path.join(ALT_RESULTS, "mini_en_vi_carved_seed3_variants", "runs.csv"),
+            os.path.join(ALT_RESULTS, "mini_en_vi_carved_seed3_variants", "variants.csv"),
+        ),
+        alt_carved_variants,
     ),
     "sact_lstm": Table(
         (
