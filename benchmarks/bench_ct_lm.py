@@ -384,9 +384,17 @@ def forward_macs(args, name, shares, vocab):
     return macs
 
 
+def command_line():
+    """The command as run, its interpreter relative to the working directory when it lies below it
+    (`.venv/bin/python`): a result file names no machine's paths."""
+    interpreter, *rest = sys.orig_argv
+    relative = os.path.relpath(interpreter)
+    return shlex.join([interpreter if relative.startswith("..") else relative, *rest])
+
+
 def main(argv=None):
     args = parse_args(argv)
-    command = shlex.join(sys.orig_argv) if argv is None else f"bench_ct_lm.main({argv!r})"
+    command = command_line() if argv is None else f"bench_ct_lm.main({argv!r})"
     common.quiet()
     cuda = args.device == "cuda"
     names = args.models

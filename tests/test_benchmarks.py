@@ -528,6 +528,18 @@ def test_bench_ct_lm_options(bench_ct_lm):
     assert (args.vocab, args.ct_rank, args.dim, args.lstm_hidden_sizes) == (33278, 280, 256, None)
 
 
+def test_bench_ct_lm_records_an_interpreter_below_the_working_directory_relative_to_it(
+    bench_ct_lm, monkeypatch, tmp_path
+):
+    venv_python = str(tmp_path / ".venv" / "bin" / "python")
+    monkeypatch.setattr(sys, "orig_argv", [venv_python, "benchmarks/bench_ct_lm.py", "--json", "a b.json"])
+    monkeypatch.chdir(tmp_path)
+    assert bench_ct_lm.command_line() == ".venv/bin/python benchmarks/bench_ct_lm.py --json 'a b.json'"
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")  # not below it: the path as it was run
+    assert bench_ct_lm.command_line().startswith(venv_python + " benchmarks/")
+
+
 def test_bench_ct_lm_lstm_options(bench_ct_lm):
     """--body lstm: the PTB converged recipe's sizes and batches, on CPU and CUDA alike; the options
     of the other body are refused."""
