@@ -480,6 +480,13 @@ TABLES = {
         ),
         alt_carved_variants,
     ),
+    "alt_carved_variants_seed4": Table(
+        (
+            os.path.join(ALT_RESULTS, "mini_en_vi_carved_seed4_variants", "runs.csv"),
+            os.path.join(ALT_RESULTS, "mini_en_vi_carved_seed4_variants", "variants.csv"),
+        ),
+        alt_carved_variants,
+    ),
     "sact_lstm": Table(
         (
             os.path.join(ALT_RESULTS, "mini_en_vi_variants", "part3", "runs.csv"),
