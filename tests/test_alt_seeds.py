@@ -295,3 +295,5 @@ def test_no_paired_test_from_one_seed_or_from_differences_without_spread():
     assert paired_seed_test({1: 7.0}, {2: 7.5}) == {"paired_seeds": 0}
     assert paired_seed_test({1: 7.0}, {1: 7.5}) == {"paired_seeds": 1}
     assert paired_seed_test({1: 7.0, 2: 8.0}, {1: 7.5, 2: 8.5}) == {"paired_seeds": 2}  # t infinite: no p
+    # equal differences up to float rounding (7.74 - 7.97 and 7.92 - 8.15): no p of 1e-15 either
+    assert paired_seed_test({3: 7.74, 4: 7.92}, {3: 7.97, 4: 8.15}) == {"paired_seeds": 2}
