@@ -308,10 +308,10 @@ CARVED_COLUMNS = (
 CARVED_ALIGNMENT = "---:|---|" + "---:|" * 6
 
 
-def carved_cells(run, variants):
-    """A run's columns of CARVED_COLUMNS, its p values from its row of variants.csv (none: the
-    baseline)."""
-    c = {r["variant"]: r for r in variants}.get(run["variant"])
+def carved_cells(run, compared):
+    """A run's columns of CARVED_COLUMNS, its p values from its row of variants.csv (compared: those
+    rows by variant; none: the baseline)."""
+    c = compared.get(run["variant"])
     p_greedy, p_beam = (sacrebleu_p(c["p greedy"]), sacrebleu_p(c["p beam"])) if c else ("–", "–")
     return (
         f"{int(run['updates']):,} | {run['test greedy']} / {run['test greedy chrF']} | {p_greedy} | "
@@ -321,18 +321,20 @@ def carved_cells(run, variants):
 
 def alt_carved_sact(rows):
     runs, variants = rows
+    compared = {r["variant"]: r for r in variants}
     lines = [f"| system | `--sact-previous-context` | {CARVED_COLUMNS}", "|---|---|" + CARVED_ALIGNMENT]
     for r in sorted(runs, key=lambda r: list(SACT_MODES).index(r["variant"])):
         name, mode = SACT_MODES[r["variant"]]
-        lines.append(f"| {name} | {mode} | {carved_cells(r, variants)}")
+        lines.append(f"| {name} | {mode} | {carved_cells(r, compared)}")
     return lines
 
 
 def alt_carved_variants(rows):
     runs, variants = rows
+    compared = {r["variant"]: r for r in variants}
     lines = [f"| system | {CARVED_COLUMNS}", "|---|" + CARVED_ALIGNMENT]
     for r in sorted(runs, key=lambda r: list(VARIANTS).index(r["variant"])):
-        lines.append(f"| {VARIANTS[r['variant']]} | {carved_cells(r, variants)}")
+        lines.append(f"| {VARIANTS[r['variant']]} | {carved_cells(r, compared)}")
     return lines
 
 
