@@ -475,6 +475,13 @@ TABLES = {
         ),
         alt_carved_sact,
     ),
+    "alt_carved_variants_seed2": Table(
+        (
+            os.path.join(ALT_RESULTS, "mini_en_vi_carved_seed2_variants", "runs.csv"),
+            os.path.join(ALT_RESULTS, "mini_en_vi_carved_seed2_variants", "variants.csv"),
+        ),
+        alt_carved_variants,
+    ),
     "alt_carved_variants_seed3": Table(
         (
             os.path.join(ALT_RESULTS, "mini_en_vi_carved_seed3_variants", "runs.csv"),
