@@ -496,6 +496,13 @@ TABLES = {
         ),
         alt_carved_variants,
     ),
+    "alt_carved_variants_seed5": Table(
+        (
+            os.path.join(ALT_RESULTS, "mini_en_vi_carved_seed5_variants", "runs.csv"),
+            os.path.join(ALT_RESULTS, "mini_en_vi_carved_seed5_variants", "variants.csv"),
+        ),
+        alt_carved_variants,
+    ),
     "sact_lstm": Table(
         (
             os.path.join(ALT_RESULTS, "mini_en_vi_variants", "part3", "runs.csv"),
