@@ -389,6 +389,13 @@ def alt_table(folder, name, render):
     return Table((os.path.join(ALT_RESULTS, folder, name),), render)
 
 
+def alt_variants_table(folder, render):
+    """A table of an ALT results folder's runs.csv and variants.csv (each variant against T = 1)."""
+    return Table(
+        tuple(os.path.join(ALT_RESULTS, folder, name) for name in ("runs.csv", "variants.csv")), render
+    )
+
+
 TABLES = {
     "ptb_runs": Table(
         (
@@ -468,41 +475,11 @@ TABLES = {
     "alt_vi_en_carved_tempering_four_seeds": alt_table(
         "mini_vi_en_carved_seeds", "tempering_four_seeds.csv", alt_seeds
     ),
-    "alt_carved_sact": Table(
-        (
-            os.path.join(ALT_RESULTS, "mini_en_vi_carved_sact", "runs.csv"),
-            os.path.join(ALT_RESULTS, "mini_en_vi_carved_sact", "variants.csv"),
-        ),
-        alt_carved_sact,
-    ),
-    "alt_carved_variants_seed2": Table(
-        (
-            os.path.join(ALT_RESULTS, "mini_en_vi_carved_seed2_variants", "runs.csv"),
-            os.path.join(ALT_RESULTS, "mini_en_vi_carved_seed2_variants", "variants.csv"),
-        ),
-        alt_carved_variants,
-    ),
-    "alt_carved_variants_seed3": Table(
-        (
-            os.path.join(ALT_RESULTS, "mini_en_vi_carved_seed3_variants", "runs.csv"),
-            os.path.join(ALT_RESULTS, "mini_en_vi_carved_seed3_variants", "variants.csv"),
-        ),
-        alt_carved_variants,
-    ),
-    "alt_carved_variants_seed4": Table(
-        (
-            os.path.join(ALT_RESULTS, "mini_en_vi_carved_seed4_variants", "runs.csv"),
-            os.path.join(ALT_RESULTS, "mini_en_vi_carved_seed4_variants", "variants.csv"),
-        ),
-        alt_carved_variants,
-    ),
-    "alt_carved_variants_seed5": Table(
-        (
-            os.path.join(ALT_RESULTS, "mini_en_vi_carved_seed5_variants", "runs.csv"),
-            os.path.join(ALT_RESULTS, "mini_en_vi_carved_seed5_variants", "variants.csv"),
-        ),
-        alt_carved_variants,
-    ),
+    "alt_carved_sact": alt_variants_table("mini_en_vi_carved_sact", alt_carved_sact),
+    "alt_carved_variants_seed2": alt_variants_table("mini_en_vi_carved_seed2_variants", alt_carved_variants),
+    "alt_carved_variants_seed3": alt_variants_table("mini_en_vi_carved_seed3_variants", alt_carved_variants),
+    "alt_carved_variants_seed4": alt_variants_table("mini_en_vi_carved_seed4_variants", alt_carved_variants),
+    "alt_carved_variants_seed5": alt_variants_table("mini_en_vi_carved_seed5_variants", alt_carved_variants),
     "sact_lstm": Table(
         (
             os.path.join(ALT_RESULTS, "mini_en_vi_variants", "part3", "runs.csv"),
