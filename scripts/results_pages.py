@@ -479,7 +479,9 @@ TABLES = {
     "alt_carved_variants_seed2": alt_variants_table("mini_en_vi_carved_seed2_variants", alt_carved_variants),
     "alt_carved_variants_seed3": alt_variants_table("mini_en_vi_carved_seed3_variants", alt_carved_variants),
     "alt_carved_variants_seed4": alt_variants_table("mini_en_vi_carved_seed4_variants", alt_carved_variants),
-    "alt_carved_variants_seed5": alt_variants_table("mini_en_vi_carved_seed5_variants", alt_carved_variants),
+    "alt_carved_variants_seed5": alt_variants_table(
+        "mini_en_vi_carved_seed5_variants_with_sact", alt_carved_variants
+    ),
     "sact_lstm": Table(
         (
             os.path.join(ALT_RESULTS, "mini_en_vi_variants", "part3", "runs.csv"),
