@@ -367,6 +367,149 @@ def sact_lstm(rows):
     return lines
 
 
+# ------------------------------------------------- at a glance: every verdict over the seeds
+@dataclass(frozen=True)
+class Evidence:
+    """A seeds file of ctemp-alt-seeds or lm_results.py seeds (kind "alt" or "ptb"), or a seed's
+    table1_posthoc.csv of ctemp-alt-results ("ece": one file a seed, seeds 1, 2, ...), the setting
+    its models were trained in, and the variants the glance table shows (every one but the
+    baseline where empty)."""
+
+    kind: str
+    paths: Tuple[str, ...]
+    setting: str
+    variants: Tuple[str, ...] = ()
+
+
+MINI = "ALT {}, mini Transformer"
+PTB = "PTB, LSTM LM, {} AR/TAR"
+
+
+def alt_seeds_evidence(folder, name, setting):
+    return Evidence("alt", (os.path.join(ALT_RESULTS, folder, name),), setting)
+
+
+def ece_evidence(folders, setting):
+    return Evidence(
+        "ece", tuple(os.path.join(ALT_RESULTS, f, "table1_posthoc.csv") for f in folders), setting
+    )
+
+
+def ptb_evidence(name, setting, variants=()):
+    return Evidence("ptb", (os.path.join(LM_RESULTS, name),), setting, variants)
+
+
+CARVED_EN_VI = ("mini_en_vi_carved", *(f"mini_en_vi_carved_seed{s}" for s in (2, 3, 4)))
+CARVED_VI_EN = ("mini_vi_en_carved", *(f"mini_vi_en_carved_seed{s}" for s in (2, 3, 4)))
+GLANCE = (
+    alt_seeds_evidence("mini_en_vi_carved_seeds", "tempering_four_seeds.csv", MINI.format("En→Vi")),
+    alt_seeds_evidence("mini_en_vi_carved_seeds", "tempering_dev_four_seeds.csv", MINI.format("En→Vi")),
+    alt_seeds_evidence("mini_vi_en_carved_seeds", "tempering_four_seeds.csv", MINI.format("Vi→En")),
+    alt_seeds_evidence("mini_vi_en_carved_seeds", "tempering_dev_four_seeds.csv", MINI.format("Vi→En")),
+    ece_evidence(CARVED_EN_VI, MINI.format("En→Vi")),
+    ece_evidence(CARVED_VI_EN, MINI.format("Vi→En")),
+    alt_seeds_evidence("mini_en_vi_carved_seeds", "variants_five_seeds_ct_sact.csv", MINI.format("En→Vi")),
+    alt_seeds_evidence("mini_en_vi_seeds", "lstm.csv", "ALT En→Vi, attention LSTM"),
+    ptb_evidence("ptb_converged_seeds.csv", PTB.format("with")),
+    ptb_evidence("ptb_converged_no_ar_tar_final_seeds.csv", PTB.format("without")),
+    ptb_evidence("ptb_converged_no_ar_tar_final_seeds_vs_mos.csv", PTB.format("without"), ("ct-mos",)),
+    ptb_evidence("ptb_converged_no_ar_tar_final_seeds_vs_constant-2.csv", PTB.format("without"), ("ct",)),
+)
+
+
+def glance(rows):
+    """One line per comparison of GLANCE: the method's mean over its seeds against the baseline's,
+    the test with the seed as the unit and its verdict, the file it comes from."""
+    lines = [
+        "| method | against | setting | metric | seeds | method vs baseline | p | verdict | result file |",
+        "|---|---|---|---|---|---|---:|---|---|",
+    ]
+    files = iter(rows)
+    for evidence in GLANCE:
+        read = [next(files) for _ in evidence.paths]
+        for cells in GLANCE_ROWS[evidence.kind](read, evidence):
+            lines.append(f"| {' | '.join(cells)} | {evidence_links(evidence.paths)} |")
+    return lines
+
+
+def evidence_links(paths):
+    """Links from docs/ to the files: by name, or "seed 1, 2, ..." for one file a seed."""
+    if len(paths) == 1:
+        return f"[{os.path.basename(paths[0])}](../{paths[0]})"
+    return ", ".join(f"[{'seed ' if i == 0 else ''}{i + 1}](../{p})" for i, p in enumerate(paths))
+
+
+GLANCE_NAMES = {  # the ALT systems that are not a temperature of the plain transformer
+    "ct_transformer": "contextual temperature (`ct_transformer`)",
+    "sact_transformer": "SACT (`sact_transformer`)",
+    "sact_lstm": "SACT (`sact_lstm`)",
+    "fixed_lstm:2.25": "constant attention τ = 2.25 (`fixed_lstm`)",
+}
+
+
+def alt_glance(read, evidence):
+    """A ctemp-alt-seeds file's comparisons, system by system (greedy, then beam)."""
+    (seeds,) = read
+    baselines = {r["metric"]: r for r in seeds if r["verdict"] == "baseline"}
+    systems = list(dict.fromkeys((r["variant"], r["T"]) for r in seeds))
+    for r in sorted(seeds, key=lambda r: systems.index((r["variant"], r["T"]))):
+        if r["verdict"] != "baseline":
+            b = baselines[r["metric"]]
+            method = alt_system(r["variant"], r["T"])
+            yield (
+                f"softmax tempering, {method}"
+                if r["variant"] == "transformer"
+                else GLANCE_NAMES[r["variant"]],
+                alt_system(b["variant"], b["T"]),
+                evidence.setting,
+                r["metric"],
+                r["seeds"],
+                f"{float(r['mean']):.2f} vs {float(b['mean']):.2f}",
+                optional(r["p_value"], ".3g"),
+                r["verdict"],
+            )
+
+
+def ece_glance(read, evidence):
+    """Post-hoc t* against T = 1's own model, seed by seed (no test: the change dwarfs the spread)."""
+    pairs = []
+    for systems in read:
+        by_system = {"post-hoc" if is_posthoc(r["system"]) else r["system"]: r for r in systems}
+        pairs.append((by_system["T = 1"]["test ECE %"], by_system["post-hoc"]["test ECE %"]))
+    below = sum(float(after) < float(before) for before, after in pairs)
+    yield (
+        "post-hoc t* (fitted on dev)",
+        "T = 1, the same model",
+        evidence.setting,
+        "test ECE % (T = 1 → t*)",
+        " ".join(str(seed) for seed in range(1, len(pairs) + 1)),
+        ", ".join(f"{before} → {after}" for before, after in pairs),
+        "–",
+        f"lower in {below} of {len(pairs)} seeds",
+    )
+
+
+def ptb_glance(read, evidence):
+    (seeds,) = read
+    (b,) = (r for r in seeds if r["verdict"] == "baseline")
+    for r in seeds:
+        if r["verdict"] != "baseline" and (not evidence.variants or r["variant"] in evidence.variants):
+            yield (
+                lm_label(r["variant"]),
+                lm_label(b["variant"]),
+                evidence.setting,
+                "test perplexity (geometric mean)",
+                r["seeds"],
+                f"{float(r['test_ppl_geomean']):.2f} vs {float(b['test_ppl_geomean']):.2f} "
+                f"(× {float(r['ratio_to_baseline']):.4f})",
+                optional(r["p_value"], ".3g"),
+                r["verdict"],
+            )
+
+
+GLANCE_ROWS = {"alt": alt_glance, "ece": ece_glance, "ptb": ptb_glance}
+
+
 # ------------------------------------------------------------- the quickstart (make demo)
 def quickstart(results):
     lines = [
@@ -397,6 +540,7 @@ def alt_variants_table(folder, render):
 
 
 TABLES = {
+    "glance": Table(tuple(p for evidence in GLANCE for p in evidence.paths), glance),
     "ptb_runs": Table(
         (
             os.path.join(LM_RESULTS, "ptb_converged.csv"),
