@@ -9,12 +9,15 @@ import warnings
 # A comparison decides only from this many seeds on each side: with two, Welch's test has about two
 # degrees of freedom and rests on spreads that two points cannot show
 MIN_SEEDS_TO_DECIDE = 3
+# The confidence of the interval of the difference of the means: what an "inconclusive" rules out
+CONFIDENCE = 0.95
 
 
 def seed_test(values, base):
-    """{welch_t, welch_df, p_value, verdict} of `values` (one per seed) against `base`'s; the verdict
-    says "lower" or "higher" (values against base) only from MIN_SEEDS_TO_DECIDE seeds on each side
-    and p < 0.05, else why not."""
+    """{welch_t, welch_df, p_value, verdict, ci_low, ci_high} of `values` (one per seed) against
+    `base`'s; the verdict says "lower" or "higher" (values against base) only from
+    MIN_SEEDS_TO_DECIDE seeds on each side and p < 0.05, else why not; ci_low and ci_high bound
+    Welch's CONFIDENCE interval of mean(values) - mean(base)."""
     import numpy as np
     from scipy import stats
 
@@ -38,11 +41,14 @@ def seed_test(values, base):
         verdict = "inconclusive"
     else:
         verdict = "lower" if values.mean() < base.mean() else "higher"
+    interval = test.confidence_interval(CONFIDENCE)
     return {
         "welch_t": float(test.statistic),
         "welch_df": float(test.df),
         "p_value": float(test.pvalue),
         "verdict": verdict,
+        "ci_low": float(interval.low),
+        "ci_high": float(interval.high),
     }
 
 

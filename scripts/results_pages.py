@@ -419,10 +419,12 @@ GLANCE = (
 
 def glance(rows):
     """One line per comparison of GLANCE: the method's mean over its seeds against the baseline's,
-    the test with the seed as the unit and its verdict, the file it comes from."""
+    their difference (a ratio of perplexities) with its 95 % interval, the test with the seed as the
+    unit and its verdict, the file it comes from."""
     lines = [
-        "| method | against | setting | metric | seeds | method vs baseline | p | verdict | result file |",
-        "|---|---|---|---|---|---|---:|---|---|",
+        "| method | against | setting | metric | seeds | method vs baseline | difference (95 % interval) | p | "
+        "verdict | result file |",
+        "|---|---|---|---|---|---|---|---:|---|---|",
     ]
     files = iter(rows)
     for evidence in GLANCE:
@@ -465,6 +467,7 @@ def alt_glance(read, evidence):
                 r["metric"],
                 r["seeds"],
                 f"{float(r['mean']):.2f} vs {float(b['mean']):.2f}",
+                f"{float(r['difference']):+.2f}" + interval(r, "ci_low", "ci_high", "{:+.2f} to {:+.2f}"),
                 optional(r["p_value"], ".3g"),
                 r["verdict"],
             )
@@ -485,6 +488,7 @@ def ece_glance(read, evidence):
         " ".join(str(seed) for seed in range(1, len(pairs) + 1)),
         ", ".join(f"{before} → {after}" for before, after in pairs),
         "–",
+        "–",
         f"lower in {below} of {len(pairs)} seeds",
     )
 
@@ -500,11 +504,17 @@ def ptb_glance(read, evidence):
                 evidence.setting,
                 "test perplexity (geometric mean)",
                 r["seeds"],
-                f"{float(r['test_ppl_geomean']):.2f} vs {float(b['test_ppl_geomean']):.2f} "
-                f"(× {float(r['ratio_to_baseline']):.4f})",
+                f"{float(r['test_ppl_geomean']):.2f} vs {float(b['test_ppl_geomean']):.2f}",
+                f"× {float(r['ratio_to_baseline']):.4f}"
+                + interval(r, "ratio_ci_low", "ratio_ci_high", "{:.4f}–{:.4f}"),
                 optional(r["p_value"], ".3g"),
                 r["verdict"],
             )
+
+
+def interval(row, low, high, form):
+    """ " (-0.37 to +0.29)": a seeds row's interval in `form`; nothing where no test was made."""
+    return f" ({form.format(float(row[low]), float(row[high]))})" if row.get(low) else ""
 
 
 GLANCE_ROWS = {"alt": alt_glance, "ece": ece_glance, "ptb": ptb_glance}

@@ -55,6 +55,15 @@ def welch(a, b):
     return t, df, 2 * student.sf(abs(t), df)
 
 
+def welch_interval(a, b):
+    """The 95 % interval of mean(a) - mean(b): the difference +- Student's quantile at Welch's df
+    times its standard error."""
+    t, df, _ = welch(a, b)
+    difference = statistics.mean(a) - statistics.mean(b)
+    half = student.ppf(0.975, df) * difference / t
+    return difference - abs(half), difference + abs(half)
+
+
 @pytest.fixture
 def three_seeds(tmp_path):
     """Seed 1 with a run of seed 2 not finished in its directory, seed 2 in a file from before
@@ -87,6 +96,9 @@ def test_each_system_against_t1_with_the_seed_as_the_unit(three_seeds):
     assert float(t2["difference"]) == pytest.approx(
         statistics.mean([6.67, 6.96, 6.5]) - statistics.mean([6.62, 7.16, 6.9])
     )
+    low, high = welch_interval([6.67, 6.96, 6.50], [6.62, 7.16, 6.90])
+    assert (float(t2["ci_low"]), float(t2["ci_high"])) == (pytest.approx(low), pytest.approx(high))
+    assert t1["ci_low"] == "" and low < float(t2["difference"]) < high
     assert t1["verdict"] == "baseline" and float(t1["mean"]) == pytest.approx(
         statistics.mean([6.62, 7.16, 6.9])
     )
@@ -105,7 +117,11 @@ def test_each_system_against_t1_with_the_seed_as_the_unit(three_seeds):
     assert t1["paired_seeds"] == t1["paired_p"] == ""  # the baseline itself
     assert "left out, not finished: transformer T=1 seed 2 (" in proc.stderr
     md = (tmp_path / "s.md").read_text(encoding="utf-8")
-    assert "| dev beam BLEU (beam 4) | transformer T=2 | 1 2 3 | 7.71 7.84 7.60 | 7.72 | -0.37 |" in md
+    low, high = welch_interval([7.71, 7.84, 7.60], [7.90, 8.26, 8.10])
+    assert (
+        f"| dev beam BLEU (beam 4) | transformer T=2 | 1 2 3 | 7.71 7.84 7.60 | 7.72 | -0.37 | "
+        f"{low:+.2f} to {high:+.2f} |" in md
+    )
     assert f"| {format(p, '.3g')} (3) |" in md and "| – (1) |" in md
     assert f"`{runs[1]}`" in md  # the files it read
 

@@ -648,6 +648,14 @@ def test_seeds_are_the_unit_of_the_comparison_with_the_baseline(tmp_path):
     assert float(rows["ct"]["welch_df"]) == pytest.approx(df)
     assert float(rows["ct"]["p_value"]) == pytest.approx(2 * student.sf(abs(t), df))
     assert rows["ct"]["verdict"] == ("higher" if 2 * student.sf(abs(t), df) < 0.05 else "inconclusive")
+    # the 95 % interval of the difference of the mean log perplexities, as one of the ratio
+    half = student.ppf(0.975, df) * math.sqrt(va + vb)
+    low, high = (math.exp(statistics.mean(a) - statistics.mean(b) + s * half) for s in (-1, 1))
+    assert (float(rows["ct"]["ratio_ci_low"]), float(rows["ct"]["ratio_ci_high"])) == (
+        pytest.approx(low),
+        pytest.approx(high),
+    )
+    assert rows["mos"]["ratio_ci_low"] == rows["softmax"]["ratio_ci_low"] == ""  # no test; the baseline
     d = [x - y for x, y in zip(a, b)]  # the paired check: the mean difference over its standard error
     t = statistics.mean(d) / (statistics.stdev(d) / math.sqrt(3))
     assert (rows["ct"]["paired_seeds"], float(rows["ct"]["paired_t"])) == ("3", pytest.approx(t))
@@ -659,6 +667,7 @@ def test_seeds_are_the_unit_of_the_comparison_with_the_baseline(tmp_path):
     )
     md = (tmp_path / "s.md").read_text(encoding="utf-8")
     assert f"| {float(rows['ct']['paired_p']):.5g} (3) |" in md and "| – (1) |" in md
+    assert f"| {low:.4f}–{high:.4f} |" in md
     assert float(rows["ct"]["ratio_to_baseline"]) == pytest.approx(
         math.exp(statistics.mean(a) - statistics.mean(b))
     )

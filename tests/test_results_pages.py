@@ -86,50 +86,57 @@ def test_the_ar_tar_table_puts_each_rows_two_settings_side_by_side(pages):
 
 
 def test_the_glance_table_gives_each_system_of_a_seeds_file_its_rows_together(pages):
-    def row(metric, t, mean, verdict, p=""):
-        return {"metric": metric, "variant": "transformer", "T": t, "seeds": "1 2 3", "mean": mean}, {
+    def row(metric, t, mean, verdict, p="", interval=("", "")):
+        return {"metric": metric, "variant": "transformer", "T": t, "seeds": "1 2 3", "mean": mean} | {
+            "difference": str(float(mean) - (7.0 if "greedy" in metric else 8.0)),
+            "ci_low": interval[0],
+            "ci_high": interval[1],
             "p_value": p,
             "verdict": verdict,
         }
 
-    rows = [
+    seeds = [
         row("dev greedy BLEU", "1", "7.0", "baseline"),
-        row("dev greedy BLEU", "2", "6.5", "inconclusive", "0.3"),
+        row("dev greedy BLEU", "2", "6.5", "inconclusive", "0.3", ("-1.2", "0.2")),
         row("dev beam BLEU (beam 4)", "1", "8.0", "baseline"),
-        row("dev beam BLEU (beam 4)", "2", "7.5", "lower", "0.0123456"),
-        row("dev greedy BLEU", "3", "6.0", "lower", "0.01"),
-        row("dev beam BLEU (beam 4)", "3", "7.0", "lower", "0.02"),
+        row("dev beam BLEU (beam 4)", "2", "7.5", "lower", "0.0123456", ("-0.8", "-0.2")),
+        row("dev greedy BLEU", "3", "6.0", "lower", "0.01", ("-1.5", "-0.5")),
+        row("dev beam BLEU (beam 4)", "3", "7.0", "no test: one seed"),
     ]
-    seeds = [{**r, **test} for r, test in rows]
     evidence = pages.Evidence("alt", ("seeds.csv",), "ALT")
-    assert [cells[:4] + cells[5:] for cells in pages.alt_glance([seeds], evidence)] == [
+    rows = [(c[0], c[3], *c[5:]) for c in pages.alt_glance([seeds], evidence)]
+    assert rows == [
         (
             "softmax tempering, T = 2",
-            "T = 1",
-            "ALT",
             "dev greedy BLEU",
             "6.50 vs 7.00",
+            "-0.50 (-1.20 to +0.20)",
             "0.3",
             "inconclusive",
         ),
         (
             "softmax tempering, T = 2",
-            "T = 1",
-            "ALT",
             "dev beam BLEU (beam 4)",
             "7.50 vs 8.00",
+            "-0.50 (-0.80 to -0.20)",
             "0.0123",
             "lower",
         ),
-        ("softmax tempering, T = 3", "T = 1", "ALT", "dev greedy BLEU", "6.00 vs 7.00", "0.01", "lower"),
         (
             "softmax tempering, T = 3",
-            "T = 1",
-            "ALT",
+            "dev greedy BLEU",
+            "6.00 vs 7.00",
+            "-1.00 (-1.50 to -0.50)",
+            "0.01",
+            "lower",
+        ),
+        (
+            "softmax tempering, T = 3",
             "dev beam BLEU (beam 4)",
             "7.00 vs 8.00",
-            "0.02",
-            "lower",
+            "-1.00",
+            "–",
+            "no test: one seed",
         ),
     ]
 
@@ -143,33 +150,31 @@ def test_the_glance_table_counts_the_seeds_in_which_post_hoc_scaling_lowers_the_
         ]
 
     evidence = pages.Evidence("ece", ("a.csv", "b.csv"), "ALT")
-    ((*_, seeds, values, p, verdict),) = pages.ece_glance([seed("12.7", "1.3"), seed("2.0", "2.5")], evidence)
-    assert (seeds, values, p, verdict) == ("1 2", "12.7 → 1.3, 2.0 → 2.5", "–", "lower in 1 of 2 seeds")
+    ((*_, seeds, values, difference, p, verdict),) = pages.ece_glance(
+        [seed("12.7", "1.3"), seed("2.0", "2.5")], evidence
+    )
+    assert (seeds, values, difference, p) == ("1 2", "12.7 → 1.3, 2.0 → 2.5", "–", "–")
+    assert verdict == "lower in 1 of 2 seeds"
     assert pages.evidence_links(("x/a.csv", "y/b.csv")) == "[seed 1](../x/a.csv), [2](../y/b.csv)"
 
 
 def test_the_glance_table_shows_only_the_rows_asked_for_of_a_language_model_seeds_file(pages):
-    def row(variant, geomean, ratio, verdict, p=""):
-        return {
-            "variant": variant,
-            "seeds": "1 2 3",
-            "test_ppl_geomean": geomean,
+    def row(variant, geomean, ratio, verdict, p="", interval=("", "")):
+        return {"variant": variant, "seeds": "1 2 3", "test_ppl_geomean": geomean} | {
             "ratio_to_baseline": ratio,
+            "ratio_ci_low": interval[0],
+            "ratio_ci_high": interval[1],
             "p_value": p,
             "verdict": verdict,
         }
 
-    seeds = [row("ct", "104.5", "1.1", "higher", "0.0026"), row("mos", "95.0", "1.0", "baseline")]
-    seeds.append(row("softmax", "101.5", "1.07", "higher", "0.013"))
+    seeds = [
+        row("ct", "104.5", "1.1", "higher", "0.0026", ("1.05", "1.15")),
+        row("mos", "95.0", "1.0", "baseline"),
+    ]
+    seeds.append(row("softmax", "101.5", "1.07", "higher", "0.013", ("1.01", "1.13")))
     evidence = pages.Evidence("ptb", ("vs_mos.csv",), "PTB", ("ct",))
     assert list(pages.ptb_glance([seeds], evidence)) == [
-        (
-            "CT",
-            "MoS (M = 2)",
-            "PTB",
-            "test perplexity (geometric mean)",
-            "1 2 3",
-            "104.50 vs 95.00 (× 1.1000)",
-        )
-        + ("0.0026", "higher")
+        ("CT", "MoS (M = 2)", "PTB", "test perplexity (geometric mean)", "1 2 3", "104.50 vs 95.00")
+        + ("× 1.1000 (1.0500–1.1500)", "0.0026", "higher")
     ]

@@ -26,8 +26,8 @@
   lm_results.py seeds --table PREFIX.csv [MORE.csv ...] [--baseline softmax] --output PREFIX_seeds
       PREFIX_seeds.md and .csv: with the seed as the unit, each row's test perplexity over its
       seeds (the runs variant@N of a table; no @: seed 1), and each row against the baseline:
-      the ratio of the geometric means and Welch's t-test on the per-seed log perplexities
-      (one seed on either side: no test; fewer than 3 seeds on either side, or p >= 0.05:
+      the ratio of the geometric means, its 95 % confidence interval and Welch's t-test on the
+      per-seed log perplexities (one seed on either side: no test; fewer than 3 seeds on either side, or p >= 0.05:
       inconclusive); and, as a check of that verdict, the paired t-test over the seeds both rows
       have (their number, t, p: one seed's runs share their batch order).
 

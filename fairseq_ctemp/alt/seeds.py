@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Dict, Optional, Sequence, Tuple
 
 from ..outputs import all_or_none
-from ..seed_test import paired_seed_test, seed_test
+from ..seed_test import CONFIDENCE, paired_seed_test, seed_test
 from .common import AltError, fmt, write_text
 from .presets import DEFAULT_VARIANT
 from .sections import markdown_table, write_csv
@@ -24,6 +24,7 @@ NOT_FINISHED = "not finished"  # why a run has no BLEU (the other reason: not sc
 SETTING = ("experiment", "direction", "LS", "SEM", "beam k")
 COLUMNS = [
     *("metric", "variant", "T", "seeds", "BLEU per seed", "mean", "min", "max", "difference"),
+    *("ci_low", "ci_high"),  # the interval of the difference (seed_test.CONFIDENCE)
     *("welch_t", "welch_df", "p_value", "verdict", "paired_seeds", "paired_t", "paired_p"),
 ]
 
@@ -208,6 +209,7 @@ def markdown(rows, baseline, name=lambda r: f"{r['variant']} T={r['T']}", paired
         "BLEU per seed",
         "mean",
         "difference",
+        f"{100 * CONFIDENCE:g} % interval",
         "Welch t",
         "df",
         "p",
@@ -226,6 +228,7 @@ def markdown(rows, baseline, name=lambda r: f"{r['variant']} T={r['T']}", paired
             r["BLEU per seed"],
             f"{r['mean']:.2f}",
             "" if r["verdict"] == "baseline" else f"{r['difference']:+.2f}",
+            interval(r),
             num(r.get("welch_t"), ".2f"),
             num(r.get("welch_df"), ".2f"),
             num(r.get("p_value"), ".3g"),
@@ -236,10 +239,19 @@ def markdown(rows, baseline, name=lambda r: f"{r['variant']} T={r['T']}", paired
     ]
     caption = (
         f"BLEU over seeds, each system against {baseline} with the seed as the unit: Welch's "
-        "t-test on the per-seed BLEU (difference: of the means). Paired p: the paired t-test over "
-        f"the seeds both have ({paired_by}), a check of the verdict."
+        "t-test on the per-seed BLEU (difference: of the means), and its "
+        f"{100 * CONFIDENCE:g} % confidence interval of the difference. Paired p: the paired t-test "
+        f"over the seeds both have ({paired_by}), a check of the verdict."
     )
     return [caption, "", markdown_table(header, cells)]
+
+
+def interval(row):
+    """ "-0.43 to +0.35": the interval of the difference; "–" where no test was made, blank for the
+    baseline."""
+    if row["verdict"] == "baseline":
+        return ""
+    return f"{row['ci_low']:+.2f} to {row['ci_high']:+.2f}" if "ci_low" in row else "–"
 
 
 def paired_cell(row):

@@ -21,6 +21,7 @@ SETTING = ("setup", "scored on")  # equal in every row compared; so is "beam k" 
 READ = ("system", "seed", *SETTING, "beam k", *METRICS)  # the columns read (an older file has fewer)
 COLUMNS = [
     *("metric", "system", "seeds", "BLEU per seed", "mean", "min", "max", "difference"),
+    *("ci_low", "ci_high"),  # the interval of the difference (seed_test.CONFIDENCE)
     *("welch_t", "welch_df", "p_value", "verdict", "paired_seeds", "paired_t", "paired_p"),
 ]
 

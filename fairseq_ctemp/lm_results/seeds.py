@@ -6,12 +6,13 @@ import collections
 import csv
 import math
 
-from ..seed_test import paired_seed_test, seed_test
+from ..seed_test import CONFIDENCE, paired_seed_test, seed_test
 from . import ResultsError
 from .output import fmt, write_tables
 
 COLUMNS = [
     *("variant", "seeds", "test_ppl_geomean", "test_ppl_min", "test_ppl_max", "ratio_to_baseline"),
+    *("ratio_ci_low", "ratio_ci_high"),  # the interval of the ratio (seed_test.CONFIDENCE)
     *("welch_t", "welch_df", "p_value", "verdict", "paired_seeds", "paired_t", "paired_p"),
 ]
 
@@ -38,9 +39,21 @@ def seeds(tables, baseline, output):
         if variant == baseline:
             row["verdict"] = "baseline"
         else:
-            row.update(seed_test(values, base), **paired_seed_test(logs_by_seed, by_row[baseline]))
+            row.update(ratio_test(values, base), **paired_seed_test(logs_by_seed, by_row[baseline]))
         rows.append(row)
     write_tables(output, COLUMNS, rows, markdown(rows, baseline))
+
+
+def ratio_test(values, base):
+    """seed_test of log perplexities, its interval of their difference as one of the perplexity
+    ratio (ratio_ci_low, ratio_ci_high)."""
+    test = seed_test(values, base)
+    if "ci_low" in test:
+        test["ratio_ci_low"], test["ratio_ci_high"] = (
+            math.exp(test.pop("ci_low")),
+            math.exp(test.pop("ci_high")),
+        )
+    return test
 
 
 # what runs compared over seeds must share (a table's column: in words); a table that predates a
@@ -104,20 +117,24 @@ def seed_rows(path):
 
 
 def markdown(rows, baseline):
+    level = f"{100 * CONFIDENCE:g} %"
     lines = [
         f"Test perplexity over seeds (geometric mean, range), against {baseline} with the seed as "
-        "the unit: Welch's t-test on the per-seed log perplexities. Paired p: the paired t-test over "
-        "the seeds both have (one seed's runs share their batch order), a check of the verdict.",
+        f"the unit: Welch's t-test on the per-seed log perplexities, and its {level} confidence "
+        "interval of the ratio. Paired p: the paired t-test over the seeds both have (one seed's runs "
+        "share their batch order), a check of the verdict.",
         "",
-        f"| row | seeds | test ppl (geometric mean) | range | ratio to {baseline} | Welch t | df | p | verdict "
-        "| paired p (seeds) |",
-        "|---|---|---:|---|---:|---:|---:|---:|---|---:|",
+        f"| row | seeds | test ppl (geometric mean) | range | ratio to {baseline} | {level} interval | "
+        "Welch t | df | p | verdict | paired p (seeds) |",
+        "|---|---|---:|---|---:|---|---:|---:|---:|---|---:|",
     ]
     for r in rows:
+        interval = f"{r['ratio_ci_low']:.4f}–{r['ratio_ci_high']:.4f}" if "ratio_ci_low" in r else "–"
         lines.append(
             f"| {r['variant']} | {r['seeds']} | {r['test_ppl_geomean']:.2f} | {r['test_ppl_min']:.2f}–"
-            f"{r['test_ppl_max']:.2f} | {r['ratio_to_baseline']:.4f} | {fmt(r.get('welch_t'))} | "
-            f"{fmt(r.get('welch_df'))} | {fmt(r.get('p_value'))} | {r['verdict']} | {paired_cell(r)} |"
+            f"{r['test_ppl_max']:.2f} | {r['ratio_to_baseline']:.4f} | {interval} | "
+            f"{fmt(r.get('welch_t'))} | {fmt(r.get('welch_df'))} | {fmt(r.get('p_value'))} | {r['verdict']} | "
+            f"{paired_cell(r)} |"
         )
     return lines
 
