@@ -11,7 +11,9 @@ names none: in those its section names), or in those of its table (a row: the fi
 above it and its caption name, or that scripts/results_pages.py reads for a generated table), or
 in those of the tables of its section (a paragraph discussing them). A
 difference or a percentage change computed by hand is in no file: quote the two numbers, or the
-ratio the file holds. A bound ("p < 0.0001") holds when a number of the files lies within it.
+ratio the file holds. A bound ("p < 0.0001") holds when a number of the files lies within it. A
+p-value ("p = 0.23") is one of the files' p-values: a cell of a column headed p (p_value, paired p,
+"p greedy vs T=1", ...), a JSON value of such a key, or a "p = ..." of their text.
 
 Not measurements, so not checked: integers without thousands separators (sizes, years, ordinals;
 where the text names its source, a count of 1,000 or more is checked, and so is an integer with a
@@ -24,6 +26,7 @@ import bisect
 import csv
 import glob
 import io
+import itertools
 import json
 import os
 import re
@@ -177,6 +180,49 @@ def json_texts(value):
         yield repr(value)
 
 
+# a p-value: the number after "p =", "p <" or "p ≤"; in a result file, a column (or JSON key) named
+# p, p_value, paired_p, "p (greedy)", "p greedy vs T=1", "bootstrap p", ...; and "p = ..." in its text
+P_BEFORE = re.compile(r"\bp ?(?:=|<|≤) ?$")
+P_COLUMN = re.compile(r"(?:^|[\s(_])p(?:$|[\s(_)])|p_?value", re.I)
+P_KEY = re.compile(r"(?:^|_)p(?:$|_)|p_?value", re.I)
+P_TEXT = re.compile(rf"\bp(?:-value)? ?(?:=|<|≤) ?({FILE_NUMBER.pattern})")
+
+
+def p_values_of(path):
+    """The p-values of a result file (P_COLUMN, P_KEY, P_TEXT)."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        text = f.read().replace("−", "-")
+    texts = P_TEXT.findall(text)
+    if path.endswith((".csv", ".tsv")):
+        rows = list(csv.reader(io.StringIO(text), delimiter="," if path.endswith(".csv") else "\t"))
+        texts += p_cells(rows)
+    elif path.endswith(".json"):
+        texts += list(p_json_values(json.loads(text)))
+    else:  # the markdown tables of the text
+        rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in text.splitlines()]
+        tables = itertools.groupby(rows, key=lambda r: len(r) > 1)
+        texts += [cell for is_table, table in tables if is_table for cell in p_cells(list(table))]
+    return sorted(float(n.replace(",", "")) for t in texts for n in FILE_NUMBER.findall(t))
+
+
+def p_cells(rows):
+    """The cells under the P_COLUMN headers of a table (its first row)."""
+    columns = [i for i, header in enumerate(rows[0]) if P_COLUMN.search(header.strip())] if rows else []
+    return [row[i] for row in rows[1:] for i in columns if i < len(row)]
+
+
+def p_json_values(value):
+    """A JSON document's numbers under P_KEY keys."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if P_KEY.search(key) and isinstance(item, (int, float)) and not isinstance(item, bool):
+                yield repr(item)
+            yield from p_json_values(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from p_json_values(item)
+
+
 GENERATOR = example_script(os.path.join(REPO, "scripts", "results_pages.py"))
 GENERATED = re.compile(r"<!-- table: ([\w-]+) ")
 CODE_SPAN = re.compile(r"`([^`]+)`")
@@ -263,10 +309,10 @@ def sections(page, known):
 
 
 def scoped_numbers(page, known):
-    """(line number, number, line, its scope) for each measured number of a section that names
-    result files. The scope: a table row's table; a paragraph's own files, else its section's,
-    with the section's tables, which its text may discuss. A row that links files itself is held
-    to them in every number, its integers (counts, sizes) too."""
+    """(line number, number, line, its scope, whether it is a p-value) for each measured number of a
+    section that names result files. The scope: a table row's table; a paragraph's own files, else
+    its section's, with the section's tables, which its text may discuss. A row that links files
+    itself is held to them in every number, its integers (counts, sizes) too."""
     for section in sections(page, known):
         names = set().union(*(own | table for _, own, table in section))
         tables = set().union(*(table for _, _, table in section))
@@ -279,18 +325,20 @@ def scoped_numbers(page, known):
                 for match in (CELL_NUMBER if whole_row else PROSE_NUMBER).finditer(prose):
                     if whole_row or measured(prose, match):
                         bound = BOUND.search(prose[: match.start()])
-                        yield line_number, (bound[1] if bound else "") + match.group(), line, scope
+                        is_p = bool(P_BEFORE.search(prose[: match.start()]))
+                        yield line_number, (bound[1] if bound else "") + match.group(), line, scope, is_p
 
 
 def untraced_in_scope(pages, known):
     """(checked, ["page:line: number | line"] of the numbers not in their scope's files)."""
     missing, checked, pools = [], 0, {}
     for page in pages:
-        for line_number, text, line, scope in scoped_numbers(page, known):
+        for line_number, text, line, scope, is_p in scoped_numbers(page, known):
             checked += 1
-            key = frozenset(scope)
+            key = (frozenset(scope), is_p)
             if key not in pools:
-                pools[key] = sorted({n for p in scope for n in numbers_of(p)})
+                read = p_values_of if is_p else numbers_of
+                pools[key] = sorted({n for p in scope for n in read(p)})
             if not traced_text(text, pools[key]):
                 missing.append(f"{page}:{line_number}: {text}  | {line.strip()[:100]}")
     return checked, missing
@@ -379,3 +427,24 @@ def test_a_folder_link_does_not_cover_its_learning_curves(tmp_path):
     checked, missing = untraced_in_scope([str(page)], known)
     assert checked == 4
     assert [m.split("  |")[0] for m in missing] == [f"{page}:3: 3.729", f"{page}:3: 3.731"]
+
+
+def test_a_p_value_is_one_of_the_files_p_values(tmp_path):
+    """0.23 is a BLEU-like cell of r.csv, not a p-value: "p = 0.23" fails, "0.23" alone traces; the
+    p-values of a CSV column, a markdown table's column, a JSON key and a text's "p = ..." trace."""
+    (tmp_path / "r.csv").write_text("system,score,p greedy vs T=1\nA,0.23,0.0412\n")
+    (tmp_path / "r.md").write_text(
+        "| row | ratio | paired p (seeds) |\n|---|---|---|\n| x | 1.5 | 0.118 (3) |\n"
+    )
+    (tmp_path / "r.json").write_text('{"compare": {"p_value": 0.0071, "bleu": 0.5}}')
+    (tmp_path / "r.txt").write_text("bootstrap: p = 0.0019 over 1000 samples\n")
+    page = tmp_path / "page.md"
+    page.write_text(
+        f"# A section\n\nScore 0.23 (p = 0.0412), p = 0.118, p = 0.0071, p = 0.0019, p = 0.23, "
+        f"p = 0.5 ([runs]({tmp_path})).\n"
+    )
+    known = {str(p) for p in tmp_path.iterdir() if p.name.startswith("r.")}
+    checked, missing = untraced_in_scope([str(page)], known)
+    assert checked == 7
+    assert [m.split("  |")[0] for m in missing] == [f"{page}:3: 0.23", f"{page}:3: 0.5"]
+    assert p_values_of(str(tmp_path / "r.md")) == [0.118, 3]  # (a cell's numbers: its seed count too)
