@@ -104,16 +104,17 @@ def ptb_seeds(rows):
     (seeds,) = rows
     (baseline,) = (r["variant"] for r in seeds if r["verdict"] == "baseline")
     lines = [
-        f"| row | seeds | test ppl, geometric mean (range) | ratio to {lm_label(baseline)} | Welch t | df | p | verdict "
-        "| paired p |",
+        f"| row | seeds | test ppl, geometric mean (range) | ratio to {lm_label(baseline)} (95 % interval) | "
+        "Welch t | df | p | verdict | paired p |",
         "|---|---|---|---:|---:|---:|---:|---|---:|",
     ]
     for r in seeds:
         welch = [optional(r["welch_t"], ".2f"), optional(r["welch_df"], ".2f"), optional(r["p_value"], ".3g")]
+        ratio = with_interval(f"{float(r['ratio_to_baseline']):.4f}", interval(r, *RATIO_INTERVAL))
         lines.append(
             f"| {lm_label(r['variant'])} | {r['seeds']} | {float(r['test_ppl_geomean']):.2f} "
             f"({float(r['test_ppl_min']):.2f}–{float(r['test_ppl_max']):.2f}) | "
-            f"{float(r['ratio_to_baseline']):.4f} | {' | '.join(welch)} | {r['verdict']} | {paired(r)} |"
+            f"{ratio} | {' | '.join(welch)} | {r['verdict']} | {paired(r)} |"
         )
     return lines
 
@@ -156,6 +157,20 @@ def optional(value, spec):
     return format(float(value), spec) if value else "–"
 
 
+def interval(row, low, high, form):
+    """A seeds row's interval in `form` ("{:+.2f} to {:+.2f}"); "" where no test was made."""
+    return form.format(float(row[low]), float(row[high])) if row.get(low) else ""
+
+
+def with_interval(text, within):
+    """ "-0.04 (-0.37 to +0.29)": a number and its interval, if any."""
+    return f"{text} ({within})" if within else text
+
+
+BLEU_INTERVAL = ("ci_low", "ci_high", "{:+.2f} to {:+.2f}")
+RATIO_INTERVAL = ("ratio_ci_low", "ratio_ci_high", "{:.4f}–{:.4f}")
+
+
 # ----------------------------------------------------------------- ALT over seeds (Parts 1, 3)
 def alt_system(variant, temperature):
     """transformer, 2 -> "T = 2"; ct_transformer, 1 -> "`ct_transformer`"."""
@@ -164,6 +179,15 @@ def alt_system(variant, temperature):
         if variant == "transformer"
         else f"`{variant}`" + (f" at T = {temperature}" if temperature != "1" else "")
     )
+
+
+def difference_cell(r):
+    """ " (-0.37, -0.67 to -0.06)": a seeds row's difference to the baseline and its interval (where
+    a test was made); nothing for the baseline."""
+    if r["verdict"] == "baseline":
+        return ""
+    within = interval(r, *BLEU_INTERVAL)
+    return f" ({float(r['difference']):+.2f}{', ' + within if within else ''})"
 
 
 def alt_seeds(rows):
@@ -175,15 +199,15 @@ def alt_seeds(rows):
     beam_k = re.search(r"beam (\d+)\)", next(r["metric"] for r in seeds if " beam " in r["metric"]))[1]
     split = seeds[0]["metric"].split()[0]  # "dev" or "test": the split the BLEU is of
     lines = [
-        f"| system | seeds | {split} greedy BLEU per seed | mean (difference) | p | verdict | paired p | "
-        f"{split} beam {beam_k} BLEU per seed | mean (difference) | p | verdict | paired p |",
+        f"| system | seeds | {split} greedy BLEU per seed | mean (difference, 95 % interval) | p | verdict | "
+        f"paired p | {split} beam {beam_k} BLEU per seed | mean (difference, 95 % interval) | p | verdict | paired p |",
         "|---|---|---|---:|---:|---|---:|---|---:|---:|---|---:|",
     ]
     for (variant, temperature), metrics in by_system.items():
         cells = []
         for metric in ("greedy", "beam"):
             r = metrics[metric]
-            difference = "" if r["verdict"] == "baseline" else f" ({float(r['difference']):+.2f})"
+            difference = difference_cell(r)
             cells += [
                 r["BLEU per seed"],
                 f"{float(r['mean']):.2f}{difference}",
@@ -471,7 +495,7 @@ def alt_glance(read, evidence):
                 r["metric"],
                 r["seeds"],
                 f"{float(r['mean']):.2f} vs {float(b['mean']):.2f}",
-                f"{float(r['difference']):+.2f}" + interval(r, "ci_low", "ci_high", "{:+.2f} to {:+.2f}"),
+                with_interval(f"{float(r['difference']):+.2f}", interval(r, *BLEU_INTERVAL)),
                 optional(r["p_value"], ".3g"),
                 r["verdict"],
             )
@@ -510,16 +534,10 @@ def ptb_glance(read, evidence):
                 "test perplexity (geometric mean)",
                 r["seeds"],
                 f"{float(r['test_ppl_geomean']):.2f} vs {float(b['test_ppl_geomean']):.2f}",
-                f"× {float(r['ratio_to_baseline']):.4f}"
-                + interval(r, "ratio_ci_low", "ratio_ci_high", "{:.4f}–{:.4f}"),
+                with_interval(f"× {float(r['ratio_to_baseline']):.4f}", interval(r, *RATIO_INTERVAL)),
                 optional(r["p_value"], ".3g"),
                 r["verdict"],
             )
-
-
-def interval(row, low, high, form):
-    """ " (-0.37 to +0.29)": a seeds row's interval in `form`; nothing where no test was made."""
-    return f" ({form.format(float(row[low]), float(row[high]))})" if row.get(low) else ""
 
 
 GLANCE_ROWS = {"alt": alt_glance, "ece": ece_glance, "ptb": ptb_glance}

@@ -178,3 +178,24 @@ def test_the_glance_table_shows_only_the_rows_asked_for_of_a_language_model_seed
         ("CT", "MoS (M = 2)", "PTB", "test perplexity (geometric mean)", "1 2 3", "104.50 vs 95.00")
         + ("× 1.1000 (1.0500–1.1500)", "0.0026", "higher")
     ]
+
+
+def test_a_seeds_table_gives_each_difference_its_interval_where_a_test_was_made(pages):
+    tested = {"difference": "-0.37", "ci_low": "-0.674", "ci_high": "-0.0649", "verdict": "lower"}
+    untested = {"difference": "-1.0", "ci_low": "", "ci_high": "", "verdict": "no test: one seed"}
+    assert pages.difference_cell(tested) == " (-0.37, -0.67 to -0.06)"
+    assert pages.difference_cell(untested) == " (-1.00)"
+    assert pages.difference_cell({"verdict": "baseline"}) == ""
+    row = {"variant": "mos", "seeds": "1 2 3", "test_ppl_geomean": "88.57", "test_ppl_min": "88.35"}
+    row |= {"test_ppl_max": "88.7", "ratio_to_baseline": "1.0313", "ratio_ci_low": "1.00031"}
+    row |= {"ratio_ci_high": "1.0632", "welch_t": "4.1", "welch_df": "2.1", "p_value": "0.0489"}
+    base = {"variant": "softmax", "seeds": "1 2 3", "test_ppl_geomean": "85.88", "test_ppl_min": "85.12"}
+    base |= {
+        "test_ppl_max": "87.14",
+        "ratio_to_baseline": "1.0",
+        "welch_t": "",
+        "welch_df": "",
+        "p_value": "",
+    }
+    lines = pages.ptb_seeds([[base | {"verdict": "baseline"}, row | {"verdict": "higher", "paired_p": ""}]])
+    assert "| 1.0313 (1.0003–1.0632) |" in lines[3] and "| 1.0000 |" in lines[2]
