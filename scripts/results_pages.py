@@ -394,10 +394,11 @@ def sact_lstm(rows):
 # ------------------------------------------------- at a glance: every verdict over the seeds
 @dataclass(frozen=True)
 class Evidence:
-    """A seeds file of ctemp-alt-seeds or lm_results.py seeds (kind "alt" or "ptb"), or a seed's
-    table1_posthoc.csv of ctemp-alt-results ("ece": one file a seed, seeds 1, 2, ...), the setting
-    its models were trained in, and the variants the glance table shows (every one but the
-    baseline where empty)."""
+    """A seeds file of ctemp-alt-seeds (kind "alt"; "systems": of its --systems, the tuned beam
+    rows) or of lm_results.py seeds ("ptb"), or ctemp-alt-results' files of each seed (one file a
+    seed, seeds 1, 2, ...): table1_posthoc.csv ("ece") or table1.csv ("claim": greedy at T_opt
+    against T = 1's tuned beam); the setting its models were trained in, and the variants the
+    glance table shows (every one but the baseline where empty)."""
 
     kind: str
     paths: Tuple[str, ...]
@@ -413,10 +414,8 @@ def alt_seeds_evidence(folder, name, setting):
     return Evidence("alt", (os.path.join(ALT_RESULTS, folder, name),), setting)
 
 
-def ece_evidence(folders, setting):
-    return Evidence(
-        "ece", tuple(os.path.join(ALT_RESULTS, f, "table1_posthoc.csv") for f in folders), setting
-    )
+def per_seed_evidence(kind, name, folders, setting):
+    return Evidence(kind, tuple(os.path.join(ALT_RESULTS, f, name) for f in folders), setting)
 
 
 def ptb_evidence(name, setting, variants=()):
@@ -426,12 +425,24 @@ def ptb_evidence(name, setting, variants=()):
 CARVED_EN_VI = ("mini_en_vi_carved", *(f"mini_en_vi_carved_seed{s}" for s in (2, 3, 4)))
 CARVED_VI_EN = ("mini_vi_en_carved", *(f"mini_vi_en_carved_seed{s}" for s in (2, 3, 4)))
 GLANCE = (
+    per_seed_evidence("claim", "table1.csv", CARVED_EN_VI, MINI.format("En→Vi")),
+    per_seed_evidence("claim", "table1.csv", CARVED_VI_EN, MINI.format("Vi→En")),
     alt_seeds_evidence("mini_en_vi_carved_seeds", "tempering_four_seeds.csv", MINI.format("En→Vi")),
     alt_seeds_evidence("mini_en_vi_carved_seeds", "tempering_dev_four_seeds.csv", MINI.format("En→Vi")),
     alt_seeds_evidence("mini_vi_en_carved_seeds", "tempering_four_seeds.csv", MINI.format("Vi→En")),
     alt_seeds_evidence("mini_vi_en_carved_seeds", "tempering_dev_four_seeds.csv", MINI.format("Vi→En")),
-    ece_evidence(CARVED_EN_VI, MINI.format("En→Vi")),
-    ece_evidence(CARVED_VI_EN, MINI.format("Vi→En")),
+    Evidence(
+        "systems",
+        (os.path.join(ALT_RESULTS, "mini_en_vi_carved_seeds", "systems_four_seeds.csv"),),
+        MINI.format("En→Vi"),
+    ),
+    Evidence(
+        "systems",
+        (os.path.join(ALT_RESULTS, "mini_vi_en_carved_seeds", "systems_four_seeds.csv"),),
+        MINI.format("Vi→En"),
+    ),
+    per_seed_evidence("ece", "table1_posthoc.csv", CARVED_EN_VI, MINI.format("En→Vi")),
+    per_seed_evidence("ece", "table1_posthoc.csv", CARVED_VI_EN, MINI.format("Vi→En")),
     alt_seeds_evidence("mini_en_vi_carved_seeds", "variants_five_seeds_ct_sact.csv", MINI.format("En→Vi")),
     alt_seeds_evidence("mini_en_vi_seeds", "lstm.csv", "ALT En→Vi, attention LSTM"),
     ptb_evidence("ptb_converged_seeds.csv", PTB.format("with")),
@@ -522,6 +533,51 @@ def ece_glance(read, evidence):
     )
 
 
+SYSTEM_NAMES = {"T = 1 + post-hoc t*": "post-hoc t* (fitted on dev)"}  # else "T_opt = 2": tempering
+
+
+def systems_glance(read, evidence):
+    """A --systems seeds file's tuned beam rows: T_opt and post-hoc t* against T = 1, each decoded
+    with the beam and length penalty dev chose for it."""
+    (seeds,) = read
+    for r in seeds:
+        if "tuned beam" in r["metric"] and r["verdict"] != "baseline":
+            b = next(x for x in seeds if x["metric"] == r["metric"] and x["verdict"] == "baseline")
+            yield (
+                SYSTEM_NAMES.get(r["system"], f"softmax tempering, {r['system']}"),
+                b["system"],
+                evidence.setting,
+                r["metric"].replace("carved test", "test"),
+                r["seeds"],
+                f"{float(r['mean']):.2f} vs {float(b['mean']):.2f}",
+                with_interval(f"{float(r['difference']):+.2f}", interval(r, *BLEU_INTERVAL)),
+                optional(r["p_value"], ".3g"),
+                r["verdict"],
+            )
+
+
+def claim_glance(read, evidence):
+    """The softmax-tempering paper's claim, seed by seed: greedy at T_opt against T = 1's tuned beam
+    (sacrebleu's paired bootstrap over the test sentences of each seed; no test over the seeds)."""
+    seeds = [r for (r,) in read]
+    pairs = [
+        (r["greedy T_opt"], r["beam T=1 (k, lp)"].split()[0], r["p greedy T_opt vs beam T=1"]) for r in seeds
+    ]
+    lower = sum(float(g) < float(b) and float(p) < 0.05 for g, b, p in pairs)
+    t_opt = " / ".join(dict.fromkeys(r["T_opt"] for r in seeds))  # one T_opt per seed where they differ
+    yield (
+        f"greedy at T_opt = {t_opt} (the paper's claim: as good)",
+        "T = 1, tuned beam",
+        evidence.setting,
+        "test BLEU",
+        " ".join(str(seed) for seed in range(1, len(pairs) + 1)),
+        ", ".join(f"{g} vs {b}" for g, b, _ in pairs),
+        "–",
+        " / ".join("≤ 0.001" if float(p) <= 0.001 else p for _, _, p in pairs) + " (per seed)",
+        f"lower in {lower} of {len(pairs)} seeds (p < 0.05)",
+    )
+
+
 def ptb_glance(read, evidence):
     (seeds,) = read
     (b,) = (r for r in seeds if r["verdict"] == "baseline")
@@ -540,7 +596,13 @@ def ptb_glance(read, evidence):
             )
 
 
-GLANCE_ROWS = {"alt": alt_glance, "ece": ece_glance, "ptb": ptb_glance}
+GLANCE_ROWS = {
+    "alt": alt_glance,
+    "systems": systems_glance,
+    "claim": claim_glance,
+    "ece": ece_glance,
+    "ptb": ptb_glance,
+}
 
 
 # ------------------------------------------------------------- the quickstart (make demo)

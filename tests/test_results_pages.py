@@ -199,3 +199,53 @@ def test_a_seeds_table_gives_each_difference_its_interval_where_a_test_was_made(
     }
     lines = pages.ptb_seeds([[base | {"verdict": "baseline"}, row | {"verdict": "higher", "paired_p": ""}]])
     assert "| 1.0313 (1.0003–1.0632) |" in lines[3] and "| 1.0000 |" in lines[2]
+
+
+def test_the_glance_table_tests_the_papers_claim_seed_by_seed(pages):
+    def seed(t_opt, greedy, beam, p):
+        return [
+            {
+                "T_opt": t_opt,
+                "greedy T_opt": greedy,
+                "beam T=1 (k, lp)": beam,
+                "p greedy T_opt vs beam T=1": p,
+            }
+        ]
+
+    read = [seed("2", "8.14", "9.09 (6, 1)", "0.0010"), seed("3", "8.27", "9.21 (4, 1.4)", "0.0700")]
+    read.append(seed("2", "9.50", "9.21 (4, 1.4)", "0.0200"))
+    ((method, _, _, _, seeds, values, _, p, verdict),) = pages.claim_glance(
+        read, pages.Evidence("claim", (), "ALT")
+    )
+    assert method.startswith("greedy at T_opt = 2 / 3 ") and seeds == "1 2 3"
+    assert values == "8.14 vs 9.09, 8.27 vs 9.21, 9.50 vs 9.21"
+    assert p == "≤ 0.001 / 0.0700 / 0.0200 (per seed)"
+    assert verdict == "lower in 1 of 3 seeds (p < 0.05)"  # not seed 2 (p), not seed 3 (higher)
+
+
+def test_the_glance_table_takes_the_tuned_beam_rows_of_a_systems_seeds_file(pages):
+    def row(metric, system, mean, verdict, difference="0.0", p=""):
+        return {
+            "metric": metric,
+            "system": system,
+            "seeds": "1 2",
+            "mean": mean,
+            "difference": difference,
+        } | {
+            "ci_low": "-0.1" if p else "",
+            "ci_high": "0.6" if p else "",
+            "p_value": p,
+            "verdict": verdict,
+        }
+
+    seeds = [
+        row("carved test greedy BLEU", "T = 1", "8.0", "baseline"),
+        row("carved test greedy BLEU", "T = 1 + post-hoc t*", "8.0", "inconclusive", "0.0", "1.0"),
+        row("carved test tuned beam BLEU", "T = 1", "9.0", "baseline"),
+        row("carved test tuned beam BLEU", "T = 1 + post-hoc t*", "9.25", "inconclusive", "0.25", "0.09"),
+    ]
+    rows = list(pages.systems_glance([seeds], pages.Evidence("systems", (), "ALT")))
+    assert rows == [
+        ("post-hoc t* (fitted on dev)", "T = 1", "ALT", "test tuned beam BLEU", "1 2", "9.25 vs 9.00")
+        + ("+0.25 (-0.10 to +0.60)", "0.09", "inconclusive")
+    ]
