@@ -499,17 +499,23 @@ def alt_glance(read, evidence):
     for r in sorted(seeds, key=lambda r: systems.index((r["variant"], r["T"]))):
         if r["verdict"] != "baseline":
             b = baselines[r["metric"]]
-            yield (
-                glance_name(r["variant"], r["T"]),
-                alt_system(b["variant"], b["T"]),
-                evidence.setting,
-                r["metric"],
-                r["seeds"],
-                f"{float(r['mean']):.2f} vs {float(b['mean']):.2f}",
-                with_interval(f"{float(r['difference']):+.2f}", interval(r, *BLEU_INTERVAL)),
-                optional(r["p_value"], ".3g"),
-                r["verdict"],
-            )
+            names = glance_name(r["variant"], r["T"]), alt_system(b["variant"], b["T"])
+            yield bleu_cells(r, b, *names, evidence.setting, r["metric"])
+
+
+def bleu_cells(r, b, method, against, setting, metric):
+    """The glance cells of a seeds row `r` of BLEU against its baseline's row `b`."""
+    return (
+        method,
+        against,
+        setting,
+        metric,
+        r["seeds"],
+        f"{float(r['mean']):.2f} vs {float(b['mean']):.2f}",
+        with_interval(f"{float(r['difference']):+.2f}", interval(r, *BLEU_INTERVAL)),
+        optional(r["p_value"], ".3g"),
+        r["verdict"],
+    )
 
 
 def ece_glance(read, evidence):
@@ -543,16 +549,9 @@ def systems_glance(read, evidence):
     for r in seeds:
         if "tuned beam" in r["metric"] and r["verdict"] != "baseline":
             b = next(x for x in seeds if x["metric"] == r["metric"] and x["verdict"] == "baseline")
-            yield (
-                SYSTEM_NAMES.get(r["system"], f"softmax tempering, {r['system']}"),
-                b["system"],
-                evidence.setting,
-                r["metric"].replace("carved test", "test"),
-                r["seeds"],
-                f"{float(r['mean']):.2f} vs {float(b['mean']):.2f}",
-                with_interval(f"{float(r['difference']):+.2f}", interval(r, *BLEU_INTERVAL)),
-                optional(r["p_value"], ".3g"),
-                r["verdict"],
+            name = SYSTEM_NAMES.get(r["system"], f"softmax tempering, {r['system']}")
+            yield bleu_cells(
+                r, b, name, b["system"], evidence.setting, r["metric"].replace("carved test", "test")
             )
 
 
