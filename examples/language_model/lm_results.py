@@ -28,8 +28,8 @@
       seeds (the runs variant@N of a table; no @: seed 1), and each row against the baseline:
       the ratio of the geometric means, its 95 % confidence interval and Welch's t-test on the
       per-seed log perplexities (one seed on either side: no test; fewer than 3 seeds on either
-      side, or p >= 0.05: inconclusive); and, as a check of that verdict, the paired t-test over the seeds both rows
-      have (their number, t, p: one seed's runs share their batch order).
+      side, or p >= 0.05: inconclusive); and, as a check of that verdict, the paired t-test over
+      the seeds both rows have (their number, t, p: one seed's runs share their batch order).
 
   lm_results.py status --runs RUNS_DIR --variants softmax ct ...
       where each run stands while a recipe trains: evaluated, trained (evaluation to do), unfinished
