@@ -856,7 +856,9 @@ def test_the_results_step_writes_each_file_from_the_finished_runs_alone(ptb_like
     exp, trained = converged_runs[0], TRAINED
     out = tmp_path / "out" / "ptb"
     env = converged_env(ptb_like, exp, VARIANTS=trained + " ct-mos", RESULTS=str(out))
-    ok(recipe("ptb_converged_experiment.sh", "results", env=env))
+    assert "not finished, left out of the results: ct-mos\n" in ok(
+        recipe("ptb_converged_experiment.sh", "results", env=env)
+    )
 
     runs = exp / "runs"
     ppl = {run: json.loads((runs / run / "eval_test.json").read_text())["ppl"] for run in trained.split()}
@@ -918,6 +920,11 @@ def test_the_results_step_writes_each_file_from_the_finished_runs_alone(ptb_like
     ):
         env["EARLIER_TABLES"], env["RESULTS"] = str(tmp_path / tables), str(tmp_path / "refused")
         fails(recipe("ptb_converged_experiment.sh", "results", env=env), message)
+    env = {**env, "EARLIER_TABLES": "", "VARIANTS": "ct-mos constant-2"}
+    fails(
+        recipe("ptb_converged_experiment.sh", "results", env=env),
+        "error: no finished run of VARIANTS (ct-mos constant-2) in",
+    )
     assert not list(tmp_path.glob("refused*"))
 
 

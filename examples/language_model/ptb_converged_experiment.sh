@@ -150,11 +150,14 @@ for table in "${earlier[@]}"; do  # checked before any work
   [ -f "$table" ] || die "EARLIER_TABLES: no file $table"
   [ "$(head -c 8 "$table")" = "variant," ] || die "EARLIER_TABLES: $table is not a table of lm_results.py table (RESULTS.csv)"
 done
-finished=()
+finished=() unfinished=()
 for run in $variants; do
-  [ -f "$exp/runs/$run/eval_test.json" ] && finished+=("$run")
+  if [ -f "$exp/runs/$run/eval_test.json" ]; then finished+=("$run"); else unfinished+=("$run"); fi
 done
-[ ${#finished[@]} -gt 0 ] || { echo "no finished run in $exp/runs" >&2; exit 1; }
+[ ${#finished[@]} -gt 0 ] || die "no finished run of VARIANTS ($variants) in $exp/runs (the status step says where each stands)"
+# the results are of the finished runs alone: say which are left out
+[ ${#unfinished[@]} -eq 0 ] ||
+  echo "ptb_converged_experiment.sh: not finished, left out of the results: ${unfinished[*]}" >&2
 for table in "${earlier[@]}"; do  # each seed of a row once (ct and ct@1 are one run)
   for run in $(variants_of "$table"); do
     for done_run in "${finished[@]}"; do
