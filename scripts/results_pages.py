@@ -445,7 +445,8 @@ GLANCE = (
     per_seed_evidence("ece", "table1_posthoc.csv", CARVED_VI_EN, MINI.format("Vi→En")),
     alt_seeds_evidence("mini_en_vi_carved_seeds", "variants_five_seeds_ct_sact.csv", MINI.format("En→Vi")),
     alt_seeds_evidence("mini_en_vi_seeds", "lstm.csv", "ALT En→Vi, attention LSTM"),
-    ptb_evidence("ptb_converged_ct_seed3_seeds.csv", PTB.format("with")),
+    ptb_evidence("ptb_converged_constant2_seed2_seeds.csv", PTB.format("with")),
+    ptb_evidence("ptb_converged_constant2_seed2_seeds_vs_constant-2.csv", PTB.format("with"), ("ct",)),
     ptb_evidence("ptb_converged_no_ar_tar_final_seeds.csv", PTB.format("without")),
     ptb_evidence("ptb_converged_no_ar_tar_final_seeds_vs_mos.csv", PTB.format("without"), ("ct-mos",)),
     ptb_evidence("ptb_converged_no_ar_tar_final_seeds_vs_constant-2.csv", PTB.format("without"), ("ct",)),
@@ -510,12 +511,17 @@ def bleu_cells(r, b, method, against, setting, metric):
         against,
         setting,
         metric,
-        r["seeds"],
+        seeds_cell(r, b),
         f"{float(r['mean']):.2f} vs {float(b['mean']):.2f}",
         with_interval(f"{float(r['difference']):+.2f}", interval(r, *BLEU_INTERVAL)),
         optional(r["p_value"], ".3g"),
         r["verdict"],
     )
+
+
+def seeds_cell(r, b):
+    """The seeds of a comparison: "1 2 3", or "1 2 3 vs 1 2" where the baseline has other seeds."""
+    return r["seeds"] if r["seeds"] == b["seeds"] else f"{r['seeds']} vs {b['seeds']}"
 
 
 def ece_glance(read, evidence):
@@ -587,7 +593,7 @@ def ptb_glance(read, evidence):
                 lm_label(b["variant"]),
                 evidence.setting,
                 "test perplexity (geometric mean)",
-                r["seeds"],
+                seeds_cell(r, b),
                 f"{float(r['test_ppl_geomean']):.2f} vs {float(b['test_ppl_geomean']):.2f}",
                 with_interval(f"× {float(r['ratio_to_baseline']):.4f}", interval(r, *RATIO_INTERVAL)),
                 optional(r["p_value"], ".3g"),
@@ -641,6 +647,7 @@ TABLES = {
             os.path.join(LM_RESULTS, "ptb_converged_more_seeds.csv"),  # the seeds trained after them
             os.path.join(LM_RESULTS, "ptb_converged_ct_seed2.csv"),  # and CT's second seed
             os.path.join(LM_RESULTS, "ptb_converged_ct_seed3.csv"),  # and its third
+            os.path.join(LM_RESULTS, "ptb_converged_constant2_seed2.csv"),  # and tau = 2's second
         ),
         ptb_runs,
     ),
@@ -652,7 +659,7 @@ TABLES = {
         ),
         ptb_compare,
     ),
-    "ptb_seeds": Table((os.path.join(LM_RESULTS, "ptb_converged_ct_seed3_seeds.csv"),), ptb_seeds),
+    "ptb_seeds": Table((os.path.join(LM_RESULTS, "ptb_converged_constant2_seed2_seeds.csv"),), ptb_seeds),
     "ptb_no_ar_tar_runs": Table(
         (
             os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar.csv"),
@@ -680,7 +687,7 @@ TABLES = {
     ),
     "ptb_ar_tar": Table(
         (
-            os.path.join(LM_RESULTS, "ptb_converged_ct_seed3_seeds.csv"),
+            os.path.join(LM_RESULTS, "ptb_converged_constant2_seed2_seeds.csv"),
             os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_final_seeds.csv"),
         ),
         ptb_ar_tar,
