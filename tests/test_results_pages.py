@@ -178,6 +178,10 @@ def test_the_glance_table_shows_only_the_rows_asked_for_of_a_language_model_seed
         ("CT", "MoS (M = 2)", "PTB", "test perplexity (geometric mean)", "1 2 3", "104.50 vs 95.00")
         + ("× 1.1000 (1.0500–1.1500)", "0.0026", "higher")
     ]
+    # a baseline of other seeds than the method's: the cell names both
+    seeds[1]["seeds"] = "1 2"
+    ((*_, seeds_cell, _, _, _, verdict),) = pages.ptb_glance([seeds], evidence)
+    assert (seeds_cell, verdict) == ("1 2 3 vs 1 2", "higher")
 
 
 def test_a_seeds_table_gives_each_difference_its_interval_where_a_test_was_made(pages):
