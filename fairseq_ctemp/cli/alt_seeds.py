@@ -7,12 +7,13 @@
 Reads the runs.csv files that ctemp-alt-results wrote (one per working directory: seeds trained
 apart, or on machines that are gone, are compared from their files) and writes
   PREFIX.csv   per metric (greedy BLEU, beam BLEU at the sweep's beam) and system (variant at T):
-               its seeds, the BLEU of each, their mean, min and max, the difference of the means
-               to the baseline's and its 95 % confidence interval, Welch's t-test on the
-               per-seed BLEU against the baseline's (t, degrees of freedom, p) and the verdict: "higher" or "lower" only with at least 3
-               seeds on each side and p < 0.05, else "inconclusive" (or "no test" and why); and,
-               as a check of the verdict, the paired t-test over the seeds that the system and
-               the baseline both have (their number, t, p; a seed's runs share their batch order)
+               its seeds, the BLEU of each, their mean, min and max, the difference of the means to
+               the baseline's and its 95 % confidence interval, Welch's t-test on the per-seed BLEU
+               against the baseline's (t, degrees of freedom, p) and the verdict: "higher" or
+               "lower" only with at least 3 seeds on each side and p < 0.05, else "inconclusive" (or
+               "no test" and why); and, as a check of the verdict, the paired t-test over the seeds
+               that the system and the baseline both have (their number, t, p; a seed's runs share
+               their batch order)
   PREFIX.md    the same as a markdown table, and the files it read
 (--force replaces them, never a file it reads).
 Every run compared must be of one setting (the experiment without its .seed<N>, direction, label
