@@ -928,6 +928,40 @@ def test_the_results_step_writes_each_file_from_the_finished_runs_alone(ptb_like
     assert not list(tmp_path.glob("refused*"))
 
 
+def test_the_results_step_rebuilds_its_own_files_and_refuses_to_leave_an_earlier_steps_beside_them(
+    ptb_like, converged_runs, tmp_path
+):
+    """A results step again with the same runs rebuilds the same files; with fewer runs (no MoS, no
+    second seed) it would leave the earlier step's comparisons against MoS and of seed 2 beside its
+    own: refused, naming them, before any file is touched. So is a CT run without the test text
+    of its tau analysis."""
+    exp, out = converged_runs[0], tmp_path / "ptb"
+    env = converged_env(ptb_like, exp, VARIANTS="softmax ct mos softmax@2 ct@2", RESULTS=str(out))
+    ok(recipe("ptb_converged_experiment.sh", "results", env=env))
+    written = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    assert {"ptb_seeds_vs_mos.csv", "ptb_compare_seed2.csv", "ptb_tau.csv"} <= set(written)
+    for p in tmp_path.iterdir():
+        p.write_bytes(b"stale")
+    ok(recipe("ptb_converged_experiment.sh", "results", env=env))
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == written
+
+    fewer = {**env, "VARIANTS": "softmax ct"}
+    proc = recipe("ptb_converged_experiment.sh", "results", env=fewer)
+    fails(proc, f"error: RESULTS {out} has files of an earlier results step that this one (runs: softmax ct)")
+    named = proc.stdout.split("would not write again: ")[1].split(";")[0].split()
+    assert sorted(os.path.basename(n) for n in named) == [
+        "ptb_compare_seed2.csv",
+        "ptb_compare_seed2.md",
+        "ptb_seeds_vs_mos.csv",
+        "ptb_seeds_vs_mos.md",
+    ]
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == written
+
+    no_text = {**fewer, "RESULTS": str(tmp_path / "new" / "ptb"), "PTB_DIR": str(tmp_path / "new")}
+    fails(recipe("ptb_converged_experiment.sh", "results", env=no_text), "for the tau analysis of ct")
+    assert not (tmp_path / "new").exists()
+
+
 def write_table(path, template, test_ppl):
     """A result table like `lm_results.py table`'s: the template row once per run, with its test
     perplexity."""

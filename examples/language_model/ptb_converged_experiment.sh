@@ -19,7 +19,9 @@
 #            EARLIER_TABLES) against softmax, the seed as the unit (RESULTS_seeds.md / .csv), and
 #            against mos and constant-2 where they are rows (RESULTS_seeds_vs_mos,
 #            RESULTS_seeds_vs_constant-2: CT-MoS against MoS, CT against the constant its tau
-#            starts from)
+#            starts from). Run again into the same RESULTS, it rebuilds the files of the results
+#            step before it, and refuses, before any work, where that one wrote files this one
+#            would not write again (a mix of two steps' results)
 # Variants: softmax, constant-T (a fixed temperature T, loss scaled by T), ct (contextual
 #   temperature), mos and ct-mos (MOS_COMPONENTS softmaxes), each optionally suffixed @SEED for
 #   another seed (default seed 1), e.g. "ct@2". The default list is the comparison's first pass.
@@ -165,48 +167,82 @@ for table in "${earlier[@]}"; do  # each seed of a row once (ct and ct@1 are one
     done
   done
 done
-mkdir -p "$(dirname "$results")"
-"$python" "$here/lm_results.py" table --runs "$exp/runs" --variants "${finished[@]}" --output "$results" --force
-# each row over its seeds (with those of EARLIER_TABLES), and against softmax with the seed as the
-# unit (Welch's t-test); then the papers' own comparisons: CT-MoS against MoS (Wang et al.'s claim),
-# CT against the constant tau = 2 at the bottom of its range (RESULTS_seeds_vs_BASELINE)
+# what this step writes, decided before any work: the table; the seeds tables of the baselines that
+# are rows (with those of EARLIER_TABLES); the comparisons paired over the test sentences, when
+# softmax is the first run; the curves; tau of the CT runs
 rows=$( (printf '%s\n' "${finished[@]}"; for table in "${earlier[@]}"; do variants_of "$table"; done) |
   sed 's/@.*//' | sort -u)
+baselines=()
 for baseline in softmax mos constant-2; do
-  if grep -qx -- "$baseline" <<< "$rows"; then
-    "$python" "$here/lm_results.py" seeds --table "${earlier[@]}" "$results.csv" --baseline "$baseline" \
-      --output "${results}_seeds$([ $baseline = softmax ] || echo "_vs_$baseline")" --force > /dev/null
-  fi
+  if grep -qx -- "$baseline" <<< "$rows"; then baselines+=("$baseline"); fi
 done
-# each finished row against the softmax one, paired over the test sentences (a result evaluated
-# before evaluate.sh wrote sentences gets them now)
+seeds_output() { echo "${results}_seeds$([ "$1" = softmax ] || echo "_vs_$1")"; }
+same_seed() {  # N: the finished runs of seed N but softmax@N
+  local run
+  for run in "${finished[@]}"; do
+    if [[ $run == *@$1 && $run != softmax@$1 ]]; then echo "$run"; fi
+  done
+}
+paired=() compare_seeds=()
 if [ ${#finished[@]} -gt 1 ] && [ "${finished[0]}" = softmax ]; then
-  for run in "${finished[@]}"; do bash "$here/evaluate.sh" "$exp/runs/$run" ptb test > /dev/null; done
-  "$python" "$here/lm_results.py" compare --runs "$exp/runs" --variants "${finished[@]}" --output "${results}_compare" --force
-  # the rows of each further seed N against softmax@N (RESULTS_compare_seedN)
+  paired=("${finished[@]}")
   for seed in $(printf '%s\n' "${finished[@]}" | sed -n 's/.*@//p' | sort -un); do
-    same_seed=()
-    for run in "${finished[@]}"; do
-      if [[ $run == *@$seed && $run != softmax@$seed ]]; then same_seed+=("$run"); fi
-    done
-    if [ -f "$exp/runs/softmax@$seed/eval_test.json" ] && [ ${#same_seed[@]} -gt 0 ]; then
-      "$python" "$here/lm_results.py" compare --runs "$exp/runs" --variants "softmax@$seed" "${same_seed[@]}" \
-        --output "${results}_compare_seed$seed" --force
+    if [ -f "$exp/runs/softmax@$seed/eval_test.json" ] && [ -n "$(same_seed "$seed")" ]; then
+      compare_seeds+=("$seed")
     fi
   done
 fi
+ct_runs=()
+for run in "${finished[@]}"; do
+  case ${run%@*} in ct|ct-mos) ct_runs+=("$run") ;; esac
+done
+text=${PTB_DIR:-$exp/data-bin/ptb.raw}/ptb.test.txt
+[ ${#ct_runs[@]} -eq 0 ] || [ -f "$text" ] ||
+  die "no $text for the tau analysis of ${ct_runs[*]}: set PTB_DIR to the directory of ptb.test.txt"
+planned=("$results".{md,csv} "${results}"_valid_curves.{png,csv})
+for baseline in "${baselines[@]}"; do planned+=("$(seeds_output "$baseline")".{md,csv}); done
+[ ${#paired[@]} -eq 0 ] || planned+=("${results}"_compare.{md,csv})
+for seed in "${compare_seeds[@]}"; do planned+=("${results}_compare_seed$seed".{md,csv}); done
+[ ${#ct_runs[@]} -eq 0 ] || planned+=("${results}"_tau.{md,csv} "${results}"_tau_positions.{png,csv})
+# the step rebuilds its files; one that an earlier step wrote from other runs and this one would
+# not write again would be left beside them, a mix of two steps' results: refused
+planned_has() { local file; for file in "${planned[@]}"; do [ "$file" != "$1" ] || return 0; done; return 1; }
+stale=()
+for file in "$results".{md,csv} "${results}"_{seeds,seeds_vs_mos,seeds_vs_constant-2,compare,tau}.{md,csv} \
+  "${results}"_{valid_curves,tau_positions}.{png,csv} "${results}"_compare_seed*; do
+  [ -e "$file" ] || continue
+  [[ $file == "${results}"_compare_seed* && ! ${file#"${results}"_compare_seed} =~ ^[0-9]+\.(md|csv)$ ]] && continue
+  planned_has "$file" || stale+=("$file")
+done
+[ ${#stale[@]} -eq 0 ] || die "RESULTS $results has files of an earlier results step that this one" \
+  "(runs: ${finished[*]}) would not write again: ${stale[*]}; move them away or choose another RESULTS"
+
+mkdir -p "$(dirname "$results")"
+"$python" "$here/lm_results.py" table --runs "$exp/runs" --variants "${finished[@]}" --output "$results" --force
+# each row over its seeds, and against softmax with the seed as the unit (Welch's t-test); then the
+# papers' own comparisons: CT-MoS against MoS (Wang et al.'s claim), CT against the constant
+# tau = 2 at the bottom of its range (RESULTS_seeds_vs_BASELINE)
+for baseline in "${baselines[@]}"; do
+  "$python" "$here/lm_results.py" seeds --table "${earlier[@]}" "$results.csv" --baseline "$baseline" \
+    --output "$(seeds_output "$baseline")" --force > /dev/null
+done
+# each finished row against the softmax one, paired over the test sentences (a result evaluated
+# before evaluate.sh wrote sentences gets them now), and the rows of each further seed N against
+# softmax@N (RESULTS_compare_seedN)
+if [ ${#paired[@]} -gt 0 ]; then
+  for run in "${paired[@]}"; do bash "$here/evaluate.sh" "$exp/runs/$run" ptb test > /dev/null; done
+  "$python" "$here/lm_results.py" compare --runs "$exp/runs" --variants "${paired[@]}" --output "${results}_compare" --force
+fi
+for seed in "${compare_seeds[@]}"; do
+  "$python" "$here/lm_results.py" compare --runs "$exp/runs" --variants "softmax@$seed" $(same_seed "$seed") \
+    --output "${results}_compare_seed$seed" --force
+done
 "$python" "$here/lm_results.py" plot --logs $(for v in "${finished[@]}"; do echo "$exp/runs/$v/train.log"; done) \
   --labels "${finished[@]}" --x epoch --title "PTB, LSTM to early stopping$setting: validation perplexity" \
   --output "${results}_valid_curves.png" --csv "${results}_valid_curves.csv" --force
 
 # tau of the CT models over the test text: statistics, and tau against sentence position
-ct_runs=()
-for run in "${finished[@]}"; do
-  case ${run%@*} in ct|ct-mos) ct_runs+=("$run") ;; esac
-done
 [ ${#ct_runs[@]} -gt 0 ] || exit 0
-text=${PTB_DIR:-$exp/data-bin/ptb.raw}/ptb.test.txt
-[ -f "$text" ] || die "no $text for the tau analysis of ${ct_runs[*]}: set PTB_DIR to the directory of ptb.test.txt"
 analysis=("$python" -m fairseq_ctemp.cli.ct_analysis)
 export PYTHONPATH="$here/../..${PYTHONPATH:+:$PYTHONPATH}"  # this checkout's fairseq_ctemp
 dumps=() checkpoints=()
