@@ -931,19 +931,33 @@ def test_the_results_step_writes_each_file_from_the_finished_runs_alone(ptb_like
 def test_the_results_step_rebuilds_its_own_files_and_refuses_to_leave_an_earlier_steps_beside_them(
     ptb_like, converged_runs, tmp_path
 ):
-    """A results step again with the same runs rebuilds the same files; with fewer runs (no MoS, no
+    """A results step again with the same runs rebuilds the same files; one that fails part way (a
+    damaged tau dump) leaves those of the step before it as they were. With fewer runs (no MoS, no
     second seed) it would leave the earlier step's comparisons against MoS and of seed 2 beside its
     own: refused, naming them, before any file is touched. So is a CT run without the test text
     of its tau analysis."""
-    exp, out = converged_runs[0], tmp_path / "ptb"
+    exp, results = converged_runs[0], tmp_path / "results"
+    out = results / "ptb"
     env = converged_env(ptb_like, exp, VARIANTS="softmax ct mos softmax@2 ct@2", RESULTS=str(out))
     ok(recipe("ptb_converged_experiment.sh", "results", env=env))
-    written = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    written = {p.name: p.read_bytes() for p in results.iterdir()}
     assert {"ptb_seeds_vs_mos.csv", "ptb_compare_seed2.csv", "ptb_tau.csv"} <= set(written)
-    for p in tmp_path.iterdir():
+    for p in results.iterdir():
         p.write_bytes(b"stale")
     ok(recipe("ptb_converged_experiment.sh", "results", env=env))
-    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == written
+    assert {p.name: p.read_bytes() for p in results.iterdir()} == written
+
+    damaged = tmp_path / "damaged"
+    shutil.copytree(exp, damaged)
+    (damaged / "runs" / "ct" / "tau_test.tsv").write_text("not a dump\n")
+    scored = damaged / "runs" / "softmax" / "eval_test.json"  # and another softmax: another table
+    result = json.loads(scored.read_text())
+    result["loss_base2"] += 0.5
+    result["ppl"] = 2 ** result["loss_base2"]
+    scored.write_text(json.dumps(result))
+    proc = recipe("ptb_converged_experiment.sh", "results", env={**env, "EXP_DIR": str(damaged)})
+    fails(proc, "tau_test.tsv has no positions")
+    assert {p.name: p.read_bytes() for p in results.iterdir()} == written  # nor a stage left behind
 
     fewer = {**env, "VARIANTS": "softmax ct"}
     proc = recipe("ptb_converged_experiment.sh", "results", env=fewer)
@@ -955,7 +969,7 @@ def test_the_results_step_rebuilds_its_own_files_and_refuses_to_leave_an_earlier
         "ptb_seeds_vs_mos.csv",
         "ptb_seeds_vs_mos.md",
     ]
-    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == written
+    assert {p.name: p.read_bytes() for p in results.iterdir()} == written
 
     no_text = {**fewer, "RESULTS": str(tmp_path / "new" / "ptb"), "PTB_DIR": str(tmp_path / "new")}
     fails(recipe("ptb_converged_experiment.sh", "results", env=no_text), "for the tau analysis of ct")

@@ -21,7 +21,8 @@
 #            RESULTS_seeds_vs_constant-2: CT-MoS against MoS, CT against the constant its tau
 #            starts from). Run again into the same RESULTS, it rebuilds the files of the results
 #            step before it, and refuses, before any work, where that one wrote files this one
-#            would not write again (a mix of two steps' results)
+#            would not write again (a mix of two steps' results); the files are moved into place
+#            once all are written (a step that fails leaves the earlier ones as they were)
 # Variants: softmax, constant-T (a fixed temperature T, loss scaled by T), ct (contextual
 #   temperature), mos and ct-mos (MOS_COMPONENTS softmaxes), each optionally suffixed @SEED for
 #   another seed (default seed 1), e.g. "ct@2". The default list is the comparison's first pass.
@@ -217,41 +218,51 @@ done
 [ ${#stale[@]} -eq 0 ] || die "RESULTS $results has files of an earlier results step that this one" \
   "(runs: ${finished[*]}) would not write again: ${stale[*]}; move them away or choose another RESULTS"
 
+# written into a fresh folder beside RESULTS, moved into place once all are written: a step that
+# fails leaves the files of the one before it as they were, not a mix of the two
 mkdir -p "$(dirname "$results")"
-"$python" "$here/lm_results.py" table --runs "$exp/runs" --variants "${finished[@]}" --output "$results" --force
+stage=$(mktemp -d "$(dirname "$results")/.$(basename "$results").XXXXXX")
+trap 'rm -rf "$stage"' EXIT
+out=$stage/$(basename "$results")
+"$python" "$here/lm_results.py" table --runs "$exp/runs" --variants "${finished[@]}" --output "$out"
 # each row over its seeds, and against softmax with the seed as the unit (Welch's t-test); then the
 # papers' own comparisons: CT-MoS against MoS (Wang et al.'s claim), CT against the constant
 # tau = 2 at the bottom of its range (RESULTS_seeds_vs_BASELINE)
 for baseline in "${baselines[@]}"; do
-  "$python" "$here/lm_results.py" seeds --table "${earlier[@]}" "$results.csv" --baseline "$baseline" \
-    --output "$(seeds_output "$baseline")" --force > /dev/null
+  "$python" "$here/lm_results.py" seeds --table "${earlier[@]}" "$out.csv" --baseline "$baseline" \
+    --output "$stage/$(basename "$(seeds_output "$baseline")")" > /dev/null
 done
 # each finished row against the softmax one, paired over the test sentences (a result evaluated
 # before evaluate.sh wrote sentences gets them now), and the rows of each further seed N against
 # softmax@N (RESULTS_compare_seedN)
 if [ ${#paired[@]} -gt 0 ]; then
   for run in "${paired[@]}"; do bash "$here/evaluate.sh" "$exp/runs/$run" ptb test > /dev/null; done
-  "$python" "$here/lm_results.py" compare --runs "$exp/runs" --variants "${paired[@]}" --output "${results}_compare" --force
+  "$python" "$here/lm_results.py" compare --runs "$exp/runs" --variants "${paired[@]}" --output "${out}_compare"
 fi
 for seed in "${compare_seeds[@]}"; do
   "$python" "$here/lm_results.py" compare --runs "$exp/runs" --variants "softmax@$seed" $(same_seed "$seed") \
-    --output "${results}_compare_seed$seed" --force
+    --output "${out}_compare_seed$seed"
 done
 "$python" "$here/lm_results.py" plot --logs $(for v in "${finished[@]}"; do echo "$exp/runs/$v/train.log"; done) \
   --labels "${finished[@]}" --x epoch --title "PTB, LSTM to early stopping$setting: validation perplexity" \
-  --output "${results}_valid_curves.png" --csv "${results}_valid_curves.csv" --force
+  --output "${out}_valid_curves.png" --csv "${out}_valid_curves.csv" > /dev/null  # (its "wrote": the stage's)
 
 # tau of the CT models over the test text: statistics, and tau against sentence position
-[ ${#ct_runs[@]} -gt 0 ] || exit 0
-analysis=("$python" -m fairseq_ctemp.cli.ct_analysis)
-export PYTHONPATH="$here/../..${PYTHONPATH:+:$PYTHONPATH}"  # this checkout's fairseq_ctemp
-dumps=() checkpoints=()
-for run in "${ct_runs[@]}"; do
-  dump=$exp/runs/$run/tau_test.tsv checkpoints+=("$exp/runs/$run/checkpoint_best.pt") dumps+=("$dump")
-  [ -f "$dump" ] || "${analysis[@]}" dump --path "$exp/runs/$run/checkpoint_best.pt" --data "$DATA_BIN" \
-    --text "$text" --output "$dump" --cpu
+if [ ${#ct_runs[@]} -gt 0 ]; then
+  analysis=("$python" -m fairseq_ctemp.cli.ct_analysis)
+  export PYTHONPATH="$here/../..${PYTHONPATH:+:$PYTHONPATH}"  # this checkout's fairseq_ctemp
+  dumps=() checkpoints=()
+  for run in "${ct_runs[@]}"; do
+    dump=$exp/runs/$run/tau_test.tsv checkpoints+=("$exp/runs/$run/checkpoint_best.pt") dumps+=("$dump")
+    [ -f "$dump" ] || "${analysis[@]}" dump --path "$exp/runs/$run/checkpoint_best.pt" --data "$DATA_BIN" \
+      --text "$text" --output "$dump" --cpu
+  done
+  "$python" "$here/lm_results.py" tau --dumps "${dumps[@]}" --labels "${ct_runs[@]}" --output "${out}_tau"
+  "${analysis[@]}" positions --path "${checkpoints[@]}" --labels "${ct_runs[@]}" --data "$DATA_BIN" --text "$text" \
+    --stats target min max --cpu --title "PTB test$setting: tau against sentence position" \
+    --output "${out}_tau_positions.png" > /dev/null
+fi
+for file in "${planned[@]}"; do
+  mv -f "$stage/$(basename "$file")" "$file"
+  echo "wrote $file"
 done
-"$python" "$here/lm_results.py" tau --dumps "${dumps[@]}" --labels "${ct_runs[@]}" --output "${results}_tau" --force
-"${analysis[@]}" positions --path "${checkpoints[@]}" --labels "${ct_runs[@]}" --data "$DATA_BIN" --text "$text" \
-  --stats target min max --cpu --force --title "PTB test$setting: tau against sentence position" \
-  --output "${results}_tau_positions.png"
