@@ -961,7 +961,7 @@ def test_the_results_step_rebuilds_its_own_files_and_refuses_to_leave_an_earlier
 
     fewer = {**env, "VARIANTS": "softmax ct"}
     proc = recipe("ptb_converged_experiment.sh", "results", env=fewer)
-    fails(proc, f"error: RESULTS {out} has files of an earlier results step that this one (runs: softmax ct)")
+    fails(proc, f"error: RESULTS {out} has files of its set that this step (runs: softmax ct) would not")
     named = proc.stdout.split("would not write again: ")[1].split(";")[0].split()
     assert sorted(os.path.basename(n) for n in named) == [
         "ptb_compare_seed2.csv",

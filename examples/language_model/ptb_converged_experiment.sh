@@ -20,8 +20,8 @@
 #            against mos and constant-2 where they are rows (RESULTS_seeds_vs_mos,
 #            RESULTS_seeds_vs_constant-2: CT-MoS against MoS, CT against the constant its tau
 #            starts from). Run again into the same RESULTS, it rebuilds the files of the results
-#            step before it, and refuses, before any work, where that one wrote files this one
-#            would not write again (a mix of two steps' results); the files are moved into place
+#            step before it, and refuses, before any work, where RESULTS holds files of the set
+#            that it would not write again (a mix of two results); the files are moved into place
 #            once all are written (a step that fails leaves the earlier ones as they were)
 # Variants: softmax, constant-T (a fixed temperature T, loss scaled by T), ct (contextual
 #   temperature), mos and ct-mos (MOS_COMPONENTS softmaxes), each optionally suffixed @SEED for
@@ -205,8 +205,8 @@ for baseline in "${baselines[@]}"; do planned+=("$(seeds_output "$baseline")".{m
 [ ${#paired[@]} -eq 0 ] || planned+=("${results}"_compare.{md,csv})
 for seed in "${compare_seeds[@]}"; do planned+=("${results}_compare_seed$seed".{md,csv}); done
 [ ${#ct_runs[@]} -eq 0 ] || planned+=("${results}"_tau.{md,csv} "${results}"_tau_positions.{png,csv})
-# the step rebuilds its files; one that an earlier step wrote from other runs and this one would
-# not write again would be left beside them, a mix of two steps' results: refused
+# the step rebuilds its files; one of the set that it would not write again (an earlier step's from
+# other runs, or one written by hand) would be left beside them, a mix of two results: refused
 planned_has() { local file; for file in "${planned[@]}"; do [ "$file" != "$1" ] || return 0; done; return 1; }
 stale=()
 for file in "$results".{md,csv} "${results}"_{seeds,seeds_vs_mos,seeds_vs_constant-2,compare,tau}.{md,csv} \
@@ -215,8 +215,8 @@ for file in "$results".{md,csv} "${results}"_{seeds,seeds_vs_mos,seeds_vs_consta
   [[ $file == "${results}"_compare_seed* && ! ${file#"${results}"_compare_seed} =~ ^[0-9]+\.(md|csv)$ ]] && continue
   planned_has "$file" || stale+=("$file")
 done
-[ ${#stale[@]} -eq 0 ] || die "RESULTS $results has files of an earlier results step that this one" \
-  "(runs: ${finished[*]}) would not write again: ${stale[*]}; move them away or choose another RESULTS"
+[ ${#stale[@]} -eq 0 ] || die "RESULTS $results has files of its set that this step (runs: ${finished[*]})" \
+  "would not write again: ${stale[*]}; move them away or choose another RESULTS"
 
 # written into a fresh folder beside RESULTS, moved into place once all are written: a step that
 # fails leaves the files of the one before it as they were, not a mix of the two
