@@ -177,7 +177,7 @@ baselines=()
 for baseline in softmax mos constant-2; do
   if grep -qx -- "$baseline" <<< "$rows"; then baselines+=("$baseline"); fi
 done
-seeds_output() { echo "${results}_seeds$([ "$1" = softmax ] || echo "_vs_$1")"; }
+seeds_name() { echo "_seeds$([ "$1" = softmax ] || echo "_vs_$1")"; }  # BASELINE: its table's
 same_seed() {  # N: the finished runs of seed N but softmax@N
   local run
   for run in "${finished[@]}"; do
@@ -200,20 +200,20 @@ done
 text=${PTB_DIR:-$exp/data-bin/ptb.raw}/ptb.test.txt
 [ ${#ct_runs[@]} -eq 0 ] || [ -f "$text" ] ||
   die "no $text for the tau analysis of ${ct_runs[*]}: set PTB_DIR to the directory of ptb.test.txt"
-planned=("$results".{md,csv} "${results}"_valid_curves.{png,csv})
-for baseline in "${baselines[@]}"; do planned+=("$(seeds_output "$baseline")".{md,csv}); done
-[ ${#paired[@]} -eq 0 ] || planned+=("${results}"_compare.{md,csv})
-for seed in "${compare_seeds[@]}"; do planned+=("${results}_compare_seed$seed".{md,csv}); done
-[ ${#ct_runs[@]} -eq 0 ] || planned+=("${results}"_tau.{md,csv} "${results}"_tau_positions.{png,csv})
+# its files, RESULTS followed by each of these names
+planned=(.{md,csv} _valid_curves.{png,csv})
+for baseline in "${baselines[@]}"; do planned+=("$(seeds_name "$baseline")".{md,csv}); done
+[ ${#paired[@]} -eq 0 ] || planned+=(_compare.{md,csv})
+for seed in "${compare_seeds[@]}"; do planned+=("_compare_seed$seed".{md,csv}); done
+[ ${#ct_runs[@]} -eq 0 ] || planned+=(_tau.{md,csv} _tau_positions.{png,csv})
 # the step rebuilds its files; one of the set that it would not write again (an earlier step's from
 # other runs, or one written by hand) would be left beside them, a mix of two results: refused
-planned_has() { local file; for file in "${planned[@]}"; do [ "$file" != "$1" ] || return 0; done; return 1; }
+set_name='^(\.(md|csv)|_(seeds(_vs_(mos|constant-2))?|compare(_seed[0-9]+)?|tau)\.(md|csv)|_(valid_curves|tau_positions)\.(png|csv))$'
+planned_has() { local name; for name in "${planned[@]}"; do [ "$name" != "$1" ] || return 0; done; return 1; }
 stale=()
-for file in "$results".{md,csv} "${results}"_{seeds,seeds_vs_mos,seeds_vs_constant-2,compare,tau}.{md,csv} \
-  "${results}"_{valid_curves,tau_positions}.{png,csv} "${results}"_compare_seed*; do
-  [ -e "$file" ] || continue
-  [[ $file == "${results}"_compare_seed* && ! ${file#"${results}"_compare_seed} =~ ^[0-9]+\.(md|csv)$ ]] && continue
-  planned_has "$file" || stale+=("$file")
+for file in "$results".* "$results"_*; do
+  name=${file#"$results"}
+  if [ -e "$file" ] && [[ $name =~ $set_name ]] && ! planned_has "$name"; then stale+=("$file"); fi
 done
 [ ${#stale[@]} -eq 0 ] || die "RESULTS $results has files of its set that this step (runs: ${finished[*]})" \
   "would not write again: ${stale[*]}; move them away or choose another RESULTS"
@@ -230,7 +230,7 @@ out=$stage/$(basename "$results")
 # tau = 2 at the bottom of its range (RESULTS_seeds_vs_BASELINE)
 for baseline in "${baselines[@]}"; do
   "$python" "$here/lm_results.py" seeds --table "${earlier[@]}" "$out.csv" --baseline "$baseline" \
-    --output "$stage/$(basename "$(seeds_output "$baseline")")" > /dev/null
+    --output "$out$(seeds_name "$baseline")" > /dev/null
 done
 # each finished row against the softmax one, paired over the test sentences (a result evaluated
 # before evaluate.sh wrote sentences gets them now), and the rows of each further seed N against
@@ -262,7 +262,7 @@ if [ ${#ct_runs[@]} -gt 0 ]; then
     --stats target min max --cpu --title "PTB test$setting: tau against sentence position" \
     --output "${out}_tau_positions.png" > /dev/null
 fi
-for file in "${planned[@]}"; do
-  mv -f "$stage/$(basename "$file")" "$file"
-  echo "wrote $file"
+for name in "${planned[@]}"; do
+  mv -f "$out$name" "$results$name"
+  echo "wrote $results$name"
 done
