@@ -445,8 +445,9 @@ GLANCE = (
     per_seed_evidence("ece", "table1_posthoc.csv", CARVED_VI_EN, MINI.format("Vi→En")),
     alt_seeds_evidence("mini_en_vi_carved_seeds", "variants_five_seeds_ct_sact.csv", MINI.format("En→Vi")),
     alt_seeds_evidence("mini_en_vi_seeds", "lstm.csv", "ALT En→Vi, attention LSTM"),
-    ptb_evidence("ptb_converged_constant2_seed3_seeds.csv", PTB.format("with")),
-    ptb_evidence("ptb_converged_constant2_seed3_seeds_vs_constant-2.csv", PTB.format("with"), ("ct",)),
+    ptb_evidence("ptb_converged_ctmos_seeds.csv", PTB.format("with")),
+    ptb_evidence("ptb_converged_ctmos_seeds_vs_mos.csv", PTB.format("with"), ("ct-mos",)),
+    ptb_evidence("ptb_converged_ctmos_seeds_vs_constant-2.csv", PTB.format("with"), ("ct",)),
     ptb_evidence("ptb_converged_no_ar_tar_final_seeds.csv", PTB.format("without")),
     ptb_evidence("ptb_converged_no_ar_tar_final_seeds_vs_mos.csv", PTB.format("without"), ("ct-mos",)),
     ptb_evidence("ptb_converged_no_ar_tar_final_seeds_vs_constant-2.csv", PTB.format("without"), ("ct",)),
@@ -649,6 +650,7 @@ TABLES = {
             os.path.join(LM_RESULTS, "ptb_converged_ct_seed3.csv"),  # and its third
             os.path.join(LM_RESULTS, "ptb_converged_constant2_seed2.csv"),  # and tau = 2's second
             os.path.join(LM_RESULTS, "ptb_converged_constant2_seed3.csv"),  # and its third
+            os.path.join(LM_RESULTS, "ptb_converged_ctmos.csv"),  # and CT-MoS's second and third
         ),
         ptb_runs,
     ),
@@ -660,7 +662,8 @@ TABLES = {
         ),
         ptb_compare,
     ),
-    "ptb_seeds": Table((os.path.join(LM_RESULTS, "ptb_converged_constant2_seed3_seeds.csv"),), ptb_seeds),
+    "ptb_seeds": Table((os.path.join(LM_RESULTS, "ptb_converged_ctmos_seeds.csv"),), ptb_seeds),
+    "ptb_seeds_vs_mos": Table((os.path.join(LM_RESULTS, "ptb_converged_ctmos_seeds_vs_mos.csv"),), ptb_seeds),
     "ptb_no_ar_tar_runs": Table(
         (
             os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar.csv"),
@@ -688,7 +691,7 @@ TABLES = {
     ),
     "ptb_ar_tar": Table(
         (
-            os.path.join(LM_RESULTS, "ptb_converged_constant2_seed3_seeds.csv"),
+            os.path.join(LM_RESULTS, "ptb_converged_ctmos_seeds.csv"),
             os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_final_seeds.csv"),
         ),
         ptb_ar_tar,
