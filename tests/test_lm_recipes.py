@@ -757,6 +757,31 @@ def test_ar_tar_is_on_or_off_and_a_run_is_never_resumed_with_the_other(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]  # no data-bin: refused before any work
 
 
+def test_without_clipping_every_run_trains_unclipped_and_without_ar_tar(ptb_like, tmp_path):
+    """CLIP=off: softmax and constant-0.5 train with --clip-norm 0 (no clipping) and without AR and
+    TAR (read from their checkpoints' configs); refused before any work: a CLIP that is neither on
+    nor off, off with AR and TAR (added unscaled: the loss scale would still act), off for a CT run
+    (its scale changes with every batch) and off with EARLIER_TABLES (their runs were clipped)."""
+    env = {"EXP_DIR": str(tmp_path / "refused")}
+    fails(recipe("ptb_converged_experiment.sh", env={**env, "CLIP": "maybe"}), "CLIP must be on or off")
+    fails(recipe("ptb_converged_experiment.sh", env={**env, "CLIP": "off"}), "CLIP=off needs AR_TAR=off")
+    off = {**env, "CLIP": "off", "AR_TAR": "off", "VARIANTS": "softmax ct-mos@2"}
+    fails(recipe("ptb_converged_experiment.sh", env=off), "CLIP=off: ct-mos@2's loss scale")
+    earlier = {**off, "VARIANTS": "softmax", "EARLIER_TABLES": str(tmp_path / "t.csv")}
+    fails(
+        recipe("ptb_converged_experiment.sh", "results", env=earlier), "CLIP=off: EARLIER_TABLES are not read"
+    )
+    assert list(tmp_path.iterdir()) == []
+    exp = tmp_path / "off"
+    env = converged_env(ptb_like, exp, CLIP="off", AR_TAR="off", VARIANTS="softmax constant-0.5", JOBS="2")
+    ok(recipe("ptb_converged_experiment.sh", env=env))
+    for run in ("softmax", "constant-0.5"):
+        state = torch.load(exp / "runs" / run / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+        model = state["cfg"]["model"]
+        assert state["cfg"]["optimization"]["clip_norm"] == 0
+        assert model["activation_regularization"] == model["temporal_activation_regularization"] == 0
+
+
 def test_the_small_experiment_refuses_skip_mos_where_it_would_not_act(tmp_path):
     """ptb_small_experiment.sh: SKIP_MOS only trims the default VARIANTS; given with VARIANTS, or as
     anything but 0 or 1, it is refused before any work."""

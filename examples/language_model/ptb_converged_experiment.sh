@@ -41,6 +41,12 @@
 #      --temporal-activation-regularization 0, by default in EXP_DIR runs/ptb_converged_no_ar_tar
 #      and RESULTS .../ptb_converged_no_ar_tar: the comparison of the temperature rows without the
 #      regularisers the loss scale leaves unscaled; a run directory trained otherwise is refused),
+#      CLIP (on: every run clips its gradient norm at 0.25; off, with AR_TAR=off: no clipping, so a
+#      constant loss scale (T of constant-T) reaches training nowhere, Adam's steps being blind to a
+#      constant factor of the loss: the comparison of the temperature alone; by default in EXP_DIR
+#      and RESULTS ..._no_clip. Refused with AR and TAR, which the scale leaves unscaled, for ct and
+#      ct-mos, whose scale, their mean tau, changes with every batch, and with EARLIER_TABLES, whose
+#      runs were clipped: every run of that comparison trains in one EXP_DIR),
 #      EARLIER_TABLES (results step: the RESULTS.csv tables of runs of the same comparison made in
 #      another EXP_DIR, e.g. on a machine that is gone; the seeds tables count their runs too, each
 #      seed of a row once; the other files hold this EXP_DIR's runs alone)
@@ -66,6 +72,14 @@ case $ar_tar in
        setting=", without AR and TAR" ;;
   *) die "AR_TAR must be on or off, got '$ar_tar'" ;;
 esac
+clip=${CLIP:-on}
+case $clip in
+  on) clipping=() ;;
+  off)
+    [ "$ar_tar" = off ] || die "CLIP=off needs AR_TAR=off: AR and TAR are added unscaled, so the loss scale would still act"
+    name=${name}_no_clip setting="$setting, without gradient clipping" clipping=(--clip-norm 0) ;;
+  *) die "CLIP must be on or off, got '$clip'" ;;
+esac
 exp=${EXP_DIR:-runs/$name}
 export DATA_BIN=$exp/data-bin/ptb DEVICE_ARGS=${DEVICE_ARGS---cpu}
 results=${RESULTS:-$here/results/$name}
@@ -75,6 +89,9 @@ jobs=${JOBS:-1}
 for run in $variants; do  # checked before any work
   [[ $run =~ ^(softmax|ct|mos|ct-mos|constant-([0-9]+\.?[0-9]*|\.[0-9]+))(@[0-9]+)?$ ]] ||
     die "VARIANTS: bad entry '$run' (expected softmax, ct, mos, ct-mos or constant-T, optionally @SEED)"
+  if [ "$clip" = off ] && [[ $run == ct* ]]; then
+    die "CLIP=off: $run's loss scale, its mean tau, changes with every batch, which Adam does not ignore (only softmax, mos and constant-T have a constant one)"
+  fi
 done
 # one process per run directory: an entry twice would train it twice at once
 repeated=$(printf '%s\n' $variants | sort | uniq -d | tr '\n' ' ')
@@ -97,7 +114,7 @@ train_one() {  # RUN: trained to early stopping, then evaluated on valid and tes
     PATIENCE=${PATIENCE:-3} MAX_TOKENS=1400 TOKENS_PER_SAMPLE=70 SEED=$seed LOG_INTERVAL=50 \
     SCHEDULER="--lr-scheduler reduce_lr_on_plateau --lr-shrink 0.5 --lr-patience 0" \
     bash "$here/train.sh" ptb "$variant" "$save" "${model[@]}" $(head_sizes "$variant") "${regularizers[@]}" \
-    "${schedule[@]}" > /dev/null
+    "${schedule[@]}" "${clipping[@]}" > /dev/null
   for subset in valid test; do
     bash "$here/evaluate.sh" "$save" ptb "$subset" > /dev/null
   done
@@ -148,6 +165,8 @@ if [ "$step" = train ]; then
 fi
 
 earlier=(${EARLIER_TABLES:-})
+[ "$clip" = on ] || [ ${#earlier[@]} -eq 0 ] ||
+  die "CLIP=off: EARLIER_TABLES are not read (their runs were clipped); train every run of the comparison in one EXP_DIR"
 variants_of() { tail -n +2 "$1" | cut -d, -f1; }  # the run names of a RESULTS.csv table
 for table in "${earlier[@]}"; do  # checked before any work
   [ -f "$table" ] || die "EARLIER_TABLES: no file $table"
