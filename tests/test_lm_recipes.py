@@ -761,7 +761,8 @@ def test_without_clipping_every_run_trains_unclipped_and_without_ar_tar(ptb_like
     """CLIP=off: softmax and constant-0.5 train with --clip-norm 0 (no clipping) and without AR and
     TAR (read from their checkpoints' configs); refused before any work: a CLIP that is neither on
     nor off, off with AR and TAR (added unscaled: the loss scale would still act), off for a CT run
-    (its scale changes with every batch) and off with EARLIER_TABLES (their runs were clipped)."""
+    (its scale changes with every batch), off with EARLIER_TABLES (their runs were clipped), and a
+    run directory trained with clipping, in either step."""
     env = {"EXP_DIR": str(tmp_path / "refused")}
     fails(recipe("ptb_converged_experiment.sh", env={**env, "CLIP": "maybe"}), "CLIP must be on or off")
     fails(recipe("ptb_converged_experiment.sh", env={**env, "CLIP": "off"}), "CLIP=off needs AR_TAR=off")
@@ -772,6 +773,14 @@ def test_without_clipping_every_run_trains_unclipped_and_without_ar_tar(ptb_like
         recipe("ptb_converged_experiment.sh", "results", env=earlier), "CLIP=off: EARLIER_TABLES are not read"
     )
     assert list(tmp_path.iterdir()) == []
+    clipped = tmp_path / "refused" / "runs" / "softmax"  # a run from before CLIP: trained with clipping
+    clipped.mkdir(parents=True)
+    (clipped / "checkpoint_last.pt").write_bytes(b"")
+    (clipped / "ar_tar").write_text("off\n")
+    for step in ("train", "results"):
+        refused = recipe("ptb_converged_experiment.sh", step, env={**earlier, "EARLIER_TABLES": ""})
+        fails(refused, f"{clipped} was trained with CLIP=on, not off")
+    assert not (tmp_path / "refused" / "data-bin").exists()
     exp = tmp_path / "off"
     env = converged_env(ptb_like, exp, CLIP="off", AR_TAR="off", VARIANTS="softmax constant-0.5", JOBS="2")
     ok(recipe("ptb_converged_experiment.sh", env=env))

@@ -97,19 +97,22 @@ done
 repeated=$(printf '%s\n' $variants | sort | uniq -d | tr '\n' ' ')
 [ -z "$repeated" ] || die "VARIANTS: ${repeated% } given more than once"
 
-for run in $variants; do  # a run directory trained with the other AR_TAR is not resumed
-  save=$exp/runs/$run trained=
-  [ -f "$save/ar_tar" ] && trained=$(cat "$save/ar_tar")
-  [ -z "$trained" ] && [ -f "$save/checkpoint_last.pt" ] && trained=on  # runs from before AR_TAR
-  if [ -n "$trained" ] && [ "$trained" != "$ar_tar" ]; then
-    die "$save was trained with AR_TAR=$trained, not $ar_tar: use another EXP_DIR"
-  fi
+for run in $variants; do  # a run directory trained with the other AR_TAR or CLIP is not used
+  save=$exp/runs/$run
+  for setting in ar_tar clip; do
+    trained= wanted=${!setting}
+    [ -f "$save/$setting" ] && trained=$(cat "$save/$setting")
+    [ -z "$trained" ] && [ -f "$save/checkpoint_last.pt" ] && trained=on  # runs from before the setting
+    if [ -n "$trained" ] && [ "$trained" != "$wanted" ]; then
+      die "$save was trained with ${setting^^}=$trained, not $wanted: use another EXP_DIR"
+    fi
+  done
 done
 
 train_one() {  # RUN: trained to early stopping, then evaluated on valid and test
   local run=$1 variant=${1%@*} seed=1 save=$exp/runs/$1
   [[ $run == *@* ]] && seed=${run#*@}
-  mkdir -p "$save" && echo "$ar_tar" > "$save/ar_tar"
+  mkdir -p "$save" && echo "$ar_tar" > "$save/ar_tar" && echo "$clip" > "$save/clip"
   ARCH=ct_lstm_lm OPTIMIZER=adam LR=${LR:-3e-3} MAX_UPDATE=0 MAX_EPOCH=${MAX_EPOCH:-80} \
     PATIENCE=${PATIENCE:-3} MAX_TOKENS=1400 TOKENS_PER_SAMPLE=70 SEED=$seed LOG_INTERVAL=50 \
     SCHEDULER="--lr-scheduler reduce_lr_on_plateau --lr-shrink 0.5 --lr-patience 0" \
