@@ -761,18 +761,24 @@ def test_without_clipping_every_run_trains_unclipped_and_without_ar_tar(ptb_like
     """CLIP=off: softmax and constant-0.5 train with --clip-norm 0 (no clipping) and without AR and
     TAR (read from their checkpoints' configs); refused before any work: a CLIP that is neither on
     nor off, off with AR and TAR (added unscaled: the loss scale would still act), off for a CT run
-    (its scale changes with every batch), off with EARLIER_TABLES (their runs were clipped), and a
-    run directory trained with clipping, in either step."""
+    (its scale changes with every batch), off with EARLIER_TABLES that do not record their clip norm
+    (tables of clipped runs), and a run directory trained with clipping, in either step. The results
+    step's table records the clip norm 0, and pools the runs with EARLIER_TABLES of unclipped runs
+    only."""
     env = {"EXP_DIR": str(tmp_path / "refused")}
     fails(recipe("ptb_converged_experiment.sh", env={**env, "CLIP": "maybe"}), "CLIP must be on or off")
     fails(recipe("ptb_converged_experiment.sh", env={**env, "CLIP": "off"}), "CLIP=off needs AR_TAR=off")
     off = {**env, "CLIP": "off", "AR_TAR": "off", "VARIANTS": "softmax ct-mos@2"}
     fails(recipe("ptb_converged_experiment.sh", env=off), "CLIP=off: ct-mos@2's loss scale")
-    earlier = {**off, "VARIANTS": "softmax", "EARLIER_TABLES": str(tmp_path / "t.csv")}
+    old_table = tmp_path / "tables" / "old.csv"  # from before the clip norm was recorded
+    old_table.parent.mkdir()
+    old_table.write_text("variant,test_ppl,ar_tar\r\nsoftmax@2,95,0.0/0.0\r\n", encoding="utf-8")
+    earlier = {**off, "VARIANTS": "softmax", "EARLIER_TABLES": str(old_table)}
     fails(
-        recipe("ptb_converged_experiment.sh", "results", env=earlier), "CLIP=off: EARLIER_TABLES are not read"
+        recipe("ptb_converged_experiment.sh", "results", env=earlier),
+        f"CLIP=off: EARLIER_TABLES {old_table} does not record its runs' clip norm",
     )
-    assert list(tmp_path.iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tables"]
     clipped = tmp_path / "refused" / "runs" / "softmax"  # a run from before CLIP: trained with clipping
     clipped.mkdir(parents=True)
     (clipped / "checkpoint_last.pt").write_bytes(b"")
@@ -789,6 +795,25 @@ def test_without_clipping_every_run_trains_unclipped_and_without_ar_tar(ptb_like
         model = state["cfg"]["model"]
         assert state["cfg"]["optimization"]["clip_norm"] == 0
         assert model["activation_regularization"] == model["temporal_activation_regularization"] == 0
+    unclipped, clipped_table = tmp_path / "tables" / "unclipped.csv", tmp_path / "tables" / "clipped.csv"
+    for path, norm in ((unclipped, "0.0"), (clipped_table, "0.25")):
+        path.write_text(f"variant,test_ppl,clip_norm,ar_tar\nsoftmax@2,95,{norm},0.0/0.0\n", encoding="utf-8")
+    results = tmp_path / "results" / "r"
+    env = {**env, "RESULTS": str(results), "EARLIER_TABLES": str(unclipped)}
+    ok(recipe("ptb_converged_experiment.sh", "results", env=env))
+    with open(f"{results}.csv", encoding="utf-8") as f:
+        assert [row["clip_norm"] for row in csv.DictReader(f)] == ["0.0", "0.0"]
+    with open(f"{results}_seeds.csv", encoding="utf-8") as f:
+        assert {row["variant"]: row["seeds"] for row in csv.DictReader(f)} == {
+            "softmax": "1 2",
+            "constant-0.5": "1",
+        }
+    refused = recipe(
+        "ptb_converged_experiment.sh", "results", env={**env, "EARLIER_TABLES": str(clipped_table)}
+    )
+    fails(
+        refused, "different gradient clipping (--clip-norm) (0.25: softmax@2; 0.0: softmax@1 constant-0.5@1)"
+    )
 
 
 def test_the_small_experiment_refuses_skip_mos_where_it_would_not_act(tmp_path):

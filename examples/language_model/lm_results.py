@@ -10,7 +10,8 @@
       evaluation guards (evaluated tokens, largest |log sum p| of eval_{valid,test}SUFFIX.json from
       evaluate.sh), parameters, whether early stopping ended the run, its epochs and best epoch,
       updates, training time (and on which devices), the epochs at which a resumed run went on,
-      and the final training tau statistics.
+      the final training tau statistics, the % of updates clipped, the clip norm and the AR/TAR
+      weights.
   lm_results.py tau --dumps RUN/tau_test.tsv ... [--labels ...] --output PREFIX
       PREFIX.md and PREFIX.csv: tau statistics of CT models over a text, from their
       ``ctemp-ct-analysis dump`` TSVs: mean over the vocabulary, tau of the target token (mean, std,

@@ -45,8 +45,8 @@
 #      constant loss scale (T of constant-T) reaches training nowhere, Adam's steps being blind to a
 #      constant factor of the loss: the comparison of the temperature alone; by default in EXP_DIR
 #      and RESULTS ..._no_clip. Refused with AR and TAR, which the scale leaves unscaled, for ct and
-#      ct-mos, whose scale, their mean tau, changes with every batch, and with EARLIER_TABLES, whose
-#      runs were clipped: every run of that comparison trains in one EXP_DIR),
+#      ct-mos, whose scale, their mean tau, changes with every batch; EARLIER_TABLES must be tables of
+#      unclipped runs, which record their clip norm 0),
 #      EARLIER_TABLES (results step: the RESULTS.csv tables of runs of the same comparison made in
 #      another EXP_DIR, e.g. on a machine that is gone; the seeds tables count their runs too, each
 #      seed of a row once; the other files hold this EXP_DIR's runs alone)
@@ -168,12 +168,15 @@ if [ "$step" = train ]; then
 fi
 
 earlier=(${EARLIER_TABLES:-})
-[ "$clip" = on ] || [ ${#earlier[@]} -eq 0 ] ||
-  die "CLIP=off: EARLIER_TABLES are not read (their runs were clipped); train every run of the comparison in one EXP_DIR"
 variants_of() { tail -n +2 "$1" | cut -d, -f1; }  # the run names of a RESULTS.csv table
 for table in "${earlier[@]}"; do  # checked before any work
   [ -f "$table" ] || die "EARLIER_TABLES: no file $table"
   [ "$(head -c 8 "$table")" = "variant," ] || die "EARLIER_TABLES: $table is not a table of lm_results.py table (RESULTS.csv)"
+  # the seeds step refuses runs of different clip norms, but takes a table without the column as it
+  # is: one from before it was recorded, whose runs were clipped
+  header=$(head -n 1 "$table" | tr -d '\r')
+  [ "$clip" = on ] || [[ ,$header, == *,clip_norm,* ]] ||
+    die "CLIP=off: EARLIER_TABLES $table does not record its runs' clip norm (a table of clipped runs)"
 done
 finished=() unfinished=()
 for run in $variants; do

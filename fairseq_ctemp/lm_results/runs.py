@@ -12,7 +12,7 @@ COLUMNS = [
     *("variant", "valid_ppl", "test_ppl", "valid_tokens", "test_tokens", "eval_protocol"),
     *("test_max_log_normalizer", "params", "stopped_by", "epochs", "best_epoch", "updates"),
     *("train_seconds", "trained_on", "resumed_at", "train_ppl", "tau_mean", "tau_min", "tau_max"),
-    *("clipped_percent", "ar_tar", "commit"),
+    *("clipped_percent", "clip_norm", "ar_tar", "commit"),
 ]
 
 # fairseq-train logs its configuration once at each start: a resumed run's log has one per process.
@@ -24,6 +24,7 @@ RESUMED = re.compile(r"Loaded checkpoint \S+ \(epoch (\d+) @ \d+ updates\)")
 # fairseq's line when it writes checkpoint_best.pt (the epoch is the one just validated)
 BEST_SAVED = re.compile(r"Saved checkpoint \S*checkpoint_best\.pt \(epoch (\d+) @")
 STARTED_FROM = re.compile(r" # commit (\S+)$")  # the end of each start's line in command.txt
+CLIP_NORM = re.compile(r"'clip_norm': ([^,}]+)")
 AR_TAR_WEIGHTS = re.compile(
     r"'activation_regularization': ([^,}]+).*?'temporal_activation_regularization': ([^,}]+)"
 )
@@ -84,6 +85,7 @@ def training(log):
     if train and "train_num_updates" in train[-1]:
         row["updates"] = int(float(train[-1]["train_num_updates"]))
     row["clipped_percent"] = clipped_percent(train)
+    row["clip_norm"] = clip_norm(text)
     row["ar_tar"] = ar_tar_weights(text)
     return row
 
@@ -152,6 +154,13 @@ def commits(run_dir):
     with open(path, errors="replace") as f:
         found = [m.group(1) if (m := STARTED_FROM.search(line)) else "?" for line in f if line.strip()]
     return " ".join(dict.fromkeys(found)) if set(found) - {"?"} else None
+
+
+def clip_norm(log_text):
+    """--clip-norm of a run's latest configuration in its log (0: no clipping), or None."""
+    configs = PROCESS_START.findall(log_text)
+    found = CLIP_NORM.search(configs[-1]) if configs else None
+    return float(found.group(1)) if found else None
 
 
 def ar_tar_weights(log_text):

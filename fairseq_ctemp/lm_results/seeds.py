@@ -60,6 +60,7 @@ def ratio_test(values, base):
 # column says nothing of it and is taken as it is
 SETTINGS = {
     "ar_tar": "trained with different AR/TAR weights",
+    "clip_norm": "trained with different gradient clipping (--clip-norm)",
     "test_tokens": "scored on different test sets (test tokens)",
     "eval_protocol": "scored under different evaluation protocols (blocks/context)",
 }

@@ -16,7 +16,7 @@ HEADER = [
     *("variant", "valid ppl", "test ppl", "valid tokens", "test tokens", "eval blocks/context"),
     *("test max abs log Σp", "params", "stopped by", "epochs", "best epoch", "updates"),
     *("train time (s)", "trained on", "resumed at epoch", "last train ppl", "train τ mean", "τ min"),
-    *("τ max", "updates clipped (%)", "AR/TAR weights", "commit"),
+    *("τ max", "updates clipped (%)", "clip norm", "AR/TAR weights", "commit"),
 ]
 
 
