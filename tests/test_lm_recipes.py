@@ -352,7 +352,9 @@ def test_bad_inputs(ptb_like, tmp_path):
     fails(recipe("train.sh", "ptb", "sparsemax", save), "unknown variant 'sparsemax'")
     for bad in ("constant-0", "constant-x", "constant-"):
         fails(recipe("train.sh", "ptb", bad, save), "constant-T needs a number T > 0")
-    fails(recipe("train.sh", "wikitext-103", "ct-mos", save), "not defined for wikitext-103")
+        fails(recipe("train.sh", "ptb", "mos-" + bad, save), "mos-constant-T needs a number T > 0")
+    for variant in ("ct-mos", "mos-constant-2"):
+        fails(recipe("train.sh", "wikitext-103", variant, save), "not defined for wikitext-103")
     assert not save.exists()
 
     fails(recipe("evaluate.sh", save, "ptb"), "no checkpoint")
@@ -758,7 +760,7 @@ def test_ar_tar_is_on_or_off_and_a_run_is_never_resumed_with_the_other(tmp_path)
 
 
 def test_without_clipping_every_run_trains_unclipped_and_without_ar_tar(ptb_like, tmp_path):
-    """CLIP=off: softmax and constant-0.5 train with --clip-norm 0 (no clipping) and without AR and
+    """CLIP=off: softmax, constant-0.5 and mos-constant-2 train with --clip-norm 0 (no clipping) and without AR and
     TAR (read from their checkpoints' configs); refused before any work: a CLIP that is neither on
     nor off, off with AR and TAR (added unscaled: the loss scale would still act), off for a CT run
     (its scale changes with every batch), off with EARLIER_TABLES that do not record their clip norm
@@ -788,13 +790,24 @@ def test_without_clipping_every_run_trains_unclipped_and_without_ar_tar(ptb_like
         fails(refused, f"{clipped} was trained with CLIP=on, not off")
     assert not (tmp_path / "refused" / "data-bin").exists()
     exp = tmp_path / "off"
-    env = converged_env(ptb_like, exp, CLIP="off", AR_TAR="off", VARIANTS="softmax constant-0.5", JOBS="2")
+    variants = "softmax constant-0.5 mos-constant-2"
+    env = converged_env(ptb_like, exp, CLIP="off", AR_TAR="off", VARIANTS=variants, JOBS="2")
     ok(recipe("ptb_converged_experiment.sh", env=env))
-    for run in ("softmax", "constant-0.5"):
+    heads = {}
+    for run in variants.split():
         state = torch.load(exp / "runs" / run / "checkpoint_last.pt", map_location="cpu", weights_only=False)
         model = state["cfg"]["model"]
         assert state["cfg"]["optimization"]["clip_norm"] == 0
         assert model["activation_regularization"] == model["temporal_activation_regularization"] == 0
+        heads[run] = (
+            model["output_head"],
+            model["ct_normalization"],
+            model["ct_constant"],
+            model["mos_components"],
+        )
+    # mos-constant-T: the MoS head (MOS_COMPONENTS 2) at the constant temperature T
+    assert heads["constant-0.5"][:3] == ("softmax", "constant", 0.5)
+    assert heads["mos-constant-2"] == ("mos", "constant", 2.0, 2)
     unclipped, clipped_table = tmp_path / "tables" / "unclipped.csv", tmp_path / "tables" / "clipped.csv"
     for path, norm in ((unclipped, "0.0"), (clipped_table, "0.25")):
         path.write_text(f"variant,test_ppl,clip_norm,ar_tar\nsoftmax@2,95,{norm},0.0/0.0\n", encoding="utf-8")
@@ -802,17 +815,19 @@ def test_without_clipping_every_run_trains_unclipped_and_without_ar_tar(ptb_like
     env = {**env, "RESULTS": str(results), "EARLIER_TABLES": str(unclipped)}
     ok(recipe("ptb_converged_experiment.sh", "results", env=env))
     with open(f"{results}.csv", encoding="utf-8") as f:
-        assert [row["clip_norm"] for row in csv.DictReader(f)] == ["0.0", "0.0"]
+        assert [row["clip_norm"] for row in csv.DictReader(f)] == ["0.0"] * 3
     with open(f"{results}_seeds.csv", encoding="utf-8") as f:
         assert {row["variant"]: row["seeds"] for row in csv.DictReader(f)} == {
             "softmax": "1 2",
             "constant-0.5": "1",
+            "mos-constant-2": "1",
         }
     refused = recipe(
         "ptb_converged_experiment.sh", "results", env={**env, "EARLIER_TABLES": str(clipped_table)}
     )
     fails(
-        refused, "different gradient clipping (--clip-norm) (0.25: softmax@2; 0.0: softmax@1 constant-0.5@1)"
+        refused,
+        "gradient clipping (--clip-norm) (0.25: softmax@2; 0.0: softmax@1 constant-0.5@1 mos-constant-2@1)",
     )
 
 
@@ -951,7 +966,7 @@ def test_the_results_step_writes_each_file_from_the_finished_runs_alone(ptb_like
     assert {r["run"] for r in read_csv(f"{out}_valid_curves.csv")} == set(trained.split())
 
     # EARLIER_TABLES: runs of the comparison made in another EXP_DIR count in the seeds tables only
-    earlier = {"softmax@3": 50.0, "ct@3": 60.0, "constant-2@3": 55.0}
+    earlier = {"softmax@3": 50.0, "ct@3": 60.0, "constant-2@3": 55.0, "mos-constant-2@3": 52.0}
     write_table(tmp_path / "earlier.csv", table[0], earlier)
     more = tmp_path / "out" / "more"
     env = converged_env(
@@ -964,6 +979,7 @@ def test_the_results_step_writes_each_file_from_the_finished_runs_alone(ptb_like
         ("softmax", "seeds"),
         ("mos", "seeds_vs_mos"),
         ("constant-2", "seeds_vs_constant-2"),
+        ("mos-constant-2", "seeds_vs_mos-constant-2"),
     ):
         seeds = {r["variant"]: r for r in read_csv(f"{more}_{name}.csv")}
         assert seeds[baseline]["verdict"] == "baseline"

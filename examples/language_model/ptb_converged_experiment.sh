@@ -17,14 +17,14 @@
 #            (ctemp-ct-analysis): statistics (RESULTS_tau.md / .csv) and tau against sentence position
 #            (RESULTS_tau_positions.png / .csv); each row over its seeds (with those of
 #            EARLIER_TABLES) against softmax, the seed as the unit (RESULTS_seeds.md / .csv), and
-#            against mos and constant-2 where they are rows (RESULTS_seeds_vs_mos,
-#            RESULTS_seeds_vs_constant-2: CT-MoS against MoS, CT against the constant its tau
-#            starts from). Run again into the same RESULTS, it rebuilds the files of the results
+#            against mos, constant-2 and mos-constant-2 where they are rows (RESULTS_seeds_vs_mos,
+#            RESULTS_seeds_vs_constant-2, RESULTS_seeds_vs_mos-constant-2: CT-MoS against MoS, CT
+#            and CT-MoS against the constant at the bottom of their tau's range). Run again into the same RESULTS, it rebuilds the files of the results
 #            step before it, and refuses, before any work, where RESULTS holds files of the set
 #            that it would not write again (a mix of two results); the files are moved into place
 #            once all are written (a step that fails leaves the earlier ones as they were)
 # Variants: softmax, constant-T (a fixed temperature T, loss scaled by T), ct (contextual
-#   temperature), mos and ct-mos (MOS_COMPONENTS softmaxes), each optionally suffixed @SEED for
+#   temperature), mos, ct-mos and mos-constant-T (MOS_COMPONENTS softmaxes), each optionally suffixed @SEED for
 #   another seed (default seed 1), e.g. "ct@2". The default list is the comparison's first pass.
 # Env: JOBS (1: runs trained side by side, each a process of its own; on a GPU several small runs
 #      use it better than one, see docs/gpu.md; on a CPU set OMP_NUM_THREADS so that JOBS x threads
@@ -87,8 +87,8 @@ variants=${VARIANTS:-softmax ct mos ct-mos constant-0.5 constant-2}
 jobs=${JOBS:-1}
 [[ $jobs =~ ^[1-9][0-9]*$ ]] || die "JOBS must be a whole number >= 1, got '$jobs'"
 for run in $variants; do  # checked before any work
-  [[ $run =~ ^(softmax|ct|mos|ct-mos|constant-([0-9]+\.?[0-9]*|\.[0-9]+))(@[0-9]+)?$ ]] ||
-    die "VARIANTS: bad entry '$run' (expected softmax, ct, mos, ct-mos or constant-T, optionally @SEED)"
+  [[ $run =~ ^(softmax|ct|mos|ct-mos|(mos-)?constant-([0-9]+\.?[0-9]*|\.[0-9]+))(@[0-9]+)?$ ]] ||
+    die "VARIANTS: bad entry '$run' (expected softmax, ct, mos, ct-mos, constant-T or mos-constant-T, optionally @SEED)"
   if [ "$clip" = off ] && [[ $run == ct* ]]; then
     die "CLIP=off: $run's loss scale, its mean tau, changes with every batch, which Adam does not ignore (only softmax, mos and constant-T have a constant one)"
   fi
@@ -150,7 +150,7 @@ if [ "$step" = train ]; then
          --dropout-input 0.2 --dropout-hidden 0.1 --dropout-embedding 0 --weight-dropout 0.2)
   head_sizes() {  # VARIANT: the head sizes it reads (the other heads refuse them)
     case $1 in ct|ct-mos) echo --ct-rank "${CT_RANK:-64}" ;; esac
-    case $1 in mos|ct-mos) echo --mos-components "${MOS_COMPONENTS:-2}" ;; esac
+    case $1 in mos|ct-mos|mos-constant-*) echo --mos-components "${MOS_COMPONENTS:-2}" ;; esac
   }
   schedule=(--no-epoch-checkpoints)
   pids=() names=() failed=()
@@ -199,7 +199,7 @@ done
 rows=$( (printf '%s\n' "${finished[@]}"; for table in "${earlier[@]}"; do variants_of "$table"; done) |
   sed 's/@.*//' | sort -u)
 baselines=()
-for baseline in softmax mos constant-2; do
+for baseline in softmax mos constant-2 mos-constant-2; do
   if grep -qx -- "$baseline" <<< "$rows"; then baselines+=("$baseline"); fi
 done
 seeds_name() { echo "_seeds$([ "$1" = softmax ] || echo "_vs_$1")"; }  # BASELINE: its table's
@@ -233,7 +233,7 @@ for seed in "${compare_seeds[@]}"; do planned+=("_compare_seed$seed".{md,csv}); 
 [ ${#ct_runs[@]} -eq 0 ] || planned+=(_tau.{md,csv} _tau_positions.{png,csv})
 # the step rebuilds its files; one of the set that it would not write again (an earlier step's from
 # other runs, or one written by hand) would be left beside them, a mix of two results: refused
-set_name='^(\.(md|csv)|_(seeds(_vs_(mos|constant-2))?|compare(_seed[0-9]+)?|tau)\.(md|csv)|_(valid_curves|tau_positions)\.(png|csv))$'
+set_name='^(\.(md|csv)|_(seeds(_vs_(mos|constant-2|mos-constant-2))?|compare(_seed[0-9]+)?|tau)\.(md|csv)|_(valid_curves|tau_positions)\.(png|csv))$'
 planned_has() { local name; for name in "${planned[@]}"; do [ "$name" != "$1" ] || return 0; done; return 1; }
 stale=()
 for file in "$results".* "$results"_*; do
@@ -251,8 +251,8 @@ trap 'rm -rf "$stage"' EXIT
 out=$stage/$(basename "$results")
 "$python" "$here/lm_results.py" table --runs "$exp/runs" --variants "${finished[@]}" --output "$out"
 # each row over its seeds, and against softmax with the seed as the unit (Welch's t-test); then the
-# papers' own comparisons: CT-MoS against MoS (Wang et al.'s claim), CT against the constant
-# tau = 2 at the bottom of its range (RESULTS_seeds_vs_BASELINE)
+# papers' own comparisons: CT-MoS against MoS (Wang et al.'s claim), CT and CT-MoS against the
+# constant tau = 2 at the bottom of their range (RESULTS_seeds_vs_BASELINE)
 for baseline in "${baselines[@]}"; do
   "$python" "$here/lm_results.py" seeds --table "${earlier[@]}" "$out.csv" --baseline "$baseline" \
     --output "$out$(seeds_name "$baseline")" > /dev/null

@@ -8,6 +8,8 @@
 #            ct           single softmax with contextual temperature (AAAI paper, Eq. 4-6)
 #            mos          Mixture of Softmaxes, no temperature            (ptb, wikitext-2 only)
 #            ct-mos       Mixture of Softmaxes with contextual temperature (ptb, wikitext-2 only)
+#            mos-constant-T  Mixture of Softmaxes at a constant temperature T > 0 (ptb, wikitext-2
+#                         only): the fixed temperature a CT-MoS's tau may settle at, e.g. mos-constant-2
 # Env (defaults per dataset, see README.md):
 #   ARCH               architecture (ptb: ct_lstm_lm = AWD-LSTM for single-softmax variants,
 #                      mos_lstm_lm_ptb / ct_mos_lstm_lm_ptb for MoS; wikitext-2: same with _wt2 and
@@ -49,7 +51,12 @@ case $variant in
   ct) head=softmax ct=(--ct-normalization softmax) ;;
   mos) head=mos ct=(--ct-normalization none) ;;
   ct-mos) head=mos ct=(--ct-normalization softmax) ;;
-  *) die "unknown variant '$variant' (expected softmax, constant-T, ct, mos or ct-mos)" ;;
+  mos-constant-*)
+    t=${variant#mos-constant-}
+    [[ $t =~ ^([0-9]+\.?[0-9]*|\.[0-9]+)$ ]] && awk "BEGIN{exit !($t > 0)}" ||
+      die "bad variant '$variant': mos-constant-T needs a number T > 0, e.g. mos-constant-2"
+    head=mos ct=(--ct-normalization constant --ct-constant "$t") ;;
+  *) die "unknown variant '$variant' (expected softmax, constant-T, ct, mos, ct-mos or mos-constant-T)" ;;
 esac
 
 # Dataset presets. LSTMs: the AWD-LSTM / MoS papers' model sizes and dropouts; their optimiser
@@ -69,7 +76,7 @@ case $dataset in
       [ "$head" = mos ] && tokens=1050
     fi
     case $variant in
-      mos) arch_default=$mos_arch preset=() ;;
+      mos|mos-constant-*) arch_default=$mos_arch preset=() ;;
       ct-mos) arch_default=$ct_mos_arch preset=() ;;
       *) arch_default=ct_lstm_lm ;;
     esac
