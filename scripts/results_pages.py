@@ -57,9 +57,13 @@ LM_NAMES = {
 
 
 def lm_label(run):
-    """softmax@2 -> "softmax, seed 2"; constant-0.5 -> "constant τ = 0.5"."""
+    """softmax@2 -> "softmax, seed 2"; constant-0.5 -> "constant τ = 0.5"; mos-constant-2 -> "MoS
+    (M = 2), constant τ = 2"."""
     variant, _, seed = run.partition("@")
-    name = LM_NAMES.get(variant) or "constant τ = " + variant.removeprefix("constant-")
+    name = LM_NAMES.get(variant)
+    if name is None:  # constant-T, mos-constant-T
+        head, _, t = variant.rpartition("constant-")
+        name = (LM_NAMES["mos"] + ", " if head == "mos-" else "") + f"constant τ = {t}"
     return name + (f", seed {seed}" if seed else "")
 
 

@@ -253,3 +253,15 @@ def test_the_glance_table_takes_the_tuned_beam_rows_of_a_systems_seeds_file(page
         ("post-hoc t* (fitted on dev)", "T = 1", "ALT", "test tuned beam BLEU", "1 2", "9.25 vs 9.00")
         + ("+0.25 (-0.10 to +0.60)", "0.09", "inconclusive")
     ]
+
+
+def test_every_language_model_variant_of_the_recipes_has_a_name(pages):
+    """The rows of the PTB tables name each variant of train.sh, with its seed."""
+    names = {
+        "softmax@2": "softmax, seed 2",
+        "constant-0.5": "constant τ = 0.5",
+        "ct-mos@3": "CT-MoS, seed 3",
+        "mos-constant-2": "MoS (M = 2), constant τ = 2",
+        "mos-constant-0.5@2": "MoS (M = 2), constant τ = 0.5, seed 2",
+    }
+    assert {run: pages.lm_label(run) for run in names} == names
