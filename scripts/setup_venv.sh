@@ -7,6 +7,7 @@
 # Env:   TORCH_SPEC   torch requirement to install if torch is missing (default torch==2.13.0)
 #        FAIRSEQ_SPEC fairseq distribution (default: scripts/versions.sh, the Python 3.11 fork)
 set -euo pipefail
+{  # read whole before it runs: a checkout changed meanwhile (git pull) leaves a running script as it began
 root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/scripts/versions.sh"
 venv=${1:-$root/.venv}
@@ -53,3 +54,5 @@ fi
 $install -q --no-deps --no-build-isolation -e "$root"
 "$venv/bin/python" -c "import fairseq, fairseq_ctemp, torch; print('fairseq', fairseq.__version__, '| torch', torch.__version__)"
 touch "$stamp"
+exit
+}

@@ -11,6 +11,7 @@
 # Then on the target, in a venv that has its own torch (setup_venv.sh keeps it):
 #   PIP_NO_INDEX=1 PIP_FIND_LINKS=DIR FAIRSEQ_SPEC=DIR/fairseq_fixed-...whl scripts/setup_venv.sh VENV
 set -euo pipefail
+{  # read whole before it runs: a checkout changed meanwhile (git pull) leaves a running script as it began
 die() { echo "wheelhouse.sh: error: $*" >&2; exit 2; }
 [ $# -ge 2 ] || { sed -n '2,/^set -euo/{/^#/p;}' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -45,3 +46,5 @@ for package in "$@"; do
 done
 mv "$partial" "$out"
 ls "$out"
+exit
+}

@@ -24,6 +24,7 @@
 #       --runs-per-gpu 5 --fp16
 # Re-running the same command resumes; the archive is written only when everything has finished.
 set -euo pipefail
+{  # read whole before it runs: a checkout changed meanwhile (git pull) leaves a running script as it began
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/common.sh"
 rest=() results="" wheels="" deadline="" per_gpu=1 per_gpu_given=0 carve=1000 work=${ALT_WORK:-runs/alt} gpus=0 preset=0
@@ -101,3 +102,5 @@ else  # in its own process group, so that the deadline stops the sweep and every
 fi
 pack "$archive"
 echo "results: $archive ($(du -h "$archive" | cut -f1))"
+exit
+}

@@ -12,5 +12,8 @@
 # Output: WORK/data/<pair>.<spm8192|...>/{raw,sub,tok,bin,prepare.json}. Finished steps are skipped,
 # never overwritten. Details: examples/alt/README.md, ctemp-alt-data prepare --help.
 set -euo pipefail
+{  # read whole before it runs: a checkout changed meanwhile (git pull) leaves a running script as it began
 source "$(dirname "$0")/common.sh"
 exec "$python" -m fairseq_ctemp.cli.alt_data prepare "$@"
+exit
+}

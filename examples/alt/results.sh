@@ -4,6 +4,9 @@
 #
 # Usage: examples/alt/results.sh [--work runs/alt] [--out WORK/results] [--experiments NAME,...] [--variants V,...]
 set -euo pipefail
+{  # read whole before it runs: a checkout changed meanwhile (git pull) leaves a running script as it began
 [ "${1:-}" = "" ] && set -- --work "${ALT_WORK:-runs/alt}"
 source "$(dirname "$0")/common.sh"
 exec "$python" -m fairseq_ctemp.cli.alt_results "$@"
+exit
+}

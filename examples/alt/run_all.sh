@@ -13,6 +13,7 @@
 # Re-run the same command to resume. With --slurm it stops after submitting the jobs: run
 # results.sh when they are done.
 set -euo pipefail
+{  # read whole before it runs: a checkout changed meanwhile (git pull) leaves a running script as it began
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/common.sh"
 dirs=() data=() shared=() sweep=() dry=0 slurm=0 work=${ALT_WORK:-runs/alt}
@@ -59,3 +60,5 @@ if [ $dry = 0 ] && [ $slurm = 0 ]; then
   echo "== stage 4: results"
   "$here/results.sh" --work "$work"
 fi
+exit
+}

@@ -15,5 +15,8 @@
 # Re-running the same command resumes: finished runs are skipped, interrupted ones continue from
 # their last checkpoint. All options: ctemp-alt-sweep run --help; examples/alt/README.md.
 set -euo pipefail
+{  # read whole before it runs: a checkout changed meanwhile (git pull) leaves a running script as it began
 source "$(dirname "$0")/common.sh"
 exec "$python" -m fairseq_ctemp.cli.alt_sweep run "$@"
+exit
+}

@@ -22,6 +22,7 @@
 # when older than the checkpoint); a result without its sentences file gets one (the evaluation is
 # rerun and must give its perplexity).
 set -euo pipefail
+{  # read whole before it runs: a checkout changed meanwhile (git pull) leaves a running script as it began
 usage() { sed -n '2,/^set -euo/{/^#/p;}' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 [ $# -ge 2 ] && [ $# -le 3 ] || usage
 save=$1 dataset=$2 subset=${3:-test}
@@ -84,3 +85,5 @@ PYTHONPATH="$repo_root${PYTHONPATH:+:$PYTHONPATH}" "$(python_bin)" "$lm_here/eva
   }
 [ "$only_sentences" = 0 ] || log "wrote $sentences ($result kept)"
 cat "$result"
+exit
+}

@@ -23,6 +23,7 @@
 # same dataset, EXPECTED_COUNTS and DATA_DIR (refused otherwise); one with files and no prepare.done
 # (not this script's) is never overwritten.
 set -euo pipefail
+{  # read whole before it runs: a checkout changed meanwhile (git pull) leaves a running script as it began
 usage() { sed -n '2,/^set -euo/{/^#/p;}' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 [ $# -ge 1 ] && [ $# -le 2 ] || usage
 dataset=$1 data_dir=${2:-}
@@ -151,3 +152,5 @@ echo "dataset=$dataset source=$(cd "$data_dir" && pwd) counts=$EXPECTED_COUNTS d
 [ ! -d "$dest" ] || rmdir "$dest"  # empty (refused above otherwise)
 mv "$part" "$dest"
 log "wrote $dest"
+exit
+}

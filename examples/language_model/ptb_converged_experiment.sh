@@ -59,6 +59,7 @@
 # Run it with OMP_NUM_THREADS=1: the sizes above were chosen for about two hours of one thread of a
 # 2-core x86 CPU per run; the runs need longer (see examples/language_model/README.md).
 set -euo pipefail
+{  # read whole before it runs: a checkout changed meanwhile (git pull) leaves a running script as it began
 usage() { sed -n '2,/^set -euo/{/^#/p;}' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 die() { echo "ptb_converged_experiment.sh: error: $*" >&2; exit 2; }
 [ $# -le 1 ] || usage
@@ -291,3 +292,5 @@ for name in "${planned[@]}"; do
   mv -f "$out$name" "$results$name"
   echo "wrote $results$name"
 done
+exit
+}

@@ -18,6 +18,7 @@
 # Every step that has finished is skipped, so re-running only does what is missing.
 # Run it with OMP_NUM_THREADS=1 for the timings in README.md (one thread, one run at a time).
 set -euo pipefail
+{  # read whole before it runs: a checkout changed meanwhile (git pull) leaves a running script as it began
 [ $# -eq 0 ] || { sed -n '2,/^set -euo/{/^#/p;}' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 here=$(cd "$(dirname "$0")" && pwd)
 exp=${EXP_DIR:-runs/ptb_small}
@@ -79,3 +80,5 @@ export PYTHONPATH="$here/../..${PYTHONPATH:+:$PYTHONPATH}"  # lm_results.py impo
 "$python" "$here/lm_results.py" plot --logs $(for v in $variants; do echo "$exp/runs/$v/train.log"; done) \
   --labels $variants --x update --title "PTB, small LSTM, $max_update updates: partial valid set (15k tokens)" \
   --output "$here/img/ptb_small_valid_curves.png" --force
+exit
+}

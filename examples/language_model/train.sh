@@ -32,6 +32,7 @@
 # run: once it holds a checkpoint, a re-run with others is refused (MAX_EPOCH and PATIENCE may
 # change: they say only where it stops).
 set -euo pipefail
+{  # read whole before it runs: a checkout changed meanwhile (git pull) leaves a running script as it began
 usage() { sed -n '2,/^set -euo/{/^#/p;}' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 [ $# -ge 3 ] || usage
 dataset=$1 variant=$2 save=$3
@@ -139,3 +140,5 @@ start=$(date +%s)
 "${command[@]}" 2>&1 | tee -a "$save/train.log"
 [ -f "$save/checkpoint_last.pt" ] || die "training ended without $save/checkpoint_last.pt (see $save/train.log)"
 echo "dataset=$dataset variant=$variant seconds=$(( $(date +%s) - start )) date=$(date -u +%FT%TZ)" > "$save/train.done"
+exit
+}

@@ -16,6 +16,7 @@
 # SUBSET.beamB.options records is refused) and prints the sacrebleu JSON (BLEU, then chrF, with their
 # signatures).
 set -euo pipefail
+{  # read whole before it runs: a checkout changed meanwhile (git pull) leaves a running script as it began
 [ $# -ge 4 ] || { sed -n '2,/^set -euo/{/^#/p;}' "$0"; exit 2; }
 data=$1 save=$2 subset=$3 ref=$4
 shift 4
@@ -61,3 +62,5 @@ if [ ! -f "$out.json" ]; then
   mv "$out.json.tmp" "$out.json"
 fi
 cat "$out.json"
+exit
+}

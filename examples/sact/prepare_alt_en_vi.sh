@@ -13,6 +13,7 @@
 # A finished step is never redone or overwritten (delete its output to redo it); a DEST prepared
 # with another SPM_VOCAB is refused (DEST/prepare_options.txt).
 set -euo pipefail
+{  # read whole before it runs: a checkout changed meanwhile (git pull) leaves a running script as it began
 [ $# -ge 1 ] || { sed -n '2,/^set -euo/{/^#/p;}' "$0"; exit 2; }
 dest=$1 local_dir=${2:-}
 die() { echo "prepare_alt_en_vi.sh: error: $*" >&2; exit 2; }
@@ -106,3 +107,5 @@ if [ ! -f "$dest/bin/dict.vi.txt" ]; then
   mv "$dest/bin.tmp" "$dest/bin"
 fi
 echo "ALT en-vi ready: $dest/bin (dev = valid subset$([ -f "$dest/spm/test.en" ] && echo ', test' || echo '; no test split'))"
+exit
+}

@@ -12,6 +12,7 @@
 # redone or overwritten (delete its output to redo it); a DEST prepared with other NWORDS_* is
 # refused (DEST/prepare_options.txt).
 set -euo pipefail
+{  # read whole before it runs: a checkout changed meanwhile (git pull) leaves a running script as it began
 [ $# -ge 1 ] || { sed -n '2,/^set -euo/{/^#/p;}' "$0"; exit 2; }
 dest=$1 local_dir=${2:-}
 die() { echo "prepare_iwslt15_en_vi.sh: error: $*" >&2; exit 2; }
@@ -48,3 +49,5 @@ if [ ! -f "$dest/bin/dict.vi.txt" ]; then
   mv "$dest/bin.tmp" "$dest/bin"
 fi
 echo "IWSLT'15 en-vi ready: $dest/bin (valid = tst2012, test = tst2013)"
+exit
+}

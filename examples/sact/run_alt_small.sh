@@ -11,6 +11,7 @@
 # Writes WORK_DIR/data (prepare_alt_en_vi.sh; not with INIT_FROM), WORK_DIR/<variant>/ (train.log,
 # time.txt, valid.beam5.{hyp,json}) and WORK_DIR/summary.txt. Finished steps are skipped, never redone.
 set -euo pipefail
+{  # read whole before it runs: a checkout changed meanwhile (git pull) leaves a running script as it began
 [ $# -ge 1 ] || { sed -n '2,/^set -euo/{/^#/p;}' "$0"; exit 2; }
 work=$1 local_dir=${2:-}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -42,3 +43,5 @@ done
 # summarize.py reads the logs with this checkout's fairseq_ctemp
 PYTHONPATH="$here/../..${PYTHONPATH:+:$PYTHONPATH}" python "$here/summarize.py" "$work" valid 5 $variants \
   | tee "$work/summary.txt"
+exit
+}

@@ -14,6 +14,7 @@
 #        fairseq's --distributed-world-size N through train.sh's extra arguments (EXTRA_TRAIN_ARGS).
 # Writes WORK_DIR/data, WORK_DIR/<variant>/ and WORK_DIR/summary.txt; finished steps are skipped.
 set -euo pipefail
+{  # read whole before it runs: a checkout changed meanwhile (git pull) leaves a running script as it began
 [ $# -ge 1 ] || { sed -n '2,/^set -euo/{/^#/p;}' "$0"; exit 2; }
 work=$1 local_dir=${2:-}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -31,3 +32,5 @@ done
 export PYTHONPATH="$here/../..${PYTHONPATH:+:$PYTHONPATH}"  # summarize.py reads the logs with this fairseq_ctemp
 { python "$here/summarize.py" "$work" test 5 $variants; echo
   python "$here/summarize.py" "$work" valid 5 $variants; } | tee "$work/summary.txt"
+exit
+}

@@ -23,6 +23,7 @@
 # a re-run with others is refused, not trained on in the same run (MAX_EPOCH, MAX_UPDATE and
 # PATIENCE may change: they say only where it stops).
 set -euo pipefail
+{  # read whole before it runs: a checkout changed meanwhile (git pull) leaves a running script as it began
 [ $# -ge 3 ] || { sed -n '2,/^set -euo/{/^#/p;}' "$0"; exit 2; }
 data=$1 save=$2 variant=$3
 shift 3
@@ -64,3 +65,5 @@ lr=${LR:-3e-4} batch_size=${BATCH_SIZE:-64} sact_lambda=${SACT_LAMBDA:-} clip_no
 decay_from=${DECAY_FROM:-12} eval_bleu=$eval_bleu bpe=${BPE:-} extra:${*:+ $*}"
 check_run_options "$save" "$options"
 "${command[@]}" 2>&1 | tee -a "$save/train.log"
+exit
+}

@@ -18,6 +18,7 @@
 # with (AVERAGE, BEAM, GENERATE_ARGS): a re-run with others is refused while they exist, and so is
 # one that trains on past them (a larger MAX_EPOCH).
 set -euo pipefail
+{  # read whole before it runs: a checkout changed meanwhile (git pull) leaves a running script as it began
 [ $# -ge 2 ] || { sed -n '2,/^set -euo/{/^#/p;}' "$0"; exit 2; }
 data=$1 save=$2 temperature=${3:-4.0}
 shift $(( $# >= 3 ? 3 : 2 ))
@@ -66,3 +67,5 @@ if [ ! -f "$save/greedy_vs_beam.json" ]; then
   ctemp-greedy-vs-beam "$data" --checkpoint "$save/checkpoint_avg.pt" --beam "${BEAM:-5}" \
     --save-dir "$save/eval" --json "$save/greedy_vs_beam.json" -- --remove-bpe ${DEVICE_ARGS:-} ${GENERATE_ARGS:-}
 fi
+exit
+}
