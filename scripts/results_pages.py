@@ -150,6 +150,35 @@ def ptb_ar_tar(rows):
     return lines
 
 
+def ptb_clipping(rows):
+    """The runs trained with --clip-norm 0.25 and without clipping, side by side, each against the
+    softmax of its setting over the test sentences: the rows of the unclipped table (its first is the
+    softmax), from (clipped table, its comparison, unclipped table, its comparison)."""
+    clipped, clipped_compare, unclipped, unclipped_compare = (
+        {r.get("variant"): r for r in file_rows} for file_rows in rows
+    )
+    lines = [
+        "| row | clipped: epochs | test ppl | ratio to softmax (95 % interval) | p | updates clipped | "
+        "unclipped: epochs | test ppl | ratio to softmax (95 % interval) | p |",
+        "|---|---:|---:|---|---:|---:|---:|---:|---|---:|",
+    ]
+    for variant in unclipped:
+        cells = []
+        for table, compare in ((clipped, clipped_compare), (unclipped, unclipped_compare)):
+            run, versus = table[variant], compare.get(variant)
+            ratio = (
+                f"{float(versus['ppl_ratio']):.4f} ({float(versus['ratio_low']):.4f}–{float(versus['ratio_high']):.4f})"
+                if versus
+                else "baseline"
+            )
+            p_value = p_text(versus["p_value"], int(versus["samples"])) if versus else "–"
+            cells += [run["epochs"], f"{float(run['test_ppl']):.2f}", ratio, p_value]
+            if table is clipped:
+                cells.append(f"{float(run['clipped_percent']):.1f} %")
+        lines.append(f"| {lm_label(variant)} | {' | '.join(cells)} |")
+    return lines
+
+
 def paired(r):
     """The paired test's p of a seeds row (the check of its verdict): blank for the baseline."""
     return "" if r["verdict"] == "baseline" else optional(r.get("paired_p"), ".3g")
@@ -692,6 +721,15 @@ TABLES = {
     ),
     "ptb_no_ar_tar_seeds_vs_constant_2": Table(
         (os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_final_seeds_vs_constant-2.csv"),), ptb_seeds
+    ),
+    "ptb_clipping": Table(
+        (
+            os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar.csv"),
+            os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_compare.csv"),
+            os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_no_clip.csv"),
+            os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_no_clip_compare.csv"),
+        ),
+        ptb_clipping,
     ),
     "ptb_ar_tar": Table(
         (
