@@ -19,13 +19,13 @@
 #            EARLIER_TABLES) against softmax, the seed as the unit (RESULTS_seeds.md / .csv), and
 #            against mos, constant-2 and mos-constant-2 where they are rows (RESULTS_seeds_vs_mos,
 #            RESULTS_seeds_vs_constant-2, RESULTS_seeds_vs_mos-constant-2: CT-MoS against MoS, CT
-#            and CT-MoS against the constant at the bottom of their tau's range). Run again into the same RESULTS, it rebuilds the files of the results
-#            step before it, and refuses, before any work, where RESULTS holds files of the set
+#            and CT-MoS against the constant at the bottom of their tau's range). Run again into
+#            the same RESULTS, it rebuilds the files of the results step before it, and refuses, before any work, where RESULTS holds files of the set
 #            that it would not write again (a mix of two results); the files are moved into place
 #            once all are written (a step that fails leaves the earlier ones as they were)
 # Variants: softmax, constant-T (a fixed temperature T, loss scaled by T), ct (contextual
-#   temperature), mos, ct-mos and mos-constant-T (MOS_COMPONENTS softmaxes), each optionally suffixed @SEED for
-#   another seed (default seed 1), e.g. "ct@2". The default list is the comparison's first pass.
+#   temperature), mos, ct-mos and mos-constant-T (MOS_COMPONENTS softmaxes), each optionally
+#   suffixed @SEED for another seed (default seed 1), e.g. "ct@2". The default list is the comparison's first pass.
 # Env: JOBS (1: runs trained side by side, each a process of its own; on a GPU several small runs
 #      use it better than one, see docs/gpu.md; on a CPU set OMP_NUM_THREADS so that JOBS x threads
 #      fits the cores),

@@ -42,21 +42,19 @@ check_dataset "$dataset"
 data=${DATA_BIN:-data-bin/$dataset}
 
 # Variant -> output head and temperature.
+constant() {  # PREFIX: the options of VARIANT PREFIXconstant-T, T a number > 0
+  local t=${variant#"$1"constant-}
+  [[ $t =~ ^([0-9]+\.?[0-9]*|\.[0-9]+)$ ]] && awk "BEGIN{exit !($t > 0)}" ||
+    die "bad variant '$variant': $1constant-T needs a number T > 0, e.g. $1constant-2"
+  ct=(--ct-normalization constant --ct-constant "$t")
+}
 case $variant in
   softmax) head=softmax ct=(--ct-normalization none) ;;
-  constant-*)
-    t=${variant#constant-}
-    [[ $t =~ ^([0-9]+\.?[0-9]*|\.[0-9]+)$ ]] && awk "BEGIN{exit !($t > 0)}" ||
-      die "bad variant '$variant': constant-T needs a number T > 0, e.g. constant-2"
-    head=softmax ct=(--ct-normalization constant --ct-constant "$t") ;;
+  constant-*) head=softmax; constant "" ;;
   ct) head=softmax ct=(--ct-normalization softmax) ;;
   mos) head=mos ct=(--ct-normalization none) ;;
   ct-mos) head=mos ct=(--ct-normalization softmax) ;;
-  mos-constant-*)
-    t=${variant#mos-constant-}
-    [[ $t =~ ^([0-9]+\.?[0-9]*|\.[0-9]+)$ ]] && awk "BEGIN{exit !($t > 0)}" ||
-      die "bad variant '$variant': mos-constant-T needs a number T > 0, e.g. mos-constant-2"
-    head=mos ct=(--ct-normalization constant --ct-constant "$t") ;;
+  mos-constant-*) head=mos; constant mos- ;;
   *) die "unknown variant '$variant' (expected softmax, constant-T, ct, mos, ct-mos or mos-constant-T)" ;;
 esac
 

@@ -156,17 +156,21 @@ def commits(run_dir):
     return " ".join(dict.fromkeys(found)) if set(found) - {"?"} else None
 
 
+def latest_config(log_text, pattern):
+    """pattern's match in the configuration of a run's latest start in its log, or None."""
+    configs = PROCESS_START.findall(log_text)
+    return pattern.search(configs[-1]) if configs else None
+
+
 def clip_norm(log_text):
     """--clip-norm of a run's latest configuration in its log (0: no clipping), or None."""
-    configs = PROCESS_START.findall(log_text)
-    found = CLIP_NORM.search(configs[-1]) if configs else None
+    found = latest_config(log_text, CLIP_NORM)
     return float(found.group(1)) if found else None
 
 
 def ar_tar_weights(log_text):
     """The AR and TAR weights of a run's latest configuration in its log ("2.0/1.0"), or None."""
-    configs = PROCESS_START.findall(log_text)
-    found = AR_TAR_WEIGHTS.search(configs[-1]) if configs else None
+    found = latest_config(log_text, AR_TAR_WEIGHTS)
     return f"{found.group(1)}/{found.group(2)}" if found else None
 
 
