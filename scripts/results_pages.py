@@ -152,20 +152,21 @@ def ptb_ar_tar(rows):
 
 def ptb_clipping(rows):
     """The runs trained with --clip-norm 0.25 and without clipping, side by side, each against the
-    softmax of its setting over the test sentences: the rows of the unclipped table (its first is the
-    softmax), from (clipped table, its comparison, unclipped table, its comparison)."""
-    clipped, clipped_compare, unclipped, unclipped_compare = (
-        {r.get("variant"): r for r in file_rows} for file_rows in rows
-    )
+    softmax of its setting and seed over the test sentences: the rows of the unclipped table, from
+    (clipped table, unclipped table, then per seed 1, 2, ... its comparisons: clipped, unclipped)."""
+    clipped, unclipped, *compares = ({r.get("variant"): r for r in file_rows} for file_rows in rows)
     lines = [
-        "| row | clipped: epochs | test ppl | ratio to softmax (95 % interval) | p | updates clipped | "
+        "| row | seed | clipped: epochs | test ppl | ratio to softmax (95 % interval) | p | updates clipped | "
         "unclipped: epochs | test ppl | ratio to softmax (95 % interval) | p |",
-        "|---|---:|---:|---|---:|---:|---:|---:|---|---:|",
+        "|---|---:|---:|---:|---|---:|---:|---:|---:|---|---:|",
     ]
     for variant in unclipped:
-        cells = []
-        for table, compare in ((clipped, clipped_compare), (unclipped, unclipped_compare)):
-            run, versus = table[variant], compare.get(variant)
+        name, _, seed = variant.partition("@")
+        seed = int(seed or 1)
+        cells = [str(seed)]
+        for table, compare in zip((clipped, unclipped), compares[2 * (seed - 1) : 2 * seed]):
+            run = table[variant]
+            versus = None if name == "softmax" else compare[variant]  # against softmax@seed
             ratio = (
                 f"{float(versus['ppl_ratio']):.4f} ({float(versus['ratio_low']):.4f}–{float(versus['ratio_high']):.4f})"
                 if versus
@@ -175,7 +176,7 @@ def ptb_clipping(rows):
             cells += [run["epochs"], f"{float(run['test_ppl']):.2f}", ratio, p_value]
             if table is clipped:
                 cells.append(f"{float(run['clipped_percent']):.1f} %")
-        lines.append(f"| {lm_label(variant)} | {' | '.join(cells)} |")
+        lines.append(f"| {lm_label(name)} | {' | '.join(cells)} |")
     return lines
 
 
@@ -647,14 +648,16 @@ GLANCE_ROWS = {
 # ------------------------------------------------------------- the quickstart (make demo)
 def quickstart(results):
     lines = [
-        "| CPU | training T | greedy BLEU | beam-5 BLEU | greedy chrF | beam-5 chrF | greedy s | beam-5 s |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| CPU | torch's kernels | threads | training T | greedy BLEU | beam-5 BLEU | greedy chrF | beam-5 chrF "
+        "| greedy s | beam-5 s |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for result in results:
         for r in result["rows"]:
             greedy, beam = r["greedy"], r["beam5"]
             lines.append(
-                f"| {result['cpu']} ({result['threads']} threads) | {r['training_temperature']:g} | "
+                f"| {result['cpu']} | {result.get('cpu_capability', 'not recorded')} | {result['threads']} | "
+                f"{r['training_temperature']:g} | "
                 f"{greedy['bleu']:.2f} | {beam['bleu']:.2f} | {greedy['chrf']:.2f} | {beam['chrf']:.2f} | "
                 f"{greedy['decode_seconds']:.2f} | {beam['decode_seconds']:.2f} |"
             )
@@ -725,8 +728,8 @@ TABLES = {
     "ptb_clipping": Table(
         (
             os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar.csv"),
-            os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_compare.csv"),
             os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_no_clip.csv"),
+            os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_compare.csv"),  # seed 1
             os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_no_clip_compare.csv"),
         ),
         ptb_clipping,
@@ -788,8 +791,9 @@ TABLES = {
     ),
     "quickstart": Table(
         (
-            os.path.join(QUICKSTART_RESULTS, "amd-epyc-2-threads.json"),
-            os.path.join(QUICKSTART_RESULTS, "intel-xeon-2-threads.json"),
+            os.path.join(QUICKSTART_RESULTS, "amd-epyc-avx512-2-threads.json"),
+            os.path.join(QUICKSTART_RESULTS, "amd-epyc-avx2-2-threads.json"),
+            os.path.join(QUICKSTART_RESULTS, "intel-xeon-2-threads.json"),  # kernels not recorded
         ),
         quickstart,
     ),

@@ -85,6 +85,34 @@ def test_the_ar_tar_table_puts_each_rows_two_settings_side_by_side(pages):
     ]
 
 
+def test_the_clipping_table_compares_each_row_with_the_softmax_of_its_own_seed(pages):
+    def run(variant, ppl, clipped="0.0"):
+        return {"variant": variant, "epochs": "30", "test_ppl": ppl, "clipped_percent": clipped}
+
+    def versus(variant, ratio):
+        return {"variant": variant, "ppl_ratio": ratio, "ratio_low": "0.9", "ratio_high": "1.1"} | {
+            "p_value": "0.01",
+            "samples": "10000",
+        }
+
+    table = [
+        run("softmax", "100"),
+        run("constant-0.5", "90"),
+        run("softmax@2", "110"),
+        run("constant-0.5@2", "88"),
+    ]
+    # a seed's comparison file also compares the other seeds' runs with its softmax: not these rows
+    seed1 = [versus("constant-0.5", "0.9"), versus("softmax@2", "1.1"), versus("constant-0.5@2", "0.88")]
+    seed2 = [versus("constant-0.5@2", "0.8")]
+    lines = pages.ptb_clipping([table, table, seed1, seed1, seed2, seed2])[2:]
+    assert [line.split(" | ")[:5] for line in lines] == [
+        ["| softmax", "1", "30", "100.00", "baseline"],
+        ["| constant τ = 0.5", "1", "30", "90.00", "0.9000 (0.9000–1.1000)"],
+        ["| softmax", "2", "30", "110.00", "baseline"],
+        ["| constant τ = 0.5", "2", "30", "88.00", "0.8000 (0.9000–1.1000)"],
+    ]
+
+
 def test_the_glance_table_gives_each_system_of_a_seeds_file_its_rows_together(pages):
     def row(metric, t, mean, verdict, p="", interval=("", "")):
         return {"metric": metric, "variant": "transformer", "T": t, "seeds": "1 2 3", "mean": mean} | {
