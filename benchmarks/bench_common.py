@@ -145,7 +145,7 @@ def environment(args):
 
     from fairseq_ctemp import provenance
     from fairseq_ctemp.alt.common import CPU_ALLOCATOR_ENV
-    from fairseq_ctemp.host import cpu_model
+    from fairseq_ctemp.host import cpu_capability, cpu_model
 
     cuda = args.device == "cuda"
     return {
@@ -156,6 +156,7 @@ def environment(args):
         "cuda": torch.version.cuda if cuda else None,
         "torch_threads": torch.get_num_threads(),
         "cpu_model": cpu_model(),
+        "cpu_capability": cpu_capability(),  # the kernels torch chose: AVX2 and AVX512 differ in speed
         "code": provenance.code_commit(),  # the commit measured ("+changes": with edits)
         # the allocator settings of CPU training (docs/speed.md): the same numbers, other speeds
         **{name: os.environ.get(name) for name in CPU_ALLOCATOR_ENV},

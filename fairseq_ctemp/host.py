@@ -14,3 +14,11 @@ def cpu_model():
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def cpu_capability():
+    """The vector instruction set of torch's CPU kernels (AVX2, AVX512, ...; ATEN_CPU_CAPABILITY
+    selects a lower one): on one CPU model, runs under two of them give other digits."""
+    import torch
+
+    return torch.backends.cpu.get_cpu_capability()

@@ -173,7 +173,7 @@ def main():
     print_table(rows, averaged)
     summary = write_summary(os.path.join(work, "results.json"), args, rows)
     print(
-        f"Measured on {summary['cpu']} ({summary['threads']} threads), torch {summary['torch']}: {work}/results.json"
+        f"Measured on {summary['cpu']} ({summary['cpu_capability']}, {summary['threads']} threads), torch {summary['torch']}: {work}/results.json"
     )
     print(against_kept(summary))
     print(f"Everything is in {work}/ (train.log, checkpoints, hypotheses: see greedy_vs_beam.json)")
@@ -276,21 +276,27 @@ KEPT = os.path.join(REPO, "examples", "quickstart", "results")
 SCORES = ("greedy", "beam5")
 
 
+# what makes two runs print the same digits: torch's kernels differ by instruction set (on one CPU
+# model, ATEN_CPU_CAPABILITY=avx2 changes them), so a kept file that does not record it, from before
+# it was recorded, is compared with none
+SAME = ("command", "cpu", "cpu_capability", "threads", "torch")
+
+
 def against_kept(summary):
     """One line: how the table compares with the kept result of the same command, CPU model,
-    thread count and torch (examples/quickstart/results), if there is one."""
-    same = ("command", "cpu", "threads", "torch")
+    instruction set, thread count and torch (examples/quickstart/results), if there is one."""
     for name in sorted(os.listdir(KEPT)):
         with open(os.path.join(KEPT, name), encoding="utf-8") as f:
             kept = json.load(f)
-        if all(kept.get(key) == summary[key] for key in same):
+        if all(kept.get(key) == summary[key] for key in SAME):
             where = os.path.relpath(os.path.join(KEPT, name), REPO)
             if rounded_scores(kept) == rounded_scores(summary):
                 return f"BLEU and chrF as kept for this CPU model in {where}"
             return f"BLEU or chrF differ from those kept for this CPU model in {where}: not expected"
     return (
-        f"No kept result of this command for {summary['cpu']} ({summary['threads']} threads, torch "
-        f"{summary['torch']}): BLEU differs between CPU models (examples/quickstart/README.md)"
+        f"No kept result of this command for {summary['cpu']} ({summary['cpu_capability']}, "
+        f"{summary['threads']} threads, torch {summary['torch']}): BLEU differs between CPU models "
+        "and instruction sets (examples/quickstart/README.md)"
     )
 
 
@@ -309,6 +315,7 @@ def write_summary(path, args, rows):
         "command": "python scripts/quickstart.py "
         + f"--temperature {args.temperature:g} --epochs {args.epochs} --train-pairs {args.train_pairs}",
         "cpu": host.cpu_model(),
+        "cpu_capability": host.cpu_capability(),
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "rows": [

@@ -155,6 +155,7 @@ def test_bench_tempered_ce_smoke(benchmarks, capsys, tmp_path):
     cpu = result["environment"]["cpu_model"]  # the machine the numbers belong to
     cpuinfo = open("/proc/cpuinfo", encoding="utf-8").read() if os.path.exists("/proc/cpuinfo") else ""
     assert cpu and (f"model name\t: {cpu}\n" in cpuinfo or "model name" not in cpuinfo)
+    assert result["environment"]["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     assert result["environment"]["code"] == checkout_commit()  # the code the numbers belong to
 
 

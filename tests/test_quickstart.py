@@ -72,6 +72,7 @@ def test_quickstart_table_is_its_results(finished):
     assert "No kept result of this command for " in proc.stdout  # --epochs 2: no kept file
     summary = json.loads((work / "results.json").read_text())  # the table as a result file
     assert summary["cpu"] and summary["command"].endswith(" ".join(ARGS))
+    assert summary["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     for row, kept in zip(rows, summary["rows"]):
         assert (
             f"{kept['greedy']['bleu']:.2f}" == row[1].strip()
@@ -138,20 +139,28 @@ def test_the_decoding_length_limit_is_above_every_reference(tmp_path):
 
 def test_a_table_is_compared_with_the_kept_one_of_its_cpu_model():
     """scripts/quickstart.py says whether its table is the one kept for the same command, CPU
-    model, threads and torch (examples/quickstart/results), each kept file against itself."""
+    model, instruction set, threads and torch (examples/quickstart/results), each kept file against
+    itself; a file that does not record the instruction set is compared with none."""
     quickstart = runpy.run_path(QUICKSTART, run_name="quickstart")
     kept_dir = os.path.join(REPO, "examples", "quickstart", "results")
-    kept = [name for name in os.listdir(kept_dir) if not name.startswith("calibration")]
-    assert len(kept) >= 2
-    for name in kept:
-        with open(os.path.join(kept_dir, name), encoding="utf-8") as f:
-            summary = json.load(f)
+    kept = {}
+    for name in os.listdir(kept_dir):
+        if not name.startswith("calibration"):
+            with open(os.path.join(kept_dir, name), encoding="utf-8") as f:
+                kept[name] = json.load(f)
+    recorded = [name for name, summary in kept.items() if "cpu_capability" in summary]
+    assert len(recorded) >= 2 and len(kept) > len(recorded)
+    for name, summary in kept.items():
+        if name not in recorded:  # from before the instruction set was recorded: matches none
+            summary["cpu_capability"] = "DEFAULT"  # (what no kept file records)
+            assert quickstart["against_kept"](summary).startswith("No kept result")
+            continue
         expected = f"as kept for this CPU model in examples/quickstart/results/{name}"
         assert quickstart["against_kept"](summary).endswith(expected)
         summary["rows"][1]["beam5"]["chrf"] += 0.01
         assert "differ from those kept" in quickstart["against_kept"](summary)
-        summary["torch"] = "2.0.0"
-        assert quickstart["against_kept"](summary).startswith("No kept result")
+        for key, other in (("torch", "2.0.0"), ("cpu_capability", "DEFAULT")):
+            assert quickstart["against_kept"]({**summary, key: other}).startswith("No kept result")
 
 
 def test_a_full_disk_while_the_options_are_recorded_leaves_a_workdir_that_runs_again(tmp_path, monkeypatch):
