@@ -168,7 +168,7 @@ def ptb_clipping(rows):
             run = table[variant]
             versus = None if name == "softmax" else compare[variant]  # against softmax@seed
             ratio = (
-                f"{float(versus['ppl_ratio']):.4f} ({float(versus['ratio_low']):.4f}–{float(versus['ratio_high']):.4f})"
+                with_interval(f"{float(versus['ppl_ratio']):.4f}", interval(versus, *COMPARE_INTERVAL))
                 if versus
                 else "baseline"
             )
@@ -203,6 +203,7 @@ def with_interval(text, within):
 
 BLEU_INTERVAL = ("ci_low", "ci_high", "{:+.2f} to {:+.2f}")
 RATIO_INTERVAL = ("ratio_ci_low", "ratio_ci_high", "{:.4f}–{:.4f}")
+COMPARE_INTERVAL = ("ratio_low", "ratio_high", "{:.4f}–{:.4f}")  # a paired comparison's
 
 
 # ----------------------------------------------------------------- ALT over seeds (Parts 1, 3)
