@@ -22,3 +22,18 @@ def cpu_capability():
     import torch
 
     return torch.backends.cpu.get_cpu_capability()
+
+
+def machine():
+    """One line for run records: the CPU model with the instruction set of torch's kernels, and the
+    GPU where torch sees one ("AMD EPYC 9B14 (AVX512)", "... (AVX512); NVIDIA H200")."""
+    import torch
+
+    text = f"{cpu_model()} ({cpu_capability()})"
+    if torch.cuda.is_available():
+        text += f"; {torch.cuda.get_device_name(0)}"
+    return text
+
+
+if __name__ == "__main__":  # for the shell recipes (examples/language_model/train.sh)
+    print(machine())

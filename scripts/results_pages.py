@@ -78,10 +78,16 @@ def ptb_runs(rows, clipped=False):
         lines.append(
             f"| {lm_label(r['variant'])} | {r['stopped_by']} | {r['epochs']} | {r['best_epoch']} | "
             f"{float(r['valid_ppl']):.2f} / {float(r['test_ppl']):.2f} | {int(r['params']):,} | "
-            f"{int(r['train_seconds']):,} | {r['trained_on']} |"
+            f"{int(r['train_seconds']):,} | {trained_on(r)} |"
             + (f" {float(r['clipped_percent']):.1f} % |" if clipped else "")
         )
     return lines
+
+
+def trained_on(run):
+    """The run's device, with the machine where its table records it ("CPU: AMD EPYC (AVX512)")."""
+    machines = run.get("machines")
+    return run["trained_on"] + (f": {machines}" if machines else "")
 
 
 def p_text(p_value, samples):

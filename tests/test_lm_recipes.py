@@ -294,6 +294,9 @@ def test_recipes_end_to_end(ptb_like, toy_checkpoint):
     assert (row["stopped_by"], row["epochs"]) == ("not early-stopped", "2")  # MAX_EPOCH=2 ended it
     assert float(row["test_max_log_normalizer"]) == result["max_log_normalizer"]
     assert row["commit"] == checkout_commit()  # the code that trained it
+    from fairseq_ctemp.host import cpu_model  # the machine it trained on, torch's kernels with it
+
+    assert row["machines"] == f"{cpu_model()} ({torch.backends.cpu.get_cpu_capability()})"
     epochs = json_log_records((save / "train.log").read_text(), "train")  # the updates --clip-norm shortened
     assert float(row["clipped_percent"]) == pytest.approx(
         statistics.fmean(r["train_clip"] for r in epochs), abs=0.05
@@ -480,6 +483,23 @@ def test_the_commits_a_run_trained_from_are_listed_once_each_in_order(tmp_path):
     # a run resumed by a checkout that records them after starts that did not: those are "?"
     (tmp_path / "command.txt").write_text(start.format("") + start.format("# commit 01aad6f"))
     assert runs.commits(str(tmp_path)) == "? 01aad6f"
+
+
+def test_the_machines_a_run_trained_on_are_listed_once_each_in_order(tmp_path):
+    from fairseq_ctemp.lm_results import runs
+
+    assert runs.machines(str(tmp_path)) is None  # no command.txt
+    start = "OMP_NUM_THREADS=1 ctemp-train data --seed 2 {}\n"
+    (tmp_path / "command.txt").write_text(start.format("# commit 7b1843f"))  # before machines were
+    assert runs.machines(str(tmp_path)) is None
+    (tmp_path / "command.txt").write_text(
+        start.format("# commit 7b1843f")
+        + start.format("# host AMD EPYC (AVX2) # commit 7b1843f")
+        + start.format("# host AMD EPYC (AVX2) # commit 3d3ece0")
+        + start.format("# host Intel Xeon (AVX512); NVIDIA H200 # commit 3d3ece0+changes")
+    )
+    assert runs.machines(str(tmp_path)) == "? / AMD EPYC (AVX2) / Intel Xeon (AVX512); NVIDIA H200"
+    assert runs.commits(str(tmp_path)) == "7b1843f 3d3ece0 3d3ece0+changes"  # still read after it
 
 
 def test_an_evaluation_recorded_before_the_guards_reads_back_without_their_counts(tmp_path):

@@ -293,3 +293,13 @@ def test_every_language_model_variant_of_the_recipes_has_a_name(pages):
         "mos-constant-0.5@2": "MoS (M = 2), constant τ = 0.5, seed 2",
     }
     assert {run: pages.lm_label(run) for run in names} == names
+
+
+def test_a_run_table_names_the_machine_where_the_runs_table_records_it(pages):
+    row = {"variant": "softmax@3", "stopped_by": "early stop", "epochs": "40", "best_epoch": "37"}
+    row |= {"valid_ppl": "107.1", "test_ppl": "99.2", "params": "1883928", "train_seconds": "7000"}
+    recorded = row | {"trained_on": "CPU", "machines": "AMD EPYC (AVX512)"}
+    earlier = row | {"trained_on": "CPU"}  # a table from before the column
+    lines = pages.ptb_runs([[recorded, earlier]])
+    assert lines[2].endswith("| 7,000 | CPU: AMD EPYC (AVX512) |")
+    assert lines[3].endswith("| 7,000 | CPU |")

@@ -23,7 +23,8 @@
 #   DRY_RUN=1          print the training command and stop (nothing is checked or written)
 # Extra arguments are appended last, so they override any default above (e.g. --lr-scheduler ...).
 # Logs go to SAVE_DIR/train.log (--log-format json, appended); each start adds a line to
-# SAVE_DIR/command.txt (the environment that sets its speed, the command, the checkout's commit).
+# SAVE_DIR/command.txt (the environment that sets its speed, the command, the machine, the
+# checkout's commit).
 # Training runs fairseq-train through ctemp-train, which carries the --patience count in the
 # checkpoints: re-running resumes from SAVE_DIR/checkpoint_last.pt and stops where the uninterrupted
 # run would have stopped; a finished run (SAVE_DIR/train.done) is skipped. SAVE_DIR/run_options.txt
@@ -128,10 +129,13 @@ mkdir -p "$save"
 # the code that trains: this checkout's commit (provenance.py, run as a file: -I keeps the package's
 # own modules off sys.path, and fairseq is not imported)
 commit=$("$(python_bin)" -I "$user_dir/provenance.py")
-{  # each start of the run, with the environment that sets its speed (not its numbers) and the commit
+# the machine: its CPU model and torch's instruction set (AVX2, AVX512) change the last digits
+host=$("$(python_bin)" -I "$user_dir/host.py")
+{  # each start of the run, with the environment that sets its speed (not its numbers), the machine
+   # and the commit
   printf 'OMP_NUM_THREADS=%q THP_MEM_ALLOC_ENABLE=%q MALLOC_MMAP_MAX_=%q MALLOC_TRIM_THRESHOLD_=%q ' \
     "${OMP_NUM_THREADS:-}" "${THP_MEM_ALLOC_ENABLE:-}" "${MALLOC_MMAP_MAX_:-}" "${MALLOC_TRIM_THRESHOLD_:-}"
-  printf '%q ' "${command[@]}"; echo "# commit $commit"
+  printf '%q ' "${command[@]}"; echo "# host $host # commit $commit"
 } >> "$save/command.txt"
 log "training $dataset/$variant in $save (log: $save/train.log)"
 start=$(date +%s)

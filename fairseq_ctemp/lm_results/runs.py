@@ -12,7 +12,7 @@ COLUMNS = [
     *("variant", "valid_ppl", "test_ppl", "valid_tokens", "test_tokens", "eval_protocol"),
     *("test_max_log_normalizer", "params", "stopped_by", "epochs", "best_epoch", "updates"),
     *("train_seconds", "trained_on", "resumed_at", "train_ppl", "tau_mean", "tau_min", "tau_max"),
-    *("clipped_percent", "clip_norm", "ar_tar", "commit"),
+    *("clipped_percent", "clip_norm", "ar_tar", "commit", "machines"),
 ]
 
 # fairseq-train logs its configuration once at each start: a resumed run's log has one per process.
@@ -24,6 +24,7 @@ RESUMED = re.compile(r"Loaded checkpoint \S+ \(epoch (\d+) @ \d+ updates\)")
 # fairseq's line when it writes checkpoint_best.pt (the epoch is the one just validated)
 BEST_SAVED = re.compile(r"Saved checkpoint \S*checkpoint_best\.pt \(epoch (\d+) @")
 STARTED_FROM = re.compile(r" # commit (\S+)$")  # the end of each start's line in command.txt
+STARTED_ON = re.compile(r" # host (.+) # commit \S+$")  # before it, the machine (host.py)
 CLIP_NORM = re.compile(r"'clip_norm': ([^,}]+)")
 AR_TAR_WEIGHTS = re.compile(
     r"'activation_regularization': ([^,}]+).*?'temporal_activation_regularization': ([^,}]+)"
@@ -36,6 +37,7 @@ def run_summary(run_dir, eval_suffix):
     row["variant"] = os.path.basename(run_dir)
     row.update(evaluations(run_dir, eval_suffix))
     row["commit"] = commits(run_dir)
+    row["machines"] = machines(run_dir)
     log = os.path.join(run_dir, "train.log")
     if os.path.exists(log):
         row.update(training(log))
@@ -148,12 +150,24 @@ def commits(run_dir):
     """The commits of the checkout that each start of a run trained from, in order, each once
     ("7b1843f", or "a1 b2" for a run resumed from another; "?" for a start from before train.sh
     recorded them), or None where no start recorded one (or there is no command.txt)."""
+    return " ".join(recorded(run_dir, STARTED_FROM) or []) or None
+
+
+def machines(run_dir):
+    """The machines each start of a run trained on, in order, each once ("AMD EPYC (AVX512)", joined
+    by " / "; "?" for a start from before train.sh recorded them), or None where none recorded one."""
+    return " / ".join(recorded(run_dir, STARTED_ON) or []) or None
+
+
+def recorded(run_dir, pattern):
+    """pattern's group in each start's line of the run's command.txt, in order, each once ("?" where
+    a line has none); None without command.txt or where no line has one."""
     path = os.path.join(run_dir, "command.txt")
     if not os.path.exists(path):
         return None
     with open(path, errors="replace") as f:
-        found = [m.group(1) if (m := STARTED_FROM.search(line)) else "?" for line in f if line.strip()]
-    return " ".join(dict.fromkeys(found)) if set(found) - {"?"} else None
+        found = [m.group(1) if (m := pattern.search(line)) else "?" for line in f if line.strip()]
+    return list(dict.fromkeys(found)) if set(found) - {"?"} else None
 
 
 def latest_config(log_text, pattern):
