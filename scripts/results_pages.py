@@ -104,7 +104,7 @@ def ptb_compare(rows):
         lines.append(
             f"| {lm_label(r['baseline'])} | {lm_label(r['variant'])} | {float(r['ppl_baseline']):.2f} | "
             f"{float(r['ppl_variant']):.2f} | {float(r['ppl_ratio']):.4f} | "
-            f"{float(r['ratio_low']):.4f}–{float(r['ratio_high']):.4f} | "
+            f"{interval(r, *COMPARE_INTERVAL)} | "
             f"{p_text(r['p_value'], int(r['samples']))} | {int(r['sentences']):,} |"
         )
     return lines
