@@ -740,6 +740,8 @@ TABLES = {
             os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_no_clip_compare.csv"),
             os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_compare_seed2.csv"),
             os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_no_clip_compare_seed2.csv"),
+            os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_compare_seed3.csv"),
+            os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar_no_clip_compare_seed3.csv"),
         ),
         ptb_clipping,
     ),
