@@ -1,6 +1,6 @@
 # Sourced by the recipes that train into a SAVE_DIR (language_model/train.sh through common.sh,
-# sact/train.sh, softmax_tempering/train_and_decode.sh) and by SACT's data preparations; needs the
-# sourcing script's die().
+# sact/train.sh, softmax_tempering/train_and_decode.sh; language_model/evaluate.sh) and by SACT's
+# data preparations; needs the sourcing script's die().
 
 # check_run_options SAVE_DIR OPTIONS: a run directory keeps the options it was started with
 # (SAVE_DIR/run_options.txt); once it holds a checkpoint, a re-run with others is refused, not trained
@@ -13,6 +13,29 @@ check_run_options() {
   elif [ -f "$file" ] && [ "$(cat "$file")" != "$2" ]; then
     die "SAVE_DIR $1 was started with '$(cat "$file")', not '$2': give another SAVE_DIR"
   fi
+}
+
+# lock_save_dir SAVE_DIR: the calling script, and all it starts (they inherit the lock's file
+# descriptor, 9), hold SAVE_DIR/.lock until the last of them ends, however it ends: the kernel
+# releases the lock then, so a lock file left behind never blocks a rerun. A second recipe on the
+# same SAVE_DIR (or a training left going by a killed recipe) is refused before any work, rather than
+# trained into the same checkpoints and log at once.
+lock_save_dir() {
+  local status=0 holder
+  check_folder SAVE_DIR "$1"
+  mkdir -p "$1"
+  exec 9<> "$1/.lock"  # (read and write: not emptied before the lock is ours)
+  python3 -c 'import fcntl, sys
+try:
+    fcntl.flock(9, fcntl.LOCK_EX | fcntl.LOCK_NB)
+except BlockingIOError:
+    sys.exit(3)' || status=$?
+  if [ "$status" = 3 ]; then
+    holder=$(cat "$1/.lock" 2> /dev/null || true)
+    die "SAVE_DIR $1 is in use by ${holder:-another process} or what it started: wait for it to end, or stop it and run again"
+  fi
+  [ "$status" = 0 ] || die "SAVE_DIR $1: could not lock $1/.lock"
+  printf 'pid %s on %s\n' "$$" "${HOSTNAME:-this machine}" > "$1/.lock"
 }
 
 # check_folder NAME PATH: a folder the recipe writes, refused now (not when its first file is

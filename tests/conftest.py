@@ -60,6 +60,7 @@ LONGEST_FIRST = (
     "test_chunked_head_loss.py",
     "test_greedy_vs_beam.py",
     "test_ct_analysis.py",
+    "test_save_dir_lock.py",
     "test_examples.py",
     "test_ct_loss_scale.py",
 )

@@ -25,7 +25,7 @@ python_bin() {
   if [ -x "$repo_root/.venv/bin/python" ]; then echo "$repo_root/.venv/bin/python"; else command -v python3; fi
 }
 
-source "$lm_here/../run_options.sh"  # check_run_options, check_folder
+source "$lm_here/../run_options.sh"  # check_run_options, check_folder, lock_save_dir
 
 # check_count NAME VALUE MIN: VALUE is a whole number >= MIN, else the error names NAME
 check_count() {

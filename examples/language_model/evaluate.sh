@@ -20,7 +20,8 @@
 # line's NLL (nats) and tokens, what lm_results.py compare resamples. An existing result is kept
 # (refused when asked for another dataset, TOKENS_PER_SAMPLE or CONTEXT_WINDOW than it records, or
 # when older than the checkpoint); a result without its sentences file gets one (the evaluation is
-# rerun and must give its perplexity).
+# rerun and must give its perplexity). Refused while SAVE_DIR is trained or evaluated by another
+# recipe (SAVE_DIR/.lock: see train.sh).
 set -euo pipefail
 {  # read whole before it runs: a checkout changed meanwhile (git pull) leaves a running script as it began
 usage() { sed -n '2,/^set -euo/{/^#/p;}' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
@@ -43,6 +44,7 @@ tps=$((10#$tps)) context=$((10#$context))  # (as recorded: 070 is 70)
 name=eval_$subset
 [ "$checkpoint" = checkpoint_best.pt ] || name=${name}_$(basename "$checkpoint" .pt)
 result=$save/$name.json sentences=$save/$name.sentences.tsv
+[ ! -d "$save" ] || lock_save_dir "$save"  # not while SAVE_DIR trains, nor two evaluations at once
 if [ -f "$result" ]; then  # kept only as the answer to the same protocol, else refused
   asked="dataset=$dataset TOKENS_PER_SAMPLE=$tps CONTEXT_WINDOW=$context"
   made=$("$(python_bin)" -c 'import json, sys

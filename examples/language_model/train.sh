@@ -31,7 +31,8 @@
 # records the dataset, variant, architecture, seed, optimiser, learning-rate schedule (with
 # MAX_UPDATE: fairseq's cosine schedule takes its period from it), batch and extra arguments of the
 # run: once it holds a checkpoint, a re-run with others is refused (MAX_EPOCH and PATIENCE may
-# change: they say only where it stops).
+# change: they say only where it stops). While it trains (and while a training it started runs on
+# after it was killed) SAVE_DIR/.lock refuses a second train.sh or evaluate.sh in SAVE_DIR.
 set -euo pipefail
 {  # read whole before it runs: a checkout changed meanwhile (git pull) leaves a running script as it began
 usage() { sed -n '2,/^set -euo/{/^#/p;}' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
@@ -118,6 +119,7 @@ if [ -n "${DRY_RUN:-}" ]; then
 fi
 
 [ -f "$data/dict.txt" ] || die "no prepared corpus in $data (run: prepare.sh $dataset [DATA_DIR], or set DATA_BIN)"
+lock_save_dir "$save"  # one recipe at a time in a SAVE_DIR
 check_run_options "$save" "dataset=$dataset variant=$variant arch=${ARCH:-$arch_default} seed=${SEED:-1} \
 ${opt[*]} ${scheduler[*]} max_update=$max_update tokens_per_sample=$tokens_per_sample \
 max_tokens=${MAX_TOKENS:-$tokens} extra:${*:+ $*}"

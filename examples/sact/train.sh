@@ -21,7 +21,8 @@
 # architecture, languages, seed, learning rate, batch size, lambda, clip norm, decay start,
 # checkpoint selection (EVAL_BLEU, BPE) and extra arguments of the run: once it holds a checkpoint,
 # a re-run with others is refused, not trained on in the same run (MAX_EPOCH, MAX_UPDATE and
-# PATIENCE may change: they say only where it stops).
+# PATIENCE may change: they say only where it stops). While it trains (and while a training it
+# started runs on after it was killed) SAVE_DIR/.lock refuses a second train.sh in SAVE_DIR.
 set -euo pipefail
 {  # read whole before it runs: a checkout changed meanwhile (git pull) leaves a running script as it began
 [ $# -ge 3 ] || { sed -n '2,/^set -euo/{/^#/p;}' "$0"; exit 2; }
@@ -30,7 +31,7 @@ shift 3
 here=$(cd "$(dirname "$0")/../.." && pwd)
 user_dir=${USER_DIR:-$here/fairseq_ctemp}
 die() { echo "train.sh: error: $*" >&2; exit 2; }
-source "$here/examples/run_options.sh"  # check_run_options
+source "$here/examples/run_options.sh"  # check_run_options, lock_save_dir
 eval_bleu=${EVAL_BLEU:-1}
 case $eval_bleu in 0|1) ;; *) die "EVAL_BLEU must be 1 or 0, got '$eval_bleu'" ;; esac
 [ "$eval_bleu" = 1 ] || [ -z "${BPE:-}" ] || die "BPE is for validation BLEU: it goes with EVAL_BLEU=1 only"
@@ -63,6 +64,7 @@ fi
 options="variant=$variant arch=${ARCH:-sact_lstm_iwslt_en_vi} src=${SRC:-en} tgt=${TGT:-vi} seed=${SEED:-1} \
 lr=${LR:-3e-4} batch_size=${BATCH_SIZE:-64} sact_lambda=${SACT_LAMBDA:-} clip_norm=${CLIP_NORM:-10} \
 decay_from=${DECAY_FROM:-12} eval_bleu=$eval_bleu bpe=${BPE:-} extra:${*:+ $*}"
+lock_save_dir "$save"  # one recipe at a time in a SAVE_DIR
 check_run_options "$save" "$options"
 "${command[@]}" 2>&1 | tee -a "$save/train.log"
 exit

@@ -16,7 +16,8 @@
 # SEM_WEIGHT, LR, MAX_TOKENS, the extra arguments): once it holds a checkpoint, a re-run with others
 # is refused, not trained on in the same run; SAVE_DIR/decode_options.txt what the average and the scores were made
 # with (AVERAGE, BEAM, GENERATE_ARGS): a re-run with others is refused while they exist, and so is
-# one that trains on past them (a larger MAX_EPOCH).
+# one that trains on past them (a larger MAX_EPOCH). While it works (and while a step it started
+# runs on after it was killed) SAVE_DIR/.lock refuses a second train_and_decode.sh in SAVE_DIR.
 set -euo pipefail
 {  # read whole before it runs: a checkout changed meanwhile (git pull) leaves a running script as it began
 [ $# -ge 2 ] || { sed -n '2,/^set -euo/{/^#/p;}' "$0"; exit 2; }
@@ -27,11 +28,12 @@ die() { echo "train_and_decode.sh: error: $*" >&2; exit 2; }
 awk -v t="$temperature" 'BEGIN { exit !(t == t + 0 && t >= 0.01 && t <= 100) }' \
   || die "T must be a number in [0.01, 100] (tempered_ce's range), got '$temperature'"
 here=$(cd "$(dirname "$0")/../.." && pwd)
-source "$here/examples/run_options.sh"  # check_run_options
+source "$here/examples/run_options.sh"  # check_run_options, lock_save_dir
 user_dir=$here/fairseq_ctemp
 average=${AVERAGE:-10}
 options="T=$temperature ARCH=${ARCH:-transformer} LABEL_SMOOTHING=${LABEL_SMOOTHING:-0.1} SEM_WEIGHT=${SEM_WEIGHT:-0} \
 LR=${LR:-5e-4} MAX_TOKENS=${MAX_TOKENS:-4096} extra:${*:+ $*}"
+lock_save_dir "$save"  # one recipe at a time in a SAVE_DIR: training, averaging and scoring
 check_run_options "$save" "$options"
 # what the average and the scores were made with (SAVE_DIR/decode_options.txt): a re-run with other
 # ones is refused before any work, since the finished ones would be given as its answer
