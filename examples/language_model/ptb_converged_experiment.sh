@@ -7,7 +7,7 @@
 #            time (default 1); re-running resumes unfinished runs from their checkpoint_last.pt and
 #            skips finished ones. Stop it by its own process id (kill PID, or Ctrl-C): it stops its
 #            runs first (pkill -f with its command line also hits its per-run subshells, which die
-#            without stopping their runs)
+#            without stopping their runs; a rerun refuses those runs until they end: train.sh's lock)
 #   status   where each run of VARIANTS stands (evaluated, trained, unfinished, not started), with
 #            its epochs, best and last validation perplexity, learning rate and patience count;
 #            while train runs too (lm_results.py status; nothing is written)
