@@ -529,6 +529,101 @@ def test_an_evaluation_recorded_before_the_guards_reads_back_without_their_count
     }
 
 
+def evaluation_record(path, tokens_per_sample, context_window, loss_base2):
+    """An eval_test_checkpoint_last.json in path, as evaluate.sh writes it."""
+    path.mkdir(parents=True, exist_ok=True)
+    record = {
+        "dataset": "ptb",
+        "subset": "test",
+        "checkpoint": str(path / "checkpoint_last.pt"),
+        "tokens_per_sample": tokens_per_sample,
+        "context_window": context_window,
+        "evaluated_tokens": 82430,
+        "expected_tokens": 82430,
+        "loss_base2": loss_base2,
+        "ppl": 2**loss_base2,
+        "command": "fairseq-eval-lm data-bin/ptb",
+        "date": "2026-11-22T10:00:00Z",
+    }
+    (path / "eval_test_checkpoint_last.json").write_text(json.dumps(record))
+
+
+def test_the_protocols_table_lists_one_checkpoints_settings_by_tokens_scored_then_context(tmp_path):
+    """ptb_small_experiment.sh's RESULTS_protocols.md: the run's own evaluation and those of its
+    protocol_<block>_<context> folders, each setting once, fewest tokens scored per block first."""
+    lm_results = example_script(os.path.join(RECIPES, "lm_results.py"))
+    run = tmp_path / "runs" / "softmax"
+    evaluation_record(run, 140, 70, 6.7)  # the run's own: 70 scored per block
+    evaluation_record(run / "protocol_280_210", 280, 210, 6.6)  # 70
+    evaluation_record(run / "protocol_70_0", 70, 0, 6.9)  # 70
+    evaluation_record(run / "protocol_70_35", 70, 35, 6.8)  # 35
+    (run / "protocol_140_0").mkdir()  # not evaluated (yet): no row
+    out = tmp_path / "protocols.md"
+    proc = run_main(
+        lm_results.main, "protocols", "--runs", tmp_path / "runs", "--variants", "softmax", "--output", out
+    )
+    expected = [
+        f"| softmax | {block} | {context} | {block - context} | {2**loss:.2f} | 82,430 |"
+        for block, context, loss in [(70, 35, 6.8), (70, 0, 6.9), (140, 70, 6.7), (280, 210, 6.6)]
+    ]
+    assert out.read_text().splitlines()[2:] == expected
+    assert proc.stdout == out.read_text()
+    # written once: a second run is refused without --force
+    again = run_main(
+        lm_results.main,
+        "protocols",
+        "--runs",
+        tmp_path / "runs",
+        "--variants",
+        "softmax",
+        "--output",
+        out,
+        check=False,
+    )
+    assert (
+        again.returncode != 0 and "--force" in again.stderr and out.read_text().splitlines()[2:] == expected
+    )
+
+
+def test_the_tables_name_the_runs_they_leave_out_and_refuse_to_be_empty(tmp_path):
+    lm_results = example_script(os.path.join(RECIPES, "lm_results.py"))
+    runs_dir = tmp_path / "runs"
+    runs_dir.mkdir()
+    proc = run_main(
+        lm_results.main,
+        "table",
+        "--runs",
+        runs_dir,
+        "--variants",
+        "softmax",
+        "ct",
+        "--output",
+        tmp_path / "t",
+        check=False,
+    )
+    assert proc.returncode != 0
+    assert proc.stderr.splitlines() == [
+        f"lm_results.py table: warning: no run {runs_dir / 'softmax'}",
+        f"lm_results.py table: warning: no run {runs_dir / 'ct'}",
+        "lm_results.py table: error: no runs found",
+    ]
+    proc = run_main(
+        lm_results.main,
+        "protocols",
+        "--runs",
+        runs_dir,
+        "--variants",
+        "softmax",
+        "--output",
+        tmp_path / "p.md",
+        check=False,
+    )
+    assert (
+        proc.returncode != 0 and proc.stderr == "lm_results.py protocols: error: no protocol results found\n"
+    )
+    assert sorted(os.listdir(tmp_path)) == ["runs"]  # nothing written
+
+
 def test_the_status_of_a_run_follows_the_metric_and_the_ties_of_fairseqs_early_stopping(tmp_path):
     """status goes by the metric the run's configuration names (here nll_loss, not the loss), takes
     the last of tied epochs as the best checkpoint, counts a tie as no improvement, and keeps the

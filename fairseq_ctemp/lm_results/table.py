@@ -5,6 +5,7 @@ import glob
 import logging
 import os
 
+from ..outputs import all_or_none
 from . import ResultsError
 from .evaluation import read_evaluation
 from .output import fmt, markdown_table, write_tables
@@ -56,6 +57,6 @@ def protocols(runs, variants, output):
         *("test ppl", "evaluated tokens"),
     ]
     lines = markdown_table(header, rows)
-    with open(output, "w", encoding="utf-8") as f:
+    with all_or_none([output]), open(output, "w", encoding="utf-8") as f:  # whole, or none made
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
