@@ -5,11 +5,12 @@ full vocabulary for every head, causality, incremental = full decoding), the los
 import copy
 import functools
 import math
+import re
 
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import LM_HEAD_ARCHES, PLUGIN_DIR
+from conftest import LM_HEAD_ARCHES, PLUGIN_DIR, TINY_LM
 from fairseq import options, tasks
 from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_loss
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
@@ -347,6 +348,11 @@ def test_bad_options_fail_at_model_build(toy_data, extra, message):
         (["--weight-dropout", "1"], r"--weight-dropout must be in \[0, 1\)"),
         (["--lstm-hidden-sizes", "32,x"], "--lstm-hidden-sizes must be comma-separated integers"),
         (["--output-head", "adaptive"], "ct_lstm_lm supports --output-head softmax or mos"),
+        (["--embed-dim", "0"], r"^--embed-dim must be >= 1, got 0$"),
+        (
+            ["--temporal-activation-regularization", "-1"],
+            r"^--temporal-activation-regularization must be >= 0",
+        ),
         (["--untie-embeddings", "--output-head", "softmax", "--lstm-hidden-sizes", "40"], None),
     ],
 )
@@ -356,6 +362,43 @@ def test_bad_lstm_options_fail_at_model_build(toy_data, extra, message):
         return
     with pytest.raises(ValueError, match=message):
         build(toy_data["lm_bin"], "--arch", "lstm_lm_tiny", *extra)
+
+
+# The Mixture-of-Softmaxes settings of Yang et al. (2018), "Breaking the Softmax Bottleneck", ICLR
+# (their code's PTB and WikiText-2 commands: emsize, nhid/nhidlast, dropout, dropouti, dropouth,
+# n_experts 15, dropoutl 0.29), on which the contextual-temperature paper's CT-MoS is built.
+MOS_PAPER = {
+    "ptb": {
+        "embed_dim": 280,
+        "lstm_hidden_sizes": "960,960,620",
+        "dropout_input": 0.4,
+        "dropout_hidden": 0.225,
+    },
+    "wt2": {
+        "embed_dim": 300,
+        "lstm_hidden_sizes": "1150,1150,650",
+        "dropout_input": 0.55,
+        "dropout_hidden": 0.2,
+    },
+}
+
+
+@pytest.mark.parametrize("corpus", sorted(MOS_PAPER))
+@pytest.mark.parametrize("prefix", ["ct_", ""])
+def test_the_mos_architectures_are_the_mos_papers_settings(toy_data, corpus, prefix):
+    arch = f"{prefix}mos_lstm_lm_{corpus}"
+    args = parse(toy_data["lm_bin"], "--arch", arch)
+    expected = {
+        **MOS_PAPER[corpus],
+        **{"dropout": 0.4, "output_head": "mos", "mos_components": 15, "mos_latent_dropout": 0.29},
+        "ct_normalization": "softmax" if prefix else "none",  # mos_*: no temperature (tau = 1)
+    }
+    assert {key: getattr(args, key) for key in expected} == expected
+    # what the command line gives wins over the preset
+    args = parse(
+        toy_data["lm_bin"], "--arch", arch, "--mos-components", "4", "--ct-normalization", "lambda_tanh"
+    )
+    assert (args.mos_components, args.ct_normalization) == (4, "lambda_tanh")
 
 
 def test_tied_softmax_needs_matching_sizes(toy_data):
@@ -399,6 +442,69 @@ def test_tempered_ce_refuses_temperature_head_models_when_it_is_built(toy_data):
     for arch in ("lstm_lm_tiny", "ct_transformer_lm_tiny"):
         with pytest.raises(ValueError, match="use --criterion ct_cross_entropy"):
             build(toy_data["lm_bin"], "--arch", arch, criterion="tempered_ce")
+
+
+def lm_sample(task, batch=2, length=8):
+    x = tokens(task, batch, length + 1)
+    return {
+        "net_input": {"src_tokens": x[:, :-1], "src_lengths": torch.full((batch,), length)},
+        "target": x[:, 1:],
+        "ntokens": batch * length,
+    }
+
+
+STOCK_LSTM_LM = (
+    "--arch lstm_lm --decoder-embed-dim 16 --decoder-hidden-size 16 --decoder-out-embed-dim 16".split()
+)
+
+
+@pytest.mark.parametrize(
+    "criterion,built_for,given,message",
+    [
+        (
+            "ct_cross_entropy",
+            ARCHES["transformer-softmax-ct"],
+            ("cross_entropy", TINY_LM),
+            "needs a model with a temperature head",
+        ),
+        (
+            "ct_cross_entropy",
+            [*ARCHES["transformer-softmax-ct"], "--loss-chunk-tokens", "8"],
+            ("ct_cross_entropy", ARCHES["transformer-adaptive-ct"]),
+            "--loss-chunk-tokens needs a head with the full distribution",
+        ),
+        (
+            "ct_cross_entropy",
+            [*ARCHES["transformer-softmax-ct"], "--label-smoothing", "0.1"],
+            ("ct_cross_entropy", ARCHES["transformer-adaptive-ct"]),
+            "--label-smoothing needs the full distribution",
+        ),
+        (
+            "tempered_ce",
+            TINY_LM,
+            ("ct_cross_entropy", ARCHES["transformer-softmax-ct"]),
+            "has a temperature head",
+        ),
+        (
+            "tempered_ce",
+            [*TINY_LM, "--loss-chunk-tokens", "8"],
+            ("cross_entropy", STOCK_LSTM_LM),
+            "--loss-chunk-tokens needs a decoder whose output layer is one linear projection",
+        ),
+    ],
+)
+def test_a_criterion_given_a_model_its_options_did_not_describe_refuses_it_in_the_first_step(
+    toy_data, criterion, built_for, given, message
+):
+    """build_criterion refuses from the command line what it can; a model that reaches the criterion
+    otherwise (built by other code, the hub) is refused by its first forward, before the model runs."""
+    task, _, built = build(toy_data["lm_bin"], *built_for, criterion=criterion)
+    _, model, _ = build(toy_data["lm_bin"], *given[1], criterion=given[0])
+    calls = []
+    model.register_forward_pre_hook(lambda *_: calls.append(1))
+    with pytest.raises(ValueError, match=re.escape(message)):
+        built(model, lm_sample(task))
+    assert calls == []
 
 
 def test_a_tied_softmax_head_loads_its_own_state_dict(toy_data):

@@ -141,6 +141,34 @@ def test_equals_label_smoothed_cross_entropy_at_T1(options, eps):
     assert torch.equal(log["entropy_untempered"], log["entropy"])
 
 
+def slow_token_losses(logits, target, T, eps, w):
+    """Each position's loss of the tempered_ce docstring (T-rescaled), in float64; 0 at padding."""
+    V = logits.size(-1)
+    losses = torch.zeros(target.numel(), dtype=torch.float64)
+    for i, (d, y) in enumerate(zip(logits.reshape(-1, V).double(), target.reshape(-1).tolist())):
+        if y != PAD:
+            log_p = torch.log_softmax(d / T, dim=0)
+            l_x = -(1 - eps - eps / (V - 1)) * log_p[y] - eps / (V - 1) * log_p.sum()
+            losses[i] = T * ((1 - w) * l_x + w * (log_p.exp() * log_p).sum())
+    return losses
+
+
+@pytest.mark.parametrize("T,eps,w", [(1.0, 0.1, 0.0), (3.0, 0.1, 0.0), (0.5, 0.2, 0.4)])
+def test_unreduced_losses_are_each_positions_loss(T, eps, w):
+    """forward(reduce=False), fairseq's criterion API for per-token losses (one entry per target
+    position, as label_smoothed_cross_entropy returns them): each position's loss, 0 at padding."""
+    task, dictionary = make_task(13)
+    logits, sample = random_batch(3, 5, 13, seed=5)
+    criterion = make_criterion(task, T, eps, w)
+    loss, sample_size, log = criterion(LogitsModel(logits, dictionary), sample, reduce=False)
+    assert loss.shape == (sample["target"].numel(), 1) and sample_size == sample["ntokens"]
+    expected = slow_token_losses(logits, sample["target"], T, eps, w)
+    torch.testing.assert_close(loss.squeeze(-1).double(), expected, rtol=1e-5, atol=1e-6)
+    if T == 1.0:  # and at T = 1 fairseq's own, to the bit
+        stock = LabelSmoothedCrossEntropyCriterion(task, False, eps)
+        assert torch.equal(loss, stock(LogitsModel(logits, dictionary), sample, reduce=False)[0])
+
+
 def test_sentence_avg_uses_sentences_as_sample_size():
     task, dictionary = make_task(13)
     logits, sample = random_batch(5, 4, 13, seed=3)
