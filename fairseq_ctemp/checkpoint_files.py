@@ -66,9 +66,16 @@ def cannot_load(name, error):
 
 
 def first_line(error):
-    """An error's first line, or its type where it has no message (one line for the user)."""
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
+    """An error's first line, or its type where it has no message (one line for the user). A first
+    line that announces a list (torch's "Error(s) in loading state_dict for M:", a mismatch a
+    line) comes with the list's first entry and the count of the others."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    if not lines:
+        return type(error).__name__
+    if lines[0].endswith(":") and len(lines) > 1:
+        more = f" (and {len(lines) - 2} more)" if len(lines) > 2 else ""
+        return f"{lines[0]} {lines[1]}{more}"
+    return lines[0]
 
 
 def reason(error):

@@ -2604,6 +2604,19 @@ def test_bad_text_file(inputs, name, command, argv, expected, monkeypatch):
     refused(inputs, name, command, argv, expected, monkeypatch)
 
 
+def test_a_text_file_marked_utf8_or_with_crlf_line_ends_reads_as_the_plain_one(tmp_path):
+    """What the text checks above accept: a UTF-8 byte-order mark at the start (Windows editors
+    write one) and CR LF line ends are dropped, nothing else; a BOM inside a line is text."""
+    from fairseq_ctemp import inputs as text_inputs
+
+    lines = ["ẩm thực Việt", "x \ufeff y", "", "last"]
+    plain, marked = tmp_path / "plain.txt", tmp_path / "marked.txt"
+    plain.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    marked.write_bytes(b"\xef\xbb\xbf" + "\r\n".join(lines).encode("utf-8"))  # no final line end
+    assert text_inputs.read_utf8_lines(str(plain)) == lines
+    assert text_inputs.read_utf8_lines(str(marked)) == lines
+
+
 @pytest.mark.parametrize("name, command, argv, expected", CASES, ids=[c[0] for c in CASES])
 def test_bad_input(inputs, name, command, argv, expected, monkeypatch):
     refused(inputs, name, command, argv, expected, monkeypatch)

@@ -411,6 +411,10 @@ def bad(toy_checkpoint, toy_data, tmp_path_factory):
     for side in ("src", "tgt"):
         prefix = str(root / "bin" / f"empty.src-tgt.{side}")
         indexed_dataset.make_builder(prefix + ".bin", impl="mmap").finalize(prefix + ".idx")
+    shutil.copytree(toy_data["bin"], root / "wider")  # dictionaries of two words more
+    for side in ("src", "tgt"):
+        with open(root / "wider" / f"dict.{side}.txt", "a", encoding="utf-8") as f:
+            f.write("unseen1 1\nunseen2 1\n")
     state = torch.load(toy_checkpoint("H"), map_location="cpu")
     state["cfg"]["model"]["untie_embeddings"] = True
     model = state["model"]
@@ -449,6 +453,12 @@ BAD = [
         "--path {S} cannot be loaded with DATA {lm} (task translation)",
     ),
     (
+        "dictionaries of other data",
+        ["{wider}", "--path", "{S}"],
+        "--path {S} cannot be loaded with DATA {wider} (task translation): Error(s) in loading state_dict "
+        "for TransformerModel: size mismatch for ",
+    ),
+    (
         "report on the subset t* is fitted on",
         ["{bin}", "--path", "{S}", "--report-subset", "valid"],
         "--report-subset valid is the subset t* is fitted on (--gen-subset)",
@@ -468,7 +478,8 @@ BAD = [
 
 @pytest.mark.parametrize("case, argv, expected", BAD, ids=[c[0] for c in BAD])
 def test_bad_input_is_one_line_before_any_work(bad, toy_checkpoint, toy_data, case, argv, expected):
-    places = {"bin": bad["root"] / "bin", "lm": toy_data["lm_bin"], "S": toy_checkpoint("S")}
+    places = {"bin": bad["root"] / "bin", "wider": bad["root"] / "wider", "lm": toy_data["lm_bin"]}
+    places["S"] = toy_checkpoint("S")
     argv = [a.format(**places) for a in argv] + ["--json", bad["root"] / "out.json"]
     before = tree(bad["root"])
     code, output = run_main(argv)

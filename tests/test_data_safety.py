@@ -247,6 +247,23 @@ def test_average_refuses_mixed_temperatures_unless_told(tmp_path):
     }
 
 
+def test_average_refuses_checkpoints_of_other_models_and_files_that_are_none(tmp_path):
+    """Only checkpoints of one model are averaged: other parameter names (or their order) and a
+    torch file without fairseq's 'model' parameters are refused before anything is written."""
+    a = checkpoint(tmp_path / "a.pt", {"w": [1.0], "v": [2.0]})
+    renamed = checkpoint(tmp_path / "renamed.pt", {"w": [1.0], "u": [2.0]})
+    reordered = checkpoint(tmp_path / "reordered.pt", {"v": [2.0], "w": [1.0]})
+    torch.save({"w": torch.ones(1)}, tmp_path / "weights.pt")  # a state dict, not a checkpoint
+    for other, message in (
+        (renamed, f"{renamed} has other parameters than {a}: u, v"),
+        (reordered, f"{reordered} has other parameters than {a}: (their order)"),
+        (tmp_path / "weights.pt", f"--inputs {tmp_path / 'weights.pt'} is not a fairseq checkpoint"),
+    ):
+        code, err = average(["--inputs", a, other, "--output", tmp_path / "avg.pt"])
+        assert code == 2 and message in err.strip().split("\n")[-1], err
+        assert not (tmp_path / "avg.pt").exists()
+
+
 # ----------------------------------------------------------------------------- prepare
 
 

@@ -10,6 +10,7 @@ import io
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 
@@ -434,6 +435,23 @@ def test_a_language_models_checkpoint_is_refused_before_any_decoding(toy_data, t
         assert error_of([str(data), "--checkpoint", str(lm), "--subset", "valid"], capsys) == expected
     ensemble = f"{toy_checkpoint('S')}:{lm}"  # a stock translator first
     assert error_of([str(toy_data["bin"]), "--checkpoint", ensemble, "--subset", "valid"], capsys) == expected
+
+
+def test_a_checkpoint_of_another_vocabulary_than_datas_is_refused_in_one_line(tiny, tmp_path, capsys):
+    """DATA whose dictionaries are not the checkpoint's (two words more): fairseq fails to load the
+    embeddings with a traceback; the command says which checkpoint and which data, in one line."""
+    data = tmp_path / "bin"
+    shutil.copytree(tiny["data"], data)
+    for side in ("src", "tgt"):
+        with open(data / f"dict.{side}.txt", "a", encoding="utf-8") as f:
+            f.write("unseen1 1\nunseen2 1\n")
+    message = error_of([str(data), "--checkpoint", tiny["checkpoint"], "--subset", "valid"], capsys)
+    assert message.startswith(
+        f"ctemp-greedy-vs-beam: error: could not load --checkpoint {tiny['checkpoint']} with the data {data}: "
+        "RuntimeError: Error(s) in loading state_dict for TransformerModel: size mismatch for "
+    ), message
+    assert "the shape in current model is torch.Size([666, 32])" in message and message.endswith(" more)")
+    assert not (tmp_path / "eval").exists()
 
 
 def test_refuses_sentences_too_long_for_the_model(tiny, tmp_path):

@@ -335,6 +335,19 @@ def test_label_smoothing_is_fairseqs_times_the_scale(toy_data):
             ["--output-head", "softmax", "--adaptive-softmax-cutoff", "20"],
             "only used by --output-head adaptive",
         ),
+        (["--adaptive-softmax-cutoff", ""], r"^--output-head adaptive needs --adaptive-softmax-cutoff"),
+        (
+            ["--output-head", "softmax", "--tie-adaptive-weights"],
+            "^--tie-adaptive-weights needs --output-head adaptive$",
+        ),
+        (
+            ["--share-decoder-input-output-embed"],
+            "^--share-decoder-input-output-embed does not apply to --output-head adaptive",
+        ),
+        (
+            ["--ct-normalization", "lambda_tanh", "--ct-alpha", "2"],
+            "^--ct-alpha 2.0 is only used with --ct-normalization softmax, not lambda_tanh$",
+        ),
     ],
 )
 def test_bad_options_fail_at_model_build(toy_data, extra, message):

@@ -3,6 +3,7 @@
 from sacrebleu.metrics import BLEU, CHRF
 
 from .. import inputs, translate
+from ..checkpoint_files import first_line
 from . import UsageError
 from .checks import decoding_options
 from .records import Decoded, System
@@ -19,7 +20,7 @@ def load_translator(data, checkpoint, extra_args=()):
         raise UsageError(f"--checkpoint {e}") from None
     except Exception as e:  # e.g. a checkpoint of another vocabulary than DATA's: one line, no traceback
         raise UsageError(
-            f"could not load --checkpoint {checkpoint} with the data {data}: {type(e).__name__}: {e}"
+            f"could not load --checkpoint {checkpoint} with the data {data}: {type(e).__name__}: {first_line(e)}"
         ) from None
 
 
