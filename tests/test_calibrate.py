@@ -411,6 +411,7 @@ def bad(toy_checkpoint, toy_data, tmp_path_factory):
     for side in ("src", "tgt"):
         prefix = str(root / "bin" / f"empty.src-tgt.{side}")
         indexed_dataset.make_builder(prefix + ".bin", impl="mmap").finalize(prefix + ".idx")
+    torch.save({"w": torch.ones(2)}, root / "weights.pt")  # a torch file, not a fairseq checkpoint
     shutil.copytree(toy_data["bin"], root / "wider")  # dictionaries of two words more
     for side in ("src", "tgt"):
         with open(root / "wider" / f"dict.{side}.txt", "a", encoding="utf-8") as f:
@@ -453,6 +454,17 @@ BAD = [
         "--path {S} cannot be loaded with DATA {lm} (task translation)",
     ),
     (
+        "no such DATA",
+        ["{bin}/nope", "--path", "{S}"],
+        "DATA {bin}/nope: no such directory",
+    ),
+    (
+        "not a fairseq checkpoint",
+        ["{bin}", "--path", "{weights}"],
+        "--path {weights} is not a checkpoint of fairseq-train (it has no 'best_loss'): a torch.save file of "
+        "something else?",
+    ),
+    (
         "dictionaries of other data",
         ["{wider}", "--path", "{S}"],
         "--path {S} cannot be loaded with DATA {wider} (task translation): Error(s) in loading state_dict "
@@ -479,6 +491,7 @@ BAD = [
 @pytest.mark.parametrize("case, argv, expected", BAD, ids=[c[0] for c in BAD])
 def test_bad_input_is_one_line_before_any_work(bad, toy_checkpoint, toy_data, case, argv, expected):
     places = {"bin": bad["root"] / "bin", "wider": bad["root"] / "wider", "lm": toy_data["lm_bin"]}
+    places["weights"] = bad["root"] / "weights.pt"
     places["S"] = toy_checkpoint("S")
     argv = [a.format(**places) for a in argv] + ["--json", bad["root"] / "out.json"]
     before = tree(bad["root"])

@@ -742,6 +742,23 @@ def test_compare_pairs_the_sentences_of_two_runs(tmp_path):
     assert float(noisy["ppl_ratio"]) == pytest.approx(1.0) and float(noisy["p_value"]) > 0.05
     assert float(noisy["ratio_low"]) < 1 < float(noisy["ratio_high"])
     assert "< 0.0005" in (tmp_path / "compare.md").read_text()
+    # runs scored on other sentences (one sentence's token count differs) are not paired
+    other = tmp_path / "other"
+    other.mkdir()
+    rows = "".join(f"{float(x)!r}\t{int(n) + (i == 7)}\n" for i, (x, n) in enumerate(zip(base, tokens)))
+    (other / "eval_test.sentences.tsv").write_text("nll_nats\ttokens\n" + rows)
+    for variants, samples, message in (
+        (
+            ["a", "other"],
+            "2000",
+            "other and a were not scored on the same sentences (eval_test.sentences.tsv)",
+        ),
+        (["a", "better"], "99", "--samples must be >= 100, got 99"),
+    ):
+        argv = ["compare", "--runs", tmp_path, "--variants", *variants, "--samples", samples]
+        proc = run_main(lm_results.main, *argv, "--output", tmp_path / "refused", check=False)
+        assert proc.returncode != 0 and proc.stderr == f"lm_results.py compare: error: {message}\n"
+        assert not (tmp_path / "refused.csv").exists() and not (tmp_path / "refused.md").exists()
 
 
 def test_seeds_are_the_unit_of_the_comparison_with_the_baseline(tmp_path):
