@@ -2350,6 +2350,18 @@ NUMBER_CASES = [
         "--bins is used only without --segment",
     ),
     (
+        "ct_analysis positions: --labels not one per --path",
+        ct_analysis,
+        [*CT_POSITIONS, "--output", "{root}/p.png", "--labels", "a", "b"],
+        "--labels needs one label per --path (1), got 2",
+    ),
+    (
+        "ct_analysis positions: no sentence of the lengths asked",
+        ct_analysis,
+        [*CT_POSITIONS, "--output", "{root}/p.png", "--min-len", "1000"],
+        "no sentence of {toy}/raw/test.tgt has between 1000 and any number of words",
+    ),
+    (
         "calibrate: --batch-size 0",
         calibrate,
         ["{toy}/bin", "--path", "{ckpt}/a.pt", "--batch-size", "0"],
