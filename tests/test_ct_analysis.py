@@ -607,6 +607,16 @@ def test_words_outside_the_dictionary_are_counted_and_a_text_of_none_else_refuse
     )
     assert f"--text: none of its 3 words is in the dictionary of {trained['ct'][-1]}" in message
     assert not (tmp_path / "f.tsv").exists()
+    # a language model given source sentences, as a translation model would be
+    message = error_of(
+        capsys, "dump", *common, "--text", tmp_path / "known.txt", "--source", tmp_path / "known.txt",
+        "--output", tmp_path / "s.tsv",
+    )  # fmt: skip
+    assert (
+        message
+        == f"ctemp-ct-analysis dump: error: --source is for translation models; {trained['ct'][-1]} is a language model\n"
+    )
+    assert not (tmp_path / "s.tsv").exists()
 
 
 def test_refuses_to_overwrite_unless_forced(trained, tmp_path, capsys):
