@@ -9,6 +9,7 @@ import math
 import os
 import shlex
 import shutil
+import signal
 import statistics
 import subprocess
 import time
@@ -1195,7 +1196,8 @@ def write_table(path, template, test_ppl):
 
 def test_a_stopped_recipe_stops_every_run_it_started(ptb_like, tmp_path):
     """SIGTERM to the recipe while two runs train: their processes end with it (background jobs of
-    a script ignore Ctrl-C, so the recipe stops them itself), each run left resumable."""
+    a script ignore Ctrl-C, so the recipe stops them itself), each run left resumable; before that,
+    one to a run's own subshell (as pkill -f sends it) ends that run alone."""
     env = converged_env(ptb_like, tmp_path, VARIANTS="softmax ct", JOBS="2", MAX_EPOCH="80", PATIENCE="80")
     proc = subprocess.Popen(
         ["bash", os.path.join(RECIPES, "ptb_converged_experiment.sh")],
@@ -1209,6 +1211,14 @@ def test_a_stopped_recipe_stops_every_run_it_started(ptb_like, tmp_path):
     while not all(log.exists() and "begin training epoch 2" in log.read_text() for log in logs):
         assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "recipe.log").read_text()
         time.sleep(0.5)
+    # a TERM to one run's subshell (pkill -f hits them all) stops that run, and that run alone
+    softmax_subshell = run_subshell(proc.pid, "runs/softmax ")
+    os.kill(softmax_subshell, signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    while any("runs/softmax " in row[3] for row in session_processes(proc.pid)):
+        assert time.monotonic() < deadline, session_processes(proc.pid)
+        time.sleep(0.2)
+    assert any("runs/ct " in row[3] for row in session_processes(proc.pid)) and proc.poll() is None
     proc.terminate()
     assert proc.wait(timeout=60) == 143
     deadline = time.monotonic() + 30
@@ -1219,9 +1229,30 @@ def test_a_stopped_recipe_stops_every_run_it_started(ptb_like, tmp_path):
         assert (log.parent / "checkpoint_last.pt").exists() and not (log.parent / "train.done").exists()
 
 
+def run_subshell(recipe_pid, marker):
+    """The recipe's per-run subshell (a child of its process) under which a process whose command
+    line holds `marker` runs."""
+    ps = ["ps", "-ww", "-eo", "pid=,ppid=,args="]  # -ww: whole command lines, whatever COLUMNS says
+    rows = [
+        line.split(None, 2)
+        for line in subprocess.run(ps, text=True, stdout=subprocess.PIPE).stdout.splitlines()
+    ]
+    parent = {int(pid): int(ppid) for pid, ppid, *_ in rows}
+    for pid, _, *args in rows:
+        if args and marker in args[0]:
+            pid = int(pid)
+            while parent.get(pid) not in (recipe_pid, None):
+                pid = parent[pid]
+            if parent.get(pid) == recipe_pid:
+                return pid
+    raise AssertionError(f"no process with {marker!r} under {recipe_pid}")
+
+
 def session_processes(sid):
     """The processes of session `sid` still running: every process the recipe started, however deep."""
-    out = subprocess.run(["ps", "-eo", "sid=,pid=,stat=,args="], text=True, stdout=subprocess.PIPE).stdout
+    out = subprocess.run(
+        ["ps", "-ww", "-eo", "sid=,pid=,stat=,args="], text=True, stdout=subprocess.PIPE
+    ).stdout
     rows = (line.split(None, 3) for line in out.splitlines())
     return [row for row in rows if int(row[0]) == sid and not row[2].startswith("Z")]
 

@@ -5,9 +5,8 @@
 # Usage: examples/language_model/ptb_converged_experiment.sh [train|status|results]
 #   train    (default) trains and evaluates every variant of VARIANTS in EXP_DIR, JOBS runs at a
 #            time (default 1); re-running resumes unfinished runs from their checkpoint_last.pt and
-#            skips finished ones. Stop it by its own process id (kill PID, or Ctrl-C): it stops its
-#            runs first (pkill -f with its command line also hits its per-run subshells, which die
-#            without stopping their runs; a rerun refuses those runs until they end: train.sh's lock)
+#            skips finished ones. Stop it by its own process id (kill PID, or Ctrl-C) or with pkill
+#            -f: it stops its runs first (a TERM to one of its per-run subshells stops that run)
 #   status   where each run of VARIANTS stands (evaluated, trained, unfinished, not started), with
 #            its epochs, best and last validation perplexity, learning rate and patience count;
 #            while train runs too (lm_results.py status; nothing is written)
@@ -112,18 +111,26 @@ for run in $variants; do  # a run directory trained with the other AR_TAR or CLI
   done
 done
 
-train_one() {  # RUN: trained to early stopping, then evaluated on valid and test
+train_one() {  # RUN: trained to early stopping, then evaluated on valid and test (in a subshell of
+  # its own, which a TERM stops with its step: pkill -f hits it too)
   local run=$1 variant=${1%@*} seed=1 save=$exp/runs/$1
   [[ $run == *@* ]] && seed=${run#*@}
+  trap '[ -z "${step:-}" ] || kill_tree "$step"; exit 143' TERM
   mkdir -p "$save" && echo "$ar_tar" > "$save/ar_tar" && echo "$clip" > "$save/clip"
   ARCH=ct_lstm_lm OPTIMIZER=adam LR=${LR:-3e-3} MAX_UPDATE=0 MAX_EPOCH=${MAX_EPOCH:-80} \
     PATIENCE=${PATIENCE:-3} MAX_TOKENS=1400 TOKENS_PER_SAMPLE=70 SEED=$seed LOG_INTERVAL=50 \
     SCHEDULER="--lr-scheduler reduce_lr_on_plateau --lr-shrink 0.5 --lr-patience 0" \
-    bash "$here/train.sh" ptb "$variant" "$save" "${model[@]}" $(head_sizes "$variant") "${regularizers[@]}" \
-    "${schedule[@]}" "${clipping[@]}" > /dev/null
+    run_step bash "$here/train.sh" ptb "$variant" "$save" "${model[@]}" $(head_sizes "$variant") \
+    "${regularizers[@]}" "${schedule[@]}" "${clipping[@]}" > /dev/null
   for subset in valid test; do
-    bash "$here/evaluate.sh" "$save" ptb "$subset" > /dev/null
+    run_step bash "$here/evaluate.sh" "$save" ptb "$subset" > /dev/null
   done
+}
+run_step() {  # COMMAND...: run in the background and waited for, so that a TERM runs the trap at
+  # once (bash defers a trap until a foreground child ends)
+  "$@" &
+  step=$!
+  wait "$step"
 }
 reap_finished() {  # the runs that have ended leave pids; the failed ones go to failed
   local i
