@@ -35,7 +35,7 @@ except BlockingIOError:
     die "SAVE_DIR $1 is in use by ${holder:-another process} or what it started: wait for it to end, or stop it and run again"
   fi
   [ "$status" = 0 ] || die "SAVE_DIR $1: could not lock $1/.lock"
-  printf 'pid %s on %s\n' "$$" "${HOSTNAME:-this machine}" > "$1/.lock"
+  printf 'pid %s on %s\n' "$$" "${HOSTNAME:-$(uname -n)}" > "$1/.lock"
 }
 
 # check_folder NAME PATH: a folder the recipe writes, refused now (not when its first file is
