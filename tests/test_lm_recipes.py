@@ -657,6 +657,30 @@ def test_the_status_of_a_run_follows_the_metric_and_the_ties_of_fairseqs_early_s
     ]  # fmt: skip
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/locks"), reason="the kernel's list of locks is Linux's")
+def test_the_status_of_a_run_names_the_recipe_holding_its_save_dir(tmp_path):
+    """A run whose SAVE_DIR lock (examples/run_options.sh) is held is being trained, or once
+    trained, evaluated, by the holder its lock file names; a lock file no one holds (left by a
+    recipe that ended) changes nothing."""
+    import fcntl
+
+    from fairseq_ctemp.lm_results import status
+
+    run = tmp_path / "ct"
+    run.mkdir()
+    (run / "train.log").write_text("2026-11-29 09:00:00 | INFO | fairseq_cli.train | started\n")
+    (run / "checkpoint_last.pt").write_bytes(b"")
+    (run / ".lock").write_text("pid 12 on elsewhere\n")
+    assert status.run_status(str(run))[1] == "unfinished: resumes from checkpoint_last.pt"
+    with open(run / ".lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert status.run_status(str(run))[1] == "training now (pid 12 on elsewhere)"
+        with open(run / "train.log", "a") as log:
+            log.write(f"2026-11-29 10:00:00 | INFO | fairseq_cli.train | {status.DONE} 9.0 seconds\n")
+        assert status.run_status(str(run))[1] == "trained: evaluating now (pid 12 on elsewhere)"
+    assert status.run_status(str(run))[1] == "trained: evaluation to do"
+
+
 def test_the_ar_tar_weights_are_those_of_the_latest_start():
     from fairseq_ctemp.lm_results import runs
 

@@ -33,8 +33,9 @@
       the seeds both rows have (their number, t, p: one seed's runs share their batch order).
 
   lm_results.py status --runs RUNS_DIR --variants softmax ct ...
-      where each run stands while a recipe trains: evaluated, trained (evaluation to do), unfinished
-      (the recipe's train step resumes it) or not started; its epochs, best and last validation
+      where each run stands while a recipe trains: evaluated, trained (evaluation to do), training
+      or evaluating now (by the holder of its SAVE_DIR lock), unfinished (the recipe's train step
+      resumes it) or not started; its epochs, best and last validation
       perplexity, the learning rate of its last epoch and the validations without improvement
       that --patience counts. Printed; nothing is written.
 

@@ -7,9 +7,9 @@
 #            time (default 1); re-running resumes unfinished runs from their checkpoint_last.pt and
 #            skips finished ones. Stop it by its own process id (kill PID, or Ctrl-C) or with pkill
 #            -f: it stops its runs first (a TERM to one of its per-run subshells stops that run)
-#   status   where each run of VARIANTS stands (evaluated, trained, unfinished, not started), with
-#            its epochs, best and last validation perplexity, learning rate and patience count;
-#            while train runs too (lm_results.py status; nothing is written)
+#   status   where each run of VARIANTS stands (evaluated, trained, training now, unfinished,
+#            not started), with its epochs, best and last validation perplexity, learning rate and
+#            patience count; while train runs too (lm_results.py status; nothing is written)
 #   results  the table (RESULTS.md / .csv), each row against softmax with a paired bootstrap over
 #            the test sentences (RESULTS_compare.md / .csv; the rows of a further seed N also
 #            against softmax@N: RESULTS_compare_seedN) and the validation curves
