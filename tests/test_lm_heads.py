@@ -605,6 +605,33 @@ def test_training_score_matches_the_float64_definition(kind, normalization):
         torch.testing.assert_close(g, r, atol=1e-5, rtol=1e-4)
 
 
+def test_a_head_that_defines_only_its_distribution_scores_by_it():
+    """TemperatureHead's own score, what a new head inherits until it has a faster one: log
+    p(target) of the head's distribution, with its gradient (here against a float64 softmax written
+    out, exp over the sum of exps)."""
+    from fairseq_ctemp.modules.temperature_heads import TemperatureHead
+
+    class Plain(TemperatureHead):
+        def __init__(self):
+            super().__init__()
+            self.output, self.temperature = torch.nn.Linear(D, V), None
+
+        def forward(self, h):
+            return F.log_softmax(self.output(h).float(), -1), None
+
+    head = Plain()
+    h = torch.randn(2, 5, D, requires_grad=True)
+    target = torch.randint(0, V, (2, 5))
+    scores, stats = head.score(h, target)
+    z = h.double() @ head.output.weight.double().t() + head.output.bias.double()
+    ref = torch.log(z.exp().gather(-1, target[..., None])[..., 0] / z.exp().sum(-1))
+    torch.testing.assert_close(scores.double(), ref, atol=1e-5, rtol=1e-5)
+    assert stats is None and head.temperatures(h) is None
+    (grad,) = torch.autograd.grad(scores.sum(), h)
+    (ref_grad,) = torch.autograd.grad(ref.sum(), h)
+    torch.testing.assert_close(grad, ref_grad, atol=1e-5, rtol=1e-4)
+
+
 @pytest.mark.parametrize(
     "kind, normalization",
     [("mos", None), ("mos", "softmax"), ("softmax", "softmax"), ("softmax", "constant")],
