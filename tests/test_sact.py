@@ -708,6 +708,28 @@ def test_heatmap_script_dumps_tau_and_attention_and_draws_them(sact_run, toy_dat
         run_heatmap_script(*args)
 
 
+def test_heatmaps_source_spm_gives_the_pieces_of_each_line(toy_data, tmp_path):
+    """--source-spm: each raw --input line becomes the sentencepiece pieces the model was trained
+    on, space-separated (they spell the line again); without it the lines are taken as they are."""
+    sentencepiece = pytest.importorskip("sentencepiece")
+    from fairseq_ctemp.sact_analysis import encoded
+
+    lines = (toy_data["raw"] / "train.src").read_text().splitlines()
+    sentencepiece.SentencePieceTrainer.train(
+        input=str(toy_data["raw"] / "train.src"),
+        model_prefix=str(tmp_path / "spm"),
+        vocab_size=100,
+        minloglevel=2,
+    )
+    pieces = encoded(lines[:20], str(tmp_path / "spm.model"))
+    assert len(pieces) == 20
+    # 100 pieces for 150 words: some words are split
+    assert sum(len(e.split()) for e in pieces) > sum(len(line.split()) for line in lines[:20])
+    for line, encoded_line in zip(lines, pieces):
+        assert encoded_line.replace(" ", "").replace("\u2581", " ").strip() == line
+    assert encoded(lines[:3], None) == lines[:3]
+
+
 def test_heatmaps_interrupted_while_drawing_leave_nothing_behind(tmp_path):
     """Stopped while drawing (Ctrl-C at the second PNG): the dump and the PNG written are removed
     again, so that the rerun into the same --out-dir is not refused for them."""
