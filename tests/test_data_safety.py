@@ -355,6 +355,23 @@ def test_a_stale_lock_file_does_not_block_and_a_held_one_names_its_holder(tmp_pa
                 pass
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/locks"), reason="the kernel's list of locks is Linux's")
+def test_the_plan_names_the_sweep_working_on_a_run(tmp_path):
+    """--dry-run's state of a run another sweep holds (its lock, seen without trying it): being
+    trained, or once trained, averaged and decoded, by the holder its lock file names."""
+    from fairseq_ctemp.alt.sweep import run_state
+
+    run = tmp_path / "T1-ls0.1-sem0"
+    run.mkdir()
+    assert run_state(str(run)) == "to train"
+    me = f"pid {os.getpid()} on {socket.gethostname()}"
+    with alt_common.Lock(str(run)):
+        assert run_state(str(run)) == f"training now ({me})"
+        (run / "train.json").write_text("{}")
+        assert run_state(str(run)) == f"trained; averaging / decoding now ({me})"
+    assert run_state(str(run)) == "trained; averaging / decoding to do"
+
+
 # ----------------------------------------------------------------------------- moved work directories
 
 

@@ -8,6 +8,7 @@ import math
 import os
 import shlex
 
+from .. import locks
 from .common import (
     AltError,
     bleu_tokenize,
@@ -284,8 +285,11 @@ def run_config(variant, t, ls, sem, seed, preset, scalar, remove_bpe, args):
 def run_state(run_dir):
     if os.path.exists(os.path.join(run_dir, "run.json")):
         return f"done (dev greedy BLEU {read_run(run_dir).eval['valid'].greedy.bleu:.2f})"
+    holder = locks.holder(os.path.join(run_dir, ".lock"))  # another sweep working on it now
     if os.path.exists(os.path.join(run_dir, "train.json")):
-        return "trained; averaging / decoding to do"
+        return "trained; averaging / decoding " + (f"now ({holder})" if holder else "to do")
+    if holder:
+        return f"training now ({holder})"
     if os.path.exists(os.path.join(run_dir, "checkpoint_last.pt")):
         update = last_saved_update(run_dir, read_log(os.path.join(run_dir, "train.log")))
         return (

@@ -8,7 +8,7 @@ import math
 import os
 import re
 
-from .. import logs
+from .. import locks, logs
 from . import ResultsError
 from .evaluation import read_evaluation
 from .output import fmt, markdown_table
@@ -66,7 +66,7 @@ def read_text(path):
 def state(run_dir, text, test):
     if test is not None:
         return "evaluated"
-    holder = holder_now(os.path.join(run_dir, ".lock"))
+    holder = locks.holder(os.path.join(run_dir, ".lock"))  # a recipe working on it now
     if DONE in text:
         trained = "trained" + (" (early stop)" if logs.EARLY_STOP in text else "")
         return trained + (f": evaluating now ({holder})" if holder else ": evaluation to do")
@@ -75,24 +75,6 @@ def state(run_dir, text, test):
     if os.path.exists(os.path.join(run_dir, "checkpoint_last.pt")):
         return "unfinished: resumes from checkpoint_last.pt"
     return "not started" if not text else "started: no checkpoint yet"
-
-
-def holder_now(lock):
-    """Who holds LOCK, the SAVE_DIR lock of the recipes (examples/run_options.sh), as its file names
-    them ("pid N on HOST"), or None where no one does. Read from the kernel's list of locks
-    (/proc/locks) rather than by trying the lock, which would make a recipe starting in that instant
-    fail; where that list is absent (not Linux), names the file otherwise (some layered
-    filesystems) or the holder is another host of a shared filesystem, the lock is not seen and
-    the state is read from the files alone."""
-    try:
-        with open("/proc/locks", encoding="utf-8") as f:
-            held = {line.split()[5] for line in f if len(line.split()) > 5}
-        st = os.stat(lock)
-    except OSError:
-        return None
-    if f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}" not in held:
-        return None
-    return read_text(lock).strip() or "another process"
 
 
 def without_improvement(losses):
