@@ -19,7 +19,8 @@ check_run_options() {
 # descriptor, 9), hold SAVE_DIR/.lock until the last of them ends, however it ends: the kernel
 # releases the lock then, so a lock file left behind never blocks a rerun. A second recipe on the
 # same SAVE_DIR (or a training left going by a killed recipe) is refused before any work, rather than
-# trained into the same checkpoints and log at once.
+# trained into the same checkpoints and log at once, with exit status 75 (EX_TEMPFAIL: the run is
+# not failed but another's; ptb_converged_experiment.sh leaves it to that recipe).
 lock_save_dir() {
   local status=0 holder
   check_folder SAVE_DIR "$1"
@@ -32,7 +33,7 @@ except BlockingIOError:
     sys.exit(3)' || status=$?
   if [ "$status" = 3 ]; then
     holder=$(cat "$1/.lock" 2> /dev/null || true)
-    die "SAVE_DIR $1 is in use by ${holder:-another process} or what it started: wait for it to end, or stop it and run again"
+    (die "SAVE_DIR $1 is in use by ${holder:-another process} or what it started: wait for it to end, or stop it and run again") || exit 75
   fi
   [ "$status" = 0 ] || die "SAVE_DIR $1: could not lock $1/.lock"
   printf 'pid %s on %s\n' "$$" "${HOSTNAME:-$(uname -n)}" > "$1/.lock"

@@ -1077,6 +1077,27 @@ def test_runs_side_by_side_train_as_they_do_one_at_a_time(ptb_like, converged_ru
     assert rows["constant-2"][1:] == ["not started"] + ["–"] * 7
 
 
+def test_a_run_another_recipe_holds_is_left_to_it_not_failed(ptb_like, tmp_path):
+    """Two train steps whose VARIANTS overlap: the run the other one trains (its SAVE_DIR lock held,
+    here by this process) is refused by train.sh before any work and reported as left to that
+    recipe; the step ends without failing (a run that did fail is still reported: the fixture's
+    ct-mos)."""
+    import fcntl
+
+    exp = tmp_path / "exp"
+    (exp / "runs" / "ct").mkdir(parents=True)
+    with open(exp / "runs" / "ct" / ".lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        lock.write("pid 12 on elsewhere\n")
+        lock.flush()
+        out = ok(
+            recipe("ptb_converged_experiment.sh", "train", env=converged_env(ptb_like, exp, VARIANTS="ct"))
+        )
+    assert f"SAVE_DIR {exp / 'runs' / 'ct'} is in use by pid 12 on elsewhere" in out
+    assert out.endswith("ptb_converged_experiment.sh: in use by another recipe, left to it: ct\n"), out
+    assert not (exp / "runs" / "ct" / "train.log").exists()
+
+
 def test_the_results_step_writes_each_file_from_the_finished_runs_alone(ptb_like, converged_runs, tmp_path):
     """ptb_converged_experiment.sh results over two seeds of softmax, CT and MoS and a run that has
     not finished (ct-mos): every file holds the finished runs only, and its numbers are those of

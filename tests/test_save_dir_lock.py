@@ -63,7 +63,7 @@ def test_a_save_dir_in_use_is_refused_before_any_work(script, tmp_path):
     with held(save):
         proc = recipe(script, *CALLS[script](data, save), DATA_BIN=data)
     name = os.path.basename(script)
-    assert proc.returncode != 0
+    assert proc.returncode == 75  # EX_TEMPFAIL: not a failed run, another's
     assert proc.stdout == (
         f"{name}: error: SAVE_DIR {save} is in use by pid {os.getpid()} on {socket.gethostname()} or "
         "what it started: wait for it to end, or stop it and run again\n"

@@ -6,7 +6,8 @@
 #   train    (default) trains and evaluates every variant of VARIANTS in EXP_DIR, JOBS runs at a
 #            time (default 1); re-running resumes unfinished runs from their checkpoint_last.pt and
 #            skips finished ones. Stop it by its own process id (kill PID, or Ctrl-C) or with pkill
-#            -f: it stops its runs first (a TERM to one of its per-run subshells stops that run)
+#            -f: it stops its runs first (a TERM to one of its per-run subshells stops that run).
+#            A run another recipe trains (its SAVE_DIR lock held) is left to it, not counted failed
 #   status   where each run of VARIANTS stands (evaluated, trained, training now, unfinished,
 #            not started), with its epochs, best and last validation perplexity, learning rate and
 #            patience count; while train runs too (lm_results.py status; nothing is written)
@@ -132,11 +133,13 @@ run_step() {  # COMMAND...: run in the background and waited for, so that a TERM
   step=$!
   wait "$step"
 }
-reap_finished() {  # the runs that have ended leave pids; the failed ones go to failed
-  local i
+reap_finished() {  # the runs that have ended leave pids; the failed ones go to failed, those
+  # another recipe holds (the SAVE_DIR lock's exit status 75) to elsewhere
+  local i status
   for i in "${!pids[@]}"; do
     kill -0 "${pids[$i]}" 2> /dev/null && continue
-    wait "${pids[$i]}" || failed+=("${names[$i]}")
+    status=0 && wait "${pids[$i]}" || status=$?
+    case $status in 0) ;; 75) elsewhere+=("${names[$i]}") ;; *) failed+=("${names[$i]}") ;; esac
     unset "pids[$i]" "names[$i]"
   done
 }
@@ -163,7 +166,7 @@ if [ "$step" = train ]; then
     case $1 in mos|ct-mos|mos-constant-*) echo --mos-components "${MOS_COMPONENTS:-2}" ;; esac
   }
   schedule=(--no-epoch-checkpoints)
-  pids=() names=() failed=()
+  pids=() names=() failed=() elsewhere=()
   stop() { for pid in "${pids[@]}"; do kill_tree "$pid"; done; exit "$1"; }
   trap 'stop 130' INT
   trap 'stop 143' TERM
@@ -173,6 +176,8 @@ if [ "$step" = train ]; then
     pids+=($!) names+=("$run")
   done
   wait_for_fewer_than 1
+  [ ${#elsewhere[@]} -eq 0 ] ||
+    echo "ptb_converged_experiment.sh: in use by another recipe, left to it: ${elsewhere[*]}" >&2
   [ ${#failed[@]} -eq 0 ] || die "run(s) that failed: ${failed[*]} (see $exp/runs/RUN/train.log)"
   exit 0
 fi
