@@ -44,10 +44,10 @@ def lambda_tanh(logit, log_lam):
     (with -log(lambda): 1 / tau).
     One power of a scalar base (two kernels a step with tanh, not three: a small decoder on a GPU
     waits on the host's launches)."""
-    return torch.pow(math.exp(log_lam), torch.tanh(_fp32(logit)))
+    return torch.pow(math.exp(log_lam), torch.tanh(as_fp32(logit)))
 
 
-def _fp32(x):
+def as_fp32(x):
     """x in float32, without a no-op call where it already is (one per decoder step saved)."""
     return x if x.dtype == torch.float32 else x.float()
 
@@ -146,7 +146,7 @@ class SactAttention(nn.Module):
         if torch.is_tensor(tau):  # fp32 tau: the quotient is fp32 (no cast of its own)
             scaled = scores / tau.unsqueeze(1)
         elif tau is not None:
-            scaled = _fp32(scores) / tau
+            scaled = as_fp32(scores) / tau
         attn = self.weights(scaled, scores.dtype, padding_mask)
         context = torch.bmm(attn.unsqueeze(1), source_hids).squeeze(1)
         return self.output(context, query), attn, context
@@ -156,7 +156,7 @@ class SactAttention(nn.Module):
         """alpha_t from the scores divided by tau_t: padding masked in fp32 as fairseq's
         AttentionLayer (-inf is fp16-safe there), rounded back to the scores' dtype once."""
         if padding_mask is not None:
-            scaled = _fp32(scaled).masked_fill_(padding_mask, float("-inf"))
+            scaled = as_fp32(scaled).masked_fill_(padding_mask, float("-inf"))
         return F.softmax(scaled if scaled.dtype == dtype else scaled.to(dtype), dim=1)
 
     def output(self, context, query):

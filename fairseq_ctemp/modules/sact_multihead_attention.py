@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from fairseq.modules import MultiheadAttention
 
 from ..errors import OptionError
-from .sact_attention import DEFAULT_LAMBDA, check_temperature_options, lambda_tanh
+from .sact_attention import DEFAULT_LAMBDA, as_fp32, check_temperature_options, lambda_tanh
 
 MODES = ("sact", "fixed")  # "none" is fairseq's MultiheadAttention itself
 SCOPES = ("layer", "head")
@@ -125,8 +125,9 @@ class SactMultiheadAttention(MultiheadAttention):
         )
         heads, src_len = self.num_heads, scores.size(-1)
         kv_bsz = v.size(0) // heads  # bsz / beam: fairseq keeps one copy of the source per beam
-        scores = scores.view(bsz, heads, tgt_len, src_len).float()
-        padding = None if key_padding_mask is None else key_padding_mask.to(torch.bool)[:, None, None, :]
+        # (no-op casts left out: each is a call the host makes at every decoder step)
+        scores = as_fp32(scores.view(bsz, heads, tgt_len, src_len))
+        padding = None if key_padding_mask is None else _bool(key_padding_mask)[:, None, None, :]
         if self.mode == "fixed":
             tau = None
             probs = F.softmax(_masked(scores / self.fixed_temperature, padding, inplace=True), dim=-1)
@@ -135,7 +136,7 @@ class SactMultiheadAttention(MultiheadAttention):
                 query, scores, padding, v.view(kv_bsz, heads, src_len, self.head_dim), incremental_state
             )
         probs = probs.view(bsz * heads, tgt_len, src_len)
-        self.last_temperature = tau.detach() if tau is not None else None
+        self.last_temperature = tau.detach() if tau is not None and tau.requires_grad else tau
 
         # from here on fairseq's MultiheadAttention.forward after its softmax
         attn_probs = self.dropout_module(probs.type_as(v))
@@ -161,13 +162,13 @@ class SactMultiheadAttention(MultiheadAttention):
         None, v: kv_bsz x H x S x d_head."""
         bsz, heads, tgt_len, _ = scores.shape
         k = self.temperature_state_proj.out_features
-        state_logit = F.linear(query.float(), self.temperature_state_proj.weight.float()).transpose(0, 1)
+        state_logit = F.linear(as_fp32(query), as_fp32(self.temperature_state_proj.weight)).transpose(0, 1)
         cached = self.get_incremental_state(incremental_state, "sact_state")
         if cached is None:
             # g (kv_bsz x (H S) x K): static like the keys and values, so cached for incremental
             # decoding; one product per head with w_c broadcast over the batch (v is not copied)
-            w_c = self.temperature_context_proj.weight.float().view(k, heads, self.head_dim)
-            g = torch.matmul(v.float(), w_c.permute(1, 2, 0)).flatten(1, 2)
+            w_c = as_fp32(self.temperature_context_proj.weight).view(k, heads, self.head_dim)
+            g = torch.matmul(as_fp32(v), w_c.permute(1, 2, 0)).flatten(1, 2)
             prev = None  # W_c c_{-1} = 0
         else:  # W_c c_{t-1} of the position before the first one computed here
             g, prev = cached["g"], cached["prev_context_logit"]
@@ -175,7 +176,9 @@ class SactMultiheadAttention(MultiheadAttention):
 
         def context_logit(alpha):  # W_c c for weights alpha (bsz x H x T' x S) -> bsz x T' x K
             steps, beams = alpha.size(2), bsz // kv_bsz  # a source's hypotheses side by side
-            if steps == 1 or beams > 1:  # a row per hypothesis and position (a view for one position)
+            if steps == 1:  # one position (a decoder step): alpha (bsz x H x 1 x S) is a row per hypothesis
+                return torch.bmm(alpha.reshape(kv_bsz, beams, -1), g).view(bsz, 1, k)
+            if beams > 1:  # a row per hypothesis and position
                 rows = alpha.transpose(1, 2).reshape(kv_bsz, beams * steps, -1)
                 return torch.bmm(rows, g).view(bsz, steps, k)
             # several positions, one hypothesis per source (training, scoring): a product per head,
@@ -188,14 +191,13 @@ class SactMultiheadAttention(MultiheadAttention):
 
         if self.previous_context == "untempered":
             contexts = context_logit(F.softmax(_masked(scores, padding), dim=-1))  # tau = 1, all at once
-            shifted = contexts[:, :-1]  # W_c c_{t-1} after the first position
-            if prev is None:  # W_c c_{-1} = 0
-                previous = F.pad(shifted, (0, 0, 1, 0))
-            else:  # after the positions decoded before
-                previous = prev if tgt_len == 1 else torch.cat([prev, shifted], dim=1)
+            if prev is None:  # W_c c_{-1} = 0, then W_c c_{t-1} after the first position
+                previous = F.pad(contexts[:, :-1], (0, 0, 1, 0))
+            else:  # after the positions decoded before (one: a decoder step)
+                previous = prev if tgt_len == 1 else torch.cat([prev, contexts[:, :-1]], dim=1)
             tau = lambda_tanh(previous + state_logit, self.log_lam)
             probs = F.softmax(divide(scores, tau), dim=-1)
-            last = contexts[:, -1:]
+            last = contexts  # (its last position is the next step's W_c c_{t-1})
         else:  # the paper's recurrence c_{t-1} -> tau_t -> c_t, one position at a time
             steps, taus = [], []
             for t in range(tgt_len):
@@ -207,6 +209,7 @@ class SactMultiheadAttention(MultiheadAttention):
                 taus.append(tau_t)
             probs, tau, last = torch.cat(steps, dim=2), torch.cat(taus, dim=1), prev
         if incremental_state is not None:
+            last = last if last.size(1) == 1 else last[:, -1:]
             self.set_incremental_state(incremental_state, "sact_state", {"g": g, "prev_context_logit": last})
         return probs, tau
 
@@ -232,6 +235,11 @@ class SactMultiheadAttention(MultiheadAttention):
         if self.mode == "fixed":
             return f"mode=fixed, temperature={self.fixed_temperature:g}"
         return f"mode=sact, lambda={self.lam:g}, scope={self.scope}, previous_context={self.previous_context}"
+
+
+def _bool(mask):
+    """mask as booleans, without a no-op call where it already is (fairseq's masks are)."""
+    return mask if mask.dtype == torch.bool else mask.to(torch.bool)
 
 
 def _masked(scores, padding, inplace=False):
