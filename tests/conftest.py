@@ -1,6 +1,7 @@
 """Shared helpers: run the real fairseq CLIs with --user-dir on tiny generated data."""
 
 import contextlib
+import fcntl
 import importlib.util
 import io
 import logging
@@ -11,6 +12,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from unittest import mock
 
 import filelock
@@ -638,3 +640,16 @@ def checkout_commit():
 
     edited = git("status", "--porcelain", "--untracked-files=no").strip()
     return git("rev-parse", "--short", "HEAD").strip() + ("+changes" if edited else "")
+
+
+def wait_until_free(path, seconds=30):
+    """Until no process holds PATH's lock (a killed process closes its files as it ends)."""
+    deadline = time.monotonic() + seconds
+    with open(path) as lock:
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return fcntl.flock(lock, fcntl.LOCK_UN)
+            except BlockingIOError:
+                assert time.monotonic() < deadline, f"{path} still held"
+                time.sleep(0.1)

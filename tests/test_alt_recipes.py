@@ -27,6 +27,7 @@ from conftest import (
     real_processes,
     run_fairseq,
     run_main,
+    wait_until_free,
 )
 from sacrebleu.metrics import BLEU
 
@@ -323,6 +324,7 @@ def test_recipe_end_to_end_with_interruption(corpora):
     log = (first / "train.log").read_text(encoding="utf-8")
     cut = log.rindex("\n", 0, log.rindex("Saved checkpoint")) + 1
     (first / "train.log").write_text(log[:cut] + log[log.index("\n", cut) + 1 :], encoding="utf-8")
+    wait_until_free(first / ".lock")  # the killed sweep's processes end (and unlock) in their time
     proc = sweep_run(*options, "--dry-run", "--", *TINY)  # the plan shows the interrupted run
     assert f"interrupted: resumes from checkpoint_last.pt (update {killed_at})" in proc.stdout
     proc = run_main(results_command.main, "--work", work)  # a sweep in progress

@@ -9,10 +9,9 @@ import os
 import signal
 import socket
 import subprocess
-import time
 
 import pytest
-from conftest import BIN_DIR, REPO
+from conftest import BIN_DIR, REPO, wait_until_free
 
 EXAMPLES = os.path.join(REPO, "examples")
 ENV = dict(os.environ, PATH=BIN_DIR + os.pathsep + os.environ["PATH"], OMP_NUM_THREADS="1")
@@ -93,16 +92,3 @@ def test_the_lock_lasts_as_long_as_the_training_a_killed_recipe_left_going(tmp_p
     proc = recipe("language_model/train.sh", "ptb", "softmax", save, DATA_BIN=data)
     assert proc.returncode == 0 and f"{save} is finished" in proc.stdout, proc.stdout
     assert (save / ".lock").read_text().startswith("pid ")  # its own, over the dead one's
-
-
-def wait_until_free(path, seconds=30):
-    """Until no process holds PATH's lock (a killed process closes its files as it ends)."""
-    deadline = time.monotonic() + seconds
-    with open(path) as lock:
-        while True:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return fcntl.flock(lock, fcntl.LOCK_UN)
-            except BlockingIOError:
-                assert time.monotonic() < deadline, f"{path} still held"
-                time.sleep(0.1)
