@@ -1,8 +1,8 @@
 """`lm_results.py status`: where each run of a recipe stands, read from its directory while the
 recipe trains (nothing is written): evaluated, trained (evaluation to do), training or evaluating
-now, unfinished (a later `train` resumes it from checkpoint_last.pt) or not started; its epochs, its best and last
-validation perplexity, the learning rate of its last epoch and the validations without improvement
-that --patience counts."""
+now (the holder of its SAVE_DIR lock), unfinished (a later `train` resumes it from
+checkpoint_last.pt) or not started; its epochs, its best and last validation perplexity, the
+learning rate of its last epoch and the validations without improvement that --patience counts."""
 
 import math
 import os
