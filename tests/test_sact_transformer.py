@@ -279,6 +279,31 @@ def test_beam_search_of_a_batch_equals_each_sentence_alone_and_its_teacher_force
             torch.testing.assert_close(hyp["positional_scores"].double(), scored, atol=1e-5, rtol=0)
 
 
+@torch.no_grad()
+def test_tau_of_every_layer_or_none_where_layerdrop_skipped_one():
+    """extra["attention_temperature"] (bsz x T x layers x K) is each layer's tau of this call; in
+    training with --decoder-layerdrop a call that skipped a layer has none (no stale tau of an
+    earlier call stands in for it); in evaluation every layer runs."""
+    model = build(decoder_layerdrop=0.5)
+    src, lengths, prev = batch(model.decoder.dictionary)
+    layers = [layer.encoder_attn for layer in model.decoder.layers]
+    model.train()
+    torch.manual_seed(3)
+    complete, skipped = 0, 0
+    for _ in range(20):
+        tau = model(src, lengths, prev)[1]["attention_temperature"]
+        if tau is None:
+            skipped += 1
+            assert any(layer.last_temperature is None for layer in layers)
+        else:
+            complete += 1
+            assert tau.shape == (3, prev.size(1), 2, 1)
+            torch.testing.assert_close(tau, torch.stack([layer.last_temperature for layer in layers], 2))
+    assert complete and skipped  # both kinds of call happened
+    model.eval()
+    assert model(src, lengths, prev)[1]["attention_temperature"].shape == (3, prev.size(1), 2, 1)
+
+
 @pytest.mark.parametrize("variant", list(VARIANTS))
 @torch.no_grad()
 def test_every_output_row_and_attention_row_is_a_normalised_distribution(variant):
