@@ -14,6 +14,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -575,6 +576,32 @@ def test_a_stopped_process_exits_whatever_it_was_doing(program, tmp_path):
         proc.wait()
         proc.stdout.close()
     assert code == 128 + signal.SIGTERM
+
+
+def test_a_run_another_sweep_holds_is_left_to_it_not_failed(alt, tmp_path):
+    """Two sweeps of one experiment: the run the other one works on (its lock, here held by this
+    process) is shown as such in the plan, refused by its run-one before any work (exit status 75),
+    and reported as left to the holder; the sweep ends without a failure."""
+    work = copy_work(alt, tmp_path / "work")
+    run_dir = work / "sweep" / "en-vi.mini.spm20" / "T1-ls0.1-sem0"
+    run_dir.mkdir(parents=True)
+    options = ["run", "en-vi", "--work", work, "--vocab", "20", "--preset", "mini", "--temperatures", "1"]
+    options += ["--no-finalize"]
+    with alt_common.Lock(str(run_dir)):
+        proc = run(*SWEEP_COMMAND, *options, "--", *TINY_DIMS)
+        held = f"{run_dir} is being worked on by pid {os.getpid()} on {socket.gethostname()}"
+        assert re.search(rf"\n +T1-ls0.1-sem0 +training now \(pid {os.getpid()} on ", proc.stdout), (
+            proc.stdout
+        )
+        assert f"en-vi.mini.spm20/T1-ls0.1-sem0: left to the process working on it ({held}" in proc.stderr
+        assert "left to the processes working on them: en-vi.mini.spm20/T1-ls0.1-sem0; when" in proc.stdout
+        assert "all runs done" not in proc.stdout
+        assert "FAILED" not in proc.stderr and not (run_dir / "train.log").exists()
+        one = subprocess.run(
+            [*SWEEP_COMMAND, "run-one", run_dir, "--cpu"], env=ENV, text=True, capture_output=True
+        )
+    assert one.returncode == alt_common.HELD_STATUS, one.stderr
+    assert one.stderr.endswith(f"\nerror: {held}: wait for it to finish, or stop it and run again\n")
 
 
 def test_a_killed_sweep_takes_its_runs_with_it(alt, tmp_path):

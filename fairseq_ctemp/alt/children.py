@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 
-from .common import RunFailed
+from .common import HELD_STATUS, RunFailed, RunHeld
 
 PARENT_PID = "ALT_PARENT_PID"  # set by the sweep for the child processes it starts
 SWEEP_MODULE = __name__.rsplit(".", 2)[0] + ".cli.alt_sweep"  # ctemp-alt-sweep
@@ -74,6 +74,8 @@ def call(command, env, log_path=None, what=None):
         reason = next((line for line in reversed(lines) if " failed: " in line), None) or next(
             (line for line in reversed(lines) if line.startswith("error:")), None
         )
+        if proc.returncode == HELD_STATUS:  # refused before any work: another process has it
+            raise RunHeld(reason.removeprefix("error: ") if reason else f"{what or command[0]}: held")
         head = f"{what or command[0]} failed (exit {proc.returncode})" + (f": {reason}" if reason else ":")
         raise RunFailed(head + "\n" + "\n".join(lines[-15:]))
     return output

@@ -46,6 +46,15 @@ class RunFailed(Exception):
     """A step of a run or of finalize failed (the sweep reports it and goes on with the others)."""
 
 
+class RunHeld(RunFailed):
+    """A run another process works on (its lock is held): left to that process, not failed."""
+
+
+# the exit status of `run-one` refused a run that another process holds (EX_TEMPFAIL, as the shell
+# recipes' SAVE_DIR lock): the sweep that started it tells it from a failure
+HELD_STATUS = 75
+
+
 def language(code):
     code = ALIASES.get(code, code)
     if code not in LANGUAGES:

@@ -8,7 +8,7 @@ import shlex
 import threading
 
 from .children import call, child_env, sweep_command
-from .common import AltError, RunFailed, fmt, say, tool, tool_env
+from .common import AltError, RunFailed, RunHeld, fmt, say, tool, tool_env
 from .finalize import pending as finalize_pending
 from .presets import DEFAULT_VARIANT, baseline_variant, compared_variants
 from .records import read_run
@@ -98,9 +98,10 @@ def gpu_slots(args):
 
 def execute_local(experiments, args, device):
     """Each run in its own `ctemp-alt-sweep run-one` process (log: RUN/run.log), len(slots) at a
-    time; then `ctemp-alt-sweep finalize` per experiment (log: EXPERIMENT/final.log)."""
+    time; then `ctemp-alt-sweep finalize` per experiment (log: EXPERIMENT/final.log). Returns the
+    runs left to another process that works on them (another sweep's)."""
     slots = gpu_slots(args) if args.gpus else [None] * args.jobs
-    free, free_lock, failures = list(slots), threading.Lock(), []
+    free, free_lock, failures, held = list(slots), threading.Lock(), [], []
 
     def child(command, slot, log, what):
         env = child_env(tool_env(device.threads, {"CUDA_VISIBLE_DEVICES": slot} if slot else None))
@@ -118,6 +119,9 @@ def execute_local(experiments, args, device):
                 f"{name}: done, dev greedy BLEU {dev.greedy.bleu:.2f}, beam {dev.beam.bleu:.2f} "
                 f"({result.training.num_updates} updates, {result.training.stop_reason})"
             )
+        except RunHeld as e:  # another sweep trains it: not a failure of this one
+            held.append(name)
+            say(f"{name}: left to the process working on it ({e})")
         except RunFailed as e:
             failures.append(f"{name}: {e}")
             say(f"{name}: FAILED: {e}")
@@ -156,6 +160,7 @@ def execute_local(experiments, args, device):
         raise AltError(
             f"{len(failures)} step(s) failed (re-run the same command to retry):\n" + "\n".join(failures)
         )
+    return held
 
 
 def sbatch_path():

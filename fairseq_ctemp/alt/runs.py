@@ -13,6 +13,7 @@ from . import evaluate, posthoc, training
 from .common import (
     Lock,
     RunFailed,
+    RunHeld,
     read_json,
     say,
     write_json,
@@ -43,7 +44,7 @@ def run_one(run_dir, device):
     data = prepared(exp.data)
     if device.threads:  # training and decoding in this process (a sweep's --threads)
         torch.set_num_threads(device.threads)
-    with Lock(run_dir, RunFailed):
+    with Lock(run_dir, RunHeld):
         summary = train(run_dir, exp, config, device)
         average, averaged = average_checkpoints(run_dir, exp, config)
         evals = evaluate_average(run_dir, exp, average, device)

@@ -30,7 +30,8 @@ against T=1.
 Resuming: run the same command again. Finished runs (run.json) are skipped, an interrupted run
 resumes from its checkpoint_last.pt (fairseq) with the early-stopping count restored from its log,
 interrupted averaging/decoding is redone from scratch, and every result file appears only complete.
-A run directory is locked while a process works on it, so two sweeps never run the same run; the
+A run directory is locked while a process works on it, so two sweeps never run the same run (the
+second leaves it to the first: `run-one` exits with status 75, not counted as failed); the
 processes a sweep starts die with it (even by kill -9). A run whose options differ from what its
 directory was started with is refused. Every option is checked before anything is written.
 """
@@ -43,7 +44,7 @@ import shlex
 import sys
 
 from ..alt.children import Tee, die_with_parent, stopping_children
-from ..alt.common import AltError, Device, RunFailed, run_main, say
+from ..alt.common import HELD_STATUS, AltError, Device, RunFailed, RunHeld, run_main, say
 from ..alt.execute import execute_local, print_plan, sbatch_path, submit_slurm
 from ..alt.finalize import finalize
 from ..alt.presets import DEFAULT_VARIANT, MAX_LEN, PRESETS, VARIANTS, variant_names
@@ -264,6 +265,9 @@ def run_one_command(args):
     try:
         with stopping_children():
             result = run_one(args.run_dir, device)
+    except RunHeld as e:  # not a failure: the sweep that started this leaves the run to the holder
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(HELD_STATUS)
     except RunFailed as e:
         raise AltError(str(e)) from None
     print(json.dumps(result.to_dict()["eval"], indent=2))
@@ -305,7 +309,13 @@ def run_command(args):
     if args.dry_run:
         return
     with stopping_children():
-        execute_local(experiments, args, device)
+        held = execute_local(experiments, args, device)
+    if held:
+        print(
+            f"\nleft to the processes working on them: {', '.join(held)}; when they end, tables and "
+            f"plots: ctemp-alt-results --work {args.work}"
+        )
+        return
     print("\nall runs done; tables and plots: ctemp-alt-results --work " + args.work)
 
 
