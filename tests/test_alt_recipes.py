@@ -622,7 +622,7 @@ def test_slurm_submission_and_gpu_plan(corpora, tmp_path):
     proc = sweep_run(*options, "--slurm", "--slurm-args", "--partition gpu --time 24:00:00", env=env)
     submitted = calls.read_text().splitlines()
     assert len(submitted) == 2 and submitted[0].startswith("--parsable --partition gpu --time 24:00:00")
-    assert "--dependency=afterok:12345" in submitted[1] and submitted[1].endswith("finalize.sbatch")
+    assert "--dependency=afterany:12345" in submitted[1] and submitted[1].endswith("finalize.sbatch")
     array = Path(submitted[0].split()[-1]).read_text()
     assert "#SBATCH --gres=gpu:1" in array and "--gpus-per-run 1" in array
     # the tasks run this package's ctemp-alt-sweep by this Python, with the package on PYTHONPATH

@@ -185,7 +185,7 @@ def submit_slurm(experiments, args, device):
             print(f"\n--- {sdir}/{name}\n{text}", end="")
         print(
             f"\nwould submit: sbatch --parsable {shlex.join(extra)} runs.sbatch; then "
-            "sbatch --dependency=afterok:<its id> finalize.sbatch"
+            "sbatch --dependency=afterany:<its id> finalize.sbatch"
         )
         return
     sbatch = sbatch_path()
@@ -203,7 +203,10 @@ def submit_slurm(experiments, args, device):
         job = submit("runs.sbatch")
         print(f"submitted job array {job}: {len(todo)} runs ({sdir}/runs.txt)")
     if "finalize.sbatch" in scripts:
-        final = submit("finalize.sbatch", *([f"--dependency=afterok:{job}"] if job else []))
+        # afterany, as the local sweep: finalize does what the finished runs allow and names the
+        # runs it waits for (one failed, or left to another sweep, would keep an afterok job
+        # pending for ever)
+        final = submit("finalize.sbatch", *([f"--dependency=afterany:{job}"] if job else []))
         print(f"submitted finalize job {final}" + (f" (after {job})" if job else ""))
 
 
