@@ -336,6 +336,11 @@ def test_recipe_end_to_end_with_interruption(corpora):
         re.M,
     )
     assert (work / "results" / "curves.vi-en.mini.bpe200.n52.seed2.png").exists()
+    # finalize before the runs are done (SLURM's finalize job starts after the run array whatever
+    # its end): it names the runs it waits for, writes no result and does not fail
+    proc = run_main(alt_sweep.main, "finalize", experiment, "--cpu", env=ENV)
+    assert "finalize waits for T1-ls0.1-sem0, T2-ls0.1-sem0, T3-ls0.1-sem0" in proc.stderr
+    assert not (experiment / "final").exists()
 
     # the killed run resumes alongside the others (this process runs the sweep: ctemp-alt-sweep run)
     proc = sweep_run(*options[:3], "--jobs", "2", *options[5:], "--", *TINY)
