@@ -205,6 +205,28 @@ def test_a_sweep_of_lstm_and_sact_lstm_compares_sact_lstm_with_lstm(tmp_path, ca
     assert not finalize.pending(str(exp_dir))
 
 
+def test_a_comparison_waits_for_an_unfinished_run_and_its_baseline(tmp_path, capsys):
+    """finalize before a run or its baseline has finished (a SLURM finalize job after a failed
+    array task, say): it names what the comparison waits for, writes nothing, and stays pending;
+    once both runs are there it compares them."""
+    exp_dir = tmp_path / "sweep" / "en-vi.mini.bpe200"
+    runs = finished_runs(exp_dir, (("lstm", 1.0), ("sact_lstm", 1.0)))
+    lstm, sact = runs["lstm", 1.0], runs["sact_lstm", 1.0]
+    for unfinished, waits in (
+        (lstm, f"the comparison of {sact.name} waits for the T=1 lstm run ({lstm.name})"),
+        (sact, f"the comparison of {sact.name} waits for its run"),
+    ):
+        (unfinished / "run.json").rename(unfinished / "run.json.done")
+        finalize.finalize(str(exp_dir), Device(cpu=True))
+        assert f"{exp_dir.name}: {waits}" in capsys.readouterr().err
+        assert not os.path.exists(finalize.comparison_path(str(exp_dir), str(sact)))
+        assert finalize.pending(str(exp_dir))
+        (unfinished / "run.json.done").rename(unfinished / "run.json")
+    finalize.finalize(str(exp_dir), Device(cpu=True))
+    assert os.path.exists(finalize.comparison_path(str(exp_dir), str(sact)))
+    assert not finalize.pending(str(exp_dir))
+
+
 def test_variants_train_evaluate_and_compare_with_t1(swept):
     exp = swept["exp"]
     assert sorted(p.name for p in exp.iterdir() if (p / "config.json").exists()) == sorted(RUNS)
