@@ -472,6 +472,12 @@ CASES = [
         "--train-subset 1000 > 60 training pairs",
     ),
     (
+        "data: --download with --release",
+        DATA,
+        ["prepare", "en-vi", "--release", "{root}/release", "--work", "{root}/new", "--download"],
+        "--download fetches the release: give it without --release",
+    ),
+    (
         "data: same language twice",
         ["ctemp-alt-data"],  # a subprocess
         ["check", "en-en", "--release", "{root}/release"],

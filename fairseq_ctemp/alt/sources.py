@@ -304,10 +304,10 @@ class LocalCopy:
 
 
 def corpus_source(args):
+    if getattr(args, "download", False):  # (the CLI refuses it with --release or --local)
+        return Release(download(os.path.join(args.work, "download")))  # before ALT_RELEASE / ALT_LOCAL
     release = args.release or (None if args.local else os.environ.get("ALT_RELEASE"))
     local = args.local or (None if args.release else os.environ.get("ALT_LOCAL"))
-    if getattr(args, "download", False):
-        release = download(os.path.join(args.work, "download"))
     if release and local:
         raise AltError("give either --release or --local (or ALT_RELEASE / ALT_LOCAL), not both")
     if not (release or local):

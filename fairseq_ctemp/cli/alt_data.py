@@ -16,7 +16,8 @@ Corpus sources (a flag, else the environment variable ALT_RELEASE / ALT_LOCAL):
   --local DIR     an already split copy: DIR/{train,dev[,test]}.<lang>, one sentence a line, aligned
                   by line (e.g. a local ALT copy with en and vi, train and dev only). Without test
                   files the recipes score the dev set and say so.
-  --download      fetch the release into W/download first (needs the network).
+  --download      fetch the release into W/download first (needs the network) and use it: not
+                  with --release or --local, and ALT_RELEASE / ALT_LOCAL are not read.
 
 Each pair gets W/data/<pair>.<spm8192|bpe8192>[.nN]/ (one for both directions: en-vi = vi-en):
   raw/{train,dev[,test]}.<lang>  normalised text (NFC, CR/LF stripped, whitespace runs -> one
@@ -122,6 +123,9 @@ def data_main(argv=None):
                 parser.error(f"--{option.replace('_', '-')} must be >= 1, got {getattr(args, option)}")
         if args.spm_model_type is not None and args.subwords != "spm":
             parser.error("--spm-model-type is only used with --subwords spm, not bpe")
+        if args.download and (args.release or args.local):  # else one of them would be ignored
+            given = "--release" if args.release else "--local"
+            parser.error(f"--download fetches the release: give it without {given}")
         prepare(args)
     elif args.command == "check":
         check(args)
