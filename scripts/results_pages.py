@@ -486,9 +486,12 @@ GLANCE = (
     per_seed_evidence("ece", "table1_posthoc.csv", CARVED_VI_EN, MINI.format("Vi→En")),
     alt_seeds_evidence("mini_en_vi_carved_seeds", "variants_five_seeds_ct_sact.csv", MINI.format("En→Vi")),
     alt_seeds_evidence("mini_en_vi_seeds", "lstm.csv", "ALT En→Vi, attention LSTM"),
-    ptb_evidence("ptb_converged_ctmos_seeds.csv", PTB.format("with")),
-    ptb_evidence("ptb_converged_ctmos_seeds_vs_mos.csv", PTB.format("with"), ("ct-mos",)),
-    ptb_evidence("ptb_converged_ctmos_seeds_vs_constant-2.csv", PTB.format("with"), ("ct",)),
+    ptb_evidence("ptb_converged_mos_constant2_seeds.csv", PTB.format("with")),
+    ptb_evidence(
+        "ptb_converged_mos_constant2_seeds_vs_mos.csv", PTB.format("with"), ("ct-mos", "mos-constant-2")
+    ),
+    ptb_evidence("ptb_converged_mos_constant2_seeds_vs_mos-constant-2.csv", PTB.format("with"), ("ct-mos",)),
+    ptb_evidence("ptb_converged_mos_constant2_seeds_vs_constant-2.csv", PTB.format("with"), ("ct",)),
     ptb_evidence("ptb_converged_no_ar_tar_final_seeds.csv", PTB.format("without")),
     ptb_evidence("ptb_converged_no_ar_tar_final_seeds_vs_mos.csv", PTB.format("without"), ("ct-mos",)),
     ptb_evidence("ptb_converged_no_ar_tar_final_seeds_vs_constant-2.csv", PTB.format("without"), ("ct",)),
@@ -694,6 +697,7 @@ TABLES = {
             os.path.join(LM_RESULTS, "ptb_converged_constant2_seed2.csv"),  # and tau = 2's second
             os.path.join(LM_RESULTS, "ptb_converged_constant2_seed3.csv"),  # and its third
             os.path.join(LM_RESULTS, "ptb_converged_ctmos.csv"),  # and CT-MoS's second and third
+            os.path.join(LM_RESULTS, "ptb_converged_mos_constant2.csv"),  # and MoS at tau = 2
         ),
         ptb_runs,
     ),
@@ -705,8 +709,10 @@ TABLES = {
         ),
         ptb_compare,
     ),
-    "ptb_seeds": Table((os.path.join(LM_RESULTS, "ptb_converged_ctmos_seeds.csv"),), ptb_seeds),
-    "ptb_seeds_vs_mos": Table((os.path.join(LM_RESULTS, "ptb_converged_ctmos_seeds_vs_mos.csv"),), ptb_seeds),
+    "ptb_seeds": Table((os.path.join(LM_RESULTS, "ptb_converged_mos_constant2_seeds.csv"),), ptb_seeds),
+    "ptb_seeds_vs_mos": Table(
+        (os.path.join(LM_RESULTS, "ptb_converged_mos_constant2_seeds_vs_mos.csv"),), ptb_seeds
+    ),
     "ptb_no_ar_tar_runs": Table(
         (
             os.path.join(LM_RESULTS, "ptb_converged_no_ar_tar.csv"),
