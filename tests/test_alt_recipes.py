@@ -167,6 +167,12 @@ def test_dry_run_creates_nothing(corpora, tmp_path):
     assert listed == [f"T{t}-ls{ls}-sem{w}" for t in (1, 2) for ls in (0.1, 0.3) for w in (0, 0.1)]
     assert "--softmax-temperature 1 --label-smoothing 0.1 --sem-weight 0 " in proc.stdout
     assert "is not prepared" in proc.stderr
+    # before the data is prepared the plan cannot know whether the corpus has a test split ...
+    assert "scores dev, and test if the corpus has a test split (the data is not prepared yet)" in proc.stdout
+    # ... but with --carve-test it can
+    local = ["en-ja", "--local", corpora["local"], "--work", work, *JA_DATA, *SWEEP_OPTIONS, "--dry-run"]
+    proc = run("bash", os.path.join(ALT, "run_all.sh"), *local, "--carve-test", "3")
+    assert "; scores dev and test;" in proc.stdout and "greedy and beam 2 on dev and test\n" in proc.stdout
     assert not work.exists()
 
 

@@ -11,7 +11,7 @@ from .children import call, child_env, sweep_command
 from .common import AltError, RunFailed, RunHeld, fmt, say, tool, tool_env
 from .finalize import pending as finalize_pending
 from .presets import DEFAULT_VARIANT, baseline_variant, compared_variants
-from .records import read_run
+from .records import prepared, read_run
 from .training import train_argv
 
 
@@ -26,12 +26,10 @@ def print_plan(experiments, args, device):
     print(f"plan ({'dry run: nothing is started' if args.dry_run else 'starting'}): {where}")
     for exp_dir, exp, runs in experiments:
         todo = [r for r in runs if not r[2].startswith("done")]
-        shown = " and ".join({"valid": "dev", "test": "test"}[x] for x in exp.subsets)
+        shown = scored_subsets(exp_dir, exp)
         print(
-            f"\n{os.path.basename(exp_dir)}  ({exp_dir})\n  data {exp.data}; scores "
-            f"{shown}"
-            + ("" if "test" in exp.subsets else " (no test split: dev numbers only)")
-            + f"; sacrebleu tokenize={exp.bleu_tokenize}\n  {len(runs)} runs, {len(todo)} to do:"
+            f"\n{os.path.basename(exp_dir)}  ({exp_dir})\n  data {exp.data}; scores {shown}"
+            f"; sacrebleu tokenize={exp.bleu_tokenize}\n  {len(runs)} runs, {len(todo)} to do:"
         )
         for _, config, state in runs:
             print(f"    {config.name:<30} {state}")
@@ -56,13 +54,23 @@ def print_plan(experiments, args, device):
             )
         print(
             f"  then per run: average the last {exp.average} checkpoints; greedy and beam "
-            f"{exp.eval_beam} on {shown}"
+            f"{exp.eval_beam} on {shown.split(' (')[0]}"
         )
         steps = finalize_steps(exp, runs, variants)
         if args.no_finalize:
             print("  no finalize (--no-finalize)")
         elif steps:
             print("  then finalize: " + "; ".join(steps))
+
+
+def scored_subsets(exp_dir, exp):
+    """The splits the runs are scored on, in words. A dry run before the data is prepared (without
+    --carve-test, whose test split is known) cannot know whether the corpus has a test split."""
+    if "test" in exp.subsets:
+        return "dev and test"
+    if prepared(os.path.join(exp_dir, exp.data)) is None:
+        return "dev, and test if the corpus has a test split (the data is not prepared yet)"
+    return "dev (no test split: dev numbers only)"
 
 
 def finalize_steps(exp, runs, variants):

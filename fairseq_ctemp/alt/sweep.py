@@ -58,7 +58,8 @@ def experiment_seed(exp_dir):
 def prepared_or_planned(args, src, tgt, ddir):
     """What the plan needs of the data directory ``ddir``: (whether it has a test split, fairseq's
     --remove-bpe for its subwords), from its prepare.json; in a dry run, where it is not prepared
-    yet, (None, the --subwords' one) with a warning (else AltError, saying how to prepare it)."""
+    yet, (True with --carve-test, else None: not known before the corpus is read; the --subwords'
+    --remove-bpe) with a warning (else AltError, saying how to prepare it)."""
     data = prepared(ddir)
     if data is not None:
         return data.has_test, data.remove_bpe
@@ -73,7 +74,13 @@ def prepared_or_planned(args, src, tgt, ddir):
     if not args.dry_run:
         raise AltError(message)
     say("warning: " + message)
-    return None, remove_bpe_of(args.subwords)
+    return (True if args.carve_test else None), remove_bpe_of(args.subwords)
+
+
+def started_with_test_split(exp_dir):
+    """Whether the experiment in exp_dir scores a test split (experiment.json); None if not started."""
+    existing = read_json(os.path.join(exp_dir, "experiment.json"))
+    return None if existing is None else "test" in Settings.from_dict(existing, exp_dir, AltError).subsets
 
 
 def checked_run_config(run_dir, config, writes):
@@ -112,6 +119,8 @@ def plan(args):
         ddir = os.path.abspath(data_dir(args.work, src, tgt, tag))
         has_test, remove_bpe = prepared_or_planned(args, src, tgt, ddir)
         exp_dir = experiment_dir(args.work, src, tgt, args.preset, tag, seed)
+        if has_test is None:  # (a dry run) as the experiment, if started, knows it
+            has_test = started_with_test_split(exp_dir)
         if any(exp_dir == e[0] for e in experiments):
             continue  # the direction given twice
         exp = Settings(
