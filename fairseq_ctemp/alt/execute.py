@@ -111,16 +111,12 @@ def execute_local(experiments, args, device):
     slots = gpu_slots(args) if args.gpus else [None] * args.jobs
     free, free_lock, failures, held = list(slots), threading.Lock(), [], []
 
-    def child(command, slot, log, what):
-        env = child_env(tool_env(device.threads, {"CUDA_VISIBLE_DEVICES": slot} if slot else None))
-        call(sweep_command(*command, *device.sweep_options()), env, log, what)
-
     def work(run_dir, name):
         with free_lock:
             slot = free.pop()
         try:
             say(f"{name}: started" + (f" on GPU {slot}" if slot else ""))
-            child(["run-one", run_dir], slot, os.path.join(run_dir, "run.log"), "run")
+            run_child(device, ["run-one", run_dir], slot, os.path.join(run_dir, "run.log"), "run")
             result = read_run(run_dir)
             dev = result.eval["valid"]
             say(
@@ -147,28 +143,42 @@ def execute_local(experiments, args, device):
         list(pool.map(lambda item: work(*item), todo))
     pending = [exp_dir for exp_dir, _, _ in experiments if finalize_pending(exp_dir)]
     if pending and not args.no_finalize:
-        try:  # one process for all experiments (logs: EXPERIMENT/final.log)
-            child(
-                ["finalize", *pending],
-                slots[0].split(",")[0] if args.gpus else None,
-                os.path.join(os.path.dirname(pending[0]), "finalize.log"),
-                "finalize",
-            )
-        except RunFailed as e:
-            failures.append(f"finalize: {e}")
-        for exp_dir in pending:
-            log = os.path.join(exp_dir, "final.log")
-            lines = []
-            if os.path.exists(log):
-                with open(log, encoding="utf-8") as f:
-                    lines = [line.rstrip() for line in f]
-            lines = [line for line in lines if line.startswith(os.path.basename(exp_dir) + ":")]
-            say(lines[-1] if lines else f"{os.path.basename(exp_dir)}: finalize did not finish")
+        failures += finalize_local(pending, device, slots[0].split(",")[0] if args.gpus else None)
     if failures:
         raise AltError(
             f"{len(failures)} step(s) failed (re-run the same command to retry):\n" + "\n".join(failures)
         )
     return held
+
+
+def run_child(device, command, slot, log, what):
+    """`ctemp-alt-sweep COMMAND` in a process of its own (on GPU(s) `slot`, if given), logged to log."""
+    env = child_env(tool_env(device.threads, {"CUDA_VISIBLE_DEVICES": slot} if slot else None))
+    call(sweep_command(*command, *device.sweep_options()), env, log, what)
+
+
+def finalize_local(pending, device, gpu):
+    """One `ctemp-alt-sweep finalize` process for the experiments (logs: EXPERIMENT/final.log);
+    says each one's last word. Returns the failures ([] or one)."""
+    failures = []
+    try:
+        run_child(
+            device,
+            ["finalize", *pending],
+            gpu,
+            os.path.join(os.path.dirname(pending[0]), "finalize.log"),
+            "finalize",
+        )
+    except RunFailed as e:
+        failures.append(f"finalize: {e}")
+    for exp_dir in pending:
+        name = os.path.basename(exp_dir)
+        lines = []
+        if os.path.exists(os.path.join(exp_dir, "final.log")):
+            with open(os.path.join(exp_dir, "final.log"), encoding="utf-8") as f:
+                lines = [line.rstrip() for line in f if line.startswith(name + ":")]
+        say(lines[-1] if lines else f"{name}: finalize did not finish")
+    return failures
 
 
 def sbatch_path():
