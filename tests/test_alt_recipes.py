@@ -440,7 +440,9 @@ def test_recipe_end_to_end_with_interruption(corpora):
         "--",
         *TINY,
     ]
-    sweep_run(*ja_sweep[2:])  # in this process: the vi-en sweep above ran sweep.sh itself
+    proc = sweep_run(*ja_sweep[2:])  # in this process: the vi-en sweep above ran sweep.sh itself
+    assert "; scores dev (no test split: dev numbers only);" in proc.stdout
+    assert "greedy and beam 2 on dev\n" in proc.stdout
     ja_experiment = work / "sweep" / "en-ja.mini.spm20.seed2"
     ja_final = json.loads((ja_experiment / "final" / "final.json").read_text())
     assert ja_final["scored_subset"] == "valid"  # no test split: dev, and it says so

@@ -26,9 +26,9 @@ def print_plan(experiments, args, device):
     print(f"plan ({'dry run: nothing is started' if args.dry_run else 'starting'}): {where}")
     for exp_dir, exp, runs in experiments:
         todo = [r for r in runs if not r[2].startswith("done")]
-        shown = scored_subsets(exp_dir, exp)
+        shown, why = scored_subsets(exp_dir, exp)
         print(
-            f"\n{os.path.basename(exp_dir)}  ({exp_dir})\n  data {exp.data}; scores {shown}"
+            f"\n{os.path.basename(exp_dir)}  ({exp_dir})\n  data {exp.data}; scores {shown}{why}"
             f"; sacrebleu tokenize={exp.bleu_tokenize}\n  {len(runs)} runs, {len(todo)} to do:"
         )
         for _, config, state in runs:
@@ -54,7 +54,7 @@ def print_plan(experiments, args, device):
             )
         print(
             f"  then per run: average the last {exp.average} checkpoints; greedy and beam "
-            f"{exp.eval_beam} on {shown.split(' (')[0]}"
+            f"{exp.eval_beam} on {shown}"
         )
         steps = finalize_steps(exp, runs, variants)
         if args.no_finalize:
@@ -64,13 +64,14 @@ def print_plan(experiments, args, device):
 
 
 def scored_subsets(exp_dir, exp):
-    """The splits the runs are scored on, in words. A dry run before the data is prepared (without
-    --carve-test, whose test split is known) cannot know whether the corpus has a test split."""
+    """The splits the runs are scored on, in words, and why where it is not dev and test. A dry run
+    before the data is prepared (without --carve-test, whose test split is known) cannot know
+    whether the corpus has a test split."""
     if "test" in exp.subsets:
-        return "dev and test"
+        return "dev and test", ""
     if prepared(os.path.join(exp_dir, exp.data)) is None:
-        return "dev, and test if the corpus has a test split (the data is not prepared yet)"
-    return "dev (no test split: dev numbers only)"
+        return "dev, and test if the corpus has a test split", " (the data is not prepared yet)"
+    return "dev", " (no test split: dev numbers only)"
 
 
 def finalize_steps(exp, runs, variants):

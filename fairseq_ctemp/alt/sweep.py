@@ -79,8 +79,9 @@ def prepared_or_planned(args, src, tgt, ddir):
 
 def started_with_test_split(exp_dir):
     """Whether the experiment in exp_dir scores a test split (experiment.json); None if not started."""
-    existing = read_json(os.path.join(exp_dir, "experiment.json"))
-    return None if existing is None else "test" in Settings.from_dict(existing, exp_dir, AltError).subsets
+    path = os.path.join(exp_dir, "experiment.json")
+    existing = read_json(path)
+    return None if existing is None else "test" in Settings.from_dict(existing, path, AltError).subsets
 
 
 def checked_run_config(run_dir, config, writes):
