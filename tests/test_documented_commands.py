@@ -1,0 +1,82 @@
+"""Every fairseq command line of the docs and READMEs (fairseq-train, -generate, -interactive,
+-eval-lm) is one that fairseq's own parser takes, with the plugin loaded: the architectures,
+criteria, tasks and options it names exist (a renamed option would leave a copied command failing).
+Lines with placeholders ("...", $VARIABLES, words in capitals) are left out; the commands of
+fairseq-hydra-train are tests/test_hydra_configs.py's."""
+
+import os
+import re
+import shlex
+
+import pytest
+from conftest import PLUGIN_DIR, REPO
+from fairseq import options
+
+PARSERS = {
+    "fairseq-train": options.get_training_parser,
+    "fairseq-generate": options.get_generation_parser,
+    "fairseq-interactive": options.get_interactive_generation_parser,
+    "fairseq-eval-lm": options.get_eval_lm_parser,
+}
+FOLDERS = ("", "docs", "examples/alt", "examples/language_model", "examples/sact")
+SHELL_OPERATORS = {"|", "||", "&&", ";", "&"}
+PLACEHOLDER = re.compile(r"\.\.\.|\$|\b[A-Z][A-Z_]{2,}\b")  # "...", $DATA, DATA_BIN, SAVE_DIR
+
+
+def documented_lines():
+    """[(file, line)] of the fairseq commands in the markdown code blocks, continuation lines
+    joined."""
+    found = []
+    for folder in FOLDERS:
+        for name in sorted(os.listdir(os.path.join(REPO, folder))):
+            if name.endswith(".md"):
+                path = os.path.join(folder, name)
+                with open(os.path.join(REPO, path), encoding="utf-8") as f:
+                    text = f.read().replace("\\\n", " ")
+                for block in text.split("```")[1::2]:
+                    found += [
+                        (path, line.strip()) for line in block.splitlines() if line.split(" ")[0] in PARSERS
+                    ]
+    return found
+
+
+def documented_commands():
+    """[(file, words)] of the documented lines without placeholders."""
+    commands = []
+    for path, line in documented_lines():
+        words = shlex.split(line.replace("$(ctemp-user-dir)", PLUGIN_DIR), comments=True)
+        shell = [i for i, w in enumerate(words) if w in SHELL_OPERATORS or w.startswith(("<", ">", "2>"))]
+        words = words[: shell[0]] if shell else words  # the command, not its redirection or pipe
+        if not PLACEHOLDER.search(" ".join(words)):
+            commands.append((path, words))
+    return commands
+
+
+def test_the_commands_are_found():
+    """The collector sees the README's tour and each method's page (it cannot pass on nothing)."""
+    commands = documented_commands()
+    assert {p for p, _ in commands} >= {
+        "README.md",
+        "docs/contextual_temperature.md",
+        "docs/sact.md",
+        "docs/softmax_tempering.md",
+        "docs/translation_temperature.md",
+    }
+    assert {w[0] for _, w in commands} >= {"fairseq-train", "fairseq-generate", "fairseq-eval-lm"}
+    assert len(commands) >= 15
+
+
+@pytest.mark.parametrize(
+    "path, words",
+    documented_commands(),
+    ids=[f"{p}:{w[0]}:{i}" for i, (p, w) in enumerate(documented_commands())],
+)
+def test_fairseq_parses_the_documented_command(path, words, monkeypatch):
+    monkeypatch.chdir(REPO)  # --user-dir fairseq_ctemp, as run from a checkout
+    argv = [os.path.join(REPO, w) if w == "fairseq_ctemp" else w for w in words[1:]]
+    args = options.parse_args_and_arch(PARSERS[words[0]](), argv)
+    assert os.path.samefile(args.user_dir, PLUGIN_DIR), (path, words)
+    if "--arch" in argv:
+        assert args.arch == argv[argv.index("--arch") + 1], (path, words)
+    if "--criterion" in argv:
+        assert args.criterion == argv[argv.index("--criterion") + 1], (path, words)
