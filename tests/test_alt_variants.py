@@ -395,7 +395,7 @@ def test_the_plan_of_lstm_and_sact_lstm_alone_names_the_one_comparison(work):
     """lstm,sact_lstm without the transformer: the two runs, sact_lstm against lstm; --no-finalize
     plans no finalize."""
     plan = [*SWEEP, "--seed", "4", "--work", work, "--dry-run"]
-    plan[plan.index("--variants") + 1] = "lstm,sact_lstm,fixed_lstm:2.0,fixed_lstm:2"
+    plan[plan.index("--variants") + 1] = "lstm,sact_lstm,fixed_lstm:2.0"  # named as fixed_lstm:2
     stdout = sweep(*plan).stdout
     planned = [line.split()[0] for line in stdout.splitlines() if line.endswith(" to train")]
     assert planned == ["lstm-T1-ls0.1-sem0", "sact_lstm-T1-ls0.1-sem0", "fixed_lstm-tau2-T1-ls0.1-sem0"]

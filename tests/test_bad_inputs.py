@@ -549,6 +549,12 @@ CASES = [
         "--temperatures: 2.0, 2.0000001 name the same run (2)",
     ),
     (
+        "sweep: variants naming one run",
+        SWEEP,
+        ["run", *SWEEP_OK, "--variants", "transformer,fixed_lstm:2.25,lstm,fixed_lstm:2.250"],
+        "--variants: fixed_lstm:2.25, fixed_lstm:2.250 name the same run (fixed_lstm:2.25); give each once",
+    ),
+    (
         "sweep: an empty entry in a list",
         SWEEP,
         ["run", *SWEEP_OK, "--temperatures", "1,,2"],

@@ -125,14 +125,19 @@ LEAST = {
 
 
 def checked_variants(args):
-    """--variants in canonical spelling, each once."""
-    variants = []
+    """--variants in canonical spelling; two entries of one run are refused, as in --temperatures."""
+    variants = {}  # canonical name: as given
     for variant in [DEFAULT_VARIANT] if args.variants is None else args.variants:
         try:
-            variants.append(canonical_variant(variant))
+            name = canonical_variant(variant)
         except ValueError as e:
             raise AltError(f"--variants: {e}; choose from {', '.join(variant_names())}") from None
-    return list(dict.fromkeys(variants))
+        if name in variants:
+            raise AltError(
+                f"--variants: {variants[name]}, {variant} name the same run ({name}); give each once"
+            )
+        variants[name] = variant
+    return list(variants)
 
 
 def check_grid(args, temperatures):
