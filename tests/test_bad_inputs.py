@@ -543,6 +543,12 @@ CASES = [
         "--grid-lenpens must be finite numbers > 0, got -1",
     ),
     (
+        "sweep: a length penalty twice",
+        SWEEP,
+        ["run", *SWEEP_OK, "--grid-lenpens", "0.5,1,1.0"],
+        "--grid-lenpens: 1 given twice; give each value once",
+    ),
+    (
         "sweep: temperatures naming one run",
         SWEEP,
         ["run", *SWEEP_OK, "--temperatures", "1,2,2.0000001"],

@@ -182,6 +182,11 @@ def check_scalars(args, scalar):
             f"--grid-lenpens must be finite numbers > 0, got "
             f"{','.join(map(fmt, scalar['grid_lenpens'])) or 'none'}"
         )
+    for key in ("grid_beams", "grid_lenpens", "speed_beams"):  # one decoding (and its files) each
+        named = [fmt(x) for x in scalar[key]]
+        twice = sorted({x for x in named if named.count(x) > 1})
+        if twice:
+            raise AltError(f"--{key.replace('_', '-')}: {', '.join(twice)} given twice; give each value once")
 
 
 def check_variants(args, variants, temperatures):
