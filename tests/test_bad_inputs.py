@@ -1780,6 +1780,12 @@ CASES = [
         "{root}/lm-runs-cut/softmax/eval_test.json is not valid JSON (Expecting ',' delimiter",
     ),
     (
+        "lm_results: a run twice",
+        lm_results,
+        ["table", "--runs", "{root}", "--variants", "softmax", "ct", "softmax", "--output", "{root}/table"],
+        "--variants: softmax given twice; give each run once",
+    ),
+    (
         "lm_results: compare without a baseline",
         lm_results,
         ["compare", "--runs", "{root}", "--variants", "softmax", "--output", "{root}/compare"],

@@ -145,6 +145,9 @@ def add_compare(p):
 def main(argv=None):
     args = build_parser().parse_args(argv)
     where = f"lm_results.py {args.command}"
+    variants = getattr(args, "variants", None) or []
+    if twice := sorted({v for v in variants if variants.count(v) > 1}):  # rows twice in a table
+        sys.exit(f"{where}: error: --variants: {', '.join(twice)} given twice; give each run once")
     read = [(f"--{name}", path) for name in ("table", "logs", "dumps") for path in getattr(args, name, ())]
     if problem := inputs.output_problem(outputs(args), read, args.force):
         sys.exit(f"{where}: error: {problem}")
