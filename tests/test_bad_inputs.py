@@ -967,6 +967,19 @@ CASES = [
         "{root}/alt-seeds/old/runs.csv line 2)",
     ),
     (
+        "seeds: a variant twice",
+        alt_seeds,
+        [
+            "--runs",
+            "{root}/alt-seeds/seed1/runs.csv",
+            "--variants",
+            "transformer,transformer",
+            "--output",
+            "{root}/s",
+        ],
+        "argument --variants: expected comma-separated names, each once, got 'transformer,transformer'",
+    ),
+    (
         "seeds: --output names a finished table",
         alt_seeds,
         ["--runs", "{root}/alt-seeds/seed1/runs.csv", "--output", "{root}/alt-seeds/taken"],
@@ -1151,6 +1164,12 @@ CASES = [
         greedy_vs_beam,
         [*GVB[:5], "--grid-beams", "2,x", "--", "--cpu"],
         "argument --grid-beams: expected comma-separated integers, got '2,x'",
+    ),
+    (
+        "greedy-vs-beam: a length penalty twice",
+        greedy_vs_beam,
+        [*GVB[:5], "--grid-beams", "2,4", "--grid-lenpens", "0.8,1,1.0", "--", "--cpu"],
+        "argument --grid-lenpens: expected comma-separated numbers, each once, got '0.8,1,1.0'",
     ),
     (
         "greedy-vs-beam: random-bytes checkpoint",

@@ -56,7 +56,7 @@ def seeds_main(argv=None):
     )
     parser.add_argument("--output", required=True, metavar="PREFIX", help="writes PREFIX.csv and PREFIX.md")
     parser.add_argument("--variants", type=arguments.names, help="only these variants (default: all)")
-    parser.add_argument("--temperatures", type=arguments.numbers, help="only these T (default: all)")
+    parser.add_argument("--temperatures", type=arguments.distinct_numbers, help="only these T (default: all)")
     parser.add_argument(
         "--baseline", help=f"the variant whose T=1 runs are the baseline (default: {DEFAULT_VARIANT})"
     )
