@@ -145,9 +145,10 @@ def add_compare(p):
 def main(argv=None):
     args = build_parser().parse_args(argv)
     where = f"lm_results.py {args.command}"
-    variants = getattr(args, "variants", None) or []
-    if twice := sorted({v for v in variants if variants.count(v) > 1}):  # rows twice in a table
-        sys.exit(f"{where}: error: --variants: {', '.join(twice)} given twice; give each run once")
+    for option in ("variants", "logs", "dumps"):  # one run's row, line or statistics twice
+        given = getattr(args, option, None) or []
+        if twice := sorted({v for v in given if given.count(v) > 1}):
+            sys.exit(f"{where}: error: --{option}: {', '.join(twice)} given twice; give each run once")
     read = [(f"--{name}", path) for name in ("table", "logs", "dumps") for path in getattr(args, name, ())]
     if problem := inputs.output_problem(outputs(args), read, args.force):
         sys.exit(f"{where}: error: {problem}")

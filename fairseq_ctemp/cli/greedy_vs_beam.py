@@ -103,7 +103,9 @@ def main(argv=None):
     parser.add_argument("--temperature", type=float, help="decoding temperature (default: the training T)")
     parser.add_argument("--sacrebleu-tokenize", help="BLEU tokenizer (default: none; 13a with --ref)")
     parser.add_argument(
-        "--grid-beams", type=arguments.distinct_integers, help="e.g. 2,4,6,8,10,12: pick beam and lenpen on dev"
+        "--grid-beams",
+        type=arguments.distinct_integers,
+        help="e.g. 2,4,6,8,10,12: pick beam and lenpen on dev",
     )
     parser.add_argument("--grid-lenpens", type=arguments.distinct_numbers, help="e.g. 0.6,0.8,1.0,1.2,1.4")
     parser.add_argument("--dev-subset", help=f"subset the grid decodes (default {Request.dev_subset})")
