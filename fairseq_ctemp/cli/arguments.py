@@ -23,7 +23,7 @@ def comma_list(convert, what, distinct=False):
     return parse
 
 
-numbers = comma_list(float, "numbers")  # (the sweep's grids: it names the values of one run itself)
+numbers = comma_list(float, "numbers")  # the sweep checks its grids itself: values naming one run
 integers = comma_list(int, "integers")
 names = comma_list(str, "names", distinct=True)
 distinct_numbers = comma_list(float, "numbers", distinct=True)
