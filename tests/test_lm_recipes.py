@@ -586,7 +586,7 @@ def test_the_protocols_table_lists_one_checkpoints_settings_by_tokens_scored_the
     )
 
 
-def test_the_tables_name_the_runs_they_leave_out_and_refuse_to_be_empty(tmp_path):
+def test_a_table_refuses_runs_that_are_not_there_and_protocols_refuse_to_be_empty(tmp_path):
     lm_results = example_script(os.path.join(RECIPES, "lm_results.py"))
     runs_dir = tmp_path / "runs"
     runs_dir.mkdir()
@@ -604,9 +604,8 @@ def test_the_tables_name_the_runs_they_leave_out_and_refuse_to_be_empty(tmp_path
     )
     assert proc.returncode != 0
     assert proc.stderr.splitlines() == [
-        f"lm_results.py table: warning: no run {runs_dir / 'softmax'}",
-        f"lm_results.py table: warning: no run {runs_dir / 'ct'}",
-        "lm_results.py table: error: no runs found",
+        f"lm_results.py table: error: no run {runs_dir / 'softmax'}, {runs_dir / 'ct'}: name the runs there "
+        "are (`status` says where each stands)"
     ]
     proc = run_main(
         lm_results.main,

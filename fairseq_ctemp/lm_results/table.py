@@ -2,7 +2,6 @@
 block / context settings)."""
 
 import glob
-import logging
 import os
 
 from ..outputs import all_or_none
@@ -10,8 +9,6 @@ from . import ResultsError
 from .evaluation import read_evaluation
 from .output import fmt, markdown_table, write_tables
 from .runs import COLUMNS, run_summary
-
-logger = logging.getLogger(__name__)
 
 HEADER = [
     *("variant", "valid ppl", "test ppl", "valid tokens", "test tokens", "eval blocks/context"),
@@ -24,15 +21,12 @@ HEADER = [
 
 def table(runs, variants, eval_suffix, output):
     """output.md and output.csv: a row per run RUNS/<variant> (runs.COLUMNS)."""
-    rows = []
-    for variant in variants:
-        run_dir = os.path.join(runs, variant)
-        if not os.path.isdir(run_dir):
-            logger.warning(f"no run {run_dir}")
-            continue
-        rows.append(run_summary(run_dir, eval_suffix))
-    if not rows:
-        raise ResultsError("no runs found")
+    missing = [os.path.join(runs, v) for v in variants if not os.path.isdir(os.path.join(runs, v))]
+    if missing:  # a table without a run asked for would pass for the whole set
+        raise ResultsError(
+            f"no run {', '.join(missing)}: name the runs there are (`status` says where each stands)"
+        )
+    rows = [run_summary(os.path.join(runs, variant), eval_suffix) for variant in variants]
     lines = markdown_table(HEADER, [[fmt(row[c]) for c in COLUMNS] for row in rows])
     write_tables(output, COLUMNS, rows, lines)
 
