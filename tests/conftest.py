@@ -653,3 +653,21 @@ def wait_until_free(path, seconds=30):
             except BlockingIOError:
                 assert time.monotonic() < deadline, f"{path} still held"
                 time.sleep(0.1)
+
+
+DOC_FOLDERS = ("", "docs", "examples/alt", "examples/language_model", "examples/sact")
+
+
+def code_block_lines():
+    """[(file, line)] of the code blocks of the docs and READMEs (continuation lines joined,
+    stripped): where the commands a user copies are."""
+    found = []
+    for folder in DOC_FOLDERS:
+        for name in sorted(os.listdir(os.path.join(REPO, folder))):
+            if name.endswith(".md"):
+                path = os.path.join(folder, name)
+                with open(os.path.join(REPO, path), encoding="utf-8") as f:
+                    text = f.read().replace("\\\n", " ")
+                for block in text.split("```")[1::2]:
+                    found += [(path, line.strip()) for line in block.splitlines()]
+    return found

@@ -9,7 +9,7 @@ import re
 import shlex
 
 import pytest
-from conftest import PLUGIN_DIR, REPO
+from conftest import PLUGIN_DIR, REPO, code_block_lines
 from fairseq import options
 
 PARSERS = {
@@ -18,26 +18,13 @@ PARSERS = {
     "fairseq-interactive": options.get_interactive_generation_parser,
     "fairseq-eval-lm": options.get_eval_lm_parser,
 }
-FOLDERS = ("", "docs", "examples/alt", "examples/language_model", "examples/sact")
 SHELL_OPERATORS = {"|", "||", "&&", ";", "&"}
 PLACEHOLDER = re.compile(r"\.\.\.|\$|\b[A-Z][A-Z_]{2,}\b")  # "...", $DATA, DATA_BIN, SAVE_DIR
 
 
 def documented_lines():
-    """[(file, line)] of the fairseq commands in the markdown code blocks, continuation lines
-    joined."""
-    found = []
-    for folder in FOLDERS:
-        for name in sorted(os.listdir(os.path.join(REPO, folder))):
-            if name.endswith(".md"):
-                path = os.path.join(folder, name)
-                with open(os.path.join(REPO, path), encoding="utf-8") as f:
-                    text = f.read().replace("\\\n", " ")
-                for block in text.split("```")[1::2]:
-                    found += [
-                        (path, line.strip()) for line in block.splitlines() if line.split(" ")[0] in PARSERS
-                    ]
-    return found
+    """[(file, line)] of the fairseq commands in the docs' code blocks."""
+    return [(path, line) for path, line in code_block_lines() if line.split(" ")[0] in PARSERS]
 
 
 def documented_commands():

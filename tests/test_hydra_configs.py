@@ -15,7 +15,7 @@ import sys
 import pytest
 import torch
 import yaml
-from conftest import PLUGIN_DIR, REPO, RawModel, json_log_records, run_cli, run_fairseq
+from conftest import PLUGIN_DIR, REPO, RawModel, code_block_lines, json_log_records, run_cli, run_fairseq
 
 from fairseq_ctemp import logs
 
@@ -68,20 +68,11 @@ def test_check_mode_fails_on_a_file_that_differs_from_its_recipe(tmp_path, monke
 
 def documented_commands():
     """[(file, command words)] of every fairseq-hydra-train command in the docs and READMEs."""
-    found = []
-    for folder in ("", "docs", "examples/alt", "examples/language_model", "examples/sact"):
-        for name in sorted(os.listdir(os.path.join(REPO, folder))):
-            if not name.endswith(".md"):
-                continue
-            path = os.path.join(folder, name)
-            with open(os.path.join(REPO, path), encoding="utf-8") as f:
-                text = f.read().replace("\\\n", " ")
-            for block in text.split("```")[1::2]:  # the code blocks
-                for line in block.splitlines():
-                    if line.startswith("fairseq-hydra-train "):
-                        words = shlex.split(line.replace("$(ctemp-user-dir)", PLUGIN_DIR))
-                        found.append((path, words))
-    return found
+    return [
+        (path, shlex.split(line.replace("$(ctemp-user-dir)", PLUGIN_DIR)))
+        for path, line in code_block_lines()
+        if line.startswith("fairseq-hydra-train ")
+    ]
 
 
 def test_documented_commands_compose():
