@@ -2,14 +2,21 @@
 -eval-lm) is one that fairseq's own parser takes, with the plugin loaded: the architectures,
 criteria, tasks and options it names exist (a renamed option would leave a copied command failing).
 Lines with placeholders ("...", $VARIABLES, words in capitals) are left out; the commands of
-fairseq-hydra-train are tests/test_hydra_configs.py's."""
+fairseq-hydra-train are tests/test_hydra_configs.py's.
 
+Likewise every command line of the plugin's own tools (ctemp-*, pyproject's console scripts) is
+one that the tool's parser takes: its main() runs until its command line is parsed, and stops there,
+before any file is read. Their placeholders stand for paths and names, so they are filled in
+($EXP, WORK: exp, work) rather than left out; a line with "..." is left out."""
+
+import argparse
+import importlib
 import os
 import re
 import shlex
 
 import pytest
-from conftest import PLUGIN_DIR, REPO, code_block_lines
+from conftest import PLUGIN_DIR, REPO, code_block_lines, console_scripts
 from fairseq import options
 
 PARSERS = {
@@ -67,3 +74,68 @@ def test_fairseq_parses_the_documented_command(path, words, monkeypatch):
         assert args.arch == argv[argv.index("--arch") + 1], (path, words)
     if "--criterion" in argv:
         assert args.criterion == argv[argv.index("--criterion") + 1], (path, words)
+
+
+def documented_tool_commands():
+    """[(file, words)] of the documented lines of the plugin's tools, placeholders filled in."""
+    tools = set(console_scripts()) - {"ctemp-user-dir"}  # (it takes no options)
+    commands = []
+    for path, line in code_block_lines():
+        if line.split(" ")[0] in tools and "..." not in line:
+            line = re.sub(r"\$\{?(\w+)\}?", lambda m: m.group(1).lower(), line)
+            line = re.sub(r"\b[A-Z][A-Z_]{2,}\b", lambda m: m.group(0).lower(), line)
+            commands.append((path, shlex.split(line, comments=True)))
+    return commands
+
+
+def test_the_tool_commands_are_found():
+    commands = documented_tool_commands()
+    assert {w[0] for _, w in commands} >= {
+        "ctemp-greedy-vs-beam",
+        "ctemp-calibrate",
+        "ctemp-ct-analysis",
+        "ctemp-sact-heatmaps",
+        "ctemp-alt-seeds",
+        "ctemp-alt-sweep",
+        "ctemp-average-checkpoints",
+    }
+    assert len(commands) >= 20
+
+
+class Parsed(Exception):
+    """Raised where a tool's command line has been parsed: nothing after it runs."""
+
+
+@pytest.mark.parametrize(
+    "path, words",
+    documented_tool_commands(),
+    ids=[f"{p}:{w[0]}:{i}" for i, (p, w) in enumerate(documented_tool_commands())],
+)
+def test_the_tool_parses_the_documented_command(path, words, monkeypatch, capsys):
+    monkeypatch.chdir(REPO)  # --user-dir fairseq_ctemp, as run from a checkout
+    argv = words[1:]
+    if words[0] == "ctemp-calibrate":  # it reads the checkpoint before its fairseq parser (the task's)
+        from fairseq_ctemp.cli import calibrate
+
+        task = argv[argv.index("--task") + 1] if "--task" in argv else "translation"
+        options.parse_args_and_arch(calibrate.fairseq_parser(task), argv)
+        return
+    if words[0] == "ctemp-greedy-vs-beam" and "--" in argv:  # its fairseq-generate options
+        from fairseq_ctemp import translate
+
+        translate.decoding_options(argv[argv.index("--") + 1 :])
+    parse_args = argparse.ArgumentParser.parse_args
+
+    def parse_then_stop(self, args=None, namespace=None):
+        parse_args(self, args, namespace)
+        raise Parsed
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_then_stop)
+    try:
+        importlib.import_module(console_scripts()[words[0]]).main(argv)
+    except Parsed:
+        return
+    except SystemExit as e:
+        error = capsys.readouterr().err.strip().splitlines()[-1:]  # argparse's "prog: error: ..."
+        pytest.fail(f"{path}: {shlex.join(words)}: exit {e.code}: {' '.join(error)}")
+    pytest.fail(f"{path}: {shlex.join(words)} ran without parsing its command line")
