@@ -7,6 +7,7 @@ import io
 import logging
 import math
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -655,19 +656,38 @@ def wait_until_free(path, seconds=30):
                 time.sleep(0.1)
 
 
-DOC_FOLDERS = ("", "docs", "examples/alt", "examples/language_model", "examples/sact")
+DOC_FOLDERS = (
+    "",
+    "docs",
+    "benchmarks",
+    *(f"examples/{e}" for e in ("alt", "language_model", "quickstart", "sact")),
+)
 
 
-def code_block_lines():
-    """[(file, line)] of the code blocks of the docs and READMEs (continuation lines joined,
-    stripped): where the commands a user copies are."""
-    found = []
+def doc_pages():
+    """[(file, text)] of the docs and READMEs, continuation lines ("\\" at the end) joined."""
+    pages = []
     for folder in DOC_FOLDERS:
         for name in sorted(os.listdir(os.path.join(REPO, folder))):
             if name.endswith(".md"):
                 path = os.path.join(folder, name)
                 with open(os.path.join(REPO, path), encoding="utf-8") as f:
-                    text = f.read().replace("\\\n", " ")
-                for block in text.split("```")[1::2]:
-                    found += [(path, line.strip()) for line in block.splitlines()]
-    return found
+                    pages.append((path, f.read().replace("\\\n", " ")))
+    return pages
+
+
+def code_block_lines():
+    """[(file, line)] of the code blocks of the docs and READMEs (continuation lines joined,
+    stripped): where the commands a user copies are."""
+    return [
+        (path, line.strip())
+        for path, text in doc_pages()
+        for block in text.split("```")[1::2]
+        for line in block.splitlines()
+    ]
+
+
+def inline_code(text):
+    """The inline code spans (`...`) of a page's text outside its code blocks."""
+    prose = "".join(text.split("```")[0::2])
+    return re.findall(r"`([^`\n]+)`", prose)

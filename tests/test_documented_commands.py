@@ -7,7 +7,10 @@ fairseq-hydra-train are tests/test_hydra_configs.py's.
 Likewise every command line of the plugin's own tools (ctemp-*, pyproject's console scripts) is
 one that the tool's parser takes: its main() runs until its command line is parsed, and stops there,
 before any file is read. Their placeholders stand for paths and names, so they are filled in
-($EXP, WORK: exp, work) rather than left out; a line with "..." is left out."""
+($EXP, WORK: exp, work) rather than left out; a line with "..." is left out. And every command of
+the benchmarks (benchmarks/*.py) the pages give, in a code block or inline, as the one that wrote
+a result: its script's parser takes it. (What a command checks after its parser, such as values
+that must go together, is tests/test_bad_inputs.py's.)"""
 
 import argparse
 import importlib
@@ -16,7 +19,7 @@ import re
 import shlex
 
 import pytest
-from conftest import PLUGIN_DIR, REPO, code_block_lines, console_scripts
+from conftest import PLUGIN_DIR, REPO, code_block_lines, console_scripts, doc_pages, inline_code
 from fairseq import options
 
 PARSERS = {
@@ -106,6 +109,23 @@ class Parsed(Exception):
     """Raised where a tool's command line has been parsed: nothing after it runs."""
 
 
+def stop_after_parsing(monkeypatch):
+    """argparse's parse_args raises Parsed once it has parsed (an error still exits, status 2)."""
+    parse_args = argparse.ArgumentParser.parse_args
+
+    def parse_then_stop(self, args=None, namespace=None):
+        parse_args(self, args, namespace)
+        raise Parsed
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_then_stop)
+
+
+def refused(where, exit, capsys):
+    """The failure of a documented command its parser refused, with argparse's error line."""
+    error = capsys.readouterr().err.strip().splitlines()[-1:]  # "prog: error: ..."
+    pytest.fail(f"{where}: exit {exit.code}: {' '.join(error)}")
+
+
 @pytest.mark.parametrize(
     "path, words",
     documented_tool_commands(),
@@ -124,18 +144,57 @@ def test_the_tool_parses_the_documented_command(path, words, monkeypatch, capsys
         from fairseq_ctemp import translate
 
         translate.decoding_options(argv[argv.index("--") + 1 :])
-    parse_args = argparse.ArgumentParser.parse_args
-
-    def parse_then_stop(self, args=None, namespace=None):
-        parse_args(self, args, namespace)
-        raise Parsed
-
-    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_then_stop)
+    stop_after_parsing(monkeypatch)
     try:
         importlib.import_module(console_scripts()[words[0]]).main(argv)
     except Parsed:
         return
     except SystemExit as e:
-        error = capsys.readouterr().err.strip().splitlines()[-1:]  # argparse's "prog: error: ..."
-        pytest.fail(f"{path}: {shlex.join(words)}: exit {e.code}: {' '.join(error)}")
+        refused(f"{path}: {shlex.join(words)}", e, capsys)
     pytest.fail(f"{path}: {shlex.join(words)} ran without parsing its command line")
+
+
+BENCHMARK = re.compile(r"(?:benchmarks/)?(bench_\w+|gpu_check)\.py((?: [^`]*)?)$")
+
+
+def documented_benchmark_commands():
+    """[(file, script, arguments)] of the benchmark commands of the pages (code-block lines and
+    inline code) that give arguments, without placeholders ("...")."""
+    lines = code_block_lines() + [(path, span) for path, text in doc_pages() for span in inline_code(text)]
+    commands = []
+    for path, line in lines:
+        found = BENCHMARK.search(line.split(" > ")[0].split(" | ")[0].strip())
+        if found and found.group(2).strip() and "..." not in found.group(2):
+            commands.append((path, found.group(1), shlex.split(found.group(2), comments=True)))
+    return commands
+
+
+def test_the_benchmark_commands_are_found():
+    commands = documented_benchmark_commands()
+    assert {script for _, script, _ in commands} >= {
+        "bench_tempered_ce",
+        "bench_sact",
+        "bench_translation",
+        "bench_ct_lm",
+        "gpu_check",
+    }
+    assert {path for path, _, _ in commands} >= {"docs/speed.md", "docs/gpu.md", "benchmarks/README.md"}
+
+
+@pytest.mark.parametrize(
+    "path, script, argv",
+    documented_benchmark_commands(),
+    ids=[f"{p}:{s}:{i}" for i, (p, s, _) in enumerate(documented_benchmark_commands())],
+)
+def test_the_benchmark_parses_the_documented_command(path, script, argv, monkeypatch, capsys):
+    monkeypatch.syspath_prepend(os.path.join(REPO, "benchmarks"))
+    stop_after_parsing(monkeypatch)
+    try:
+        importlib.import_module(script).parse_args(argv)
+    except Parsed:
+        return
+    except SystemExit as e:
+        if e.code == 0 and argv == ["--help"]:  # (argparse's help, printed)
+            return
+        refused(f"{path}: {script}.py {shlex.join(argv)}", e, capsys)
+    pytest.fail(f"{path}: {script}.py {shlex.join(argv)} returned without parsing its command line")
