@@ -8,15 +8,17 @@ Likewise every command line of the plugin's own tools (ctemp-*, pyproject's cons
 one that the tool's parser takes: its main() runs until its command line is parsed, and stops there,
 before any file is read. Their placeholders stand for paths and names, so they are filled in
 ($EXP, WORK: exp, work) rather than left out; a line with "..." is left out. And every command of
-the benchmarks (benchmarks/*.py) the pages give, in a code block or inline, as the one that wrote
-a result: its script's parser takes it. (What a command checks after its parser, such as values
+the project's Python scripts (benchmarks/, scripts/, examples/) the pages give, such as the ones
+that wrote a result: its script's parser takes it. (What a command checks after its parser, such as values
 that must go together, is tests/test_bad_inputs.py's.)"""
 
 import argparse
 import importlib
+import importlib.util
 import os
 import re
 import shlex
+import sys
 
 import pytest
 from conftest import PLUGIN_DIR, REPO, code_block_lines, console_scripts, doc_pages, inline_code
@@ -85,10 +87,14 @@ def documented_tool_commands():
     commands = []
     for path, line in code_block_lines():
         if line.split(" ")[0] in tools and "..." not in line:
-            line = re.sub(r"\$\{?(\w+)\}?", lambda m: m.group(1).lower(), line)
-            line = re.sub(r"\b[A-Z][A-Z_]{2,}\b", lambda m: m.group(0).lower(), line)
-            commands.append((path, shlex.split(line, comments=True)))
+            commands.append((path, shlex.split(fill_placeholders(line), comments=True)))
     return commands
+
+
+def fill_placeholders(line):
+    """$EXP, ${R}, WORK (words in capitals): exp, r, work (they stand for paths and names)."""
+    line = re.sub(r"\$\{?(\w+)\}?", lambda m: m.group(1).lower(), line)
+    return re.sub(r"\b[A-Z][A-Z_]{2,}\b", lambda m: m.group(0).lower(), line)
 
 
 def test_the_tool_commands_are_found():
@@ -154,47 +160,80 @@ def test_the_tool_parses_the_documented_command(path, words, monkeypatch, capsys
     pytest.fail(f"{path}: {shlex.join(words)} ran without parsing its command line")
 
 
-BENCHMARK = re.compile(r"(?:benchmarks/)?(bench_\w+|gpu_check)\.py((?: [^`]*)?)$")
+SCRIPT = re.compile(r"((?:[\w.-]+/)*[\w.-]+\.py)((?: [^`]*)?)$")
 
 
-def documented_benchmark_commands():
-    """[(file, script, arguments)] of the benchmark commands of the pages (code-block lines and
-    inline code) that give arguments, without placeholders ("...")."""
-    lines = code_block_lines() + [(path, span) for path, text in doc_pages() for span in inline_code(text)]
-    commands = []
-    for path, line in lines:
-        found = BENCHMARK.search(line.split(" > ")[0].split(" | ")[0].strip())
-        if found and found.group(2).strip() and "..." not in found.group(2):
-            commands.append((path, found.group(1), shlex.split(found.group(2), comments=True)))
+def project_scripts():
+    """{name as the pages write it: path} of the project's Python commands (an argparse main):
+    "benchmarks/bench_sact.py" and "bench_sact.py" alike."""
+    found = {}
+    for folder in ("benchmarks", "scripts", "examples/language_model", "examples/sact"):
+        for name in os.listdir(os.path.join(REPO, folder)):
+            path = os.path.join(folder, name)
+            if (
+                name.endswith(".py")
+                and re.search(r"^def main\(", read(path), re.M)
+                and "ArgumentParser" in read(path)
+            ):
+                found[path] = found[name] = path
+    return found
+
+
+def read(path):
+    with open(os.path.join(REPO, path), encoding="utf-8") as f:
+        return f.read()
+
+
+def documented_script_commands():
+    """[(file, script path, arguments)] of the project's Python commands the pages give with
+    arguments: in code blocks, and inline where the script is a benchmark's (inline, the other
+    scripts are named with a subcommand alone: "lm_results.py seeds"). Placeholders filled in as
+    the tools' are; left out with "..."."""
+    scripts, commands = project_scripts(), []
+    inline = [(path, span) for path, text in doc_pages() for span in inline_code(text)]
+    for path, line in code_block_lines() + inline:
+        line = line.split(" > ")[0].split(" | ")[0].strip()
+        found = SCRIPT.search(line)
+        if not found or found.group(1).split("/")[-1] not in scripts or "..." in found.group(2):
+            continue
+        if found.group(2).strip().startswith("(") or not all(
+            "=" in w or "python" in w for w in line[: found.start()].split()
+        ):
+            continue  # named in a sentence or a listing ("lm_results.py (table, ...)"), not run
+        script = scripts.get(found.group(1), scripts[found.group(1).split("/")[-1]])
+        if found.group(2).strip() and ((path, line) not in inline or script.startswith("benchmarks/")):
+            commands.append((path, script, shlex.split(fill_placeholders(found.group(2)), comments=True)))
     return commands
 
 
-def test_the_benchmark_commands_are_found():
-    commands = documented_benchmark_commands()
-    assert {script for _, script, _ in commands} >= {
-        "bench_tempered_ce",
-        "bench_sact",
-        "bench_translation",
-        "bench_ct_lm",
-        "gpu_check",
+def test_the_script_commands_are_found():
+    commands = documented_script_commands()
+    assert {os.path.basename(script) for _, script, _ in commands} >= {
+        *("bench_tempered_ce.py", "bench_sact.py", "bench_translation.py", "bench_ct_lm.py"),
+        *("gpu_check.py", "trace_report.py", "lm_results.py", "export_hydra_configs.py"),
     }
     assert {path for path, _, _ in commands} >= {"docs/speed.md", "docs/gpu.md", "benchmarks/README.md"}
 
 
 @pytest.mark.parametrize(
     "path, script, argv",
-    documented_benchmark_commands(),
-    ids=[f"{p}:{s}:{i}" for i, (p, s, _) in enumerate(documented_benchmark_commands())],
+    documented_script_commands(),
+    ids=[f"{p}:{os.path.basename(s)}:{i}" for i, (p, s, _) in enumerate(documented_script_commands())],
 )
-def test_the_benchmark_parses_the_documented_command(path, script, argv, monkeypatch, capsys):
-    monkeypatch.syspath_prepend(os.path.join(REPO, "benchmarks"))
+def test_the_script_parses_the_documented_command(path, script, argv, monkeypatch, capsys):
+    monkeypatch.syspath_prepend(os.path.join(REPO, os.path.dirname(script)))  # its sibling modules
+    monkeypatch.setattr(sys, "argv", [script, *argv])  # (main() reads sys.argv, as when run)
+    spec = importlib.util.spec_from_file_location(f"documented_{os.path.basename(script)[:-3]}", script)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.chdir(REPO)
+    spec.loader.exec_module(module)
     stop_after_parsing(monkeypatch)
     try:
-        importlib.import_module(script).parse_args(argv)
+        module.main()
     except Parsed:
         return
     except SystemExit as e:
         if e.code == 0 and argv == ["--help"]:  # (argparse's help, printed)
             return
-        refused(f"{path}: {script}.py {shlex.join(argv)}", e, capsys)
-    pytest.fail(f"{path}: {script}.py {shlex.join(argv)} returned without parsing its command line")
+        refused(f"{path}: {script} {shlex.join(argv)}", e, capsys)
+    pytest.fail(f"{path}: {script} {shlex.join(argv)} returned without parsing its command line")
