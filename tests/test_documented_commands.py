@@ -7,12 +7,14 @@ fairseq-hydra-train are tests/test_hydra_configs.py's.
 Likewise every command line of the plugin's own tools (ctemp-*, pyproject's console scripts) is
 one that the tool's parser takes: its main() runs until its command line is parsed, and stops there,
 before any file is read. Their placeholders stand for paths and names, so they are filled in
-($EXP, WORK: exp, work) rather than left out; a line with "..." is left out. And every command of
+($EXP, WORK: exp, work) rather than left out; a line with "..." is left out. The recipes that
+only run a tool (examples/alt/sweep.sh: ctemp-alt-sweep run) count as that tool. And every command of
 the project's Python scripts (benchmarks/, scripts/, examples/) the pages give, such as the ones
 that wrote a result: its script's parser takes it. (What a command checks after its parser, such as values
 that must go together, is tests/test_bad_inputs.py's.)"""
 
 import argparse
+import glob
 import importlib
 import importlib.util
 import os
@@ -82,13 +84,31 @@ def test_fairseq_parses_the_documented_command(path, words, monkeypatch):
 
 
 def documented_tool_commands():
-    """[(file, words)] of the documented lines of the plugin's tools, placeholders filled in."""
+    """[(file, words)] of the documented lines of the plugin's tools, placeholders filled in; a
+    recipe that is one of them (examples/alt/sweep.sh: ctemp-alt-sweep run) as that tool."""
     tools = set(console_scripts()) - {"ctemp-user-dir"}  # (it takes no options)
+    wrappers = tool_wrappers()
     commands = []
     for path, line in code_block_lines():
-        if line.split(" ")[0] in tools and "..." not in line:
-            commands.append((path, shlex.split(fill_placeholders(line), comments=True)))
+        first = line.split(" ")[0]
+        if (first in tools or first in wrappers) and "..." not in line:
+            words = shlex.split(fill_placeholders(line), comments=True)
+            commands.append((path, wrappers.get(first, words[:1]) + words[1:]))
     return commands
+
+
+def tool_wrappers():
+    """{recipe: the tool's words} of the recipes that only run a tool: a shell script of examples/
+    whose command is `exec "$python" -m fairseq_ctemp.cli.MODULE [SUBCOMMAND] "$@"`."""
+    tool_of = {module: name for name, module in console_scripts().items()}
+    wrappers = {}
+    for script in sorted(glob.glob(os.path.join(REPO, "examples", "*", "*.sh"))):
+        with open(script, encoding="utf-8") as f:
+            found = re.search(r'^exec "\$python" -m (fairseq_ctemp\.cli\.\w+) (\w+ )?"\$@"$', f.read(), re.M)
+        if found:
+            sub = [found.group(2).strip()] if found.group(2) else []
+            wrappers[os.path.relpath(script, REPO)] = [tool_of[found.group(1)], *sub]
+    return wrappers
 
 
 def fill_placeholders(line):
@@ -107,8 +127,15 @@ def test_the_tool_commands_are_found():
         "ctemp-alt-seeds",
         "ctemp-alt-sweep",
         "ctemp-average-checkpoints",
+        "ctemp-alt-data",
+        "ctemp-alt-results",
     }
-    assert len(commands) >= 20
+    assert set(tool_wrappers()) >= {
+        "examples/alt/sweep.sh",
+        "examples/alt/results.sh",
+        "examples/alt/prepare.sh",
+    }
+    assert len(commands) >= 30
 
 
 class Parsed(Exception):
