@@ -8,15 +8,18 @@ Likewise every command line of the plugin's own tools (ctemp-*, pyproject's cons
 one that the tool's parser takes: its main() runs until its command line is parsed, and stops there,
 before any file is read. Their placeholders stand for paths and names, so they are filled in
 ($EXP, WORK: exp, work) rather than left out; a line with "..." is left out. The recipes that
-only run a tool (examples/alt/sweep.sh: ctemp-alt-sweep run) count as that tool. And every command of
+only run a tool (examples/alt/sweep.sh: ctemp-alt-sweep run) count as that tool. The docs' Python
+blocks import what there is and call the plugin's functions with arguments their signatures take. And every command of
 the project's Python scripts (benchmarks/, scripts/, examples/) the pages give, such as the ones
 that wrote a result: its script's parser takes it. (What a command checks after its parser, such as values
 that must go together, is tests/test_bad_inputs.py's.)"""
 
 import argparse
+import ast
 import glob
 import importlib
 import importlib.util
+import inspect
 import os
 import re
 import shlex
@@ -264,3 +267,53 @@ def test_the_script_parses_the_documented_command(path, script, argv, monkeypatc
             return
         refused(f"{path}: {script} {shlex.join(argv)}", e, capsys)
     pytest.fail(f"{path}: {script} {shlex.join(argv)} returned without parsing its command line")
+
+
+def python_blocks():
+    """[(file, code)] of the docs' Python code blocks."""
+    return [
+        (path, block[len("python\n") :])
+        for path, text in doc_pages()
+        for block in text.split("```")[1::2]
+        if block.startswith("python\n")
+    ]
+
+
+def test_the_python_blocks_are_found():
+    assert {path for path, _ in python_blocks()} >= {"docs/calibration.md", "docs/softmax_tempering.md"}
+
+
+@pytest.mark.parametrize("path, code", python_blocks(), ids=[p for p, _ in python_blocks()])
+def test_the_documented_python_names_what_there_is(path, code):
+    """Each name a block imports exists, and each call of an imported function or class (or of
+    an attribute of one: calibration.calibrate, Calibration.from_dict) binds to its signature."""
+    tree = ast.parse(code)
+    imported = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            module = importlib.import_module(node.module)
+            for alias in node.names:
+                if not hasattr(module, alias.name):  # a submodule, imported by the import itself
+                    importlib.import_module(f"{node.module}.{alias.name}")
+                imported[alias.asname or alias.name] = getattr(module, alias.name)
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    for call in calls:
+        target = resolve(call.func, imported, path)
+        if target is not None:
+            placeholders = [None] * len(call.args)
+            keywords = {k.arg: None for k in call.keywords}
+            inspect.signature(target).bind(*placeholders, **keywords)  # TypeError: not its arguments
+    assert any(resolve(c.func, imported, path) is not None for c in calls) or not imported
+
+
+def resolve(node, imported, path):
+    """The object an expression of imported names and attributes stands for, else None."""
+    if isinstance(node, ast.Name):
+        return imported.get(node.id)
+    if isinstance(node, ast.Attribute):
+        owner = resolve(node.value, imported, path)
+        if owner is None:
+            return None
+        assert hasattr(owner, node.attr), f"{path}: {ast.unparse(node.value)} has no {node.attr}"
+        return getattr(owner, node.attr)
+    return None
