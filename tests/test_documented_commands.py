@@ -9,7 +9,8 @@ one that the tool's parser takes: its main() runs until its command line is pars
 before any file is read. Their placeholders stand for paths and names, so they are filled in
 ($EXP, WORK: exp, work) rather than left out; a line with "..." is left out. The recipes that
 only run a tool (examples/alt/sweep.sh: ctemp-alt-sweep run) count as that tool. The docs' Python
-blocks import what there is and call the plugin's functions with arguments their signatures take. And every command of
+blocks import what there is and call the plugin's functions with arguments their signatures take,
+and each VARIABLE=value the pages set before a recipe is one the recipes read. And every command of
 the project's Python scripts (benchmarks/, scripts/, examples/) the pages give, such as the ones
 that wrote a result: its script's parser takes it. (What a command checks after its parser, such as values
 that must go together, is tests/test_bad_inputs.py's.)"""
@@ -317,3 +318,37 @@ def resolve(node, imported, path):
         assert hasattr(owner, node.attr), f"{path}: {ast.unparse(node.value)} has no {node.attr}"
         return getattr(owner, node.attr)
     return None
+
+
+# read by torch, the C library or the shell, not by the recipes
+STANDARD_VARIABLES = {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "PATH", "PYTHONPATH"}
+
+
+def documented_recipe_variables():
+    """[(file, recipe, variable)] of the VARIABLE=value settings before a documented recipe
+    (a shell script of examples/): the recipes take their settings from the environment."""
+    found = []
+    lines = code_block_lines() + [(path, span) for path, text in doc_pages() for span in inline_code(text)]
+    for path, line in lines:
+        command = re.match(r"^((?:[A-Z_][A-Z0-9_]*=\S*\s+)+)(\S+\.sh)\b", line)
+        if command:
+            names = re.findall(r"([A-Z_][A-Z0-9_]*)=", command.group(1))
+            found += [(path, command.group(2), name) for name in names if name not in STANDARD_VARIABLES]
+    return found
+
+
+def test_each_documented_recipe_variable_is_one_a_recipe_reads():
+    """A setting the recipes do not read would be ignored without a word (the environment takes
+    any name), so each one the pages give is read by a recipe of the same folder, the shared
+    shell functions, or the package that the recipe runs."""
+    found = documented_recipe_variables()
+    assert {name for _, _, name in found} >= {"DEVICE_ARGS", "PTB_DIR", "DRY_RUN"}
+    read_by = {}
+    for path, recipe, name in found:
+        folder = os.path.dirname(os.path.join(REPO, recipe)) if "/" in recipe else None
+        if folder not in read_by:
+            sources = glob.glob(os.path.join(folder or "", "*.sh")) if folder else []
+            sources += glob.glob(os.path.join(REPO, "examples", "*.sh"))
+            sources += glob.glob(os.path.join(PLUGIN_DIR, "**", "*.py"), recursive=True)
+            read_by[folder] = "\n".join(open(p, encoding="utf-8").read() for p in sources)
+        assert re.search(rf"\b{name}\b", read_by[folder]), f"{path}: {name}= of {recipe} is read by nothing"
