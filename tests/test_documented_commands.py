@@ -222,8 +222,8 @@ def documented_script_commands():
     the tools' are; left out with "..."."""
     scripts, commands = project_scripts(), []
     inline = [(path, span) for path, text in doc_pages() for span in inline_code(text)]
-    for path, line in code_block_lines() + inline:
-        line = line.split(" > ")[0].split(" | ")[0].strip()
+    for path, text in code_block_lines() + inline:
+        line = text.split(" > ")[0].split(" | ")[0].strip()  # the command, not its redirection or pipe
         found = SCRIPT.search(line)
         if not found or found.group(1).split("/")[-1] not in scripts or "..." in found.group(2):
             continue
@@ -232,7 +232,7 @@ def documented_script_commands():
         ):
             continue  # named in a sentence or a listing ("lm_results.py (table, ...)"), not run
         script = scripts.get(found.group(1), scripts[found.group(1).split("/")[-1]])
-        if found.group(2).strip() and ((path, line) not in inline or script.startswith("benchmarks/")):
+        if found.group(2).strip() and ((path, text) not in inline or script.startswith("benchmarks/")):
             commands.append((path, script, shlex.split(fill_placeholders(found.group(2)), comments=True)))
     return commands
 
@@ -254,7 +254,8 @@ def test_the_script_commands_are_found():
 def test_the_script_parses_the_documented_command(path, script, argv, monkeypatch, capsys):
     monkeypatch.syspath_prepend(os.path.join(REPO, os.path.dirname(script)))  # its sibling modules
     monkeypatch.setattr(sys, "argv", [script, *argv])  # (main() reads sys.argv, as when run)
-    spec = importlib.util.spec_from_file_location(f"documented_{os.path.basename(script)[:-3]}", script)
+    name = f"documented_{os.path.basename(script)[:-3]}"
+    spec = importlib.util.spec_from_file_location(name, os.path.join(REPO, script))
     module = importlib.util.module_from_spec(spec)
     monkeypatch.chdir(REPO)
     spec.loader.exec_module(module)
