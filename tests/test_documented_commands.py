@@ -10,7 +10,9 @@ before any file is read. Their placeholders stand for paths and names, so they a
 ($EXP, WORK: exp, work) rather than left out; a line with "..." is left out. The recipes that
 only run a tool (examples/alt/sweep.sh: ctemp-alt-sweep run) count as that tool. The docs' Python
 blocks import what there is and call the plugin's functions with arguments their signatures take,
-and each VARIABLE=value the pages set before a recipe is one the recipes read. And every command of
+each VARIABLE=value the pages set before a recipe is one the recipes read, and the training recipes
+(examples/language_model/train.sh, examples/sact/train.sh) as the pages run them print (DRY_RUN=1)
+a command fairseq's parser takes. And every command of
 the project's Python scripts (benchmarks/, scripts/, examples/) the pages give, such as the ones
 that wrote a result: its script's parser takes it. (What a command checks after its parser, such as values
 that must go together, is tests/test_bad_inputs.py's.)"""
@@ -24,6 +26,7 @@ import inspect
 import os
 import re
 import shlex
+import subprocess
 import sys
 
 import pytest
@@ -353,3 +356,43 @@ def test_each_documented_recipe_variable_is_one_a_recipe_reads():
             sources += glob.glob(os.path.join(PLUGIN_DIR, "**", "*.py"), recursive=True)
             read_by[folder] = "\n".join(open(p, encoding="utf-8").read() for p in sources)
         assert re.search(rf"\b{name}\b", read_by[folder]), f"{path}: {name}= of {recipe} is read by nothing"
+
+
+DRY_RUN_RECIPES = ("examples/language_model/train.sh", "examples/sact/train.sh")  # DRY_RUN=1: print it
+
+
+def documented_training_recipes():
+    """[(file, environment, words)] of the documented lines that run a training recipe with a
+    DRY_RUN mode, without placeholders."""
+    found = []
+    for path, line in code_block_lines():
+        command = re.match(r"^((?:[A-Z_][A-Z0-9_]*=\S*\s+)*)(\S+\.sh)\s", line)
+        if command and command.group(2) in DRY_RUN_RECIPES:
+            words = shlex.split(line[command.end(1) :], comments=True)
+            if not PLACEHOLDER.search(" ".join(words)):
+                environment = dict(re.findall(r"([A-Z_][A-Z0-9_]*)=(\S*)", command.group(1)))
+                found.append((path, environment, words))
+    return found
+
+
+def test_the_training_recipes_are_found():
+    assert {words[0] for _, _, words in documented_training_recipes()} == set(DRY_RUN_RECIPES)
+
+
+@pytest.mark.parametrize(
+    "path, environment, words",
+    documented_training_recipes(),
+    ids=[f"{p}:{w[0]}:{i}" for i, (p, _, w) in enumerate(documented_training_recipes())],
+)
+def test_the_documented_recipe_trains_with_a_command_fairseq_takes(path, environment, words, tmp_path):
+    """The recipe, as the page runs it, prints (DRY_RUN=1) a ctemp-train command that fairseq's
+    training parser takes with the plugin: its variant exists and makes options that exist."""
+    env = {**os.environ, **environment, "DRY_RUN": "1"}
+    proc = subprocess.run(
+        [os.path.join(REPO, words[0]), *words[1:]], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, f"{path}: {shlex.join(words)}: {proc.stderr.strip()}"
+    printed = shlex.split(proc.stdout.strip().splitlines()[-1])
+    assert os.path.basename(printed[0]) == "ctemp-train", printed
+    args = options.parse_args_and_arch(options.get_training_parser(), printed[1:])
+    assert os.path.samefile(args.user_dir, PLUGIN_DIR), (path, printed)
