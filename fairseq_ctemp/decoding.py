@@ -30,11 +30,14 @@ How every path reaches the rule:
 
 Models that carry no temperature are left as fairseq made them: a generator of stock models only
 is stock fairseq's (X divides the logits in ``EnsembleModel.forward_decoder``, None is 1), with no
-attribute or method added, so ``torch.jit.script`` compiles it as it does without the plugin.
+attribute or method added, so ``torch.jit.script`` compiles it as it does without the plugin; a
+task's build_generator is given stock fairseq's 1.0 for them in place of None (``stock_temperature``:
+fairseq's tasks with generators of their own, e.g. speech_dlm_task's, take no None).
 """
 
 import contextlib
 import contextvars
+import copy
 import inspect
 import json
 import logging
@@ -238,8 +241,10 @@ _build_generator = FairseqTask.build_generator
 
 def build_generator(self, models, args, *rest, **kwargs):
     """fairseq's build_generator; the temperature (None or X) goes to the generator or scorer."""
-    explicit = check_decoding_temperature(_get(args, "temperature"))
-    generator = _build_generator(self, models, args, *rest, **kwargs)  # (X reaches generator_init)
+    given = None if args is _stock_default.get() else _get(args, "temperature")
+    explicit = check_decoding_temperature(given)
+    stock = stock_temperature(args, models)  # (X reaches generator_init)
+    generator = _build_generator(self, models, stock, *rest, **kwargs)
     if isinstance(generator, SequenceScorer):  # --score-reference: fairseq builds it without X
         generator.temperature = explicit
     for i, model in enumerate(models):
@@ -255,6 +260,53 @@ def build_generator(self, models, args, *rest, **kwargs):
         elif explicit is None and own_temperature(model) != 1.0:
             logger.info(f"model {i}: decoding at {own_temperature_source(model)}")
     return generator
+
+
+# the copy stock_temperature made for a task's own build_generator: not an explicit 1.0
+_stock_default = contextvars.ContextVar("fairseq_ctemp_stock_default_temperature", default=None)
+
+
+def stock_temperature(args, models):
+    """args as they are, or, where their temperature is None (the plugin's --temperature default)
+    and no model carries a temperature, a copy at stock fairseq's default, 1.0: what a task's
+    generator of stock models is given without the plugin (speech_dlm_task's takes no None)."""
+    if _get(args, "temperature", 1.0) is not None or any(carries_temperature(m) for m in models):
+        return args
+    if isinstance(args, dict):
+        return {**args, "temperature": 1.0}
+    args = copy.deepcopy(args)  # (a Namespace or fairseq's GenerationConfig: the caller's own)
+    args.temperature = 1.0
+    return args
+
+
+def task_build_generator(build):
+    """A task's own build_generator (one that replaces FairseqTask's), given stock_temperature's
+    args; if it calls FairseqTask's, that one takes their 1.0 for what it was, no temperature."""
+
+    def build_generator(self, models, args, *rest, **kwargs):
+        stock = stock_temperature(args, models)
+        if stock is args:
+            return build(self, models, args, *rest, **kwargs)
+        token = _stock_default.set(stock)
+        try:
+            return build(self, models, stock, *rest, **kwargs)
+        finally:
+            _stock_default.reset(token)
+
+    return build_generator
+
+
+def tasks_with_their_own_generator():
+    """fairseq's task classes that replace FairseqTask.build_generator (registered at its import)."""
+    from fairseq.tasks import TASK_REGISTRY
+
+    found = []
+    for task in TASK_REGISTRY.values():
+        for cls in task.__mro__:
+            own = "build_generator" in vars(cls) and cls.__module__.startswith("fairseq.")
+            if own and cls is not FairseqTask and cls not in found:
+                found.append(cls)
+    return found
 
 
 _generator_init = SequenceGenerator.__init__
@@ -421,6 +473,13 @@ def apply():
         ),
     ):
         patches.replace(owner, name, new, why)
+    for task in tasks_with_their_own_generator():
+        patches.replace(
+            task,
+            "build_generator",
+            task_build_generator(vars(task)["build_generator"]),
+            RULE + "--temperature left at None reaches this task's generator of stock models as 1.0",
+        )
 
 
 RULE = "the decoding rule (docs/decoding_temperature.md): "

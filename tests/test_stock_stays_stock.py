@@ -88,6 +88,79 @@ def test_the_ensemble_model_of_stock_models_is_scriptable(stock):
     torch.jit.script(EnsembleModel([model]))
 
 
+def speech_dlm_generator_inputs():
+    """A speech_dlm_task and a stand-in for its model, as far as its build_generator reads them."""
+    from fairseq.tasks.speech_dlm_task import SpeechDLMTask
+
+    class Decoder(torch.nn.Linear):
+        def __init__(self):
+            super().__init__(1, 1)
+            self.args = argparse.Namespace(decoder_out_layers=["next"], duration_prediction=False)
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.decoder = Decoder()
+
+        def max_decoder_positions(self):
+            return 100
+
+    task = SpeechDLMTask.__new__(SpeechDLMTask)  # (its setup reads a data directory)
+    task.output_dicts = {"unit": Dictionary()}
+    return task, [Model()]
+
+
+def test_a_task_whose_own_generator_takes_no_none_gets_fairseqs_default_temperature():
+    """The plugin's --temperature defaults to None (the model's own); fairseq's speech_dlm_task
+    builds a generator of its own, which refuses None: for stock models it gets stock fairseq's
+    1.0, from a copy of the options (the caller's keep their None)."""
+    from fairseq import options
+
+    task, models = speech_dlm_generator_inputs()
+    args = options.parse_args_and_arch(options.get_generation_parser(), ["data", "--task", "speech_dlm_task"])
+    assert args.temperature is None  # the plugin's default
+    generator = task.build_generator(models, args)
+    assert generator.temperature == {"unit": 1.0}
+    assert args.temperature is None
+    args.temperature = 0.5  # an explicit temperature reaches it as given
+    assert task.build_generator(models, args).temperature == {"unit": 0.5}
+
+
+def test_every_task_with_its_own_generator_is_given_fairseqs_default():
+    from fairseq.tasks import TASK_REGISTRY
+
+    from fairseq_ctemp import patches
+
+    own = {
+        cls
+        for task in TASK_REGISTRY.values()
+        for cls in task.__mro__
+        if "build_generator" in vars(cls) and cls.__module__.startswith("fairseq.")
+    }
+    assert len(own) >= 2
+    assert all(patches.installed(cls, "build_generator") for cls in own)
+
+
+def test_fairseqs_build_generator_called_by_a_tasks_own_one_takes_its_1_for_no_temperature(stock):
+    """A task's own build_generator that calls FairseqTask's, with the copy at 1.0 it was given
+    for stock models: FairseqTask's takes it for the default it stands for, so --score-reference
+    scores stock models as stock fairseq does (no temperature: they are left as they are)."""
+    from fairseq.sequence_scorer import SequenceScorer
+
+    task, model, _ = stock
+
+    def own_build_generator(self, models, args):
+        return LegacyFairseqTask.build_generator(self, models, args)
+
+    build = decoding.task_build_generator(own_build_generator)
+    args = argparse.Namespace(score_reference=True, temperature=None)
+    scorer = build(task, [model], args)
+    assert isinstance(scorer, SequenceScorer) and scorer.temperature is None
+    assert args.temperature is None
+    args.temperature = 1.0  # given: the rule's explicit 1
+    assert build(task, [model], args).temperature == 1.0
+
+
 @pytest.mark.parametrize(
     "model, owned",
     [
