@@ -370,6 +370,10 @@ _scorer_generate = SequenceScorer.generate
 
 
 def scorer_generate(self, models, sample, **kwargs):
+    """fairseq's scoring under the rule, for models that carry a temperature and those scored with
+    them at an explicit X; stock models only are fairseq's scorer's, which takes no temperature."""
+    if not any(carries_temperature(m) for m in models):
+        return _scorer_generate(self, models, sample, **kwargs)
     explicit = getattr(self, "temperature", None)
     for model in models:  # a stock model scored without X stays stock
         if explicit is not None or carries_temperature(model):

@@ -206,7 +206,10 @@ def test_an_lm_fused_by_lm_path_decodes_at_its_own_temperature(ckpt, refs, fusio
 
 
 STOCK_TEMPERATURES = [None, 1.7]
-# fairseq-generate's console entry point once per argv, in one process (one start-up)
+# fairseq-generate's beam search divides the logits by --temperature; its --score-reference
+# scorer takes none, so stock fairseq scores at 1 whatever --temperature says
+STOCK_CASES = [(mode, t) for mode in ("beam", "score-reference") for t in STOCK_TEMPERATURES]
+# fairseq-generate's cli_main on each argv, in one process
 GENERATE_EACH = """
 import json, sys
 from fairseq_cli.generate import cli_main
@@ -216,22 +219,26 @@ for argv in json.loads(sys.argv[1]):
 """
 
 
-def stock_decoding(temperature):
-    return ["--beam", "3", "--nbest", "2"] + (
-        [] if temperature is None else ["--temperature", str(temperature)]
-    )
+def stock_decoding(mode, temperature):
+    decoding = ["--beam", "3", "--nbest", "2"] if mode == "beam" else ["--score-reference"]
+    return decoding + ([] if temperature is None else ["--temperature", str(temperature)])
 
 
 @pytest.fixture(scope="module")
 def without_plugin(toy_data, ckpt, tmp_path_factory):
-    """{temperature: fairseq-generate's output} of the stock checkpoint without --user-dir, from a
-    process of its own, where the plugin is never imported."""
+    """{(mode, temperature): fairseq-generate's output} of the stock checkpoint without --user-dir,
+    from a process of its own, where the plugin is never imported."""
     root = tmp_path_factory.mktemp("without-plugin")
     argvs = [
         generate_argv(
-            toy_data["bin"], [ckpt["S"]], *stock_decoding(t), "--results-path", root / str(t), user_dir=False
+            toy_data["bin"],
+            [ckpt["S"]],
+            *stock_decoding(mode, t),
+            "--results-path",
+            root / f"{mode}-{t}",
+            user_dir=False,
         )
-        for t in STOCK_TEMPERATURES
+        for mode, t in STOCK_CASES
     ]
     proc = subprocess.run(
         [
@@ -244,19 +251,20 @@ def without_plugin(toy_data, ckpt, tmp_path_factory):
         stderr=subprocess.STDOUT,
     )
     assert proc.returncode == 0, proc.stdout[-3000:]
-    return {t: (root / str(t) / "generate-test.txt").read_text() for t in STOCK_TEMPERATURES}
+    return {(mode, t): (root / f"{mode}-{t}" / "generate-test.txt").read_text() for mode, t in STOCK_CASES}
 
 
-@pytest.mark.parametrize("temperature", STOCK_TEMPERATURES)
+@pytest.mark.parametrize("mode, temperature", STOCK_CASES)
 def test_stock_checkpoint_decodes_exactly_as_without_the_plugin(
-    toy_data, ckpt, refs, without_plugin, temperature
+    toy_data, ckpt, refs, without_plugin, mode, temperature
 ):
-    with_plugin = generate(toy_data["bin"], [ckpt["S"]], *stock_decoding(temperature))
-    without = without_plugin[temperature]
+    with_plugin = generate(toy_data["bin"], [ckpt["S"]], *stock_decoding(mode, temperature))
+    without = without_plugin[mode, temperature]
     assert [line for line in with_plugin.splitlines() if line[:2] in ("H-", "P-")] == [
         line for line in without.splitlines() if line[:2] in ("H-", "P-")
     ]
-    check_cli(with_plugin, [(refs["S"], temperature or 1.0)], n_expected=160)
+    scored_at = temperature or 1.0 if mode == "beam" else 1.0
+    check_cli(with_plugin, [(refs["S"], scored_at)], n_expected=160 if mode == "beam" else 80)
 
 
 def interactive(data, checkpoint, *extra, input, process=False):
