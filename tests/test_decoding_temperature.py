@@ -206,9 +206,14 @@ def test_an_lm_fused_by_lm_path_decodes_at_its_own_temperature(ckpt, refs, fusio
 
 
 STOCK_TEMPERATURES = [None, 1.7]
-# fairseq-generate's beam search divides the logits by --temperature; its --score-reference
-# scorer takes none, so stock fairseq scores at 1 whatever --temperature says
-STOCK_CASES = [(mode, t) for mode in ("beam", "score-reference") for t in STOCK_TEMPERATURES]
+# fairseq-generate's beam search and sampling divide the logits by --temperature; its
+# --score-reference scorer takes none, so stock fairseq scores at 1 whatever --temperature says
+STOCK_DECODINGS = {
+    "beam": ["--beam", "3", "--nbest", "2"],
+    "sampling": ["--sampling", "--sampling-topk", "5", "--beam", "1", "--seed", "3"],
+    "score-reference": ["--score-reference"],
+}
+STOCK_CASES = [(mode, t) for mode in STOCK_DECODINGS for t in STOCK_TEMPERATURES]
 # fairseq-generate's cli_main on each argv, in one process
 GENERATE_EACH = """
 import json, sys
@@ -220,8 +225,7 @@ for argv in json.loads(sys.argv[1]):
 
 
 def stock_decoding(mode, temperature):
-    decoding = ["--beam", "3", "--nbest", "2"] if mode == "beam" else ["--score-reference"]
-    return decoding + ([] if temperature is None else ["--temperature", str(temperature)])
+    return STOCK_DECODINGS[mode] + ([] if temperature is None else ["--temperature", str(temperature)])
 
 
 @pytest.fixture(scope="module")
@@ -263,7 +267,7 @@ def test_stock_checkpoint_decodes_exactly_as_without_the_plugin(
     assert [line for line in with_plugin.splitlines() if line[:2] in ("H-", "P-")] == [
         line for line in without.splitlines() if line[:2] in ("H-", "P-")
     ]
-    scored_at = temperature or 1.0 if mode == "beam" else 1.0
+    scored_at = 1.0 if mode == "score-reference" else temperature or 1.0
     check_cli(with_plugin, [(refs["S"], scored_at)], n_expected=160 if mode == "beam" else 80)
 
 
