@@ -21,7 +21,6 @@ import argparse
 import ast
 import glob
 import importlib
-import importlib.util
 import inspect
 import os
 import re
@@ -30,7 +29,15 @@ import subprocess
 import sys
 
 import pytest
-from conftest import PLUGIN_DIR, REPO, code_block_lines, console_scripts, doc_pages, inline_code
+from conftest import (
+    PLUGIN_DIR,
+    REPO,
+    code_block_lines,
+    console_scripts,
+    doc_pages,
+    example_script,
+    inline_code,
+)
 from fairseq import options
 
 PARSERS = {
@@ -257,11 +264,8 @@ def test_the_script_commands_are_found():
 def test_the_script_parses_the_documented_command(path, script, argv, monkeypatch, capsys):
     monkeypatch.syspath_prepend(os.path.join(REPO, os.path.dirname(script)))  # its sibling modules
     monkeypatch.setattr(sys, "argv", [script, *argv])  # (main() reads sys.argv, as when run)
-    name = f"documented_{os.path.basename(script)[:-3]}"
-    spec = importlib.util.spec_from_file_location(name, os.path.join(REPO, script))
-    module = importlib.util.module_from_spec(spec)
     monkeypatch.chdir(REPO)
-    spec.loader.exec_module(module)
+    module = example_script(os.path.join(REPO, script))
     stop_after_parsing(monkeypatch)
     try:
         module.main()
