@@ -1,21 +1,24 @@
-"""Every fairseq command line of the docs and READMEs (fairseq-train, -generate, -interactive,
--eval-lm) is one that fairseq's own parser takes, with the plugin loaded: the architectures,
-criteria, tasks and options it names exist (a renamed option would leave a copied command failing).
-Lines with placeholders ("...", $VARIABLES, words in capitals) are left out; the commands of
-fairseq-hydra-train are tests/test_hydra_configs.py's.
+"""The commands of the docs and READMEs are ones their programs take (a renamed option, variant or
+keyword would leave a copied command failing):
 
-Likewise every command line of the plugin's own tools (ctemp-*, pyproject's console scripts) is
-one that the tool's parser takes: its main() runs until its command line is parsed, and stops there,
-before any file is read. Their placeholders stand for paths and names, so they are filled in
-($EXP, WORK: exp, work) rather than left out; a line with "..." is left out. The recipes that
-only run a tool (examples/alt/sweep.sh: ctemp-alt-sweep run) count as that tool. The docs' Python
-blocks import what there is and call the plugin's functions with arguments their signatures take,
-each VARIABLE=value the pages set before a recipe is one the recipes read, and the training recipes
-(examples/language_model/train.sh, examples/sact/train.sh) as the pages run them print (DRY_RUN=1)
-a command fairseq's parser takes. And every command of
-the project's Python scripts (benchmarks/, scripts/, examples/) the pages give, such as the ones
-that wrote a result: its script's parser takes it. (What a command checks after its parser, such as values
-that must go together, is tests/test_bad_inputs.py's.)"""
+- every fairseq command line (fairseq-train, -generate, -interactive, -eval-lm) parses with
+  fairseq's own parser and the plugin loaded: the architectures, criteria, tasks and options it
+  names exist; lines with placeholders ("...", $VARIABLES, words in capitals) are left out, and
+  fairseq-hydra-train's commands are tests/test_hydra_configs.py's;
+- every command line of the plugin's own tools (ctemp-*, pyproject's console scripts) is one the
+  tool's parser takes: its main() runs until its command line is parsed and stops there, before
+  any file is read; their placeholders stand for paths and names, so they are filled in ($EXP,
+  WORK: exp, work), and a line with "..." is left out; the recipes that only run a tool
+  (examples/alt/sweep.sh: ctemp-alt-sweep run) count as that tool;
+- every command of the project's Python scripts (benchmarks/, scripts/, examples/), such as the
+  ones that wrote a result, is one its script's parser takes;
+- the Python blocks import what there is and call the plugin's functions with arguments their
+  signatures take;
+- each VARIABLE=value set before a recipe is one the recipes read, and the training recipes
+  (examples/language_model/train.sh, examples/sact/train.sh) as the pages run them print
+  (DRY_RUN=1) a command fairseq's training parser takes.
+
+What a command checks after its parser (values that must go together) is tests/test_bad_inputs.py's."""
 
 import argparse
 import ast
