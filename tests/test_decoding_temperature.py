@@ -271,6 +271,44 @@ def test_stock_checkpoint_decodes_exactly_as_without_the_plugin(
     check_cli(with_plugin, [(refs["S"], scored_at)], n_expected=160 if mode == "beam" else 80)
 
 
+# the hub of a checkpoint, in a process of its own: {case: [(tokens, positional scores)]}
+HUB_EACH = """
+import json, sys, torch
+from fairseq.models.transformer import TransformerModel
+folder, name, data, user_dir = sys.argv[1:]
+hub = TransformerModel.from_pretrained(folder, name, data, **({"user_dir": user_dir} if user_dir else {}))
+tokens = hub.encode("s1 s2 s3 s4")
+cases = {"beam": {"beam": 3}, "beam at 1.7": {"beam": 3, "temperature": 1.7},
+         "sampling at 0.6": {"beam": 1, "sampling": True, "sampling_topk": 5, "temperature": 0.6}}
+out = {}
+for case, options in cases.items():
+    torch.manual_seed(3)
+    hypos = hub.generate([tokens], max_len_a=1.2, max_len_b=8, **options)[0]
+    out[case] = [(h["tokens"].tolist(), h["positional_scores"].tolist()) for h in hypos]
+print(json.dumps(out))
+"""
+
+
+def test_stock_checkpoint_through_the_hub_exactly_as_without_the_plugin(ckpt, toy_data, tmp_path):
+    """The hub (from_pretrained, generate) of a stock checkpoint: the same hypotheses and scores
+    with user_dir=the plugin as without it, by default, at an explicit temperature and sampling."""
+    outputs = []
+    for user_dir in (PLUGIN_DIR, ""):
+        command = python_script(tmp_path, f"hub-each-{bool(user_dir)}", HUB_EACH)
+        folder, name = str(ckpt["S"].parent), ckpt["S"].name
+        proc = subprocess.run(
+            [*command, folder, name, str(toy_data["bin"]), user_dir],
+            env=dict(os.environ, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1"),
+            capture_output=True,
+            text=True,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        outputs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    with_plugin, without = outputs
+    assert with_plugin == without
+    assert with_plugin["beam"] != with_plugin["beam at 1.7"]  # the temperature reached both
+
+
 def interactive(data, checkpoint, *extra, input, process=False):
     """fairseq-interactive's output on `input`: in this process (conftest.run_fairseq), or with
     process=True the installed console script as a process of its own."""
