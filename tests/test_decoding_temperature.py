@@ -332,6 +332,22 @@ def test_interactive(toy_data, ckpt, refs):
         check_cli(out, [(refs["A"], t)], n_expected=4)
 
 
+@pytest.mark.parametrize("extra", [[], ["--temperature", "1.7"]])
+def test_stock_checkpoint_in_fairseq_interactive_exactly_as_without_the_plugin(toy_data, ckpt, extra):
+    source = "\n".join((toy_data["raw"] / "test.src").read_text().splitlines()[:4]) + "\n"
+    argv = [toy_data["bin"], "--path", ckpt["S"], "--cpu", "--beam", "2", "--nbest", "2", *extra]
+    argv += ["--source-lang", "src", "--target-lang", "tgt", "--max-len-a", "1.2", "--max-len-b", "8"]
+    env = {"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}  # (stock fairseq 0.12 loads on this torch)
+    outputs = [
+        run_cli("fairseq-interactive", *argv, *user_dir, input=source, env=env).stdout
+        for user_dir in (["--user-dir", PLUGIN_DIR], [])
+    ]
+    with_plugin, without = (
+        [line for line in out.splitlines() if line[:2] in ("H-", "P-")] for out in outputs
+    )
+    assert len(with_plugin) == 16 and with_plugin == without
+
+
 def test_interactive_lm_sampling_at_an_explicit_temperature_on_the_head(toy_data, ckpt, refs):
     prompts = (
         "\n".join(
