@@ -9,7 +9,8 @@ keyword would leave a copied command failing):
   tool's parser takes: its main() runs until its command line is parsed and stops there, before
   any file is read; their placeholders stand for paths and names, so they are filled in ($EXP,
   WORK: exp, work), and a line with "..." is left out; the recipes that only run a tool
-  (examples/alt/sweep.sh: ctemp-alt-sweep run) count as that tool;
+  (examples/alt/sweep.sh: ctemp-alt-sweep run) count as that tool, and examples/alt/run_all.sh
+  gives its stages (prepare.sh, sweep.sh) what their tools take;
 - every command of the project's Python scripts (benchmarks/, scripts/, examples/), such as the
   ones that wrote a result, is one its script's parser takes;
 - the Python blocks import what there is and call the plugin's functions with arguments their
@@ -28,6 +29,7 @@ import inspect
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 
@@ -170,10 +172,19 @@ def stop_after_parsing(monkeypatch):
     monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_then_stop)
 
 
-def refused(where, exit, capsys):
-    """The failure of a documented command its parser refused, with argparse's error line."""
-    error = capsys.readouterr().err.strip().splitlines()[-1:]  # "prog: error: ..."
-    pytest.fail(f"{where}: exit {exit.code}: {' '.join(error)}")
+def check_parses(main, argv, where, capsys):
+    """main(argv), under stop_after_parsing, gets as far as its parsed command line; else the
+    failure names the documented command (`where`) with argparse's error line."""
+    try:
+        main(argv)
+    except Parsed:
+        return
+    except SystemExit as e:
+        if e.code == 0 and argv[-1:] == ["--help"]:  # (argparse's help, printed)
+            return
+        error = capsys.readouterr().err.strip().splitlines()[-1:]  # "prog: error: ..."
+        pytest.fail(f"{where}: exit {e.code}: {' '.join(error)}")
+    pytest.fail(f"{where}: returned without parsing its command line")
 
 
 @pytest.mark.parametrize(
@@ -195,13 +206,8 @@ def test_the_tool_parses_the_documented_command(path, words, monkeypatch, capsys
 
         translate.decoding_options(argv[argv.index("--") + 1 :])
     stop_after_parsing(monkeypatch)
-    try:
-        importlib.import_module(console_scripts()[words[0]]).main(argv)
-    except Parsed:
-        return
-    except SystemExit as e:
-        refused(f"{path}: {shlex.join(words)}", e, capsys)
-    pytest.fail(f"{path}: {shlex.join(words)} ran without parsing its command line")
+    main = importlib.import_module(console_scripts()[words[0]]).main
+    check_parses(main, argv, f"{path}: {shlex.join(words)}", capsys)
 
 
 SCRIPT = re.compile(r"((?:[\w.-]+/)*[\w.-]+\.py)((?: [^`]*)?)$")
@@ -270,15 +276,7 @@ def test_the_script_parses_the_documented_command(path, script, argv, monkeypatc
     monkeypatch.chdir(REPO)
     module = example_script(os.path.join(REPO, script))
     stop_after_parsing(monkeypatch)
-    try:
-        module.main()
-    except Parsed:
-        return
-    except SystemExit as e:
-        if e.code == 0 and argv == ["--help"]:  # (argparse's help, printed)
-            return
-        refused(f"{path}: {script} {shlex.join(argv)}", e, capsys)
-    pytest.fail(f"{path}: {script} {shlex.join(argv)} returned without parsing its command line")
+    check_parses(lambda _: module.main(), argv, f"{path}: {script} {shlex.join(argv)}", capsys)
 
 
 def python_blocks():
@@ -403,3 +401,50 @@ def test_the_documented_recipe_trains_with_a_command_fairseq_takes(path, environ
     assert os.path.basename(printed[0]) == "ctemp-train", printed
     args = options.parse_args_and_arch(options.get_training_parser(), printed[1:])
     assert os.path.samefile(args.user_dir, PLUGIN_DIR), (path, printed)
+
+
+# run_all.sh splits its options between the stages it runs: stand-ins for them record what each gets
+STAGE_STAND_IN = 'printf "%s\\n" "$(basename "$0")" "$@" > "$(dirname "$0")/$(basename "$0" .sh).args"\n'
+STAGE_TOOLS = {"prepare": ("ctemp-alt-data", "prepare"), "sweep": ("ctemp-alt-sweep", "run")}
+
+
+def documented_run_all_commands():
+    """[(file, words)] of the documented run_all.sh lines, placeholders filled in as the tools'."""
+    return [
+        (path, shlex.split(fill_placeholders(line), comments=True))
+        for path, line in code_block_lines()
+        if line.startswith("examples/alt/run_all.sh ") and "..." not in line
+    ]
+
+
+def test_the_run_all_commands_are_found():
+    assert len(documented_run_all_commands()) >= 5
+
+
+@pytest.mark.parametrize(
+    "path, words",
+    documented_run_all_commands(),
+    ids=[f"{p}:{i}" for i, (p, _) in enumerate(documented_run_all_commands())],
+)
+def test_run_all_passes_the_documented_command_on_as_its_stages_tools_take_it(
+    path, words, tmp_path, monkeypatch, capsys
+):
+    """examples/alt/run_all.sh, as the page runs it, with its stages (prepare.sh, sweep.sh,
+    results.sh) replaced by stand-ins: what it gives prepare.sh and sweep.sh their tools' parsers
+    take (ctemp-alt-data prepare, ctemp-alt-sweep run)."""
+    recipes = tmp_path / "examples" / "alt"
+    recipes.mkdir(parents=True)
+    for name in ("run_all.sh", "common.sh"):
+        shutil.copy(os.path.join(REPO, "examples", "alt", name), recipes / name)
+    for stage in ("prepare", "sweep", "results"):
+        (recipes / f"{stage}.sh").write_text("#!/usr/bin/env bash\n" + STAGE_STAND_IN)
+        (recipes / f"{stage}.sh").chmod(0o755)
+    proc = subprocess.run([recipes / "run_all.sh", *words[1:]], capture_output=True, text=True)
+    assert proc.returncode == 0, f"{path}: {shlex.join(words)}: {proc.stderr.strip()}"
+    stop_after_parsing(monkeypatch)
+    for stage, (tool, subcommand) in STAGE_TOOLS.items():
+        argv = [subcommand, *(recipes / f"{stage}.args").read_text().splitlines()[1:]]
+        main = importlib.import_module(console_scripts()[tool]).main
+        check_parses(
+            main, argv, f"{path}: {shlex.join(words)}: its {stage}.sh gets {shlex.join(argv)}", capsys
+        )
