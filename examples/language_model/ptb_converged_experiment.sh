@@ -64,6 +64,7 @@ set -euo pipefail
 {  # read whole before it runs: a checkout changed meanwhile (git pull) leaves a running script as it began
 usage() { sed -n '2,/^set -euo/{/^#/p;}' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 die() { echo "ptb_converged_experiment.sh: error: $*" >&2; exit 2; }
+log() { echo "ptb_converged_experiment.sh: $*" >&2; }
 [ $# -le 1 ] || usage
 step=${1:-train}
 case $step in train|status|results) ;; -h|--help) usage ;; *) die "unknown step '$step' (expected train, status or results)" ;; esac
@@ -139,7 +140,11 @@ reap_finished() {  # the runs that have ended leave pids; the failed ones go to 
   for i in "${!pids[@]}"; do
     kill -0 "${pids[$i]}" 2> /dev/null && continue
     status=0 && wait "${pids[$i]}" || status=$?
-    case $status in 0) ;; 75) elsewhere+=("${names[$i]}") ;; *) failed+=("${names[$i]}") ;; esac
+    case $status in
+      0) log "${names[$i]} finished" ;;
+      75) elsewhere+=("${names[$i]}"); log "${names[$i]} is in use by another recipe: left to it" ;;
+      *) failed+=("${names[$i]}"); log "${names[$i]} failed (exit $status; see $exp/runs/${names[$i]}/train.log)" ;;
+    esac
     unset "pids[$i]" "names[$i]"
   done
 }
@@ -174,6 +179,7 @@ if [ "$step" = train ]; then
     wait_for_fewer_than "$jobs"
     train_one "$run" &
     pids+=($!) names+=("$run")
+    log "started $run (${#pids[@]} of JOBS=$jobs running)"
   done
   wait_for_fewer_than 1
   [ ${#elsewhere[@]} -eq 0 ] ||
