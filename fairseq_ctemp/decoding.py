@@ -35,6 +35,7 @@ task's build_generator is given stock fairseq's 1.0 for them in place of None (`
 fairseq's tasks with generators of their own, e.g. speech_dlm_task's, take no None).
 """
 
+import argparse
 import contextlib
 import contextvars
 import copy
@@ -274,7 +275,9 @@ def stock_temperature(args, models):
         return args
     if isinstance(args, dict):
         return {**args, "temperature": 1.0}
-    args = copy.deepcopy(args)  # (a Namespace or fairseq's GenerationConfig: the caller's own)
+    if isinstance(args, argparse.Namespace):  # (its values shared, as they may not copy)
+        return argparse.Namespace(**{**vars(args), "temperature": 1.0})
+    args = copy.deepcopy(args)  # fairseq's GenerationConfig: a copy shares no node with the caller's
     args.temperature = 1.0
     return args
 

@@ -141,6 +141,18 @@ def test_every_task_with_its_own_generator_is_given_fairseqs_default():
     assert all(patches.installed(cls, "build_generator") for cls in own)
 
 
+def test_a_generation_config_left_at_none_reaches_a_stock_generator_as_1_and_stays_none(stock):
+    """fairseq-generate's cfg.generation (an OmegaConf config) at the plugin's None: the stock
+    models' generator gets fairseq's 1.0 from a copy; the caller's config is not changed."""
+    from fairseq.dataclass.configs import GenerationConfig
+    from omegaconf import OmegaConf
+
+    task, model, _ = stock
+    cfg = OmegaConf.structured(GenerationConfig(temperature=None))
+    generator = task.build_generator([model], cfg)
+    assert generator.temperature == 1.0 and cfg.temperature is None
+
+
 def test_fairseqs_build_generator_called_by_a_tasks_own_one_takes_its_1_for_no_temperature(stock):
     """A task's own build_generator that calls FairseqTask's, with the copy at 1.0 it was given
     for stock models: FairseqTask's takes it for the default it stands for, so --score-reference
