@@ -53,6 +53,22 @@ PARSERS = {
 }
 SHELL_OPERATORS = {"|", "||", "&&", ";", "&"}
 PLACEHOLDER = re.compile(r"\.\.\.|\$|\b[A-Z][A-Z_]{2,}\b")  # "...", $DATA, DATA_BIN, SAVE_DIR
+# a recipe run with settings before it: "DEVICE_ARGS=--fp16 SRC=vi examples/sact/train.sh ..."
+RECIPE_LINE = re.compile(r"^((?:[A-Z_][A-Z0-9_]*=\S*\s+)*)(\S+\.sh)\b")
+
+
+def inline_lines():
+    """[(file, span)] of the inline code of the docs and READMEs (outside their code blocks)."""
+    return [(path, span) for path, text in doc_pages() for span in inline_code(text)]
+
+
+def recipe_settings(line):
+    """(recipe, {VARIABLE: value} set before it, where its command starts) of a line that runs a
+    shell script, else None."""
+    found = RECIPE_LINE.match(line)
+    if not found:
+        return None
+    return found.group(2), dict(re.findall(r"([A-Z_][A-Z0-9_]*)=(\S*)", found.group(1))), found.end(1)
 
 
 def documented_lines():
@@ -220,11 +236,8 @@ def project_scripts():
     for folder in ("benchmarks", "scripts", "examples/language_model", "examples/sact"):
         for name in os.listdir(os.path.join(REPO, folder)):
             path = os.path.join(folder, name)
-            if (
-                name.endswith(".py")
-                and re.search(r"^def main\(", read(path), re.M)
-                and "ArgumentParser" in read(path)
-            ):
+            code = read(path) if name.endswith(".py") else ""
+            if re.search(r"^def main\(", code, re.M) and "ArgumentParser" in code:
                 found[path] = found[name] = path
     return found
 
@@ -239,8 +252,7 @@ def documented_script_commands():
     arguments: in code blocks, and inline where the script is a benchmark's (inline, the other
     scripts are named with a subcommand alone: "lm_results.py seeds"). Placeholders filled in as
     the tools' are; left out with "..."."""
-    scripts, commands = project_scripts(), []
-    inline = [(path, span) for path, text in doc_pages() for span in inline_code(text)]
+    scripts, commands, inline = project_scripts(), [], inline_lines()
     for path, text in code_block_lines() + inline:
         line = text.split(" > ")[0].split(" | ")[0].strip()  # the command, not its redirection or pipe
         found = SCRIPT.search(line)
@@ -337,12 +349,9 @@ def documented_recipe_variables():
     """[(file, recipe, variable)] of the VARIABLE=value settings before a documented recipe
     (a shell script of examples/): the recipes take their settings from the environment."""
     found = []
-    lines = code_block_lines() + [(path, span) for path, text in doc_pages() for span in inline_code(text)]
-    for path, line in lines:
-        command = re.match(r"^((?:[A-Z_][A-Z0-9_]*=\S*\s+)+)(\S+\.sh)\b", line)
-        if command:
-            names = re.findall(r"([A-Z_][A-Z0-9_]*)=", command.group(1))
-            found += [(path, command.group(2), name) for name in names if name not in STANDARD_VARIABLES]
+    for path, line in code_block_lines() + inline_lines():
+        recipe, settings, _ = recipe_settings(line) or (None, {}, 0)
+        found += [(path, recipe, name) for name in settings if name not in STANDARD_VARIABLES]
     return found
 
 
@@ -356,10 +365,10 @@ def test_each_documented_recipe_variable_is_one_a_recipe_reads():
     for path, recipe, name in found:
         folder = os.path.dirname(os.path.join(REPO, recipe)) if "/" in recipe else None
         if folder not in read_by:
-            sources = glob.glob(os.path.join(folder or "", "*.sh")) if folder else []
+            sources = glob.glob(os.path.join(folder, "*.sh")) if folder else []
             sources += glob.glob(os.path.join(REPO, "examples", "*.sh"))
             sources += glob.glob(os.path.join(PLUGIN_DIR, "**", "*.py"), recursive=True)
-            read_by[folder] = "\n".join(open(p, encoding="utf-8").read() for p in sources)
+            read_by[folder] = "\n".join(map(read, sources))
         assert re.search(rf"\b{name}\b", read_by[folder]), f"{path}: {name}= of {recipe} is read by nothing"
 
 
@@ -371,11 +380,10 @@ def documented_training_recipes():
     DRY_RUN mode, without placeholders."""
     found = []
     for path, line in code_block_lines():
-        command = re.match(r"^((?:[A-Z_][A-Z0-9_]*=\S*\s+)*)(\S+\.sh)\s", line)
-        if command and command.group(2) in DRY_RUN_RECIPES:
-            words = shlex.split(line[command.end(1) :], comments=True)
+        recipe, environment, start = recipe_settings(line) or (None, {}, 0)
+        if recipe in DRY_RUN_RECIPES:
+            words = shlex.split(line[start:], comments=True)
             if not PLACEHOLDER.search(" ".join(words)):
-                environment = dict(re.findall(r"([A-Z_][A-Z0-9_]*)=(\S*)", command.group(1)))
                 found.append((path, environment, words))
     return found
 
