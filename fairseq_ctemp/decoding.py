@@ -32,8 +32,8 @@ Models that carry no temperature are left as fairseq made them: a generator of s
 is stock fairseq's (X divides the logits in ``EnsembleModel.forward_decoder``, None is 1), with no
 attribute or method added, so ``torch.jit.script`` compiles it as it does without the plugin; a
 task's build_generator is given stock fairseq's 1.0 for them in place of None (``stock_temperature``:
-fairseq's tasks with generators of their own, e.g. speech_dlm_task's, take no None).
-"""
+tasks with generators of their own, e.g. speech_dlm_task's, take no None), also a task registered
+after the plugin (``register_task``)."""
 
 import argparse
 import contextlib
@@ -48,7 +48,7 @@ import types
 from typing import Optional
 
 import torch.nn.functional as F
-from fairseq import checkpoint_utils, options
+from fairseq import checkpoint_utils, options, tasks
 from fairseq.sequence_generator import EnsembleModel, SequenceGenerator
 from fairseq.sequence_scorer import SequenceScorer
 from fairseq.tasks import FairseqTask
@@ -300,16 +300,39 @@ def task_build_generator(build):
 
 
 def tasks_with_their_own_generator():
-    """fairseq's task classes that replace FairseqTask.build_generator (registered at its import)."""
-    from fairseq.tasks import TASK_REGISTRY
-
+    """The registered task classes that replace FairseqTask.build_generator (fairseq's at its import)."""
     found = []
-    for task in TASK_REGISTRY.values():
-        for cls in task.__mro__:
-            own = "build_generator" in vars(cls) and cls.__module__.startswith("fairseq.")
-            if own and cls is not FairseqTask and cls not in found:
-                found.append(cls)
+    for task in tasks.TASK_REGISTRY.values():
+        found += [cls for cls in own_generator_classes(task) if cls not in found]
     return found
+
+
+def own_generator_classes(task):
+    """The classes of a task's MRO, FairseqTask's excepted, that define a build_generator."""
+    return [cls for cls in task.__mro__ if cls is not FairseqTask and "build_generator" in vars(cls)]
+
+
+def give_stock_default(task):
+    """Each own build_generator of a task class is given stock_temperature's args (once)."""
+    for cls in own_generator_classes(task):
+        if not patches.installed(cls, "build_generator"):
+            patches.replace(cls, "build_generator", task_build_generator(vars(cls)["build_generator"]), OWN)
+
+
+_register_task = tasks.register_task
+
+
+def register_task(name, dataclass=None):
+    """fairseq's register_task: a task registered after the plugin (another --user-dir, a module of
+    the user's) with a build_generator of its own is given stock fairseq's 1.0 as fairseq's are."""
+    register = _register_task(name, dataclass)
+
+    def register_task_cls(cls):
+        registered = register(cls)
+        give_stock_default(registered)
+        return registered
+
+    return register_task_cls
 
 
 _generator_init = SequenceGenerator.__init__
@@ -481,12 +504,14 @@ def apply():
     ):
         patches.replace(owner, name, new, why)
     for task in tasks_with_their_own_generator():
-        patches.replace(
-            task,
-            "build_generator",
-            task_build_generator(vars(task)["build_generator"]),
-            RULE + "--temperature left at None reaches this task's generator of stock models as 1.0",
-        )
+        give_stock_default(task)
+    patches.replace(
+        tasks,
+        "register_task",
+        register_task,
+        RULE + "a task registered later with a build_generator of its own is given the same 1.0",
+    )
 
 
 RULE = "the decoding rule (docs/decoding_temperature.md): "
+OWN = RULE + "--temperature left at None reaches this task's generator of stock models as 1.0"

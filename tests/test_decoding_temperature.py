@@ -271,6 +271,49 @@ def test_stock_checkpoint_decodes_exactly_as_without_the_plugin(
     check_cli(with_plugin, [(refs["S"], scored_at)], n_expected=160 if mode == "beam" else 80)
 
 
+# a user's --user-dir: the plugin and a task whose generator of its own takes a number, no None (as
+# fairseq's speech_dlm_task's), registered after the plugin or before it
+OWN_GENERATOR_TASK = """
+import sys
+from fairseq.tasks import register_task
+from fairseq.tasks.translation import TranslationConfig, TranslationTask
+
+@register_task("own_generator_translation", dataclass=TranslationConfig)
+class OwnGeneratorTranslation(TranslationTask):
+    def build_generator(self, models, args, **kwargs):
+        assert "fairseq_ctemp" in sys.modules
+        if not isinstance(args.temperature, float):
+            raise TypeError(f"this generator takes a number, not {args.temperature!r}")
+        return super().build_generator(models, args, **kwargs)
+"""
+
+
+@pytest.mark.parametrize("plugin_first", [True, False])
+def test_a_users_task_with_its_own_generator_decodes_stock_models_as_without_the_plugin(
+    toy_data, ckpt, without_plugin, tmp_path, plugin_first
+):
+    """--temperature defaults to the plugin's None: a task registered by the user's --user-dir,
+    which imports the plugin too, is given stock fairseq's 1.0 for stock models, as fairseq's own
+    tasks are, whether it is registered after the plugin or before."""
+    user_dir = tmp_path / "own_generator_user_dir"
+    user_dir.mkdir()
+    plugin = "import fairseq_ctemp  # noqa\n"
+    code = plugin + OWN_GENERATOR_TASK if plugin_first else OWN_GENERATOR_TASK + plugin
+    (user_dir / "__init__.py").write_text(code)
+    argv = generate_argv(toy_data["bin"], [ckpt["S"]], *stock_decoding("beam", None), user_dir=False)
+    argv += ["--user-dir", user_dir, "--task", "own_generator_translation"]
+    proc = subprocess.run(
+        [*python_script(tmp_path, "generate-own-task", GENERATE_EACH), json.dumps([list(map(str, argv))])],
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    hypotheses = [line for line in proc.stdout.splitlines() if line[:2] in ("H-", "P-")]
+    without = without_plugin["beam", None]
+    assert hypotheses and hypotheses == [line for line in without.splitlines() if line[:2] in ("H-", "P-")]
+
+
 # the hub of a checkpoint, in a process of its own: {case: [(tokens, positional scores)]}
 HUB_EACH = """
 import json, sys, torch
