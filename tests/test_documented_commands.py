@@ -10,7 +10,8 @@ keyword would leave a copied command failing):
   any file is read; their placeholders stand for paths and names, so they are filled in ($EXP,
   WORK: exp, work), and a line with "..." is left out; the recipes that only run a tool
   (examples/alt/sweep.sh: ctemp-alt-sweep run) count as that tool, and examples/alt/run_all.sh
-  gives its stages (prepare.sh, sweep.sh) what their tools take;
+  and paper_scale.sh (on a stand-in CUDA device) give run_all.sh's stages (prepare.sh, sweep.sh)
+  what their tools take;
 - every command of the project's Python scripts (benchmarks/, scripts/, examples/), such as the
   ones that wrote a result, is one its script's parser takes;
 - the Python blocks import what there is and call the plugin's functions with arguments their
@@ -416,23 +417,46 @@ STAGE_STAND_IN = 'printf "%s\\n" "$(basename "$0")" "$@" > "$(dirname "$0")/$(ba
 STAGE_TOOLS = {"prepare": ("ctemp-alt-data", "prepare"), "sweep": ("ctemp-alt-sweep", "run")}
 
 
-def documented_run_all_commands():
-    """[(file, words)] of the documented run_all.sh lines, placeholders filled in as the tools'."""
+def documented_recipe_commands(recipe):
+    """[(file, words)] of the documented lines of examples/alt/RECIPE, placeholders filled in as
+    the tools'."""
     return [
         (path, shlex.split(fill_placeholders(line), comments=True))
         for path, line in code_block_lines()
-        if line.startswith("examples/alt/run_all.sh ") and "..." not in line
+        if line.startswith(f"examples/alt/{recipe} ") and "..." not in line
     ]
 
 
+def recipes_with_stand_in_stages(tmp_path, *recipes):
+    """A copy of the ALT recipes named, whose stages (prepare.sh, sweep.sh, results.sh) are
+    stand-ins that record what they are given; returns its folder."""
+    folder = tmp_path / "examples" / "alt"
+    folder.mkdir(parents=True)
+    for name in (*recipes, "common.sh"):
+        shutil.copy(os.path.join(REPO, "examples", "alt", name), folder / name)
+    for stage in ("prepare", "sweep", "results"):
+        (folder / f"{stage}.sh").write_text("#!/usr/bin/env bash\n" + STAGE_STAND_IN)
+        (folder / f"{stage}.sh").chmod(0o755)
+    return folder
+
+
+def check_stages_parse(folder, command, monkeypatch, capsys):
+    """What the stand-in stages were given is what ctemp-alt-data prepare and ctemp-alt-sweep run take."""
+    stop_after_parsing(monkeypatch)
+    for stage, (tool, subcommand) in STAGE_TOOLS.items():
+        argv = [subcommand, *(folder / f"{stage}.args").read_text().splitlines()[1:]]
+        main = importlib.import_module(console_scripts()[tool]).main
+        check_parses(main, argv, f"{command}: its {stage}.sh gets {shlex.join(argv)}", capsys)
+
+
 def test_the_run_all_commands_are_found():
-    assert len(documented_run_all_commands()) >= 5
+    assert len(documented_recipe_commands("run_all.sh")) >= 5
 
 
 @pytest.mark.parametrize(
     "path, words",
-    documented_run_all_commands(),
-    ids=[f"{p}:{i}" for i, (p, _) in enumerate(documented_run_all_commands())],
+    documented_recipe_commands("run_all.sh"),
+    ids=[f"{p}:{i}" for i, (p, _) in enumerate(documented_recipe_commands("run_all.sh"))],
 )
 def test_run_all_passes_the_documented_command_on_as_its_stages_tools_take_it(
     path, words, tmp_path, monkeypatch, capsys
@@ -440,19 +464,57 @@ def test_run_all_passes_the_documented_command_on_as_its_stages_tools_take_it(
     """examples/alt/run_all.sh, as the page runs it, with its stages (prepare.sh, sweep.sh,
     results.sh) replaced by stand-ins: what it gives prepare.sh and sweep.sh their tools' parsers
     take (ctemp-alt-data prepare, ctemp-alt-sweep run)."""
-    recipes = tmp_path / "examples" / "alt"
-    recipes.mkdir(parents=True)
-    for name in ("run_all.sh", "common.sh"):
-        shutil.copy(os.path.join(REPO, "examples", "alt", name), recipes / name)
-    for stage in ("prepare", "sweep", "results"):
-        (recipes / f"{stage}.sh").write_text("#!/usr/bin/env bash\n" + STAGE_STAND_IN)
-        (recipes / f"{stage}.sh").chmod(0o755)
-    proc = subprocess.run([recipes / "run_all.sh", *words[1:]], capture_output=True, text=True)
+    folder = recipes_with_stand_in_stages(tmp_path, "run_all.sh")
+    proc = subprocess.run([folder / "run_all.sh", *words[1:]], capture_output=True, text=True)
     assert proc.returncode == 0, f"{path}: {shlex.join(words)}: {proc.stderr.strip()}"
-    stop_after_parsing(monkeypatch)
-    for stage, (tool, subcommand) in STAGE_TOOLS.items():
-        argv = [subcommand, *(recipes / f"{stage}.args").read_text().splitlines()[1:]]
-        main = importlib.import_module(console_scripts()[tool]).main
-        check_parses(
-            main, argv, f"{path}: {shlex.join(words)}: its {stage}.sh gets {shlex.join(argv)}", capsys
-        )
+    check_stages_parse(folder, f"{path}: {shlex.join(words)}", monkeypatch, capsys)
+
+
+# paper_scale.sh's Python where it asks torch for the CUDA devices (here: one) and pip to install
+# the --wheels (here: an empty --target made); anything else is the tests' Python
+PYTHON_STAND_IN = """#!/usr/bin/env bash
+case "$1 $2" in
+  "-c "*cuda.device_count*) echo 0 ;;
+  "-m pip") while [ $# -gt 0 ]; do [ "$1" != --target ] || mkdir -p "$2"; shift; done ;;
+  *) exec {python} "$@" ;;
+esac
+"""
+
+
+def test_the_paper_scale_commands_are_found():
+    commands = documented_recipe_commands("paper_scale.sh")
+    assert len(commands) >= 3 and any("--wheels" in words for _, words in commands)
+
+
+@pytest.mark.parametrize(
+    "path, words",
+    documented_recipe_commands("paper_scale.sh"),
+    ids=[f"{p}:{i}" for i, (p, _) in enumerate(documented_recipe_commands("paper_scale.sh"))],
+)
+def test_paper_scale_passes_the_documented_command_on_as_its_stages_tools_take_it(
+    path, words, tmp_path, monkeypatch, capsys
+):
+    """examples/alt/paper_scale.sh, as the page runs it on a machine with one CUDA device, through
+    run_all.sh to stand-in stages: what prepare.sh and sweep.sh get, their tools take; every run
+    goes to that device (--runs-per-gpu K: K runs side by side on it), and the results are packed."""
+    folder = recipes_with_stand_in_stages(tmp_path, "paper_scale.sh", "run_all.sh")
+    python = tmp_path / "python"
+    python.write_text(PYTHON_STAND_IN.format(python=shlex.quote(sys.executable)))
+    python.chmod(0o755)
+    cwd = tmp_path / "cwd"
+    for made in ("wheels", "runs/alt/sweep"):  # the --wheels folder; a sweep's result to pack
+        (cwd / made).mkdir(parents=True)
+    (cwd / "runs/alt/sweep/result.json").write_text("{}")
+    env = dict(os.environ, PYTHON=str(python))
+    env.pop("ALT_WORK", None)
+    proc = subprocess.run(
+        [folder / "paper_scale.sh", *words[1:]], cwd=cwd, env=env, capture_output=True, text=True
+    )
+    command = f"{path}: {shlex.join(words)}"
+    assert proc.returncode == 0, f"{command}: {proc.stderr.strip()}"
+    check_stages_parse(folder, command, monkeypatch, capsys)
+    sweep = (folder / "sweep.args").read_text().splitlines()
+    per_gpu = int(words[words.index("--runs-per-gpu") + 1]) if "--runs-per-gpu" in words else 1
+    assert sweep[sweep.index("--gpus") + 1] == ",".join(["0"] * per_gpu), command
+    results = words[words.index("--results") + 1]
+    assert (cwd / results / "alt-results.tar.gz").is_file(), command
