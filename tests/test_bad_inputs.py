@@ -684,6 +684,19 @@ CASES = [
         ["run", *SWEEP_OK, "--", "--arch", "lstm"],
         "--arch after -- is set by the sweep (--preset and --variants)",
     ),
+    (
+        "sweep: a fairseq-train option misspelt after --",
+        SWEEP,
+        ["run", *SWEEP_OK, "--", "--stop-time-hourz", "1"],
+        "fairseq-train refuses the options of the transformer runs (after --: --stop-time-hourz 1): "
+        "unrecognized arguments: --stop-time-hourz 1",
+    ),
+    (
+        "sweep: a bad fairseq-train value after --",
+        SWEEP,
+        ["run", *SWEEP_OK, "--variants", "transformer,lstm", "--", "--stop-time-hours", "x"],
+        "argument --stop-time-hours: invalid float value: 'x'",
+    ),
     ("sweep: --patience 0", SWEEP, ["run", *SWEEP_OK, "--patience", "0"], "--patience must be >= 1, got 0"),
     ("sweep: --jobs 0", SWEEP, ["run", *SWEEP_OK, "--jobs", "0"], "--jobs must be >= 1, got 0"),
     (
@@ -818,6 +831,13 @@ CASES = [
         ["bash", os.path.join(ALT, "run_all.sh")],
         ["english", "--local", "{root}/local"],
         "'english' is not a direction",
+    ),
+    (
+        "run_all.sh: a misspelt fairseq-train option, before the data are prepared",
+        ["bash", os.path.join(ALT, "run_all.sh")],
+        ["en-ja", "--local", "{root}/local", "--work", "{root}/new-work", "--vocab", "20", "--cpu"]
+        + ["--preset", "mini", "--temperatures", "1,2", "--", "--stop-time-hourz", "1"],
+        "unrecognized arguments: --stop-time-hourz 1",
     ),
     (
         "paper_scale.sh: no --results",

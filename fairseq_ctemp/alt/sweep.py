@@ -24,7 +24,7 @@ from .common import (
 )
 from .presets import DEFAULT_VARIANT, MAX_LEN, PRESETS, variant_dir_name, variant_model, variant_spec
 from .records import RunConfig, Settings, prepared, read_config, read_run
-from .sweep_checks import check_settings
+from .sweep_checks import check_settings, check_training_options
 from .training import last_saved_update, read_log
 
 
@@ -114,7 +114,7 @@ def plan(args):
     preset = PRESETS[args.preset]
     temperatures, scalar, variants = check_settings(args, preset)
     tag = data_tag(args.subwords, args.vocab, args.train_subset, args.carve_test)
-    experiments, writes = [], {}
+    experiments, writes, checked = [], {}, set()
     for text, seed in [(text, seed) for text in args.directions for seed in args.seeds or [1]]:
         src, tgt = direction(text)
         ddir = os.path.abspath(data_dir(args.work, src, tgt, tag))
@@ -140,6 +140,9 @@ def plan(args):
         runs = []
         for variant, t, ls, sem in run_grid(args, temperatures, variants):
             config = run_config(variant, t, ls, sem, seed, preset, scalar, remove_bpe, args)
+            if variant not in checked:  # (its runs differ in T, LS, SEM and seed alone)
+                check_training_options(config.train_args, variant, args.fairseq_args)
+                checked.add(variant)
             run_dir = os.path.join(exp_dir, config.name)
             config = checked_run_config(run_dir, config, writes)
             runs.append((run_dir, config, run_state(run_dir)))
