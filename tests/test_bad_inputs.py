@@ -2116,6 +2116,22 @@ CASES = [
         "unknown VARIANT 'sact-2'",
     ),
     (
+        "sact/train.sh: fixed:TAU not a number",
+        ["bash", os.path.join(EXAMPLES, "sact", "train.sh")],
+        ["{toy}/bin", "{root}/new", "fixed:abc"],
+        "VARIANT fixed:TAU needs a number TAU > 0, got 'abc'",
+    ),
+    *(
+        (
+            f"sact/{script}: an unknown variant after a good one, before the data",
+            ["/usr/bin/env"],
+            ["VARIANTS=none fixd:0.8", "bash", os.path.join(EXAMPLES, "sact", script)]
+            + ["{root}/new", "{root}/nowhere"],
+            "unknown VARIANT 'fixd:0.8' (sact, sact_released, none or fixed:TAU)",
+        )
+        for script in ("run_alt_small.sh", "run_iwslt15_en_vi.sh")
+    ),
+    (
         "sact/evaluate.sh: no data",
         ["bash", os.path.join(EXAMPLES, "sact", "evaluate.sh")],
         ["{root}/nowhere", "{root}/new", "test", "{toy}/raw/test.tgt"],
@@ -2182,6 +2198,28 @@ CASES = [
         ["bash", os.path.join(EXAMPLES, "softmax_tempering", "train_and_decode.sh")],
         ["{toy}/bin", "{root}/new", "0"],
         "T must be a number in [0.01, 100]",
+    ),
+    # the final decoding's settings, refused before the training, not after it
+    *(
+        (
+            f"softmax_tempering/train_and_decode.sh: {setting}",
+            ["/usr/bin/env"],
+            [setting, "bash", os.path.join(EXAMPLES, "softmax_tempering", "train_and_decode.sh")]
+            + ["{toy}/bin", "{root}/new", "2"],
+            expected,
+        )
+        for setting, expected in (
+            ("BEAM=0", "BEAM must be a whole number >= 1, got '0'"),
+            ("AVERAGE=x", "AVERAGE must be a whole number >= 1, got 'x'"),
+            (
+                "GENERATE_ARGS=--lenpenn 1.2",
+                "DEVICE_ARGS / GENERATE_ARGS: --lenpenn is not a decoding option this tool passes on",
+            ),
+            (
+                "GENERATE_ARGS=--beam 3",
+                "DEVICE_ARGS / GENERATE_ARGS: --beam cannot go after --: this command sets it",
+            ),
+        )
     ),
 ]
 

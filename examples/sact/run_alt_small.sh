@@ -10,6 +10,7 @@
 #        from its checkpoint_last.pt, on its data, instead of starting again; fairseq resumes exactly)
 # Writes WORK_DIR/data (prepare_alt_en_vi.sh; not with INIT_FROM), WORK_DIR/<variant>/ (train.log,
 # time.txt, valid.beam5.{hyp,json}) and WORK_DIR/summary.txt. Finished steps are skipped, never redone.
+# Every variant is checked (train.sh's dry run) before any data are prepared or runs trained.
 set -euo pipefail
 {  # read whole before it runs: a checkout changed meanwhile (git pull) leaves a running script as it began
 [ $# -ge 1 ] || { sed -n '2,/^set -euo/{/^#/p;}' "$0"; exit 2; }
@@ -18,11 +19,16 @@ here=$(cd "$(dirname "$0")" && pwd)
 export OMP_NUM_THREADS=${THREADS:-1} MKL_NUM_THREADS=${THREADS:-1}
 variants=${VARIANTS:-none sact}
 data=${INIT_FROM:-$work}/data
-SPM_VOCAB=${SPM_VOCAB:-4000} bash "$here/prepare_alt_en_vi.sh" "$data" "$local_dir"
-
 small=(--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 256 --encoder-hidden-size 128
        --decoder-embed-dim 256 --decoder-hidden-size 256 --decoder-out-embed-dim 256 --dropout 0.3
        --lr 1e-3 --num-workers 0 --cpu)
+train() {  # train.sh of variant $1 (with DRY_RUN=1 its checks alone: nothing is written)
+  SRC=en TGT=vi ARCH=sact_lstm EVAL_BLEU=0 MAX_UPDATE=${MAX_UPDATE:-420} MAX_EPOCH=100 \
+    bash "$here/train.sh" "$data/bin" "$work/${1/:/}" "$1" "${small[@]}"
+}
+for variant in $variants; do DRY_RUN=1 train "$variant" > /dev/null; done  # all, before any work
+SPM_VOCAB=${SPM_VOCAB:-4000} bash "$here/prepare_alt_en_vi.sh" "$data" "$local_dir"
+
 for variant in $variants; do
   save=$work/${variant/:/}
   if [ ! -f "$save/time.txt" ]; then
@@ -32,8 +38,7 @@ for variant in $variants; do
     fi
     start=$(date +%s)
     TIMEFORMAT="wall %R s, user %U s, sys %S s"
-    { time SRC=en TGT=vi ARCH=sact_lstm EVAL_BLEU=0 MAX_UPDATE=${MAX_UPDATE:-420} MAX_EPOCH=100 \
-        bash "$here/train.sh" "$data/bin" "$save" "$variant" "${small[@]}" > /dev/null ; } 2> "$save/time.tmp"
+    { time train "$variant" > /dev/null ; } 2> "$save/time.tmp"
     echo "started $(date -d @"$start" '+%F %T'), $(cat "$save/time.tmp")" > "$save/time.txt"
     rm -f "$save/time.tmp"
   fi

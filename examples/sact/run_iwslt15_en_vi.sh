@@ -13,17 +13,22 @@
 #        GPU with CUDA_VISIBLE_DEVICES=i VARIANTS="..."; multi-GPU training of one variant: pass
 #        fairseq's --distributed-world-size N through train.sh's extra arguments (EXTRA_TRAIN_ARGS).
 # Writes WORK_DIR/data, WORK_DIR/<variant>/ and WORK_DIR/summary.txt; finished steps are skipped.
+# Every variant is checked (train.sh's dry run) before any data are prepared or runs trained.
 set -euo pipefail
 {  # read whole before it runs: a checkout changed meanwhile (git pull) leaves a running script as it began
 [ $# -ge 1 ] || { sed -n '2,/^set -euo/{/^#/p;}' "$0"; exit 2; }
 work=$1 local_dir=${2:-}
 here=$(cd "$(dirname "$0")" && pwd)
 variants=${VARIANTS:-none sact fixed:0.8 fixed:0.9 fixed:1.0 fixed:1.1 fixed:1.2}
+train() {  # train.sh of variant $1 (with DRY_RUN=1 its checks alone: nothing is written)
+  SRC=en TGT=vi ARCH=${ARCH:-sact_lstm_iwslt_en_vi} BPE= \
+    bash "$here/train.sh" "$work/data/bin" "$work/${1/:/}" "$1" ${EXTRA_TRAIN_ARGS:-}
+}
+for variant in $variants; do DRY_RUN=1 train "$variant" > /dev/null; done  # all, before any work
 bash "$here/prepare_iwslt15_en_vi.sh" "$work/data" "$local_dir"
 for variant in $variants; do
   save=$work/${variant/:/}
-  SRC=en TGT=vi ARCH=${ARCH:-sact_lstm_iwslt_en_vi} BPE= \
-    bash "$here/train.sh" "$work/data/bin" "$save" "$variant" ${EXTRA_TRAIN_ARGS:-}
+  train "$variant"
   for subset in valid:tst2012 test:tst2013; do
     SRC=en TGT=vi BPE= TOKENIZE=none \
       bash "$here/evaluate.sh" "$work/data/bin" "$save" "${subset%%:*}" "$work/data/raw/${subset#*:}.vi" > /dev/null

@@ -41,7 +41,10 @@ case $eval_bleu in 0|1) ;; *) die "EVAL_BLEU must be 1 or 0, got '$eval_bleu'" ;
 case $variant in
   sact|sact_released) temperature=(--attention-temperature "$variant" ${SACT_LAMBDA:+--sact-lambda "$SACT_LAMBDA"}) ;;
   none) temperature=(--attention-temperature none) ;;
-  fixed:*) temperature=(--attention-temperature fixed --fixed-attention-temperature "${variant#fixed:}") ;;
+  fixed:*) tau=${variant#fixed:}
+    [[ $tau =~ ^([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$ ]] && awk -v t="$tau" 'BEGIN { exit !(t > 0) }' \
+      || die "VARIANT fixed:TAU needs a number TAU > 0, got '$tau'"
+    temperature=(--attention-temperature fixed --fixed-attention-temperature "$tau") ;;
   *) echo "unknown VARIANT '$variant' (sact, sact_released, none or fixed:TAU)" >&2; exit 2 ;;
 esac
 selection=()

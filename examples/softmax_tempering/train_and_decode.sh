@@ -18,6 +18,7 @@
 # with (AVERAGE, BEAM, GENERATE_ARGS): a re-run with others is refused while they exist, and so is
 # one that trains on past them (a larger MAX_EPOCH). While it works (and while a step it started
 # runs on after it was killed) SAVE_DIR/.lock refuses a second train_and_decode.sh in SAVE_DIR.
+# AVERAGE, BEAM and the final decoding's options (DEVICE_ARGS, GENERATE_ARGS) are checked first.
 set -euo pipefail
 {  # read whole before it runs: a checkout changed meanwhile (git pull) leaves a running script as it began
 [ $# -ge 2 ] || { sed -n '2,/^set -euo/{/^#/p;}' "$0"; exit 2; }
@@ -31,6 +32,17 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 source "$here/examples/run_options.sh"  # check_run_options, lock_save_dir
 user_dir=$here/fairseq_ctemp
 average=${AVERAGE:-10}
+[[ $average =~ ^[1-9][0-9]*$ ]] || die "AVERAGE must be a whole number >= 1, got '$average'"
+[[ ${BEAM:-5} =~ ^[1-9][0-9]*$ ]] || die "BEAM must be a whole number >= 1, got '${BEAM:-5}'"
+# the final decoding's options (ctemp-greedy-vs-beam's after --) checked now, not after the training
+python=$([ -x "$here/.venv/bin/python" ] && echo "$here/.venv/bin/python" || echo python3)
+check=$(PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" "$python" -c 'import sys
+from fairseq_ctemp.greedy_vs_beam import UsageError, checks
+try:
+    checks.decoding_options(sys.argv[1:])
+except UsageError as e:
+    sys.exit("train_and_decode.sh: error: DEVICE_ARGS / GENERATE_ARGS: " + str(e).removeprefix("after --: "))' \
+  --remove-bpe ${DEVICE_ARGS:-} ${GENERATE_ARGS:-} 2>&1) || { echo "${check##*$'\n'}" >&2; exit 2; }  # (fairseq's import logs)
 options="T=$temperature ARCH=${ARCH:-transformer} LABEL_SMOOTHING=${LABEL_SMOOTHING:-0.1} SEM_WEIGHT=${SEM_WEIGHT:-0} \
 LR=${LR:-5e-4} MAX_TOKENS=${MAX_TOKENS:-4096} extra:${*:+ $*}"
 lock_save_dir "$save"  # one recipe at a time in a SAVE_DIR: training, averaging and scoring
