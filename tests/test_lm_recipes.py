@@ -1002,6 +1002,24 @@ def test_the_small_experiment_refuses_skip_mos_where_it_would_not_act(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_the_small_experiment_checks_every_variant_and_protocol_before_any_work(tmp_path):
+    """ptb_small_experiment.sh: a bad VARIANTS entry after good ones, or a bad PROTOCOLS entry (only
+    read once every variant has trained), is refused before the data are prepared."""
+    env = {"EXP_DIR": str(tmp_path / "exp"), "PTB_DIR": str(tmp_path / "no-ptb")}
+    fails(
+        recipe("ptb_small_experiment.sh", env={**env, "VARIANTS": "softmax ct constant-x"}),
+        "bad variant 'constant-x': constant-T needs a number T > 0, e.g. constant-2",
+    )
+    for protocol in ("70-35", "70/70", "0/0"):
+        fails(
+            recipe("ptb_small_experiment.sh", env={**env, "PROTOCOLS": f"70/35 {protocol}"}),
+            f"PROTOCOLS: bad entry '{protocol}' (expected TOKENS_PER_SAMPLE/CONTEXT_WINDOW, the window "
+            "the smaller, e.g. 70/35)",
+        )
+    assert list(tmp_path.iterdir()) == []
+    fails(recipe("ptb_small_experiment.sh", env=env), "DATA_DIR")  # the checks pass: to the data
+
+
 def test_jobs_and_variants_are_checked_before_any_work(tmp_path):
     """ptb_converged_experiment.sh JOBS is a whole number >= 1, and no run is named twice (two
     processes would train one run directory at once): refused before any data is prepared."""

@@ -15,7 +15,8 @@
 #      DEVICE_ARGS (--cpu)
 # Results: RESULTS.md / RESULTS.csv (the table), RESULTS_protocols.md, and
 #          examples/language_model/img/ptb_small_valid_curves.png (learning curves).
-# Every step that has finished is skipped, so re-running only does what is missing.
+# Every step that has finished is skipped, so re-running only does what is missing. Every variant
+# (train.sh's dry run) and protocol is checked before any data are prepared or runs trained.
 # Run it with OMP_NUM_THREADS=1 for the timings in README.md (one thread, one run at a time).
 set -euo pipefail
 {  # read whole before it runs: a checkout changed meanwhile (git pull) leaves a running script as it began
@@ -33,8 +34,6 @@ variants=${VARIANTS:-softmax constant-1 constant-0.5 constant-2 constant-4 ct}
 [ "${SKIP_MOS:-0}" = 1 ] || [ -n "${VARIANTS:-}" ] || variants="$variants mos ct-mos"
 [ -n "${VARIANTS:-}" ] || variants="$variants constant-4+noscale"
 
-bash "$here/prepare.sh" ptb ${PTB_DIR:+"$PTB_DIR"}
-
 # The small model: tied 200-dim embeddings, LSTMs 400-200, light AWD-LSTM regularisation (the budget
 # is a fraction of an epoch), Adam with linear decay to 0 over the budget, BPTT 70, batch 20 x 70.
 model=(--embed-dim 200 --lstm-hidden-sizes 400,200 --dropout 0.2 --dropout-input 0.2
@@ -44,21 +43,32 @@ head_sizes() {  # VARIANT: the head sizes it reads (the other heads refuse them)
   case $1 in mos|ct-mos) echo --mos-components "${MOS_COMPONENTS:-2}" ;; esac
 }
 validation=(--validate-interval-updates 50 --max-valid-steps 10 --no-epoch-checkpoints)
-for variant in $variants; do
-  save=$exp/runs/$variant scaling=()
-  [[ $variant == *+noscale ]] && scaling=(--no-loss-scaling)
+train() {  # train.sh of variant $1 (with DRY_RUN=1 its checks alone: nothing is written)
+  local scaling=()
+  [[ $1 == *+noscale ]] && scaling=(--no-loss-scaling)
   ARCH=ct_lstm_lm OPTIMIZER=adam LR=${LR:-3e-3} MAX_UPDATE=$max_update MAX_EPOCH=0 PATIENCE=-1 \
     MAX_TOKENS=1400 TOKENS_PER_SAMPLE=70 SEED=1 LOG_INTERVAL=25 \
     SCHEDULER="--lr-scheduler polynomial_decay --warmup-updates 20 --total-num-update $max_update" \
-    bash "$here/train.sh" ptb "${variant%+noscale}" "$save" "${model[@]}" $(head_sizes "${variant%+noscale}") \
+    bash "$here/train.sh" ptb "${1%+noscale}" "$exp/runs/$1" "${model[@]}" $(head_sizes "${1%+noscale}") \
     "${validation[@]}" "${scaling[@]}" > /dev/null
+}
+protocols=${PROTOCOLS:-70/0 70/35 280/210}
+for p in $protocols; do  # checked before any work, as every variant below
+  [[ $p =~ ^([1-9][0-9]*)/([0-9]+)$ ]] && [ "${BASH_REMATCH[2]}" -lt "${BASH_REMATCH[1]}" ] ||
+    die "PROTOCOLS: bad entry '$p' (expected TOKENS_PER_SAMPLE/CONTEXT_WINDOW, the window the smaller, e.g. 70/35)"
+done
+for variant in $variants; do DRY_RUN=1 train "$variant"; done
+bash "$here/prepare.sh" ptb ${PTB_DIR:+"$PTB_DIR"}
+
+for variant in $variants; do
+  save=$exp/runs/$variant
+  train "$variant"
   for subset in valid test; do
     CHECKPOINT=checkpoint_last.pt bash "$here/evaluate.sh" "$save" ptb "$subset" > /dev/null
   done
 done
 
 # How the eval-lm protocol (block length / context window) moves the perplexity of the same model.
-protocols=${PROTOCOLS:-70/0 70/35 280/210}
 for variant in softmax; do
   [[ " $variants " == *" $variant "* ]] || continue
   for p in $protocols; do
