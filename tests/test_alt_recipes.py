@@ -31,6 +31,7 @@ from conftest import (
 )
 from sacrebleu.metrics import BLEU
 
+from fairseq_ctemp.alt import gpus
 from fairseq_ctemp.alt import tables as alt_tables
 from fairseq_ctemp.alt.data import toy_language_pair
 from fairseq_ctemp.cli import alt_data, alt_sweep
@@ -605,7 +606,7 @@ def test_table34_configurations():
     ]
 
 
-def test_slurm_submission_and_gpu_plan(corpora, tmp_path):
+def test_slurm_submission_and_gpu_plan(corpora, tmp_path, monkeypatch):
     work = corpora["root"] / "slurm-work"
     data(
         "prepare",
@@ -647,6 +648,14 @@ def test_slurm_submission_and_gpu_plan(corpora, tmp_path):
     # a later call with other training options for the same runs is refused
     proc = sweep_run(*options, "--slurm", "--", "--dropout", "0.2", env=env, check=False)
     assert proc.returncode == 2 and "was started with other fairseq-train options" in proc.stderr
+    # a task for GPUs on a node that shows none stops, not trains on the CPU (nor writes its log)
+    monkeypatch.setattr(gpus, "visible_count", lambda: 0)
+    before = snapshot(work)
+    for command, target in (("run-one", runs[0]), ("finalize", os.path.dirname(runs[0]))):
+        proc = run_main(alt_sweep.main, command, target, "--gpus-per-run", "1", check=False)
+        assert proc.returncode == 2, proc.stderr
+        assert f"{command} without --cpu needs 1 CUDA GPU(s) and sees 0" in proc.stderr.splitlines()[-1]
+    assert snapshot(work) == before
 
 
 def edit_line(key, new):

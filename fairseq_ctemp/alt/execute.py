@@ -10,6 +10,7 @@ import threading
 from .children import call, child_env, sweep_command
 from .common import AltError, RunFailed, RunHeld, fmt, say, tool, tool_env
 from .finalize import pending as finalize_pending
+from .gpus import cuda_visible_devices
 from .presets import DEFAULT_VARIANT, baseline_variant, compared_variants
 from .records import prepared, read_run
 from .training import train_argv
@@ -154,7 +155,8 @@ def execute_local(experiments, args, device):
 
 def run_child(device, command, slot, log, what):
     """`ctemp-alt-sweep COMMAND` in a process of its own (on GPU(s) `slot`, if given), logged to log."""
-    env = child_env(tool_env(device.threads, {"CUDA_VISIBLE_DEVICES": slot} if slot else None))
+    gpus = {"CUDA_VISIBLE_DEVICES": cuda_visible_devices(slot)} if slot else None
+    env = child_env(tool_env(device.threads, gpus))
     call(sweep_command(*command, *device.sweep_options()), env, log, what)
 
 

@@ -9,7 +9,7 @@ import os
 import torch
 
 from .. import averaging, provenance
-from . import evaluate, posthoc, training
+from . import evaluate, gpus, posthoc, training
 from .common import (
     Lock,
     RunFailed,
@@ -42,6 +42,8 @@ def run_one(run_dir, device):
         raise RunFailed(f"{run_dir} has no config.json: plan it with `ctemp-alt-sweep run` first")
     exp = load_experiment(os.path.dirname(run_dir))
     data = prepared(exp.data)
+    if not device.cpu:
+        gpus.require(device.gpus_per_run, "run-one", "fairseq would train on the CPU")
     if device.threads:  # training and decoding in this process (a sweep's --threads)
         torch.set_num_threads(device.threads)
     with Lock(run_dir, RunHeld):

@@ -5,6 +5,7 @@ import shlex
 
 from .. import greedy_vs_beam, translate
 from ..criterions.checks import TEMPERATURE_RANGE
+from . import gpus
 from .common import AltError, fmt
 from .presets import (
     DEFAULT_VARIANT,
@@ -84,6 +85,8 @@ def check_settings(args, preset):
     check_variants(args, variants, temperatures)
     check_finalize_group(args, temperatures, variants)
     check_decoding_options(args)
+    if args.gpus and not args.dry_run:  # (a dry run may plan for another machine's GPUs)
+        gpus.check_ids(args.gpus)
     for option in (arg.split("=")[0] for arg in args.fairseq_args if arg.startswith("-")):
         owned = sweep_train_option(option)
         if owned is not None:

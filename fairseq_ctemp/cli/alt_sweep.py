@@ -43,6 +43,7 @@ import os
 import shlex
 import sys
 
+from ..alt import gpus
 from ..alt.children import Tee, die_with_parent, stopping_children
 from ..alt.common import HELD_STATUS, AltError, Device, RunFailed, RunHeld, run_main, say
 from ..alt.execute import execute_local, print_plan, sbatch_path, submit_slurm
@@ -281,6 +282,8 @@ def finalize_command(args):
                 f"EXPERIMENT_DIR {exp_dir} has no experiment.json: give a directory "
                 "WORK/sweep/<direction>.<preset>.<data> made by `ctemp-alt-sweep run`"
             )
+    if not args.cpu:
+        gpus.require(1, "finalize", "fairseq would decode on the CPU")
     failed = []
     for exp_dir in args.exp_dirs:
         with open(
