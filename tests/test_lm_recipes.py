@@ -1021,8 +1021,9 @@ def test_the_small_experiment_checks_every_variant_and_protocol_before_any_work(
 
 
 def test_jobs_and_variants_are_checked_before_any_work(tmp_path):
-    """ptb_converged_experiment.sh JOBS is a whole number >= 1, and no run is named twice (two
-    processes would train one run directory at once): refused before any data is prepared."""
+    """ptb_converged_experiment.sh JOBS is a whole number >= 1, every run is well named and none
+    twice (two processes would train one run directory at once), and the model's and schedule's
+    settings are ones fairseq takes: refused before any data is prepared."""
     env = {"EXP_DIR": str(tmp_path)}
     for jobs in ("0", "two", "-1", "1.5"):
         fails(
@@ -1031,6 +1032,21 @@ def test_jobs_and_variants_are_checked_before_any_work(tmp_path):
         )
     twice = {**env, "VARIANTS": "ct softmax ct@2 ct", "JOBS": "2"}
     fails(recipe("ptb_converged_experiment.sh", env=twice), "VARIANTS: ct given more than once")
+    fails(
+        recipe("ptb_converged_experiment.sh", env={**env, "VARIANTS": "softmax constant-0@2"}),
+        "VARIANTS: bad entry 'constant-0@2' (expected softmax, ct, mos, ct-mos, constant-T or",
+    )
+    # the settings of the model and schedule, which fairseq would refuse run by run after the data
+    for name, value, expected in (
+        ("EMBED_DIM", "x", "EMBED_DIM must be a whole number >= 1, got 'x'"),
+        ("CT_RANK", "0", "CT_RANK must be a whole number >= 1, got '0'"),
+        ("MOS_COMPONENTS", "2.5", "MOS_COMPONENTS must be a whole number >= 1, got '2.5'"),
+        ("PATIENCE", "0", "PATIENCE must be a whole number >= 1, got '0'"),
+        ("MAX_EPOCH", "-1", "MAX_EPOCH must be a whole number >= 1, got '-1'"),
+        ("HIDDEN_SIZES", "256;128", "HIDDEN_SIZES must be whole numbers >= 1 separated by commas"),
+        ("LR", "0", "LR must be a number > 0, got '0'"),
+    ):
+        fails(recipe("ptb_converged_experiment.sh", env={**env, name: value}), expected)
     assert list(tmp_path.iterdir()) == []
 
 

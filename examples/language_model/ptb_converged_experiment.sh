@@ -91,12 +91,24 @@ variants=${VARIANTS:-softmax ct mos ct-mos constant-0.5 constant-2}
 jobs=${JOBS:-1}
 [[ $jobs =~ ^[1-9][0-9]*$ ]] || die "JOBS must be a whole number >= 1, got '$jobs'"
 for run in $variants; do  # checked before any work
-  [[ $run =~ ^(softmax|ct|mos|ct-mos|(mos-)?constant-([0-9]+\.?[0-9]*|\.[0-9]+))(@[0-9]+)?$ ]] ||
-    die "VARIANTS: bad entry '$run' (expected softmax, ct, mos, ct-mos, constant-T or mos-constant-T, optionally @SEED)"
+  [[ $run =~ ^(softmax|ct|mos|ct-mos|(mos-)?constant-([0-9]+\.?[0-9]*|\.[0-9]+))(@[0-9]+)?$ ]] &&
+    { [ -z "${BASH_REMATCH[3]}" ] || awk -v t="${BASH_REMATCH[3]}" 'BEGIN { exit !(t > 0) }'; } ||
+    die "VARIANTS: bad entry '$run' (expected softmax, ct, mos, ct-mos, constant-T or mos-constant-T with T > 0, optionally @SEED)"
   if [ "$clip" = off ] && [[ $run == ct* ]]; then
     die "CLIP=off: $run's loss scale, its mean tau, changes with every batch, which Adam does not ignore (only softmax, mos and constant-T have a constant one)"
   fi
 done
+if [ "$step" = train ]; then  # the model and schedule settings too (fairseq would refuse them run by run)
+  whole() { [[ $2 =~ ^[0-9]+$ ]] && [ "$((10#$2))" -ge "$3" ] || die "$1 must be a whole number >= $3, got '$2'"; }
+  whole EMBED_DIM "${EMBED_DIM:-128}" 1
+  whole CT_RANK "${CT_RANK:-64}" 1
+  whole MOS_COMPONENTS "${MOS_COMPONENTS:-2}" 1
+  whole PATIENCE "${PATIENCE:-3}" 1
+  whole MAX_EPOCH "${MAX_EPOCH:-80}" 1
+  [[ ${HIDDEN_SIZES:-256,128} =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] ||
+    die "HIDDEN_SIZES must be whole numbers >= 1 separated by commas (e.g. 256,128), got '$HIDDEN_SIZES'"
+  awk -v x="${LR:-3e-3}" 'BEGIN { exit !(x == x + 0 && x > 0) }' || die "LR must be a number > 0, got '$LR'"
+fi
 # one process per run directory: an entry twice would train it twice at once
 repeated=$(printf '%s\n' $variants | sort | uniq -d | tr '\n' ' ')
 [ -z "$repeated" ] || die "VARIANTS: ${repeated% } given more than once"
