@@ -427,6 +427,12 @@ def documented_recipe_commands(recipe):
     ]
 
 
+def documented_recipe_params(recipe):
+    """documented_recipe_commands(RECIPE) as pytest's parameters, each named FILE:INDEX."""
+    commands = documented_recipe_commands(recipe)
+    return [pytest.param(path, words, id=f"{path}:{i}") for i, (path, words) in enumerate(commands)]
+
+
 def recipes_with_stand_in_stages(tmp_path, *recipes):
     """A copy of the ALT recipes named, whose stages (prepare.sh, sweep.sh, results.sh) are
     stand-ins that record what they are given; returns its folder."""
@@ -453,11 +459,7 @@ def test_the_run_all_commands_are_found():
     assert len(documented_recipe_commands("run_all.sh")) >= 5
 
 
-@pytest.mark.parametrize(
-    "path, words",
-    documented_recipe_commands("run_all.sh"),
-    ids=[f"{p}:{i}" for i, (p, _) in enumerate(documented_recipe_commands("run_all.sh"))],
-)
+@pytest.mark.parametrize("path, words", documented_recipe_params("run_all.sh"))
 def test_run_all_passes_the_documented_command_on_as_its_stages_tools_take_it(
     path, words, tmp_path, monkeypatch, capsys
 ):
@@ -486,11 +488,7 @@ def test_the_paper_scale_commands_are_found():
     assert len(commands) >= 3 and any("--wheels" in words for _, words in commands)
 
 
-@pytest.mark.parametrize(
-    "path, words",
-    documented_recipe_commands("paper_scale.sh"),
-    ids=[f"{p}:{i}" for i, (p, _) in enumerate(documented_recipe_commands("paper_scale.sh"))],
-)
+@pytest.mark.parametrize("path, words", documented_recipe_params("paper_scale.sh"))
 def test_paper_scale_passes_the_documented_command_on_as_its_stages_tools_take_it(
     path, words, tmp_path, monkeypatch, capsys
 ):
