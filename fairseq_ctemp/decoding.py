@@ -299,14 +299,6 @@ def task_build_generator(build):
     return build_generator
 
 
-def tasks_with_their_own_generator():
-    """The registered task classes that replace FairseqTask.build_generator (fairseq's at its import)."""
-    found = []
-    for task in tasks.TASK_REGISTRY.values():
-        found += [cls for cls in own_generator_classes(task) if cls not in found]
-    return found
-
-
 def own_generator_classes(task):
     """The classes of a task's MRO, FairseqTask's excepted, that define a build_generator."""
     return [cls for cls in task.__mro__ if cls is not FairseqTask and "build_generator" in vars(cls)]
@@ -503,7 +495,7 @@ def apply():
         ),
     ):
         patches.replace(owner, name, new, why)
-    for task in tasks_with_their_own_generator():
+    for task in list(tasks.TASK_REGISTRY.values()):  # fairseq's (and any registered before)
         give_stock_default(task)
     patches.replace(
         tasks,
