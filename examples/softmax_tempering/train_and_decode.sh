@@ -36,7 +36,7 @@ average=${AVERAGE:-10}
 [[ ${BEAM:-5} =~ ^[1-9][0-9]*$ ]] || die "BEAM must be a whole number >= 1, got '${BEAM:-5}'"
 # the final decoding's options (ctemp-greedy-vs-beam's after --) checked now, not after the training
 python=$([ -x "$here/.venv/bin/python" ] && echo "$here/.venv/bin/python" || echo python3)
-check=$(PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" "$python" -c 'import sys
+[ -z "${DEVICE_ARGS:-}${GENERATE_ARGS:-}" ] || check=$(PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" "$python" -c 'import sys
 from fairseq_ctemp.greedy_vs_beam import UsageError, checks
 try:
     checks.decoding_options(sys.argv[1:])
