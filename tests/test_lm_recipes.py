@@ -895,6 +895,26 @@ def test_seeds_are_the_unit_of_the_comparison_with_the_baseline(tmp_path):
             )
 
 
+def test_the_seeds_of_a_row_are_models_of_one_size(tmp_path):
+    """`lm_results.py seeds` over tables made in other places (EARLIER_TABLES): a row whose seeds
+    are models of different sizes (their parameter counts; other EMBED_DIM, say) is refused, not
+    pooled; rows may differ in size (their heads do), and tables without the column are taken."""
+    lm_results = example_script(os.path.join(RECIPES, "lm_results.py"))
+    here, other, same = tmp_path / "here.csv", tmp_path / "other.csv", tmp_path / "same.csv"
+    here.write_text("variant,test_ppl,params\nsoftmax,85,1000\nct,88,1200\n", encoding="utf-8")
+    other.write_text("variant,test_ppl,params\nsoftmax@2,80,4000\nct@2,87,1200\n", encoding="utf-8")
+    same.write_text("variant,test_ppl,params\nsoftmax@2,86,1000\nct@2,87,1200\n", encoding="utf-8")
+    with pytest.raises(
+        SystemExit,
+        match=r"the seeds of softmax are models of different sizes \(parameters 1000: softmax@1; 4000: "
+        r"softmax@2: other EMBED_DIM",
+    ):
+        lm_results.main(["seeds", "--table", str(here), str(other), "--output", str(tmp_path / "mixed")])
+    assert not (tmp_path / "mixed.csv").exists()
+    run_main(lm_results.main, "seeds", "--table", here, same, "--output", tmp_path / "one_size")
+    assert [r["seeds"] for r in read_csv(tmp_path / "one_size.csv")] == ["1 2", "1 2"]
+
+
 def test_ar_tar_is_on_or_off_and_a_run_is_never_resumed_with_the_other(tmp_path):
     """ptb_converged_experiment.sh AR_TAR: refused before any work (no data prepared) when it is
     neither on nor off, or when a run directory was trained with the other setting."""

@@ -67,31 +67,44 @@ SETTINGS = {
 
 
 def seed_log_perplexities(tables):
-    """{row: {seed: log test perplexity}} from run tables; refuses a seed given twice and runs of
-    different SETTINGS."""
+    """{row: {seed: log test perplexity}} from run tables; refuses a seed given twice, runs of
+    different SETTINGS, and seeds of a row whose models differ in size (their parameter counts)."""
     by_row = collections.defaultdict(dict)
     settings = {column: collections.defaultdict(list) for column in SETTINGS}  # value -> its runs
+    sizes = collections.defaultdict(lambda: collections.defaultdict(list))  # row -> params -> runs
     for path in tables:  # several tables: runs made in different places (one seed each)
         for variant, seed, ppl, setting in seed_rows(path):
             if seed in by_row[variant]:
                 raise ResultsError(f"--table {path}: {variant} seed {seed} is there twice")
             by_row[variant][seed] = math.log(ppl)
             for column, value in setting.items():
-                if value:
+                if value and column in SETTINGS:
                     settings[column][value].append(f"{variant}@{seed}")
+            if setting["params"]:
+                sizes[variant][setting["params"]].append(f"{variant}@{seed}")
     for column, runs_by_value in settings.items():
         if len(runs_by_value) > 1:
-            runs = "; ".join(f"{value}: {' '.join(runs)}" for value, runs in runs_by_value.items())
             raise ResultsError(
-                f"--table {' '.join(tables)}: runs {SETTINGS[column]} ({runs}): compare each setting in "
-                "a seeds table of its own"
+                f"--table {' '.join(tables)}: runs {SETTINGS[column]} ({listed(runs_by_value)}): compare "
+                "each setting in a seeds table of its own"
+            )
+    for variant, runs_by_size in sizes.items():  # (rows differ in size: their heads do)
+        if len(runs_by_size) > 1:
+            raise ResultsError(
+                f"--table {' '.join(tables)}: the seeds of {variant} are models of different sizes "
+                f"(parameters {listed(runs_by_size)}: other EMBED_DIM, HIDDEN_SIZES, CT_RANK or "
+                "MOS_COMPONENTS): compare each size in a seeds table of its own"
             )
     return by_row
 
 
+def listed(runs_by_value):
+    return "; ".join(f"{value}: {' '.join(runs)}" for value, runs in runs_by_value.items())
+
+
 def seed_rows(path):
-    """(row, seed, test perplexity, {SETTINGS column: its value or None}) of each run of a `table`
-    CSV."""
+    """(row, seed, test perplexity, {SETTINGS column or params: its value or None}) of each run of a
+    `table` CSV."""
     try:
         with open(path, encoding="utf-8-sig", newline="") as f:
             runs = list(csv.DictReader(f))
@@ -113,7 +126,7 @@ def seed_rows(path):
             ppl = math.nan
         if not (math.isfinite(ppl) and ppl >= 1):
             raise ResultsError(f"{where} has no test perplexity >= 1 (got {run['test_ppl']!r})")
-        rows.append((variant, int(seed or 1), ppl, {c: run.get(c) for c in SETTINGS}))
+        rows.append((variant, int(seed or 1), ppl, {c: run.get(c) for c in (*SETTINGS, "params")}))
     return rows
 
 
