@@ -36,13 +36,9 @@ average=${AVERAGE:-10}
 [[ ${BEAM:-5} =~ ^[1-9][0-9]*$ ]] || die "BEAM must be a whole number >= 1, got '${BEAM:-5}'"
 # the final decoding's options (ctemp-greedy-vs-beam's after --) checked now, not after the training
 python=$([ -x "$here/.venv/bin/python" ] && echo "$here/.venv/bin/python" || echo python3)
-[ -z "${DEVICE_ARGS:-}${GENERATE_ARGS:-}" ] || check=$(PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" "$python" -c 'import sys
-from fairseq_ctemp.greedy_vs_beam import UsageError, checks
-try:
-    checks.decoding_options(sys.argv[1:])
-except UsageError as e:
-    sys.exit("train_and_decode.sh: error: DEVICE_ARGS / GENERATE_ARGS: " + str(e).removeprefix("after --: "))' \
-  --remove-bpe ${DEVICE_ARGS:-} ${GENERATE_ARGS:-} 2>&1) || { echo "${check##*$'\n'}" >&2; exit 2; }  # (fairseq's import logs)
+[ -z "${DEVICE_ARGS:-}${GENERATE_ARGS:-}" ] || check=$(PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" "$python" \
+  "$here/examples/softmax_tempering/check_decoding_options.py" --remove-bpe ${DEVICE_ARGS:-} ${GENERATE_ARGS:-} 2>&1) \
+  || { echo "${check##*$'\n'}" >&2; exit 2; }  # its last line: fairseq's import logs before it
 options="T=$temperature ARCH=${ARCH:-transformer} LABEL_SMOOTHING=${LABEL_SMOOTHING:-0.1} SEM_WEIGHT=${SEM_WEIGHT:-0} \
 LR=${LR:-5e-4} MAX_TOKENS=${MAX_TOKENS:-4096} extra:${*:+ $*}"
 lock_save_dir "$save"  # one recipe at a time in a SAVE_DIR: training, averaging and scoring
