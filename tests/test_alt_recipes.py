@@ -31,6 +31,7 @@ from conftest import (
 )
 from sacrebleu.metrics import BLEU
 
+from fairseq_ctemp.alt import common as alt_common
 from fairseq_ctemp.alt import gpus
 from fairseq_ctemp.alt import tables as alt_tables
 from fairseq_ctemp.alt.data import toy_language_pair
@@ -656,6 +657,38 @@ def test_slurm_submission_and_gpu_plan(corpora, tmp_path, monkeypatch):
         assert proc.returncode == 2, proc.stderr
         assert f"{command} without --cpu needs 1 CUDA GPU(s) and sees 0" in proc.stderr.splitlines()[-1]
     assert snapshot(work) == before
+
+
+def test_a_slurm_task_whose_run_another_sweep_holds_has_no_work(corpora, tmp_path):
+    """A task of the job array whose run another sweep trains now (its lock held) ends as done,
+    saying so (SLURM would count exit status 75 a failed task); any other failure stays one."""
+    work = corpora["root"] / "slurm-held-work"
+    data("prepare", "en-vi", "--release", corpora["release"], "--work", work, "--vocab", "20")
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    calls = tmp_path / "sbatch.calls"
+    (fake / "sbatch").write_text(f'#!/bin/bash\necho "$*" >> {calls}\necho 12345\n')
+    (fake / "sbatch").chmod(0o755)
+    env = dict(ENV, PATH=f"{fake}{os.pathsep}{ENV['PATH']}")
+    options = ["en-vi", "--work", work, "--vocab", "20", "--temperatures", "1,3", "--no-finalize"]
+    sweep_run(*options, "--slurm", "--slurm-cpu", env=env)
+    sdir = os.path.dirname(calls.read_text().split()[-1])  # sbatch ... DIR/runs.sbatch
+    runs = Path(sdir, "runs.txt").read_text().split()
+    task_env = dict(ENV, SLURM_ARRAY_TASK_ID="0")
+    with alt_common.Lock(runs[0]):  # this process is the other sweep
+        task = subprocess.run(
+            ["bash", Path(sdir, "runs.sbatch")], env=task_env, capture_output=True, text=True
+        )
+    assert task.returncode == 0, task.stderr
+    assert f"{runs[0]}: left to the process working on it" in task.stdout
+    os.remove(os.path.join(runs[1], "config.json"))  # a task that fails
+    task = subprocess.run(
+        ["bash", Path(sdir, "runs.sbatch")],
+        env=dict(task_env, SLURM_ARRAY_TASK_ID="1"),
+        capture_output=True,
+        text=True,
+    )
+    assert task.returncode == 2 and "has no config.json" in task.stderr, task.stderr
 
 
 def edit_line(key, new):

@@ -8,7 +8,7 @@ import shlex
 import threading
 
 from .children import call, child_env, sweep_command
-from .common import AltError, RunFailed, RunHeld, fmt, say, tool, tool_env
+from .common import HELD_STATUS, AltError, RunFailed, RunHeld, fmt, say, tool, tool_env
 from .finalize import pending as finalize_pending
 from .gpus import cuda_visible_devices
 from .presets import DEFAULT_VARIANT, baseline_variant, compared_variants
@@ -251,7 +251,9 @@ def slurm_scripts(experiments, args, device, sdir, todo):
             "set -euo pipefail",
             python_path,
             f'run=$(sed -n "$((SLURM_ARRAY_TASK_ID + 1))p" {shlex.quote(sdir)}/runs.txt)',
-            f'exec {shlex.join(sweep_command("run-one"))} "$run" ' + shlex.join(run_options),
+            # a run another sweep works on now is that sweep's to finish: this task has no work
+            f'{shlex.join(sweep_command("run-one"))} "$run" {shlex.join(run_options)} || {{ status=$?',
+            f'  [ $status -eq {HELD_STATUS} ] || exit $status; echo "$run: left to the process working on it"; }}',
         ]
         scripts["runs.sbatch"] = "\n".join(head + lines) + "\n"
     if not args.no_finalize:
