@@ -895,10 +895,10 @@ def test_seeds_are_the_unit_of_the_comparison_with_the_baseline(tmp_path):
             )
 
 
-def test_the_seeds_of_a_row_are_models_of_one_size(tmp_path):
+def test_the_seeds_of_a_row_are_models_of_one_size_trained_alike(tmp_path):
     """`lm_results.py seeds` over tables made in other places (EARLIER_TABLES): a row whose seeds
     are models of different sizes (their parameter counts; other EMBED_DIM, say) is refused, not
-    pooled; rows may differ in size (their heads do), and tables without the column are taken."""
+    pooled (rows may differ in size: their heads do), and so are runs of other learning rates."""
     lm_results = example_script(os.path.join(RECIPES, "lm_results.py"))
     here, other, same = tmp_path / "here.csv", tmp_path / "other.csv", tmp_path / "same.csv"
     here.write_text("variant,test_ppl,params\nsoftmax,85,1000\nct,88,1200\n", encoding="utf-8")
@@ -913,6 +913,16 @@ def test_the_seeds_of_a_row_are_models_of_one_size(tmp_path):
     assert not (tmp_path / "mixed.csv").exists()
     run_main(lm_results.main, "seeds", "--table", here, same, "--output", tmp_path / "one_size")
     assert [r["seeds"] for r in read_csv(tmp_path / "one_size.csv")] == ["1 2", "1 2"]
+    # nor runs trained at another learning rate
+    faster = tmp_path / "faster.csv"
+    faster.write_text(
+        "variant,test_ppl,params,lr\nsoftmax@2,86,1000,0.01\nct@2,87,1200,0.01\n", encoding="utf-8"
+    )
+    here.write_text("variant,test_ppl,params,lr\nsoftmax,85,1000,0.003\nct,88,1200,0.003\n", encoding="utf-8")
+    with pytest.raises(
+        SystemExit, match=r"trained with different learning rates \(--lr\) \(0\.003: softmax@1 ct@1; 0\.01: "
+    ):
+        lm_results.main(["seeds", "--table", str(here), str(faster), "--output", str(tmp_path / "lr")])
 
 
 def test_ar_tar_is_on_or_off_and_a_run_is_never_resumed_with_the_other(tmp_path):
@@ -1171,6 +1181,7 @@ def test_the_results_step_writes_each_file_from_the_finished_runs_alone(ptb_like
     assert [r["variant"] for r in table] == trained.split()
     for r in table:
         assert float(r["test_ppl"]) == pytest.approx(ppl[r["variant"]], rel=1e-4)
+        assert r["lr"] == "0.003"  # the recipe's LR, from the run's configuration
 
     def ratios(name):
         return {(r["baseline"], r["variant"]): float(r["ppl_ratio"]) for r in read_csv(f"{out}_{name}.csv")}
@@ -1198,7 +1209,7 @@ def test_the_results_step_writes_each_file_from_the_finished_runs_alone(ptb_like
 
     # EARLIER_TABLES: runs of the comparison made in another EXP_DIR count in the seeds tables only
     earlier = {"softmax@3": 50.0, "ct@3": 60.0, "constant-2@3": 55.0, "mos-constant-2@3": 52.0}
-    write_table(tmp_path / "earlier.csv", table[0], earlier)
+    write_table(tmp_path / "earlier.csv", table, earlier)
     more = tmp_path / "out" / "more"
     env = converged_env(
         ptb_like, exp, VARIANTS=trained, RESULTS=str(more), EARLIER_TABLES=str(tmp_path / "earlier.csv")
@@ -1219,7 +1230,7 @@ def test_the_results_step_writes_each_file_from_the_finished_runs_alone(ptb_like
             (ppl["ct"] * ppl["ct@2"] * ppl["ct@3"]) ** (1 / 3), rel=1e-4
         )
     # a run in both places, or a table that is not there: one line, before any file is written
-    write_table(tmp_path / "twice.csv", table[0], {"ct@1": 60.0})
+    write_table(tmp_path / "twice.csv", table, {"ct@1": 60.0})
     for tables, message in (
         ("twice.csv", "twice.csv has ct@1, a run of"),
         ("none.csv", "EARLIER_TABLES: no file"),
@@ -1282,13 +1293,16 @@ def test_the_results_step_rebuilds_its_own_files_and_refuses_to_leave_an_earlier
     assert not (tmp_path / "new").exists()
 
 
-def write_table(path, template, test_ppl):
-    """A result table like `lm_results.py table`'s: the template row once per run, with its test
-    perplexity."""
+def write_table(path, table, test_ppl):
+    """A result table like `lm_results.py table`'s: for each run VARIANT@SEED of test_ppl, the row of
+    VARIANT in `table` (its model and settings; a variant it lacks: the first row's settings, no
+    parameter count) with the run's name and test perplexity."""
+    rows = {row["variant"]: row for row in table}
     with open(path, "w", encoding="utf-8", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(template))
+        writer = csv.DictWriter(f, fieldnames=list(table[0]))
         writer.writeheader()
         for run, ppl in test_ppl.items():
+            template = rows.get(run.partition("@")[0], {**table[0], "params": ""})
             writer.writerow({**template, "variant": run, "test_ppl": ppl})
 
 

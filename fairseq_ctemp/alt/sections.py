@@ -9,6 +9,8 @@ from .common import write_text
 
 
 def markdown_table(header, rows):
+    if any(len(row) != len(header) for row in rows):  # a cell under the wrong heading
+        raise ValueError(f"a markdown row without one cell for each of the {len(header)} headings")
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return "\n".join(out)

@@ -33,6 +33,9 @@ def markdown_table(header, rows, text_columns=1):
     """The lines of a markdown table: the first `text_columns` columns left-aligned, numbers right."""
     align = ["---"] * text_columns + ["---:"] * (len(header) - text_columns)
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
+    for cells in rows:
+        if len(cells) != len(header):  # a cell under the wrong heading
+            raise ValueError(f"a markdown row of {len(cells)} cells under {len(header)} headings")
     return lines + ["| " + " | ".join(cells) + " |" for cells in rows]
 
 

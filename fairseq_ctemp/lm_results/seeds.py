@@ -61,6 +61,7 @@ def ratio_test(values, base):
 SETTINGS = {
     "ar_tar": "trained with different AR/TAR weights",
     "clip_norm": "trained with different gradient clipping (--clip-norm)",
+    "lr": "trained with different learning rates (--lr)",
     "test_tokens": "scored on different test sets (test tokens)",
     "eval_protocol": "scored under different evaluation protocols (blocks/context)",
 }
