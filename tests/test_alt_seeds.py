@@ -196,6 +196,34 @@ def test_runs_that_cannot_be_compared_are_refused(three_seeds):
     assert (tmp_path / "out.md").read_text(encoding="utf-8") != written
 
 
+def test_the_seeds_of_a_system_trained_otherwise_are_refused(three_seeds):
+    """runs.csv's fairseq-train options (but --seed): the seeds of one system share them (a sweep
+    with another --patience, --max-update or options after -- in another work directory would
+    otherwise pass for the same system); other systems may differ, and a runs.csv from before the
+    column is taken as it is."""
+    tmp_path, runs = three_seeds
+    one, _, three = runs
+    column = '"fairseq-train options but --seed"'
+
+    def with_options(path, options):
+        lines = open(path, encoding="utf-8").read().splitlines()
+        rows = [f"{line},{options(line)}" for line in lines[1:]]
+        new = tmp_path / f"options-{os.path.basename(path)}"
+        new.write_text("\n".join([f"{lines[0]},{column}", *rows]) + "\n", encoding="utf-8")
+        return str(new)
+
+    arch = lambda line: "--arch ct_transformer" if ",ct_transformer," in line else "--arch transformer"  # noqa: E731
+    out = ("--output", tmp_path / "out")
+    one_patience_10 = with_options(one, lambda line: f"{arch(line)} --patience 10")
+    three_patience_5 = with_options(three, lambda line: f"{arch(line)} --patience 5")
+    line = refused(tmp_path, "--runs", one_patience_10, three_patience_5, *out)
+    assert "the seeds of transformer T=1 were trained with other fairseq-train options (" in line
+    assert line.endswith("--arch transformer --patience 5): compare runs of one setting")
+    three_patience_10 = with_options(three, lambda line: f"{arch(line)} --patience 10")
+    run_main(alt_seeds.main, "--runs", one_patience_10, three_patience_10, *out)  # ct_transformer differs
+    run_main(alt_seeds.main, "--runs", one_patience_10, three, "--output", tmp_path / "old", "--force")
+
+
 def test_the_test_split_and_the_runs_without_its_bleu(tmp_path):
     """--split test reads the test BLEU; a run finished on dev but not scored on a test split, and
     one not finished, are left out and named each with why; a file with no test BLEU at all is

@@ -17,6 +17,7 @@ from .common import AltError, fmt, write_text
 from .presets import DEFAULT_VARIANT
 from .sections import markdown_table, write_csv
 from .systems import setup_name
+from .tables import TRAINING_OPTIONS
 
 METRICS = ("greedy", "beam")  # runs.csv's "<split> greedy" and "<split> beam" BLEU
 NOT_FINISHED = "not finished"  # why a run has no BLEU (the other reason: not scored on the split)
@@ -39,6 +40,7 @@ class SeedRun:
     bleu: Dict[str, float]
     setting: Tuple[str, ...]  # SETTING's values
     where: str  # "FILE line N"
+    options: str = ""  # its fairseq-train options but --seed ("": a runs.csv from before the column)
 
     @property
     def beam_k(self):
@@ -127,7 +129,7 @@ def seed_run(row, where, seed_given, sel):
     ):
         return None
     setting = (setup_name(row["experiment"]), *(row[c] for c in SETTING[1:]))
-    return SeedRun(variant, fmt(temperature), seed, bleu, setting, where)
+    return SeedRun(variant, fmt(temperature), seed, bleu, setting, where, row.get(TRAINING_OPTIONS) or "")
 
 
 def check_one_setting(records, names, option, what):
@@ -155,6 +157,15 @@ def by_system(runs):
                 f"({seeds[run.seed].where} and {run.where})"
             )
         seeds[run.seed] = run
+    for (variant, temperature), seeds in systems.items():  # one system: one way of training
+        trained = [run for run in seeds.values() if run.options]
+        other = next((run for run in trained if run.options != trained[0].options), None)
+        if other is not None:
+            raise AltError(
+                f"--runs: the seeds of {variant} T={temperature} were trained with other fairseq-train "
+                f"options ({trained[0].where}: {trained[0].options}; {other.where}: {other.options}): "
+                "compare runs of one setting"
+            )
     return systems
 
 

@@ -1,9 +1,13 @@
 """The tables of ctemp-alt-results (Table 1, Tables 3 and 4, the model variants, every run), each
 as (header, rows) for its CSV and markdown."""
 
+import os
+import shlex
+
 from . import posthoc_report
 from .common import fmt
 from .presets import DEFAULT_VARIANT, VARIANTS
+from .records import read_config
 from .training import training_steps
 
 SHORT = {"temperature": "T", "label_smoothing": "LS", "sem_weight": "SEM"}
@@ -141,6 +145,7 @@ def runs_table(experiments):
         "train words/s",
         "code",  # the commit training finished from
         "torch",
+        TRAINING_OPTIONS,
     ]
     rows = []
     for e in experiments:
@@ -165,6 +170,7 @@ def runs_table(experiments):
                     num(train_words_per_second(r.dir), 0),
                     tr.code or "",
                     tr.torch or "",
+                    training_options(r.dir),
                 ]
             )
         for r in e.pending:
@@ -176,8 +182,25 @@ def runs_table(experiments):
                     num(tr.best_valid_bleu),
                 ]
                 + [""] * (12 + len(posthoc_report.RUN_COLUMNS))
+                + [training_options(r.dir)]
             )
     return header, rows
+
+
+# runs.csv's column of a run's fairseq-train options but its seed: the seeds of one system share them
+TRAINING_OPTIONS = "fairseq-train options but --seed"
+
+
+def training_options(run_dir):
+    """The fairseq-train options of the run in run_dir (its config.json) without --seed and its
+    value, as one shell line ("" where the run has none)."""
+    config = read_config(os.path.join(run_dir, "config.json")) if run_dir else None
+    if config is None:
+        return ""
+    args = list(config.train_args)
+    if "--seed" in args:
+        del args[args.index("--seed") : args.index("--seed") + 2]
+    return shlex.join(args)
 
 
 def settings_cells(e, r):
