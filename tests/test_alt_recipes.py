@@ -344,8 +344,11 @@ def test_recipe_end_to_end_with_interruption(corpora):
         re.M,
     )
     with open(work / "results" / "runs.csv", newline="", encoding="utf-8") as f:  # each run's options
-        trained_with = {r["T"]: r["fairseq-train options but --seed"] for r in csv.DictReader(f)}
-    assert "--softmax-temperature 1 " in trained_with["1"] and "--seed" not in trained_with["1"]
+        trained_with = {
+            r["T"]: r["fairseq-train options but --seed, --max-update"] for r in csv.DictReader(f)
+        }
+    assert "--softmax-temperature 1 " in trained_with["1"]
+    assert "--seed" not in trained_with["1"] and "--max-update" not in trained_with["1"]
     assert trained_with["2"] == trained_with["1"].replace("temperature 1 ", "temperature 2 ")
     assert (work / "results" / "curves.vi-en.mini.bpe200.n52.seed2.png").exists()
     # finalize before the runs are done (SLURM's finalize job starts after the run array whatever

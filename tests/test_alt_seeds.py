@@ -197,13 +197,13 @@ def test_runs_that_cannot_be_compared_are_refused(three_seeds):
 
 
 def test_the_seeds_of_a_system_trained_otherwise_are_refused(three_seeds):
-    """runs.csv's fairseq-train options (but --seed): the seeds of one system share them (a sweep
-    with another --patience, --max-update or options after -- in another work directory would
+    """runs.csv's fairseq-train options (but --seed, --max-update): the seeds of one system share them
+    (a sweep with another --patience, --interval or options after -- in another work directory would
     otherwise pass for the same system); other systems may differ, and a runs.csv from before the
     column is taken as it is."""
     tmp_path, runs = three_seeds
     one, _, three = runs
-    column = '"fairseq-train options but --seed"'
+    column = '"fairseq-train options but --seed, --max-update"'
 
     def with_options(path, options):
         lines = open(path, encoding="utf-8").read().splitlines()

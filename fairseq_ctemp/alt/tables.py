@@ -187,19 +187,21 @@ def runs_table(experiments):
     return header, rows
 
 
-# runs.csv's column of a run's fairseq-train options but its seed: the seeds of one system share them
-TRAINING_OPTIONS = "fairseq-train options but --seed"
+# runs.csv's column of a run's fairseq-train options but its seed and its cap of updates (a cap
+# raised on resume leaves a run early stopping ended as it was): the seeds of one system share them
+TRAINING_OPTIONS = "fairseq-train options but --seed, --max-update"
 
 
 def training_options(run_dir):
-    """The fairseq-train options of the run in run_dir (its config.json) without --seed and its
-    value, as one shell line ("" where the run has none)."""
+    """The fairseq-train options of the run in run_dir (its config.json) without --seed and
+    --max-update and their values, as one shell line ("" where the run has none)."""
     config = read_config(os.path.join(run_dir, "config.json")) if run_dir else None
     if config is None:
         return ""
     args = list(config.train_args)
-    if "--seed" in args:
-        del args[args.index("--seed") : args.index("--seed") + 2]
+    for option in ("--seed", "--max-update"):
+        if option in args:
+            del args[args.index(option) : args.index(option) + 2]
     return shlex.join(args)
 
 
