@@ -614,6 +614,16 @@ def test_table34_configurations():
     ]
 
 
+def fake_sbatch(tmp_path):
+    """(ENV with an sbatch on PATH that records its arguments, one call a line, in the file returned
+    and answers job ids 12345, 12346, ...; that file)."""
+    fake, calls = tmp_path / "bin", tmp_path / "sbatch.calls"
+    fake.mkdir()
+    (fake / "sbatch").write_text(f'#!/bin/bash\necho "$*" >> {calls}\necho $((12344 + $(wc -l < {calls})))\n')
+    (fake / "sbatch").chmod(0o755)
+    return dict(ENV, PATH=f"{fake}{os.pathsep}{ENV['PATH']}"), calls
+
+
 def test_slurm_submission_and_gpu_plan(corpora, tmp_path, monkeypatch):
     work = corpora["root"] / "slurm-work"
     data(
@@ -628,12 +638,7 @@ def test_slurm_submission_and_gpu_plan(corpora, tmp_path, monkeypatch):
         "--subwords",
         "bpe",
     )
-    fake = tmp_path / "bin"
-    fake.mkdir()
-    calls = tmp_path / "sbatch.calls"
-    (fake / "sbatch").write_text(f'#!/bin/bash\necho "$*" >> {calls}\necho $((12344 + $(wc -l < {calls})))\n')
-    (fake / "sbatch").chmod(0o755)
-    env = dict(ENV, PATH=f"{fake}{os.pathsep}{ENV['PATH']}")
+    env, calls = fake_sbatch(tmp_path)
     options = ["en-vi", "--work", work, "--subwords", "bpe", "--vocab", "20", "--temperatures", "1,3"]
     proc = sweep_run(*options, "--gpus", "0,1,2,3", "--gpus-per-run", "2", "--dry-run", env=env)
     assert "GPUs 0,1,2,3, 2 per run (2 runs at a time)" in proc.stdout
@@ -671,12 +676,7 @@ def test_a_slurm_task_whose_run_another_sweep_holds_has_no_work(corpora, tmp_pat
     saying so (SLURM would count exit status 75 a failed task); any other failure stays one."""
     work = corpora["root"] / "slurm-held-work"
     data("prepare", "en-vi", "--release", corpora["release"], "--work", work, "--vocab", "20")
-    fake = tmp_path / "bin"
-    fake.mkdir()
-    calls = tmp_path / "sbatch.calls"
-    (fake / "sbatch").write_text(f'#!/bin/bash\necho "$*" >> {calls}\necho 12345\n')
-    (fake / "sbatch").chmod(0o755)
-    env = dict(ENV, PATH=f"{fake}{os.pathsep}{ENV['PATH']}")
+    env, calls = fake_sbatch(tmp_path)
     options = ["en-vi", "--work", work, "--vocab", "20", "--temperatures", "1,3", "--no-finalize"]
     sweep_run(*options, "--slurm", "--slurm-cpu", env=env)
     sdir = os.path.dirname(calls.read_text().split()[-1])  # sbatch ... DIR/runs.sbatch
