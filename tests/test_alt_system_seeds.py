@@ -10,6 +10,7 @@ from conftest import REPO, run_main
 from test_alt_seeds import paired, refused, welch
 
 from fairseq_ctemp.alt.systems import HEADER
+from fairseq_ctemp.alt.tables import TRAINING_OPTIONS
 from fairseq_ctemp.cli import alt_seeds
 
 POSTHOC = "T = 1 + post-hoc t*"
@@ -125,6 +126,35 @@ def test_systems_that_cannot_be_compared_are_refused(three_seeds):
     assert f"is also --systems {files[0]}: an output never replaces an input" in refused(
         tmp_path, "--systems", files[0], "--output", files[0][: -len(".csv")], "--force"
     )
+
+
+def test_the_seeds_of_a_system_trained_otherwise_are_refused(three_seeds):
+    """systems.csv's fairseq-train options (of each system's run; the post-hoc system's: T = 1's):
+    one system's seeds share them; a systems.csv from before the column is taken as it is."""
+    tmp_path, files = three_seeds
+
+    def with_patience(path, seed_patience):
+        with open(path, newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+        for row in rows:
+            t = "2" if row["system"].startswith("T_opt") else "1"
+            patience = seed_patience.get(row["seed"], 10)
+            row[TRAINING_OPTIONS] = f"--softmax-temperature {t} --patience {patience}"
+        new = tmp_path / f"options-{os.path.basename(path)}"
+        with open(new, "w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=HEADER)
+            writer.writeheader()
+            writer.writerows(rows)
+        return str(new)
+
+    out = ("--output", tmp_path / "out")
+    alike = [with_patience(path, {}) for path in files]
+    run_main(alt_seeds.main, "--systems", *alike, *out)
+    unlike = [*alike[:2], with_patience(files[2], {"3": 5})]
+    line = refused(tmp_path, "--systems", *unlike, "--output", tmp_path / "unlike")
+    assert "--systems: the seeds of T = 1 were trained with other fairseq-train options (" in line
+    assert line.endswith("--softmax-temperature 1 --patience 5): compare runs of one setting")
+    run_main(alt_seeds.main, "--systems", *alike[:2], files[2], "--output", tmp_path / "old")  # no column
 
 
 def test_runs_and_systems_are_one_or_the_other(three_seeds, capsys):

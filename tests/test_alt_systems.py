@@ -10,11 +10,13 @@ from conftest import calibration_json, experiment_json
 
 from fairseq_ctemp.alt import posthoc as alt_posthoc
 from fairseq_ctemp.alt import systems
+from fairseq_ctemp.alt.common import fmt
 from fairseq_ctemp.alt.records import (
     CalibrationSummary,
     Experiment,
     Posthoc,
     PosthocSystem,
+    RunConfig,
     RunResult,
     Settings,
     SubsetEval,
@@ -23,6 +25,7 @@ from fairseq_ctemp.alt.records import (
     TrainingSummary,
     TunedSystem,
 )
+from fairseq_ctemp.alt.tables import TRAINING_OPTIONS
 
 
 def system_row(bleu, chrf, k):  # what the systems do not read: placeholders
@@ -46,6 +49,18 @@ def run(tmp_path, exp, name, variant, t, seed, greedy, beam, ls=0.1, calibration
     run_dir.mkdir(parents=True)
     if calibration:
         write_calibration(run_dir, *calibration)
+    train_args = [
+        "--arch",
+        variant,
+        "--softmax-temperature",
+        fmt(t),
+        "--seed",
+        str(seed),
+        "--max-update",
+        "9",
+    ]
+    config = RunConfig(name, variant, seed, t, ls, 0.0, train_args)
+    (run_dir / "config.json").write_text(json.dumps(config.to_dict()))
     return RunResult(
         name=name,
         direction="en-vi",
@@ -186,6 +201,12 @@ def test_report_writes_the_csv_and_one_figure_per_setup(sweeps, tmp_path):
     assert posthoc["beam BLEU"] == "" and posthoc["scored on"] == "dev"
     assert (posthoc["greedy chrF"], posthoc["tuned beam chrF"]) == ("26.10", "28.90")
     assert len(table) == 6
+    # each system's run's fairseq-train options but --seed and --max-update; post-hoc: T = 1's
+    options = {(r["system"], r["seed"]): r[TRAINING_OPTIONS] for r in table}
+    assert options["T = 1", "1"] == options["T = 1", "2"] == "--arch transformer --softmax-temperature 1"
+    assert options["T = 1 + post-hoc t*", "1"] == options["T = 1", "1"]
+    assert options["T_opt = 2", "1"] == "--arch transformer --softmax-temperature 2"
+    assert TRAINING_OPTIONS not in md  # a column of the CSV only
     png = out / "systems.en-vi.mini.spm2000.n4000.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "![systems.en-vi.mini.spm2000.n4000.png]" in md

@@ -25,15 +25,17 @@ def write_csv(path, header, rows):
     write_text(path, text.getvalue())
 
 
-def section(out, title, csv_name, table, caption, figures=()):
+def section(out, title, csv_name, table, caption, figures=(), csv_only=()):
     """A section of the report: the table (header, rows) written to out/csv_name, then its markdown
-    under the title, the caption and the figures, each (png name, draw(path)). "" when the table has
-    no rows."""
+    (without the csv_only columns) under the title, the caption and the figures, each (png name,
+    draw(path)). "" when the table has no rows."""
     header, rows = table
     if not rows:
         return ""
     write_csv(os.path.join(out, csv_name), header, rows)
-    md = [f"## {title}\n", markdown_table(header, rows) + "\n", caption + "\n"]
+    shown = [i for i, name in enumerate(header) if name not in csv_only]
+    md_table = markdown_table([header[i] for i in shown], [[row[i] for i in shown] for row in rows])
+    md = [f"## {title}\n", md_table + "\n", caption + "\n"]
     for png, draw in figures:
         draw(os.path.join(out, png))
         md.append(f"![{png}]({png})\n")

@@ -157,16 +157,22 @@ def by_system(runs):
                 f"({seeds[run.seed].where} and {run.where})"
             )
         seeds[run.seed] = run
-    for (variant, temperature), seeds in systems.items():  # one system: one way of training
-        trained = [run for run in seeds.values() if run.options]
-        other = next((run for run in trained if run.options != trained[0].options), None)
+    check_trained_alike({f"{v} T={t}": seeds for (v, t), seeds in systems.items()}, "--runs")
+    return systems
+
+
+def check_trained_alike(systems, option):
+    """Refuses a system ({name: {seed: record with .options and .where}}) whose seeds were trained
+    with other fairseq-train options ("": a file from before the column, taken as it is)."""
+    for name, seeds in systems.items():
+        trained = [record for record in seeds.values() if record.options]
+        other = next((r for r in trained if r.options != trained[0].options), None)
         if other is not None:
             raise AltError(
-                f"--runs: the seeds of {variant} T={temperature} were trained with other fairseq-train "
-                f"options ({trained[0].where}: {trained[0].options}; {other.where}: {other.options}): "
+                f"{option}: the seeds of {name} were trained with other fairseq-train options "
+                f"({trained[0].where}: {trained[0].options}; {other.where}: {other.options}): "
                 "compare runs of one setting"
             )
-    return systems
 
 
 def compare(systems, sel, beam_k):

@@ -11,7 +11,8 @@ from typing import Dict, Tuple
 from ..outputs import all_or_none
 from .common import AltError, write_text
 from .sections import write_csv
-from .seeds import RUNS_PAIRED, check_one_setting, markdown, versus
+from .seeds import RUNS_PAIRED, check_one_setting, check_trained_alike, markdown, versus
+from .tables import TRAINING_OPTIONS
 
 BASELINE = "T = 1"
 # systems.csv's BLEU columns; a system without one (post-hoc: no untuned beam; a variant: no tuned
@@ -36,6 +37,7 @@ class SystemRow:
     setting: Tuple[str, ...]  # SETTING's values
     beam_k: str  # "" where the system has no untuned beam
     where: str  # "FILE line N"
+    options: str = ""  # its run's fairseq-train options ("": a systems.csv from before the column)
 
 
 def read_systems(path):
@@ -65,7 +67,8 @@ def system_row(row, where):
         if not 0 <= value <= 100:  # NaN too
             raise AltError(f"--systems {where}: {metric} is {row[metric]}, not a BLEU score (0 to 100)")
     setting = tuple(row[c] for c in SETTING)
-    return SystemRow(row["system"], seed, bleu, setting, row["beam k"], where)
+    options = row.get(TRAINING_OPTIONS) or ""
+    return SystemRow(row["system"], seed, bleu, setting, row["beam k"], where, options)
 
 
 def by_system(rows):
@@ -85,6 +88,7 @@ def by_system(rows):
         systems[row.system][row.seed] = row
     if BASELINE not in systems:
         raise AltError(f"--systems: no {BASELINE!r} row to compare against")
+    check_trained_alike(systems, "--systems")
     return systems
 
 

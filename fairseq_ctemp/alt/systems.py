@@ -16,6 +16,7 @@ from . import posthoc
 from .common import fmt
 from .presets import DEFAULT_VARIANT
 from .sections import section
+from .tables import TRAINING_OPTIONS, training_options
 
 SEED_SUFFIX = re.compile(r"\.seed\d+$")
 HEADER = [
@@ -33,6 +34,7 @@ HEADER = [
     "tuned beam (k, lp)",
     "dev ECE %",
     "dev NLL",
+    TRAINING_OPTIONS,  # of the system's run (post-hoc: T = 1's)
 ]
 
 
@@ -54,15 +56,19 @@ def points(experiments):
         if final:
             tuned = {1.0: final.systems["untempered"].beam, t_opt: final.systems["tempered"].beam}
         out = setups.setdefault(setup_name(e.name), [])
+        untempered = None  # T = 1's run: the model of the post-hoc system
         for run in e.runs:
             if (run.label_smoothing, run.sem_weight) != (ls0, sem0):
                 continue
             if run.variant == DEFAULT_VARIANT and run.temperature not in (1.0, t_opt):
                 continue
             out.append(run_point(run, e.test, tuned))
+            if run.variant == DEFAULT_VARIANT and run.temperature == 1.0:
+                untempered = run
         if final and post:
             seed = next((r.seed for r in e.runs), None)
-            out.append(posthoc_point(post, seed, e.test))
+            options = training_options(untempered.dir) if untempered else ""
+            out.append({**posthoc_point(post, seed, e.test), "options": options})
     return {name: sorted(ps, key=order) for name, ps in setups.items() if ps}
 
 
@@ -95,6 +101,7 @@ def run_point(run, test_name, tuned):
         "tuned_setting": (best.beam, best.lenpen) if best else None,
         "ece": calibration and calibration.ece,
         "nll": calibration and calibration.nll,
+        "options": training_options(run.dir),
     }
 
 
@@ -160,6 +167,7 @@ def rows(setups):
                     f"({p['tuned_setting'][0]}, {fmt(p['tuned_setting'][1])})" if p["tuned_setting"] else "",
                     "" if p["ece"] is None else f"{100 * p['ece']:.1f}",
                     cell(p["nll"], 3),
+                    p["options"],
                 ]
             )
     return HEADER, out
@@ -239,4 +247,5 @@ def report(experiments, out):
         "penalty tuned on dev by finalize (T = 1, T_opt, T = 1 + post-hoc t* only). ECE and NLL "
         "(nats/token): dev, teacher forced, of the distribution each system decodes."
     )
-    return section(out, "Systems side by side, across seeds", "systems.csv", rows(setups), caption, figures)
+    title = "Systems side by side, across seeds"
+    return section(out, title, "systems.csv", rows(setups), caption, figures, csv_only=(TRAINING_OPTIONS,))
