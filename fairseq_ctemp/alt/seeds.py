@@ -40,7 +40,7 @@ class SeedRun:
     bleu: Dict[str, float]
     setting: Tuple[str, ...]  # SETTING's values
     where: str  # "FILE line N"
-    options: str = ""  # its fairseq-train options but --seed ("": a runs.csv from before the column)
+    options: str = ""  # its TRAINING_OPTIONS ("": a runs.csv from before the column)
 
     @property
     def beam_k(self):
