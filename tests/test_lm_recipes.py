@@ -913,7 +913,15 @@ def test_the_seeds_of_a_row_are_models_of_one_size_trained_alike(tmp_path):
     assert not (tmp_path / "mixed.csv").exists()
     run_main(lm_results.main, "seeds", "--table", here, same, "--output", tmp_path / "one_size")
     assert [r["seeds"] for r in read_csv(tmp_path / "one_size.csv")] == ["1 2", "1 2"]
-    # nor runs trained at another learning rate
+    # nor runs stopped by another patience, or trained at another learning rate
+    patient = tmp_path / "patient.csv"
+    patient.write_text("variant,test_ppl,patience\nsoftmax@2,86,5\nct@2,87,5\n", encoding="utf-8")
+    three = tmp_path / "three.csv"
+    three.write_text("variant,test_ppl,patience\nsoftmax,85,3\nct,88,3\n", encoding="utf-8")
+    with pytest.raises(
+        SystemExit, match=r"stopped by different early-stopping patience \(--patience\) \(3: "
+    ):
+        lm_results.main(["seeds", "--table", str(three), str(patient), "--output", str(tmp_path / "p")])
     faster = tmp_path / "faster.csv"
     faster.write_text(
         "variant,test_ppl,params,lr\nsoftmax@2,86,1000,0.01\nct@2,87,1200,0.01\n", encoding="utf-8"
@@ -1181,7 +1189,10 @@ def test_the_results_step_writes_each_file_from_the_finished_runs_alone(ptb_like
     assert [r["variant"] for r in table] == trained.split()
     for r in table:
         assert float(r["test_ppl"]) == pytest.approx(ppl[r["variant"]], rel=1e-4)
-        assert r["lr"] == "0.003"  # the recipe's LR, from the run's configuration
+        assert (r["lr"], r["patience"]) == (
+            "0.003",
+            "3",
+        )  # the recipe's LR, PATIENCE: from the run's configuration
 
     def ratios(name):
         return {(r["baseline"], r["variant"]): float(r["ppl_ratio"]) for r in read_csv(f"{out}_{name}.csv")}

@@ -12,7 +12,7 @@ COLUMNS = [
     *("variant", "valid_ppl", "test_ppl", "valid_tokens", "test_tokens", "eval_protocol"),
     *("test_max_log_normalizer", "params", "stopped_by", "epochs", "best_epoch", "updates"),
     *("train_seconds", "trained_on", "resumed_at", "train_ppl", "tau_mean", "tau_min", "tau_max"),
-    *("clipped_percent", "clip_norm", "ar_tar", "commit", "machines", "lr"),
+    *("clipped_percent", "clip_norm", "ar_tar", "commit", "machines", "lr", "patience"),
 ]
 
 # fairseq-train logs its configuration once at each start: a resumed run's log has one per process.
@@ -27,6 +27,7 @@ STARTED_FROM = re.compile(r" # commit (\S+)$")  # the end of each start's line i
 STARTED_ON = re.compile(r" # host (.+) # commit \S+$")  # before it, the machine (host.py)
 CLIP_NORM = re.compile(r"'clip_norm': ([^,}]+)")
 LR = re.compile(r"'optimization': \{[^}]*'lr': \[([^\]]+)\]")  # fairseq's --lr (a list: per epoch)
+PATIENCE = re.compile(r"'patience': (-?\d+)")
 AR_TAR_WEIGHTS = re.compile(
     r"'activation_regularization': ([^,}]+).*?'temporal_activation_regularization': ([^,}]+)"
 )
@@ -92,6 +93,8 @@ def training(log):
     row["ar_tar"] = ar_tar_weights(text)
     found = latest_config(text, LR)
     row["lr"] = found.group(1).replace(" ", "") if found else None
+    found = latest_config(text, PATIENCE)  # the latest: a resumed run may have been given more
+    row["patience"] = int(found.group(1)) if found else None
     return row
 
 

@@ -62,6 +62,7 @@ SETTINGS = {
     "ar_tar": "trained with different AR/TAR weights",
     "clip_norm": "trained with different gradient clipping (--clip-norm)",
     "lr": "trained with different learning rates (--lr)",
+    "patience": "stopped by different early-stopping patience (--patience)",
     "test_tokens": "scored on different test sets (test tokens)",
     "eval_protocol": "scored under different evaluation protocols (blocks/context)",
 }
