@@ -1,7 +1,7 @@
 """The GPUs of an ALT sweep's runs: --gpus ids are the sweep's own GPUs as torch numbers them, each
-run is given one of them (under a scheduler's CUDA_VISIBLE_DEVICES, that list's entry). The GPUs
-this machine has are stood in for (fairseq_ctemp.alt.gpus.visible_count), so the checks are the same
-with or without one. A SLURM task for GPUs that sees none: test_alt_recipes.py's SLURM test."""
+run is given one of them (under a scheduler's CUDA_VISIBLE_DEVICES, that list's entry). The count
+of visible GPUs is stood in for (fairseq_ctemp.alt.gpus.visible_count), so the checks are the same
+wherever the tests run, with a GPU or without. A SLURM task for GPUs that sees none: test_alt_recipes.py's SLURM test."""
 
 import os
 
