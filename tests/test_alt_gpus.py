@@ -31,6 +31,10 @@ def test_gpu_ids_the_sweep_does_not_see_are_refused_before_anything_is_written(
     proc = run_main(alt_sweep.main, *RUN, "--work", work, "--gpus", ids, check=False)
     assert proc.returncode == 2 and expected in proc.stderr.splitlines()[-1], proc.stderr
     assert not work.exists()
+    # --check (run_all.sh's, before it prepares data) checks them as the run does
+    proc = run_main(alt_sweep.main, *RUN, "--work", work, "--gpus", ids, "--check", check=False)
+    assert proc.returncode == 2 and expected in proc.stderr.splitlines()[-1], proc.stderr
+    assert not work.exists()
     # a dry run plans for GPUs it may not see (another machine's)
     proc = run_main(alt_sweep.main, *RUN, "--work", work, "--gpus", ids, "--dry-run", check=False)
     assert proc.returncode == 0 and not work.exists(), proc.stderr

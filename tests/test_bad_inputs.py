@@ -840,6 +840,26 @@ CASES = [
         "unrecognized arguments: --stop-time-hourz 1",
     ),
     (
+        "run_all.sh: --gpus the sweep does not see, before the data are prepared",
+        ["bash", os.path.join(ALT, "run_all.sh")],
+        ["en-ja", "--local", "{root}/local", "--work", "{root}/new-work", "--vocab", "20"]
+        + ["--preset", "mini", "--temperatures", "1,2", "--gpus", "99"],
+        "--gpus 99: ",
+    ),
+    (
+        "run_all.sh: --slurm where there is no sbatch, before the data are prepared",
+        ["bash", os.path.join(ALT, "run_all.sh")],
+        ["en-ja", "--local", "{root}/local", "--work", "{root}/new-work", "--vocab", "20"]
+        + ["--preset", "mini", "--temperatures", "1,2", "--slurm"],
+        "--slurm: sbatch (SLURM's) is not on PATH",
+    ),
+    (
+        "sweep: --check with --dry-run",
+        SWEEP,
+        ["run", *SWEEP_OK, "--check", "--dry-run"],
+        "--check and --dry-run exclude each other: give one",
+    ),
+    (
         "paper_scale.sh: no --results",
         ["bash", os.path.join(ALT, "paper_scale.sh")],
         ["en-ja", "--local", "{root}/local"],
@@ -2130,6 +2150,36 @@ CASES = [
             "unknown VARIANT 'fixd:0.8' (sact, sact_released, none or fixed:TAU)",
         )
         for script in ("run_alt_small.sh", "run_iwslt15_en_vi.sh")
+    ),
+    *(
+        (
+            f"sact/{script}: a value fairseq-train refuses (BATCH_SIZE), before the data",
+            ["/usr/bin/env"],
+            [
+                "BATCH_SIZE=64x",
+                "bash",
+                os.path.join(EXAMPLES, "sact", script),
+                "{root}/new",
+                "{root}/nowhere",
+            ],
+            "train.sh: error: fairseq-train refuses the training options: argument "
+            "--batch-size/--max-sentences: invalid int value: '64x'",
+        )
+        for script in ("run_alt_small.sh", "run_iwslt15_en_vi.sh")
+    ),
+    (
+        "sact/train.sh DRY_RUN=1: a misspelt fairseq-train option",
+        ["/usr/bin/env"],
+        ["DRY_RUN=1", "bash", os.path.join(EXAMPLES, "sact", "train.sh"), "{toy}/bin", "{root}/new", "sact"]
+        + ["--max-epochz", "2"],
+        "train.sh: error: fairseq-train refuses the training options: unrecognized arguments: --max-epochz 2",
+    ),
+    (
+        "language_model/train.sh DRY_RUN=1: LR not a number",
+        ["/usr/bin/env"],
+        ["DRY_RUN=1", "LR=abc", "bash", os.path.join(EXAMPLES, "language_model", "train.sh")]
+        + ["ptb", "ct", "{root}/new"],
+        "train.sh: error: fairseq-train refuses the training options: argument --lr: invalid",
     ),
     (
         "sact/evaluate.sh: no data",

@@ -1054,6 +1054,10 @@ def test_the_small_experiment_checks_every_variant_and_protocol_before_any_work(
             f"PROTOCOLS: bad entry '{protocol}' (expected TOKENS_PER_SAMPLE/CONTEXT_WINDOW, the window "
             "the smaller, e.g. 70/35)",
         )
+    fails(  # a value fairseq-train refuses: its parser's, before the data
+        recipe("ptb_small_experiment.sh", env={**env, "LR": "3e-3x"}),
+        "train.sh: error: fairseq-train refuses the training options: argument --lr: invalid",
+    )
     assert list(tmp_path.iterdir()) == []
     fails(recipe("ptb_small_experiment.sh", env=env), "DATA_DIR")  # the checks pass: to the data
 

@@ -10,7 +10,8 @@
 # Example (the mini experiment on the local En-Vi copy):
 #   examples/alt/run_all.sh en-vi --local path/to/alt --preset mini --jobs 5
 # With --dry-run nothing is prepared or started: the corpus is checked and the plan printed.
-# Otherwise the sweep's options are checked (its dry run) before any data are prepared.
+# Otherwise the sweep's options are checked (its --check: the GPUs and sbatch too) before any data
+# are prepared.
 # Re-run the same command to resume. With --slurm it stops after submitting the jobs: run
 # results.sh when they are done.
 set -euo pipefail
@@ -52,9 +53,9 @@ if [ $dry = 1 ]; then
   if [ $download = 1 ]; then echo "(--download: the release would be fetched first)"
   else "$python" -m fairseq_ctemp.cli.alt_data check "${dirs[@]}" ${check[@]+"${check[@]}"}; fi
 else
-  # the sweep's options checked before any data are prepared (its dry run writes nothing; the
-  # data it warns are not prepared yet are stage 1's)
-  if ! out=$("$here/sweep.sh" "${dirs[@]}" --dry-run --work "$work" ${shared[@]+"${shared[@]}"} \
+  # the sweep's options checked before any data are prepared (--check writes nothing; the data
+  # it warns are not prepared yet are stage 1's)
+  if ! out=$("$here/sweep.sh" "${dirs[@]}" --check --work "$work" ${shared[@]+"${shared[@]}"} \
       ${sweep[@]+"${sweep[@]}"} 2>&1 > /dev/null); then
     grep -v "^warning: .* is not prepared: run ctemp-alt-data prepare" <<< "$out" >&2
     exit 2

@@ -11,7 +11,7 @@
 #            [--label-smoothing 0.1[,0.2,...]] [--sem-weights 0[,0.1,...]] [--work runs/alt]
 #            [--variants transformer[,ct_transformer,...]] [--seed 1[,2,...]]
 #            [--jobs N] [--gpus 0,1,2,3 [--gpus-per-run G]] [--slurm [--slurm-args "..."]]
-#            [--dry-run] [-- extra fairseq-train options]
+#            [--dry-run | --check] [-- extra fairseq-train options]
 # Re-running the same command resumes: finished runs are skipped, interrupted ones continue from
 # their last checkpoint. All options: ctemp-alt-sweep run --help; examples/alt/README.md.
 set -euo pipefail

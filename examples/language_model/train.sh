@@ -20,7 +20,8 @@
 #   SCHEDULER          the whole --lr-scheduler option block (ptb/wt2: reduce_lr_on_plateau, lr x 0.25
 #                      after a validation without improvement; wt103: cosine with 4000 warm-up updates)
 #   SEED (1), LOG_INTERVAL (100), DEVICE_ARGS (e.g. --cpu, or --fp16 on GPUs)
-#   DRY_RUN=1          print the training command and stop (nothing is checked or written)
+#   DRY_RUN=1          check the training command with fairseq-train's parser, print it and stop
+#                      (nothing is written)
 # Extra arguments are appended last, so they override any default above (e.g. --lr-scheduler ...).
 # Logs go to SAVE_DIR/train.log (--log-format json, appended); each start adds a line to
 # SAVE_DIR/command.txt (the environment that sets its speed, the command, the machine, the
@@ -113,7 +114,9 @@ command=("$(tool ctemp-train)" "$data" --user-dir "$user_dir" --task language_mo
   --max-epoch "$max_epoch" --max-update "$max_update" --patience "$patience"
   --seed "${SEED:-1}" --log-format json --log-interval "${LOG_INTERVAL:-100}" --num-workers 0
   ${DEVICE_ARGS:-} "$@")
-if [ -n "${DRY_RUN:-}" ]; then
+if [ -n "${DRY_RUN:-}" ]; then  # fairseq-train's parser takes it (a misspelt option, LR=abc: refused)
+  PYTHONPATH="$repo_root${PYTHONPATH:+:$PYTHONPATH}" "$(python_bin)" -m fairseq_ctemp.training_options \
+    "$script_name" "${command[@]:1}" || exit 2
   printf '%q ' "${command[@]}"; echo
   exit 0
 fi

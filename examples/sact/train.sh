@@ -13,7 +13,8 @@
 #        SEED (1), EVAL_BLEU (1: validation BLEU picks checkpoint_best.pt; 0: validation loss does),
 #        BPE (EVAL_BLEU=1 only: sentencepiece for the ALT data, empty for word-level IWSLT),
 #        PATIENCE (10), DEVICE_ARGS (e.g. --cpu or --fp16)
-#        DRY_RUN=1 prints the training command and stops (nothing is written)
+#        DRY_RUN=1 checks the training command with fairseq-train's parser, prints it and stops
+#        (nothing is written)
 # Training runs fairseq-train through ctemp-train, which carries the --patience count in the
 # checkpoints: it resumes from SAVE_DIR/checkpoint_last.pt and stops where the uninterrupted run
 # would have stopped; a finished run is left as it is.
@@ -60,7 +61,10 @@ command=(ctemp-train "$data" --user-dir "$user_dir" --task translation -s "${SRC
   --batch-size "${BATCH_SIZE:-64}" --max-epoch "${MAX_EPOCH:-30}" --max-update "${MAX_UPDATE:-0}"
   --seed "${SEED:-1}" "${selection[@]}" --patience "${PATIENCE:-10}" --no-epoch-checkpoints
   --save-dir "$save" --log-format simple --log-interval 50 ${DEVICE_ARGS:-} "$@")
-if [ -n "${DRY_RUN:-}" ]; then
+if [ -n "${DRY_RUN:-}" ]; then  # fairseq-train's parser takes it (a misspelt option, LR=abc: refused)
+  python=$([ -x "$here/.venv/bin/python" ] && echo "$here/.venv/bin/python" || echo python3)
+  PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" "$python" -m fairseq_ctemp.training_options train.sh \
+    "${command[@]:1}" || exit 2
   printf '%q ' "${command[@]}"; echo
   exit 0
 fi

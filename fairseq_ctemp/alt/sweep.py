@@ -71,7 +71,7 @@ def prepared_or_planned(args, src, tgt, ddir):
         + (f" --train-subset {args.train_subset}" if args.train_subset else "")
         + (f" --carve-test {args.carve_test}" if args.carve_test else "")
     )
-    if not args.dry_run:
+    if not (args.dry_run or args.check):
         raise AltError(message)
     say("warning: " + message)
     return (True if args.carve_test else None), remove_bpe_of(args.subwords)
@@ -109,7 +109,7 @@ def checked_run_config(run_dir, config, writes):
 
 def plan(args):
     """Check every setting, then create / check experiment.json and each run's config.json (not in
-    a dry run; nothing is written unless everything is valid). Returns
+    a dry run or --check; nothing is written unless everything is valid). Returns
     [(exp_dir, exp, [(run_dir, config, state)])]."""
     preset = PRESETS[args.preset]
     temperatures, scalar, variants = check_settings(args, preset)
@@ -147,7 +147,7 @@ def plan(args):
             config = checked_run_config(run_dir, config, writes)
             runs.append((run_dir, config, run_state(run_dir)))
         experiments.append((exp_dir, dataclasses.replace(exp, data=ddir), runs))
-    if not args.dry_run:
+    if not (args.dry_run or args.check):
         for path, obj in writes.items():
             write_json(path, obj)
     return experiments

@@ -5,6 +5,7 @@ import shlex
 
 from .. import greedy_vs_beam, translate
 from ..criterions.checks import TEMPERATURE_RANGE
+from ..training_options import refusal
 from . import gpus
 from .common import AltError, fmt
 from .presets import (
@@ -267,15 +268,10 @@ def check_training_options(train_args, variant, fairseq_args):
     """fairseq-train's own parser takes the options of a variant's runs (the preset's, the
     variant's and those after --): one it does not know or a bad value stops the sweep here, not
     each run once it has started."""
-    from fairseq import options
-
-    def refuse(message):
+    message = refusal(["DATA", *train_args])
+    if message is not None:
         given = f" (after --: {shlex.join(fairseq_args)})" if fairseq_args else ""
         raise AltError(f"fairseq-train refuses the options of the {variant} runs{given}: {message}")
-
-    parser = options.get_training_parser()
-    parser.error = refuse  # argparse's error: usage and exit 2
-    options.parse_args_and_arch(parser, ["DATA", *train_args])
 
 
 def check_decoding_options(args):

@@ -6,7 +6,7 @@ The presets: fairseq_ctemp.alt.presets.PRESETS.
     ctemp-alt-sweep run en-vi [vi-en ...] [--preset base|small|mini] [--temperatures 1,2,3]
                     [--label-smoothing 0.1] [--sem-weights 0] [--variants transformer,ct_transformer]
                     [--seed 1,2] [--jobs N] [--gpus 0,1 [--gpus-per-run G]]
-                    [--slurm] [--dry-run] [-- extra fairseq-train options]
+                    [--slurm] [--dry-run | --check] [-- extra fairseq-train options]
     ctemp-alt-sweep run-one RUN_DIR [--cpu] [--threads K] [--gpus-per-run G]   (one run; SLURM tasks)
     ctemp-alt-sweep finalize EXPERIMENT_DIR... [--cpu]                        (T_opt etc.; after the runs)
 
@@ -87,6 +87,8 @@ def on_cpu(args):
 def check_device_options(parser, args):
     """Refuse the device options that where the runs go would ignore; then fill in the defaults."""
     if args.command == "run":
+        if args.check and args.dry_run:
+            parser.error("--check and --dry-run exclude each other: give one")
         if args.slurm and args.gpus:
             parser.error(
                 "--gpus is for local runs; with --slurm each job gets --gpus-per-run GPUs from SLURM"
@@ -252,6 +254,12 @@ def execution_options(p):
         help="SLURM jobs on CPU nodes (default: one node's GPUs, --gpus-per-run)",
     )
     p.add_argument("--dry-run", action="store_true", help="print the plan and commands; start nothing")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="check every option as a real sweep would, its GPUs and sbatch included (data not "
+        "prepared yet: a warning, as in --dry-run); print no plan, write and start nothing",
+    )
     p.add_argument("--no-finalize", action="store_true", help="runs only")
 
 
@@ -306,6 +314,8 @@ def run_command(args):
     threads = args.threads or (preset.threads if cpu else None)
     device = Device(cpu, threads, args.fp16, args.gpus_per_run)
     experiments = plan(args)
+    if args.check:
+        return
     print_plan(experiments, args, device)
     if args.slurm:
         return submit_slurm(experiments, args, device)
