@@ -23,16 +23,21 @@ def refusal(train_args):
 
     parser = options.get_training_parser()
     parser.error = refuse
-    train_args = list(train_args)
     try:
-        options.parse_args_and_arch(parser, train_args)
+        options.parse_args_and_arch(parser, list(train_args))
     except _Refused as e:
         return str(e)
-    except SyntaxError as e:  # fairseq reads list-valued options (--lr 1e-3,5e-4) with ast.literal_eval
-        value = (e.text or "").strip()
-        option = next((a for a, v in zip(train_args, train_args[1:]) if v == value), "a list option")
-        return f"argument {option}: invalid value: {value!r} (a number, or numbers separated by commas)"
+    except SyntaxError as e:
+        return unreadable_list_value(train_args, e)
     return None
+
+
+def unreadable_list_value(train_args, error):
+    """fairseq reads list-valued options (--lr 1e-3,5e-4) with ast.literal_eval, whose SyntaxError
+    argparse lets through (fairseq-train ends in a traceback): the message naming the option."""
+    value = (error.text or "").strip()
+    option = next((a for a, v in zip(train_args, train_args[1:]) if v == value), "a list option")
+    return f"argument {option}: invalid value: {value!r} (a number, or numbers separated by commas)"
 
 
 def main(argv=None):

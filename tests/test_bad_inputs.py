@@ -1320,6 +1320,12 @@ CASES = [
         "ctemp-train: error: --softmax-temperature must be in [0.01, 100], got 1e-09",
     ),
     (
+        "ctemp-train: a --lr fairseq cannot read",
+        ctemp_train,  # (stock fairseq-train: ast's SyntaxError with its traceback)
+        [*TRAIN, "tempered_ce", "--lr", "3e-3x"],
+        "ctemp-train: error: argument --lr: invalid value: '3e-3x' (a number, or numbers separated by commas)",
+    ),
+    (
         "ctemp-train: every training example longer than the model's positions",
         ["ctemp-train"],  # a subprocess: the plugin's exit hook (stock fairseq-train: an IndexError)
         [*TRAIN, "tempered_ce", "--max-source-positions", "2", "--max-target-positions", "2"],

@@ -44,10 +44,18 @@ def cli_main():
     the patience count carried, exact resume, examples too long for the model refused in one line)."""
     from fairseq_cli import train
 
-    from .. import ctemp_train
+    from .. import ctemp_train, training_options
 
-    with ctemp_train.changes():
-        train.cli_main()
+    try:
+        with ctemp_train.changes():
+            train.cli_main()
+    except SyntaxError as e:
+        if e.filename != "<unknown>":  # code that does not compile, not a value of an option
+            raise
+        print(
+            f"ctemp-train: error: {training_options.unreadable_list_value(sys.argv[1:], e)}", file=sys.stderr
+        )
+        sys.exit(2)
 
 
 def main(argv=None):
