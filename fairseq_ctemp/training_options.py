@@ -1,43 +1,77 @@
 """fairseq-train's own parser, the plugin loaded, as a check before any work: training options that
 fairseq-train would refuse (an option it does not know, a bad value) stop a recipe or a sweep in
-one line before it prepares data or starts a run, not each run once it has started.
+one line before it prepares data or starts a run, not each run once it has started; ctemp-train
+also refuses what fairseq-train would end in a traceback for (``before_training``).
 
     python -m fairseq_ctemp.training_options NAME DATA [fairseq-train options]
         (NAME: who is checking, for the error line; exit status 2 where fairseq-train refuses)
 """
 
+import contextlib
 import logging
+import os
 import sys
+
+# the tasks whose DATA fairseq reads as folders of fairseq-preprocess's files
+FOLDER_TASKS = ("translation", "language_modeling")
 
 
 class _Refused(Exception):
     pass
 
 
-def refusal(train_args):
-    """None where fairseq-train's parser takes ``train_args`` (DATA first), else its message."""
+@contextlib.contextmanager
+def _argv(argv):
+    saved, sys.argv = sys.argv, argv
+    try:
+        yield
+    finally:
+        sys.argv = saved
+
+
+def parse(train_args, prog="fairseq-train"):
+    """(fairseq-train's namespace of ``train_args``, None), or (None, the message of its refusal)."""
     from fairseq import options
 
     def refuse(message):  # argparse's error prints the usage and exits
         raise _Refused(message)
 
-    parser = options.get_training_parser()
-    parser.error = refuse
+    train_args = list(train_args)
     try:
-        options.parse_args_and_arch(parser, list(train_args))
+        # fairseq's parser takes --user-dir (and its name, for --help) from sys.argv
+        with _argv([prog, *train_args]):
+            parser = options.get_training_parser()
+            parser.error = refuse
+            return options.parse_args_and_arch(parser, train_args), None
     except _Refused as e:
-        return str(e)
-    except SyntaxError as e:
-        return unreadable_list_value(train_args, e)
+        return None, str(e)
+    except SyntaxError as e:  # fairseq reads list-valued options (--lr 1e-3,5e-4) with ast.literal_eval
+        value = (e.text or "").strip()
+        option = next((a for a, v in zip(train_args, train_args[1:]) if v == value), "a list option")
+        return None, f"argument {option}: invalid value: {value!r} (a number, or numbers separated by commas)"
+
+
+def refusal(train_args):
+    """None where fairseq-train's parser takes ``train_args`` (DATA first), else its message."""
+    return parse(train_args)[1]
+
+
+def before_training(train_args, prog):
+    """What ctemp-train refuses before fairseq-train starts, which would fail on it with a traceback
+    (after making --save-dir): options its parser refuses, a DATA folder that is not there, no
+    batch size. None where there is nothing to refuse."""
+    from fairseq.utils import split_paths
+
+    args, message = parse(train_args, prog)
+    if message is not None:
+        return message
+    if args.task in FOLDER_TASKS:
+        for folder in split_paths(args.data):  # fairseq's shards: DATA1:DATA2
+            if not os.path.isdir(folder):
+                return f"DATA {folder}: no such folder (fairseq-preprocess's --destdir)"
+    if args.max_tokens is None and args.batch_size is None:
+        return "--max-tokens or --batch-size must be given: fairseq makes no batches without one"
     return None
-
-
-def unreadable_list_value(train_args, error):
-    """fairseq reads list-valued options (--lr 1e-3,5e-4) with ast.literal_eval, whose SyntaxError
-    argparse lets through (fairseq-train ends in a traceback): the message naming the option."""
-    value = (error.text or "").strip()
-    option = next((a for a, v in zip(train_args, train_args[1:]) if v == value), "a list option")
-    return f"argument {option}: invalid value: {value!r} (a number, or numbers separated by commas)"
 
 
 def main(argv=None):

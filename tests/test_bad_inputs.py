@@ -1326,6 +1326,18 @@ CASES = [
         "ctemp-train: error: argument --lr: invalid value: '3e-3x' (a number, or numbers separated by commas)",
     ),
     (
+        "ctemp-train: no such DATA folder",
+        ctemp_train,  # (stock fairseq-train: FileNotFoundError's traceback, after making --save-dir)
+        ["{root}/nowhere", *TRAIN[1:], "tempered_ce"],
+        "ctemp-train: error: DATA {root}/nowhere: no such folder (fairseq-preprocess's --destdir)",
+    ),
+    (
+        "ctemp-train: no batch size",
+        ctemp_train,  # (stock fairseq-train: an AssertionError's traceback)
+        [*TRAIN[: TRAIN.index("--max-tokens")], *TRAIN[TRAIN.index("--max-tokens") + 2 :], "tempered_ce"],
+        "ctemp-train: error: --max-tokens or --batch-size must be given: fairseq makes no batches without one",
+    ),
+    (
         "ctemp-train: every training example longer than the model's positions",
         ["ctemp-train"],  # a subprocess: the plugin's exit hook (stock fairseq-train: an IndexError)
         [*TRAIN, "tempered_ce", "--max-source-positions", "2", "--max-target-positions", "2"],

@@ -44,26 +44,18 @@ def cli_main():
     the patience count carried, exact resume, examples too long for the model refused in one line)."""
     from fairseq_cli import train
 
-    from .. import ctemp_train, training_options
+    from .. import ctemp_train
 
-    try:
-        with ctemp_train.changes():
-            train.cli_main()
-    except SyntaxError as e:
-        if e.filename != "<unknown>":  # code that does not compile, not a value of an option
-            raise
-        print(
-            f"ctemp-train: error: {training_options.unreadable_list_value(sys.argv[1:], e)}", file=sys.stderr
-        )
-        sys.exit(2)
+    with ctemp_train.changes():
+        train.cli_main()
 
 
 def main(argv=None):
-    from .. import logs
+    from .. import logs, training_options
 
     # fairseq's usage and the plugin's option errors name the program
     args = sys.argv[1:] if argv is None else list(argv)
-    problem = check_user_dir(args)
+    problem = check_user_dir(args) or training_options.before_training(args, "ctemp-train")
     if problem:
         print(f"ctemp-train: error: {problem}", file=sys.stderr)
         sys.exit(2)
