@@ -293,6 +293,7 @@ def test_recipes_end_to_end(ptb_like, toy_checkpoint):
         (row,) = csv.DictReader(f)
     assert row["variant"] == "ct-mos" and float(row["test_ppl"]) == pytest.approx(result["ppl"], abs=0.01)
     assert (row["stopped_by"], row["epochs"]) == ("not early-stopped", "2")  # MAX_EPOCH=2 ended it
+    assert (row["max_epoch"], row["max_update"]) == ("2", "0")
     assert float(row["test_max_log_normalizer"]) == result["max_log_normalizer"]
     assert row["commit"] == checkout_commit()  # the code that trained it
     from fairseq_ctemp.host import cpu_model  # the machine it trained on, torch's kernels with it
@@ -898,7 +899,8 @@ def test_seeds_are_the_unit_of_the_comparison_with_the_baseline(tmp_path):
 def test_the_seeds_of_a_row_are_models_of_one_size_trained_alike(tmp_path):
     """`lm_results.py seeds` over tables made in other places (EARLIER_TABLES): a row whose seeds
     are models of different sizes (their parameter counts; other EMBED_DIM, say) is refused, not
-    pooled (rows may differ in size: their heads do), and so are runs of other learning rates."""
+    pooled (rows may differ in size: their heads do), and so are runs of other learning rates,
+    patience or caps."""
     lm_results = example_script(os.path.join(RECIPES, "lm_results.py"))
     here, other, same = tmp_path / "here.csv", tmp_path / "other.csv", tmp_path / "same.csv"
     here.write_text("variant,test_ppl,params\nsoftmax,85,1000\nct,88,1200\n", encoding="utf-8")
@@ -931,6 +933,22 @@ def test_the_seeds_of_a_row_are_models_of_one_size_trained_alike(tmp_path):
         SystemExit, match=r"trained with different learning rates \(--lr\) \(0\.003: softmax@1 ct@1; 0\.01: "
     ):
         lm_results.main(["seeds", "--table", str(here), str(faster), "--output", str(tmp_path / "lr")])
+    # nor runs of different caps (--max-epoch, --max-update) where one did not stop early: its cap
+    # may have ended it; where every run stopped early, no cap acted
+    header = "variant,test_ppl,stopped_by,max_epoch,max_update\n"
+    longer = tmp_path / "longer.csv"
+    longer.write_text(header + "softmax,85,early stop,500,0\nct,88,early stop,500,0\n", encoding="utf-8")
+    shorter = tmp_path / "shorter.csv"
+    shorter.write_text(header + "softmax@2,86,early stop,40,0\nct@2,87,not early-stopped,40,0\n")
+    with pytest.raises(
+        SystemExit,
+        match=r"runs trained to different caps \(--max-epoch 500 --max-update 0: softmax@1 ct@1; "
+        r"--max-epoch 40 --max-update 0: softmax@2 ct@2\), where ct@2 did not stop early",
+    ):
+        lm_results.main(["seeds", "--table", str(longer), str(shorter), "--output", str(tmp_path / "cap")])
+    assert not (tmp_path / "cap.csv").exists()
+    shorter.write_text(header + "softmax@2,86,early stop,40,0\nct@2,87,early stop,40,0\n")
+    run_main(lm_results.main, "seeds", "--table", longer, shorter, "--output", tmp_path / "no_cap_acted")
 
 
 def test_ar_tar_is_on_or_off_and_a_run_is_never_resumed_with_the_other(tmp_path):
@@ -1193,10 +1211,8 @@ def test_the_results_step_writes_each_file_from_the_finished_runs_alone(ptb_like
     assert [r["variant"] for r in table] == trained.split()
     for r in table:
         assert float(r["test_ppl"]) == pytest.approx(ppl[r["variant"]], rel=1e-4)
-        assert (r["lr"], r["patience"]) == (
-            "0.003",
-            "3",
-        )  # the recipe's LR, PATIENCE: from the run's configuration
+        # the recipe's LR, PATIENCE, MAX_EPOCH (MAX_UPDATE 0): from the run's configuration
+        assert (r["lr"], r["patience"], r["max_epoch"], r["max_update"]) == ("0.003", "3", "1", "0")
 
     def ratios(name):
         return {(r["baseline"], r["variant"]): float(r["ppl_ratio"]) for r in read_csv(f"{out}_{name}.csv")}

@@ -13,6 +13,7 @@ COLUMNS = [
     *("test_max_log_normalizer", "params", "stopped_by", "epochs", "best_epoch", "updates"),
     *("train_seconds", "trained_on", "resumed_at", "train_ppl", "tau_mean", "tau_min", "tau_max"),
     *("clipped_percent", "clip_norm", "ar_tar", "commit", "machines", "lr", "patience"),
+    *("max_epoch", "max_update"),
 ]
 
 # fairseq-train logs its configuration once at each start: a resumed run's log has one per process.
@@ -28,6 +29,9 @@ STARTED_ON = re.compile(r" # host (.+) # commit \S+$")  # before it, the machine
 CLIP_NORM = re.compile(r"'clip_norm': ([^,}]+)")
 LR = re.compile(r"'optimization': \{[^}]*'lr': \[([^\]]+)\]")  # fairseq's --lr (a list: per epoch)
 PATIENCE = re.compile(r"'patience': (-?\d+)")
+# the training caps (--max-epoch, --max-update; 0: none): optimization's (a scheduler has its own)
+MAX_EPOCH = re.compile(r"'optimization': \{[^}]*'max_epoch': (\d+)")
+MAX_UPDATE = re.compile(r"'optimization': \{[^}]*'max_update': (\d+)")
 AR_TAR_WEIGHTS = re.compile(
     r"'activation_regularization': ([^,}]+).*?'temporal_activation_regularization': ([^,}]+)"
 )
@@ -93,8 +97,9 @@ def training(log):
     row["ar_tar"] = ar_tar_weights(text)
     found = latest_config(text, LR)
     row["lr"] = found.group(1).replace(" ", "") if found else None
-    found = latest_config(text, PATIENCE)  # the latest: a resumed run may have been given more
-    row["patience"] = int(found.group(1)) if found else None
+    for column, pattern in (("patience", PATIENCE), ("max_epoch", MAX_EPOCH), ("max_update", MAX_UPDATE)):
+        found = latest_config(text, pattern)  # the latest: a resumed run may have been given more
+        row[column] = int(found.group(1)) if found else None
     return row
 
 

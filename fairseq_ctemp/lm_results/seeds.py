@@ -70,10 +70,12 @@ SETTINGS = {
 
 def seed_log_perplexities(tables):
     """{row: {seed: log test perplexity}} from run tables; refuses a seed given twice, runs of
-    different SETTINGS, and seeds of a row whose models differ in size (their parameter counts)."""
+    different SETTINGS, runs of different training caps where a cap ended one, and seeds of a row
+    whose models differ in size (their parameter counts)."""
     by_row = collections.defaultdict(dict)
     settings = {column: collections.defaultdict(list) for column in SETTINGS}  # value -> its runs
     sizes = collections.defaultdict(lambda: collections.defaultdict(list))  # row -> params -> runs
+    caps, capped = collections.defaultdict(list), []  # cap -> runs; the runs their cap ended
     for path in tables:  # several tables: runs made in different places (one seed each)
         for variant, seed, ppl, setting in seed_rows(path):
             if seed in by_row[variant]:
@@ -84,12 +86,22 @@ def seed_log_perplexities(tables):
                     settings[column][value].append(f"{variant}@{seed}")
             if setting["params"]:
                 sizes[variant][setting["params"]].append(f"{variant}@{seed}")
+            if setting["max_epoch"] or setting["max_update"]:
+                cap = f"--max-epoch {setting['max_epoch']} --max-update {setting['max_update']}"
+                caps[cap].append(f"{variant}@{seed}")
+            if setting["stopped_by"] == "not early-stopped":
+                capped.append(f"{variant}@{seed}")
     for column, runs_by_value in settings.items():
         if len(runs_by_value) > 1:
             raise ResultsError(
                 f"--table {' '.join(tables)}: runs {SETTINGS[column]} ({listed(runs_by_value)}): compare "
                 "each setting in a seeds table of its own"
             )
+    if capped and len(caps) > 1:  # (where early stopping ended every run, no cap acted)
+        raise ResultsError(
+            f"--table {' '.join(tables)}: runs trained to different caps ({listed(caps)}), where "
+            f"{' '.join(capped)} did not stop early: compare each cap in a seeds table of its own"
+        )
     for variant, runs_by_size in sizes.items():  # (rows differ in size: their heads do)
         if len(runs_by_size) > 1:
             raise ResultsError(
@@ -105,8 +117,8 @@ def listed(runs_by_value):
 
 
 def seed_rows(path):
-    """(row, seed, test perplexity, {SETTINGS column or params: its value or None}) of each run of a
-    `table` CSV."""
+    """(row, seed, test perplexity, {SETTINGS column, params, the caps or stopped_by: its value or
+    None}) of each run of a `table` CSV."""
     try:
         with open(path, encoding="utf-8-sig", newline="") as f:
             runs = list(csv.DictReader(f))
@@ -128,7 +140,8 @@ def seed_rows(path):
             ppl = math.nan
         if not (math.isfinite(ppl) and ppl >= 1):
             raise ResultsError(f"{where} has no test perplexity >= 1 (got {run['test_ppl']!r})")
-        rows.append((variant, int(seed or 1), ppl, {c: run.get(c) for c in (*SETTINGS, "params")}))
+        fields = (*SETTINGS, "params", "max_epoch", "max_update", "stopped_by")
+        rows.append((variant, int(seed or 1), ppl, {c: run.get(c) for c in fields}))
     return rows
 
 

@@ -15,7 +15,7 @@ HEADER = [
     *("test max abs log Σp", "params", "stopped by", "epochs", "best epoch", "updates"),
     *("train time (s)", "trained on", "resumed at epoch", "last train ppl", "train τ mean", "τ min"),
     *("τ max", "updates clipped (%)", "clip norm", "AR/TAR weights", "commit"),
-    *("machine", "learning rate", "patience"),
+    *("machine", "learning rate", "patience", "max epoch", "max update"),
 ]
 
 
