@@ -75,7 +75,7 @@ def seed_log_perplexities(tables):
     by_row = collections.defaultdict(dict)
     settings = {column: collections.defaultdict(list) for column in SETTINGS}  # value -> its runs
     sizes = collections.defaultdict(lambda: collections.defaultdict(list))  # row -> params -> runs
-    caps, capped = collections.defaultdict(list), []  # cap -> runs; the runs their cap ended
+    caps, capped = collections.defaultdict(list), []  # cap -> runs; the runs that did not stop early
     for path in tables:  # several tables: runs made in different places (one seed each)
         for variant, seed, ppl, setting in seed_rows(path):
             if seed in by_row[variant]:
