@@ -59,8 +59,10 @@ def refusal(train_args):
 def before_training(train_args, prog):
     """What ctemp-train refuses before fairseq-train starts, which would fail on it with a traceback
     (after making --save-dir): options its parser refuses, a DATA folder that is not there, no
-    batch size. None where there is nothing to refuse."""
+    batch size, a --save-dir that cannot be a folder. None where there is nothing to refuse."""
     from fairseq.utils import split_paths
+
+    from .inputs import folder_problem
 
     args, message = parse(train_args, prog)
     if message is not None:
@@ -69,9 +71,25 @@ def before_training(train_args, prog):
         for folder in split_paths(args.data):  # fairseq's shards: DATA1:DATA2
             if not os.path.isdir(folder):
                 return f"DATA {folder}: no such folder (fairseq-preprocess's --destdir)"
+        if missing := missing_dictionary(args, split_paths(args.data)[0]):
+            return (
+                f"DATA {split_paths(args.data)[0]} has no {missing}: give the --destdir of fairseq-preprocess"
+            )
     if args.max_tokens is None and args.batch_size is None:
         return "--max-tokens or --batch-size must be given: fairseq makes no batches without one"
+    if problem := folder_problem(args.save_dir, made_if_missing=True):
+        return f"--save-dir {args.save_dir} {problem}"
     return None
+
+
+def missing_dictionary(args, folder):
+    """The dictionary file fairseq reads first from a DATA folder (translation: of each language
+    given; LM: dict.txt) where it is not there, else None."""
+    if args.task == "language_modeling":
+        names = ["dict.txt"]
+    else:
+        names = [f"dict.{lang}.txt" for lang in (args.source_lang, args.target_lang) if lang]
+    return next((n for n in names if not os.path.isfile(os.path.join(folder, n))), None)
 
 
 def main(argv=None):

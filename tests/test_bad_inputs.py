@@ -1332,6 +1332,18 @@ CASES = [
         "ctemp-train: error: DATA {root}/nowhere: no such folder (fairseq-preprocess's --destdir)",
     ),
     (
+        "ctemp-train: a DATA folder fairseq-preprocess did not write",
+        ctemp_train,  # (stock fairseq-train: FileNotFoundError's traceback, after making --save-dir)
+        ["{toy}/raw", *LM_TRAIN[1:], "--arch", "transformer_lm"],
+        "ctemp-train: error: DATA {toy}/raw has no dict.txt: give the --destdir of fairseq-preprocess",
+    ),
+    (
+        "ctemp-train: --save-dir in a file",
+        ctemp_train,  # (stock fairseq-train: NotADirectoryError's traceback)
+        [*TRAIN, "tempered_ce", "--save-dir", "{root}/a-file/checkpoints"],
+        "ctemp-train: error: --save-dir {root}/a-file/checkpoints cannot be made: {root}/a-file is not a folder",
+    ),
+    (
         "ctemp-train: no batch size",
         ctemp_train,  # (stock fairseq-train: an AssertionError's traceback)
         [*TRAIN[: TRAIN.index("--max-tokens")], *TRAIN[TRAIN.index("--max-tokens") + 2 :], "tempered_ce"],
