@@ -45,6 +45,10 @@ def parse(train_args, prog="fairseq-train"):
             return options.parse_args_and_arch(parser, train_args), None
     except _Refused as e:
         return None, str(e)
+    except RuntimeError:  # fairseq's (bare) error for a model-less command
+        if any(a in ("--arch", "-a") or a.startswith("--arch=") for a in train_args):
+            raise
+        return None, "--arch must be given: one of fairseq's architectures (--help lists them)"
     except SyntaxError as e:  # fairseq reads list-valued options (--lr 1e-3,5e-4) with ast.literal_eval
         value = (e.text or "").strip()
         option = next((a for a, v in zip(train_args, train_args[1:]) if v == value), "a list option")

@@ -1344,6 +1344,12 @@ CASES = [
         "ctemp-train: error: --save-dir {root}/a-file/checkpoints cannot be made: {root}/a-file is not a folder",
     ),
     (
+        "ctemp-train: no --arch",
+        ctemp_train,  # (stock fairseq-train: a bare RuntimeError's traceback)
+        [a for a in TRAIN if a not in ("--arch", "transformer")] + ["tempered_ce"],
+        "ctemp-train: error: --arch must be given: one of fairseq's architectures (--help lists them)",
+    ),
+    (
         "ctemp-train: no batch size",
         ctemp_train,  # (stock fairseq-train: an AssertionError's traceback)
         [*TRAIN[: TRAIN.index("--max-tokens")], *TRAIN[TRAIN.index("--max-tokens") + 2 :], "tempered_ce"],
