@@ -12,6 +12,8 @@ import logging
 import os
 import sys
 
+from . import USER_DIR  # this package: the --user-dir ctemp-train can take
+
 # the tasks whose DATA fairseq reads as folders of fairseq-preprocess's files
 FOLDER_TASKS = ("translation", "language_modeling")
 
@@ -55,19 +57,43 @@ def parse(train_args, prog="fairseq-train"):
         return None, f"argument {option}: invalid value: {value!r} (a number, or numbers separated by commas)"
 
 
+def other_plugin_copy(argv):
+    """ctemp-train (and this check) runs from this package, so fairseq would refuse a --user-dir
+    naming another copy of fairseq_ctemp (ImportError "not globally unique", with a traceback).
+    Returns the one-line reason, or None."""
+    user_dir = None  # the last one given, as argparse takes it
+    for i, arg in enumerate(argv):
+        if arg == "--user-dir" and i + 1 < len(argv):
+            user_dir = argv[i + 1]
+        elif arg.startswith("--user-dir="):
+            user_dir = arg.split("=", 1)[1]
+    if user_dir is None or os.path.basename(os.path.normpath(user_dir)) != "fairseq_ctemp":
+        return None
+    if os.path.realpath(user_dir) == os.path.realpath(USER_DIR):
+        return None
+    return (
+        f"--user-dir {user_dir} is another copy of fairseq_ctemp than the one ctemp-train runs from "
+        f"({USER_DIR}): give --user-dir {USER_DIR} (what ctemp-user-dir prints), or run the "
+        "other copy's own ctemp-train"
+    )
+
+
 def refusal(train_args):
     """None where fairseq-train's parser takes ``train_args`` (DATA first), else its message."""
-    return parse(train_args)[1]
+    return other_plugin_copy(train_args) or parse(train_args)[1]
 
 
 def before_training(train_args, prog):
     """What ctemp-train refuses before fairseq-train starts, which would fail on it with a traceback
     (after making --save-dir): options its parser refuses, a DATA folder that is not there, no
-    batch size, a --save-dir that cannot be a folder. None where there is nothing to refuse."""
+    batch size, a --save-dir that cannot be a folder; before these, a --user-dir of another copy of
+    the plugin. None where there is nothing to refuse."""
     from fairseq.utils import split_paths
 
     from .inputs import folder_problem
 
+    if problem := other_plugin_copy(train_args):
+        return problem
     args, message = parse(train_args, prog)
     if message is not None:
         return message

@@ -2211,6 +2211,19 @@ CASES = [
         "train.sh: error: fairseq-train refuses the training options: unrecognized arguments: --max-epochz 2",
     ),
     (
+        "sact/train.sh DRY_RUN=1: USER_DIR another copy of the plugin",
+        ["/usr/bin/env"],
+        [
+            "DRY_RUN=1",
+            "USER_DIR={root}/checkout/fairseq_ctemp",
+            "bash",
+            os.path.join(EXAMPLES, "sact", "train.sh"),
+        ]
+        + ["{toy}/bin", "{root}/new", "sact"],
+        "train.sh: error: fairseq-train refuses the training options: --user-dir {root}/checkout/fairseq_ctemp "
+        "is another copy of fairseq_ctemp than the one ctemp-train runs from",
+    ),
+    (
         "language_model/train.sh DRY_RUN=1: LR not a number",
         ["/usr/bin/env"],
         ["DRY_RUN=1", "LR=abc", "bash", os.path.join(EXAMPLES, "language_model", "train.sh")]

@@ -9,34 +9,11 @@ uninterrupted, as stock fairseq-train does.
         --save-dir ckpt --patience 3 ...       # interrupted: the same command resumes it
 
 The count is carried in the workers that fairseq's multi-GPU training spawns too (they import the
-plugin: ``--user-dir``).
+plugin: ``--user-dir``). What fairseq-train would refuse, or fail on with a traceback after making
+--save-dir, is refused in one line before it starts (``fairseq_ctemp.training_options``).
 """
 
-import os
 import sys
-
-from .. import USER_DIR  # this package: the --user-dir ctemp-train can take
-
-
-def check_user_dir(argv):
-    """ctemp-train runs from this package, so fairseq would refuse a --user-dir naming another copy
-    of fairseq_ctemp (ImportError "not globally unique", with a traceback). Returns the one-line
-    reason, or None."""
-    user_dir = None  # the last one given, as argparse takes it
-    for i, arg in enumerate(argv):
-        if arg == "--user-dir" and i + 1 < len(argv):
-            user_dir = argv[i + 1]
-        elif arg.startswith("--user-dir="):
-            user_dir = arg.split("=", 1)[1]
-    if user_dir is None or os.path.basename(os.path.normpath(user_dir)) != "fairseq_ctemp":
-        return None
-    if os.path.realpath(user_dir) == os.path.realpath(USER_DIR):
-        return None
-    return (
-        f"--user-dir {user_dir} is another copy of fairseq_ctemp than the one ctemp-train runs from "
-        f"({USER_DIR}): give --user-dir {USER_DIR} (what ctemp-user-dir prints), or run the "
-        "other copy's own ctemp-train"
-    )
 
 
 def cli_main():
@@ -55,7 +32,7 @@ def main(argv=None):
 
     # fairseq's usage and the plugin's option errors name the program
     args = sys.argv[1:] if argv is None else list(argv)
-    problem = check_user_dir(args) or training_options.before_training(args, "ctemp-train")
+    problem = training_options.before_training(args, "ctemp-train")
     if problem:
         print(f"ctemp-train: error: {problem}", file=sys.stderr)
         sys.exit(2)
