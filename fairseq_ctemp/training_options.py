@@ -98,13 +98,12 @@ def before_training(train_args, prog):
     if message is not None:
         return message
     if args.task in FOLDER_TASKS:
-        for folder in split_paths(args.data):  # fairseq's shards: DATA1:DATA2
+        folders = split_paths(args.data)  # fairseq's shards: DATA1:DATA2
+        for folder in folders:
             if not os.path.isdir(folder):
                 return f"DATA {folder}: no such folder (fairseq-preprocess's --destdir)"
-        if missing := missing_dictionary(args, split_paths(args.data)[0]):
-            return (
-                f"DATA {split_paths(args.data)[0]} has no {missing}: give the --destdir of fairseq-preprocess"
-            )
+        if missing := missing_dictionary(args, folders[0]):
+            return f"DATA {folders[0]} has no {missing}: give the --destdir of fairseq-preprocess"
     if args.max_tokens is None and args.batch_size is None:
         return "--max-tokens or --batch-size must be given: fairseq makes no batches without one"
     if problem := folder_problem(args.save_dir, made_if_missing=True):
