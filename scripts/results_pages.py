@@ -810,6 +810,7 @@ TABLES = {
         (
             os.path.join(QUICKSTART_RESULTS, "amd-epyc-avx512-2-threads.json"),
             os.path.join(QUICKSTART_RESULTS, "amd-epyc-avx2-2-threads.json"),
+            os.path.join(QUICKSTART_RESULTS, "intel-xeon-avx512-2-threads.json"),
             os.path.join(QUICKSTART_RESULTS, "intel-xeon-2-threads.json"),  # kernels not recorded
         ),
         quickstart,
