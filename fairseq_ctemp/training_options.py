@@ -112,12 +112,20 @@ def before_training(train_args, prog):
 
 
 def missing_dictionary(args, folder):
-    """The dictionary file fairseq reads first from a DATA folder (translation: of each language
-    given; LM: dict.txt) where it is not there, else None."""
+    """What fairseq reads first from a DATA folder (LM: dict.txt; translation: the dictionary of each
+    language, the pair inferred from the file names as fairseq does without -s/-t) where it is not
+    there, in words, else None."""
+    from fairseq.data.data_utils import infer_language_pair
+
     if args.task == "language_modeling":
         names = ["dict.txt"]
     else:
-        names = [f"dict.{lang}.txt" for lang in (args.source_lang, args.target_lang) if lang]
+        langs = (args.source_lang, args.target_lang)
+        if None in langs and None in infer_language_pair(folder):
+            return "SPLIT.SRC-TGT.* files to infer the language pair from (without -s/-t)"
+        if None in langs:
+            langs = infer_language_pair(folder)
+        names = [f"dict.{lang}.txt" for lang in langs]
     return next((n for n in names if not os.path.isfile(os.path.join(folder, n))), None)
 
 

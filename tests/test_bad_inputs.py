@@ -1338,6 +1338,13 @@ CASES = [
         "ctemp-train: error: DATA {toy}/raw has no dict.txt: give the --destdir of fairseq-preprocess",
     ),
     (
+        "ctemp-train: a translation DATA folder without fairseq-preprocess's files, no -s/-t",
+        ctemp_train,  # (stock fairseq-train: "Could not infer language pair" with its traceback)
+        ["{toy}/raw", *TRAIN[1:], "tempered_ce"],
+        "ctemp-train: error: DATA {toy}/raw has no SPLIT.SRC-TGT.* files to infer the language pair from "
+        "(without -s/-t): give the --destdir of fairseq-preprocess",
+    ),
+    (
         "ctemp-train: --save-dir in a file",
         ctemp_train,  # (stock fairseq-train: NotADirectoryError's traceback)
         [*TRAIN, "tempered_ce", "--save-dir", "{root}/a-file/checkpoints"],
