@@ -12,7 +12,12 @@ import logging
 import os
 import sys
 
+from fairseq import options
+from fairseq.data.data_utils import infer_language_pair
+from fairseq.utils import split_paths
+
 from . import USER_DIR  # this package: the --user-dir ctemp-train can take
+from .inputs import folder_problem
 
 # the tasks whose DATA fairseq reads as folders of fairseq-preprocess's files
 FOLDER_TASKS = ("translation", "language_modeling")
@@ -33,7 +38,6 @@ def _argv(argv):
 
 def parse(train_args, prog="fairseq-train"):
     """(fairseq-train's namespace of ``train_args``, None), or (None, the message of its refusal)."""
-    from fairseq import options
 
     def refuse(message):  # argparse's error prints the usage and exits
         raise _Refused(message)
@@ -88,10 +92,6 @@ def before_training(train_args, prog):
     (after making --save-dir): options its parser refuses, a DATA folder that is not there, no
     batch size, a --save-dir that cannot be a folder; before these, a --user-dir of another copy of
     the plugin. None where there is nothing to refuse."""
-    from fairseq.utils import split_paths
-
-    from .inputs import folder_problem
-
     if problem := other_plugin_copy(train_args):
         return problem
     args, message = parse(train_args, prog)
@@ -115,16 +115,14 @@ def missing_dictionary(args, folder):
     """What fairseq reads first from a DATA folder (LM: dict.txt; translation: the dictionary of each
     language, the pair inferred from the file names as fairseq does without -s/-t) where it is not
     there, in words, else None."""
-    from fairseq.data.data_utils import infer_language_pair
-
     if args.task == "language_modeling":
         names = ["dict.txt"]
     else:
         langs = (args.source_lang, args.target_lang)
-        if None in langs and None in infer_language_pair(folder):
-            return "SPLIT.SRC-TGT.* files to infer the language pair from (without -s/-t)"
         if None in langs:
             langs = infer_language_pair(folder)
+            if None in langs:
+                return "SPLIT.SRC-TGT.* files to infer the language pair from (without -s/-t)"
         names = [f"dict.{lang}.txt" for lang in langs]
     return next((n for n in names if not os.path.isfile(os.path.join(folder, n))), None)
 

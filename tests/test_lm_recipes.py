@@ -896,6 +896,12 @@ def test_seeds_are_the_unit_of_the_comparison_with_the_baseline(tmp_path):
             )
 
 
+def refused(lm_results, tables, output, match):
+    """`lm_results.py seeds` over ``tables`` refuses them with ``match`` (a regular expression)."""
+    with pytest.raises(SystemExit, match=match):
+        lm_results.main(["seeds", "--table", *map(str, tables), "--output", str(output)])
+
+
 def test_the_seeds_of_a_row_are_models_of_one_size_trained_alike(tmp_path):
     """`lm_results.py seeds` over tables made in other places (EARLIER_TABLES): a row whose seeds
     are models of different sizes (their parameter counts; other EMBED_DIM, say) is refused, not
@@ -906,12 +912,13 @@ def test_the_seeds_of_a_row_are_models_of_one_size_trained_alike(tmp_path):
     here.write_text("variant,test_ppl,params\nsoftmax,85,1000\nct,88,1200\n", encoding="utf-8")
     other.write_text("variant,test_ppl,params\nsoftmax@2,80,4000\nct@2,87,1200\n", encoding="utf-8")
     same.write_text("variant,test_ppl,params\nsoftmax@2,86,1000\nct@2,87,1200\n", encoding="utf-8")
-    with pytest.raises(
-        SystemExit,
-        match=r"the seeds of softmax are models of different sizes \(parameters 1000: softmax@1; 4000: "
+    refused(
+        lm_results,
+        [here, other],
+        tmp_path / "mixed",
+        r"the seeds of softmax are models of different sizes \(parameters 1000: softmax@1; 4000: "
         r"softmax@2: other EMBED_DIM",
-    ):
-        lm_results.main(["seeds", "--table", str(here), str(other), "--output", str(tmp_path / "mixed")])
+    )
     assert not (tmp_path / "mixed.csv").exists()
     run_main(lm_results.main, "seeds", "--table", here, same, "--output", tmp_path / "one_size")
     assert [r["seeds"] for r in read_csv(tmp_path / "one_size.csv")] == ["1 2", "1 2"]
@@ -920,34 +927,41 @@ def test_the_seeds_of_a_row_are_models_of_one_size_trained_alike(tmp_path):
     patient.write_text("variant,test_ppl,patience\nsoftmax@2,86,5\nct@2,87,5\n", encoding="utf-8")
     three = tmp_path / "three.csv"
     three.write_text("variant,test_ppl,patience\nsoftmax,85,3\nct,88,3\n", encoding="utf-8")
-    with pytest.raises(
-        SystemExit, match=r"stopped by different early-stopping patience \(--patience\) \(3: "
-    ):
-        lm_results.main(["seeds", "--table", str(three), str(patient), "--output", str(tmp_path / "p")])
+    refused(
+        lm_results,
+        [three, patient],
+        tmp_path / "p",
+        r"stopped by different early-stopping patience \(--patience\) \(3: ",
+    )
     faster = tmp_path / "faster.csv"
     faster.write_text(
         "variant,test_ppl,params,lr\nsoftmax@2,86,1000,0.01\nct@2,87,1200,0.01\n", encoding="utf-8"
     )
     here.write_text("variant,test_ppl,params,lr\nsoftmax,85,1000,0.003\nct,88,1200,0.003\n", encoding="utf-8")
-    with pytest.raises(
-        SystemExit, match=r"trained with different learning rates \(--lr\) \(0\.003: softmax@1 ct@1; 0\.01: "
-    ):
-        lm_results.main(["seeds", "--table", str(here), str(faster), "--output", str(tmp_path / "lr")])
+    refused(
+        lm_results,
+        [here, faster],
+        tmp_path / "lr",
+        r"trained with different learning rates \(--lr\) \(0\.003: softmax@1 ct@1; 0\.01: ",
+    )
     # nor runs of different caps (--max-epoch, --max-update) where one did not stop early: its cap
     # may have ended it; where every run stopped early, no cap acted
     header = "variant,test_ppl,stopped_by,max_epoch,max_update\n"
     longer = tmp_path / "longer.csv"
     longer.write_text(header + "softmax,85,early stop,500,0\nct,88,early stop,500,0\n", encoding="utf-8")
     shorter = tmp_path / "shorter.csv"
-    shorter.write_text(header + "softmax@2,86,early stop,40,0\nct@2,87,not early-stopped,40,0\n")
-    with pytest.raises(
-        SystemExit,
-        match=r"runs trained to different caps \(--max-epoch 500 --max-update 0: softmax@1 ct@1; "
+    shorter.write_text(
+        header + "softmax@2,86,early stop,40,0\nct@2,87,not early-stopped,40,0\n", encoding="utf-8"
+    )
+    refused(
+        lm_results,
+        [longer, shorter],
+        tmp_path / "cap",
+        r"runs trained to different caps \(--max-epoch 500 --max-update 0: softmax@1 ct@1; "
         r"--max-epoch 40 --max-update 0: softmax@2 ct@2\), where ct@2 did not stop early",
-    ):
-        lm_results.main(["seeds", "--table", str(longer), str(shorter), "--output", str(tmp_path / "cap")])
+    )
     assert not (tmp_path / "cap.csv").exists()
-    shorter.write_text(header + "softmax@2,86,early stop,40,0\nct@2,87,early stop,40,0\n")
+    shorter.write_text(header + "softmax@2,86,early stop,40,0\nct@2,87,early stop,40,0\n", encoding="utf-8")
     run_main(lm_results.main, "seeds", "--table", longer, shorter, "--output", tmp_path / "no_cap_acted")
 
 
