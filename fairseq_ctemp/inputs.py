@@ -118,6 +118,7 @@ def folder_problem(folder, made_if_missing=False):
     """Why no file can be written in ``folder`` (None: one can), in words that follow its name: it
     does not exist (unless made_if_missing: the caller makes it), is not a folder, cannot be made
     (a file on its path), cannot be written to."""
+    folder = os.path.abspath(folder)  # a bare relative name's dirname is "" (never exists)
     above = folder
     while not os.path.lexists(above):
         above = os.path.dirname(above)

@@ -298,9 +298,9 @@ def command(name):
     return [sys.executable, "-m", module] if module else [name]
 
 
-def run_cli(name, *args, cwd=None, env=None, check=True, input=None):
-    """Run a console command (`input`: its stdin); returns its CompletedProcess with stdout+stderr
-    merged in .stdout."""
+def run_cli(name, *args, cwd=None, env=None, check=True, input=None, timeout=None):
+    """Run a console command (`input`: its stdin; `timeout`: seconds, where a fault would hang it);
+    returns its CompletedProcess with stdout+stderr merged in .stdout."""
     full_env = dict(os.environ, **(env or {}))
     proc = subprocess.run(
         [*command(name), *map(str, args)],
@@ -310,6 +310,7 @@ def run_cli(name, *args, cwd=None, env=None, check=True, input=None):
         text=True,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
+        timeout=timeout,
     )
     if check and proc.returncode != 0:
         raise AssertionError(f"{name} failed ({proc.returncode}):\n{proc.stdout[-6000:]}")

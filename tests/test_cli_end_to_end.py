@@ -27,6 +27,7 @@ from conftest import (
 
 from fairseq_ctemp import logs
 from fairseq_ctemp.cli import average_checkpoints
+from fairseq_ctemp.cli import train as ctemp_train
 
 pytestmark = pytest.mark.e2e
 T_TRAIN = 3.0
@@ -255,6 +256,21 @@ def test_bad_training_options_fail_before_any_training_step(toy_data, tmp_path):
         assert "begin training epoch" not in proc.stdout
         if subprocess:  # the plugin's exit hook: one line, no traceback
             assert f"fairseq-train: error: {message}" in proc.stdout and "Traceback" not in proc.stdout
+
+
+def test_ctemp_train_takes_a_save_dir_relative_to_the_working_folder(toy_data, tmp_path, monkeypatch, capsys):
+    """fairseq's default --save-dir, checkpoints, is a bare relative name: ctemp-train's check of it
+    before training ends (a missing one is made by fairseq; the installed command, with a time
+    limit), and one under a file is refused."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a-file").write_text("")
+    argv = [str(toy_data["bin"]), "--user-dir", PLUGIN_DIR, *TINY_TRANSFORMER, *TRAIN_DEFAULTS]
+    with pytest.raises(SystemExit):
+        ctemp_train.main([*argv, "--save-dir", "a-file/checkpoints"])
+    refusal = f"--save-dir a-file/checkpoints cannot be made: {tmp_path}/a-file is not a folder"
+    assert capsys.readouterr().err == f"ctemp-train: error: {refusal}\n"
+    run_cli("ctemp-train", *argv, "--max-update", "1", "--criterion", "tempered_ce", timeout=120)
+    assert (tmp_path / "checkpoints" / "checkpoint_last.pt").is_file()
 
 
 def test_tempered_ce_refuses_an_adaptive_softmax_before_any_update(toy_data, tmp_path):
