@@ -101,7 +101,8 @@ def before_training(train_args, prog):
         folders = split_paths(args.data)  # fairseq's shards: DATA1:DATA2
         for folder in folders:
             if not os.path.isdir(folder):
-                return f"DATA {folder}: no such folder (fairseq-preprocess's --destdir)"
+                what = "not a folder" if os.path.exists(folder) else "no such folder"
+                return f"DATA {folder}: {what} (fairseq-preprocess's --destdir)"
         if missing := missing_dictionary(args, folders[0]):
             return f"DATA {folders[0]} has no {missing}: give the --destdir of fairseq-preprocess"
     if args.max_tokens is None and args.batch_size is None:

@@ -1332,6 +1332,12 @@ CASES = [
         "ctemp-train: error: DATA {root}/nowhere: no such folder (fairseq-preprocess's --destdir)",
     ),
     (
+        "ctemp-train: DATA is a file",
+        ctemp_train,  # (stock fairseq-train: NotADirectoryError's traceback, after making --save-dir)
+        ["{root}/a-file", *TRAIN[1:], "tempered_ce"],
+        "ctemp-train: error: DATA {root}/a-file: not a folder (fairseq-preprocess's --destdir)",
+    ),
+    (
         "ctemp-train: a DATA folder fairseq-preprocess did not write",
         ctemp_train,  # (stock fairseq-train: FileNotFoundError's traceback, after making --save-dir)
         ["{toy}/raw", *LM_TRAIN[1:], "--arch", "transformer_lm"],
