@@ -58,6 +58,7 @@ LONGEST_FIRST = (
     "test_distributed_and_install.py",
     "test_alt_paper_scale.py",
     "test_cli_end_to_end.py",
+    "test_ngram_blocking.py",
     "test_sact.py",
     "test_alt_posthoc.py",
     "test_chunked_head_loss.py",
