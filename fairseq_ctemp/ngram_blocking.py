@@ -5,11 +5,11 @@ environment of the process that imports the plugin (fairseq-generate, fairseq-in
 fairseq 0.12's n-gram blocker without its CUDA extension (``NGramRepeatBlock._no_repeat_ngram``: on
 a CPU, and on a GPU wherever fairseq was installed without building it) compares the last n-1
 entries of each hypothesis's whole token buffer, the padding beyond the current step, with the
-n-grams it has generated: they never match, so it blocks nothing and the option is silently
-ignored (reported upstream as facebookresearch/fairseq issues 4709 and 5206). With the variable set,
-the plugin replaces that method with one that takes the n-1 tokens ending at the step, as fairseq's
-CUDA kernel does, and is otherwise fairseq's (TorchScript-compatible as fairseq's is). Without it
-nothing is replaced: decoding stays stock fairseq's."""
+n-grams it has generated: they never match, so it blocks nothing and the option is silently ignored
+(reported to fairseq as "Repetitions are generated although no_repeat_ngram_size is activated").
+With the variable set, the plugin replaces that method with one that takes the n-1 tokens ending at
+the step, as fairseq's CUDA kernel does, and is otherwise fairseq's (TorchScript-compatible as
+fairseq's is). Without it nothing is replaced: decoding stays stock fairseq's."""
 
 import math
 import os
