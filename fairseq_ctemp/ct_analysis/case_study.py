@@ -5,7 +5,7 @@ import math
 from . import AnalysisError
 from .loading import load_model
 from .outputs import check_outputs, make_parent
-from .scoring import score
+from .scoring import fitting, score
 from .texts import read_text
 
 
@@ -68,8 +68,9 @@ def run(args):
     ct = load_model(args.path, args.data, args.cpu)
     ct.require_temperature("case-study")
     base = load_model(args.baseline_path, args.data, args.cpu)  # same --data: same dictionary
-    ct_scores = list(score(ct, sentences, topk=args.k))
-    base_scores = list(score(base, sentences, topk=args.k, need_tau=False))
+    ct_sentences, base_sentences = fitting(ct, sentences), fitting(base, sentences)
+    ct_scores = list(score(ct, ct_sentences, topk=args.k))
+    base_scores = list(score(base, base_sentences, topk=args.k, need_tau=False))
     table = case_study_table(
         ct, base, ct_scores, base_scores, args.positions, args.labels, args.k, args.context, args.only_differ
     )

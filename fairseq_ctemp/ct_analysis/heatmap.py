@@ -8,7 +8,7 @@ from .. import plotting
 from ..outputs import all_or_none
 from .loading import choose_tokens, load_model
 from .outputs import check_outputs, companion, fmt, save_figure, write_csv
-from .scoring import score
+from .scoring import fitting, score
 from .texts import read_text
 
 
@@ -21,7 +21,8 @@ def run(args):
     lm = load_model(args.path, args.data, args.cpu)
     lm.require_temperature("heatmap")
     names, ids = choose_tokens(lm.dictionary, args.tokens, args.vocab_k)
-    s = next(score(lm, [sentence], columns=ids, final_eos=args.final_eos))
+    fit = fitting(lm, [sentence], final_eos=args.final_eos)
+    s = next(score(lm, fit, columns=ids, final_eos=args.final_eos))
     matrix = s.tau_columns.T  # (tokens, positions)
     header = ["token"] + [f"{i + 1}:{w}" for i, w in enumerate(s.inputs)]
     with all_or_none([csv_path, args.output]):

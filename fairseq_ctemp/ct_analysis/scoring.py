@@ -93,12 +93,12 @@ def score(lm, sentences, columns=None, full=False, topk=0, final_eos=True, batch
     padding after a sentence changes none of its positions). Summaries of tau over the vocabulary
     are reduced inside the batch, so the full (B, T, V) tau only lives one batch at a time.
     ``columns``: vocabulary indices whose tau to keep; ``full``: keep all of tau; ``topk``: keep the
-    k most probable next tokens. ``need_tau=False`` computes probabilities only (a baseline)."""
+    k most probable next tokens. ``need_tau=False`` computes probabilities only (a baseline).
+    ``sentences``: as ``fitting`` returns them (checked once, before anything is written)."""
     import torch
 
     if need_tau:
         lm.require_temperature("this analysis")
-    sentences = fitting(lm, sentences, final_eos=final_eos)
     with torch.no_grad():
         starts = range(0, len(sentences), batch_size)
         for start in progress_bar(starts, f"scoring {os.path.basename(lm.path)}"):
