@@ -4,11 +4,12 @@ import os
 
 USER_DIR = os.path.dirname(os.path.abspath(__file__))  # this package: what --user-dir names
 
-from . import compat, decoding, early_stopping, example_sizes, ngram_blocking, option_errors  # noqa: E402
+from . import compat, decoding, early_stopping, exact_resume, example_sizes, ngram_blocking, option_errors  # noqa: E402
 
 compat.apply()
 decoding.apply()
 option_errors.install()
+exact_resume.enabled()  # a bad CTEMP_EXACT_RESUME value: refused in one line here, not at a resume
 early_stopping.install_if_requested()  # in a worker that fairseq spawned from ctemp-train
 example_sizes.install_if_requested()  # (the same)
 ngram_blocking.install_if_requested()  # CTEMP_FIX_NO_REPEAT_NGRAM=1: fairseq's n-gram blocking fixed

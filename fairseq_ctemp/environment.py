@@ -4,6 +4,8 @@ training) see them too when they import the plugin."""
 import contextlib
 import os
 
+from .errors import OptionError
+
 
 @contextlib.contextmanager
 def set_to(name, value):
@@ -29,3 +31,12 @@ def installed_here_and_in_spawned(install, name):
             yield
     finally:
         restore()
+
+
+def switch(name):
+    """Whether the switch ``name`` is on: "1" on; unset, empty or "0" off; any other value refused
+    (OptionError: one line), since a "true" or "yes" would otherwise leave it off without a word."""
+    value = os.environ.get(name, "")
+    if value not in ("", "0", "1"):
+        raise OptionError(f"{name}={value!r}: give {name}=1 (on) or 0 (off)")
+    return value == "1"

@@ -14,8 +14,6 @@ they act only when asked for (``CTEMP_EXACT_RESUME=1``; ``ctemp-train`` and the 
 The patches are installed once and read the switch at every call: without it each calls fairseq's
 own code and nothing else, so a run is stock fairseq's (``tests/test_stock_stays_stock.py``)."""
 
-import os
-
 from . import environment, patches
 
 ENV = "CTEMP_EXACT_RESUME"
@@ -23,7 +21,7 @@ PLATEAU_COUNTS = ("num_bad_epochs", "cooldown_counter")  # torch ReduceLROnPlate
 
 
 def enabled():
-    return os.environ.get(ENV) == "1"
+    return environment.switch(ENV)
 
 
 def turned_on():

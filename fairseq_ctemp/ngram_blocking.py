@@ -12,19 +12,18 @@ the step, as fairseq's CUDA kernel does, and is otherwise fairseq's (TorchScript
 fairseq's is). Without it nothing is replaced: decoding stays stock fairseq's."""
 
 import math
-import os
 from typing import List
 
 import torch
 
-from . import patches
+from . import environment, patches
 
 ENV = "CTEMP_FIX_NO_REPEAT_NGRAM"
 
 
 def install_if_requested():
     """Replace fairseq's blocker where CTEMP_FIX_NO_REPEAT_NGRAM=1 (read once, at import)."""
-    if os.environ.get(ENV) != "1":
+    if not environment.switch(ENV):
         return
     from fairseq.ngram_repeat_block import NGramRepeatBlock
 

@@ -1429,6 +1429,27 @@ CASES = [
         "fixed, not sact",
     ),
     (
+        "generate: a switch of the plugin set to a value it does not take",
+        ["/usr/bin/env", "CTEMP_FIX_NO_REPEAT_NGRAM=true", *console_command("fairseq-generate")],
+        [
+            "{toy}/bin",
+            "--path",
+            "{ckpt}/a.pt",
+            "--user-dir",
+            PLUGIN_DIR,
+            "--cpu",
+            "--no-repeat-ngram-size",
+            "2",
+        ],
+        "fairseq-generate: error: CTEMP_FIX_NO_REPEAT_NGRAM='true': give CTEMP_FIX_NO_REPEAT_NGRAM=1 (on) or 0 (off)",
+    ),
+    (
+        "train: exact resume asked for with a value it does not take",
+        ["/usr/bin/env", "CTEMP_EXACT_RESUME=yes", *console_command("fairseq-train")],
+        [*TRAIN, "tempered_ce", "--save-dir", "{root}/new-save"],
+        "fairseq-train: error: CTEMP_EXACT_RESUME='yes': give CTEMP_EXACT_RESUME=1 (on) or 0 (off)",
+    ),
+    (
         "generate: a damaged checkpoint (empty)",
         fairseq_generate,
         ["{toy}/bin", "--path", "{ckpt}/empty.pt", "--user-dir", PLUGIN_DIR, "--cpu", "--gen-subset", "test"],
