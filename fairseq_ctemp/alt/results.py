@@ -186,7 +186,7 @@ def check_out(out):
     if os.path.islink(out) or (os.path.exists(out) and not os.path.isdir(out)):
         raise AltError(f"--out {out} is not a directory (a file or link); choose a new directory")
     if not os.path.isdir(out):
-        if problem := inputs.folder_problem(os.path.abspath(out), made_if_missing=True):
+        if problem := inputs.folder_problem(out, made_if_missing=True):
             raise AltError(f"--out {out} {problem}")
         return
     marker = os.path.join(out, MARKER)

@@ -115,7 +115,7 @@ def data_main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     for option, folder in (("--work", getattr(args, "work", None)), ("dest", getattr(args, "dest", None))):
-        if folder and (problem := inputs.folder_problem(os.path.abspath(folder), made_if_missing=True)):
+        if folder and (problem := inputs.folder_problem(folder, made_if_missing=True)):
             raise AltError(f"{option} {folder} {problem}")  # now, not when the first file is written
     if args.command == "prepare":
         for option in ("vocab", "train_subset", "carve_test", "workers"):

@@ -101,7 +101,7 @@ def checked_inputs(args):
     output there yet."""
     if os.path.exists(args.out_dir) and not os.path.isdir(args.out_dir):
         raise SystemExit(f"error: --out-dir {args.out_dir} is a file, not a directory")
-    if problem := inputs.folder_problem(os.path.abspath(args.out_dir), made_if_missing=True):
+    if problem := inputs.folder_problem(args.out_dir, made_if_missing=True):
         raise SystemExit(f"error: --out-dir {args.out_dir} {problem}")
     sources = read_lines(args.input, "--input")
     references = read_lines(args.references, "--references") if args.references else None

@@ -34,7 +34,7 @@ def main(argv=None):
             parser.error(f"--{option} must be >= 1, got {getattr(args, option)}")
     if os.path.exists(args.out_dir) and not os.path.isdir(args.out_dir):
         parser.error(f"OUT_DIR {args.out_dir} is a file, not a directory")
-    if problem := inputs.folder_problem(os.path.abspath(args.out_dir), made_if_missing=True):
+    if problem := inputs.folder_problem(args.out_dir, made_if_missing=True):
         parser.error(f"OUT_DIR {args.out_dir} {problem}")
     try:
         write_corpus(
