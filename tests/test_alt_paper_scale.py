@@ -62,6 +62,37 @@ def test_carve_test_takes_the_last_training_pairs(tmp_path):
     assert not json.loads((work / "data" / "en-ja.spm20" / "prepare.json").read_text())["has_test"]
 
 
+def test_sentences_also_in_train_are_counted(tmp_path):
+    """prepare and check count the dev and test pairs whose en side, ja side or both are training
+    sentences (after the carve: the test's pairs against what stays in train), planted here."""
+    train = [(f"source number {i} .", f"target {i} here") for i in range(TRAIN)]
+    dev = [(f"dev source {i}", f"dev target {i}") for i in range(DEV)]
+    dev[0] = train[5]  # the whole pair
+    dev[1] = (train[7][0], "a new target")  # the en side alone
+    dev[2] = ("a new source", "  target   9 here ")  # the ja side alone, spaced otherwise
+    train[-1] = train[0]  # carved into test, still in train
+    train[-2] = (train[-2][0], train[1][1])  # carved; its ja side alone in train
+    alt = tmp_path / "alt"
+    alt.mkdir()
+    for split, pairs in (("train", train), ("dev", dev)):
+        for lang, index in (("en", 0), ("ja", 1)):
+            (alt / f"{split}.{lang}").write_text("".join(p[index] + "\n" for p in pairs), encoding="utf-8")
+    work = tmp_path / "work"
+    proc = prepare(
+        "en-ja", "--local", alt, "--work", work, "--subwords", "bpe", "--vocab", "20", "--carve-test", "10"
+    )
+    info = json.loads((work / "data" / "en-ja.bpe20.test10" / "prepare.json").read_text())
+    assert info["in_train"] == {
+        "dev": {"en": 2, "ja": 2, "pair": 1},
+        "test": {"en": 1, "ja": 2, "pair": 1},
+    }
+    line = "also in train (the same sentence): dev: 2 en, 2 ja, 1 pair of 12; test: 1 en, 2 ja, 1 pair of 10"
+    assert line in proc.stdout + proc.stderr
+    # check: the corpus as it comes (no carve: train keeps the ten pairs, test is none)
+    checked = run_main(alt_data.main, "check", "en-ja", "--local", alt, env=ENV)
+    assert "also in train (the same sentence): dev: 2 en, 2 ja, 1 pair of 12" in checked.stdout
+
+
 @pytest.mark.parametrize(
     "extra, message",
     [

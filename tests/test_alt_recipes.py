@@ -514,6 +514,35 @@ def test_recipe_end_to_end_with_interruption(corpora):
         "Table 1" in md and "![entropy.vi-en.mini.bpe200.n52.seed2.png]" in md and "nrefs:1|case:mixed" in md
     )
     assert "| vi-en |" in proc.stdout
+    assert (
+        f"\n\nAlso in train (the same sentence, spaces collapsed): {in_train_reference(experiment)}\n" in md
+    )
+
+
+def in_train_reference(experiment):
+    """'dev: n en, n vi, n pairs of N; ...' of the experiment's data, pair by pair against every
+    training pair (the slow way), as the report's line should read."""
+    data = os.path.normpath(experiment / json.loads((experiment / "experiment.json").read_text())["data"])
+    with open(os.path.join(data, "prepare.json"), encoding="utf-8") as f:
+        pair = json.load(f)["pair"]
+
+    def read(split):
+        sides = []
+        for lang in pair:
+            with open(os.path.join(data, "raw", f"{split}.{lang}"), encoding="utf-8") as f:
+                sides.append(f.read().splitlines())
+        return [tuple(" ".join(s.split()) for s in p) for p in zip(*sides)]
+
+    train, parts = read("train"), []
+    for split in ("dev", "test"):
+        rows = read(split)
+        counts = [sum(any(r[i] == t[i] for t in train) for r in rows) for i in (0, 1)]
+        pairs = sum(any(r == t for t in train) for r in rows)
+        parts.append(
+            f"{split}: {counts[0]} {pair[0]}, {counts[1]} {pair[1]}, {pairs} pair{'' if pairs == 1 else 's'} "
+            f"of {len(rows):,}"
+        )
+    return "; ".join(parts)
 
 
 def assert_curve_points_are_the_logs(path, experiment):

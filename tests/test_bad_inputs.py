@@ -1805,6 +1805,12 @@ CASES = [
         "sentencepiece could not learn 100000 pieces",
     ),
     (
+        "data: --vocab too small for the text's characters (nothing left behind)",
+        DATA,
+        ["prepare", "en-vi", "--release", "{root}/release", "--work", "{root}/new", "--vocab", "8"],
+        "(choose a larger --vocab)",
+    ),
+    (
         "sact heatmaps: missing --input",
         sact_heatmaps,
         ["{toy}/bin", "--path", "{ckpt}/a.pt", "--input", "{root}/nothing.src", "--out-dir", "{root}/maps"],

@@ -30,6 +30,7 @@ from .common import (
     say,
     write_json,
 )
+from .overlap import in_train, in_train_line
 from .records import CorpusStats, DataOptions, Prepared
 from .sources import corpus_source
 
@@ -101,8 +102,11 @@ def train_spm(tmp, raw, langs, vocab, model_type, threads):
                 shuffle_input_sentence=True,
             )
         except RuntimeError as e:
+            # too few pieces for the text's characters, or more than its text allows
+            larger = "smaller than required_chars" in str(e)
             raise AltError(
-                f"sentencepiece could not learn {vocab} pieces from {path}: {e} (choose a smaller --vocab)"
+                f"sentencepiece could not learn {vocab} pieces from {path}: {e} "
+                f"(choose a {'larger' if larger else 'smaller'} --vocab)"
             ) from None
 
 
@@ -182,7 +186,10 @@ def corpus_splits(source, a, b, args):
             raise AltError(f"--train-subset {args.train_subset} > {len(splits['train'])} training pairs")
         splits["train"] = splits["train"][: args.train_subset]
     sizes = {s: len(p) for s, p in splits.items()}
-    return splits, CorpusStats(source.describe(), sizes, info["dropped"], info["unassigned"], test_source)
+    stats = CorpusStats(
+        source.describe(), sizes, info["dropped"], info["unassigned"], test_source, in_train(splits, a, b)
+    )
+    return splits, stats
 
 
 def carve_test(splits, n, source):
@@ -285,6 +292,8 @@ def prepare_pair(dest, a, b, texts, stats, options, args):
     )
     if any(stats.dropped.values()):
         say(f"  dropped pairs with an empty or missing side: {stats.dropped}")
+    if stats.in_train:
+        say(f"  also in train (the same sentence): {in_train_line(stats.in_train, sizes)}")
     if (
         stats.source["kind"] == "release"
         and not args.train_subset
@@ -313,6 +322,7 @@ def prepare_pair(dest, a, b, texts, stats, options, args):
         test_source=stats.test_source or ("test split" if has_test else None),
         dropped=stats.dropped,
         unassigned=stats.unassigned,
+        in_train=stats.in_train,
         remove_bpe=remove_bpe_of(args.subwords),
         subsets={s: FAIRSEQ_SUBSET[s] for s in sizes},
         bin="bin",  # in this directory (records.prepared), so that it can move
@@ -333,6 +343,10 @@ def check(args):
             + (f"; dropped {info['dropped']}" if any(info["dropped"].values()) else "")
             + (f"; {info['unassigned']} sentences in no URL list" if info["unassigned"] else "")
         )
+        counts = in_train(splits, a, b)
+        if counts:
+            sizes = {s: len(p) for s, p in splits.items()}
+            print(f"  also in train (the same sentence): {in_train_line(counts, sizes)}")
 
 
 def toy_language_pair(seed):

@@ -27,6 +27,8 @@ class CorpusStats:
     dropped: Dict[str, int]  # pairs with an empty or missing side, per split (--drop-incomplete)
     unassigned: int  # sentences in no split's URL list
     test_source: Optional[str] = None  # how the test split was carved (None: the corpus's own, or none)
+    # per split but train: its pairs whose a side, b side, or both ("pair") also occur in train
+    in_train: Optional[Dict[str, Dict[str, int]]] = None  # (older files lack it)
 
     @classmethod
     def read(cls, path):
@@ -80,6 +82,7 @@ class Prepared:
     test_source: Optional[str] = None  # the test split's, or how it was carved (older files lack it)
     dropped: Dict[str, int]  # pairs with an empty or missing side, per split (--drop-incomplete)
     unassigned: int  # sentences in no split's URL list
+    in_train: Optional[Dict[str, Dict[str, int]]] = None  # CorpusStats.in_train (older files lack it)
     remove_bpe: str  # fairseq's --remove-bpe for its subwords
     subsets: Dict[str, str]  # split -> fairseq subset
     bin: str  # the binarized data: "bin" in the file, the path in this directory once read
@@ -428,6 +431,7 @@ class Experiment:
     runs: List[RunResult]  # finished
     pending: List[RunResult]  # still training: their training so far, no eval
     test: str = "test"  # what its tables call the test split ("carved test")
+    in_train: Optional[str] = None  # its dev and test sentences also in train (overlap.in_train_line)
     final: Optional[Tempering] = None
     posthoc: Optional[Posthoc] = None
     compare: List[Comparison] = field(default_factory=list)

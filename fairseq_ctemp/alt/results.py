@@ -14,6 +14,7 @@ from .. import inputs
 from ..progress import progress_bar
 from . import posthoc, posthoc_report, systems
 from .common import AltError
+from .overlap import in_train_line, in_train_of_raw
 from .plots import plots
 from .presets import DEFAULT_VARIANT, VARIANTS
 from .records import (
@@ -69,6 +70,7 @@ def load(work):
                 runs=runs,
                 pending=pending,
                 test=test_name(exp_dir, exp),
+                in_train=in_train_note(exp_dir, exp),
                 final=read_tempering(exp_dir),
                 posthoc=posthoc.load(exp_dir),
                 compare=read_comparisons(exp_dir),
@@ -83,6 +85,14 @@ def test_name(exp_dir, exp):
     data = prepared(os.path.join(exp_dir, exp.data))  # relative to exp_dir (absolute in older sweeps)
     source = (data.test_source if data else None) or ""
     return "carved test" if source.startswith("carved") else "test"
+
+
+def in_train_note(exp_dir, exp):
+    """'dev: 6 en, 0 vi, 0 pairs of 1,000; ...': the sentences of an experiment's dev and test splits
+    also in its train split, read from its data directory's raw text (None where that is gone)."""
+    data = prepared(os.path.join(exp_dir, exp.data))
+    counts = data and in_train_of_raw(data.raw, *data.pair, data.sizes)
+    return in_train_line(counts, data.sizes) if counts else None
 
 
 def select(experiments, names=None, variants=None):
@@ -168,6 +178,8 @@ def report(experiments, out):
         )
     for e in progress_bar(experiments, "plots"):
         md.write(f"## {e.name}\n\n")
+        if e.in_train:
+            md.write(f"Also in train (the same sentence, spaces collapsed): {e.in_train}\n\n")
         if e.pending:
             md.write(f"Not finished: {', '.join(r.name for r in e.pending)}\n\n")
         for png in plots(e, out):
