@@ -4,7 +4,10 @@ import os
 
 USER_DIR = os.path.dirname(os.path.abspath(__file__))  # this package: what --user-dir names
 
-from . import compat, decoding, early_stopping, exact_resume, example_sizes, ngram_blocking, option_errors  # noqa: E402
+from . import compat  # noqa: E402  (imports no fairseq)
+
+compat.quiet_tensorboardx_notice()  # before fairseq's first import, which logs it
+from . import decoding, early_stopping, exact_resume, example_sizes, ngram_blocking, option_errors  # noqa: E402
 
 compat.apply()
 decoding.apply()

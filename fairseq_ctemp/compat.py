@@ -434,6 +434,21 @@ def hydra_without_experimental_api():
     patches.replace(utils, "compose", hydra_compose, why)
 
 
+def quiet_tensorboardx_notice():
+    """Called before fairseq is first imported (the package's __init__): effective where the plugin
+    comes first (its commands, python -m fairseq_ctemp.cli.*); fairseq's CLIs print it before."""
+    why = (
+        "fairseq's text-to-speech task logs 'Please install tensorboardX' at every fairseq import; "
+        "--tensorboard-logdir needs only torch's tensorboard: the line is left out"
+    )
+    if patches.record("logging: fairseq.tasks.text_to_speech, its tensorboardX notice", why):
+        logging.getLogger("fairseq.tasks.text_to_speech").addFilter(_not_the_tensorboardx_notice)
+
+
+def _not_the_tensorboardx_notice(record):
+    return not record.getMessage().startswith("Please install tensorboardX")
+
+
 def quiet_plotting_debug_logs():
     why = "fairseq sets the root logger to DEBUG: matplotlib's and PIL's debug lines would flood its logs"
     patches.record("logging: matplotlib, PIL at WARNING", why)

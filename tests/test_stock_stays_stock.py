@@ -6,6 +6,7 @@ and a stock transformer_lm (softmax or adaptive softmax) is scored by fairseq-ev
 without the plugin."""
 
 import argparse
+import importlib.util
 import os
 import subprocess
 
@@ -233,6 +234,18 @@ def test_every_change_the_plugin_makes_is_listed_in_design_md(tmp_path):
     documented = dict(re.findall(r"^\| `([^`]+)` \| (.+) \|$", section, re.M))
     assert installed == documented
     assert all(why.strip() for why in installed.values())
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("tensorboardX") is not None, reason="tensorboardX is installed: no notice"
+)
+def test_the_tensorboardx_notice_is_left_out_where_the_plugin_is_imported_first():
+    """fairseq's 'Please install tensorboardX' line, logged at its import: not before the output of
+    the plugin's commands; fairseq's own commands (which import fairseq before the plugin) print it
+    as they do without the plugin."""
+    notice = "Please install tensorboardX"
+    assert notice not in run_cli("ctemp-calibrate", "--help").stdout
+    assert notice in run_cli("fairseq-generate", "--help", "--user-dir", PLUGIN_DIR).stdout
 
 
 # --------------------------------------- stock fairseq-train / fairseq-generate, with and without
