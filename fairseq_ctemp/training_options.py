@@ -14,6 +14,7 @@ import sys
 
 from fairseq import options
 from fairseq.data.data_utils import infer_language_pair
+from fairseq.data.indexed_dataset import dataset_exists
 from fairseq.utils import split_paths
 
 from . import USER_DIR  # this package: the --user-dir ctemp-train can take
@@ -105,6 +106,8 @@ def before_training(train_args, prog):
                 return f"DATA {folder}: {what} (fairseq-preprocess's --destdir)"
         if missing := missing_dictionary(args, folders[0]):
             return f"DATA {folders[0]} has no {missing}: give the --destdir of fairseq-preprocess"
+        if problem := missing_split(args, folders):
+            return problem
     if args.max_tokens is None and args.batch_size is None:
         return "--max-tokens or --batch-size must be given: fairseq makes no batches without one"
     if problem := folder_problem(args.save_dir, made_if_missing=True):
@@ -119,13 +122,43 @@ def missing_dictionary(args, folder):
     if args.task == "language_modeling":
         names = ["dict.txt"]
     else:
-        langs = (args.source_lang, args.target_lang)
-        if None in langs:
-            langs = infer_language_pair(folder)
-            if None in langs:
-                return "SPLIT.SRC-TGT.* files to infer the language pair from (without -s/-t)"
+        langs = language_pair(args, folder)
+        if langs is None:
+            return "SPLIT.SRC-TGT.* files to infer the language pair from (without -s/-t)"
         names = [f"dict.{lang}.txt" for lang in langs]
     return next((n for n in names if not os.path.isfile(os.path.join(folder, n))), None)
+
+
+def language_pair(args, folder):
+    """(source, target) of a translation: -s/-t, else inferred from the folder's file names as
+    fairseq infers it; None where neither gives it."""
+    langs = (args.source_lang, args.target_lang)
+    if None in langs:
+        langs = infer_language_pair(folder)
+    return None if None in langs else tuple(langs)
+
+
+def missing_split(args, folders):
+    """The first split fairseq-train would not find, in words, else None: --train-subset in every
+    shard (shard k is read at epoch k, hours in), each --valid-subset in the first (fairseq's
+    FileNotFoundError with a traceback, after building the model)."""
+    pair = None if args.task == "language_modeling" else language_pair(args, folders[0])
+    wanted = [(folder, args.train_subset, TRAIN_HINT) for folder in folders]
+    if not args.disable_validation:
+        wanted += [(folders[0], split, VALID_HINT) for split in args.valid_subset.split(",")]
+    for folder, split, hint in wanted:
+        names = [split] if pair is None else [f"{split}.{a}-{b}.{pair[0]}" for a, b in (pair, pair[::-1])]
+        impls = [args.dataset_impl] if args.dataset_impl else ["mmap", "raw"]
+        if not any(dataset_exists(os.path.join(folder, n), impl) for n in names for impl in impls):
+            return f"DATA {folder} has no {split} split ({names[0]}.bin and .idx): {hint}"
+    return None
+
+
+TRAIN_HINT = "binarize it with fairseq-preprocess --trainpref, or name the split with --train-subset"
+VALID_HINT = (
+    "binarize it with fairseq-preprocess --validpref, name the split with --valid-subset, or train "
+    "with --disable-validation"
+)
 
 
 def main(argv=None):

@@ -140,6 +140,11 @@ def inputs(tmp_path_factory, toy_data):
     wrapper.chmod(0o755)
     write(str(root / "mine" / "notes.txt"), b"a user's notes")
     write(str(root / "a-file"), b"not a directory")
+    no_train = root / "no-train"  # fairseq-preprocess's files but the training split's
+    no_train.mkdir()
+    for made in toy_data["bin"].iterdir():
+        if not made.name.startswith("train."):
+            shutil.copy(made, no_train / made.name)
     (root / "run-without-config").mkdir()
     (root / "run-of-another-tool").mkdir()  # a config.json that ctemp-alt-sweep did not write
     (root / "run-of-another-tool" / "config.json").write_text('{"lr": 0.001}')
@@ -1349,6 +1354,26 @@ CASES = [
         ["{toy}/raw", *TRAIN[1:], "tempered_ce"],
         "ctemp-train: error: DATA {toy}/raw has no SPLIT.SRC-TGT.* files to infer the language pair from "
         "(without -s/-t): give the --destdir of fairseq-preprocess",
+    ),
+    (
+        "ctemp-train: a DATA folder without the training split",
+        ctemp_train,  # (stock fairseq-train: FileNotFoundError's traceback, after building the model)
+        ["{root}/no-train", *TRAIN[1:], "tempered_ce"],
+        "ctemp-train: error: DATA {root}/no-train has no train split (train.src-tgt.src.bin and .idx): "
+        "binarize it with fairseq-preprocess --trainpref, or name the split with --train-subset",
+    ),
+    (
+        "ctemp-train: a second DATA shard without the training split",
+        ctemp_train,  # (stock fairseq-train: the same, at the second epoch)
+        ["{toy}/bin:{root}/no-train", *TRAIN[1:], "tempered_ce"],
+        "ctemp-train: error: DATA {root}/no-train has no train split",
+    ),
+    (
+        "ctemp-train: a --valid-subset the DATA folder lacks",
+        ctemp_train,  # (stock fairseq-train: FileNotFoundError's traceback, after building the model)
+        [*LM_TRAIN, "--arch", "transformer_lm", "--valid-subset", "valid,valid7"],
+        "ctemp-train: error: DATA {toy}/lm-bin has no valid7 split (valid7.bin and .idx): binarize it with "
+        "fairseq-preprocess --validpref, name the split with --valid-subset, or train with --disable-validation",
     ),
     (
         "ctemp-train: --save-dir in a file",
