@@ -19,6 +19,7 @@ from fairseq.utils import split_paths
 
 from . import USER_DIR  # this package: the --user-dir ctemp-train can take
 from .inputs import folder_problem
+from .setup_checks import setup_problem
 
 # the tasks whose DATA fairseq reads as folders of fairseq-preprocess's files
 FOLDER_TASKS = ("translation", "language_modeling")
@@ -90,29 +91,39 @@ def refusal(train_args):
 
 def before_training(train_args, prog):
     """What ctemp-train refuses before fairseq-train starts, which would fail on it with a traceback
-    (after making --save-dir): options its parser refuses, a DATA folder that is not there, no
-    batch size, a --save-dir that cannot be a folder; before these, a --user-dir of another copy of
-    the plugin. None where there is nothing to refuse."""
+    (after making --save-dir): options its parser refuses, a DATA folder that is not there or lacks
+    a dictionary or a split, options the model or optimizer cannot be built with (setup_checks.py),
+    no batch size, a --save-dir that cannot be a folder; before these, a --user-dir of another copy
+    of the plugin. None where there is nothing to refuse."""
     if problem := other_plugin_copy(train_args):
         return problem
     args, message = parse(train_args, prog)
     if message is not None:
         return message
-    if args.task in FOLDER_TASKS:
-        folders = split_paths(args.data)  # fairseq's shards: DATA1:DATA2
-        for folder in folders:
-            if not os.path.isdir(folder):
-                what = "not a folder" if os.path.exists(folder) else "no such folder"
-                return f"DATA {folder}: {what} (fairseq-preprocess's --destdir)"
-        if missing := missing_dictionary(args, folders[0]):
-            return f"DATA {folders[0]} has no {missing}: give the --destdir of fairseq-preprocess"
-        if problem := missing_split(args, folders):
-            return problem
+    folders = split_paths(args.data)  # fairseq's shards: DATA1:DATA2
+    if problem := data_problem(args, folders):
+        return problem
+    pair = language_pair(args, folders[0]) if args.task == "translation" else None
+    if problem := setup_problem(args, folders[0], pair):
+        return problem
     if args.max_tokens is None and args.batch_size is None:
         return "--max-tokens or --batch-size must be given: fairseq makes no batches without one"
     if problem := folder_problem(args.save_dir, made_if_missing=True):
         return f"--save-dir {args.save_dir} {problem}"
     return None
+
+
+def data_problem(args, folders):
+    """What fairseq-train would not find in the DATA folders of a FOLDER_TASKS task, else None."""
+    if args.task not in FOLDER_TASKS:
+        return None
+    for folder in folders:
+        if not os.path.isdir(folder):
+            what = "not a folder" if os.path.exists(folder) else "no such folder"
+            return f"DATA {folder}: {what} (fairseq-preprocess's --destdir)"
+    if missing := missing_dictionary(args, folders[0]):
+        return f"DATA {folders[0]} has no {missing}: give the --destdir of fairseq-preprocess"
+    return missing_split(args, folders)
 
 
 def missing_dictionary(args, folder):

@@ -145,6 +145,10 @@ def inputs(tmp_path_factory, toy_data):
     for made in toy_data["bin"].iterdir():
         if not made.name.startswith("train."):
             shutil.copy(made, no_train / made.name)
+    apart = root / "dicts-apart"  # the toy's files with a target dictionary of its own
+    shutil.copytree(toy_data["bin"], apart)
+    with open(apart / "dict.tgt.txt", "a", encoding="utf-8") as f:
+        f.write("only-in-the-target 1\n")
     (root / "run-without-config").mkdir()
     (root / "run-of-another-tool").mkdir()  # a config.json that ctemp-alt-sweep did not write
     (root / "run-of-another-tool" / "config.json").write_text('{"lr": 0.001}')
@@ -1374,6 +1378,45 @@ CASES = [
         [*LM_TRAIN, "--arch", "transformer_lm", "--valid-subset", "valid,valid7"],
         "ctemp-train: error: DATA {toy}/lm-bin has no valid7 split (valid7.bin and .idx): binarize it with "
         "fairseq-preprocess --validpref, name the split with --valid-subset, or train with --disable-validation",
+    ),
+    (
+        "ctemp-train: a translation architecture for a language model",
+        ctemp_train,  # (stock fairseq-train: AttributeError's traceback, after building the model)
+        [*LM_TRAIN, "--arch", "transformer"],
+        "ctemp-train: error: --arch transformer is not a language model, which --task language_modeling trains",
+    ),
+    (
+        "ctemp-train: a language model's architecture for translation",
+        ctemp_train,  # (stock fairseq-train: omegaconf's InterpolationKeyError with its traceback)
+        [*TRAIN[:4], "transformer_lm", *TRAIN[TRAIN.index("--cpu") :], "tempered_ce"],
+        "ctemp-train: error: --arch transformer_lm is not an encoder-decoder (translation) model, which "
+        "--task translation trains",
+    ),
+    (
+        "ctemp-train: --share-all-embeddings with a dictionary per language",
+        ctemp_train,  # (stock fairseq-train: ValueError's traceback)
+        ["{root}/dicts-apart", *TRAIN[1:], "tempered_ce", "--share-all-embeddings"],
+        "ctemp-train: error: --share-all-embeddings needs one dictionary for both languages "
+        "(fairseq-preprocess --joined-dictionary); DATA {root}/dicts-apart has dict.src.txt and "
+        "dict.tgt.txt apart",
+    ),
+    (
+        "ctemp-train: --fp16 on a CPU",
+        ctemp_train,  # (stock fairseq-train: "Torch not compiled with CUDA enabled", with its traceback)
+        [*TRAIN, "tempered_ce", "--fp16"],
+        "ctemp-train: error: --fp16 needs a CUDA device: on a CPU leave it out (--bf16 runs there)",
+    ),
+    (
+        "ctemp-train: an embedding size the attention heads do not divide",
+        ctemp_train,  # (stock fairseq-train: an AssertionError's traceback)
+        [*TRAIN, "tempered_ce", "--encoder-attention-heads", "3"],
+        "ctemp-train: error: --encoder-embed-dim 32 must be a multiple of --encoder-attention-heads 3",
+    ),
+    (
+        "ctemp-train: --update-freq 0",
+        ctemp_train,  # (stock fairseq-train: ZeroDivisionError's traceback)
+        [*TRAIN, "tempered_ce", "--update-freq", "0"],
+        "ctemp-train: error: --update-freq must be >= 1 (batches per update), got 0",
     ),
     (
         "ctemp-train: --save-dir in a file",

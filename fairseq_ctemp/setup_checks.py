@@ -1,0 +1,52 @@
+"""What fairseq-train stops on while it builds the model and the optimizer, with a traceback (an
+AttributeError, an AssertionError, a ZeroDivisionError), found from its parsed options before it
+starts: ctemp-train refuses these in one line (training_options.before_training)."""
+
+import os
+
+import torch
+from fairseq.models import ARCH_MODEL_REGISTRY, FairseqEncoderDecoderModel, FairseqLanguageModel
+from fairseq.models.transformer import TransformerModel
+from fairseq.models.transformer_lm import TransformerLanguageModel
+
+from .errors import OptionError
+from .models.transformer_checks import check_attention_heads
+
+# the kind of model each task of training_options.FOLDER_TASKS trains
+TASK_MODELS = {
+    "translation": (FairseqEncoderDecoderModel, "an encoder-decoder (translation) model"),
+    "language_modeling": (FairseqLanguageModel, "a language model"),
+}
+
+
+def setup_problem(args, folder, pair):
+    """The first of these problems of fairseq-train's options ``args``, in words, else None; folder:
+    the first DATA folder, pair: its (source, target) languages (None for a language model)."""
+    if bad := [f for f in args.update_freq if f < 1]:
+        return f"--update-freq must be >= 1 (batches per update), got {bad[0]}"
+    if args.fp16 and not args.memory_efficient_fp16 and (args.cpu or not torch.cuda.is_available()):
+        return "--fp16 needs a CUDA device: on a CPU leave it out (--bf16 runs there)"
+    model = ARCH_MODEL_REGISTRY[args.arch]
+    if args.task in TASK_MODELS and not issubclass(model, TASK_MODELS[args.task][0]):
+        kind = TASK_MODELS[args.task][1]
+        return f"--arch {args.arch} is not {kind}, which --task {args.task} trains"
+    sides = ("encoder", "decoder") if issubclass(model, TransformerModel) else ("decoder",)
+    if issubclass(model, (TransformerModel, TransformerLanguageModel)):
+        try:
+            check_attention_heads(args, sides)
+        except OptionError as e:
+            return str(e)
+    if pair and getattr(args, "share_all_embeddings", False):
+        src, tgt = (symbols(os.path.join(folder, f"dict.{lang}.txt")) for lang in pair)
+        if src != tgt:
+            return (
+                "--share-all-embeddings needs one dictionary for both languages (fairseq-preprocess "
+                f"--joined-dictionary); DATA {folder} has dict.{pair[0]}.txt and dict.{pair[1]}.txt apart"
+            )
+    return None
+
+
+def symbols(path):
+    """The entries of a fairseq dictionary file, in order (what fairseq compares of two)."""
+    with open(path, encoding="utf-8") as f:
+        return [line.split(" ", 1)[0] for line in f]
