@@ -12,10 +12,11 @@ from fairseq.models.transformer_lm import TransformerLanguageModel
 from .errors import OptionError
 from .models.transformer_checks import check_attention_heads
 
-# the kind of model each task of training_options.FOLDER_TASKS trains
+# the kind of model each task of training_options.FOLDER_TASKS trains, and the other kind, refused
+# (a model of neither kind is left to fairseq)
 TASK_MODELS = {
-    "translation": (FairseqEncoderDecoderModel, "an encoder-decoder (translation) model"),
-    "language_modeling": (FairseqLanguageModel, "a language model"),
+    "translation": ("an encoder-decoder (translation) model", FairseqLanguageModel),
+    "language_modeling": ("a language model", FairseqEncoderDecoderModel),
 }
 
 
@@ -27,9 +28,8 @@ def setup_problem(args, folder, pair):
     if args.fp16 and not args.memory_efficient_fp16 and (args.cpu or not torch.cuda.is_available()):
         return "--fp16 needs a CUDA device: on a CPU leave it out (--bf16 runs there)"
     model = ARCH_MODEL_REGISTRY[args.arch]
-    if args.task in TASK_MODELS and not issubclass(model, TASK_MODELS[args.task][0]):
-        kind = TASK_MODELS[args.task][1]
-        return f"--arch {args.arch} is not {kind}, which --task {args.task} trains"
+    if args.task in TASK_MODELS and issubclass(model, TASK_MODELS[args.task][1]):
+        return f"--arch {args.arch} is not {TASK_MODELS[args.task][0]}, which --task {args.task} trains"
     sides = ("encoder", "decoder") if issubclass(model, TransformerModel) else ("decoder",)
     if issubclass(model, (TransformerModel, TransformerLanguageModel)):
         try:
