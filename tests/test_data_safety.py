@@ -601,7 +601,7 @@ def test_a_run_another_sweep_holds_is_left_to_it_not_failed(alt, tmp_path):
             [*SWEEP_COMMAND, "run-one", run_dir, "--cpu"], env=ENV, text=True, capture_output=True
         )
     assert one.returncode == alt_common.HELD_STATUS, one.stderr
-    assert one.stderr.endswith(f"\nerror: {held}: wait for it to finish, or stop it and run again\n")
+    assert one.stderr.splitlines()[-1] == f"error: {held}: wait for it to finish, or stop it and run again"
 
 
 def test_a_killed_sweep_takes_its_runs_with_it(alt, tmp_path):
