@@ -20,13 +20,41 @@ TASK_MODELS = {
 }
 
 
+# fairseq's schedulers that raise a ValueError for several --lr values (only "fixed" takes a list)
+ONE_LR_SCHEDULERS = ("reduce_lr_on_plateau", "inverse_sqrt", "triangular", "cosine", "tri_stage")
+DROPOUTS = ("dropout", "attention_dropout", "activation_dropout", "relu_dropout")
+
+
 def setup_problem(args, folder, pair):
-    """The first of these problems of fairseq-train's options ``args``, in words, else None; folder:
-    the first DATA folder, pair: its (source, target) languages (None for a language model)."""
+    """The first problem of fairseq-train's options ``args`` in building its batches, optimizer,
+    scheduler and model, in words, else None; folder: the first DATA folder, pair: its (source,
+    target) languages (None for a language model)."""
+    return optimization_problem(args) or model_problem(args, folder, pair)
+
+
+def optimization_problem(args):
+    for option, value in (("--max-tokens", args.max_tokens), ("--batch-size", args.batch_size)):
+        if value is not None and value < 1:  # fairseq takes 0 as no limit at all, silently
+            return f"{option} must be >= 1, got {value}"
     if bad := [f for f in args.update_freq if f < 1]:
         return f"--update-freq must be >= 1 (batches per update), got {bad[0]}"
     if args.fp16 and not args.memory_efficient_fp16 and (args.cpu or not torch.cuda.is_available()):
         return "--fp16 needs a CUDA device: on a CPU leave it out (--bf16 runs there)"
+    if len(args.lr) > 1 and args.lr_scheduler in ONE_LR_SCHEDULERS:
+        return (
+            f"--lr {','.join(f'{lr:g}' for lr in args.lr)}: several learning rates are --lr-scheduler "
+            f"fixed's (one per epoch); --lr-scheduler {args.lr_scheduler} takes one"
+        )
+    if args.lr_scheduler == "inverse_sqrt" and args.warmup_updates < 1:
+        return f"--lr-scheduler inverse_sqrt needs --warmup-updates >= 1 (it divides by it), got {args.warmup_updates}"
+    return None
+
+
+def model_problem(args, folder, pair):
+    for name in DROPOUTS:
+        value = getattr(args, name, None)
+        if value is not None and not 0 <= value <= 1:
+            return f"--{name.replace('_', '-')} must be in [0, 1], got {value:g}"
     model = ARCH_MODEL_REGISTRY[args.arch]
     if args.task in TASK_MODELS and issubclass(model, TASK_MODELS[args.task][1]):
         return f"--arch {args.arch} is not {TASK_MODELS[args.task][0]}, which --task {args.task} trains"

@@ -1419,6 +1419,31 @@ CASES = [
         "ctemp-train: error: --update-freq must be >= 1 (batches per update), got 0",
     ),
     (
+        "ctemp-train: --batch-size 0",
+        ctemp_train,  # (stock fairseq-train: no limit on the sentences of a batch, without a word)
+        [*TRAIN, "tempered_ce", "--batch-size", "0", "--max-update", "1"],  # (a stop, were it to train)
+        "ctemp-train: error: --batch-size must be >= 1, got 0",
+    ),
+    (
+        "ctemp-train: several learning rates for reduce_lr_on_plateau",
+        ctemp_train,  # (stock fairseq-train: ValueError's traceback)
+        [*TRAIN, "tempered_ce", "--lr-scheduler", "reduce_lr_on_plateau", "--lr", "1e-3,5e-4"],
+        "ctemp-train: error: --lr 0.001,0.0005: several learning rates are --lr-scheduler fixed's (one per "
+        "epoch); --lr-scheduler reduce_lr_on_plateau takes one",
+    ),
+    (
+        "ctemp-train: inverse_sqrt without warm-up",
+        ctemp_train,  # (stock fairseq-train: ZeroDivisionError's traceback)
+        [*TRAIN, "tempered_ce", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "0"],
+        "ctemp-train: error: --lr-scheduler inverse_sqrt needs --warmup-updates >= 1 (it divides by it), got 0",
+    ),
+    (
+        "ctemp-train: a dropout above 1",
+        ctemp_train,  # (stock fairseq-train: ValueError's traceback, after building half the model)
+        [*TRAIN, "tempered_ce", "--dropout", "1.5"],
+        "ctemp-train: error: --dropout must be in [0, 1], got 1.5",
+    ),
+    (
         "ctemp-train: --save-dir in a file",
         ctemp_train,  # (stock fairseq-train: NotADirectoryError's traceback)
         [*TRAIN, "tempered_ce", "--save-dir", "{root}/a-file/checkpoints"],
