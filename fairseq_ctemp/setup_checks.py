@@ -58,8 +58,8 @@ def model_problem(args, folder, pair):
     model = ARCH_MODEL_REGISTRY[args.arch]
     if args.task in TASK_MODELS and issubclass(model, TASK_MODELS[args.task][1]):
         return f"--arch {args.arch} is not {TASK_MODELS[args.task][0]}, which --task {args.task} trains"
-    sides = ("encoder", "decoder") if issubclass(model, TransformerModel) else ("decoder",)
     if issubclass(model, (TransformerModel, TransformerLanguageModel)):
+        sides = ("encoder", "decoder") if issubclass(model, TransformerModel) else ("decoder",)
         try:
             check_attention_heads(args, sides)
         except OptionError as e:

@@ -101,10 +101,10 @@ def before_training(train_args, prog):
     if message is not None:
         return message
     folders = split_paths(args.data)  # fairseq's shards: DATA1:DATA2
-    if problem := data_problem(args, folders):
+    if problem := missing_folder(args, folders):
         return problem
-    pair = language_pair(args, folders[0]) if args.task == "translation" else None
-    if problem := setup_problem(args, folders[0], pair):
+    pair = language_pair(args, folders[0]) if args.task == "translation" else None  # (read once)
+    if problem := data_problem(args, folders, pair) or setup_problem(args, folders[0], pair):
         return problem
     if args.max_tokens is None and args.batch_size is None:
         return "--max-tokens or --batch-size must be given: fairseq makes no batches without one"
@@ -113,30 +113,35 @@ def before_training(train_args, prog):
     return None
 
 
-def data_problem(args, folders):
-    """What fairseq-train would not find in the DATA folders of a FOLDER_TASKS task, else None."""
-    if args.task not in FOLDER_TASKS:
-        return None
-    for folder in folders:
+def missing_folder(args, folders):
+    """A DATA folder of a FOLDER_TASKS task that is not there, in words, else None."""
+    for folder in folders if args.task in FOLDER_TASKS else ():
         if not os.path.isdir(folder):
             what = "not a folder" if os.path.exists(folder) else "no such folder"
             return f"DATA {folder}: {what} (fairseq-preprocess's --destdir)"
-    if missing := missing_dictionary(args, folders[0]):
+    return None
+
+
+def data_problem(args, folders, pair):
+    """What fairseq-train would not find in the DATA folders of a FOLDER_TASKS task, else None;
+    pair: a translation's (source, target) languages (language_pair)."""
+    if args.task not in FOLDER_TASKS:
+        return None
+    if missing := missing_dictionary(args, folders[0], pair):
         return f"DATA {folders[0]} has no {missing}: give the --destdir of fairseq-preprocess"
-    return missing_split(args, folders)
+    return missing_split(args, folders, pair)
 
 
-def missing_dictionary(args, folder):
+def missing_dictionary(args, folder, pair):
     """What fairseq reads first from a DATA folder (LM: dict.txt; translation: the dictionary of each
     language, the pair inferred from the file names as fairseq does without -s/-t) where it is not
     there, in words, else None."""
     if args.task == "language_modeling":
         names = ["dict.txt"]
     else:
-        langs = language_pair(args, folder)
-        if langs is None:
+        if pair is None:
             return "SPLIT.SRC-TGT.* files to infer the language pair from (without -s/-t)"
-        names = [f"dict.{lang}.txt" for lang in langs]
+        names = [f"dict.{lang}.txt" for lang in pair]
     return next((n for n in names if not os.path.isfile(os.path.join(folder, n))), None)
 
 
@@ -149,11 +154,10 @@ def language_pair(args, folder):
     return None if None in langs else tuple(langs)
 
 
-def missing_split(args, folders):
+def missing_split(args, folders, pair):
     """The first split fairseq-train would not find, in words, else None: --train-subset in every
     shard (shard k is read at epoch k, hours in), each --valid-subset in the first (fairseq's
-    FileNotFoundError with a traceback, after building the model)."""
-    pair = None if args.task == "language_modeling" else language_pair(args, folders[0])
+    FileNotFoundError with a traceback, after building the model). pair: None for a language model."""
     wanted = [(folder, args.train_subset, TRAIN_HINT) for folder in folders]
     if not args.disable_validation:
         wanted += [(folders[0], split, VALID_HINT) for split in args.valid_subset.split(",")]
