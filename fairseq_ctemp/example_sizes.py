@@ -1,18 +1,21 @@
-"""ctemp-train's refusal of examples longer than the model's positions, in one line.
+"""ctemp-train's refusal of examples longer than the model's positions or a batch, in one line.
 
 fairseq-train skips the training examples longer than the positions the model allows
 (``--max-source-positions`` / ``--max-target-positions``, ``--tokens-per-sample`` for a language
-model) with a warning; when it skips every one of them it fails in ``batch_by_size`` with an
-IndexError and a traceback. A validation example too long raises an Exception, with a traceback,
-unless ``--skip-invalid-size-inputs-valid-test``. Inside ``checked()`` (what ctemp-train runs in)
-both end with one line naming the options (``errors.OptionError``); a training set of which only
-some examples are too long still trains, as fairseq's, with its warning. The worker processes of
-multi-GPU training inherit ``ENV`` and check too (``install_if_requested``, called by the plugin's
-import), as ``early_stopping`` does.
+model; for training, capped at ``--max-tokens``) with a warning; when it skips every one of them it
+fails in ``batch_by_size`` with an IndexError and a traceback. A validation example too long raises
+an Exception, with a traceback, unless ``--skip-invalid-size-inputs-valid-test``; one within the
+positions but longer than ``--max-tokens-valid`` (no cap there) fails batch_by_size's assertion.
+Inside ``checked()`` (what ctemp-train runs in) each ends with one line naming the options
+(``errors.OptionError``); a training set of which only some examples are too long still trains, as
+fairseq's, with its warning. The worker processes of multi-GPU training inherit ``ENV`` and check
+too (``install_if_requested``, called by the plugin's import), as ``early_stopping`` does.
 """
 
 import contextlib
 import os
+
+import numpy as np
 
 from . import environment
 from .errors import OptionError
@@ -20,6 +23,7 @@ from .errors import OptionError
 # Set inside checked(): the processes fairseq spawns inherit it and check when they import the plugin.
 ENV = "CTEMP_CHECK_EXAMPLE_SIZES"
 OPTIONS = "--max-source-positions / --max-target-positions (--tokens-per-sample for a language model)"
+BATCH_OPTIONS = "--max-tokens-valid (--max-tokens where not given)"
 
 
 @contextlib.contextmanager
@@ -51,12 +55,27 @@ def problem(dataset, split, indices, max_positions, ignore_invalid_inputs):
     if ignore_invalid_inputs:
         return (
             f"{OPTIONS}: every one of the {len(indices):,} examples of {split} is longer than the "
-            f"model's positions allow ({allowed}; example #{first}: {size}): raise them, or give "
-            "shorter examples"
+            f"model's positions allow ({allowed}; example #{first}: {size}): raise them (for training, "
+            "fairseq-train caps them at --max-tokens too), or give shorter examples"
         )
     return (
         f"{OPTIONS}: example #{first} of {split} ({size}) is longer than the model's positions "
         f"allow ({allowed}): raise them, or skip such examples with --skip-invalid-size-inputs-valid-test"
+    )
+
+
+def batch_problem(indices, sizes, max_tokens):
+    """Why no batch of ``max_tokens`` tokens can hold one of ``indices`` (``sizes``, an array:
+    their tokens as fairseq counts them for batching), or None."""
+    if max_tokens is None or max_tokens <= 0 or len(indices) == 0:
+        return None  # (fairseq's "no limit")
+    over = np.flatnonzero(sizes > max_tokens)
+    if len(over) == 0:
+        return None
+    first = over[0]
+    return (
+        f"{BATCH_OPTIONS}: a batch of {int(max_tokens)} tokens cannot hold example #{indices[first]} "
+        f"({int(sizes[first])} tokens): raise it to at least {int(sizes.max())}, the longest example's"
     )
 
 
@@ -72,13 +91,15 @@ def _tokens(size):
 
 
 def _install():
-    """Patch FairseqTask.filter_indices_by_size; returns the function that undoes it (nothing to
-    undo when it is patched already)."""
+    """Patch FairseqTask.filter_indices_by_size and data_utils.batch_by_size; returns the function
+    that undoes it (nothing to undo when it is patched already)."""
+    from fairseq.data import data_utils
     from fairseq.tasks.fairseq_task import FairseqTask
 
     original = FairseqTask.filter_indices_by_size
     if getattr(original, "checks_example_sizes", False):
         return lambda: None
+    original_batch_by_size = data_utils.batch_by_size
 
     def filter_indices_by_size(self, indices, dataset, max_positions=None, ignore_invalid_inputs=False):
         split = next(
@@ -89,10 +110,24 @@ def _install():
             raise OptionError(why)
         return original(self, indices, dataset, max_positions, ignore_invalid_inputs)
 
+    def batch_by_size(indices, num_tokens_fn, num_tokens_vec=None, max_tokens=None, max_sentences=None,
+                      required_batch_size_multiple=1, fixed_shapes=None):  # fmt: skip
+        if fixed_shapes is None:  # (fixed shapes make no assertion to spare)
+            sizes = num_tokens_vec if num_tokens_vec is not None else [num_tokens_fn(i) for i in indices]
+            why = batch_problem(indices, np.asarray(sizes), max_tokens)
+            if why:
+                raise OptionError(why)
+        return original_batch_by_size(
+            indices, num_tokens_fn, num_tokens_vec, max_tokens, max_sentences,
+            required_batch_size_multiple, fixed_shapes,
+        )  # fmt: skip
+
     filter_indices_by_size.checks_example_sizes = True
     FairseqTask.filter_indices_by_size = filter_indices_by_size
+    data_utils.batch_by_size = batch_by_size
 
     def restore():
         FairseqTask.filter_indices_by_size = original
+        data_utils.batch_by_size = original_batch_by_size
 
     return restore

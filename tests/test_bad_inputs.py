@@ -1477,6 +1477,21 @@ CASES = [
         "them, or skip such examples with --skip-invalid-size-inputs-valid-test",
     ),
     (
+        "ctemp-train: every training example longer than --max-tokens",
+        ["ctemp-train"],  # (fairseq-train caps the training positions at --max-tokens: as above)
+        [*TRAIN, "tempered_ce", "--max-tokens", "3", "--max-tokens-valid", "1000"],
+        "ctemp-train: error: --max-source-positions / --max-target-positions (--tokens-per-sample for a "
+        "language model): every one of the 800 examples of train is longer than the model's positions "
+        "allow (3 source / 3 target tokens; example #",
+    ),
+    (
+        "ctemp-train: a validation example longer than --max-tokens-valid",
+        ["ctemp-train"],  # (stock fairseq-train: batch_by_size's AssertionError with its traceback)
+        [*TRAIN, "tempered_ce", "--max-tokens-valid", "3"],
+        "ctemp-train: error: --max-tokens-valid (--max-tokens where not given): a batch of 3 tokens "
+        "cannot hold example #",
+    ),
+    (
         "ctemp-train: --user-dir of another copy of the plugin",
         ctemp_train,
         [*TRAIN, "tempered_ce", "--user-dir", "{root}/checkout/fairseq_ctemp"],

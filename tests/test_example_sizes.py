@@ -1,4 +1,5 @@
-"""ctemp-train's refusal of examples too long for the model's positions (fairseq_ctemp.example_sizes),
+"""ctemp-train's refusal of examples too long for the model's positions or a batch
+(fairseq_ctemp.example_sizes),
 against a count made here by hand; in ctemp-train's own process and in those it spawns. The
 commands themselves: tests/test_bad_inputs.py (ctemp-train: ... longer than the model's positions)."""
 
@@ -6,9 +7,10 @@ import os
 import subprocess
 
 import numpy as np
+import pytest
 import torch
 from conftest import python_script
-from fairseq.data import Dictionary, LanguagePairDataset
+from fairseq.data import Dictionary, LanguagePairDataset, data_utils
 from fairseq.tasks.fairseq_task import FairseqTask
 
 from fairseq_ctemp import example_sizes
@@ -61,12 +63,37 @@ def test_a_validation_example_too_long_is_refused_by_its_index():
         assert message.endswith("--skip-invalid-size-inputs-valid-test")
 
 
+def test_an_example_longer_than_a_batch_is_refused_by_its_index_inside_checked_only(monkeypatch):
+    """fairseq batches a pair by its longer side; the first example (in the batching order) over
+    the limit is named, and the longest one's size asked for."""
+    monkeypatch.delenv(example_sizes.ENV, raising=False)
+    data, order = dataset(), np.array([2, 0, 4, 1, 3])
+    longest = max(max(s, t) for s, t in SIZES)
+    for limit in (longest, None, 0):  # enough; fairseq's "no limit" twice
+        with example_sizes.checked():
+            assert data.batch_by_size(order, max_tokens=limit)
+    for limit in (8, 5, 1):
+        first = next(i for i in order if max(SIZES[i]) > limit)
+        expected = (
+            f"--max-tokens-valid (--max-tokens where not given): a batch of {limit} tokens cannot hold "
+            f"example #{first} ({max(SIZES[first])} tokens): raise it to at least {longest}, the "
+            "longest example's"
+        )
+        with example_sizes.checked(), pytest.raises(example_sizes.OptionError) as refused:
+            data.batch_by_size(order, max_tokens=limit)
+        assert str(refused.value) == expected
+        with pytest.raises(AssertionError, match="should not exceed max_tokens"):  # stock, outside
+            data.batch_by_size(order, max_tokens=limit)
+
+
 def test_the_check_is_made_inside_checked_only(monkeypatch):
     monkeypatch.delenv(example_sizes.ENV, raising=False)
-    stock = FairseqTask.filter_indices_by_size
+    stock, stock_batches = FairseqTask.filter_indices_by_size, data_utils.batch_by_size
     with example_sizes.checked():
         assert FairseqTask.filter_indices_by_size is not stock and os.environ[example_sizes.ENV] == "1"
+        assert data_utils.batch_by_size is not stock_batches
     assert FairseqTask.filter_indices_by_size is stock and example_sizes.ENV not in os.environ
+    assert data_utils.batch_by_size is stock_batches
 
 
 def test_a_process_spawned_inside_checked_checks_too(tmp_path):
