@@ -43,6 +43,7 @@ def load(work):
     for path in sorted(glob.glob(os.path.join(work, "sweep", "*", "experiment.json"))):
         exp_dir = os.path.dirname(path)
         exp = read_settings(exp_dir, AltError)
+        data = prepared(os.path.join(exp_dir, exp.data))  # relative to exp_dir (absolute in older sweeps)
         runs, pending = [], []
         for config_path in sorted(glob.glob(os.path.join(exp_dir, "*", "config.json"))):
             run_dir = os.path.dirname(config_path)
@@ -69,8 +70,8 @@ def load(work):
                 exp=exp,
                 runs=runs,
                 pending=pending,
-                test=test_name(exp_dir, exp),
-                in_train=in_train_note(exp_dir, exp),
+                test=test_name(data),
+                in_train=in_train_note(data),
                 final=read_tempering(exp_dir),
                 posthoc=posthoc.load(exp_dir),
                 compare=read_comparisons(exp_dir),
@@ -79,18 +80,17 @@ def load(work):
     return experiments
 
 
-def test_name(exp_dir, exp):
-    """What an experiment's tables call its test split: "carved test" where ctemp-alt-data carved it
-    from train (--carve-test), else "test"."""
-    data = prepared(os.path.join(exp_dir, exp.data))  # relative to exp_dir (absolute in older sweeps)
+def test_name(data):
+    """What an experiment's tables call its test split (``data``: its prepared data, or None):
+    "carved test" where ctemp-alt-data carved it from train (--carve-test), else "test"."""
     source = (data.test_source if data else None) or ""
     return "carved test" if source.startswith("carved") else "test"
 
 
-def in_train_note(exp_dir, exp):
+def in_train_note(data):
     """'dev: 6 en, 0 vi, 0 pairs of 1,000; ...': the sentences of an experiment's dev and test splits
-    also in its train split, read from its data directory's raw text (None where that is gone)."""
-    data = prepared(os.path.join(exp_dir, exp.data))
+    (``data``: its prepared data, or None) also in its train split, read from the data directory's
+    raw text (None where that is gone)."""
     counts = data and in_train_of_raw(data.raw, *data.pair, data.sizes)
     return in_train_line(counts, data.sizes) if counts else None
 
