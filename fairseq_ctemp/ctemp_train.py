@@ -9,6 +9,7 @@ from . import early_stopping, exact_resume, example_sizes
 @contextlib.contextmanager
 def changes():
     """The patience count carried in the checkpoints (early_stopping), the exact resume
-    (exact_resume) and examples too long for the model refused in one line (example_sizes)."""
+    (exact_resume), examples too long for the model or a batch refused in one line and those that
+    fairseq's batching leaves out told (example_sizes)."""
     with early_stopping.carried_in_checkpoints(), exact_resume.turned_on(), example_sizes.checked():
         yield

@@ -1,4 +1,5 @@
-"""ctemp-train's refusal of examples longer than the model's positions or a batch, in one line.
+"""ctemp-train's refusal of examples longer than the model's positions or a batch, in one line, and
+its warning of the examples fairseq's batching leaves out.
 
 fairseq-train skips the training examples longer than the positions the model allows
 (``--max-source-positions`` / ``--max-target-positions``, ``--tokens-per-sample`` for a language
@@ -8,11 +9,17 @@ an Exception, with a traceback, unless ``--skip-invalid-size-inputs-valid-test``
 positions but longer than ``--max-tokens-valid`` (no cap there) fails batch_by_size's assertion.
 Inside ``checked()`` (what ctemp-train runs in) each ends with one line naming the options
 (``errors.OptionError``); a training set of which only some examples are too long still trains, as
-fairseq's, with its warning. The worker processes of multi-GPU training inherit ``ENV`` and check
-too (``install_if_requested``, called by the plugin's import), as ``early_stopping`` does.
+fairseq's, with its warning. fairseq's batch_by_size also drops, without a word, a last batch whose
+size is not a multiple of ``--required-batch-size-multiple`` (8 by default): the longest examples
+of the training set are then never trained on, and validation (its loss, ``--eval-bleu``) is over
+the rest of the validation set; inside ``checked()`` a warning says how many examples are left out
+(an error where that is all of them).
+The worker processes of multi-GPU training inherit ``ENV`` and check too (``install_if_requested``,
+called by the plugin's import), as ``early_stopping`` does.
 """
 
 import contextlib
+import logging
 import os
 
 import numpy as np
@@ -24,6 +31,8 @@ from .errors import OptionError
 ENV = "CTEMP_CHECK_EXAMPLE_SIZES"
 OPTIONS = "--max-source-positions / --max-target-positions (--tokens-per-sample for a language model)"
 BATCH_OPTIONS = "--max-tokens-valid (--max-tokens where not given)"
+
+logger = logging.getLogger(__name__)
 
 
 @contextlib.contextmanager
@@ -79,6 +88,20 @@ def batch_problem(indices, sizes, max_tokens):
     )
 
 
+def left_out(given, batches, multiple):
+    """What fairseq's batching left out of ``given`` examples (``batches``: what it made of them),
+    or None: it drops a last batch whose size is not a multiple of --required-batch-size-multiple
+    (the longest examples, in every epoch) without a word."""
+    batched = sum(len(b) for b in batches)
+    if batched == given:
+        return None
+    return (
+        f"--required-batch-size-multiple {multiple}: fairseq's batching leaves {given - batched:,} of "
+        f"the {given:,} examples out of every epoch (it drops a last batch whose size is not a multiple "
+        f"of {multiple}: the longest examples); --required-batch-size-multiple 1 keeps every example"
+    )
+
+
 def _tokens(size):
     """ "4 source / 5 target tokens" of a sentence pair's (or a model's) sizes, "70 tokens" of one;
     any other (a task's own kind of sizes) as it is."""
@@ -117,10 +140,16 @@ def _install():
             why = batch_problem(indices, np.asarray(sizes), max_tokens)
             if why:
                 raise OptionError(why)
-        return original_batch_by_size(
+        batches = original_batch_by_size(
             indices, num_tokens_fn, num_tokens_vec, max_tokens, max_sentences,
             required_batch_size_multiple, fixed_shapes,
         )  # fmt: skip
+        dropped = left_out(len(indices), batches, required_batch_size_multiple)
+        if dropped and len(batches) == 0:  # (fairseq: "The dataset is empty" and a traceback)
+            raise OptionError(dropped)
+        if dropped:
+            logger.warning(dropped)
+        return batches
 
     filter_indices_by_size.checks_example_sizes = True
     FairseqTask.filter_indices_by_size = filter_indices_by_size

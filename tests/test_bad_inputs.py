@@ -1492,6 +1492,23 @@ CASES = [
         "cannot hold example #",
     ),
     (
+        "ctemp-train: fairseq's batching would leave out every example",
+        ["ctemp-train"],  # (stock fairseq-train: "The dataset is empty" with its traceback)
+        [
+            *LM_TRAIN,
+            "--arch",
+            "ct_transformer_lm_tiny",
+            "--criterion",
+            "ct_cross_entropy",
+            "--tokens-per-sample",
+            "16",
+            "--max-tokens",
+            "3",
+        ],  # fmt: skip  (one block of 3 tokens fits)
+        "ctemp-train: error: --required-batch-size-multiple 8: fairseq's batching leaves 1 of the 1 "
+        "examples out of every epoch",
+    ),
+    (
         "ctemp-train: --user-dir of another copy of the plugin",
         ctemp_train,
         [*TRAIN, "tempered_ce", "--user-dir", "{root}/checkout/fairseq_ctemp"],

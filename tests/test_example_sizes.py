@@ -4,6 +4,7 @@ against a count made here by hand; in ctemp-train's own process and in those it 
 commands themselves: tests/test_bad_inputs.py (ctemp-train: ... longer than the model's positions)."""
 
 import os
+import re
 import subprocess
 
 import numpy as np
@@ -84,6 +85,54 @@ def test_an_example_longer_than_a_batch_is_refused_by_its_index_inside_checked_o
         assert str(refused.value) == expected
         with pytest.raises(AssertionError, match="should not exceed max_tokens"):  # stock, outside
             data.batch_by_size(order, max_tokens=limit)
+
+
+@pytest.mark.parametrize("count", [5, 13, 16, 21])
+def test_the_examples_that_fairseqs_batching_leaves_out_are_told(count, monkeypatch, caplog):
+    """Examples that all fit one batch: fairseq keeps a multiple of --required-batch-size-multiple
+    (8) of them and drops the rest, count % 8, without a word; inside checked() that is a warning,
+    or an error where nothing is kept. With multiple 1 nothing is left out and nothing said."""
+    monkeypatch.delenv(example_sizes.ENV, raising=False)
+    data = LanguagePairDataset(
+        [torch.full((3,), 5)] * count, np.full(count, 3), Dictionary(), [torch.full((3,), 5)] * count,
+        np.full(count, 3), Dictionary(),
+    )  # fmt: skip
+    order, dropped = np.arange(count), count % 8
+    stock = data.batch_by_size(order, max_tokens=1000, required_batch_size_multiple=8)
+    assert sum(map(len, stock)) == count - dropped  # (outside checked())
+    told = (
+        f"--required-batch-size-multiple 8: fairseq's batching leaves {dropped} of the {count} examples "
+        "out of every epoch (it drops a last batch whose size is not a multiple of 8: the longest "
+        "examples); --required-batch-size-multiple 1 keeps every example"
+    )
+    with example_sizes.checked():
+        assert sum(map(len, data.batch_by_size(order, max_tokens=1000))) == count
+        assert not caplog.records
+        if dropped == count:
+            with pytest.raises(example_sizes.OptionError, match=re.escape(told)):
+                data.batch_by_size(order, max_tokens=1000, required_batch_size_multiple=8)
+            return
+        batches = data.batch_by_size(order, max_tokens=1000, required_batch_size_multiple=8)
+    assert [list(b) for b in batches] == [list(b) for b in stock]
+    assert [r.getMessage() for r in caplog.records] == ([told] if dropped else [])
+
+
+def test_a_last_batch_left_out_is_warned_of(monkeypatch, caplog):
+    """Batches of 5 examples of 3 tokens (max_tokens 15) hold 4 each with multiple 4, which
+    leaves a last batch of 2 of the 10, dropped: counted by hand."""
+    monkeypatch.delenv(example_sizes.ENV, raising=False)
+    data = LanguagePairDataset(
+        [torch.full((3,), 5)] * 10, np.full(10, 3), Dictionary(), [torch.full((3,), 5)] * 10,
+        np.full(10, 3), Dictionary(),
+    )  # fmt: skip
+    with example_sizes.checked():
+        batches = data.batch_by_size(np.arange(10), max_tokens=15, required_batch_size_multiple=4)
+    assert [len(b) for b in batches] == [4, 4]
+    assert [r.getMessage() for r in caplog.records] == [
+        "--required-batch-size-multiple 4: fairseq's batching leaves 2 of the 10 examples out of every "
+        "epoch (it drops a last batch whose size is not a multiple of 4: the longest examples); "
+        "--required-batch-size-multiple 1 keeps every example"
+    ]
 
 
 def test_the_check_is_made_inside_checked_only(monkeypatch):
