@@ -25,6 +25,7 @@ import time
 import warnings
 from typing import List, Optional
 
+import numpy as np
 import torch
 from fairseq import checkpoint_utils, utils
 from fairseq.dataclass.configs import GenerationConfig
@@ -72,6 +73,14 @@ class DecodingOptions:
             "num_workers",
         )
         return {k: getattr(self, k) for k in names}
+
+
+def _longest(dataset):
+    """The most tokens of any example of ``dataset``, as fairseq counts them when batching."""
+    try:
+        return int(dataset.num_tokens_vec(np.arange(len(dataset))).max())
+    except NotImplementedError:
+        return max(dataset.num_tokens(i) for i in range(len(dataset)))
 
 
 class _Parser(argparse.ArgumentParser):
@@ -235,6 +244,12 @@ class Translator:
             )
         if batch_size is None and max_tokens is None:
             max_tokens = 12000  # fairseq-generate's default
+        longest = _longest(dataset)
+        if max_tokens is not None and longest > max_tokens:  # (fairseq: an AssertionError's traceback)
+            raise TranslateError(
+                f"--max-tokens {max_tokens} is below the longest sentence of {subset} ({longest} tokens, "
+                f"the longer of source and reference): give at least {longest}"
+            )
         iterator = self.task.get_batch_iterator(
             dataset=dataset,
             max_tokens=max_tokens,

@@ -10,6 +10,7 @@ import io
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -470,6 +471,25 @@ def test_refuses_sentences_too_long_for_the_model(tiny, tmp_path):
         )
         gvb.run_greedy_vs_beam(request, translator=translator, verbose=False)
     assert not (tmp_path / "out").exists()
+
+
+def test_refuses_a_max_tokens_below_the_longest_sentence(tiny, tmp_path):
+    """fairseq batches a pair by its longer side (+ </s>); a --max-tokens below the longest is
+    refused in one line (fairseq: an AssertionError's traceback); at the longest it decodes."""
+    sides = [lines(f"{tiny['raw']}/test.{side}") for side in ("src", "tgt")]
+    longest = max(max(len(s.split()), len(t.split())) + 1 for s, t in zip(*sides))
+    for max_tokens, refused in ((longest - 1, True), (longest, False)):
+        request = gvb.Request(
+            tiny["data"], tiny["checkpoint"], beam=2, save_dir=str(tmp_path / f"out{max_tokens}"),
+            extra_args=[*GENERATE_ARGS, "--max-tokens", str(max_tokens)],
+        )  # fmt: skip
+        if not refused:
+            assert gvb.run_greedy_vs_beam(request, verbose=False)
+            continue
+        expected = f"--max-tokens {max_tokens} is below the longest sentence of test ({longest} tokens"
+        with pytest.raises(gvb.UsageError, match=re.escape(expected)):
+            gvb.run_greedy_vs_beam(request, verbose=False)
+        assert not (tmp_path / f"out{max_tokens}").exists()
 
 
 @pytest.mark.parametrize(
