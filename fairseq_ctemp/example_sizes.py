@@ -15,7 +15,8 @@ of the training set are then never trained on, and validation (its loss, ``--eva
 the rest of the validation set; inside ``checked()`` a warning says how many examples are left out
 (an error where that is all of them).
 The worker processes of multi-GPU training inherit ``ENV`` and check too (``install_if_requested``,
-called by the plugin's import), as ``early_stopping`` does.
+called by the plugin's import), as ``early_stopping`` does. ``longest`` also serves the decoding and
+calibration tools, which refuse a ``--max-tokens`` below the longest example themselves.
 """
 
 import contextlib
@@ -100,6 +101,18 @@ def left_out(given, batches, multiple):
         f"the {given:,} examples out of every epoch (it drops a last batch whose size is not a multiple "
         f"of {multiple}: the longest examples); --required-batch-size-multiple 1 keeps every example"
     )
+
+
+def longest(dataset, indices=None):
+    """The most tokens of an example of ``dataset`` (of ``indices`` only, where given), as fairseq
+    counts them when batching (a sentence pair: its longer side)."""
+    indices = np.arange(len(dataset)) if indices is None else np.asarray(indices)
+    if len(indices) == 0:
+        return 0
+    try:
+        return int(np.max(dataset.num_tokens_vec(indices)))
+    except NotImplementedError:
+        return max(int(dataset.num_tokens(i)) for i in indices)
 
 
 def _tokens(size):

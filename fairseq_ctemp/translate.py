@@ -25,13 +25,12 @@ import time
 import warnings
 from typing import List, Optional
 
-import numpy as np
 import torch
 from fairseq import checkpoint_utils, utils
 from fairseq.dataclass.configs import GenerationConfig
 from fairseq_cli.generate import get_symbols_to_strip_from_output
 
-from . import checkpoint_task, decoding
+from . import checkpoint_task, decoding, example_sizes
 from .progress import progress_bar
 
 logger = logging.getLogger("fairseq_ctemp.translate")
@@ -73,14 +72,6 @@ class DecodingOptions:
             "num_workers",
         )
         return {k: getattr(self, k) for k in names}
-
-
-def _longest(dataset):
-    """The most tokens of any example of ``dataset``, as fairseq counts them when batching."""
-    try:
-        return int(dataset.num_tokens_vec(np.arange(len(dataset))).max())
-    except NotImplementedError:
-        return max(dataset.num_tokens(i) for i in range(len(dataset)))
 
 
 class _Parser(argparse.ArgumentParser):
@@ -244,7 +235,7 @@ class Translator:
             )
         if batch_size is None and max_tokens is None:
             max_tokens = 12000  # fairseq-generate's default
-        longest = _longest(dataset)
+        longest = example_sizes.longest(dataset)
         if max_tokens is not None and longest > max_tokens:  # (fairseq: an AssertionError's traceback)
             raise TranslateError(
                 f"--max-tokens {max_tokens} is below the longest sentence of {subset} ({longest} tokens, "

@@ -485,6 +485,11 @@ BAD = [
         ["{bin}", "--path", "{S}", "--report-subset", "empty"],
         "--report-subset empty of {bin} is empty",
     ),
+    (
+        "--max-tokens below the longest sentence",  # (fairseq: an AssertionError)
+        ["{bin}", "--path", "{S}", "--max-tokens", "3"],
+        "--max-tokens 3 is below the longest sentence of valid (",
+    ),
 ]
 
 

@@ -4,9 +4,10 @@ subset's batches, and its teacher-forced scores D with their targets, one chunk 
 import glob
 import os
 
+import numpy as np
 import torch
 
-from .. import decoding
+from .. import decoding, example_sizes
 from ..checkpoint_files import first_line
 from . import CalibrationError
 
@@ -103,16 +104,27 @@ def load_subset(fairseq_task, data, subset, option="--gen-subset"):
     return dataset
 
 
-def batches(model, task, dataset, max_tokens=None, batch_size=None, skip_invalid_size=False):
+def batches(
+    model, task, dataset, max_tokens=None, batch_size=None, skip_invalid_size=False, subset="the subset"
+):
     """fairseq's epoch iterator over the subset (each pass takes its next epoch, in the same order)."""
     from fairseq import utils
 
+    max_positions = utils.resolve_max_positions(task.max_positions(), model.max_positions())
+    if max_tokens is not None:  # (fairseq: "Sentences lengths should not exceed max_tokens")
+        within = dataset.filter_indices_by_size(np.arange(len(dataset)), max_positions)[0]
+        longest = example_sizes.longest(dataset, within)  # (those beyond the positions: below)
+        if longest > max_tokens:
+            raise CalibrationError(
+                f"--max-tokens {max_tokens} is below the longest sentence of {subset} ({longest} tokens, the "
+                f"longer of source and target): give at least {longest}"
+            )
     try:
         return task.get_batch_iterator(
             dataset=dataset,
             max_tokens=max_tokens if max_tokens or batch_size else 4096,
             max_sentences=batch_size,
-            max_positions=utils.resolve_max_positions(task.max_positions(), model.max_positions()),
+            max_positions=max_positions,
             ignore_invalid_inputs=skip_invalid_size,
             disable_iterator_cache=True,
         )

@@ -102,8 +102,10 @@ def calibrate(
     dataset = load_subset(fairseq_task, data, subset)
     if report_subset is not None:  # (checked now, not after the fit)
         report_dataset = load_subset(fairseq_task, data, report_subset, "--report-subset")
-        report_itr = batches(model, fairseq_task, report_dataset, max_tokens, batch_size, skip_invalid_size)
-    epoch_itr = batches(model, fairseq_task, dataset, max_tokens, batch_size, skip_invalid_size)
+        report_itr = batches(
+            model, fairseq_task, report_dataset, max_tokens, batch_size, skip_invalid_size, report_subset
+        )
+    epoch_itr = batches(model, fairseq_task, dataset, max_tokens, batch_size, skip_invalid_size, subset)
     run = _Passes(model, epoch_itr, fairseq_task.target_dictionary.pad(), checkpoint, progress)
     own = decoding.own_temperature(model)
     first = run([1 / own, *GRID], 1 / own, f"NLL at t={own:g} and {len(GRID)} temperatures")
