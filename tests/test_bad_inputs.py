@@ -775,6 +775,12 @@ CASES = [
         "after --: --max-len-a must be a finite number >= 0, got inf",
     ),
     (
+        "sweep: --decode-args --max-tokens below the longest sentence",
+        SWEEP,  # (each run's evaluation would fail after its training)
+        ["run", *SWEEP_OK, "--decode-args", "--max-tokens 2"],
+        "--decode-args: --max-tokens 2 is below the longest sentence of valid in {root}/work/data/",
+    ),
+    (
         "sweep: --decode-args sets the beam",
         SWEEP,
         ["run", *SWEEP_OK, "--decode-args", "--beam 3"],

@@ -1,8 +1,9 @@
 """ctemp-train's refusal of examples too long for the model's positions or a batch
-(fairseq_ctemp.example_sizes),
+(fairseq_ctemp.example_sizes), and the ALT sweep's of a decoding --max-tokens too small;
 against a count made here by hand; in ctemp-train's own process and in those it spawns. The
 commands themselves: tests/test_bad_inputs.py (ctemp-train: ... longer than the model's positions)."""
 
+import functools
 import os
 import re
 import subprocess
@@ -15,6 +16,8 @@ from fairseq.data import Dictionary, LanguagePairDataset, data_utils
 from fairseq.tasks.fairseq_task import FairseqTask
 
 from fairseq_ctemp import example_sizes
+from fairseq_ctemp.alt import sweep_checks
+from fairseq_ctemp.alt.common import AltError
 
 SIZES = [(5, 4), (9, 3), (2, 2), (4, 12), (7, 7)]  # (source, target) tokens of each example
 
@@ -158,3 +161,20 @@ def test_a_process_spawned_inside_checked_checks_too(tmp_path):
         env = {**os.environ, example_sizes.ENV: value}
         proc = subprocess.run(show, env=env, capture_output=True, text=True, check=True)
         assert proc.stdout.split()[-1] == expected
+
+
+def test_a_sweeps_decoding_max_tokens_is_checked_against_the_longest_sentence(toy_data):
+    """ctemp-alt-sweep's --decode-args --max-tokens against the longest sentence of each subset the
+    runs decode, counted by hand from the word-level toy text (words + </s>, the longer side)."""
+    for subset in ("valid", "test"):
+        sides = [(toy_data["raw"] / f"{subset}.{lang}").read_text().splitlines() for lang in ("src", "tgt")]
+        longest = max(max(len(s.split()), len(t.split())) + 1 for s, t in zip(*sides))
+        check = functools.partial(sweep_checks.check_decode_max_tokens, data_bin=str(toy_data["bin"]))
+        check(["--max-tokens", str(longest)], src="src", tgt="tgt", subsets=[subset])
+        check(["--max-len-b", "9"], src="src", tgt="tgt", subsets=[subset])  # (no --max-tokens)
+        with pytest.raises(AltError) as refused:
+            check(["--max-tokens", str(longest - 1)], src="src", tgt="tgt", subsets=[subset])
+        assert str(refused.value) == (
+            f"--decode-args: --max-tokens {longest - 1} is below the longest sentence of {subset} in "
+            f"{toy_data['bin']} ({longest} tokens): give at least {longest}"
+        )

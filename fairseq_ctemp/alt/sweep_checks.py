@@ -298,3 +298,23 @@ def check_decoding_options(args):
         translate.decoding_options(decode_args)
     except translate.TranslateError as e:
         raise AltError(f"--decode-args: {e}") from None
+
+
+def check_decode_max_tokens(decode_args, data_bin, src, tgt, subsets):
+    """A --max-tokens in --decode-args below the longest sentence of a subset the runs decode
+    (dev, test) would stop every run's evaluation after its training: refused before."""
+    from fairseq.data import data_utils
+
+    max_tokens = translate.decoding_options(decode_args).max_tokens
+    for subset in subsets if max_tokens is not None else ():
+        # fairseq batches a pair by its longer side (each size counts its </s>)
+        sides = [
+            data_utils.load_indexed_dataset(f"{data_bin}/{subset}.{src}-{tgt}.{lang}", None)
+            for lang in (src, tgt)
+        ]
+        longest = max(int(side.sizes.max()) for side in sides if side is not None and len(side))
+        if longest > max_tokens:
+            raise AltError(
+                f"--decode-args: --max-tokens {max_tokens} is below the longest sentence of {subset} in "
+                f"{data_bin} ({longest} tokens): give at least {longest}"
+            )
