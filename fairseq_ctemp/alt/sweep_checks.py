@@ -312,7 +312,7 @@ def check_decode_max_tokens(decode_args, data_bin, src, tgt, subsets):
             data_utils.load_indexed_dataset(f"{data_bin}/{subset}.{src}-{tgt}.{lang}", None)
             for lang in (src, tgt)
         ]
-        longest = max(int(side.sizes.max()) for side in sides if side is not None and len(side))
+        longest = max((int(side.sizes.max()) for side in sides if side is not None and len(side)), default=0)
         if longest > max_tokens:
             raise AltError(
                 f"--decode-args: --max-tokens {max_tokens} is below the longest sentence of {subset} in "
