@@ -5,6 +5,7 @@ torchmetrics' binary_calibration_error and the bins against numpy's histogram. A
 tempered_ce translator (t* replaces its T) and a contextual-temperature MoS LM; the checkpoint it
 writes decodes at t* through fairseq-generate and fairseq-eval-lm, and the original is untouched."""
 
+import argparse
 import contextlib
 import dataclasses
 import hashlib
@@ -486,6 +487,17 @@ BAD = [
         "--report-subset empty of {bin} is empty",
     ),
     (
+        "a fairseq batching option it would ignore",
+        ["{bin}", "--path", "{S}", "--required-batch-size-multiple", "8"],
+        "--required-batch-size-multiple is a fairseq option ctemp-calibrate does not use (it works as "
+        "--required-batch-size-multiple 1): it scores every sentence of --gen-subset",
+    ),
+    (
+        "a fairseq validation option it would ignore",
+        ["{bin}", "--path", "{S}", "--max-tokens-valid", "100"],
+        "--max-tokens-valid is a fairseq option ctemp-calibrate does not use: it scores every sentence",
+    ),
+    (
         "--max-tokens below the longest sentence",  # (fairseq: an AssertionError)
         ["{bin}", "--path", "{S}", "--max-tokens", "3"],
         "--max-tokens 3 is below the longest sentence of valid (",
@@ -546,3 +558,27 @@ def test_a_full_disk_removes_what_the_run_wrote_and_names_the_file(
     monkeypatch.undo()
     code, output = run_main(argv)  # the rerun
     assert code == 0 and sorted(os.listdir(out)) == ["r.json", "r.png", "t.pt"], output[-2000:]
+
+
+def test_only_fairseq_dataset_options_it_ignores_are_refused():
+    """Each name is one of fairseq's dataset options (a misspelt one would never match); those
+    given at the value calibration works as pass, as do the options it reads."""
+    from fairseq.dataclass.configs import DatasetConfig
+
+    fields = {f.name for f in dataclasses.fields(DatasetConfig)}
+    assert set(calibrate_cli.UNUSED_DATASET_OPTIONS) <= fields
+    read = {
+        "max_tokens": 100,
+        "batch_size": 4,
+        "gen_subset": "test",
+        "skip_invalid_size_inputs_valid_test": True,
+    }
+    calibrate_cli.check_unused(argparse.Namespace(num_workers=0, required_batch_size_multiple=1, **read))
+    with pytest.raises(
+        calibration.CalibrationError, match="--num-workers is a fairseq option .* as --num-workers 0"
+    ):
+        calibrate_cli.check_unused(argparse.Namespace(num_workers=2))
+    with pytest.raises(
+        calibration.CalibrationError, match="^--shard-id is a fairseq option ctemp-calibrate does not use:"
+    ):
+        calibrate_cli.check_unused(argparse.Namespace(shard_id=0))

@@ -5,8 +5,8 @@ forced, at the temperature it decodes at and at the fitted t* = argmin_t NLL (Gu
         [--json OUT.json] [--plot OUT.png] [--write-checkpoint NEW.pt] [fairseq options]
 
 The task and its options come from the checkpoint; fairseq's data options (--task, --source-lang,
---max-tokens, --batch-size, --cpu, ...) replace them. Every target token counts (EOS included,
-padding excluded). --write-checkpoint writes a copy of CKPT that every decoding path decodes at t*
+--max-tokens, --batch-size, --cpu, ...) replace them; those it would ignore (--num-workers,
+--valid-subset, ...) are refused. Every target token counts (EOS included, padding excluded). --write-checkpoint writes a copy of CKPT that every decoding path decodes at t*
 by default (an explicit --temperature still replaces it). Outputs are never overwritten.
 Definitions and the JSON keys: docs/calibration.md.
 """
@@ -22,6 +22,18 @@ from ..calibration.checkpoint import check_output, check_writable
 
 OWN_OPTIONS = ("path", "json", "plot", "write_checkpoint", "report_subset")
 OUTPUTS = (("json", "--json"), ("plot", "--plot"), ("write_checkpoint", "--write-checkpoint"))
+# fairseq's dataset options that calibration does not read, and the value it works as (None: any):
+# refused when given otherwise, rather than ignored (every sentence of the subset is scored).
+UNUSED_DATASET_OPTIONS = {
+    "num_workers": 0,
+    "required_batch_size_multiple": 1,
+    **dict.fromkeys(
+        ("valid_subset", "combine_valid_subsets", "ignore_unused_valid_subsets", "max_tokens_valid")
+        + ("validate_interval", "validate_interval_updates", "validate_after_updates", "disable_validation")
+        + ("fixed_validation_seed", "max_valid_steps", "curriculum", "num_shards", "shard_id")
+        + ("grouped_shuffling", "update_epoch_batch_itr", "update_ordered_indices_seed")
+    ),
+}
 
 
 def add_own_options(parser, required=True):
@@ -97,10 +109,24 @@ def parse(argv):
     explicit = options.parse_args_and_arch(fairseq_parser(task), argv, suppress_defaults=True)
     if args.fp16 or args.bf16 or args.memory_efficient_fp16:
         raise CalibrationError("--fp16 / --bf16 are not supported: the model runs in float32 here")
+    check_unused(explicit)
     overrides = {
         k: v for k, v in vars(explicit).items() if k not in (*OWN_OPTIONS, "data", "task", "user_dir")
     }
     return args, overrides, state
+
+
+def check_unused(explicit):
+    """A fairseq dataset option given that calibration would ignore (``explicit``: the options
+    given) is refused in one line."""
+    for name, works_as in UNUSED_DATASET_OPTIONS.items():
+        if name in vars(explicit) and getattr(explicit, name) != works_as:
+            option = "--" + name.replace("_", "-")
+            note = f" (it works as {option} {works_as})" if works_as is not None else ""
+            raise CalibrationError(
+                f"{option} is a fairseq option ctemp-calibrate does not use{note}: it scores every "
+                "sentence of --gen-subset, batched by --max-tokens / --batch-size alone"
+            )
 
 
 def percent(x):
