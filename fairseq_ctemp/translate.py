@@ -143,6 +143,21 @@ def decoding_options(argv):
     return DecodingOptions(**vars(options))
 
 
+def length_budget_problem(max_len_a, max_len_b, min_len, shortest, where):
+    """Why fairseq's generator would stop at its assertion (min_len <= max_len) on the shortest
+    source sentence of `where` (`shortest` tokens, its </s> counted, as fairseq counts it), or None.
+    fairseq bounds an output by a * the batch's source length + b: a sentence batched with longer
+    ones may pass, so each is held to its own bound, which no batching can then break."""
+    most = int(max_len_a * shortest + max_len_b)
+    if most >= min_len:
+        return None
+    return (
+        f"--max-len-a {max_len_a:g} --max-len-b {max_len_b} allow at most {most} target tokens for the "
+        f"shortest source sentence of {where} ({shortest} tokens with its </s>), fewer than the "
+        f"shortest output fairseq allows (--min-len {min_len}): raise --max-len-a or --max-len-b"
+    )
+
+
 @dataclasses.dataclass
 class Translation:
     """One decoding of a subset: best hypotheses and references in sentence-id order."""
@@ -218,6 +233,15 @@ class Translator:
                 raise TranslateError(f"no subset {subset!r} in {self.cfg.task.data} ({e})") from None
         return self.task.dataset(subset)
 
+    def check_length_budget(self, subset, max_len_a, max_len_b, min_len):
+        """Refuses output lengths the shortest source sentence of the subset cannot have."""
+        sizes = self.dataset(subset).src_sizes
+        where = f"{subset} of {self.cfg.task.data}"
+        if len(sizes) and (
+            problem := length_budget_problem(max_len_a, max_len_b, min_len, int(sizes.min()), where)
+        ):
+            raise TranslateError(problem)
+
     def batches(self, subset, batch_size=None, max_tokens=None, num_workers=0):
         """Batches of every sentence of the subset; refuses if any is too long for the models."""
         dataset = self.dataset(subset)
@@ -276,6 +300,7 @@ class Translator:
             temperature = decoding.check_decoding_temperature(temperature)
         except ValueError as e:
             raise TranslateError(str(e)) from None
+        self.check_length_budget(subset, max_len_a, max_len_b, min_len)
         generation = GenerationConfig(
             beam=beam,
             lenpen=lenpen,

@@ -769,6 +769,13 @@ CASES = [
         "--decode-args: --min-len 9 is above the longest output, --max-len-b 5 (with --max-len-a 0)",
     ),
     (
+        "sweep: --decode-args output lengths below --min-len for the shortest sentence",
+        SWEEP,  # (each run's evaluation would fail after its training)
+        ["run", *SWEEP_OK, "--decode-args", "--max-len-a 0.001 --max-len-b 0"],
+        "--decode-args: --max-len-a 0.001 --max-len-b 0 allow at most 0 target tokens for the shortest "
+        "source sentence of valid in {root}/work/data/",
+    ),
+    (
         "greedy-vs-beam: --max-len-a inf after --",
         greedy_vs_beam,
         [*GVB[:5], "--", "--cpu", "--max-len-a", "inf"],
@@ -2690,6 +2697,12 @@ NUMBER_CASES = [
     ("sact heatmaps: --max-len-a nan", sact_heatmaps, [*HEATMAPS, "--max-len-a", "nan"], "--max-len-a"),
     ("sact heatmaps: --max-len-a -1", sact_heatmaps, [*HEATMAPS, "--max-len-a", "-1"], "--max-len-a"),
     ("sact heatmaps: --max-len-b -1", sact_heatmaps, [*HEATMAPS, "--max-len-b", "-1"], "--max-len-b"),
+    (
+        "sact heatmaps: output lengths below 1 for the shortest sentence",
+        sact_heatmaps,
+        [*HEATMAPS, "--max-len-a", "0.001", "--max-len-b", "0"],
+        "--max-len-a 0.001 --max-len-b 0 allow at most 0 target tokens for the shortest source sentence",
+    ),
     (
         "ct_analysis dump: --batch-size 0",
         ct_analysis,

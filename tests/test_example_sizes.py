@@ -169,7 +169,7 @@ def test_a_sweeps_decoding_max_tokens_is_checked_against_the_longest_sentence(to
     for subset in ("valid", "test"):
         sides = [(toy_data["raw"] / f"{subset}.{lang}").read_text().splitlines() for lang in ("src", "tgt")]
         longest = max(max(len(s.split()), len(t.split())) + 1 for s, t in zip(*sides))
-        check = functools.partial(sweep_checks.check_decode_max_tokens, data_bin=str(toy_data["bin"]))
+        check = functools.partial(sweep_checks.check_decode_args, data_bin=str(toy_data["bin"]))
         check(["--max-tokens", str(longest)], src="src", tgt="tgt", subsets=[subset])
         check(["--max-len-b", "9"], src="src", tgt="tgt", subsets=[subset])  # (no --max-tokens)
         with pytest.raises(AltError) as refused:
@@ -177,4 +177,23 @@ def test_a_sweeps_decoding_max_tokens_is_checked_against_the_longest_sentence(to
         assert str(refused.value) == (
             f"--decode-args: --max-tokens {longest - 1} is below the longest sentence of {subset} in "
             f"{toy_data['bin']} ({longest} tokens): give at least {longest}"
+        )
+
+
+def test_a_sweeps_decoding_output_lengths_are_checked_against_the_shortest_sentence(toy_data):
+    """--decode-args --max-len-a/-b whose bound falls below --min-len for the shortest source
+    sentence of a subset, counted by hand (words + </s>), are refused before any training."""
+    for subset in ("valid", "test"):
+        lines = (toy_data["raw"] / f"{subset}.src").read_text().splitlines()
+        shortest = min(len(line.split()) + 1 for line in lines)
+        check = functools.partial(sweep_checks.check_decode_args, data_bin=str(toy_data["bin"]))
+        lengths = ["--max-len-a", "0.5", "--max-len-b", "0", "--min-len"]
+        check([*lengths, str(shortest // 2)], src="src", tgt="tgt", subsets=[subset])
+        with pytest.raises(AltError) as refused:
+            check([*lengths, str(shortest // 2 + 1)], src="src", tgt="tgt", subsets=[subset])
+        assert str(refused.value) == (
+            f"--decode-args: --max-len-a 0.5 --max-len-b 0 allow at most {shortest // 2} target tokens "
+            f"for the shortest source sentence of {subset} in {toy_data['bin']} ({shortest} tokens with "
+            f"its </s>), fewer than the shortest output fairseq allows (--min-len {shortest // 2 + 1}): "
+            "raise --max-len-a or --max-len-b"
         )

@@ -492,6 +492,32 @@ def test_refuses_a_max_tokens_below_the_longest_sentence(tiny, tmp_path):
         assert not (tmp_path / f"out{max_tokens}").exists()
 
 
+def test_refuses_output_lengths_the_shortest_sentence_cannot_have(tiny, tmp_path):
+    """fairseq bounds an output by --max-len-a * source length (+ </s>) + --max-len-b and asserts
+    that bound >= --min-len (a traceback, where the sentence's batch is no longer than it); a bound
+    below --min-len for the shortest test sentence, counted by hand, is refused in one line before
+    any decoding; at --min-len equal to the bound it decodes."""
+    shortest = min(len(line.split()) + 1 for line in lines(f"{tiny['raw']}/test.src"))  # + </s>
+    bound = shortest // 2  # int(0.5 * shortest + 0)
+    for min_len, refused in ((bound + 1, True), (bound, False)):
+        options = ["--max-len-a", "0.5", "--max-len-b", "0", "--min-len", str(min_len)]
+        request = gvb.Request(
+            tiny["data"], tiny["checkpoint"], beam=2, save_dir=str(tmp_path / f"out{min_len}"),
+            extra_args=[*GENERATE_ARGS, *options, "--batch-size", "1"],
+        )  # fmt: skip
+        if not refused:
+            assert gvb.run_greedy_vs_beam(request, verbose=False)
+            continue
+        expected = (
+            f"cannot decode test: --max-len-a 0.5 --max-len-b 0 allow at most {bound} target tokens for "
+            f"the shortest source sentence of test of {tiny['data']} ({shortest} tokens with its </s>), "
+            f"fewer than the shortest output fairseq allows (--min-len {min_len})"
+        )
+        with pytest.raises(gvb.UsageError, match=re.escape(expected)):
+            gvb.run_greedy_vs_beam(request, verbose=False)
+        assert not (tmp_path / f"out{min_len}").exists()
+
+
 @pytest.mark.parametrize(
     "args, expected",
     [

@@ -663,6 +663,27 @@ def test_heatmap_script_refuses_a_checkpoint_of_another_model(toy_checkpoint, to
     assert not out.exists()
 
 
+def test_heatmap_script_refuses_output_lengths_below_fairseqs_least(toy_checkpoint, toy_data, tmp_path):
+    """Beam search bounds an output by --max-len-a * source length (+ </s>) + --max-len-b, and
+    fairseq asserts the bound is at least 1: a bound of 0 for the shortest --input line, counted
+    by hand, is refused in one line before the model is loaded; nothing is written."""
+    lines = (toy_data["raw"] / "test.src").read_text().splitlines()[:3]
+    sentences = tmp_path / "src.txt"
+    sentences.write_text("\n".join(lines) + "\n")
+    shortest = min(len(line.split()) + 1 for line in lines)
+    a = 1 / (shortest + 1)  # a * shortest < 1
+    out = tmp_path / "heatmaps"
+    args = [toy_data["bin"], "--path", toy_checkpoint("S"), "--input", sentences, "--out-dir", out]
+    with pytest.raises(SystemExit) as refused:
+        run_heatmap_script(*args, "--max-len-a", a, "--max-len-b", 0)
+    assert str(refused.value) == (
+        f"error: --max-len-a {a:g} --max-len-b 0 allow at most 0 target tokens for the shortest source "
+        f"sentence of --input {sentences} ({shortest} tokens with its </s>), fewer than the shortest "
+        "output fairseq allows (--min-len 1): raise --max-len-a or --max-len-b"
+    )
+    assert not out.exists()
+
+
 @pytest.mark.e2e
 def test_heatmap_script_dumps_tau_and_attention_and_draws_them(sact_run, toy_data, tmp_path, capsys):
     sentences = tmp_path / "src.txt"

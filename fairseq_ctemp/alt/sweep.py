@@ -24,7 +24,7 @@ from .common import (
 )
 from .presets import DEFAULT_VARIANT, MAX_LEN, PRESETS, variant_dir_name, variant_model, variant_spec
 from .records import RunConfig, Settings, prepared, read_config, read_run
-from .sweep_checks import check_decode_max_tokens, check_settings, check_training_options
+from .sweep_checks import check_decode_args, check_settings, check_training_options
 from .training import last_saved_update, read_log
 
 
@@ -138,7 +138,7 @@ def plan(args):
         )
         check_experiment(exp_dir, exp, writes)
         if prepared(ddir) is not None:
-            check_decode_max_tokens(exp.decode_args, os.path.join(ddir, "bin"), src, tgt, exp.subsets)
+            check_decode_args(exp.decode_args, os.path.join(ddir, "bin"), src, tgt, exp.subsets)
         runs = []
         for variant, t, ls, sem in run_grid(args, temperatures, variants):
             config = run_config(variant, t, ls, sem, seed, preset, scalar, remove_bpe, args)

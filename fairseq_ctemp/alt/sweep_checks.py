@@ -300,21 +300,30 @@ def check_decoding_options(args):
         raise AltError(f"--decode-args: {e}") from None
 
 
-def check_decode_max_tokens(decode_args, data_bin, src, tgt, subsets):
-    """A --max-tokens in --decode-args below the longest sentence of a subset the runs decode
-    (dev, test) would stop every run's evaluation after its training: refused before."""
+def check_decode_args(decode_args, data_bin, src, tgt, subsets):
+    """--decode-args that would stop every run's evaluation after its training, refused before:
+    a --max-tokens below the longest sentence of a subset the runs decode (dev, test), or output
+    lengths (--max-len-a/-b, --min-len) its shortest source sentence cannot have."""
     from fairseq.data import data_utils
 
-    max_tokens = translate.decoding_options(decode_args).max_tokens
-    for subset in subsets if max_tokens is not None else ():
-        # fairseq batches a pair by its longer side (each size counts its </s>)
-        sides = [
+    options = translate.decoding_options(decode_args)
+    for subset in subsets:
+        source, target = (
             data_utils.load_indexed_dataset(f"{data_bin}/{subset}.{src}-{tgt}.{lang}", None)
             for lang in (src, tgt)
-        ]
-        longest = max((int(side.sizes.max()) for side in sides if side is not None and len(side)), default=0)
-        if longest > max_tokens:
+        )
+        if source is None or not len(source):
+            continue
+        # fairseq batches a pair by its longer side (each size counts its </s>)
+        longest = max(int(side.sizes.max()) for side in (source, target) if side is not None and len(side))
+        if options.max_tokens is not None and longest > options.max_tokens:
             raise AltError(
-                f"--decode-args: --max-tokens {max_tokens} is below the longest sentence of {subset} in "
+                f"--decode-args: --max-tokens {options.max_tokens} is below the longest sentence of {subset} in "
                 f"{data_bin} ({longest} tokens): give at least {longest}"
             )
+        where = f"{subset} in {data_bin}"
+        shortest = int(source.sizes.min())
+        if problem := translate.length_budget_problem(
+            options.max_len_a, options.max_len_b, options.min_len, shortest, where
+        ):
+            raise AltError(f"--decode-args: {problem}")

@@ -25,7 +25,7 @@ import logging
 import math
 import os
 
-from .. import inputs, optional, outputs, plotting
+from .. import inputs, optional, outputs, plotting, translate
 from ..sact_analysis import SactAnalysisError, analyse, draw, encoded, load, tau_summary, temperature_settings
 
 BEAM_SEARCH = {"beam": 5, "max_len_a": 1.5, "max_len_b": 10}  # the defaults of its options
@@ -111,6 +111,11 @@ def checked_inputs(args):
             f"{args.input} {len(sources)}: they must be aligned line by line"
         )
     sources = encoded(sources[: args.max_sentences], args.source_spm)
+    if references is None:  # beam search: each output needs its length bound >= fairseq's --min-len 1
+        shortest = min(len(s.split()) + 1 for s in sources)  # words and </s>, as fairseq counts them
+        where = f"--input {args.input}"
+        if problem := translate.length_budget_problem(args.max_len_a, args.max_len_b, 1, shortest, where):
+            raise SystemExit(f"error: {problem}")
     references = (
         encoded(references[: args.max_sentences], args.target_spm) if references else [None] * len(sources)
     )
