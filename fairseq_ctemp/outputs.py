@@ -3,6 +3,7 @@ fails or is interrupted before all are written, so that the rerun (which refuses
 file) is not refused for it. A file that existed before (overwritten under --force) is left."""
 
 import contextlib
+import json
 import os
 
 
@@ -25,3 +26,23 @@ def not_written(path, error, made):
     """The message for an output that could not be written, naming those removed again."""
     gone = f"; {', '.join(made)} removed again" if made else ""
     return f"{path} could not be written ({error}){gone}"
+
+
+def write_json(path, obj):
+    """obj as indented JSON in path, whole or not at all (write_text)."""
+    write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+
+
+def write_text(path, text):
+    """text in path, whole or not at all: written beside it, then renamed over it (a file cut
+    short by a full disk or a kill would be read, or refused, by the next run)."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:  # a full disk, an interruption: no half-written copy left beside it
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise

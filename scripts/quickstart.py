@@ -93,14 +93,17 @@ def check_options(parser, args):
                     f"--workdir {args.workdir} has models of --{name.replace('_', '-')} "
                     f"{made[name]}: use that, or another --workdir"
                 )
-    elif os.path.isdir(args.workdir) and set(os.listdir(args.workdir)) - {"quickstart.json.part"}:
+    elif os.path.isdir(args.workdir) and [
+        n for n in os.listdir(args.workdir) if not n.startswith("quickstart.json.")
+    ]:
         parser.error(  # its raw/ or T1/ would be taken for finished steps
             f"--workdir {args.workdir} has files this script did not write (no quickstart.json): "
             "give a new or empty directory"
         )
     else:
-        os.makedirs(args.workdir, exist_ok=True)
-        write_whole(options, {"epochs": args.epochs, "train_pairs": args.train_pairs})
+        from fairseq_ctemp import outputs  # (a copy cut short by a kill is left as quickstart.json.tmpPID)
+
+        outputs.write_json(options, {"epochs": args.epochs, "train_pairs": args.train_pairs})
 
 
 def made_with(parser, path):
@@ -115,15 +118,6 @@ def made_with(parser, path):
     if not all(type(made.get(name)) is int for name in ("epochs", "train_pairs")):
         parser.error(f"{path} does not record --epochs and --train-pairs: use another --workdir")
     return made
-
-
-def write_whole(path, record):
-    """record as JSON in PATH, whole or not at all: written to PATH.part, then renamed (a file cut
-    short by a full disk or a kill would be read, or refused, by the next run)."""
-    with open(path + ".part", "w", encoding="utf-8") as f:
-        json.dump(record, f, indent=2)
-        f.write("\n")
-    os.replace(path + ".part", path)
 
 
 def make_once(path, make):
@@ -330,7 +324,9 @@ def write_summary(path, args, rows):
         ],
     }
     if not os.path.exists(path):
-        write_whole(path, summary)
+        from fairseq_ctemp import outputs
+
+        outputs.write_json(path, summary)
     return summary
 
 

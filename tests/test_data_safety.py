@@ -26,6 +26,7 @@ import pytest
 import torch
 from conftest import BIN_DIR, TINY_DIMS, experiment_json, python_script, real_processes, run_main
 
+from fairseq_ctemp import outputs
 from fairseq_ctemp.alt import children as alt_children
 from fairseq_ctemp.alt import common as alt_common
 from fairseq_ctemp.alt import records as alt_records
@@ -190,9 +191,9 @@ def test_a_record_that_cannot_be_written_leaves_no_partial_copy(tmp_path):
     """The recipes' records are written whole or not at all, and a failed write leaves nothing
     beside the old record (a lone surrogate cannot be encoded: the write fails midway)."""
     path = tmp_path / "record.json"
-    alt_common.write_json(str(path), {"ok": 1})
+    outputs.write_json(str(path), {"ok": 1})
     with pytest.raises(UnicodeEncodeError):
-        alt_common.write_text(str(path), "half written \ud800")
+        outputs.write_text(str(path), "half written \ud800")
     assert os.listdir(tmp_path) == ["record.json"] and json.loads(path.read_text()) == {"ok": 1}
 
 

@@ -164,19 +164,15 @@ def test_a_table_is_compared_with_the_kept_one_of_its_cpu_model():
 
 
 def test_a_full_disk_while_the_options_are_recorded_leaves_a_workdir_that_runs_again(tmp_path, monkeypatch):
-    """quickstart.json is whole or absent: a write cut short (a full disk) leaves none behind, so
+    """quickstart.json is whole or absent: a write that fails midway (here a lone surrogate after
+    the first characters, which UTF-8 cannot encode; a full disk alike) leaves no file behind, so
     the next run records the options anew instead of refusing a cut record."""
     quickstart = runpy.run_path(QUICKSTART, run_name="quickstart")
     args = argparse.Namespace(temperature=4.0, epochs=2, train_pairs=200, workdir=str(tmp_path / "q"))
-
-    def full_disk(obj, f, **options):
-        f.write('{"epochs": 2, "tra')
-        f.flush()
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(json, "dump", full_disk)
-    with pytest.raises(OSError, match="No space left"):
+    monkeypatch.setattr(json, "dumps", lambda obj, **options: '{"epochs": 2, "tra\ud800')
+    with pytest.raises(UnicodeEncodeError):
         quickstart["check_options"](argparse.ArgumentParser(), args)
+    assert os.listdir(tmp_path / "q") == []
     monkeypatch.undo()
     quickstart["check_options"](argparse.ArgumentParser(), args)  # parser.error would exit
     assert json.loads((tmp_path / "q" / "quickstart.json").read_text()) == {"epochs": 2, "train_pairs": 200}

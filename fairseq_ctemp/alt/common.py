@@ -157,24 +157,6 @@ def tool_env(threads=None, extra=None):
     return env
 
 
-def write_json(path, obj):
-    """Atomic: the file is either absent or complete."""
-    write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
-
-
-def write_text(path, text):
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:  # a full disk, an interruption: no half-written copy left beside it
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-
-
 def read_json(path, default=None):
     """The JSON in path (default where there is none); AltError naming the file where it is not
     JSON (truncated by a disk that filled, say): the files of the recipes are written whole, so

@@ -11,6 +11,7 @@ import shutil
 
 from .. import optional
 from ..option_errors import missing_directories, remove_empty
+from ..outputs import write_json
 from ..preprocess import fairseq_preprocess
 from ..progress import progress_bar
 from ..toy_data import ToyLanguagePair
@@ -28,7 +29,6 @@ from .common import (
     read_json,
     remove_bpe_of,
     say,
-    write_json,
 )
 from .overlap import in_train, in_train_line
 from .records import CorpusStats, DataOptions, Prepared

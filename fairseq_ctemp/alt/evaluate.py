@@ -5,7 +5,8 @@ import dataclasses
 import os
 
 from .. import greedy_vs_beam as gvb
-from .common import RunFailed, device_args, fresh_dir, read_json, say, write_json
+from ..outputs import write_json
+from .common import RunFailed, device_args, fresh_dir, read_json, say
 from .records import complete, prepared
 
 

@@ -7,8 +7,9 @@ import glob
 import os
 
 from .. import greedy_vs_beam as gvb
+from ..outputs import write_json
 from . import evaluate, posthoc
-from .common import Lock, RunFailed, fmt, say, write_json
+from .common import Lock, RunFailed, fmt, say
 from .presets import DEFAULT_VARIANT, baseline_variant
 from .records import (
     Comparison,

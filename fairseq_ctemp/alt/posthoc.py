@@ -19,8 +19,9 @@ import glob
 import os
 
 from .. import calibration, plotting
+from ..outputs import write_json
 from . import evaluate
-from .common import Lock, RunFailed, fmt, read_json, say, write_json
+from .common import Lock, RunFailed, fmt, read_json, say
 from .records import (
     CalibrationSummary,
     NotCalibrated,

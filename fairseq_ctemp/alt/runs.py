@@ -9,6 +9,7 @@ import os
 import torch
 
 from .. import averaging, provenance
+from ..outputs import write_json
 from . import evaluate, gpus, posthoc, training
 from .common import (
     Lock,
@@ -16,7 +17,6 @@ from .common import (
     RunHeld,
     read_json,
     say,
-    write_json,
 )
 from .records import (
     CalibrationRow,

@@ -5,7 +5,7 @@ import csv
 import io
 import os
 
-from .common import write_text
+from ..outputs import write_text
 
 
 def markdown_table(header, rows):

@@ -11,9 +11,9 @@ import statistics
 from dataclasses import dataclass
 from typing import Dict, Optional, Sequence, Tuple
 
-from ..outputs import all_or_none
+from ..outputs import all_or_none, write_text
 from ..seed_test import CONFIDENCE, paired_seed_test, seed_test
-from .common import AltError, fmt, write_text
+from .common import AltError, fmt
 from .presets import DEFAULT_VARIANT
 from .sections import markdown_table, write_csv
 from .systems import setup_name

@@ -9,6 +9,7 @@ import os
 import shlex
 
 from .. import locks
+from ..outputs import write_json
 from .common import (
     AltError,
     bleu_tokenize,
@@ -20,7 +21,6 @@ from .common import (
     read_json,
     remove_bpe_of,
     say,
-    write_json,
 )
 from .presets import DEFAULT_VARIANT, MAX_LEN, PRESETS, variant_dir_name, variant_model, variant_spec
 from .records import RunConfig, Settings, prepared, read_config, read_run

@@ -8,8 +8,8 @@ import csv
 from dataclasses import dataclass
 from typing import Dict, Tuple
 
-from ..outputs import all_or_none
-from .common import AltError, write_text
+from ..outputs import all_or_none, write_text
+from .common import AltError
 from .sections import write_csv
 from .seeds import RUNS_PAIRED, check_one_setting, check_trained_alike, markdown, versus
 from .tables import TRAINING_OPTIONS
