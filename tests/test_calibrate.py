@@ -498,6 +498,22 @@ BAD = [
         "--max-tokens-valid is a fairseq option ctemp-calibrate does not use: it scores every sentence",
     ),
     (
+        "another criterion, whose temperature the model would be scored at",
+        ["{bin}", "--path", "{S}", "--criterion", "tempered_ce", "--softmax-temperature", "5"],
+        "--criterion tempered_ce: the criterion and its options are the checkpoint's, what it was trained "
+        "with (its temperature comes from them); ctemp-calibrate reads them from --path",
+    ),
+    (
+        "a fairseq common option it would ignore",
+        ["{bin}", "--path", "{S}", "--seed", "3"],
+        "--seed is a fairseq option ctemp-calibrate does not use: it trains, decodes and logs nothing",
+    ),
+    (
+        "a fairseq registry option it would ignore",
+        ["{bin}", "--path", "{S}", "--optimizer", "adam"],
+        "--optimizer is a fairseq option ctemp-calibrate does not use: it trains, decodes and logs nothing",
+    ),
+    (
         "--max-tokens below the longest sentence",  # (fairseq: an AssertionError)
         ["{bin}", "--path", "{S}", "--max-tokens", "3"],
         "--max-tokens 3 is below the longest sentence of valid (",
@@ -582,3 +598,13 @@ def test_only_fairseq_dataset_options_it_ignores_are_refused():
         calibration.CalibrationError, match="^--shard-id is a fairseq option ctemp-calibrate does not use:"
     ):
         calibrate_cli.check_unused(argparse.Namespace(shard_id=0))
+
+
+def test_the_fairseq_options_it_reads_or_refuses_are_fairseqs():
+    """The common options it reads are fields of fairseq's CommonConfig, and the registries it
+    refuses are options of its parser (a misspelt name would leave one accepted and ignored)."""
+    from fairseq.dataclass.configs import CommonConfig
+
+    assert set(calibrate_cli.USED_COMMON) <= {f.name for f in dataclasses.fields(CommonConfig)}
+    dests = {action.dest for action in calibrate_cli.fairseq_parser("translation")._actions}
+    assert set(calibrate_cli.UNUSED_CHOICES) | {"criterion"} <= dests

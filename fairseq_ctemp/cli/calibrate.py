@@ -6,12 +6,13 @@ forced, at the temperature it decodes at and at the fitted t* = argmin_t NLL (Gu
 
 The task and its options come from the checkpoint; fairseq's data options (--task, --source-lang,
 --max-tokens, --batch-size, --cpu, ...) replace them; those it would ignore (--num-workers,
---valid-subset, ...) are refused. Every target token counts (EOS included, padding excluded). --write-checkpoint writes a copy of CKPT that every decoding path decodes at t*
+--valid-subset, --optimizer, --seed, ...) and --criterion (the checkpoint's) are refused. Every target token counts (EOS included, padding excluded). --write-checkpoint writes a copy of CKPT that every decoding path decodes at t*
 by default (an explicit --temperature still replaces it). Outputs are never overwritten.
 Definitions and the JSON keys: docs/calibration.md.
 """
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -34,6 +35,12 @@ UNUSED_DATASET_OPTIONS = {
         + ("grouped_shuffling", "update_epoch_batch_itr", "update_ordered_indices_seed")
     ),
 }
+
+# fairseq's options of its parser that calibration has no use for (it trains, decodes and logs
+# nothing): the registries' choices, and every common option but these (--fp16 / --bf16: refused
+# apart). --criterion and its options are the checkpoint's, refused too: check_not_taken.
+UNUSED_CHOICES = ("optimizer", "lr_scheduler", "scoring", "tokenizer", "bpe")
+USED_COMMON = ("cpu", "user_dir", "no_progress_bar")
 
 
 def add_own_options(parser, required=True):
@@ -109,11 +116,32 @@ def parse(argv):
     explicit = options.parse_args_and_arch(fairseq_parser(task), argv, suppress_defaults=True)
     if args.fp16 or args.bf16 or args.memory_efficient_fp16:
         raise CalibrationError("--fp16 / --bf16 are not supported: the model runs in float32 here")
+    check_not_taken(explicit)
     check_unused(explicit)
     overrides = {
         k: v for k, v in vars(explicit).items() if k not in (*OWN_OPTIONS, "data", "task", "user_dir")
     }
     return args, overrides, state
+
+
+def check_not_taken(explicit):
+    """--criterion (with it, its options: --softmax-temperature, ...) would replace the checkpoint's,
+    which the model was trained with and which gives the temperature it is scored at; the options
+    of UNUSED_CHOICES and CommonConfig it would ignore. Each refused in one line."""
+    from fairseq.dataclass.configs import CommonConfig
+
+    if "criterion" in vars(explicit):
+        raise CalibrationError(
+            f"--criterion {explicit.criterion}: the criterion and its options are the checkpoint's, what "
+            "it was trained with (its temperature comes from them); ctemp-calibrate reads them from --path"
+        )
+    common = [f.name for f in dataclasses.fields(CommonConfig) if f.name not in USED_COMMON]
+    for name in (*UNUSED_CHOICES, *common):
+        if name in vars(explicit):
+            raise CalibrationError(
+                f"--{name.replace('_', '-')} is a fairseq option ctemp-calibrate does not use: it "
+                "trains, decodes and logs nothing"
+            )
 
 
 def check_unused(explicit):
