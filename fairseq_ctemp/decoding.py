@@ -204,6 +204,8 @@ def load_model_ensemble_and_task(
     ensemble, cfg = [], None
     for i, filename in enumerate(filenames):
         own_state = state if i == 0 else None
+        if own_state is None and num_shards == 1 and not suffix and os.path.isfile(filename):
+            own_state = state_overridden(filename, arg_overrides)
         if task is not None and num_shards == 1 and not suffix and os.path.isfile(filename):
             own_state = own_state or checkpoint_utils.load_checkpoint_to_cpu(filename, arg_overrides)
             stored = checkpoint_task.stored_config(own_state)
@@ -235,6 +237,36 @@ def load_model_ensemble_and_task(
     if ours and generation is not None and not explicit and _get(generation, "temperature") is not None:
         generation.temperature = None
     return ensemble, cfg, task
+
+
+def state_overridden(filename, arg_overrides):
+    """The checkpoint's state with fairseq's arg_overrides applied, as its loader applies them, but
+    for the temperatures it records: fairseq sets every option of a name, so a decoding temperature
+    (the hub's temperature=X, --model-overrides) would rewrite the t* of ctemp-calibrate, then
+    logged and kept as the model's own. A softmax_temperature for a checkpoint of tempered_ce is
+    refused: the T it was trained at is not an option; --temperature decodes at another. None
+    where no override names one, or the checkpoint records neither (fairseq's loader reads it)."""
+    from fairseq.dataclass.utils import overwrite_args_by_name
+
+    if not {"temperature", "softmax_temperature"} & set(arg_overrides or {}):
+        return None
+    state = checkpoint_utils.load_checkpoint_to_cpu(filename)
+    cfg = state.get("cfg")
+    trained, calibrated = training_temperature(cfg), _get(cfg, CALIBRATION_GROUP)
+    if trained is None and calibrated is None:  # another's checkpoint: fairseq's loader, untouched
+        return None
+    if "softmax_temperature" in arg_overrides and trained is not None:
+        value = arg_overrides["softmax_temperature"]
+        raise OptionError(
+            f"--path {filename} was trained with tempered_ce at T={trained:g}: a model override of "
+            f"softmax_temperature ({value}) does not change that; to decode at {value}, give the "
+            f"temperature (--temperature {value}, temperature={value})"
+        )
+    recorded = None if calibrated is None else dict(calibrated)
+    overwrite_args_by_name(cfg, arg_overrides)
+    if recorded is not None:
+        cfg[CALIBRATION_GROUP] = recorded
+    return state
 
 
 _build_generator = FairseqTask.build_generator

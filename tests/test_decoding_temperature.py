@@ -494,6 +494,45 @@ def test_hub_from_pretrained_with_an_explicit_temperature(ckpt, toy_data, refs):
     check_hypos(hypos, [(refs["A"], 1.2)], src)
 
 
+def test_an_explicit_hub_temperature_leaves_the_recorded_t_star(ckpt, toy_data, refs, tmp_path):
+    """fairseq's overrides set every option of the name: from_pretrained(temperature=X) used to
+    rewrite the t* that ctemp-calibrate records, logged and kept as the model's own. It decodes at
+    X; the model keeps t*, at which a generator built without a temperature decodes."""
+    from fairseq.models.transformer import TransformerModel
+
+    from fairseq_ctemp import decoding
+
+    state = torch.load(ckpt["A"], weights_only=False)
+    state["cfg"]["ctemp_calibration"] = {"temperature": 1.7, "signature": "x"}  # as --write-checkpoint
+    torch.save(state, tmp_path / "calibrated.pt")
+    hub = TransformerModel.from_pretrained(
+        str(tmp_path), "calibrated.pt", str(toy_data["bin"]), user_dir=PLUGIN_DIR, temperature=1.2
+    )
+    src, hypos = hub_hypos(hub, "s5 s6 s7", beam=2)
+    check_hypos(hypos, [(refs["A"], 1.2)], src)
+    (model,) = hub.models
+    assert model.ctemp_calibrated_temperature == 1.7 and decoding.own_temperature(model) == 1.7
+    assert state["cfg"]["criterion"]["softmax_temperature"] == T_A  # (what it was trained at)
+
+
+def test_a_model_override_of_the_training_temperature_is_refused(ckpt, toy_data):
+    """softmax_temperature in fairseq's overrides (--model-overrides) would have the checkpoint
+    decode at it and be logged as trained at it; refused, naming --temperature. A stock
+    checkpoint, which has no such option, loads as fairseq loads it."""
+    from fairseq_ctemp.errors import OptionError
+
+    overrides = {"data": str(toy_data["bin"]), "softmax_temperature": 5.0}
+    with pytest.raises(OptionError) as refused:
+        checkpoint_utils.load_model_ensemble_and_task([str(ckpt["A"])], arg_overrides=overrides)
+    assert str(refused.value) == (
+        f"--path {ckpt['A']} was trained with tempered_ce at T={T_A:g}: a model override of "
+        "softmax_temperature (5.0) does not change that; to decode at 5.0, give the temperature "
+        "(--temperature 5.0, temperature=5.0)"
+    )
+    models, _, _ = checkpoint_utils.load_model_ensemble_and_task([str(ckpt["S"])], arg_overrides=overrides)
+    assert len(models) == 1
+
+
 def test_lm_hub_sample_then_score_does_not_leak(ckpt, toy_data, refs):
     hub = lm_hub(ckpt, toy_data, "H")
     prompt = " ".join((toy_data["raw"] / "test.tgt").read_text().split()[:3])
