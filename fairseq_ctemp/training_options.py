@@ -19,7 +19,7 @@ from fairseq.utils import split_paths
 
 from . import USER_DIR  # this package: the --user-dir ctemp-train can take
 from .inputs import folder_problem
-from .setup_checks import setup_problem
+from .setup_checks import setup_problem, symbols
 
 # the tasks whose DATA fairseq reads as folders of fairseq-preprocess's files
 FOLDER_TASKS = ("translation", "language_modeling")
@@ -129,7 +129,26 @@ def data_problem(args, folders, pair):
         return None
     if missing := missing_dictionary(args, folders[0], pair):
         return f"DATA {folders[0]} has no {missing}: give the --destdir of fairseq-preprocess"
-    return missing_split(args, folders, pair)
+    return other_dictionary(folders, pair) or missing_split(args, folders, pair)
+
+
+def other_dictionary(folders, pair):
+    """A shard whose dictionary is not the first shard's, in words, else None: fairseq reads the
+    first shard's for all of them, so that shard's word ids would be read as other words, without
+    a word. (A shard without dictionary files is not checked: fairseq does not read them.)"""
+    names = ["dict.txt"] if pair is None else [f"dict.{lang}.txt" for lang in pair]
+    for name in names:
+        first = symbols(os.path.join(folders[0], name))
+        for folder in folders[1:]:
+            path = os.path.join(folder, name)
+            if os.path.isfile(path) and symbols(path) != first:
+                return (
+                    f"DATA {folder} has another {name} than the first shard {folders[0]}: fairseq reads "
+                    f"the first shard's dictionaries for every shard, so the word ids of {folder} would "
+                    "be read as other words; binarize every shard with the first's (fairseq-preprocess "
+                    "--srcdict / --tgtdict)"
+                )
+    return None
 
 
 def missing_dictionary(args, folder, pair):

@@ -1386,6 +1386,13 @@ CASES = [
         "ctemp-train: error: DATA {root}/no-train has no train split",
     ),
     (
+        "ctemp-train: a second DATA shard binarized with another dictionary",
+        ctemp_train,  # (stock fairseq-train: reads its word ids with the first shard's dictionary)
+        ["{toy}/bin:{root}/dicts-apart", *TRAIN[1:], "tempered_ce"],
+        "ctemp-train: error: DATA {root}/dicts-apart has another dict.tgt.txt than the first shard "
+        "{toy}/bin: fairseq reads the first shard's dictionaries for every shard",
+    ),
+    (
         "ctemp-train: a --valid-subset the DATA folder lacks",
         ctemp_train,  # (stock fairseq-train: FileNotFoundError's traceback, after building the model)
         [*LM_TRAIN, "--arch", "transformer_lm", "--valid-subset", "valid,valid7"],

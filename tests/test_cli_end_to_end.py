@@ -258,6 +258,25 @@ def test_bad_training_options_fail_before_any_training_step(toy_data, tmp_path):
             assert f"fairseq-train: error: {message}" in proc.stdout and "Traceback" not in proc.stdout
 
 
+def test_shards_are_checked_for_the_first_shards_dictionaries(toy_data, tmp_path):
+    """fairseq reads every DATA shard with the first shard's dictionaries: a shard with the same
+    entries passes, one without dictionary files too (fairseq does not read them), one whose
+    entries come in another order (other word ids) is named."""
+    import shutil
+
+    from fairseq_ctemp import training_options
+
+    first, shard = str(toy_data["bin"]), tmp_path / "shard2"
+    shutil.copytree(first, shard)
+    assert training_options.other_dictionary([first, str(shard)], ("src", "tgt")) is None
+    (shard / "dict.src.txt").unlink()
+    assert training_options.other_dictionary([first, str(shard)], ("src", "tgt")) is None
+    lines = (shard / "dict.tgt.txt").read_text(encoding="utf-8").splitlines(keepends=True)
+    (shard / "dict.tgt.txt").write_text("".join([lines[1], lines[0], *lines[2:]]), encoding="utf-8")
+    problem = training_options.other_dictionary([first, str(shard)], ("src", "tgt"))
+    assert problem.startswith(f"DATA {shard} has another dict.tgt.txt than the first shard {first}:")
+
+
 def test_ctemp_train_takes_a_save_dir_relative_to_the_working_folder(toy_data, tmp_path, monkeypatch, capsys):
     """fairseq's default --save-dir, checkpoints, is a bare relative name: ctemp-train's check of it
     before training ends (a missing one is made by fairseq; the installed command, with a time
