@@ -687,7 +687,7 @@ def test_heatmap_script_refuses_output_lengths_below_fairseqs_least(toy_checkpoi
 @pytest.mark.e2e
 def test_heatmap_script_dumps_tau_and_attention_and_draws_them(sact_run, toy_data, tmp_path, capsys):
     sentences = tmp_path / "src.txt"
-    sentences.write_text("\n".join((toy_data["raw"] / "test.src").read_text().splitlines()[:2]) + "\n")
+    sentences.write_text("\n".join((toy_data["raw"] / "test.src").read_text().splitlines()[:3]) + "\n")
     out = tmp_path / "heatmaps"
     args = [
         toy_data["bin"],
@@ -699,6 +699,8 @@ def test_heatmap_script_dumps_tau_and_attention_and_draws_them(sact_run, toy_dat
         out,
         "--beam",
         "3",
+        "--max-sentences",
+        "2",
         "-s",
         "src",
         "-t",
@@ -722,7 +724,9 @@ def test_heatmap_script_dumps_tau_and_attention_and_draws_them(sact_run, toy_dat
     assert (summary["min"], summary["max"]) == (min(every), max(every))
     printed = capsys.readouterr().out
     assert (
-        "wrote" in printed
+        f"wrote {out / 'sact_attention.json'} and 2 PNG heatmaps in {out} (the first 2 of the 3 lines "
+        "of --input: --max-sentences)"
+        in printed
         and f"tau over the {len(every)} target tokens: mean {summary['mean']:.3f}" in printed
     )
     with pytest.raises(SystemExit, match="sact_attention.json already exists; refusing to overwrite"):

@@ -96,9 +96,9 @@ def main(argv=None):
 
 
 def checked_inputs(args):
-    """(sources, references or Nones, the JSON dump's path, the PNGs' paths), all checked before the
-    model is loaded (the options' ranges: parse_args): --references aligned with --input, no
-    output there yet."""
+    """(sources, references or Nones, the JSON dump's path, the PNGs' paths, the lines of --input),
+    all checked before the model is loaded (the options' ranges: parse_args): --references aligned
+    with --input, no output there yet."""
     if os.path.exists(args.out_dir) and not os.path.isdir(args.out_dir):
         raise SystemExit(f"error: --out-dir {args.out_dir} is a file, not a directory")
     if problem := inputs.folder_problem(args.out_dir, made_if_missing=True):
@@ -110,6 +110,7 @@ def checked_inputs(args):
             f"error: --references {args.references} has {len(references)} lines, --input "
             f"{args.input} {len(sources)}: they must be aligned line by line"
         )
+    lines = len(sources)
     sources = encoded(sources[: args.max_sentences], args.source_spm)
     if references is None:  # beam search: each output needs its length bound >= fairseq's --min-len 1
         shortest = min(len(s.split()) + 1 for s in sources)  # words and </s>, as fairseq counts them
@@ -124,7 +125,7 @@ def checked_inputs(args):
     existing = [p for p in [dump_path] + pngs if os.path.exists(p)]
     if existing:
         raise SystemExit(f"{existing[0]} already exists; refusing to overwrite it (use another --out-dir)")
-    return sources, references, dump_path, pngs
+    return sources, references, dump_path, pngs, lines
 
 
 def check_known_words(args, sources, references, task):
@@ -139,7 +140,7 @@ def check_known_words(args, sources, references, task):
 
 
 def heatmaps(args):
-    sources, references, dump_path, pngs = checked_inputs(args)
+    sources, references, dump_path, pngs, lines = checked_inputs(args)
     try:
         model, task = load(args.data, args.path, args.source_lang, args.target_lang)
     except SactAnalysisError as e:
@@ -167,7 +168,12 @@ def heatmaps(args):
         pngs,
         lambda i, png: draw(sentences[i], lam, rows, png, f"sentence {i + 1} {title}"),
     )
-    print(f"wrote {dump_path} and {len(pngs)} PNG heatmaps in {args.out_dir}")
+    left = (
+        f" (the first {len(pngs)} of the {lines} lines of --input: --max-sentences)"
+        if lines > len(pngs)
+        else ""
+    )
+    print(f"wrote {dump_path} and {len(pngs)} PNG heatmaps in {args.out_dir}{left}")
     print_taus(sentences, rows, summary)
 
 
