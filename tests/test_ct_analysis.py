@@ -328,8 +328,9 @@ def test_positions_curves_and_confidence_intervals(trained, dumped):
         assert float(row["ci_high"]) - float(row["ci_low"]) == pytest.approx(2 * half, rel=1e-3)
 
 
-def test_positions_segments_and_bootstrap(trained, tmp_path):
-    """The papers' normalised sentence (first / middle / last S positions) with bootstrap CIs."""
+def test_positions_segments_and_bootstrap(trained, tmp_path, capsys):
+    """The papers' normalised sentence (first / middle / last S positions) with bootstrap CIs; the
+    sentences used, of those of --text, are said."""
     out = tmp_path / "segments.png"
     ct_analysis.main(
         [
@@ -358,6 +359,16 @@ def test_positions_segments_and_bootstrap(trained, tmp_path):
     assert [int(r["bin"]) for r in rows] == list(range(9))
     eligible = sum(1 for words in text_lines(trained) if len(words) >= 8)
     assert all(int(r["n_sentences"]) == eligible for r in rows)
+    assert 0 < eligible < len(text_lines(trained))
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .splitlines()[-1]
+        .startswith(
+            f"{eligible} of the {len(text_lines(trained))} sentences of {trained['text']} (the others left out "
+            "by --min-len / --max-len, --segment or --skip-long), 1 curves -> "
+        )
+    )
     assert all(float(r["ci_low"]) <= float(r["mean"]) <= float(r["ci_high"]) for r in rows)
 
 

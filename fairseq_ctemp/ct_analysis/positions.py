@@ -96,11 +96,8 @@ def run(args):
         raise AnalysisError(f"--labels needs one label per --path ({len(args.path)}), got {len(args.labels)}")
     csv_path = companion(args.output, ".csv")
     check_outputs([args.output, csv_path], args)
-    sentences = [
-        s
-        for s in read_text(args.text, source=args.source)
-        if args.min_len <= len(s.words) <= (args.max_len or math.inf)
-    ]
+    every = read_text(args.text, source=args.source)
+    sentences = [s for s in every if args.min_len <= len(s.words) <= (args.max_len or math.inf)]
     if not sentences:
         raise AnalysisError(
             f"no sentence of {args.text} has between {args.min_len} and "
@@ -109,7 +106,7 @@ def run(args):
     n_bins = 3 * args.segment if args.segment else args.bins
     rng = np.random.default_rng(args.seed)
     labels = args.labels or [os.path.basename(p) for p in args.path]
-    rows, curves = [], []
+    rows, curves, used = [], [], []
     for path, label in zip(args.path, labels):
         lm = load_model(path, args.data, args.cpu)
         lm.require_temperature("positions")
@@ -120,6 +117,7 @@ def run(args):
             raise AnalysisError(
                 f"no sentence has the {3 * args.segment} positions --segment {args.segment} needs"
             )
+        used.append(n_sentences)
         for name in args.stats:
             curve = stat_curve(table[name], label, name, n_bins, args, rng, rows)
             curves.append((f"{label}: {STATS[name]}", curve))
@@ -131,7 +129,17 @@ def run(args):
             rows,
         )
         plot_positions(args.output, curves, n_bins, args)
-    print(f"{len(sentences)} sentences, {len(curves)} curves -> {args.output}, {csv_path}", file=sys.stderr)
+    counts = " / ".join(str(n) for n in dict.fromkeys(used))  # (one count a model where they differ)
+    left = (
+        " (the others left out by --min-len / --max-len, --segment or --skip-long)"
+        if max(used) < len(every)
+        else ""
+    )
+    print(
+        f"{counts} of the {len(every)} sentences of {args.text}{left}, {len(curves)} curves -> "
+        f"{args.output}, {csv_path}",
+        file=sys.stderr,
+    )
 
 
 def plot_positions(path, curves, n_bins, args):
