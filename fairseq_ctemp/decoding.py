@@ -108,6 +108,8 @@ def own_temperature_source(model):
     """How the log names a model's own temperature."""
     if getattr(model, "ctemp_calibrated_temperature", None):
         return f"calibrated temperature t*={own_temperature(model):g} (ctemp-calibrate)"
+    if getattr(model, "ctemp_overridden_temperature", False):
+        return f"temperature T={own_temperature(model):g} (the model overrides' softmax_temperature)"
     return f"training temperature T={own_temperature(model):g}"
 
 
@@ -145,14 +147,20 @@ def follow_the_rule(model):
     return model
 
 
-def set_own_temperature(model, training=None, calibrated=None, name="model"):
+def set_own_temperature(model, training=None, calibrated=None, name="model", trained_at=None):
     """Record that ``model`` was trained with tempered_ce at T and / or calibrated by ctemp-calibrate
-    at t*: it then decodes at t*, else at T, unless a temperature is given explicitly."""
+    at t*: it then decodes at t*, else at T, unless a temperature is given explicitly. trained_at:
+    the T it was trained at where fairseq's model overrides set another (``training``)."""
     follow_the_rule(model)
     said = []
     if training is not None:
         model.ctemp_training_temperature = float(training)
-        said.append(f"trained with tempered_ce at T={training:g}")
+        model.ctemp_overridden_temperature = trained_at is not None
+        said.append(
+            f"trained with tempered_ce at T={training:g}"
+            if trained_at is None
+            else f"trained with tempered_ce at T={trained_at:g}, softmax_temperature {training:g} by the model overrides"
+        )
     if calibrated is not None:
         model.ctemp_calibrated_temperature = float(calibrated)
         said.append(f"calibrated by ctemp-calibrate at t*={calibrated:g}")
@@ -203,9 +211,9 @@ def load_model_ensemble_and_task(
     """fairseq's loader, one checkpoint at a time so each model learns its own training T."""
     ensemble, cfg = [], None
     for i, filename in enumerate(filenames):
-        own_state = state if i == 0 else None
+        own_state, trained_at = (state if i == 0 else None), None
         if own_state is None and num_shards == 1 and not suffix and os.path.isfile(filename):
-            own_state = state_overridden(filename, arg_overrides)
+            own_state, trained_at = state_overridden(filename, arg_overrides)
         if task is not None and num_shards == 1 and not suffix and os.path.isfile(filename):
             own_state = own_state or checkpoint_utils.load_checkpoint_to_cpu(filename, arg_overrides)
             stored = checkpoint_task.stored_config(own_state)
@@ -224,7 +232,7 @@ def load_model_ensemble_and_task(
         check_stored_temperatures(filename, temperature, calibrated)
         for model in models:  # a model with neither and no temperature head stays stock
             if temperature is not None or calibrated is not None:
-                set_own_temperature(model, temperature, calibrated, name=filename)
+                set_own_temperature(model, temperature, calibrated, name=filename, trained_at=trained_at)
             elif has_temperature_head(model):
                 follow_the_rule(model)
         ensemble.extend(models)
@@ -240,33 +248,28 @@ def load_model_ensemble_and_task(
 
 
 def state_overridden(filename, arg_overrides):
-    """The checkpoint's state with fairseq's arg_overrides applied, as its loader applies them, but
-    for the temperatures it records: fairseq sets every option of a name, so a decoding temperature
-    (the hub's temperature=X, --model-overrides) would rewrite the t* of ctemp-calibrate, then
-    logged and kept as the model's own. A softmax_temperature for a checkpoint of tempered_ce is
-    refused: the T it was trained at is not an option; --temperature decodes at another. None
-    where no override names one, or the checkpoint records neither (fairseq's loader reads it)."""
+    """(the checkpoint's state with fairseq's arg_overrides applied as its loader applies them, the
+    T it was trained at where they set another). fairseq sets every option of a name: a decoding
+    temperature (the hub's temperature=X, --model-overrides) would rewrite the t* of
+    ctemp-calibrate, then logged and kept as the model's own, so t* is kept as recorded; a
+    softmax_temperature applies (to the criterion of fairseq-validate, and as the model's own), said
+    as such, not as the T it was trained at. (None, None) where no override names one, or the
+    checkpoint records neither (fairseq's loader reads it)."""
     from fairseq.dataclass.utils import overwrite_args_by_name
 
     if not {"temperature", "softmax_temperature"} & set(arg_overrides or {}):
-        return None
+        return None, None
     state = checkpoint_utils.load_checkpoint_to_cpu(filename)
     cfg = state.get("cfg")
     trained, calibrated = training_temperature(cfg), _get(cfg, CALIBRATION_GROUP)
     if trained is None and calibrated is None:  # another's checkpoint: fairseq's loader, untouched
-        return None
-    if "softmax_temperature" in arg_overrides and trained is not None:
-        value = arg_overrides["softmax_temperature"]
-        raise OptionError(
-            f"--path {filename} was trained with tempered_ce at T={trained:g}: a model override of "
-            f"softmax_temperature ({value}) does not change that; to decode at {value}, give the "
-            f"temperature (--temperature {value}, temperature={value})"
-        )
+        return None, None
     recorded = None if calibrated is None else dict(calibrated)
     overwrite_args_by_name(cfg, arg_overrides)
     if recorded is not None:
         cfg[CALIBRATION_GROUP] = recorded
-    return state
+    overridden = trained is not None and training_temperature(cfg) != trained
+    return state, (trained if overridden else None)
 
 
 _build_generator = FairseqTask.build_generator

@@ -8,6 +8,7 @@ sampling, --score-reference, --print-alignment, --lm-path), fairseq-interactive,
 temperature-head LM."""
 
 import json
+import logging
 import math
 import os
 import subprocess
@@ -515,22 +516,27 @@ def test_an_explicit_hub_temperature_leaves_the_recorded_t_star(ckpt, toy_data, 
     assert state["cfg"]["criterion"]["softmax_temperature"] == T_A  # (what it was trained at)
 
 
-def test_a_model_override_of_the_training_temperature_is_refused(ckpt, toy_data):
-    """softmax_temperature in fairseq's overrides (--model-overrides) would have the checkpoint
-    decode at it and be logged as trained at it; refused, naming --temperature. A stock
+def test_a_model_override_of_the_training_temperature_is_said_as_such(ckpt, toy_data, caplog):
+    """softmax_temperature in fairseq's overrides (--model-overrides; fairseq-validate passes its
+    command line) applies, as fairseq applies it: the model decodes at it. The log says the T it
+    was trained at and the override, not that it was trained at the override. A stock
     checkpoint, which has no such option, loads as fairseq loads it."""
-    from fairseq_ctemp.errors import OptionError
+    from fairseq_ctemp import decoding
 
     overrides = {"data": str(toy_data["bin"]), "softmax_temperature": 5.0}
-    with pytest.raises(OptionError) as refused:
-        checkpoint_utils.load_model_ensemble_and_task([str(ckpt["A"])], arg_overrides=overrides)
-    assert str(refused.value) == (
-        f"--path {ckpt['A']} was trained with tempered_ce at T={T_A:g}: a model override of "
-        "softmax_temperature (5.0) does not change that; to decode at 5.0, give the temperature "
-        "(--temperature 5.0, temperature=5.0)"
+    with caplog.at_level(logging.INFO, logger="fairseq_ctemp.decoding"):
+        (model,), _, _ = checkpoint_utils.load_model_ensemble_and_task(
+            [str(ckpt["A"])], arg_overrides=overrides
+        )
+    assert decoding.own_temperature(model) == 5.0
+    assert (
+        f"trained with tempered_ce at T={T_A:g}, softmax_temperature 5 by the model overrides" in caplog.text
+    )
+    assert decoding.own_temperature_source(model) == (
+        "temperature T=5 (the model overrides' softmax_temperature)"
     )
     models, _, _ = checkpoint_utils.load_model_ensemble_and_task([str(ckpt["S"])], arg_overrides=overrides)
-    assert len(models) == 1
+    assert len(models) == 1 and decoding.own_temperature(models[0]) == 1.0
 
 
 def test_lm_hub_sample_then_score_does_not_leak(ckpt, toy_data, refs):
