@@ -110,6 +110,28 @@ def before_training(train_args, prog):
         return "--max-tokens or --batch-size must be given: fairseq makes no batches without one"
     if problem := folder_problem(args.save_dir, made_if_missing=True):
         return f"--save-dir {args.save_dir} {problem}"
+    return restore_problem(args)
+
+
+def restore_problem(args):
+    """A --restore-file (or, on a first launch, --continue-once) that is not a file, in words, else
+    None: fairseq-train then trains from scratch, with one log line ("No existing checkpoint
+    found"). (fairseq reads it as given, not in --save-dir; sharded checkpoints are left to it.)"""
+    if args.checkpoint_shard_count > 1 or args.model_parallel_size > 1:
+        return None
+    options = []
+    if args.restore_file != "checkpoint_last.pt":
+        options.append(("--restore-file", args.restore_file))
+    last = os.path.join(args.save_dir, f"checkpoint_last{args.checkpoint_suffix}.pt")
+    if args.continue_once is not None and not os.path.exists(last):
+        options.append(("--continue-once", args.continue_once))
+    for option, path in options:
+        path = path.replace(".pt", args.checkpoint_suffix + ".pt") if option == "--restore-file" else path
+        if not os.path.isfile(path):
+            return (
+                f"{option} {path}: no such file (read as given, not in --save-dir); fairseq-train "
+                "would train from scratch"
+            )
     return None
 
 

@@ -1393,6 +1393,19 @@ CASES = [
         "{toy}/bin: fairseq reads the first shard's dictionaries for every shard",
     ),
     (
+        "ctemp-train: a --restore-file that is not there",
+        ctemp_train,  # (stock fairseq-train: trains from scratch, "No existing checkpoint found")
+        [*TRAIN, "tempered_ce", "--restore-file", "{root}/train-out/checkpoint9.pt"],
+        "ctemp-train: error: --restore-file {root}/train-out/checkpoint9.pt: no such file (read as given, "
+        "not in --save-dir); fairseq-train would train from scratch",
+    ),
+    (
+        "ctemp-train: a --continue-once that is not there",
+        ctemp_train,  # (stock fairseq-train: the same, where --save-dir has no checkpoint_last.pt)
+        [*TRAIN, "tempered_ce", "--continue-once", "checkpoint_best.pt"],
+        "ctemp-train: error: --continue-once checkpoint_best.pt: no such file",
+    ),
+    (
         "ctemp-train: a --valid-subset the DATA folder lacks",
         ctemp_train,  # (stock fairseq-train: FileNotFoundError's traceback, after building the model)
         [*LM_TRAIN, "--arch", "transformer_lm", "--valid-subset", "valid,valid7"],
