@@ -116,7 +116,8 @@ def before_training(train_args, prog):
 def restore_problem(args):
     """A --restore-file (or, on a first launch, --continue-once) that is not a file, in words, else
     None: fairseq-train then trains from scratch, with one log line ("No existing checkpoint
-    found"). (fairseq reads it as given, not in --save-dir; sharded checkpoints are left to it.)"""
+    found"); a --finetune-from-model, where it ends in a traceback. (fairseq reads each as given,
+    not in --save-dir; sharded checkpoints are left to it.)"""
     if args.checkpoint_shard_count > 1 or args.model_parallel_size > 1:
         return None
     options = []
@@ -132,6 +133,9 @@ def restore_problem(args):
                 f"{option} {path}: no such file (read as given, not in --save-dir); fairseq-train "
                 "would train from scratch"
             )
+    finetune = args.finetune_from_model
+    if finetune is not None and not os.path.exists(last) and not os.path.isfile(finetune):
+        return f"--finetune-from-model {finetune}: no such file"  # (fairseq: a ValueError's traceback)
     return None
 
 

@@ -1406,6 +1406,12 @@ CASES = [
         "ctemp-train: error: --continue-once checkpoint_best.pt: no such file",
     ),
     (
+        "ctemp-train: a --finetune-from-model that is not there",
+        ctemp_train,  # (stock fairseq-train: a ValueError's traceback, after building the model)
+        [*TRAIN, "tempered_ce", "--finetune-from-model", "{root}/pretrained.pt"],
+        "ctemp-train: error: --finetune-from-model {root}/pretrained.pt: no such file",
+    ),
+    (
         "ctemp-train: a --valid-subset the DATA folder lacks",
         ctemp_train,  # (stock fairseq-train: FileNotFoundError's traceback, after building the model)
         [*LM_TRAIN, "--arch", "transformer_lm", "--valid-subset", "valid,valid7"],
