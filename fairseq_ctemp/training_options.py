@@ -114,29 +114,35 @@ def before_training(train_args, prog):
 
 
 def restore_problem(args):
-    """A --restore-file (or, on a first launch, --continue-once) that is not a file, in words, else
-    None: fairseq-train then trains from scratch, with one log line ("No existing checkpoint
-    found"); a --finetune-from-model, where it ends in a traceback. (fairseq reads each as given,
-    not in --save-dir; sharded checkpoints are left to it.)"""
+    """What fairseq-train would start from that is not what was asked, in words, else None: a
+    --restore-file (or, on a first launch, --continue-once) that is not a file, from which it trains
+    from scratch with one log line ("No existing checkpoint found"); a --restore-file where
+    --save-dir has a checkpoint_last.pt, which it overwrites rather than resumes; a missing
+    --finetune-from-model (its ValueError's traceback). fairseq reads each path as given, not in
+    --save-dir. Sharded checkpoints are left to it."""
     if args.checkpoint_shard_count > 1 or args.model_parallel_size > 1:
         return None
-    options = []
-    if args.restore_file != "checkpoint_last.pt":
-        options.append(("--restore-file", args.restore_file))
     last = os.path.join(args.save_dir, f"checkpoint_last{args.checkpoint_suffix}.pt")
-    if args.continue_once is not None and not os.path.exists(last):
-        options.append(("--continue-once", args.continue_once))
-    for option, path in options:
-        path = path.replace(".pt", args.checkpoint_suffix + ".pt") if option == "--restore-file" else path
-        if not os.path.isfile(path):
+    resuming = os.path.exists(last)
+    if args.restore_file != "checkpoint_last.pt":  # (fairseq's default: --save-dir's last)
+        restore = args.restore_file.replace(".pt", args.checkpoint_suffix + ".pt")
+        if not os.path.isfile(restore):
+            return f"--restore-file {restore}: {NOT_THERE}"
+        if resuming and not os.path.samefile(restore, last):
             return (
-                f"{option} {path}: no such file (read as given, not in --save-dir); fairseq-train "
-                "would train from scratch"
+                f"--restore-file {restore}: --save-dir {args.save_dir} has a checkpoint_last.pt, which "
+                "fairseq-train would not resume but overwrite, starting again from --restore-file; "
+                "--continue-once starts from a checkpoint once and resumes afterwards"
             )
+    if args.continue_once is not None and not resuming and not os.path.isfile(args.continue_once):
+        return f"--continue-once {args.continue_once}: {NOT_THERE}"
     finetune = args.finetune_from_model
-    if finetune is not None and not os.path.exists(last) and not os.path.isfile(finetune):
-        return f"--finetune-from-model {finetune}: no such file"  # (fairseq: a ValueError's traceback)
+    if finetune is not None and not resuming and not os.path.isfile(finetune):
+        return f"--finetune-from-model {finetune}: no such file"
     return None
+
+
+NOT_THERE = "no such file (read as given, not in --save-dir); fairseq-train would train from scratch"
 
 
 def missing_folder(args, folders):

@@ -140,6 +140,7 @@ def inputs(tmp_path_factory, toy_data):
     wrapper.chmod(0o755)
     write(str(root / "mine" / "notes.txt"), b"a user's notes")
     write(str(root / "a-file"), b"not a directory")
+    write(str(root / "resumable" / "checkpoint_last.pt"), b"a run's last checkpoint")  # a --save-dir
     no_train = root / "no-train"  # fairseq-preprocess's files but the training split's
     no_train.mkdir()
     for made in toy_data["bin"].iterdir():
@@ -1404,6 +1405,13 @@ CASES = [
         ctemp_train,  # (stock fairseq-train: the same, where --save-dir has no checkpoint_last.pt)
         [*TRAIN, "tempered_ce", "--continue-once", "checkpoint_best.pt"],
         "ctemp-train: error: --continue-once checkpoint_best.pt: no such file",
+    ),
+    (
+        "ctemp-train: a --restore-file over a --save-dir it would not resume",
+        ctemp_train,  # (stock fairseq-train: starts again from it, overwriting checkpoint_last.pt)
+        [*TRAIN, "tempered_ce", "--save-dir", "{root}/resumable", "--restore-file", "{ckpt}/a.pt"],
+        "ctemp-train: error: --restore-file {ckpt}/a.pt: --save-dir {root}/resumable has a "
+        "checkpoint_last.pt, which fairseq-train would not resume but overwrite",
     ),
     (
         "ctemp-train: a --finetune-from-model that is not there",

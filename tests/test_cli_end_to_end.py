@@ -277,6 +277,34 @@ def test_shards_are_checked_for_the_first_shards_dictionaries(toy_data, tmp_path
     assert problem.startswith(f"DATA {shard} has another dict.tgt.txt than the first shard {first}:")
 
 
+def test_what_a_run_starts_from_passes_where_fairseq_does_as_asked(tmp_path):
+    """ctemp-train's refusals of --restore-file, --continue-once and --finetune-from-model leave
+    alone what fairseq does as asked: the default (--save-dir's last), a --restore-file that is
+    that last checkpoint, and, once --save-dir has one, a --continue-once or --finetune-from-model
+    that is gone (fairseq then resumes the last and reads neither)."""
+    import argparse
+
+    from fairseq_ctemp.training_options import restore_problem
+
+    save = tmp_path / "run"
+    save.mkdir()
+
+    def problem(**given):
+        options = dict(restore_file="checkpoint_last.pt", continue_once=None, finetune_from_model=None)
+        fixed = dict(
+            save_dir=str(save), checkpoint_suffix="", checkpoint_shard_count=1, model_parallel_size=1
+        )
+        return restore_problem(argparse.Namespace(**fixed, **{**options, **given}))
+
+    gone = str(tmp_path / "gone.pt")
+    assert problem() is None
+    assert problem(continue_once=gone).startswith(f"--continue-once {gone}: no such file")
+    assert problem(finetune_from_model=gone) == f"--finetune-from-model {gone}: no such file"
+    (save / "checkpoint_last.pt").write_bytes(b"a run's last checkpoint")
+    assert problem() is None and problem(restore_file=str(save / "checkpoint_last.pt")) is None
+    assert problem(continue_once=gone) is None and problem(finetune_from_model=gone) is None
+
+
 def test_ctemp_train_takes_a_save_dir_relative_to_the_working_folder(toy_data, tmp_path, monkeypatch, capsys):
     """fairseq's default --save-dir, checkpoints, is a bare relative name: ctemp-train's check of it
     before training ends (a missing one is made by fairseq; the installed command, with a time
