@@ -110,7 +110,34 @@ def before_training(train_args, prog):
         return "--max-tokens or --batch-size must be given: fairseq makes no batches without one"
     if problem := folder_problem(args.save_dir, made_if_missing=True):
         return f"--save-dir {args.save_dir} {problem}"
-    return restore_problem(args)
+    return restore_problem(args) or metric_problem(args)
+
+
+# fairseq's validation metrics whose better direction is known (--best-checkpoint-metric)
+HIGHER_BETTER = ("bleu", "accuracy", "chrf")
+LOWER_BETTER = ("loss", "nll_loss", "ppl")
+
+
+def metric_problem(args):
+    """A --best-checkpoint-metric taken the wrong way, in words, else None: fairseq-train keeps as
+    checkpoint_best.pt the checkpoint of the lowest value unless --maximize-best-checkpoint-metric,
+    and --patience stops the run when that stops improving, without a word; a BLEU that a
+    translation's validation does not compute (fairseq: KeyError 'bleu' after the first epoch)."""
+    metric, maximize = args.best_checkpoint_metric, args.maximize_best_checkpoint_metric
+    if metric in HIGHER_BETTER and not maximize:
+        return (
+            f"--best-checkpoint-metric {metric} is better higher: give --maximize-best-checkpoint-metric "
+            "(without it fairseq-train keeps the lowest as checkpoint_best.pt, and --patience stops the "
+            "run when it stops falling)"
+        )
+    if metric in LOWER_BETTER and maximize:
+        return (
+            f"--best-checkpoint-metric {metric} is better lower: leave out --maximize-best-checkpoint-metric "
+            "(with it fairseq-train keeps the highest as checkpoint_best.pt)"
+        )
+    if metric == "bleu" and args.task == "translation" and not args.eval_bleu:
+        return "--best-checkpoint-metric bleu needs --eval-bleu: without it validation computes no BLEU"
+    return None
 
 
 def restore_problem(args):

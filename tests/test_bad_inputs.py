@@ -1414,6 +1414,26 @@ CASES = [
         "checkpoint_last.pt, which fairseq-train would not resume but overwrite",
     ),
     (
+        "ctemp-train: a BLEU checkpoint metric without --maximize-best-checkpoint-metric",
+        ctemp_train,  # (stock fairseq-train: keeps the lowest BLEU as checkpoint_best.pt, silently)
+        [*TRAIN, "tempered_ce", "--eval-bleu", "--best-checkpoint-metric", "bleu"],
+        "ctemp-train: error: --best-checkpoint-metric bleu is better higher: give "
+        "--maximize-best-checkpoint-metric",
+    ),
+    (
+        "ctemp-train: a loss checkpoint metric with --maximize-best-checkpoint-metric",
+        ctemp_train,  # (stock fairseq-train: keeps the highest loss as checkpoint_best.pt, silently)
+        [*TRAIN, "tempered_ce", "--best-checkpoint-metric", "nll_loss", "--maximize-best-checkpoint-metric"],
+        "ctemp-train: error: --best-checkpoint-metric nll_loss is better lower: leave out "
+        "--maximize-best-checkpoint-metric",
+    ),
+    (
+        "ctemp-train: a BLEU checkpoint metric without --eval-bleu",
+        ctemp_train,  # (stock fairseq-train: KeyError 'bleu' after the first epoch)
+        [*TRAIN, "tempered_ce", "--best-checkpoint-metric", "bleu", "--maximize-best-checkpoint-metric"],
+        "ctemp-train: error: --best-checkpoint-metric bleu needs --eval-bleu",
+    ),
+    (
         "ctemp-train: a --finetune-from-model that is not there",
         ctemp_train,  # (stock fairseq-train: a ValueError's traceback, after building the model)
         [*TRAIN, "tempered_ce", "--finetune-from-model", "{root}/pretrained.pt"],
