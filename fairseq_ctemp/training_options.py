@@ -8,6 +8,8 @@ also refuses what fairseq-train would end in a traceback for (``before_training`
 """
 
 import contextlib
+import dataclasses
+import json
 import logging
 import os
 import sys
@@ -110,12 +112,35 @@ def before_training(train_args, prog):
         return "--max-tokens or --batch-size must be given: fairseq makes no batches without one"
     if problem := folder_problem(args.save_dir, made_if_missing=True):
         return f"--save-dir {args.save_dir} {problem}"
-    return restore_problem(args) or metric_problem(args)
+    return restore_problem(args) or metric_problem(args) or eval_bleu_problem(args)
 
 
 # fairseq's validation metrics whose better direction is known (--best-checkpoint-metric)
 HIGHER_BETTER = ("bleu", "accuracy", "chrf")
 LOWER_BETTER = ("loss", "nll_loss", "ppl")
+
+
+def eval_bleu_problem(args):
+    """--eval-bleu-args that are not a JSON object of fairseq's generation options, in words, else
+    None: fairseq stops on text that is not JSON with a traceback, and decodes the validation as if
+    a key it does not know (``beam_size`` for ``beam``) were not given, without a word."""
+    from fairseq.dataclass.configs import GenerationConfig
+
+    if not getattr(args, "eval_bleu", False):
+        return None
+    try:
+        given = json.loads(args.eval_bleu_args or "{}")
+    except ValueError as e:
+        return f"--eval-bleu-args {args.eval_bleu_args}: not JSON ({e})"
+    if not isinstance(given, dict):
+        return f"--eval-bleu-args {args.eval_bleu_args}: not a JSON object of generation options"
+    known = {f.name for f in dataclasses.fields(GenerationConfig)}
+    if unknown := [key for key in given if key not in known]:
+        return (
+            f"--eval-bleu-args: {unknown[0]} is not one of fairseq's generation options (beam, lenpen, "
+            "max_len_a, max_len_b, temperature, ...: GenerationConfig); validation would decode without it"
+        )
+    return None
 
 
 def metric_problem(args):

@@ -1434,6 +1434,24 @@ CASES = [
         "ctemp-train: error: --best-checkpoint-metric bleu needs --eval-bleu",
     ),
     (
+        "ctemp-train: --eval-bleu-args with a key fairseq's generation does not know",
+        ctemp_train,  # (stock fairseq-train: validates at beam 5, the key ignored without a word)
+        [
+            *TRAIN,
+            "tempered_ce",
+            "--eval-bleu",
+            "--eval-bleu-args",
+            '{{"beam_size": 1}}',
+        ],  # ({{ }}: braces of str.format)
+        "ctemp-train: error: --eval-bleu-args: beam_size is not one of fairseq's generation options",
+    ),
+    (
+        "ctemp-train: --eval-bleu-args that are not JSON",
+        ctemp_train,  # (stock fairseq-train: JSONDecodeError's traceback)
+        [*TRAIN, "tempered_ce", "--eval-bleu", "--eval-bleu-args", "{{beam: 1}}"],
+        "ctemp-train: error: --eval-bleu-args {{beam: 1}}: not JSON (",
+    ),
+    (
         "ctemp-train: a --finetune-from-model that is not there",
         ctemp_train,  # (stock fairseq-train: a ValueError's traceback, after building the model)
         [*TRAIN, "tempered_ce", "--finetune-from-model", "{root}/pretrained.pt"],
