@@ -22,6 +22,7 @@ from fairseq.utils import split_paths
 from . import USER_DIR  # this package: the --user-dir ctemp-train can take
 from .inputs import folder_problem
 from .setup_checks import setup_problem, symbols
+from .translate import post_process_problem
 
 # the tasks whose DATA fairseq reads as folders of fairseq-preprocess's files
 FOLDER_TASKS = ("translation", "language_modeling")
@@ -121,13 +122,17 @@ LOWER_BETTER = ("loss", "nll_loss", "ppl")
 
 
 def eval_bleu_problem(args):
-    """--eval-bleu-args that are not a JSON object of fairseq's generation options, in words, else
-    None: fairseq stops on text that is not JSON with a traceback, and decodes the validation as if
-    a key it does not know (``beam_size`` for ``beam``) were not given, without a word."""
+    """--eval-bleu-args that are not a JSON object of fairseq's generation options, or an
+    --eval-bleu-remove-bpe fairseq cannot post-process with, in words, else None: fairseq stops on
+    text that is not JSON with a traceback, decodes the validation as if a key it does not know
+    (``beam_size`` for ``beam``) were not given, without a word, and fails on the post-processing
+    at the first validation."""
     from fairseq.dataclass.configs import GenerationConfig
 
     if not getattr(args, "eval_bleu", False):
         return None
+    if problem := post_process_problem("--eval-bleu-remove-bpe", args.eval_bleu_remove_bpe):
+        return problem  # (fairseq: NotImplementedError at the first validation, an epoch in)
     try:
         given = json.loads(args.eval_bleu_args or "{}")
     except ValueError as e:

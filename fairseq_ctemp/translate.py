@@ -131,16 +131,24 @@ def decoding_options(argv):
             f"--min-len {options.min_len} is above the longest output, --max-len-b {options.max_len_b} "
             "(with --max-len-a 0)"
         )
-    try:
-        from fairseq.data.data_utils import post_process
-
-        post_process("x", options.post_process)
-    except NotImplementedError:
-        raise TranslateError(
-            f"--remove-bpe {options.post_process}: not one of fairseq's post-processing options "
-            "(sentencepiece, subword_nmt, @@ , wordpiece, letter, silence, _EOW, none)"
-        ) from None
+    if problem := post_process_problem("--remove-bpe", options.post_process):
+        raise TranslateError(problem)
     return DecodingOptions(**vars(options))
+
+
+def post_process_problem(option, value):
+    """Why fairseq's post-processing (--remove-bpe, --eval-bleu-remove-bpe) cannot take `value`,
+    or None: fairseq raises NotImplementedError at the first sentence it post-processes."""
+    from fairseq.data.data_utils import post_process
+
+    try:
+        post_process("x", value)
+    except NotImplementedError:
+        return (
+            f"{option} {value}: not one of fairseq's post-processing options "
+            "(sentencepiece, subword_nmt, @@ , wordpiece, letter, silence, _EOW, none)"
+        )
+    return None
 
 
 def length_budget_problem(max_len_a, max_len_b, min_len, shortest, where):

@@ -1452,6 +1452,12 @@ CASES = [
         "ctemp-train: error: --eval-bleu-args {{beam: 1}}: not JSON (",
     ),
     (
+        "ctemp-train: an --eval-bleu-remove-bpe fairseq does not know",
+        ctemp_train,  # (stock fairseq-train: NotImplementedError's traceback at the first validation)
+        [*TRAIN, "tempered_ce", "--eval-bleu", "--eval-bleu-remove-bpe", "spm"],
+        "ctemp-train: error: --eval-bleu-remove-bpe spm: not one of fairseq's post-processing options",
+    ),
+    (
         "ctemp-train: a --finetune-from-model that is not there",
         ctemp_train,  # (stock fairseq-train: a ValueError's traceback, after building the model)
         [*TRAIN, "tempered_ce", "--finetune-from-model", "{root}/pretrained.pt"],
