@@ -212,9 +212,10 @@ def load_model_ensemble_and_task(
     ensemble, cfg = [], None
     for i, filename in enumerate(filenames):
         own_state, trained_at = (state if i == 0 else None), None
-        if own_state is None and num_shards == 1 and not suffix and os.path.isfile(filename):
+        one_file = num_shards == 1 and not suffix and os.path.isfile(filename)  # (what is read here)
+        if own_state is None and one_file:
             own_state, trained_at = state_overridden(filename, arg_overrides)
-        if task is not None and num_shards == 1 and not suffix and os.path.isfile(filename):
+        if task is not None and one_file:
             own_state = own_state or checkpoint_utils.load_checkpoint_to_cpu(filename, arg_overrides)
             stored = checkpoint_task.stored_config(own_state)
             if checkpoint_task.owns_model(stored) or training_temperature(stored) is not None:

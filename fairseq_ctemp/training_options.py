@@ -116,11 +116,6 @@ def before_training(train_args, prog):
     return restore_problem(args) or metric_problem(args) or eval_bleu_problem(args)
 
 
-# fairseq's validation metrics whose better direction is known (--best-checkpoint-metric)
-HIGHER_BETTER = ("bleu", "accuracy", "chrf")
-LOWER_BETTER = ("loss", "nll_loss", "ppl")
-
-
 def eval_bleu_problem(args):
     """--eval-bleu-args that are not a JSON object of fairseq's generation options, or an
     --eval-bleu-remove-bpe fairseq cannot post-process with, in words, else None: fairseq stops on
@@ -148,6 +143,11 @@ def eval_bleu_problem(args):
     return None
 
 
+# fairseq's validation metrics whose better direction is known (--best-checkpoint-metric)
+HIGHER_BETTER = ("bleu", "accuracy", "chrf")
+LOWER_BETTER = ("loss", "nll_loss", "ppl")
+
+
 def metric_problem(args):
     """A --best-checkpoint-metric taken the wrong way, in words, else None: fairseq-train keeps as
     checkpoint_best.pt the checkpoint of the lowest value unless --maximize-best-checkpoint-metric,
@@ -168,6 +168,9 @@ def metric_problem(args):
     if metric == "bleu" and args.task == "translation" and not args.eval_bleu:
         return "--best-checkpoint-metric bleu needs --eval-bleu: without it validation computes no BLEU"
     return None
+
+
+NOT_THERE = "no such file (read as given, not in --save-dir); fairseq-train would train from scratch"
 
 
 def restore_problem(args):
@@ -197,9 +200,6 @@ def restore_problem(args):
     if finetune is not None and not resuming and not os.path.isfile(finetune):
         return f"--finetune-from-model {finetune}: no such file"
     return None
-
-
-NOT_THERE = "no such file (read as given, not in --save-dir); fairseq-train would train from scratch"
 
 
 def missing_folder(args, folders):
